@@ -1,0 +1,203 @@
+package objstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"gocloud.dev/blob"
+	"gocloud.dev/blob/fileblob"
+	"gocloud.dev/blob/memblob"
+	"gocloud.dev/blob/s3blob"
+	"gocloud.dev/gcerrors"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/smithy-go/logging"
+	gcaws "gocloud.dev/aws"
+)
+
+// openS3 opens s3://bucket?endpoint=...&use_path_style=true&region=...
+// (other parameters as gocloud.dev/aws documents). The SDK's own retries
+// are off so that the Store's retry policy is the only one and its request
+// counts are real; the SDK's debug log is silenced.
+func openS3(ctx context.Context, u *url.URL) (*blob.Bucket, error) {
+	q := u.Query()
+	pathStyle := q.Get("use_path_style") == "true"
+	q.Del("use_path_style")
+	cfg, err := gcaws.V2ConfigFromURLParams(ctx, q)
+	if err != nil {
+		return nil, err
+	}
+	cfg.Logger = logging.Nop{}
+	cfg.Retryer = func() aws.Retryer { return aws.NopRetryer{} }
+	client := s3.NewFromConfig(cfg, func(o *s3.Options) { o.UsePathStyle = pathStyle })
+	return s3blob.OpenBucket(ctx, client, u.Host, &s3blob.Options{RequestChecksumCalculation: cfg.RequestChecksumCalculation})
+}
+
+// cloudBucket is a Bucket over a gocloud.dev/blob bucket. For file:// it
+// stages Put and CreateIfAbsent itself (see fileWriter), because fileblob
+// neither fsyncs nor makes IfNotExist atomic across processes.
+type cloudBucket struct {
+	b    *blob.Bucket
+	file *fileWriter // non-nil for file://
+}
+
+// OpenBackend opens the raw backend named by rawURL, without retries or
+// request counting. Most callers want Open.
+//
+//	file:///abs/dir            a local directory (created if absent)
+//	s3://bucket?endpoint=http://127.0.0.1:9000&use_path_style=true&region=us-east-1
+//	mem://                     an in-process bucket, for tests
+func OpenBackend(ctx context.Context, rawURL string) (Bucket, error) {
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		return nil, fmt.Errorf("objstore: parse store URL: %w", err)
+	}
+	switch u.Scheme {
+	case "mem":
+		return &cloudBucket{b: memblob.OpenBucket(nil)}, nil
+	case "file":
+		dir := filepath.Clean(u.Path)
+		if !filepath.IsAbs(dir) || u.Host != "" {
+			return nil, fmt.Errorf("objstore: file URL %q must be file:///absolute/path", rawURL)
+		}
+		if err := os.MkdirAll(filepath.Join(dir, tmpDir), 0o755); err != nil {
+			return nil, fmt.Errorf("objstore: create store dir: %w", err)
+		}
+		b, err := fileblob.OpenBucket(dir, &fileblob.Options{Metadata: fileblob.MetadataDontWrite, NoTempDir: true})
+		if err != nil {
+			return nil, fmt.Errorf("objstore: open %q: %w", rawURL, err)
+		}
+		return &cloudBucket{b: b, file: &fileWriter{dir: dir}}, nil
+	case "s3":
+		b, err := openS3(ctx, u)
+		if err != nil {
+			return nil, fmt.Errorf("objstore: open %q: %w", rawURL, err)
+		}
+		return &cloudBucket{b: b}, nil
+	default:
+		return nil, fmt.Errorf("objstore: unsupported store URL scheme %q (want file, s3 or mem)", u.Scheme)
+	}
+}
+
+// classify wraps a backend error into an *OpError with its sentinel.
+func classify(op Op, key string, err error) error {
+	if err == nil {
+		return nil
+	}
+	var oe *OpError
+	if errors.As(err, &oe) {
+		return err
+	}
+	e := &OpError{Op: op, Key: key, Cause: err}
+	switch {
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		// The caller's context ended: permanent for this call.
+	case errors.Is(err, os.ErrNotExist):
+		e.Kind = ErrNotFound
+	case errors.Is(err, os.ErrExist):
+		e.Kind = ErrPreconditionFailed
+	default:
+		switch gcerrors.Code(err) {
+		case gcerrors.NotFound:
+			e.Kind = ErrNotFound
+		case gcerrors.FailedPrecondition, gcerrors.AlreadyExists:
+			e.Kind = ErrPreconditionFailed
+		case gcerrors.InvalidArgument, gcerrors.PermissionDenied, gcerrors.Unimplemented, gcerrors.Canceled:
+			// permanent
+		default:
+			// Unavailable, ResourceExhausted, Internal, DeadlineExceeded of
+			// a request, and Unknown (connection refused, resets): retry.
+			e.Kind = ErrTransient
+		}
+	}
+	return e
+}
+
+func (c *cloudBucket) Get(ctx context.Context, key string) ([]byte, error) {
+	data, err := c.b.ReadAll(ctx, key)
+	return data, classify(OpGet, key, err)
+}
+
+func (c *cloudBucket) GetRange(ctx context.Context, key string, offset, length int64) ([]byte, error) {
+	r, err := c.b.NewRangeReader(ctx, key, offset, length, nil)
+	if err != nil {
+		return nil, classify(OpGet, key, err)
+	}
+	defer r.Close()
+	buf := make([]byte, 0, max(0, min(length, r.Size()-offset)))
+	w := &sliceWriter{buf: buf}
+	if _, err := r.WriteTo(w); err != nil {
+		return nil, classify(OpGet, key, err)
+	}
+	return w.buf, nil
+}
+
+type sliceWriter struct{ buf []byte }
+
+func (w *sliceWriter) Write(p []byte) (int, error) { w.buf = append(w.buf, p...); return len(p), nil }
+
+func (c *cloudBucket) Put(ctx context.Context, key string, data []byte) error {
+	if c.file != nil {
+		return classify(OpPut, key, c.file.write(key, data, false))
+	}
+	return classify(OpPut, key, c.b.WriteAll(ctx, key, data, nil))
+}
+
+func (c *cloudBucket) CreateIfAbsent(ctx context.Context, key string, data []byte) error {
+	if c.file != nil {
+		return classify(OpPut, key, c.file.write(key, data, true))
+	}
+	return classify(OpPut, key, c.b.WriteAll(ctx, key, data, &blob.WriterOptions{IfNotExist: true}))
+}
+
+func (c *cloudBucket) Delete(ctx context.Context, key string) error {
+	var err error
+	if c.file != nil {
+		// A plain remove: fileblob's Delete would also look for sidecars.
+		err = os.Remove(c.file.path(key))
+	} else {
+		err = c.b.Delete(ctx, key)
+	}
+	err = classify(OpDelete, key, err)
+	if errors.Is(err, ErrNotFound) {
+		return nil
+	}
+	return err
+}
+
+func (c *cloudBucket) List(ctx context.Context, prefix string, token []byte, pageSize int) (Page, error) {
+	if pageSize <= 0 {
+		pageSize = 1000
+	}
+	if len(token) == 0 {
+		token = blob.FirstPageToken
+	}
+	objs, next, err := c.b.ListPage(ctx, token, pageSize, &blob.ListOptions{Prefix: prefix})
+	if err != nil {
+		return Page{}, classify(OpList, prefix, err)
+	}
+	p := Page{NextToken: next}
+	for _, o := range objs {
+		if o.IsDir || strings.HasPrefix(o.Key, tmpDir+"/") {
+			continue
+		}
+		p.Objects = append(p.Objects, Object{Key: o.Key, Size: o.Size, ModTime: o.ModTime})
+	}
+	return p, nil
+}
+
+func (c *cloudBucket) Attributes(ctx context.Context, key string) (Attrs, error) {
+	a, err := c.b.Attributes(ctx, key)
+	if err != nil {
+		return Attrs{}, classify(OpHead, key, err)
+	}
+	return Attrs{Size: a.Size, ModTime: a.ModTime}, nil
+}
+
+func (c *cloudBucket) Close() error { return c.b.Close() }
