@@ -1,0 +1,57 @@
+// Package layout names every object Strata writes under a region prefix:
+//
+//	{table_id}/{region_id}/manifest/{version:020}.json        manifest delta
+//	{table_id}/{region_id}/manifest/{version:020}.checkpoint  manifest checkpoint
+//	{table_id}/{region_id}/wal/{segment:020}.wal              WAL segment
+//	{table_id}/{region_id}/sst/{file_id}.parquet              SST
+//
+// Nothing else is ever written under a region.
+package layout
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// RegionID identifies a region: a table and the region's number in it.
+type RegionID struct {
+	Table  uint32
+	Region uint32
+}
+
+func (r RegionID) String() string { return fmt.Sprintf("%d/%d", r.Table, r.Region) }
+
+// Prefix is the key prefix of every object of the region.
+func (r RegionID) Prefix() string { return r.String() + "/" }
+
+// ManifestPrefix is the key prefix of the region's manifest objects.
+func (r RegionID) ManifestPrefix() string { return r.Prefix() + "manifest/" }
+
+// DeltaKey is the key of manifest delta version v.
+func (r RegionID) DeltaKey(v uint64) string {
+	return fmt.Sprintf("%s%020d.json", r.ManifestPrefix(), v)
+}
+
+// CheckpointKey is the key of the manifest checkpoint at version v.
+func (r RegionID) CheckpointKey(v uint64) string {
+	return fmt.Sprintf("%s%020d.checkpoint", r.ManifestPrefix(), v)
+}
+
+// ParseManifestKey parses a key under ManifestPrefix. ok is false for keys
+// that are not manifest objects.
+func (r RegionID) ParseManifestKey(key string) (version uint64, checkpoint bool, ok bool) {
+	name, found := strings.CutPrefix(key, r.ManifestPrefix())
+	if !found {
+		return 0, false, false
+	}
+	num, ext, found := strings.Cut(name, ".")
+	if !found || len(num) != 20 || (ext != "json" && ext != "checkpoint") {
+		return 0, false, false
+	}
+	v, err := strconv.ParseUint(num, 10, 64)
+	if err != nil {
+		return 0, false, false
+	}
+	return v, ext == "checkpoint", true
+}

@@ -1,0 +1,97 @@
+// Package manifest is a region's manifest: the log of action lists (deltas)
+// and periodic checkpoints that records which objects the region owns.
+//
+// A delta at version N+1 is written with create-if-absent; that write is the
+// commit point of every state change and fences concurrent writers. The
+// format is specified in docs/format/manifest.md.
+package manifest
+
+import "time"
+
+// FileMeta describes one SST.
+type FileMeta struct {
+	ID    string `json:"id"`
+	Level int    `json:"level"`
+	MinTS int64  `json:"min_ts"`
+	MaxTS int64  `json:"max_ts"`
+	Rows  int64  `json:"rows"`
+	Size  int64  `json:"size"`
+}
+
+// RemovedFile is a file no longer live, waiting for GC past the lingering time.
+type RemovedFile struct {
+	FileMeta
+	RemovedAt time.Time `json:"removed_at"`
+}
+
+// Column is one column of a table's schema.
+type Column struct {
+	Name string `json:"name"`
+	Role string `json:"role"` // "tag", "timestamp" or "field"
+	Type string `json:"type"` // "string", "int64", "uint64", "float64", "bool"
+}
+
+// Schema is a region's schema. Columns are only ever added.
+type Schema struct {
+	Version uint64   `json:"version"`
+	Columns []Column `json:"columns"`
+}
+
+// Action is one state change. Exactly one field is set.
+type Action struct {
+	Schema   *SchemaChange   `json:"schema,omitempty"`
+	Edit     *Edit           `json:"edit,omitempty"`
+	Pending  *PendingOutputs `json:"pending,omitempty"`
+	Resolve  *ResolvePending `json:"resolve,omitempty"`
+	Purge    *GCPurge        `json:"purge,omitempty"`
+	Truncate *Truncate       `json:"truncate,omitempty"`
+	Epoch    *WriterEpoch    `json:"epoch,omitempty"`
+}
+
+// SchemaChange replaces the schema with a later version.
+type SchemaChange struct {
+	Schema Schema `json:"schema"`
+}
+
+// Edit adds and removes files and may advance the flushed sequence. Removed
+// files move to the removed set with the delta's time. Resolves, if set,
+// names the pending-outputs marker this edit completes; every file it adds
+// must have been reserved by that marker.
+type Edit struct {
+	Add        []FileMeta `json:"add,omitempty"`
+	Remove     []string   `json:"remove,omitempty"`
+	FlushedSeq uint64     `json:"flushed_seq,omitempty"` // 0: unchanged
+	Resolves   string     `json:"resolves,omitempty"`
+}
+
+// PendingOutputs reserves the ids of files a job is about to upload. It is
+// committed before the first byte of any of them is written, so each of them
+// has a cleanup owner from the start.
+type PendingOutputs struct {
+	JobID     string    `json:"job_id"`
+	FileIDs   []string  `json:"file_ids"`
+	Epoch     uint64    `json:"epoch"`
+	CreatedAt time.Time `json:"created_at"`
+}
+
+// ResolvePending forgets a marker whose outputs were deleted (or were never
+// written).
+type ResolvePending struct {
+	JobID string `json:"job_id"`
+}
+
+// GCPurge forgets removed files that GC has deleted.
+type GCPurge struct {
+	Files []string `json:"files"`
+}
+
+// Truncate moves every live file to the removed set and sets the flushed
+// sequence: all data at or below it is gone.
+type Truncate struct {
+	FlushedSeq uint64 `json:"flushed_seq"`
+}
+
+// WriterEpoch records that a new owner opened the region. Epochs only grow.
+type WriterEpoch struct {
+	Epoch uint64 `json:"epoch"`
+}

@@ -1,0 +1,362 @@
+package manifest
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/stratadb/strata/internal/layout"
+	"github.com/stratadb/strata/internal/objstore"
+)
+
+// Sentinel errors.
+var (
+	// ErrFenced: another writer owns the region. The writer commits nothing
+	// further; after ErrFenced the caller must do nothing more to the region
+	// (in particular delete nothing: the new owner's GC owns cleanup).
+	ErrFenced = errors.New("manifest: writer fenced: another writer owns the region")
+	// ErrRegionNotFound: no manifest exists and Options.Create is false.
+	ErrRegionNotFound = errors.New("manifest: region not found")
+	// ErrGap: a delta version is missing between the checkpoint and a later
+	// delta.
+	ErrGap = errors.New("manifest: gap in delta versions")
+	// ErrAmbiguous: a commit's outcome is unknown (the store failed while
+	// reporting it). The next Commit resolves it first by reading the delta
+	// back; until then, no cleanup may rely on the commit having failed.
+	ErrAmbiguous = errors.New("manifest: commit outcome unknown")
+	// ErrClosed: the manifest was closed.
+	ErrClosed = errors.New("manifest: closed")
+)
+
+// Options configure a Manifest.
+type Options struct {
+	// CheckpointDistance is the number of deltas between checkpoints
+	// (default 10).
+	CheckpointDistance int
+	// Create makes Open create the region if it has no manifest.
+	Create bool
+	// ReadOnly opens without taking ownership: no epoch is committed and
+	// Commit fails. For fsck and tests.
+	ReadOnly bool
+	// Now is the clock (default time.Now).
+	Now func() time.Time
+}
+
+// Manifest is one region's manifest, open for writing by one owner.
+type Manifest struct {
+	store  objstore.Bucket
+	region layout.RegionID
+	opts   Options
+	writer string // unique per Open; makes every delta's bytes unique
+
+	mu           sync.Mutex
+	state        *State
+	err          error  // sticky: ErrFenced or ErrClosed
+	unknown      []byte // the delta whose commit is ambiguous, if any
+	pendingState *State // the state that delta would make
+	checkpoint   uint64 // latest checkpoint version known (0: none)
+	lowestDelta  uint64 // lowest delta version that may still exist
+	oldCkpts     []uint64
+}
+
+// Open reads the region's manifest: the latest checkpoint plus every later
+// delta. Unless ReadOnly, it then commits a WriterEpoch one above the last
+// owner's, which fences any previous writer.
+func Open(ctx context.Context, store objstore.Bucket, region layout.RegionID, opts Options) (*Manifest, error) {
+	if opts.CheckpointDistance <= 0 {
+		opts.CheckpointDistance = 10
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	var rnd [8]byte
+	_, _ = rand.Read(rnd[:])
+	m := &Manifest{store: store, region: region, opts: opts, writer: hex.EncodeToString(rnd[:])}
+	if err := m.recover(ctx); err != nil {
+		return nil, err
+	}
+	if m.state.Version == 0 && !opts.Create {
+		return nil, fmt.Errorf("%w: %s", ErrRegionNotFound, region)
+	}
+	if opts.ReadOnly {
+		return m, nil
+	}
+	if _, err := m.Commit(ctx, Action{Epoch: &WriterEpoch{Epoch: m.state.Epoch + 1}}); err != nil {
+		return nil, fmt.Errorf("manifest: take ownership of region %s: %w", region, err)
+	}
+	return m, nil
+}
+
+// recover loads the latest checkpoint and replays later deltas.
+func (m *Manifest) recover(ctx context.Context) error {
+	objs, err := objstore.ListAll(ctx, m.store, m.region.ManifestPrefix(), 1000)
+	if err != nil {
+		return fmt.Errorf("manifest: list region %s: %w", m.region, err)
+	}
+	var deltas, ckpts []uint64
+	for _, o := range objs {
+		v, isCkpt, ok := m.region.ParseManifestKey(o.Key)
+		switch {
+		case !ok:
+			continue
+		case isCkpt:
+			ckpts = append(ckpts, v)
+		default:
+			deltas = append(deltas, v)
+		}
+	}
+	slices.Sort(deltas)
+	slices.Sort(ckpts)
+	m.state = newState()
+	if n := len(ckpts); n > 0 {
+		v := ckpts[n-1]
+		key := m.region.CheckpointKey(v)
+		data, err := m.store.Get(ctx, key)
+		if err != nil {
+			return fmt.Errorf("manifest: read checkpoint %s: %w", key, err)
+		}
+		if m.state, err = decodeCheckpoint(m.region.String(), key, v, data); err != nil {
+			return err
+		}
+		m.checkpoint = v
+		m.oldCkpts = ckpts[:n-1]
+	}
+	if len(deltas) > 0 {
+		m.lowestDelta = deltas[0]
+	} else {
+		m.lowestDelta = m.state.Version + 1
+	}
+	if m.state.Version == 0 && len(deltas) > 0 && deltas[0] != 1 {
+		return fmt.Errorf("%w: region %s has no checkpoint and its first delta is version %d", ErrGap, m.region, deltas[0])
+	}
+	for {
+		v := m.state.Version + 1
+		key := m.region.DeltaKey(v)
+		data, err := m.store.Get(ctx, key)
+		if errors.Is(err, objstore.ErrNotFound) {
+			if last := lastOr(deltas, 0); last > m.state.Version {
+				return fmt.Errorf("%w: region %s: version %d missing, version %d exists", ErrGap, m.region, v, last)
+			}
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("manifest: read delta %s: %w", key, err)
+		}
+		at, actions, err := decodeDelta(m.region.String(), key, v, data)
+		if err != nil {
+			return err
+		}
+		for _, a := range actions {
+			if err := m.state.apply(a, at); err != nil {
+				return &CorruptError{Region: m.region.String(), Version: v, Key: key, Reason: err.Error()}
+			}
+		}
+		m.state.Version = v
+	}
+}
+
+func lastOr(s []uint64, d uint64) uint64 {
+	if len(s) == 0 {
+		return d
+	}
+	return s[len(s)-1]
+}
+
+// State returns a copy of the current state.
+func (m *Manifest) State() *State {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.state.Clone()
+}
+
+// Region is the manifest's region.
+func (m *Manifest) Region() layout.RegionID { return m.region }
+
+// Commit applies actions atomically as the next delta and returns its
+// version. It returns ErrInvalidAction (nothing written) if they do not apply,
+// ErrFenced if another writer owns the region, and ErrAmbiguous if the outcome
+// is unknown. Any other error means the delta was not committed.
+func (m *Manifest) Commit(ctx context.Context, actions ...Action) (uint64, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.opts.ReadOnly {
+		return 0, errors.New("manifest: opened read-only")
+	}
+	if m.err != nil {
+		return 0, m.err
+	}
+	if len(actions) == 0 {
+		return 0, fmt.Errorf("%w: empty action list", ErrInvalidAction)
+	}
+	if m.unknown != nil {
+		if err := m.resolveUnknownLocked(ctx); err != nil {
+			return 0, err
+		}
+	}
+	v := m.state.Version + 1
+	at := m.opts.Now().UTC().Round(0)
+	next := m.state.Clone()
+	for _, a := range actions {
+		if err := next.apply(a, at); err != nil {
+			return 0, err
+		}
+	}
+	next.Version = v
+	data, err := encodeDelta(m.region.String(), v, m.writer, at, actions)
+	if err != nil {
+		return 0, fmt.Errorf("manifest: encode delta: %w", err)
+	}
+	key := m.region.DeltaKey(v)
+	err = m.store.CreateIfAbsent(ctx, key, data)
+	switch {
+	case errors.Is(err, objstore.ErrPreconditionFailed):
+		m.err = fmt.Errorf("%w: region %s version %d was committed by another writer", ErrFenced, m.region, v)
+		return 0, m.err
+	case err != nil:
+		// The create may have landed. Read it back to learn.
+		landed, rerr := m.landedLocked(ctx, key, data)
+		switch {
+		case rerr != nil:
+			m.unknown = data
+			m.pendingState = next
+			return 0, fmt.Errorf("%w: write %s: %v (read back: %v)", ErrAmbiguous, key, err, rerr)
+		case !landed:
+			return 0, fmt.Errorf("manifest: write delta %s: %w", key, err)
+		}
+	}
+	if err := m.checkNotFencedLocked(ctx, v); err != nil {
+		return 0, err
+	}
+	m.state = next
+	m.maybeCheckpointLocked(ctx)
+	return v, nil
+}
+
+// landedLocked reports whether key holds exactly data. It fences the writer
+// if key holds another writer's delta.
+func (m *Manifest) landedLocked(ctx context.Context, key string, data []byte) (bool, error) {
+	got, err := m.store.Get(ctx, key)
+	if errors.Is(err, objstore.ErrNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	if string(got) != string(data) {
+		m.err = fmt.Errorf("%w: region %s: %s was committed by another writer", ErrFenced, m.region, key)
+		return false, m.err
+	}
+	return true, nil
+}
+
+// resolveUnknownLocked settles an ambiguous commit before the next one.
+func (m *Manifest) resolveUnknownLocked(ctx context.Context) error {
+	next := m.pendingState
+	key := m.region.DeltaKey(next.Version)
+	landed, err := m.landedLocked(ctx, key, m.unknown)
+	if err != nil {
+		if errors.Is(err, ErrFenced) {
+			return err
+		}
+		return fmt.Errorf("%w: re-read %s: %v", ErrAmbiguous, key, err)
+	}
+	m.unknown, m.pendingState = nil, nil
+	if !landed {
+		return nil
+	}
+	if err := m.checkNotFencedLocked(ctx, next.Version); err != nil {
+		return err
+	}
+	m.state = next
+	m.maybeCheckpointLocked(ctx)
+	return nil
+}
+
+// checkNotFencedLocked runs after this writer created delta v. Deltas are
+// deleted only below a checkpoint and in ascending order, so if another
+// writer had checkpointed past v and deleted v (which let our create
+// succeed), it deleted v-1 first. Delta v-1 was read or written by this
+// writer, so its absence proves we are fenced. For v = 1 there is no v-1:
+// list the manifest for a checkpoint instead (region creation only).
+func (m *Manifest) checkNotFencedLocked(ctx context.Context, v uint64) error {
+	fenced := func(why string) error {
+		m.err = fmt.Errorf("%w: region %s version %d: %s", ErrFenced, m.region, v, why)
+		return m.err
+	}
+	if v == 1 {
+		objs, err := objstore.ListAll(ctx, m.store, m.region.ManifestPrefix(), 1000)
+		if err != nil {
+			return fenced(fmt.Sprintf("cannot verify ownership: %v", err))
+		}
+		for _, o := range objs {
+			if _, isCkpt, ok := m.region.ParseManifestKey(o.Key); ok && isCkpt {
+				return fenced("a checkpoint exists above a newly created region")
+			}
+		}
+		return nil
+	}
+	_, err := m.store.Attributes(ctx, m.region.DeltaKey(v-1))
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, objstore.ErrNotFound):
+		return fenced("the previous delta was deleted by a later checkpoint")
+	default:
+		return fenced(fmt.Sprintf("cannot verify ownership: %v", err))
+	}
+}
+
+// maybeCheckpointLocked writes a checkpoint once CheckpointDistance deltas
+// have passed, then deletes older deltas (ascending) and checkpoints. Its
+// failures never fail the commit: the next commit tries again.
+func (m *Manifest) maybeCheckpointLocked(ctx context.Context) {
+	v := m.state.Version
+	if v-m.checkpoint < uint64(m.opts.CheckpointDistance) {
+		return
+	}
+	data, err := encodeCheckpoint(m.region.String(), m.state)
+	if err != nil {
+		return
+	}
+	err = m.store.CreateIfAbsent(ctx, m.region.CheckpointKey(v), data)
+	if errors.Is(err, objstore.ErrPreconditionFailed) {
+		m.err = fmt.Errorf("%w: region %s: checkpoint %d written by another writer", ErrFenced, m.region, v)
+		return
+	}
+	if err != nil {
+		return
+	}
+	if m.checkpoint != 0 {
+		m.oldCkpts = append(m.oldCkpts, m.checkpoint)
+	}
+	m.checkpoint = v
+	// INVARIANT: deltas are deleted in ascending order (see
+	// checkNotFencedLocked), and delta v itself is kept.
+	for m.lowestDelta < v {
+		if err := m.store.Delete(ctx, m.region.DeltaKey(m.lowestDelta)); err != nil {
+			return
+		}
+		m.lowestDelta++
+	}
+	for len(m.oldCkpts) > 0 {
+		if err := m.store.Delete(ctx, m.region.CheckpointKey(m.oldCkpts[0])); err != nil {
+			return
+		}
+		m.oldCkpts = m.oldCkpts[1:]
+	}
+}
+
+// Close releases the manifest. Later commits fail with ErrClosed.
+func (m *Manifest) Close() error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.err == nil {
+		m.err = ErrClosed
+	}
+	return nil
+}

@@ -1,0 +1,176 @@
+package manifest
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"time"
+)
+
+// ErrInvalidAction: an action does not apply to the current state. Nothing
+// is committed.
+var ErrInvalidAction = errors.New("manifest: invalid action")
+
+// State is the manifest's state at Version. It is a value: Apply works on a
+// copy, so a failed commit leaves the state untouched.
+type State struct {
+	Version    uint64                    `json:"version"`
+	Epoch      uint64                    `json:"epoch"`
+	Schema     Schema                    `json:"schema"`
+	Files      map[string]FileMeta       `json:"files"`
+	Removed    map[string]RemovedFile    `json:"removed"`
+	Pending    map[string]PendingOutputs `json:"pending"`
+	FlushedSeq uint64                    `json:"flushed_seq"`
+}
+
+func newState() *State {
+	return &State{Files: map[string]FileMeta{}, Removed: map[string]RemovedFile{}, Pending: map[string]PendingOutputs{}}
+}
+
+// Clone returns a deep copy.
+func (s *State) Clone() *State {
+	c := *s
+	c.Schema.Columns = slices.Clone(s.Schema.Columns)
+	c.Files = maps.Clone(s.Files)
+	c.Removed = maps.Clone(s.Removed)
+	c.Pending = make(map[string]PendingOutputs, len(s.Pending))
+	for k, p := range s.Pending {
+		p.FileIDs = slices.Clone(p.FileIDs)
+		c.Pending[k] = p
+	}
+	return &c
+}
+
+// apply applies one action in place; at is the delta's time.
+func (s *State) apply(a Action, at time.Time) error {
+	n := 0
+	for _, set := range []bool{a.Schema != nil, a.Edit != nil, a.Pending != nil, a.Resolve != nil, a.Purge != nil, a.Truncate != nil, a.Epoch != nil} {
+		if set {
+			n++
+		}
+	}
+	if n != 1 {
+		return fmt.Errorf("%w: an action sets %d kinds, want exactly 1", ErrInvalidAction, n)
+	}
+	switch {
+	case a.Schema != nil:
+		if a.Schema.Schema.Version <= s.Schema.Version {
+			return fmt.Errorf("%w: schema version %d is not after %d", ErrInvalidAction, a.Schema.Schema.Version, s.Schema.Version)
+		}
+		s.Schema = a.Schema.Schema
+	case a.Edit != nil:
+		return s.applyEdit(a.Edit, at)
+	case a.Pending != nil:
+		p := a.Pending
+		if p.JobID == "" || len(p.FileIDs) == 0 {
+			return fmt.Errorf("%w: pending outputs need a job id and file ids", ErrInvalidAction)
+		}
+		prev, exists := s.Pending[p.JobID]
+		for _, id := range p.FileIDs {
+			if s.owns(id) {
+				return fmt.Errorf("%w: pending output %s is already owned", ErrInvalidAction, id)
+			}
+		}
+		if exists { // a job that needs more outputs reserves them too
+			p = &PendingOutputs{JobID: p.JobID, FileIDs: append(slices.Clone(prev.FileIDs), p.FileIDs...), Epoch: p.Epoch, CreatedAt: prev.CreatedAt}
+		}
+		s.Pending[p.JobID] = *p
+	case a.Resolve != nil:
+		if _, ok := s.Pending[a.Resolve.JobID]; !ok {
+			return fmt.Errorf("%w: no pending outputs for job %q", ErrInvalidAction, a.Resolve.JobID)
+		}
+		delete(s.Pending, a.Resolve.JobID)
+	case a.Purge != nil:
+		for _, id := range a.Purge.Files {
+			if _, ok := s.Removed[id]; !ok {
+				return fmt.Errorf("%w: purge of %s, which is not a removed file", ErrInvalidAction, id)
+			}
+			delete(s.Removed, id)
+		}
+	case a.Truncate != nil:
+		for id, f := range s.Files {
+			s.Removed[id] = RemovedFile{FileMeta: f, RemovedAt: at}
+			delete(s.Files, id)
+		}
+		s.FlushedSeq = max(s.FlushedSeq, a.Truncate.FlushedSeq)
+	case a.Epoch != nil:
+		if a.Epoch.Epoch <= s.Epoch {
+			return fmt.Errorf("%w: epoch %d is not after %d", ErrInvalidAction, a.Epoch.Epoch, s.Epoch)
+		}
+		s.Epoch = a.Epoch.Epoch
+	}
+	return nil
+}
+
+// owns reports whether id is a live, removed or pending file.
+func (s *State) owns(id string) bool {
+	if _, ok := s.Files[id]; ok {
+		return true
+	}
+	if _, ok := s.Removed[id]; ok {
+		return true
+	}
+	for _, p := range s.Pending {
+		if slices.Contains(p.FileIDs, id) {
+			return true
+		}
+	}
+	return false
+}
+
+func (s *State) applyEdit(e *Edit, at time.Time) error {
+	var reserved []string
+	if e.Resolves != "" {
+		p, ok := s.Pending[e.Resolves]
+		if !ok {
+			return fmt.Errorf("%w: edit resolves unknown job %q", ErrInvalidAction, e.Resolves)
+		}
+		reserved = p.FileIDs
+
+	}
+	for _, id := range e.Remove {
+		f, ok := s.Files[id]
+		if !ok {
+			return fmt.Errorf("%w: edit removes %s, which is not live", ErrInvalidAction, id)
+		}
+		delete(s.Files, id)
+		s.Removed[id] = RemovedFile{FileMeta: f, RemovedAt: at}
+	}
+	for _, f := range e.Add {
+		if e.Resolves != "" && !slices.Contains(reserved, f.ID) {
+			return fmt.Errorf("%w: edit adds %s, which job %q did not reserve", ErrInvalidAction, f.ID, e.Resolves)
+		}
+		if e.Resolves == "" && s.owns(f.ID) {
+			return fmt.Errorf("%w: edit adds %s, which is already owned", ErrInvalidAction, f.ID)
+		}
+		if _, ok := s.Files[f.ID]; ok {
+			return fmt.Errorf("%w: edit adds %s twice", ErrInvalidAction, f.ID)
+		}
+		s.Files[f.ID] = f
+	}
+	if e.Resolves != "" {
+		// NB: reserved ids the edit did not add keep their owner: they stay
+		// pending under the job's marker for GC to delete.
+		var left []string
+		for _, id := range reserved {
+			if _, added := s.Files[id]; !added {
+				left = append(left, id)
+			}
+		}
+		if len(left) > 0 {
+			p := s.Pending[e.Resolves]
+			p.FileIDs = left
+			s.Pending[e.Resolves] = p
+		} else {
+			delete(s.Pending, e.Resolves)
+		}
+	}
+	if e.FlushedSeq != 0 {
+		if e.FlushedSeq < s.FlushedSeq {
+			return fmt.Errorf("%w: flushed sequence %d is behind %d", ErrInvalidAction, e.FlushedSeq, s.FlushedSeq)
+		}
+		s.FlushedSeq = e.FlushedSeq
+	}
+	return nil
+}
