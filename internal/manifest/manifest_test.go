@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"os"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -174,7 +176,9 @@ func TestCorruptionIsReported(t *testing.T) {
 		want      error
 	}{
 		{"truncated delta", region.DeltaKey(7), func(d []byte) []byte { return d[:len(d)/2] }, ErrCorrupt},
-		{"flipped delta", region.DeltaKey(7), func(d []byte) []byte { return []byte(strings.Replace(string(d), `"flushed_seq":6`, `"flushed_seq":9`, 1)) }, ErrCorrupt},
+		{"flipped delta", region.DeltaKey(7), func(d []byte) []byte {
+			return []byte(strings.Replace(string(d), `"flushed_seq":6`, `"flushed_seq":9`, 1))
+		}, ErrCorrupt},
 		{"truncated checkpoint", region.CheckpointKey(5), func(d []byte) []byte { return d[:10] }, ErrCorrupt},
 		{"empty checkpoint", region.CheckpointKey(5), func([]byte) []byte { return nil }, ErrCorrupt},
 		{"gap", region.DeltaKey(6), nil, ErrGap},
@@ -291,7 +295,10 @@ func randomActions(rng *rand.Rand, s *State, next *int) []Action {
 // the state of the last delta that landed.
 func TestRandomizedCrashRecovery(t *testing.T) {
 	seed := uint64(time.Now().UnixNano())
-	t.Logf("seed %d", seed)
+	if v := os.Getenv("STRATA_SEED"); v != "" {
+		seed, _ = strconv.ParseUint(v, 10, 64)
+	}
+	t.Logf("seed %d (replay with STRATA_SEED=%d)", seed, seed)
 	ctx := context.Background()
 	const steps = 40
 	// A clean run counts the calls one workload makes.
