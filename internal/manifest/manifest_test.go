@@ -387,3 +387,26 @@ func fixedClockAfter(t0 time.Time) func() time.Time {
 	t := t0
 	return func() time.Time { t = t.Add(time.Second); return t }
 }
+
+// A commit whose delta landed but whose outcome could not be learned is
+// ErrAmbiguous; the next commit learns that it landed and builds on it.
+func TestAmbiguousCommitResolvedByNextCommit(t *testing.T) {
+	ctx := context.Background()
+	inner := memStore(t)
+	m := mustOpen(t, inner, Options{Create: true})
+	f := faultstore.New(inner,
+		faultstore.Rule{Match: faultstore.OnOp(objstore.OpPut), N: 1, Action: faultstore.FailAfter},
+		faultstore.Rule{Match: faultstore.OnOp(objstore.OpGet), N: 1, Action: faultstore.Fail})
+	m.store = fastStore(f)
+	if _, err := m.Commit(ctx, Action{Edit: &Edit{FlushedSeq: 5}}); !errors.Is(err, ErrAmbiguous) {
+		t.Fatalf("want ErrAmbiguous, got %v", err)
+	}
+	v, err := m.Commit(ctx, Action{Edit: &Edit{FlushedSeq: 6}})
+	if err != nil || v != 3 {
+		t.Fatalf("next commit: version %d, %v; want 3 (the ambiguous one landed as 2)", v, err)
+	}
+	ro := mustOpen(t, inner, Options{ReadOnly: true})
+	if s := ro.State(); s.Version != 3 || s.FlushedSeq != 6 {
+		t.Fatalf("reopened at version %d flushed %d", s.Version, s.FlushedSeq)
+	}
+}
