@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"gocloud.dev/blob"
 	"gocloud.dev/blob/fileblob"
@@ -69,6 +70,7 @@ func OpenBackend(ctx context.Context, rawURL string) (Bucket, error) {
 		if err := os.MkdirAll(filepath.Join(dir, tmpDir), 0o755); err != nil {
 			return nil, fmt.Errorf("objstore: create store dir: %w", err)
 		}
+		removeStaleStaging(filepath.Join(dir, tmpDir), time.Hour)
 		b, err := fileblob.OpenBucket(dir, &fileblob.Options{Metadata: fileblob.MetadataDontWrite, NoTempDir: true})
 		if err != nil {
 			return nil, fmt.Errorf("objstore: open %q: %w", rawURL, err)
@@ -201,3 +203,15 @@ func (c *cloudBucket) Attributes(ctx context.Context, key string) (Attrs, error)
 }
 
 func (c *cloudBucket) Close() error { return c.b.Close() }
+
+// removeStaleStaging deletes staged writes older than age: they belong to a
+// process that crashed between staging and publishing (live writers publish
+// or remove theirs within one call).
+func removeStaleStaging(dir string, age time.Duration) {
+	entries, _ := os.ReadDir(dir)
+	for _, e := range entries {
+		if info, err := e.Info(); err == nil && time.Since(info.ModTime()) > age {
+			_ = os.Remove(filepath.Join(dir, e.Name()))
+		}
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"os"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -70,6 +71,28 @@ func TestFileStagingHiddenAndCleaned(t *testing.T) {
 	staged, _ := os.ReadDir(dir + "/.strata-tmp")
 	if len(staged) != 0 {
 		t.Fatalf("staging dir holds %d files after a successful put", len(staged))
+	}
+}
+
+func TestFileStaleStagingRemovedOnOpen(t *testing.T) {
+	dir := t.TempDir()
+	openURL(t, "file://"+dir)
+	stale, fresh := dir+"/.strata-tmp/stale", dir+"/.strata-tmp/fresh"
+	for _, p := range []string{stale, fresh} {
+		if err := os.WriteFile(p, []byte("x"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	old := time.Now().Add(-2 * time.Hour)
+	if err := os.Chtimes(stale, old, old); err != nil {
+		t.Fatal(err)
+	}
+	openURL(t, "file://"+dir)
+	if _, err := os.Stat(stale); !os.IsNotExist(err) {
+		t.Fatalf("stale staging file survived open: %v", err)
+	}
+	if _, err := os.Stat(fresh); err != nil {
+		t.Fatalf("fresh staging file (a live writer's) was removed: %v", err)
 	}
 }
 
