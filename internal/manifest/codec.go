@@ -65,14 +65,8 @@ func decodeDelta(region, key string, version uint64, data []byte) (time.Time, []
 	if err := json.Unmarshal(data, &d); err != nil {
 		return time.Time{}, nil, bad("decode (%d bytes): %v", len(data), err)
 	}
-	if d.Format != formatVersion {
-		return time.Time{}, nil, bad("unknown format %d", d.Format)
-	}
-	if d.Region != region || d.Version != version {
-		return time.Time{}, nil, bad("object claims region %s version %d", d.Region, d.Version)
-	}
-	if got := crc32.Checksum(d.Body, castagnoli); got != d.CRC32C {
-		return time.Time{}, nil, bad("checksum %08x, want %08x", got, d.CRC32C)
+	if err := checkEnvelope(bad, d.Format, d.Region, d.Version, region, version, d.CRC32C, d.Body); err != nil {
+		return time.Time{}, nil, err
 	}
 	var actions []Action
 	if err := json.Unmarshal(d.Body, &actions); err != nil {
@@ -100,14 +94,8 @@ func decodeCheckpoint(region, key string, version uint64, data []byte) (*State, 
 	if err := json.Unmarshal(data, &c); err != nil {
 		return nil, bad("decode (%d bytes): %v", len(data), err)
 	}
-	if c.Format != formatVersion {
-		return nil, bad("unknown format %d", c.Format)
-	}
-	if c.Region != region || c.Version != version {
-		return nil, bad("object claims region %s version %d", c.Region, c.Version)
-	}
-	if got := crc32.Checksum(c.Body, castagnoli); got != c.CRC32C {
-		return nil, bad("checksum %08x, want %08x", got, c.CRC32C)
+	if err := checkEnvelope(bad, c.Format, c.Region, c.Version, region, version, c.CRC32C, c.Body); err != nil {
+		return nil, err
 	}
 	s := newState()
 	if err := json.Unmarshal(c.Body, s); err != nil {
@@ -122,4 +110,19 @@ func decodeCheckpoint(region, key string, version uint64, data []byte) (*State, 
 		}
 	}
 	return s, nil
+}
+
+// checkEnvelope verifies what deltas and checkpoints share: the format, the
+// region and version the object claims, and the checksum of its body.
+func checkEnvelope(bad func(string, ...any) error, format int, gotRegion string, gotVersion uint64, region string, version uint64, sum uint32, body []byte) error {
+	if format != formatVersion {
+		return bad("unknown format %d", format)
+	}
+	if gotRegion != region || gotVersion != version {
+		return bad("object claims region %s version %d", gotRegion, gotVersion)
+	}
+	if got := crc32.Checksum(body, castagnoli); got != sum {
+		return bad("checksum %08x, want %08x", got, sum)
+	}
+	return nil
 }

@@ -174,9 +174,6 @@ func (m *Manifest) State() *State {
 	return m.state.Clone()
 }
 
-// Region is the manifest's region.
-func (m *Manifest) Region() layout.RegionID { return m.region }
-
 // Commit applies actions atomically as the next delta and returns its
 // version. It returns ErrInvalidAction (nothing written) if they do not apply,
 // ErrFenced if another writer owns the region, and ErrAmbiguous if the outcome

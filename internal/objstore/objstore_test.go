@@ -126,11 +126,18 @@ func TestRequestCountsAndMetrics(t *testing.T) {
 			t.Errorf("%s: %d requests, want %d", op, got[op], want[op])
 		}
 	}
+	if got.Total() != 7 {
+		t.Errorf("Total = %d, want 7", got.Total())
+	}
+	_, _ = s.Get(ctx, "missing")
+	if d := s.Requests().Sub(got); d.Total() != 1 || d[objstore.OpGet] != 1 {
+		t.Errorf("Sub = %v, want one GET", d)
+	}
 	expected := `
 # HELP strata_objstore_requests_total Object-store requests sent, by operation and outcome (ok, not_found, precondition_failed, error).
 # TYPE strata_objstore_requests_total counter
 strata_objstore_requests_total{op="DELETE",result="ok"} 1
-strata_objstore_requests_total{op="GET",result="not_found"} 1
+strata_objstore_requests_total{op="GET",result="not_found"} 2
 strata_objstore_requests_total{op="GET",result="ok"} 1
 strata_objstore_requests_total{op="HEAD",result="ok"} 1
 strata_objstore_requests_total{op="LIST",result="ok"} 1
