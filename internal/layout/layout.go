@@ -55,3 +55,39 @@ func (r RegionID) ParseManifestKey(key string) (version uint64, checkpoint bool,
 	}
 	return v, ext == "checkpoint", true
 }
+
+// WALPrefix is the key prefix of the region's WAL segments.
+func (r RegionID) WALPrefix() string { return r.Prefix() + "wal/" }
+
+// WALKey is the key of WAL segment n.
+func (r RegionID) WALKey(n uint64) string { return fmt.Sprintf("%s%020d.wal", r.WALPrefix(), n) }
+
+// ParseWALKey parses a key under WALPrefix.
+func (r RegionID) ParseWALKey(key string) (segment uint64, ok bool) {
+	name, found := strings.CutPrefix(key, r.WALPrefix())
+	if !found {
+		return 0, false
+	}
+	num, found := strings.CutSuffix(name, ".wal")
+	if !found || len(num) != 20 {
+		return 0, false
+	}
+	n, err := strconv.ParseUint(num, 10, 64)
+	return n, err == nil
+}
+
+// SSTPrefix is the key prefix of the region's SSTs.
+func (r RegionID) SSTPrefix() string { return r.Prefix() + "sst/" }
+
+// SSTKey is the key of SST file id.
+func (r RegionID) SSTKey(id string) string { return r.SSTPrefix() + id + ".parquet" }
+
+// ParseSSTKey parses a key under SSTPrefix into a file id.
+func (r RegionID) ParseSSTKey(key string) (id string, ok bool) {
+	name, found := strings.CutPrefix(key, r.SSTPrefix())
+	if !found {
+		return "", false
+	}
+	id, found = strings.CutSuffix(name, ".parquet")
+	return id, found && id != "" && !strings.Contains(id, "/")
+}

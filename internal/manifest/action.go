@@ -61,7 +61,11 @@ type Edit struct {
 	Add        []FileMeta `json:"add,omitempty"`
 	Remove     []string   `json:"remove,omitempty"`
 	FlushedSeq uint64     `json:"flushed_seq,omitempty"` // 0: unchanged
-	Resolves   string     `json:"resolves,omitempty"`
+	// FlushedSegment is the highest WAL segment whose entries are all at or
+	// below the flushed sequence (0: unchanged). Segments up to it are
+	// garbage for GC and skipped by replay.
+	FlushedSegment uint64 `json:"flushed_segment,omitempty"`
+	Resolves       string `json:"resolves,omitempty"`
 }
 
 // PendingOutputs reserves the ids of files a job is about to upload. It is

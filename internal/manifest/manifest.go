@@ -274,6 +274,19 @@ func (m *Manifest) resolveUnknownLocked(ctx context.Context) error {
 	return nil
 }
 
+// Settle resolves an ambiguous commit, if there is one, by reading the delta
+// back. Afterwards State tells whether it landed. It returns ErrAmbiguous
+// while the store cannot answer, and ErrFenced if another writer took the
+// version.
+func (m *Manifest) Settle(ctx context.Context) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.unknown == nil {
+		return nil
+	}
+	return m.resolveUnknownLocked(ctx)
+}
+
 // checkNotFencedLocked runs after this writer created delta v. Deltas are
 // deleted only below a checkpoint and in ascending order, so if another
 // writer had checkpointed past v and deleted v (which let our create

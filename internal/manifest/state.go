@@ -22,6 +22,9 @@ type State struct {
 	Removed    map[string]RemovedFile    `json:"removed"`
 	Pending    map[string]PendingOutputs `json:"pending"`
 	FlushedSeq uint64                    `json:"flushed_seq"`
+	// FlushedSegment: WAL segments numbered up to it hold nothing above
+	// FlushedSeq.
+	FlushedSegment uint64 `json:"flushed_segment,omitempty"`
 }
 
 func newState() *State {
@@ -171,6 +174,12 @@ func (s *State) applyEdit(e *Edit, at time.Time) error {
 			return fmt.Errorf("%w: flushed sequence %d is behind %d", ErrInvalidAction, e.FlushedSeq, s.FlushedSeq)
 		}
 		s.FlushedSeq = e.FlushedSeq
+	}
+	if e.FlushedSegment != 0 {
+		if e.FlushedSegment < s.FlushedSegment {
+			return fmt.Errorf("%w: flushed WAL segment %d is behind %d", ErrInvalidAction, e.FlushedSegment, s.FlushedSegment)
+		}
+		s.FlushedSegment = e.FlushedSegment
 	}
 	return nil
 }

@@ -1,0 +1,222 @@
+// Package memtable holds a region's recent writes in memory, per series,
+// until they are flushed to an SST.
+//
+// INVARIANT: a series' row slice is only ever appended to; no element is
+// changed once written. A scan can therefore capture a prefix of it under
+// the read lock and read it afterwards without a lock, while writes go on.
+// Sorting (for series written out of order) works on copies.
+package memtable
+
+import (
+	"cmp"
+	"slices"
+	"sync"
+
+	"github.com/stratadb/strata/internal/row"
+)
+
+type memRow struct {
+	ts, end int64
+	seq     uint64
+	op      row.Op
+	fields  []row.Value
+}
+
+type series struct {
+	rows   []memRow
+	sorted bool // rows are in (ts, seq desc) order
+
+	sortOnce sync.Once // frozen memtables sort each series once
+	frozen   []memRow
+}
+
+// Memtable is one region's in-memory rows.
+type Memtable struct {
+	mu          sync.RWMutex
+	series      map[string]*series
+	bytes       int64
+	entries     int64
+	minSeq      uint64
+	maxSeq      uint64
+	minTS       int64
+	maxTS       int64
+	lastSegment uint64
+	frozen      bool
+}
+
+// New returns an empty memtable.
+func New() *Memtable { return &Memtable{series: map[string]*series{}} }
+
+// seriesOverhead approximates the memory of a series entry beyond its rows.
+const seriesOverhead = 96
+
+// Insert adds durable entries from WAL segment seg. Entries' sequences must
+// grow across calls.
+func (m *Memtable) Insert(seg uint64, entries []row.Entry) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.frozen {
+		panic("memtable: insert into a frozen memtable")
+	}
+	for i := range entries {
+		e := &entries[i]
+		s := m.series[e.Series]
+		if s == nil {
+			s = &series{sorted: true}
+			m.series[e.Series] = s
+			m.bytes += int64(len(e.Series) + seriesOverhead)
+		}
+		r := memRow{ts: e.TS, end: e.End, seq: e.Seq, op: e.Op, fields: e.Fields}
+		// NB: a newer version of an existing ts must sort before it, so an
+		// equal ts also breaks the order.
+		if n := len(s.rows); n > 0 && r.ts <= s.rows[n-1].ts {
+			s.sorted = false
+		}
+		s.rows = append(s.rows, r)
+		m.bytes += int64(e.Size())
+		if m.entries == 0 {
+			m.minSeq, m.minTS, m.maxTS = e.Seq, e.TS, e.TS
+		}
+		m.entries++
+		m.maxSeq = max(m.maxSeq, e.Seq)
+		m.minTS = min(m.minTS, e.TS)
+		m.maxTS = max(m.maxTS, e.TS)
+		if e.Op == row.Delete {
+			m.maxTS = max(m.maxTS, e.End)
+		}
+	}
+	m.lastSegment = max(m.lastSegment, seg)
+}
+
+// Freeze makes the memtable read-only.
+func (m *Memtable) Freeze() {
+	m.mu.Lock()
+	m.frozen = true
+	m.mu.Unlock()
+}
+
+// Stats describe a memtable.
+type Stats struct {
+	Bytes, Entries int64
+	Series         int
+	MinSeq, MaxSeq uint64
+	MinTS, MaxTS   int64 // covers tombstone ranges
+	LastSegment    uint64
+}
+
+// Stats returns the memtable's size and bounds.
+func (m *Memtable) Stats() Stats {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	return Stats{Bytes: m.bytes, Entries: m.entries, Series: len(m.series), MinSeq: m.minSeq, MaxSeq: m.maxSeq,
+		MinTS: m.minTS, MaxTS: m.maxTS, LastSegment: m.lastSegment}
+}
+
+// Filter selects what an iterator returns.
+type Filter struct {
+	// Series, if set, selects series by key.
+	Series func(key string) bool
+	// Start and End bound put timestamps: Start <= ts < End. Tombstones are
+	// returned when their range overlaps.
+	Start, End int64
+	// Fields maps output positions to field ordinals (nil: all fields, by
+	// ordinal).
+	Fields []int
+}
+
+type capture struct {
+	key    string
+	s      *series
+	rows   []memRow
+	sorted bool
+}
+
+// Iter returns the entries that match f, in stream order, as of now.
+func (m *Memtable) Iter(f Filter) row.Iterator {
+	m.mu.RLock()
+	caps := make([]capture, 0, len(m.series))
+	frozen := m.frozen
+	for k, s := range m.series {
+		if f.Series == nil || f.Series(k) {
+			caps = append(caps, capture{key: k, s: s, rows: s.rows, sorted: s.sorted})
+		}
+	}
+	m.mu.RUnlock()
+	slices.SortFunc(caps, func(a, b capture) int { return cmp.Compare(a.key, b.key) })
+	return &iter{caps: caps, f: f, frozen: frozen, idx: -1}
+}
+
+func cmpRow(a, b memRow) int {
+	if c := cmp.Compare(a.ts, b.ts); c != 0 {
+		return c
+	}
+	return cmp.Compare(b.seq, a.seq)
+}
+
+// sortedRows returns c's rows in (ts, seq desc) order.
+func (c *capture) sortedRows(frozen bool) []memRow {
+	if c.sorted {
+		return c.rows
+	}
+	if frozen {
+		c.s.sortOnce.Do(func() { c.s.frozen = slices.SortedStableFunc(slices.Values(c.s.rows), cmpRow) })
+		return c.s.frozen
+	}
+	return slices.SortedStableFunc(slices.Values(c.rows), cmpRow)
+}
+
+type iter struct {
+	caps   []capture
+	f      Filter
+	frozen bool
+	idx    int
+	rows   []memRow
+	pos    int
+	e      row.Entry
+	buf    []row.Value
+}
+
+func (it *iter) Next() bool {
+	for {
+		for it.pos < len(it.rows) {
+			r := &it.rows[it.pos]
+			it.pos++
+			if r.op == row.Put && (r.ts < it.f.Start || r.ts >= it.f.End) {
+				continue
+			}
+			if r.op == row.Delete && (r.end < it.f.Start || r.ts >= it.f.End) {
+				continue
+			}
+			it.e = row.Entry{Series: it.caps[it.idx].key, TS: r.ts, End: r.end, Seq: r.seq, Op: r.op, Fields: r.fields}
+			if it.f.Fields != nil && r.op == row.Put {
+				it.e.Fields = it.project(r.fields)
+			}
+			return true
+		}
+		it.idx++
+		if it.idx >= len(it.caps) {
+			return false
+		}
+		it.rows, it.pos = it.caps[it.idx].sortedRows(it.frozen), 0
+	}
+}
+
+func (it *iter) project(fields []row.Value) []row.Value {
+	if len(it.buf) < len(it.f.Fields) {
+		it.buf = make([]row.Value, 256*max(1, len(it.f.Fields)))
+	}
+	out := it.buf[:len(it.f.Fields):len(it.f.Fields)]
+	it.buf = it.buf[len(it.f.Fields):]
+	for i, ord := range it.f.Fields {
+		if ord < len(fields) {
+			out[i] = fields[ord]
+		} else {
+			out[i] = row.Value{}
+		}
+	}
+	return out
+}
+
+func (it *iter) Entry() *row.Entry { return &it.e }
+func (it *iter) Err() error        { return nil }
+func (it *iter) Close() error      { it.caps, it.rows = nil, nil; return nil }

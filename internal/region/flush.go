@@ -1,0 +1,176 @@
+package region
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/oklog/ulid/v2"
+
+	"github.com/stratadb/strata/internal/manifest"
+	"github.com/stratadb/strata/internal/memtable"
+	"github.com/stratadb/strata/internal/merge"
+	"github.com/stratadb/strata/internal/row"
+	"github.com/stratadb/strata/internal/sst"
+)
+
+// Flush writes every memtable holding data as of the call to SSTs.
+func (r *Region) Flush(ctx context.Context) error {
+	if err := r.usable(); err != nil {
+		return err
+	}
+	return r.flushAll(ctx)
+}
+
+func (r *Region) flushAll(ctx context.Context) error {
+	r.flushMu.Lock()
+	defer r.flushMu.Unlock()
+	r.mu.Lock()
+	if r.fatal != nil {
+		r.mu.Unlock()
+		return r.fatal
+	}
+	if r.active.Stats().Entries > 0 {
+		r.active.Freeze()
+		r.immutable = append(r.immutable, r.active)
+		r.active = memtable.New()
+	}
+	todo := append([]*memtable.Memtable(nil), r.immutable...)
+	r.mu.Unlock()
+	// INVARIANT: memtables flush oldest first, so the flushed sequence
+	// never skips data of an older one.
+	for _, mt := range todo {
+		if err := r.flushOne(ctx, mt); err != nil {
+			return r.setFatal(err)
+		}
+	}
+	return nil
+}
+
+// flushOne writes one frozen memtable as an SST with the commit protocol:
+//
+//	commit Pending{job, [id]}  ->  upload sst/{id}.parquet  ->  commit Edit{add id, flushed seq, resolves job}
+//	        \ failure: nothing to clean    \ failure: delete the SST, commit Resolve{job}
+//
+// A crash anywhere leaves the SST owned by the marker (GC deletes it) or by
+// the live set.
+func (r *Region) flushOne(ctx context.Context, mt *memtable.Memtable) (err error) {
+	began := time.Now()
+	m := r.opts.Metrics
+	defer func() {
+		m.Flushes.WithLabelValues(result(err)).Inc()
+		m.FlushDuration.Observe(time.Since(began).Seconds())
+	}()
+	st := mt.Stats()
+	if r.man.State().FlushedSeq >= st.MaxSeq {
+		// An earlier attempt whose commit looked ambiguous did land.
+		r.dropFlushed(mt, st.Bytes)
+		return nil
+	}
+	id := ulid.Make().String()
+	job := "flush-" + id
+	key := r.id.SSTKey(id)
+
+	// 1. Reserve the output before any byte of it exists.
+	if err := r.commit(ctx, manifest.Action{Pending: &manifest.PendingOutputs{
+		JobID: job, FileIDs: []string{id}, Epoch: r.epoch, CreatedAt: r.opts.Now().UTC(),
+	}}); err != nil {
+		if !r.landed(ctx, func(s *manifest.State) bool { _, ok := s.Pending[job]; return ok }) {
+			return fmt.Errorf("region %s: flush: reserve output: %w", r.id, err)
+		}
+	}
+
+	// 2. Encode and upload.
+	fields := r.Schema().Fields()
+	it := merge.New([]row.Iterator{mt.Iter(memtable.Filter{Start: math.MinInt64, End: math.MaxInt64})}, merge.Options{KeepTombstones: true, DropBefore: r.ttlCutoff()})
+	var buf bytes.Buffer
+	meta, werr := sst.Write(&buf, fields, it, sst.WriteOptions{RowGroupRows: r.opts.RowGroupRows})
+	it.Close()
+	edit := &manifest.Edit{FlushedSeq: st.MaxSeq, FlushedSegment: st.LastSegment, Resolves: job}
+	var actions []manifest.Action
+	switch {
+	case errors.Is(werr, sst.ErrEmpty):
+		// Everything expired: nothing to upload, only the sequence moves.
+		edit.Resolves = ""
+		actions = []manifest.Action{{Edit: edit}, {Resolve: &manifest.ResolvePending{JobID: job}}}
+	case werr != nil:
+		return r.abandon(ctx, job, key, fmt.Errorf("region %s: flush: encode: %w", r.id, werr))
+	default:
+		if err := r.store.Put(ctx, key, buf.Bytes()); err != nil {
+			return r.abandon(ctx, job, key, fmt.Errorf("region %s: flush: upload %s: %w", r.id, key, err))
+		}
+		edit.Add = []manifest.FileMeta{{ID: id, Level: 0, MinTS: meta.MinTS, MaxTS: meta.MaxTS, Rows: meta.Rows, Size: meta.Size}}
+		actions = []manifest.Action{{Edit: edit}}
+	}
+
+	// 3. Commit: from here on, failure never deletes the output unless the
+	// manifest proves the edit did not land.
+	if err := r.commit(ctx, actions...); err != nil {
+		if !r.landed(ctx, func(s *manifest.State) bool { _, p := s.Pending[job]; return !p && s.FlushedSeq >= st.MaxSeq }) {
+			if errors.Is(err, manifest.ErrAmbiguous) || errors.Is(err, manifest.ErrFenced) {
+				return fmt.Errorf("region %s: flush: commit: %w", r.id, err)
+			}
+			return r.abandon(ctx, job, key, fmt.Errorf("region %s: flush: commit: %w", r.id, err))
+		}
+	}
+	r.dropFlushed(mt, st.Bytes)
+	m.FlushBytes.Add(float64(meta.Size))
+	m.FlushRows.Add(float64(meta.Rows))
+	r.log.Debug("flushed", "file", id, "rows", meta.Rows, "bytes", meta.Size, "flushed_seq", st.MaxSeq, "took", time.Since(began))
+	if r.opts.TTL > 0 {
+		if err := r.expire(ctx); err != nil {
+			r.log.Warn("ttl expiry after flush failed", "err", err)
+		}
+	}
+	return nil
+}
+
+// dropFlushed forgets a memtable whose data is now in the manifest.
+func (r *Region) dropFlushed(mt *memtable.Memtable, size int64) {
+	r.mu.Lock()
+	for i, x := range r.immutable {
+		if x == mt {
+			r.immutable = append(r.immutable[:i], r.immutable[i+1:]...)
+			break
+		}
+	}
+	r.memBytes -= size
+	close(r.memChanged)
+	r.memChanged = make(chan struct{})
+	r.mu.Unlock()
+	if r.opts.Budget != nil {
+		r.opts.Budget.add(-size)
+	}
+	r.opts.Metrics.MemtableBytes.Sub(float64(size))
+}
+
+// commit commits actions, translating fencing.
+func (r *Region) commit(ctx context.Context, actions ...manifest.Action) error {
+	_, err := r.man.Commit(ctx, actions...)
+	return err
+}
+
+// landed settles an ambiguous commit and reports whether the manifest now
+// satisfies ok. If the outcome stays unknown it reports false.
+func (r *Region) landed(ctx context.Context, ok func(*manifest.State) bool) bool {
+	if err := r.man.Settle(ctx); err != nil {
+		return false
+	}
+	return ok(r.man.State())
+}
+
+// abandon cleans up a flush that failed before its edit committed: delete
+// the output (idempotent; it may not exist), then forget the marker. If
+// either step fails the marker stays, and GC finishes the job.
+func (r *Region) abandon(ctx context.Context, job, key string, cause error) error {
+	if err := r.store.Delete(ctx, key); err != nil {
+		return errors.Join(cause, fmt.Errorf("delete abandoned output %s (left to GC): %w", key, err))
+	}
+	if err := r.commit(ctx, manifest.Action{Resolve: &manifest.ResolvePending{JobID: job}}); err != nil {
+		return errors.Join(cause, fmt.Errorf("resolve abandoned job %s (left to GC): %w", job, err))
+	}
+	return cause
+}

@@ -1,0 +1,362 @@
+// Package region is one region of a table: its manifest, WAL, memtables,
+// flushes to SSTs and scans.
+//
+// Write path: validate the whole batch, commit any new columns to the
+// manifest, append the batch to the WAL as part of one group-committed
+// segment, insert it into the active memtable, acknowledge. A batch is
+// atomic: it lands in one segment or not at all.
+//
+// Flush uses the same commit protocol as compaction (DESIGN.md): a
+// pending-outputs marker naming the SST is committed before the upload, and
+// one edit then adds the file, advances the flushed sequence and resolves the
+// marker. Every SST therefore has a cleanup owner from its first byte.
+package region
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"sync"
+	"time"
+
+	"github.com/stratadb/strata/internal/layout"
+	"github.com/stratadb/strata/internal/manifest"
+	"github.com/stratadb/strata/internal/memtable"
+	"github.com/stratadb/strata/internal/objstore"
+	"github.com/stratadb/strata/internal/row"
+	"github.com/stratadb/strata/internal/schema"
+	"github.com/stratadb/strata/internal/wal"
+)
+
+// Sentinel errors.
+var (
+	// ErrClosed: the region was closed.
+	ErrClosed = errors.New("region: closed")
+	// ErrFenced: another owner opened the region; this one accepts nothing.
+	ErrFenced = errors.New("region: fenced: another owner opened the region")
+	// ErrInvalidWrite: a write was rejected before anything was written; the
+	// error names the point and the reason.
+	ErrInvalidWrite = errors.New("region: invalid write")
+	// ErrBatchTooLarge: a batch exceeds Options.MaxBatchRows or MaxBatchBytes.
+	ErrBatchTooLarge = errors.New("region: batch too large")
+	// ErrRegionNotFound: the region does not exist (and Create was not set).
+	ErrRegionNotFound = manifest.ErrRegionNotFound
+)
+
+// Options configure a region. The zero value of each field means its
+// default.
+type Options struct {
+	// Create creates the region if it does not exist.
+	Create bool
+	// Timestamp names the timestamp column of a new region (default "time").
+	Timestamp string
+	// TTL expires rows older than now-TTL (0: keep forever).
+	TTL time.Duration
+	// AllowNonFinite accepts NaN and ±Inf float fields (default: rejected).
+	AllowNonFinite bool
+	// WAL configures group commit.
+	WAL wal.Options
+	// FlushBytes is the active memtable size that triggers a flush
+	// (default 64 MiB).
+	FlushBytes int64
+	// MaxMemtableBytes is the region's memtable memory (active plus those
+	// being flushed) above which writes stall (default 4 × FlushBytes).
+	MaxMemtableBytes int64
+	// Budget bounds memtable memory across regions (default: none).
+	Budget *MemoryBudget
+	// MaxBatchRows and MaxBatchBytes bound one write (defaults 1,000,000
+	// rows and 64 MiB).
+	MaxBatchRows  int
+	MaxBatchBytes int64
+	// RowGroupRows is the SST row group size (default 100k).
+	RowGroupRows int64
+	// CheckpointDistance is the manifest's (default 10).
+	CheckpointDistance int
+	// Now is the clock (default time.Now).
+	Now func() time.Time
+	// Logger (default slog.Default()).
+	Logger *slog.Logger
+	// Metrics (default: unregistered).
+	Metrics *Metrics
+}
+
+func (o *Options) defaults() {
+	if o.Timestamp == "" {
+		o.Timestamp = schema.DefaultTimestamp
+	}
+	if o.FlushBytes <= 0 {
+		o.FlushBytes = 64 << 20
+	}
+	if o.MaxMemtableBytes <= 0 {
+		o.MaxMemtableBytes = 4 * o.FlushBytes
+	}
+	if o.MaxBatchRows <= 0 {
+		o.MaxBatchRows = 1_000_000
+	}
+	if o.MaxBatchBytes <= 0 {
+		o.MaxBatchBytes = 64 << 20
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	if o.Metrics == nil {
+		o.Metrics = NewMetrics(nil)
+	}
+}
+
+// Region is an open region. Its methods are safe for concurrent use.
+type Region struct {
+	id    layout.RegionID
+	store objstore.Bucket
+	opts  Options
+	log   *slog.Logger
+	man   *manifest.Manifest
+	wal   *wal.Writer
+	epoch uint64
+
+	schemaMu sync.Mutex // serializes schema changes
+	schema   *schema.Schema
+
+	mu         sync.Mutex
+	active     *memtable.Memtable
+	immutable  []*memtable.Memtable // oldest first; being flushed
+	memBytes   int64                // active + immutable
+	memChanged chan struct{}        // closed and replaced when memBytes drops
+	pins       map[string]int       // file id -> scans reading it
+	closed     bool
+	fatal      error // sticky: ErrFenced
+
+	flushMu  sync.Mutex // one flush at a time
+	flushReq chan struct{}
+	ctx      context.Context // the region's lifetime; cancelled by Close
+	cancel   context.CancelFunc
+	wg       sync.WaitGroup
+}
+
+// Open opens (or with Create, creates) a region: it reads the manifest
+// (checkpoint plus deltas, taking ownership with a new epoch), replays the
+// WAL above the flushed segment into a memtable, and fences older owners
+// with a fence segment.
+func Open(ctx context.Context, store objstore.Bucket, id layout.RegionID, opts Options) (*Region, error) {
+	opts.defaults()
+	man, err := manifest.Open(ctx, store, id, manifest.Options{Create: opts.Create, CheckpointDistance: opts.CheckpointDistance, Now: opts.Now})
+	if err != nil {
+		return nil, fmt.Errorf("region %s: open manifest: %w", id, err)
+	}
+	r := &Region{
+		id: id, store: store, opts: opts, man: man,
+		log:    opts.Logger.With("region", id.String()),
+		active: memtable.New(), memChanged: make(chan struct{}), pins: map[string]int{},
+		flushReq: make(chan struct{}, 1),
+	}
+	fail := func(err error) (*Region, error) {
+		man.Close()
+		return nil, fmt.Errorf("region %s: open: %w", id, err)
+	}
+	st := man.State()
+	r.epoch = st.Epoch
+	if len(st.Schema.Columns) == 0 {
+		s, err := schema.New(opts.Timestamp)
+		if err != nil {
+			return fail(err)
+		}
+		if _, err := man.Commit(ctx, manifest.Action{Schema: &manifest.SchemaChange{Schema: s.Manifest()}}); err != nil {
+			return fail(fmt.Errorf("commit initial schema: %w", err))
+		}
+		st.Schema = s.Manifest()
+	}
+	if r.schema, err = schema.FromManifest(st.Schema); err != nil {
+		return fail(err)
+	}
+	next, nextSeq, err := wal.Recover(ctx, store, id, st.Epoch, st.FlushedSegment, st.FlushedSeq, func(seg *wal.Segment) error {
+		entries := seg.Entries
+		for len(entries) > 0 && entries[0].Seq <= st.FlushedSeq {
+			entries = entries[1:]
+		}
+		r.active.Insert(seg.Number, entries)
+		return nil
+	})
+	if err != nil {
+		return fail(err)
+	}
+	r.memBytes = r.active.Stats().Bytes
+	if opts.Budget != nil {
+		opts.Budget.add(r.memBytes)
+		opts.Budget.register(r)
+	}
+	opts.Metrics.MemtableBytes.Add(float64(r.memBytes))
+	r.wal = wal.NewWriter(store, id, st.Epoch, next, nextSeq, opts.WAL, r.applyWAL)
+	r.ctx, r.cancel = context.WithCancel(context.Background())
+	r.wg.Add(1)
+	go r.background()
+	if r.memBytes >= opts.FlushBytes {
+		r.requestFlush()
+	}
+	return r, nil
+}
+
+// ID is the region's id.
+func (r *Region) ID() layout.RegionID { return r.id }
+
+// Schema is the region's current schema.
+func (r *Region) Schema() *schema.Schema {
+	r.schemaMu.Lock()
+	defer r.schemaMu.Unlock()
+	return r.schema
+}
+
+// Manifest returns a copy of the manifest state.
+func (r *Region) Manifest() *manifest.State { return r.man.State() }
+
+// applyWAL inserts a durable segment's entries into the active memtable. It
+// runs on the WAL writer's goroutine, before the writes are acknowledged.
+func (r *Region) applyWAL(seg uint64, entries []row.Entry) {
+	r.mu.Lock()
+	before := r.active.Stats().Bytes
+	r.active.Insert(seg, entries)
+	after := r.active.Stats().Bytes
+	r.memBytes += after - before
+	r.mu.Unlock()
+	if r.opts.Budget != nil {
+		r.opts.Budget.add(after - before)
+	}
+	m := r.opts.Metrics
+	m.MemtableBytes.Add(float64(after - before))
+	m.WriteRows.Add(float64(len(entries)))
+	if after >= r.opts.FlushBytes {
+		r.requestFlush()
+	}
+}
+
+func (r *Region) activeBytes() int64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.active.Stats().Bytes
+}
+
+func (r *Region) requestFlush() {
+	select {
+	case r.flushReq <- struct{}{}:
+	default:
+	}
+}
+
+// background flushes on request, retries failed flushes with backoff and
+// expires TTL'd files. It stops when the region's context is cancelled.
+func (r *Region) background() {
+	defer r.wg.Done()
+	const minRetry, maxRetry = 100 * time.Millisecond, 10 * time.Second
+	retry := minRetry
+	var retryC <-chan time.Time
+	tick := time.NewTicker(time.Minute)
+	defer tick.Stop()
+	for {
+		select {
+		case <-r.ctx.Done():
+			return
+		case <-r.flushReq:
+		case <-retryC:
+		case <-tick.C:
+			if err := r.ExpireTTL(r.ctx); err != nil && r.ctx.Err() == nil {
+				r.log.Warn("ttl expiry failed", "err", err)
+			}
+			continue
+		}
+		retryC = nil
+		if err := r.Flush(r.ctx); err != nil {
+			if r.ctx.Err() != nil || errors.Is(err, ErrFenced) || errors.Is(err, ErrClosed) {
+				if errors.Is(err, ErrFenced) {
+					r.log.Error("region fenced; flushes stopped", "err", err)
+				}
+				continue
+			}
+			r.log.Warn("flush failed; will retry", "err", err, "retry_in", retry)
+			retryC = time.After(retry)
+			retry = min(2*retry, maxRetry)
+			continue
+		}
+		retry = minRetry
+	}
+}
+
+// setFatal records that the region is fenced.
+func (r *Region) setFatal(err error) error {
+	if !errors.Is(err, wal.ErrFenced) && !errors.Is(err, manifest.ErrFenced) {
+		return err
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.fatal == nil {
+		r.fatal = fmt.Errorf("%w (region %s): %v", ErrFenced, r.id, err)
+	}
+	return r.fatal
+}
+
+func (r *Region) usable() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.fatal != nil {
+		return r.fatal
+	}
+	if r.closed {
+		return ErrClosed
+	}
+	return nil
+}
+
+// CloseOptions control Close.
+type CloseOptions struct {
+	// Flush writes the memtables to SSTs before closing, so the next open
+	// has no WAL to replay.
+	Flush bool
+}
+
+// Close stops the region: new writes fail with ErrClosed, the write in
+// flight finishes, memtables are flushed if asked, background work stops,
+// and the manifest is released. The store is not closed.
+func (r *Region) Close(ctx context.Context, opts CloseOptions) error {
+	r.mu.Lock()
+	if r.closed {
+		r.mu.Unlock()
+		return nil
+	}
+	r.closed = true
+	r.mu.Unlock()
+	// 1. Stop the WAL: the group in flight completes, queued writes fail.
+	r.wal.Close()
+	// 2. Flush if asked (while background work is still possible).
+	var errs []error
+	if opts.Flush {
+		if err := r.flushAll(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("region %s: flush on close: %w", r.id, err))
+		}
+	}
+	// 3. Stop background work and wait for it.
+	r.cancel()
+	r.wg.Wait()
+	// 4. Release memory and the manifest.
+	r.mu.Lock()
+	freed := r.memBytes
+	r.memBytes = 0
+	r.mu.Unlock()
+	if r.opts.Budget != nil {
+		r.opts.Budget.unregister(r)
+		r.opts.Budget.add(-freed)
+	}
+	r.opts.Metrics.MemtableBytes.Sub(float64(freed))
+	errs = append(errs, r.man.Close())
+	return errors.Join(errs...)
+}
+
+// ttlCutoff is the oldest timestamp still alive (MinInt64 without TTL).
+func (r *Region) ttlCutoff() int64 {
+	if r.opts.TTL <= 0 {
+		return math.MinInt64
+	}
+	return r.opts.Now().Add(-r.opts.TTL).UnixNano()
+}

@@ -1,0 +1,191 @@
+package region
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+
+	"github.com/stratadb/strata/internal/memtable"
+	"github.com/stratadb/strata/internal/merge"
+	"github.com/stratadb/strata/internal/row"
+	"github.com/stratadb/strata/internal/schema"
+	"github.com/stratadb/strata/internal/sst"
+)
+
+// ScanRequest selects rows.
+type ScanRequest struct {
+	// Start <= ts < End. Use AllTime for everything.
+	Start, End int64
+	// Tags are equality filters, all of which must hold. An empty value
+	// matches series without that tag.
+	Tags []row.Tag
+	// Fields to return, by name (nil: every field). Unknown names are an
+	// error.
+	Fields []string
+	// BatchRows is the most rows per batch (default 4096).
+	BatchRows int
+}
+
+// AllTime is the widest scan range.
+const AllTime, AllTimeEnd = math.MinInt64, math.MaxInt64
+
+// Scanner streams a scan's result in batches of rows ordered by (series,
+// ts). It reads from a snapshot taken when the scan began, and pins the SSTs
+// of that snapshot so GC does not delete them until Close.
+type Scanner struct {
+	r      *Region
+	fields []schema.Field
+	it     row.Iterator
+	pinned []string
+	batch  []row.Entry
+	size   int
+	err    error
+	closed bool
+}
+
+// Scan starts a scan.
+func (r *Region) Scan(ctx context.Context, req ScanRequest) (*Scanner, error) {
+	if err := r.usable(); err != nil {
+		return nil, err
+	}
+	if req.End <= req.Start {
+		return nil, fmt.Errorf("%w: scan range [%d, %d) is empty", ErrInvalidScan, req.Start, req.End)
+	}
+	if req.BatchRows <= 0 {
+		req.BatchRows = 4096
+	}
+	sch := r.Schema()
+	var ordinals []int
+	var fields []schema.Field
+	if req.Fields == nil {
+		fields = sch.Fields()
+		ordinals = make([]int, len(fields))
+		for i := range ordinals {
+			ordinals[i] = i
+		}
+	} else {
+		for _, name := range req.Fields {
+			ord, ok := sch.FieldOrdinal(name)
+			if !ok {
+				return nil, fmt.Errorf("%w: unknown field %q", ErrInvalidScan, name)
+			}
+			ordinals = append(ordinals, ord)
+			fields = append(fields, sch.Fields()[ord])
+		}
+	}
+	names := make([]string, len(fields))
+	for i, f := range fields {
+		names[i] = f.Name
+	}
+	var match func(string) bool
+	if len(req.Tags) > 0 {
+		tags := slices.Clone(req.Tags)
+		match = func(key string) bool {
+			for _, t := range tags {
+				if row.SeriesTag(key, t.Name) != t.Value {
+					return false
+				}
+			}
+			return true
+		}
+	}
+	start := max(req.Start, r.ttlCutoff())
+	if start >= req.End {
+		start = req.End - 1 // everything expired: an empty but valid scan
+	}
+
+	// Snapshot memtables and files together, and pin the files.
+	r.mu.Lock()
+	mems := append(slices.Clone(r.immutable), r.active)
+	state := r.man.State()
+	var files []string
+	for id, f := range state.Files {
+		if f.MaxTS >= start && f.MinTS < req.End {
+			files = append(files, id)
+			r.pins[id]++
+		}
+	}
+	r.mu.Unlock()
+	s := &Scanner{r: r, fields: fields, pinned: files, size: req.BatchRows}
+	inputs := make([]row.Iterator, 0, len(mems)+len(files))
+	for _, mt := range mems {
+		inputs = append(inputs, mt.Iter(memtable.Filter{Series: match, Start: start, End: req.End, Fields: ordinals}))
+	}
+	slices.Sort(files)
+	for _, id := range files {
+		f := state.Files[id]
+		rd, err := sst.Open(ctx, r.store, r.id.SSTKey(id), f.Size)
+		if err != nil {
+			s.Close()
+			for _, in := range inputs {
+				in.Close()
+			}
+			return nil, fmt.Errorf("region %s: scan: %w", r.id, err)
+		}
+		inputs = append(inputs, rd.Iter(sst.Filter{Series: match, Start: start, End: req.End, Fields: names}))
+	}
+	s.it = merge.New(inputs, merge.Options{DropBefore: start})
+	return s, nil
+}
+
+// ErrInvalidScan: a scan request is malformed.
+var ErrInvalidScan = errors.New("region: invalid scan")
+
+// Fields describes the positions of each row's Fields.
+func (s *Scanner) Fields() []schema.Field { return s.fields }
+
+// Next reads the next batch. It returns false at the end or on error.
+func (s *Scanner) Next() bool {
+	if s.closed || s.err != nil {
+		return false
+	}
+	s.batch = s.batch[:0]
+	for len(s.batch) < s.size && s.it.Next() {
+		s.batch = append(s.batch, *s.it.Entry())
+	}
+	if err := s.it.Err(); err != nil {
+		s.err = fmt.Errorf("region %s: scan: %w", s.r.id, err)
+		return false
+	}
+	s.r.opts.Metrics.ScanRows.Add(float64(len(s.batch)))
+	return len(s.batch) > 0
+}
+
+// Batch is the current batch. Rows and their Fields stay valid after Next.
+func (s *Scanner) Batch() []row.Entry {
+	out := s.batch
+	s.batch = nil
+	return out
+}
+
+// Err is the error that ended the scan, if any.
+func (s *Scanner) Err() error { return s.err }
+
+// Close releases the scan's pins.
+func (s *Scanner) Close() error {
+	if s.closed {
+		return nil
+	}
+	s.closed = true
+	var err error
+	if s.it != nil {
+		err = s.it.Close()
+	}
+	s.r.mu.Lock()
+	for _, id := range s.pinned {
+		if s.r.pins[id]--; s.r.pins[id] <= 0 {
+			delete(s.r.pins, id)
+		}
+	}
+	s.r.mu.Unlock()
+	return err
+}
+
+// Pinned reports whether an in-flight scan reads file id.
+func (r *Region) Pinned(id string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.pins[id] > 0
+}

@@ -1,0 +1,253 @@
+package region
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/stratadb/strata/internal/manifest"
+	"github.com/stratadb/strata/internal/row"
+	"github.com/stratadb/strata/internal/schema"
+	"github.com/stratadb/strata/internal/wal"
+)
+
+// NoTimestamp marks a point without a timestamp; such points are rejected.
+const NoTimestamp = math.MinInt64
+
+// Point is one row to write.
+type Point struct {
+	Tags   []row.Tag
+	TS     int64 // ns since the epoch
+	Fields []Field
+}
+
+// Field is one named field value of a Point.
+type Field struct {
+	Name  string
+	Value row.Value
+}
+
+// PointError says which point of a batch was rejected and why. It wraps
+// ErrInvalidWrite, or a *schema.ConflictError for a type conflict.
+type PointError struct {
+	Index int
+	Err   error
+}
+
+func (e *PointError) Error() string { return fmt.Sprintf("region: point %d: %v", e.Index, e.Err) }
+func (e *PointError) Unwrap() []error { return []error{ErrInvalidWrite, e.Err} }
+
+// WriteResult reports what a write did.
+type WriteResult struct {
+	Written int // points now durable
+	Expired int // points older than the TTL, dropped
+}
+
+// Write makes a batch durable and visible, atomically: either every point is
+// applied or none is. It returns a *PointError (wrapping ErrInvalidWrite)
+// for bad input and ErrBatchTooLarge before anything is written. A
+// wal.ErrOutcomeUnknown error means the batch may have been applied (then
+// wholly); retrying it is safe, since rows are keyed by (series, ts).
+func (r *Region) Write(ctx context.Context, points []Point) (WriteResult, error) {
+	res, err := r.write(ctx, points)
+	r.opts.Metrics.WriteBatches.WithLabelValues(result(err)).Inc()
+	return res, err
+}
+
+func result(err error) string {
+	switch {
+	case err == nil:
+		return "ok"
+	case errors.Is(err, ErrInvalidWrite), errors.Is(err, ErrBatchTooLarge):
+		return "rejected"
+	default:
+		return "error"
+	}
+}
+
+func (r *Region) write(ctx context.Context, points []Point) (WriteResult, error) {
+	if err := r.usable(); err != nil {
+		return WriteResult{}, err
+	}
+	if len(points) > r.opts.MaxBatchRows {
+		return WriteResult{}, fmt.Errorf("%w: %d points, the limit is %d", ErrBatchTooLarge, len(points), r.opts.MaxBatchRows)
+	}
+	sch, err := r.schemaFor(ctx, points)
+	if err != nil {
+		return WriteResult{}, err
+	}
+	cutoff := r.ttlCutoff()
+	entries := make([]row.Entry, 0, len(points))
+	var res WriteResult
+	var size int64
+	var key []byte
+	nf := len(sch.Fields())
+	vals := make([]row.Value, len(points)*nf)
+	for i := range points {
+		p := &points[i]
+		if p.TS < cutoff {
+			res.Expired++
+			continue
+		}
+		key, err = row.EncodeSeries(key[:0], p.Tags)
+		if err != nil {
+			return WriteResult{}, &PointError{Index: i, Err: err}
+		}
+		fields := vals[i*nf : (i+1)*nf : (i+1)*nf]
+		width := 0
+		for _, f := range p.Fields {
+			ord, _ := sch.FieldOrdinal(f.Name)
+			fields[ord] = f.Value
+			width = max(width, ord+1)
+		}
+		e := row.Entry{Series: string(key), TS: p.TS, Op: row.Put, Fields: fields[:width:width]}
+		size += int64(e.Size() + len(e.Series))
+		entries = append(entries, e)
+	}
+	if size > r.opts.MaxBatchBytes {
+		return WriteResult{}, fmt.Errorf("%w: about %d bytes, the limit is %d", ErrBatchTooLarge, size, r.opts.MaxBatchBytes)
+	}
+	if err := r.append(ctx, entries); err != nil {
+		return WriteResult{}, err
+	}
+	res.Written = len(entries)
+	return res, nil
+}
+
+// validate checks one point against the schema, collecting new columns.
+func (r *Region) validate(p *Point, tsName string, add *schema.Additions) error {
+	if p.TS == NoTimestamp {
+		return fmt.Errorf("%w: missing timestamp", ErrInvalidWrite)
+	}
+	if len(p.Fields) == 0 {
+		return fmt.Errorf("%w: no fields", ErrInvalidWrite)
+	}
+	for _, t := range p.Tags {
+		if t.Name == tsName {
+			return fmt.Errorf("%w: tag %q has the timestamp column's name", ErrInvalidWrite, t.Name)
+		}
+		if err := add.Tag(t.Name); err != nil {
+			return err
+		}
+	}
+	for j, f := range p.Fields {
+		if f.Name == tsName {
+			return fmt.Errorf("%w: field %q has the timestamp column's name", ErrInvalidWrite, f.Name)
+		}
+		k := f.Value.Kind()
+		if k == row.Null {
+			return fmt.Errorf("%w: field %q has no value", ErrInvalidWrite, f.Name)
+		}
+		if k == row.Float && !r.opts.AllowNonFinite {
+			if v := f.Value.Float(); math.IsNaN(v) || math.IsInf(v, 0) {
+				return fmt.Errorf("%w: field %q is %v; non-finite floats are not allowed", ErrInvalidWrite, f.Name, v)
+			}
+		}
+		for _, g := range p.Fields[:j] {
+			if g.Name == f.Name {
+				return fmt.Errorf("%w: field %q appears twice", ErrInvalidWrite, f.Name)
+			}
+		}
+		if err := add.Field(f.Name, k); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// schemaFor validates a batch and returns a schema that has every column it
+// uses, committing new columns to the manifest first.
+func (r *Region) schemaFor(ctx context.Context, points []Point) (*schema.Schema, error) {
+	check := func(base *schema.Schema) (*schema.Additions, error) {
+		add := base.Extend()
+		for i := range points {
+			if err := r.validate(&points[i], base.Timestamp(), add); err != nil {
+				return nil, &PointError{Index: i, Err: err}
+			}
+		}
+		return add, nil
+	}
+	base := r.Schema()
+	add, err := check(base)
+	if err != nil || !add.Changed() {
+		return base, err
+	}
+	r.schemaMu.Lock()
+	defer r.schemaMu.Unlock()
+	// Another write may have added columns meanwhile: check again.
+	if add, err = check(r.schema); err != nil || !add.Changed() {
+		return r.schema, err
+	}
+	next, err := add.Result()
+	if err != nil {
+		return nil, err
+	}
+	if _, err := r.man.Commit(ctx, manifest.Action{Schema: &manifest.SchemaChange{Schema: next.Manifest()}}); err != nil {
+		if errors.Is(err, manifest.ErrAmbiguous) {
+			// Learn whether it landed before anyone relies on it.
+			if serr := r.man.Settle(ctx); serr == nil && r.man.State().Schema.Version == next.Version() {
+				r.schema = next
+				return next, nil
+			}
+		}
+		return nil, r.setFatal(fmt.Errorf("region %s: commit schema change: %w", r.id, err))
+	}
+	r.schema = next
+	return next, nil
+}
+
+// Delete writes a tombstone hiding every row of the series with
+// start <= ts <= end that was written before it.
+func (r *Region) Delete(ctx context.Context, tags []row.Tag, start, end int64) error {
+	if err := r.usable(); err != nil {
+		return err
+	}
+	if end < start {
+		return fmt.Errorf("%w: delete range [%d, %d] is empty", ErrInvalidWrite, start, end)
+	}
+	key, err := row.EncodeSeries(nil, tags)
+	if err != nil {
+		return fmt.Errorf("%w: %v", ErrInvalidWrite, err)
+	}
+	return r.append(ctx, []row.Entry{{Series: string(key), TS: start, End: end, Op: row.Delete}})
+}
+
+// append waits for memtable memory, then makes entries durable.
+func (r *Region) append(ctx context.Context, entries []row.Entry) error {
+	if len(entries) == 0 {
+		return nil
+	}
+	began := time.Now()
+	waited, err := waitFor(ctx, r.regionFull)
+	if err == nil && r.opts.Budget != nil {
+		var w bool
+		w, err = waitFor(ctx, r.opts.Budget.full)
+		waited = waited || w
+	}
+	if waited {
+		r.opts.Metrics.Stalls.Inc()
+		r.opts.Metrics.StallSeconds.Add(time.Since(began).Seconds())
+	}
+	if err != nil {
+		return fmt.Errorf("region %s: waiting for memtable memory: %w", r.id, err)
+	}
+	if err := r.wal.Append(ctx, entries); err != nil {
+		if errors.Is(err, wal.ErrClosed) {
+			return ErrClosed
+		}
+		return r.setFatal(fmt.Errorf("region %s: %w", r.id, err))
+	}
+	return nil
+}
+
+// regionFull reports whether the region's memtables are over their limit.
+func (r *Region) regionFull() (bool, <-chan struct{}, *Region) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.memBytes < r.opts.MaxMemtableBytes || r.closed || r.fatal != nil {
+		return false, nil, nil
+	}
+	return true, r.memChanged, r
+}

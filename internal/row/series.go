@@ -1,0 +1,103 @@
+package row
+
+import (
+	"encoding/binary"
+	"errors"
+	"slices"
+	"strings"
+)
+
+// Tag is one tag of a series.
+type Tag struct {
+	Name, Value string
+}
+
+// EncodeSeries returns the series key of a tag set: the tags sorted by name,
+// each as uvarint(len(name)) name uvarint(len(value)) value. Tags with empty
+// values are left out (as in InfluxDB, an empty tag is no tag). Keys compare
+// bytewise, which is the order of rows in memtables and SSTs. tags is sorted
+// in place. Duplicate names are an error.
+func EncodeSeries(dst []byte, tags []Tag) ([]byte, error) {
+	if !slices.IsSortedFunc(tags, cmpTag) {
+		slices.SortFunc(tags, cmpTag)
+	}
+	for i, t := range tags {
+		if i > 0 && tags[i-1].Name == t.Name {
+			return dst, errors.New("tag " + t.Name + " appears twice")
+		}
+		if t.Value == "" {
+			continue
+		}
+		dst = binary.AppendUvarint(dst, uint64(len(t.Name)))
+		dst = append(dst, t.Name...)
+		dst = binary.AppendUvarint(dst, uint64(len(t.Value)))
+		dst = append(dst, t.Value...)
+	}
+	return dst, nil
+}
+
+func cmpTag(a, b Tag) int { return strings.Compare(a.Name, b.Name) }
+
+// ErrBadSeries: a series key does not decode.
+var ErrBadSeries = errors.New("row: malformed series key")
+
+// DecodeSeries returns the tags of a series key, appended to dst.
+func DecodeSeries(dst []Tag, key string) ([]Tag, error) {
+	for len(key) > 0 {
+		var t Tag
+		var ok bool
+		if t.Name, key, ok = cutString(key); !ok {
+			return dst, ErrBadSeries
+		}
+		if t.Value, key, ok = cutString(key); !ok {
+			return dst, ErrBadSeries
+		}
+		dst = append(dst, t)
+	}
+	return dst, nil
+}
+
+func cutString(s string) (string, string, bool) {
+	n, w := binary.Uvarint([]byte(s[:min(len(s), binary.MaxVarintLen64)]))
+	if w <= 0 || uint64(len(s)-w) < n {
+		return "", s, false
+	}
+	return s[w : w+int(n)], s[w+int(n):], true
+}
+
+// SeriesTag returns the value of tag name in a series key ("" if absent).
+func SeriesTag(key, name string) string {
+	for len(key) > 0 {
+		n, rest, ok := cutString(key)
+		if !ok {
+			return ""
+		}
+		v, rest, ok := cutString(rest)
+		if !ok {
+			return ""
+		}
+		if n == name {
+			return v
+		}
+		key = rest
+	}
+	return ""
+}
+
+// FormatSeries renders a series key as name=value,name=value.
+func FormatSeries(key string) string {
+	tags, err := DecodeSeries(nil, key)
+	if err != nil {
+		return "<malformed series>"
+	}
+	var b strings.Builder
+	for i, t := range tags {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(t.Name)
+		b.WriteByte('=')
+		b.WriteString(t.Value)
+	}
+	return b.String()
+}

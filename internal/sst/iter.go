@@ -1,0 +1,244 @@
+package sst
+
+import (
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/parquet-go/parquet-go"
+
+	"github.com/stratadb/strata/internal/row"
+)
+
+// Filter selects what an iterator returns.
+type Filter struct {
+	// Series, if set, selects series by key.
+	Series func(key string) bool
+	// Start <= ts < End for puts; tombstones are returned when their range
+	// overlaps.
+	Start, End int64
+	// Fields names the output positions.
+	Fields []string
+}
+
+// Overlaps reports whether [minTS, maxTS] may hold rows for f.
+func (f *Filter) Overlaps(minTS, maxTS int64) bool { return minTS < f.End && maxTS >= f.Start }
+
+const chunkRows = 1024
+
+// Iter streams the file's entries that match f. Row groups whose statistics
+// exclude f's time range are skipped without being read.
+func (r *Reader) Iter(f Filter) row.Iterator {
+	it := &iter{r: r, f: f, group: -1}
+	it.fieldCols = make([]int, len(f.Fields))
+	for i, name := range f.Fields {
+		c, ok := r.cols[name]
+		if _, isField := r.kinds[name]; !ok || !isField {
+			c = -1
+		}
+		it.fieldCols[i] = c
+	}
+	return it
+}
+
+type colStream struct {
+	pages parquet.Pages
+	vr    parquet.ValueReader
+	buf   []parquet.Value
+}
+
+// read fills s.buf[:n] with the column's next n values.
+func (s *colStream) read(n int) error {
+	if cap(s.buf) < n {
+		s.buf = make([]parquet.Value, n)
+	}
+	s.buf = s.buf[:n]
+	got := 0
+	for got < n {
+		if s.vr == nil {
+			p, err := s.pages.ReadPage()
+			if err != nil {
+				if errors.Is(err, io.EOF) {
+					return io.ErrUnexpectedEOF
+				}
+				return err
+			}
+			s.vr = p.Values()
+		}
+		k, err := s.vr.ReadValues(s.buf[got:])
+		got += k
+		if errors.Is(err, io.EOF) {
+			s.vr = nil
+		} else if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+type iter struct {
+	r         *Reader
+	f         Filter
+	fieldCols []int
+
+	group  int
+	left   int64 // rows left in the group
+	series *colStream
+	ts     *colStream
+	seq    *colStream
+	del    *colStream
+	fields []*colStream
+	open   []*colStream
+
+	curSeries string
+	match     bool
+	haveCur   bool
+
+	out []row.Entry
+	pos int
+	err error
+}
+
+func (it *iter) Err() error        { return it.err }
+func (it *iter) Entry() *row.Entry { return &it.out[it.pos] }
+
+func (it *iter) Close() error {
+	it.closeGroup()
+	return nil
+}
+
+func (it *iter) closeGroup() {
+	for _, s := range it.open {
+		s.pages.Close()
+	}
+	it.open = it.open[:0]
+}
+
+func (it *iter) Next() bool {
+	it.pos++
+	for it.pos >= len(it.out) {
+		if it.err != nil || !it.fill() {
+			return false
+		}
+	}
+	return true
+}
+
+// nextGroup opens the next row group that may hold matching rows.
+func (it *iter) nextGroup() bool {
+	it.closeGroup()
+	groups := it.r.file.RowGroups()
+	for it.group++; it.group < len(groups); it.group++ {
+		g := groups[it.group]
+		if it.prune(g) {
+			continue
+		}
+		chunks := g.ColumnChunks()
+		stream := func(c int) *colStream {
+			s := &colStream{pages: chunks[c].Pages()}
+			it.open = append(it.open, s)
+			return s
+		}
+		it.series, it.ts, it.seq, it.del = stream(it.r.cols[ColSeries]), stream(it.r.cols[ColTS]), stream(it.r.cols[ColSeq]), stream(it.r.cols[ColDeleteEnd])
+		it.fields = it.fields[:0]
+		for _, c := range it.fieldCols {
+			if c < 0 {
+				it.fields = append(it.fields, nil)
+			} else {
+				it.fields = append(it.fields, stream(c))
+			}
+		}
+		it.left = g.NumRows()
+		return true
+	}
+	return false
+}
+
+type bounded interface {
+	Bounds() (min, max parquet.Value, ok bool)
+}
+
+// prune reports whether a row group's statistics exclude the filter.
+func (it *iter) prune(g parquet.RowGroup) bool {
+	chunks := g.ColumnChunks()
+	tsc, ok1 := chunks[it.r.cols[ColTS]].(bounded)
+	dc, ok2 := chunks[it.r.cols[ColDeleteEnd]].(bounded)
+	if !ok1 || !ok2 {
+		return false
+	}
+	lo, hi, ok := tsc.Bounds()
+	if !ok {
+		return false
+	}
+	maxTS := hi.Int64()
+	if _, dhi, ok := dc.Bounds(); ok {
+		maxTS = max(maxTS, dhi.Int64())
+	}
+	return !it.f.Overlaps(lo.Int64(), maxTS)
+}
+
+// fill decodes the next chunk of rows into it.out.
+func (it *iter) fill() bool {
+	if it.left == 0 && !it.nextGroup() {
+		return false
+	}
+	n := int(min(it.left, chunkRows))
+	it.left -= int64(n)
+	for _, s := range it.open {
+		if err := s.read(n); err != nil {
+			it.err = fmt.Errorf("sst: read %s row group %d: %w", it.r.key, it.group, err)
+			return false
+		}
+	}
+	width := len(it.fieldCols)
+	// NB: a fresh slab per chunk: consumers may keep Fields past Next.
+	vals := make([]row.Value, n*width)
+	it.out, it.pos = it.out[:0], 0
+	for i := 0; i < n; i++ {
+		if b := it.series.buf[i].ByteArray(); !it.haveCur || string(b) != it.curSeries {
+			it.curSeries, it.haveCur = string(b), true
+			it.match = it.f.Series == nil || it.f.Series(it.curSeries)
+		}
+		if !it.match {
+			continue
+		}
+		e := row.Entry{Series: it.curSeries, TS: it.ts.buf[i].Int64(), Seq: uint64(it.seq.buf[i].Int64())}
+		if d := it.del.buf[i]; !d.IsNull() {
+			e.Op, e.End = row.Delete, d.Int64()
+			if e.End < it.f.Start || e.TS >= it.f.End {
+				continue
+			}
+		} else {
+			if e.TS < it.f.Start || e.TS >= it.f.End {
+				continue
+			}
+			e.Fields = vals[i*width : (i+1)*width : (i+1)*width]
+			for j, s := range it.fields {
+				if s != nil {
+					e.Fields[j] = toValue(s.buf[i], it.r.kinds[it.f.Fields[j]])
+				}
+			}
+		}
+		it.out = append(it.out, e)
+	}
+	return true
+}
+
+func toValue(v parquet.Value, k row.Kind) row.Value {
+	if v.IsNull() {
+		return row.Value{}
+	}
+	switch k {
+	case row.Float:
+		return row.FloatValue(v.Double())
+	case row.Int:
+		return row.IntValue(v.Int64())
+	case row.Uint:
+		return row.UintValue(uint64(v.Int64()))
+	case row.Bool:
+		return row.BoolValue(v.Boolean())
+	case row.String:
+		return row.StringValue(string(v.ByteArray()))
+	}
+	return row.Value{}
+}

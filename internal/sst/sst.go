@@ -1,0 +1,305 @@
+// Package sst writes and reads a region's immutable sorted files: Parquet
+// (github.com/parquet-go/parquet-go), zstd-compressed, rows in (series, ts,
+// seq desc) order, row groups of up to 100k rows with min/max statistics.
+// The column layout is specified in docs/format/sst.md.
+package sst
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+
+	"github.com/parquet-go/parquet-go"
+	"github.com/parquet-go/parquet-go/compress/zstd"
+	"github.com/parquet-go/parquet-go/format"
+
+	"github.com/stratadb/strata/internal/objstore"
+	"github.com/stratadb/strata/internal/row"
+	"github.com/stratadb/strata/internal/schema"
+)
+
+// Reserved column names.
+const (
+	ColSeries    = "__series"
+	ColTS        = "__ts"
+	ColSeq       = "__seq"
+	ColDeleteEnd = "__delete_end"
+)
+
+// DefaultRowGroupRows is the row group size.
+const DefaultRowGroupRows = 100_000
+
+const formatKey, formatValue = "strata.sst.format", "1"
+
+// WriteOptions configure an SST.
+type WriteOptions struct {
+	RowGroupRows int64 // default DefaultRowGroupRows
+}
+
+// Meta describes a written SST.
+type Meta struct {
+	Rows       int64 // puts and tombstones
+	Tombstones int64
+	// MinTS and MaxTS bound every put and every tombstone range.
+	MinTS, MaxTS   int64
+	MinSeq, MaxSeq uint64
+	Size           int64
+}
+
+func leafFor(k row.Kind) parquet.Node {
+	switch k {
+	case row.Float:
+		return parquet.Leaf(parquet.DoubleType)
+	case row.Int:
+		return parquet.Int(64)
+	case row.Uint:
+		return parquet.Uint(64)
+	case row.Bool:
+		return parquet.Leaf(parquet.BooleanType)
+	default:
+		return parquet.Encoded(parquet.String(), &parquet.RLEDictionary)
+	}
+}
+
+// kindOf maps a Parquet leaf back to a field kind.
+func kindOf(col *parquet.Column) (row.Kind, bool) {
+	t := col.Type()
+	switch t.Kind() {
+	case parquet.Double:
+		return row.Float, true
+	case parquet.Boolean:
+		return row.Bool, true
+	case parquet.ByteArray:
+		return row.String, true
+	case parquet.Int64:
+		if lt := t.LogicalType(); lt != nil {
+			if it, ok := lt.Value.(*format.IntType); ok && !it.IsSigned {
+				return row.Uint, true
+			}
+		}
+		return row.Int, true
+	}
+	return row.Null, false
+}
+
+func buildSchema(fields []schema.Field) *parquet.Schema {
+	g := parquet.Group{
+		ColSeries:    parquet.Encoded(parquet.Leaf(parquet.ByteArrayType), &parquet.RLEDictionary),
+		ColTS:        parquet.Timestamp(parquet.Nanosecond),
+		ColSeq:       parquet.Uint(64),
+		ColDeleteEnd: parquet.Optional(parquet.Int(64)),
+	}
+	for _, f := range fields {
+		g[f.Name] = parquet.Optional(leafFor(f.Kind))
+	}
+	return parquet.NewSchema("strata", g)
+}
+
+// Write encodes the entries of it (whose Fields are by position in fields)
+// as an SST into w. It returns ErrEmpty if it yields nothing.
+func Write(w io.Writer, fields []schema.Field, it row.Iterator, opts WriteOptions) (Meta, error) {
+	if opts.RowGroupRows <= 0 {
+		opts.RowGroupRows = DefaultRowGroupRows
+	}
+	sch := buildSchema(fields)
+	col := func(name string) int {
+		leaf, _ := sch.Lookup(name)
+		return leaf.ColumnIndex
+	}
+	cSeries, cTS, cSeq, cDel := col(ColSeries), col(ColTS), col(ColSeq), col(ColDeleteEnd)
+	cFields := make([]int, len(fields))
+	for i, f := range fields {
+		cFields[i] = col(f.Name)
+	}
+	cw := &countingWriter{w: w}
+	pw := parquet.NewWriter(cw, sch,
+		parquet.Compression(&zstd.Codec{Level: zstd.SpeedDefault}),
+		parquet.MaxRowsPerRowGroup(opts.RowGroupRows),
+		parquet.KeyValueMetadata(formatKey, formatValue),
+		parquet.CreatedBy("strata", "1", ""),
+	)
+	ncols := len(sch.Columns())
+	const batch = 1024
+	rows := make([]parquet.Row, 0, batch)
+	vals := make([]parquet.Value, 0, batch*ncols)
+	var m Meta
+	m.MinTS, m.MaxTS = math.MaxInt64, math.MinInt64
+	m.MinSeq = math.MaxUint64
+	flush := func() error {
+		if _, err := pw.WriteRows(rows); err != nil {
+			return fmt.Errorf("sst: write rows: %w", err)
+		}
+		rows, vals = rows[:0], vals[:0]
+		return nil
+	}
+	for it.Next() {
+		e := it.Entry()
+		start := len(vals)
+		vals = vals[:start+ncols]
+		r := vals[start : start+ncols : start+ncols]
+		r[cSeries] = parquet.ByteArrayValue([]byte(e.Series)).Level(0, 0, cSeries)
+		r[cTS] = parquet.Int64Value(e.TS).Level(0, 0, cTS)
+		r[cSeq] = parquet.Int64Value(int64(e.Seq)).Level(0, 0, cSeq)
+		hi := e.TS
+		if e.Op == row.Delete {
+			r[cDel] = parquet.Int64Value(e.End).Level(0, 1, cDel)
+			hi = e.End
+			m.Tombstones++
+		} else {
+			r[cDel] = parquet.Value{}.Level(0, 0, cDel)
+		}
+		for i, c := range cFields {
+			r[c] = fieldValue(e.Field(i), c)
+		}
+		rows = append(rows, r)
+		m.Rows++
+		m.MinTS, m.MaxTS = min(m.MinTS, e.TS), max(m.MaxTS, hi)
+		m.MinSeq, m.MaxSeq = min(m.MinSeq, e.Seq), max(m.MaxSeq, e.Seq)
+		if len(rows) == batch {
+			if err := flush(); err != nil {
+				return Meta{}, err
+			}
+		}
+	}
+	if err := it.Err(); err != nil {
+		return Meta{}, err
+	}
+	if m.Rows == 0 {
+		return Meta{}, ErrEmpty
+	}
+	if err := flush(); err != nil {
+		return Meta{}, err
+	}
+	if err := pw.Close(); err != nil {
+		return Meta{}, fmt.Errorf("sst: close writer: %w", err)
+	}
+	m.Size = cw.n
+	return m, nil
+}
+
+// ErrEmpty: there was nothing to write.
+var ErrEmpty = errors.New("sst: no rows")
+
+func fieldValue(v row.Value, col int) parquet.Value {
+	var pv parquet.Value
+	switch v.Kind() {
+	case row.Null:
+		return pv.Level(0, 0, col)
+	case row.Float:
+		pv = parquet.DoubleValue(v.Float())
+	case row.Int:
+		pv = parquet.Int64Value(v.Int())
+	case row.Uint:
+		pv = parquet.Int64Value(int64(v.Uint()))
+	case row.Bool:
+		pv = parquet.BooleanValue(v.Bool())
+	case row.String:
+		pv = parquet.ByteArrayValue([]byte(v.Str()))
+	}
+	return pv.Level(0, 1, col)
+}
+
+type countingWriter struct {
+	w io.Writer
+	n int64
+}
+
+func (c *countingWriter) Write(p []byte) (int, error) {
+	n, err := c.w.Write(p)
+	c.n += int64(n)
+	return n, err
+}
+
+// WholeFileLimit: SSTs up to this size are read with one GET; larger ones
+// with ranged GETs through a read buffer.
+const WholeFileLimit = 16 << 20
+
+// Reader is an open SST.
+type Reader struct {
+	key    string
+	file   *parquet.File
+	cols   map[string]int      // leaf column index by name
+	kinds  map[string]row.Kind // field kinds
+	closer func()
+}
+
+// Open opens the SST at key, whose size is size.
+func Open(ctx context.Context, store objstore.Bucket, key string, size int64) (*Reader, error) {
+	var ra io.ReaderAt
+	opts := []parquet.FileOption{parquet.SkipPageIndex(true), parquet.SkipBloomFilters(true)}
+	if size <= WholeFileLimit {
+		data, err := store.Get(ctx, key)
+		if err != nil {
+			return nil, fmt.Errorf("sst: read %s: %w", key, err)
+		}
+		if int64(len(data)) != size {
+			return nil, fmt.Errorf("%w: %s is %d bytes, the manifest says %d", ErrCorrupt, key, len(data), size)
+		}
+		ra = bytes.NewReader(data)
+	} else {
+		ra = &rangeReader{ctx: ctx, store: store, key: key}
+		opts = append(opts, parquet.ReadBufferSize(1<<20))
+	}
+	f, err := parquet.OpenFile(ra, size, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("%w: open %s: %v", ErrCorrupt, key, err)
+	}
+	if v, _ := f.Lookup(formatKey); v != formatValue {
+		return nil, fmt.Errorf("%w: %s has format %q, want %q", ErrCorrupt, key, v, formatValue)
+	}
+	r := &Reader{key: key, file: f, cols: map[string]int{}, kinds: map[string]row.Kind{}}
+	for _, leaf := range f.Root().Columns() {
+		r.cols[leaf.Name()] = leaf.Index()
+		switch leaf.Name() {
+		case ColSeries, ColTS, ColSeq, ColDeleteEnd:
+			continue
+		}
+		k, ok := kindOf(leaf)
+		if !ok {
+			return nil, fmt.Errorf("%w: %s: column %q has unsupported type %s", ErrCorrupt, key, leaf.Name(), leaf.Type())
+		}
+		r.kinds[leaf.Name()] = k
+	}
+	for _, c := range []string{ColSeries, ColTS, ColSeq, ColDeleteEnd} {
+		if _, ok := r.cols[c]; !ok {
+			return nil, fmt.Errorf("%w: %s has no column %s", ErrCorrupt, key, c)
+		}
+	}
+	return r, nil
+}
+
+// ErrCorrupt: an SST does not decode or does not match its manifest entry.
+var ErrCorrupt = errors.New("sst: corrupt file")
+
+// Rows is the number of rows (puts and tombstones) in the file.
+func (r *Reader) Rows() int64 { return r.file.NumRows() }
+
+// RowGroups is the number of row groups.
+func (r *Reader) RowGroups() int { return len(r.file.RowGroups()) }
+
+// FieldKind returns the kind of a field column in this file.
+func (r *Reader) FieldKind(name string) (row.Kind, bool) {
+	k, ok := r.kinds[name]
+	return k, ok
+}
+
+type rangeReader struct {
+	ctx   context.Context
+	store objstore.Bucket
+	key   string
+}
+
+func (r *rangeReader) ReadAt(p []byte, off int64) (int, error) {
+	data, err := r.store.GetRange(r.ctx, r.key, off, int64(len(p)))
+	if err != nil {
+		return 0, fmt.Errorf("sst: read %s at %d: %w", r.key, off, err)
+	}
+	n := copy(p, data)
+	if n < len(p) {
+		return n, io.EOF
+	}
+	return n, nil
+}

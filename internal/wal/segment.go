@@ -1,0 +1,264 @@
+// Package wal is a region's write-ahead log in the object store.
+//
+// Each group commit is one segment object, written with create-if-absent at
+// the next consecutive number; a write is acknowledged only once its segment
+// exists. A new owner replays every segment above the manifest's flushed
+// segment and then writes a fence segment at the next number, so a stale
+// owner's next append finds the number taken and stops acknowledging.
+// The format is specified in docs/format/wal.md.
+package wal
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"math"
+
+	"github.com/stratadb/strata/internal/row"
+)
+
+const (
+	magic         = "STRW"
+	formatVersion = 1
+	kindData      = 0
+	kindFence     = 1
+	headerLen     = 4 + 1 + 1 + 8 + 8 + 4 // magic, version, kind, first seq, epoch, count
+)
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// ErrCorrupt: a segment does not decode or fails its checksum.
+var ErrCorrupt = errors.New("wal: corrupt segment")
+
+// Segment is one decoded WAL object.
+type Segment struct {
+	Number   uint64
+	Fence    bool
+	Epoch    uint64 // the writer's manifest epoch
+	FirstSeq uint64 // sequence of Entries[0]; entries are consecutive
+	Entries  []row.Entry
+}
+
+// LastSeq is the last sequence in the segment (FirstSeq-1 if empty).
+func (s *Segment) LastSeq() uint64 { return s.FirstSeq + uint64(len(s.Entries)) - 1 }
+
+// encode appends a segment's bytes to dst. The entries' Seq fields must
+// already be FirstSeq, FirstSeq+1, ...
+func encode(dst []byte, fence bool, epoch, firstSeq uint64, entries []row.Entry) []byte {
+	dst = append(dst, magic...)
+	dst = append(dst, formatVersion)
+	if fence {
+		dst = append(dst, kindFence)
+	} else {
+		dst = append(dst, kindData)
+	}
+	dst = binary.LittleEndian.AppendUint64(dst, firstSeq)
+	dst = binary.LittleEndian.AppendUint64(dst, epoch)
+	dst = binary.LittleEndian.AppendUint32(dst, uint32(len(entries)))
+	for i := range entries {
+		dst = appendEntry(dst, &entries[i])
+	}
+	return binary.LittleEndian.AppendUint32(dst, crc32.Checksum(dst, castagnoli))
+}
+
+func appendEntry(dst []byte, e *row.Entry) []byte {
+	dst = append(dst, byte(e.Op))
+	dst = binary.AppendUvarint(dst, uint64(len(e.Series)))
+	dst = append(dst, e.Series...)
+	dst = binary.AppendVarint(dst, e.TS)
+	if e.Op == row.Delete {
+		return binary.AppendVarint(dst, e.End)
+	}
+	dst = binary.AppendUvarint(dst, uint64(len(e.Fields)))
+	for _, v := range e.Fields {
+		dst = append(dst, byte(v.Kind()))
+		switch v.Kind() {
+		case row.Float:
+			dst = binary.LittleEndian.AppendUint64(dst, v.Bits())
+		case row.Int:
+			dst = binary.AppendVarint(dst, v.Int())
+		case row.Uint:
+			dst = binary.AppendUvarint(dst, v.Uint())
+		case row.Bool:
+			dst = append(dst, byte(v.Bits()))
+		case row.String:
+			dst = binary.AppendUvarint(dst, uint64(len(v.Str())))
+			dst = append(dst, v.Str()...)
+		}
+	}
+	return dst
+}
+
+// encodedSize estimates appendEntry's output length.
+func encodedSize(e *row.Entry) int {
+	n := 1 + 10 + len(e.Series) + 10 + 10
+	for _, v := range e.Fields {
+		n += 10 + len(v.Str())
+	}
+	return n
+}
+
+// Decode parses a segment object.
+func Decode(number uint64, data []byte) (*Segment, error) {
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("%w %d: %s", ErrCorrupt, number, fmt.Sprintf(format, args...))
+	}
+	if len(data) < headerLen+4 {
+		return nil, bad("%d bytes is shorter than a header", len(data))
+	}
+	body, sum := data[:len(data)-4], binary.LittleEndian.Uint32(data[len(data)-4:])
+	if got := crc32.Checksum(body, castagnoli); got != sum {
+		return nil, bad("checksum %08x, want %08x", got, sum)
+	}
+	if string(body[:4]) != magic {
+		return nil, bad("bad magic %q", body[:4])
+	}
+	if body[4] != formatVersion {
+		return nil, bad("unknown format version %d", body[4])
+	}
+	s := &Segment{
+		Number:   number,
+		Fence:    body[5] == kindFence,
+		FirstSeq: binary.LittleEndian.Uint64(body[6:]),
+		Epoch:    binary.LittleEndian.Uint64(body[14:]),
+	}
+	count := binary.LittleEndian.Uint32(body[22:])
+	d := decoder{buf: body[headerLen:]}
+	if uint64(count) > uint64(len(d.buf)) {
+		return nil, bad("%d entries in %d bytes", count, len(d.buf))
+	}
+	s.Entries = make([]row.Entry, count)
+	// One string for all series keys and string values of the segment.
+	d.str = string(d.buf)
+	for i := range s.Entries {
+		e := &s.Entries[i]
+		e.Seq = s.FirstSeq + uint64(i)
+		if err := d.entry(e); err != nil {
+			return nil, bad("entry %d: %v", i, err)
+		}
+	}
+	if len(d.buf) != d.off {
+		return nil, bad("%d trailing bytes", len(d.buf)-d.off)
+	}
+	return s, nil
+}
+
+type decoder struct {
+	buf []byte
+	str string // the same bytes as buf, to slice strings from without copying
+	off int
+}
+
+var errShort = errors.New("truncated")
+
+func (d *decoder) byte() (byte, error) {
+	if d.off >= len(d.buf) {
+		return 0, errShort
+	}
+	d.off++
+	return d.buf[d.off-1], nil
+}
+
+func (d *decoder) uvarint() (uint64, error) {
+	v, n := binary.Uvarint(d.buf[d.off:])
+	if n <= 0 {
+		return 0, errShort
+	}
+	d.off += n
+	return v, nil
+}
+
+func (d *decoder) varint() (int64, error) {
+	v, n := binary.Varint(d.buf[d.off:])
+	if n <= 0 {
+		return 0, errShort
+	}
+	d.off += n
+	return v, nil
+}
+
+func (d *decoder) string() (string, error) {
+	n, err := d.uvarint()
+	if err != nil {
+		return "", err
+	}
+	if n > uint64(len(d.buf)-d.off) {
+		return "", errShort
+	}
+	s := d.str[d.off : d.off+int(n)]
+	d.off += int(n)
+	return s, nil
+}
+
+func (d *decoder) entry(e *row.Entry) error {
+	op, err := d.byte()
+	if err != nil {
+		return err
+	}
+	e.Op = row.Op(op)
+	if e.Series, err = d.string(); err != nil {
+		return err
+	}
+	if e.TS, err = d.varint(); err != nil {
+		return err
+	}
+	switch e.Op {
+	case row.Delete:
+		e.End, err = d.varint()
+		return err
+	case row.Put:
+	default:
+		return fmt.Errorf("unknown op %d", op)
+	}
+	n, err := d.uvarint()
+	if err != nil {
+		return err
+	}
+	if n > uint64(len(d.buf)-d.off) {
+		return errShort
+	}
+	e.Fields = make([]row.Value, n)
+	for i := range e.Fields {
+		k, err := d.byte()
+		if err != nil {
+			return err
+		}
+		switch row.Kind(k) {
+		case row.Null:
+		case row.Float:
+			if len(d.buf)-d.off < 8 {
+				return errShort
+			}
+			e.Fields[i] = row.FloatValue(math.Float64frombits(binary.LittleEndian.Uint64(d.buf[d.off:])))
+			d.off += 8
+		case row.Int:
+			v, err := d.varint()
+			if err != nil {
+				return err
+			}
+			e.Fields[i] = row.IntValue(v)
+		case row.Uint:
+			v, err := d.uvarint()
+			if err != nil {
+				return err
+			}
+			e.Fields[i] = row.UintValue(v)
+		case row.Bool:
+			b, err := d.byte()
+			if err != nil {
+				return err
+			}
+			e.Fields[i] = row.BoolValue(b != 0)
+		case row.String:
+			s, err := d.string()
+			if err != nil {
+				return err
+			}
+			e.Fields[i] = row.StringValue(s)
+		default:
+			return fmt.Errorf("unknown value kind %d", k)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,327 @@
+package wal
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/stratadb/strata/internal/layout"
+	"github.com/stratadb/strata/internal/objstore"
+	"github.com/stratadb/strata/internal/row"
+)
+
+// Sentinel errors.
+var (
+	// ErrFenced: another owner wrote the segment number this writer needed.
+	// The writer acknowledges nothing more.
+	ErrFenced = errors.New("wal: fenced: another writer owns the region")
+	// ErrOutcomeUnknown: the store failed in a way that leaves it unknown
+	// whether the segment landed. The write may become visible (it is
+	// applied exactly once, atomically, if it did land); retrying a write of
+	// the same rows is safe.
+	ErrOutcomeUnknown = errors.New("wal: write outcome unknown")
+	// ErrClosed: the writer was closed.
+	ErrClosed = errors.New("wal: closed")
+	// ErrGap: a segment above the flushed segment is missing.
+	ErrGap = errors.New("wal: gap in segments")
+)
+
+// Options configure group commit.
+type Options struct {
+	// Window is how long the first write of a group waits for others
+	// (default 0: a group is whatever queued while the previous segment was
+	// being written, which gives the lowest latency).
+	Window time.Duration
+	// MaxSegmentBytes caps a group's encoded size (default 4 MiB). A single
+	// write larger than it gets a segment of its own.
+	MaxSegmentBytes int
+}
+
+func (o *Options) defaults() {
+	if o.MaxSegmentBytes <= 0 {
+		o.MaxSegmentBytes = 4 << 20
+	}
+}
+
+// ApplyFunc receives each durable segment's entries, in segment order, before
+// their writes are acknowledged. It runs on the writer's goroutine.
+type ApplyFunc func(segment uint64, entries []row.Entry)
+
+// Stats are a writer's cumulative counters.
+type Stats struct {
+	Segments, Entries, Bytes uint64
+}
+
+// Writer group-commits appends into consecutive segments.
+type Writer struct {
+	store  objstore.Bucket
+	region layout.RegionID
+	epoch  uint64
+	opts   Options
+	apply  ApplyFunc
+
+	reqs    chan *request
+	closing chan struct{}
+	done    chan struct{}
+	once    sync.Once
+
+	// Owned by the loop goroutine.
+	next    uint64 // next segment number
+	nextSeq uint64
+	err     error    // sticky: ErrFenced
+	unknown *pending // a segment whose create is ambiguous
+	buf     []byte
+
+	mu    sync.Mutex
+	stats Stats
+}
+
+type request struct {
+	entries []row.Entry
+	size    int
+	done    chan error
+}
+
+type pending struct {
+	number  uint64
+	data    []byte
+	entries []row.Entry
+	reqs    []*request
+}
+
+// NewWriter starts a writer whose first segment is next and first sequence
+// nextSeq (both from Recover).
+func NewWriter(store objstore.Bucket, region layout.RegionID, epoch, next, nextSeq uint64, opts Options, apply ApplyFunc) *Writer {
+	opts.defaults()
+	w := &Writer{
+		store: store, region: region, epoch: epoch, opts: opts, apply: apply,
+		reqs: make(chan *request), closing: make(chan struct{}), done: make(chan struct{}),
+		next: next, nextSeq: nextSeq,
+	}
+	go w.loop()
+	return w
+}
+
+// Append makes entries durable in one segment and returns once they are (or
+// the write failed). It sets each entry's Seq. The entries belong to the
+// writer from the call on. Once queued, a write is carried out even if ctx
+// is cancelled: Append then waits for the outcome.
+func (w *Writer) Append(ctx context.Context, entries []row.Entry) error {
+	if len(entries) == 0 {
+		return nil
+	}
+	req := &request{entries: entries, done: make(chan error, 1)}
+	for i := range entries {
+		req.size += encodedSize(&entries[i])
+	}
+	select {
+	case w.reqs <- req:
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-w.closing:
+		return ErrClosed
+	}
+	return <-req.done
+}
+
+// Stats returns the writer's counters.
+func (w *Writer) Stats() Stats {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.stats
+}
+
+// Close stops the writer after the group in flight. Writes not yet taken
+// into a group fail with ErrClosed.
+func (w *Writer) Close() error {
+	w.once.Do(func() { close(w.closing) })
+	<-w.done
+	return nil
+}
+
+func (w *Writer) loop() {
+	defer close(w.done)
+	var timer *time.Timer
+	for {
+		var first *request
+		select {
+		case first = <-w.reqs:
+		case <-w.closing:
+			return
+		}
+		group, size := []*request{first}, first.size
+		if w.opts.Window > 0 {
+			if timer == nil {
+				timer = time.NewTimer(w.opts.Window)
+			} else {
+				timer.Reset(w.opts.Window)
+			}
+		collect:
+			for size < w.opts.MaxSegmentBytes {
+				select {
+				case r := <-w.reqs:
+					group, size = append(group, r), size+r.size
+				case <-timer.C:
+					break collect
+				case <-w.closing:
+					break collect
+				}
+			}
+			timer.Stop()
+		} else {
+		drain:
+			for size < w.opts.MaxSegmentBytes {
+				select {
+				case r := <-w.reqs:
+					group, size = append(group, r), size+r.size
+				default:
+					break drain
+				}
+			}
+		}
+		w.commit(group)
+	}
+}
+
+func fail(reqs []*request, err error) {
+	for _, r := range reqs {
+		r.done <- err
+	}
+}
+
+// commit writes one group as the next segment.
+func (w *Writer) commit(group []*request) {
+	ctx := context.Background()
+	if w.err == nil && w.unknown != nil {
+		w.resolve(ctx)
+	}
+	if w.err != nil {
+		fail(group, w.err)
+		return
+	}
+	if w.unknown != nil {
+		fail(group, fmt.Errorf("%w: an earlier segment's outcome is still unknown", ErrOutcomeUnknown))
+		return
+	}
+	n := 0
+	for _, r := range group {
+		n += len(r.entries)
+	}
+	entries := make([]row.Entry, 0, n)
+	first := w.nextSeq
+	for _, r := range group {
+		for i := range r.entries {
+			r.entries[i].Seq = w.nextSeq
+			w.nextSeq++
+		}
+		entries = append(entries, r.entries...)
+	}
+	w.buf = encode(w.buf[:0], false, w.epoch, first, entries)
+	key := w.region.WALKey(w.next)
+	err := w.store.CreateIfAbsent(ctx, key, w.buf)
+	switch {
+	case err == nil:
+		w.landed(w.next, entries, len(w.buf))
+		fail(group, nil)
+	case errors.Is(err, objstore.ErrPreconditionFailed):
+		w.err = fmt.Errorf("%w: segment %s exists", ErrFenced, key)
+		fail(group, w.err)
+	default:
+		w.unknown = &pending{number: w.next, data: slices.Clone(w.buf), entries: entries, reqs: group}
+		fail(group, fmt.Errorf("%w: write segment %s: %v", ErrOutcomeUnknown, key, err))
+	}
+}
+
+func (w *Writer) landed(number uint64, entries []row.Entry, size int) {
+	w.apply(number, entries)
+	w.next = number + 1
+	w.mu.Lock()
+	w.stats.Segments++
+	w.stats.Entries += uint64(len(entries))
+	w.stats.Bytes += uint64(size)
+	w.mu.Unlock()
+}
+
+// resolve reads back an ambiguous segment. If it landed, its entries are
+// applied (their writes were reported as unknown, never as failed); if not,
+// its number and sequences are reused.
+func (w *Writer) resolve(ctx context.Context) {
+	p := w.unknown
+	got, err := w.store.Get(ctx, w.region.WALKey(p.number))
+	switch {
+	case errors.Is(err, objstore.ErrNotFound):
+		w.unknown = nil
+		w.nextSeq = p.entries[0].Seq
+	case err != nil:
+		return // still unknown
+	case string(got) == string(p.data):
+		w.unknown = nil
+		w.landed(p.number, p.entries, len(p.data))
+	default:
+		w.unknown = nil
+		w.err = fmt.Errorf("%w: segment %s was written by another writer", ErrFenced, w.region.WALKey(p.number))
+	}
+}
+
+// Recover replays every segment above flushedSegment in order, passing each
+// to replay, then writes a fence segment at the next number. It returns the
+// first segment number and sequence for a Writer. A segment that another
+// (stale) writer creates while Recover runs is replayed too: the fence goes
+// above it.
+func Recover(ctx context.Context, store objstore.Bucket, region layout.RegionID, epoch, flushedSegment, flushedSeq uint64, replay func(*Segment) error) (next, nextSeq uint64, err error) {
+	objs, err := objstore.ListAll(ctx, store, region.WALPrefix(), 1000)
+	if err != nil {
+		return 0, 0, fmt.Errorf("wal: list %s: %w", region.WALPrefix(), err)
+	}
+	var numbers []uint64
+	for _, o := range objs {
+		if n, ok := region.ParseWALKey(o.Key); ok && n > flushedSegment {
+			numbers = append(numbers, n)
+		}
+	}
+	slices.Sort(numbers)
+	next, nextSeq = flushedSegment+1, flushedSeq+1
+	read := func(n uint64) error {
+		data, err := store.Get(ctx, region.WALKey(n))
+		if err != nil {
+			return fmt.Errorf("wal: read segment %s: %w", region.WALKey(n), err)
+		}
+		seg, err := Decode(n, data)
+		if err != nil {
+			return fmt.Errorf("region %s: %w", region, err)
+		}
+		if seg.FirstSeq < nextSeq && len(seg.Entries) > 0 {
+			return fmt.Errorf("%w %d of region %s: sequence %d is behind %d", ErrCorrupt, n, region, seg.FirstSeq, nextSeq)
+		}
+		nextSeq = max(nextSeq, seg.FirstSeq+uint64(len(seg.Entries)))
+		return replay(seg)
+	}
+	for _, n := range numbers {
+		if n != next {
+			return 0, 0, fmt.Errorf("%w: region %s: segment %d missing, %d exists", ErrGap, region, next, n)
+		}
+		if err := read(n); err != nil {
+			return 0, 0, err
+		}
+		next++
+	}
+	for {
+		fence := encode(nil, true, epoch, nextSeq, nil)
+		err := store.CreateIfAbsent(ctx, region.WALKey(next), fence)
+		switch {
+		case err == nil:
+			return next + 1, nextSeq, nil
+		case errors.Is(err, objstore.ErrPreconditionFailed):
+			// A stale owner appended after our listing; replay it too.
+			if err := read(next); err != nil {
+				return 0, 0, err
+			}
+			next++
+		default:
+			return 0, 0, fmt.Errorf("wal: write fence segment %s: %w", region.WALKey(next), err)
+		}
+	}
+}
