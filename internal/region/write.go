@@ -36,7 +36,7 @@ type PointError struct {
 	Err   error
 }
 
-func (e *PointError) Error() string { return fmt.Sprintf("region: point %d: %v", e.Index, e.Err) }
+func (e *PointError) Error() string   { return fmt.Sprintf("region: point %d: %v", e.Index, e.Err) }
 func (e *PointError) Unwrap() []error { return []error{ErrInvalidWrite, e.Err} }
 
 // WriteResult reports what a write did.

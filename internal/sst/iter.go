@@ -82,6 +82,7 @@ type iter struct {
 	fieldCols []int
 
 	group  int
+	pruned int   // row groups skipped by their statistics
 	left   int64 // rows left in the group
 	series *colStream
 	ts     *colStream
@@ -131,6 +132,7 @@ func (it *iter) nextGroup() bool {
 	for it.group++; it.group < len(groups); it.group++ {
 		g := groups[it.group]
 		if it.prune(g) {
+			it.pruned++
 			continue
 		}
 		chunks := g.ColumnChunks()

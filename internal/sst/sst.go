@@ -214,8 +214,9 @@ func (c *countingWriter) Write(p []byte) (int, error) {
 }
 
 // WholeFileLimit: SSTs up to this size are read with one GET; larger ones
-// with ranged GETs through a read buffer.
-const WholeFileLimit = 16 << 20
+// with ranged GETs through a 1 MiB read buffer, which bounds a scan's memory
+// per open file. A variable so tests can exercise the ranged path.
+var WholeFileLimit int64 = 4 << 20
 
 // Reader is an open SST.
 type Reader struct {

@@ -1,0 +1,144 @@
+package region
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stratadb/strata/internal/layout"
+	"github.com/stratadb/strata/internal/manifest"
+	"github.com/stratadb/strata/internal/objstore"
+	"github.com/stratadb/strata/internal/row"
+	"github.com/stratadb/strata/internal/schema"
+)
+
+var testRegion = layout.RegionID{Table: 3, Region: 1}
+
+func memStore(t testing.TB) objstore.Bucket {
+	t.Helper()
+	b, err := objstore.OpenBackend(context.Background(), "mem://")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Close() })
+	return b
+}
+
+// fastStore wraps b with retries that do not sleep noticeably.
+func fastStore(b objstore.Bucket) *objstore.Store {
+	return objstore.New(b, objstore.Options{Retry: objstore.RetryPolicy{MaxAttempts: 3, BaseBackoff: time.Microsecond, MaxBackoff: time.Microsecond}})
+}
+
+func open(t testing.TB, s objstore.Bucket, opts Options) *Region {
+	t.Helper()
+	opts.Create = true
+	r, err := Open(context.Background(), s, testRegion, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+func closeRegion(t testing.TB, r *Region, flush bool) {
+	t.Helper()
+	if err := r.Close(context.Background(), CloseOptions{Flush: flush}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func pt(host string, ts int64, fields ...Field) Point {
+	var tags []row.Tag
+	if host != "" {
+		tags = []row.Tag{{Name: "host", Value: host}}
+	}
+	return Point{Tags: tags, TS: ts, Fields: fields}
+}
+
+func fl(name string, v float64) Field { return Field{Name: name, Value: row.FloatValue(v)} }
+
+func mustWrite(t testing.TB, r *Region, points ...Point) {
+	t.Helper()
+	if _, err := r.Write(context.Background(), points); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// scanAll returns "series ts field=value ..." lines of a scan, in order.
+func scanAll(t testing.TB, r *Region, req ScanRequest) []string {
+	t.Helper()
+	if req.Start == 0 && req.End == 0 {
+		req.Start, req.End = AllTime, AllTimeEnd
+	}
+	sc, err := r.Scan(context.Background(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sc.Close()
+	var out []string
+	for sc.Next() {
+		for _, e := range sc.Batch() {
+			out = append(out, formatRow(sc.Fields(), &e))
+		}
+	}
+	if err := sc.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func formatRow(fields []schema.Field, e *row.Entry) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s %d", row.FormatSeries(e.Series), e.TS)
+	for i, f := range fields {
+		if v := e.Field(i); !v.IsNull() {
+			fmt.Fprintf(&b, " %s=%v", f.Name, v)
+		}
+	}
+	return b.String()
+}
+
+// sstKeys lists the region's SST objects.
+func sstKeys(t testing.TB, s objstore.Bucket) map[string]bool {
+	t.Helper()
+	objs, err := objstore.ListAll(context.Background(), s, testRegion.SSTPrefix(), 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]bool{}
+	for _, o := range objs {
+		if id, ok := testRegion.ParseSSTKey(o.Key); ok {
+			out[id] = true
+		}
+	}
+	return out
+}
+
+// checkOwned fails if an SST object is neither live, removed (waiting for
+// GC) nor reserved by a pending-outputs marker: an orphan.
+func checkOwned(t testing.TB, s objstore.Bucket, st *manifest.State) {
+	t.Helper()
+	owned := map[string]bool{}
+	for id := range st.Files {
+		owned[id] = true
+	}
+	for id := range st.Removed {
+		owned[id] = true
+	}
+	for _, p := range st.Pending {
+		for _, id := range p.FileIDs {
+			owned[id] = true
+		}
+	}
+	for id := range sstKeys(t, s) {
+		if !owned[id] {
+			t.Fatalf("orphan SST %s: not live, removed or pending (manifest v%d)", id, st.Version)
+		}
+	}
+	for id := range st.Files {
+		if !sstKeys(t, s)[id] {
+			t.Fatalf("live file %s has no object", id)
+		}
+	}
+}

@@ -1,0 +1,491 @@
+package region
+
+import (
+	"context"
+	"errors"
+	"math"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/stratadb/strata/internal/objstore"
+	"github.com/stratadb/strata/internal/objstore/faultstore"
+	"github.com/stratadb/strata/internal/row"
+	"github.com/stratadb/strata/internal/schema"
+)
+
+func TestWriteScanFlushReopen(t *testing.T) {
+	ctx := context.Background()
+	s := memStore(t)
+	r := open(t, s, Options{})
+	mustWrite(t, r, pt("b", 20, fl("cpu", 2)), pt("a", 10, fl("cpu", 1)), pt("a", 5, fl("cpu", 0.5), Field{Name: "up", Value: row.BoolValue(true)}))
+	want := []string{"host=a 5 cpu=0.5 up=true", "host=a 10 cpu=1", "host=b 20 cpu=2"}
+	if got := scanAll(t, r, ScanRequest{}); !slices.Equal(got, want) {
+		t.Fatalf("memtable scan:\n%q\nwant\n%q", got, want)
+	}
+	if err := r.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	st := r.Manifest()
+	if len(st.Files) != 1 || len(st.Pending) != 0 || st.FlushedSeq != 3 {
+		t.Fatalf("after flush: %d files, %d pending, flushed seq %d", len(st.Files), len(st.Pending), st.FlushedSeq)
+	}
+	for _, f := range st.Files {
+		if f.MinTS != 5 || f.MaxTS != 20 || f.Rows != 3 || f.Level != 0 {
+			t.Fatalf("file meta %+v", f)
+		}
+	}
+	// An overwrite in the memtable wins over the SST.
+	mustWrite(t, r, pt("a", 10, fl("cpu", 11)))
+	want[1] = "host=a 10 cpu=11"
+	if got := scanAll(t, r, ScanRequest{}); !slices.Equal(got, want) {
+		t.Fatalf("mixed scan:\n%q\nwant\n%q", got, want)
+	}
+	closeRegion(t, r, false)
+
+	// Reopen: the SST plus the WAL tail.
+	r = open(t, s, Options{})
+	if got := scanAll(t, r, ScanRequest{}); !slices.Equal(got, want) {
+		t.Fatalf("after reopen:\n%q\nwant\n%q", got, want)
+	}
+	if sch := r.Schema(); len(sch.Fields()) != 2 || len(sch.Tags()) != 1 {
+		t.Fatalf("schema after reopen: %v %v", sch.Tags(), sch.Fields())
+	}
+	// Close with flush leaves nothing to replay.
+	closeRegion(t, r, true)
+	r = open(t, s, Options{})
+	defer closeRegion(t, r, false)
+	if n := r.activeBytes(); n != 0 {
+		t.Fatalf("replayed %d bytes after a flushing close", n)
+	}
+	if got := scanAll(t, r, ScanRequest{}); !slices.Equal(got, want) {
+		t.Fatalf("after flushed close:\n%q", got)
+	}
+	checkOwned(t, s, r.Manifest())
+}
+
+func TestScanFiltersAndProjection(t *testing.T) {
+	ctx := context.Background()
+	s := memStore(t)
+	r := open(t, s, Options{RowGroupRows: 10})
+	defer closeRegion(t, r, false)
+	var batch []Point
+	for i := range 100 {
+		for _, h := range []string{"a", "b"} {
+			batch = append(batch, Point{Tags: []row.Tag{{Name: "host", Value: h}, {Name: "dc", Value: "x"}}, TS: int64(i), Fields: []Field{fl("cpu", float64(i)), {Name: "mem", Value: row.IntValue(int64(i))}}})
+		}
+	}
+	mustWrite(t, r, batch[:100]...)
+	r.Flush(ctx)
+	mustWrite(t, r, batch[100:]...)
+	for _, flushed := range []bool{false, true} {
+		if flushed {
+			r.Flush(ctx)
+		}
+		got := scanAll(t, r, ScanRequest{Start: 40, End: 43, Tags: []row.Tag{{Name: "host", Value: "b"}}, Fields: []string{"mem"}})
+		want := []string{"dc=x,host=b 40 mem=40", "dc=x,host=b 41 mem=41", "dc=x,host=b 42 mem=42"}
+		if !slices.Equal(got, want) {
+			t.Fatalf("flushed=%v:\n%q\nwant\n%q", flushed, got, want)
+		}
+		// A tag filter on a tag nobody has, with the empty value, matches
+		// every series.
+		if got := scanAll(t, r, ScanRequest{Start: 0, End: 1, Tags: []row.Tag{{Name: "rack", Value: ""}}}); len(got) != 2 {
+			t.Fatalf("empty tag value: %q", got)
+		}
+		if got := scanAll(t, r, ScanRequest{Tags: []row.Tag{{Name: "host", Value: "zzz"}}}); len(got) != 0 {
+			t.Fatalf("no such host: %q", got)
+		}
+	}
+	// Small batches stream: every batch holds at most BatchRows rows.
+	sc, err := r.Scan(ctx, ScanRequest{Start: AllTime, End: AllTimeEnd, BatchRows: 7})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for sc.Next() {
+		b := sc.Batch()
+		if len(b) > 7 {
+			t.Fatalf("batch of %d", len(b))
+		}
+		n += len(b)
+	}
+	sc.Close()
+	if n != 200 {
+		t.Fatalf("streamed %d rows", n)
+	}
+	// Bad requests.
+	if _, err := r.Scan(ctx, ScanRequest{Start: 5, End: 5}); !errors.Is(err, ErrInvalidScan) {
+		t.Fatalf("empty range: %v", err)
+	}
+	if _, err := r.Scan(ctx, ScanRequest{Start: AllTime, End: AllTimeEnd, Fields: []string{"nope"}}); !errors.Is(err, ErrInvalidScan) || !strings.Contains(err.Error(), "nope") {
+		t.Fatalf("unknown field: %v", err)
+	}
+}
+
+func TestScanPinsFiles(t *testing.T) {
+	ctx := context.Background()
+	s := memStore(t)
+	r := open(t, s, Options{})
+	defer closeRegion(t, r, false)
+	mustWrite(t, r, pt("a", 1, fl("v", 1)))
+	r.Flush(ctx)
+	var id string
+	for id = range r.Manifest().Files {
+	}
+	sc, err := r.Scan(ctx, ScanRequest{Start: AllTime, End: AllTimeEnd})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !r.Pinned(id) {
+		t.Fatal("file read by an open scan is not pinned")
+	}
+	sc.Close()
+	sc.Close()
+	if r.Pinned(id) {
+		t.Fatal("pin outlived the scan")
+	}
+}
+
+func TestSchemaEvolutionAndConflicts(t *testing.T) {
+	ctx := context.Background()
+	s := memStore(t)
+	r := open(t, s, Options{})
+	mustWrite(t, r, pt("a", 1, fl("cpu", 1)))
+	v := r.Schema().Version()
+	mustWrite(t, r, pt("a", 2, Field{Name: "msg", Value: row.StringValue("hi")}, Field{Name: "n", Value: row.UintValue(math.MaxUint64)}))
+	if r.Schema().Version() != v+1 {
+		t.Fatalf("schema version %d, want %d", r.Schema().Version(), v+1)
+	}
+	mustWrite(t, r, pt("a", 3, fl("cpu", 3))) // no change: no commit
+	if r.Schema().Version() != v+1 {
+		t.Fatal("a write of known columns changed the schema")
+	}
+	before := scanAll(t, r, ScanRequest{})
+	cases := []struct {
+		p            Point
+		column, have string
+		write        string
+	}{
+		{pt("a", 4, Field{Name: "cpu", Value: row.IntValue(4)}), "cpu", "field float64", "field int64"},
+		{pt("a", 4, Field{Name: "host", Value: row.IntValue(4)}), "host", "tag string", "field int64"},
+		{Point{Tags: []row.Tag{{Name: "cpu", Value: "x"}}, TS: 4, Fields: []Field{fl("z", 1)}}, "cpu", "field float64", "tag string"},
+	}
+	for _, c := range cases {
+		_, err := r.Write(ctx, []Point{pt("a", 100, fl("cpu", 100)), c.p})
+		var ce *schema.ConflictError
+		var pe *PointError
+		if !errors.As(err, &ce) || !errors.As(err, &pe) || !errors.Is(err, ErrInvalidWrite) {
+			t.Fatalf("conflict %v: %v", c.p, err)
+		}
+		if pe.Index != 1 || ce.Column != c.column || ce.HaveRole+" "+ce.HaveType != c.have || ce.WriteRole+" "+ce.WriteType != c.write {
+			t.Fatalf("conflict error %+v (point %d)", ce, pe.Index)
+		}
+		if msg := err.Error(); !strings.Contains(msg, c.column) || !strings.Contains(msg, ce.HaveType) || !strings.Contains(msg, ce.WriteType) {
+			t.Fatalf("message %q does not name the column and both types", msg)
+		}
+	}
+	// Two new fields of one batch that conflict with each other.
+	_, err := r.Write(ctx, []Point{pt("a", 5, fl("new", 1)), pt("a", 6, Field{Name: "new", Value: row.BoolValue(true)})})
+	if ce := (*schema.ConflictError)(nil); !errors.As(err, &ce) || ce.Column != "new" {
+		t.Fatalf("in-batch conflict: %v", err)
+	}
+	if got := scanAll(t, r, ScanRequest{}); !slices.Equal(got, before) {
+		t.Fatalf("a rejected batch changed the data:\n%q\n%q", got, before)
+	}
+	if _, ok := r.Schema().FieldOrdinal("new"); ok {
+		t.Fatal("a rejected batch added a column")
+	}
+	closeRegion(t, r, false)
+	r = open(t, s, Options{})
+	defer closeRegion(t, r, false)
+	if got := scanAll(t, r, ScanRequest{}); !slices.Equal(got, before) {
+		t.Fatalf("after reopen:\n%q\n%q", got, before)
+	}
+}
+
+func TestBadInputRejectsWholeBatch(t *testing.T) {
+	ctx := context.Background()
+	s := memStore(t)
+	r := open(t, s, Options{MaxBatchRows: 10, MaxBatchBytes: 4096})
+	defer closeRegion(t, r, false)
+	good := pt("a", 1, fl("v", 1))
+	long := strings.Repeat("x", 300)
+	cases := map[string][]Point{
+		"missing timestamp":    {good, pt("a", NoTimestamp, fl("v", 1))},
+		"NaN":                  {good, pt("a", 2, fl("v", math.NaN()))},
+		"+Inf":                 {good, pt("a", 2, fl("v", math.Inf(1)))},
+		"no fields":            {good, pt("a", 2)},
+		"null field":           {good, pt("a", 2, Field{Name: "v"})},
+		"duplicate field":      {good, pt("a", 2, fl("w", 1), fl("w", 2))},
+		"reserved name":        {good, pt("a", 2, fl("__seq", 1))},
+		"long name":            {good, pt("a", 2, fl(long, 1))},
+		"timestamp as field":   {good, pt("a", 2, fl("time", 1))},
+		"duplicate tag":        {good, {Tags: []row.Tag{{Name: "h", Value: "1"}, {Name: "h", Value: "2"}}, TS: 2, Fields: []Field{fl("v", 1)}}},
+		"control char in name": {good, pt("a", 2, fl("a\nb", 1))},
+	}
+	for name, batch := range cases {
+		_, err := r.Write(ctx, batch)
+		var pe *PointError
+		if !errors.Is(err, ErrInvalidWrite) || !errors.As(err, &pe) || pe.Index != 1 {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+	big := make([]Point, 11)
+	for i := range big {
+		big[i] = pt("a", int64(i), fl("v", 1))
+	}
+	if _, err := r.Write(ctx, big); !errors.Is(err, ErrBatchTooLarge) {
+		t.Errorf("11 rows: %v", err)
+	}
+	if _, err := r.Write(ctx, []Point{pt("a", 1, Field{Name: "s", Value: row.StringValue(strings.Repeat("y", 5000))})}); !errors.Is(err, ErrBatchTooLarge) {
+		t.Errorf("5000 bytes: %v", err)
+	}
+	if got := scanAll(t, r, ScanRequest{}); len(got) != 0 {
+		t.Fatalf("rejected batches wrote rows: %q", got)
+	}
+	if err := r.Delete(ctx, nil, 5, 4); !errors.Is(err, ErrInvalidWrite) {
+		t.Errorf("backwards delete: %v", err)
+	}
+	// Non-finite floats when allowed.
+	r2, err := Open(ctx, memStore(t), testRegion, Options{Create: true, AllowNonFinite: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closeRegion(t, r2, false)
+	mustWrite(t, r2, pt("a", 1, fl("v", math.Inf(-1))))
+}
+
+func TestRegionNotFoundAndClosed(t *testing.T) {
+	ctx := context.Background()
+	s := memStore(t)
+	if _, err := Open(ctx, s, testRegion, Options{}); !errors.Is(err, ErrRegionNotFound) {
+		t.Fatalf("open missing: %v", err)
+	}
+	r := open(t, s, Options{})
+	closeRegion(t, r, false)
+	if _, err := r.Write(ctx, []Point{pt("a", 1, fl("v", 1))}); !errors.Is(err, ErrClosed) {
+		t.Fatalf("write after close: %v", err)
+	}
+	if _, err := r.Scan(ctx, ScanRequest{Start: AllTime, End: AllTimeEnd}); !errors.Is(err, ErrClosed) {
+		t.Fatalf("scan after close: %v", err)
+	}
+	if err := r.Flush(ctx); !errors.Is(err, ErrClosed) {
+		t.Fatalf("flush after close: %v", err)
+	}
+	closeRegion(t, r, false) // idempotent
+}
+
+func TestDeletes(t *testing.T) {
+	ctx := context.Background()
+	s := memStore(t)
+	r := open(t, s, Options{})
+	for i := range 10 {
+		mustWrite(t, r, pt("a", int64(i), fl("v", float64(i))), pt("b", int64(i), fl("v", float64(i))))
+	}
+	r.Flush(ctx)
+	// A tombstone in the memtable hides SST rows; b is untouched.
+	if err := r.Delete(ctx, []row.Tag{{Name: "host", Value: "a"}}, 2, 7); err != nil {
+		t.Fatal(err)
+	}
+	// A write after the tombstone is visible again.
+	mustWrite(t, r, pt("a", 5, fl("v", 55)))
+	check := func(when string) {
+		t.Helper()
+		got := scanAll(t, r, ScanRequest{Tags: []row.Tag{{Name: "host", Value: "a"}}})
+		want := []string{"host=a 0 v=0", "host=a 1 v=1", "host=a 5 v=55", "host=a 8 v=8", "host=a 9 v=9"}
+		if !slices.Equal(got, want) {
+			t.Fatalf("%s:\n%q\nwant\n%q", when, got, want)
+		}
+		if n := len(scanAll(t, r, ScanRequest{Tags: []row.Tag{{Name: "host", Value: "b"}}})); n != 10 {
+			t.Fatalf("%s: b has %d rows", when, n)
+		}
+		// A scan that starts inside the tombstone still applies it.
+		if got := scanAll(t, r, ScanRequest{Start: 3, End: 5, Tags: []row.Tag{{Name: "host", Value: "a"}}}); len(got) != 0 {
+			t.Fatalf("%s: scan inside tombstone: %q", when, got)
+		}
+	}
+	check("memtable tombstone")
+	r.Flush(ctx) // the tombstone is now in a second SST
+	check("flushed tombstone")
+	closeRegion(t, r, false)
+	r = open(t, s, Options{})
+	defer closeRegion(t, r, false)
+	check("reopened")
+}
+
+func TestTTL(t *testing.T) {
+	ctx := context.Background()
+	s := memStore(t)
+	now := time.Unix(0, 0).Add(1000 * time.Hour)
+	var mu sync.Mutex
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	advance := func(d time.Duration) { mu.Lock(); now = now.Add(d); mu.Unlock() }
+	reg := NewMetrics(nil)
+	r := open(t, s, Options{TTL: time.Hour, Now: clock, Metrics: reg})
+	defer closeRegion(t, r, false)
+	at := func(ago time.Duration) int64 { return clock().Add(-ago).UnixNano() }
+	res, err := r.Write(ctx, []Point{pt("a", at(2*time.Hour), fl("v", 1)), pt("a", at(30*time.Minute), fl("v", 2))})
+	if err != nil || res.Written != 1 || res.Expired != 1 {
+		t.Fatalf("write: %+v %v", res, err)
+	}
+	r.Flush(ctx)
+	mustWrite(t, r, pt("a", at(10*time.Minute), fl("v", 3)))
+	r.Flush(ctx)
+	if got := scanAll(t, r, ScanRequest{}); len(got) != 2 {
+		t.Fatalf("before expiry: %q", got)
+	}
+	advance(40 * time.Minute) // the first file's row is now 70 min old
+	if got := scanAll(t, r, ScanRequest{}); len(got) != 1 || !strings.HasSuffix(got[0], "v=3") {
+		t.Fatalf("expired rows visible: %q", got)
+	}
+	if err := r.ExpireTTL(ctx); err != nil {
+		t.Fatal(err)
+	}
+	st := r.Manifest()
+	if len(st.Files) != 1 || len(st.Removed) != 1 || testutil.ToFloat64(reg.ExpiredFiles) != 1 {
+		t.Fatalf("after expiry: %d live, %d removed", len(st.Files), len(st.Removed))
+	}
+	checkOwned(t, s, st)
+	// A memtable whose rows all expired flushes to nothing but still moves
+	// the flushed sequence; the flush also expires the second file (its row
+	// is now 70 min old).
+	mustWrite(t, r, pt("a", at(50*time.Minute), fl("v", 4)))
+	advance(20 * time.Minute)
+	seq := r.Manifest().FlushedSeq
+	if err := r.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	st = r.Manifest()
+	if st.FlushedSeq <= seq || len(st.Pending) != 0 || len(st.Files) != 0 || len(st.Removed) != 2 {
+		t.Fatalf("expired flush: seq %d -> %d, %d pending, %d files", seq, st.FlushedSeq, len(st.Pending), len(st.Files))
+	}
+}
+
+// A region over its memtable limit stalls writes until a flush frees
+// memory, and counts the stall.
+func TestWriteStallsUntilFlushFreesMemory(t *testing.T) {
+	ctx := context.Background()
+	inner := memStore(t)
+	fs := faultstore.New(inner)
+	release := make(chan struct{})
+	blocked := make(chan struct{})
+	var once sync.Once
+	fs.Hook = func(c faultstore.Call) {
+		if c.Op == objstore.OpPut && strings.Contains(c.Key, "/sst/") {
+			once.Do(func() { close(blocked); <-release })
+		}
+	}
+	m := NewMetrics(nil)
+	budget := NewMemoryBudget(1 << 30)
+	r := open(t, fs, Options{FlushBytes: 4 << 10, MaxMemtableBytes: 8 << 10, Metrics: m, Budget: budget})
+	defer closeRegion(t, r, false)
+	batch := func(base int) []Point {
+		var ps []Point
+		for i := range 20 {
+			ps = append(ps, pt("a", int64(base+i), fl("v", 1), Field{Name: "s", Value: row.StringValue(strings.Repeat("p", 64))}))
+		}
+		return ps
+	}
+	// Fill past FlushBytes: the background flush starts and blocks in the
+	// SST upload.
+	for i := 0; r.activeBytes() < 4<<10; i++ {
+		mustWrite(t, r, batch(i*100)...)
+	}
+	<-blocked
+	// Fill the region up to its limit while the flush is stuck.
+	for i := 1000; ; i++ {
+		r.mu.Lock()
+		full := r.memBytes >= r.opts.MaxMemtableBytes
+		r.mu.Unlock()
+		if full {
+			break
+		}
+		mustWrite(t, r, batch(i*100)...)
+	}
+	if budget.Used() < 8<<10 {
+		t.Fatalf("budget tracks %d bytes", budget.Used())
+	}
+	done := make(chan error, 1)
+	go func() { _, err := r.Write(ctx, batch(1_000_000)); done <- err }()
+	select {
+	case err := <-done:
+		t.Fatalf("write over the limit did not stall: %v", err)
+	case <-time.After(50 * time.Millisecond):
+	}
+	close(release)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if testutil.ToFloat64(m.Stalls) < 1 || testutil.ToFloat64(m.StallSeconds) <= 0 {
+		t.Fatalf("stall not counted: %v stalls", testutil.ToFloat64(m.Stalls))
+	}
+	// A stalled write gives up with its context.
+	cctx, cancel := context.WithCancel(ctx)
+	cancel()
+	r.mu.Lock()
+	r.memBytes += 1 << 40 // pretend to be full
+	r.mu.Unlock()
+	_, err := r.Write(cctx, batch(2_000_000))
+	r.mu.Lock()
+	r.memBytes -= 1 << 40
+	r.mu.Unlock()
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("cancelled stalled write: %v", err)
+	}
+}
+
+// The process budget stalls writes of a region that is under its own limit
+// and asks the biggest region to flush.
+func TestProcessBudgetStallsAcrossRegions(t *testing.T) {
+	s := memStore(t)
+	budget := NewMemoryBudget(16 << 10)
+	m := NewMetrics(nil)
+	r := open(t, s, Options{FlushBytes: 1 << 30, Budget: budget, Metrics: m})
+	defer closeRegion(t, r, false)
+	for i := 0; budget.Used() < 16<<10; i++ {
+		mustWrite(t, r, pt("a", int64(i), Field{Name: "s", Value: row.StringValue(strings.Repeat("q", 200))}))
+	}
+	// Over budget: the next write stalls, the region is asked to flush,
+	// and the write goes through once the flush frees memory.
+	mustWrite(t, r, pt("a", -1, fl("v", 1)))
+	if testutil.ToFloat64(m.Stalls) != 1 {
+		t.Fatalf("stalls = %v", testutil.ToFloat64(m.Stalls))
+	}
+	if len(r.Manifest().Files) != 1 {
+		t.Fatal("budget pressure did not flush the region")
+	}
+}
+
+func TestStaleOwnerIsFenced(t *testing.T) {
+	ctx := context.Background()
+	s := memStore(t)
+	old := open(t, s, Options{})
+	mustWrite(t, old, pt("a", 1, fl("v", 1)))
+	nu := open(t, s, Options{})
+	// The new owner replayed the acknowledged write.
+	if got := scanAll(t, nu, ScanRequest{}); len(got) != 1 {
+		t.Fatalf("new owner sees %q", got)
+	}
+	_, err := old.Write(ctx, []Point{pt("a", 2, fl("v", 2))})
+	if !errors.Is(err, ErrFenced) {
+		t.Fatalf("stale write: %v", err)
+	}
+	if err := old.Flush(ctx); !errors.Is(err, ErrFenced) {
+		t.Fatalf("stale flush: %v", err)
+	}
+	old.Close(ctx, CloseOptions{})
+	if got := scanAll(t, nu, ScanRequest{}); len(got) != 1 {
+		t.Fatalf("new owner sees %q after stale attempts", got)
+	}
+	// The stale owner's rejected write never becomes visible.
+	closeRegion(t, nu, false)
+	nu = open(t, s, Options{})
+	defer closeRegion(t, nu, false)
+	if got := scanAll(t, nu, ScanRequest{}); len(got) != 1 {
+		t.Fatalf("after reopen: %q", got)
+	}
+}

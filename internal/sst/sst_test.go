@@ -1,0 +1,241 @@
+package sst
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"math"
+	"slices"
+	"testing"
+
+	"github.com/stratadb/strata/internal/objstore"
+	"github.com/stratadb/strata/internal/row"
+	"github.com/stratadb/strata/internal/schema"
+)
+
+// sliceIter yields a fixed, already sorted slice of entries.
+type sliceIter struct {
+	es  []row.Entry
+	pos int
+}
+
+func (s *sliceIter) Next() bool        { s.pos++; return s.pos <= len(s.es) }
+func (s *sliceIter) Entry() *row.Entry { return &s.es[s.pos-1] }
+func (s *sliceIter) Err() error        { return nil }
+func (s *sliceIter) Close() error      { return nil }
+
+var testFields = []schema.Field{
+	{Name: "f", Kind: row.Float}, {Name: "i", Kind: row.Int}, {Name: "u", Kind: row.Uint},
+	{Name: "s", Kind: row.String}, {Name: "b", Kind: row.Bool},
+}
+
+func series(t testing.TB, host string) string {
+	k, err := row.EncodeSeries(nil, []row.Tag{{Name: "host", Value: host}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(k)
+}
+
+// testEntries: n puts over two series, ts = 10*i, a tombstone, nulls and
+// extreme values of every kind.
+func testEntries(t testing.TB, n int) []row.Entry {
+	var es []row.Entry
+	seq := uint64(1)
+	for _, h := range []string{"a", "b"} {
+		key := series(t, h)
+		for i := 0; i < n; i++ {
+			f := []row.Value{row.FloatValue(float64(i) + 0.5), row.IntValue(int64(-i)), row.UintValue(math.MaxUint64 - uint64(i)),
+				row.StringValue("v" + h), row.BoolValue(i%2 == 0)}
+			if i%7 == 3 {
+				f[1] = row.Value{} // null
+			}
+			es = append(es, row.Entry{Series: key, TS: int64(10 * i), Seq: seq, Op: row.Put, Fields: f})
+			seq++
+			if h == "b" && i == n/2 {
+				es = append(es, row.Entry{Series: key, TS: int64(10 * i), End: int64(10*i + 25), Seq: seq + 1_000_000, Op: row.Delete})
+			}
+		}
+	}
+	slices.SortStableFunc(es, func(a, b row.Entry) int {
+		if row.Less(&a, &b) {
+			return -1
+		}
+		if row.Less(&b, &a) {
+			return 1
+		}
+		return 0
+	})
+	return es
+}
+
+func write(t testing.TB, es []row.Entry, groupRows int64) ([]byte, Meta) {
+	var buf bytes.Buffer
+	m, err := Write(&buf, testFields, &sliceIter{es: es}, WriteOptions{RowGroupRows: groupRows})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes(), m
+}
+
+func collect(t testing.TB, it row.Iterator) []row.Entry {
+	t.Helper()
+	var out []row.Entry
+	for it.Next() {
+		out = append(out, *it.Entry())
+	}
+	if err := it.Err(); err != nil {
+		t.Fatal(err)
+	}
+	it.Close()
+	return out
+}
+
+func equalEntries(t *testing.T, got, want []row.Entry) {
+	t.Helper()
+	if len(got) != len(want) {
+		t.Fatalf("got %d entries, want %d", len(got), len(want))
+	}
+	for i := range want {
+		g, w := got[i], want[i]
+		if g.Series != w.Series || g.TS != w.TS || g.Seq != w.Seq || g.Op != w.Op || (w.Op == row.Delete && g.End != w.End) {
+			t.Fatalf("entry %d: got %v, want %v", i, g, w)
+		}
+		for j := range max(len(g.Fields), len(w.Fields)) {
+			if !g.Field(j).Equal(w.Field(j)) {
+				t.Fatalf("entry %d field %d: got %v, want %v", i, j, g.Field(j), w.Field(j))
+			}
+		}
+	}
+}
+
+func store(t *testing.T) objstore.Bucket {
+	s, err := objstore.OpenBackend(context.Background(), "mem://")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+func names() []string {
+	var n []string
+	for _, f := range testFields {
+		n = append(n, f.Name)
+	}
+	return n
+}
+
+func TestRoundTripEveryKind(t *testing.T) {
+	for _, ranged := range []bool{false, true} {
+		ctx := context.Background()
+		es := testEntries(t, 3000)
+		data, meta := write(t, es, 1000)
+		if meta.Rows != int64(len(es)) || meta.Tombstones != 1 || meta.MinTS != 0 || meta.MaxTS != 10*2999 || meta.Size != int64(len(data)) {
+			t.Fatalf("meta %+v", meta)
+		}
+		s := store(t)
+		if err := s.Put(ctx, "x.parquet", data); err != nil {
+			t.Fatal(err)
+		}
+		if ranged {
+			old := WholeFileLimit
+			WholeFileLimit = 1024
+			t.Cleanup(func() { WholeFileLimit = old })
+		}
+		r, err := Open(ctx, s, "x.parquet", int64(len(data)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.RowGroups() != 7 || r.Rows() != int64(len(es)) {
+			t.Fatalf("ranged=%v: %d row groups, %d rows", ranged, r.RowGroups(), r.Rows())
+		}
+		for _, f := range testFields {
+			if k, ok := r.FieldKind(f.Name); !ok || k != f.Kind {
+				t.Fatalf("field %s: kind %v, want %v", f.Name, k, f.Kind)
+			}
+		}
+		got := collect(t, r.Iter(Filter{Start: math.MinInt64, End: math.MaxInt64, Fields: names()}))
+		equalEntries(t, got, es)
+	}
+}
+
+func TestFilterAndRowGroupPruning(t *testing.T) {
+	ctx := context.Background()
+	es := testEntries(t, 1000) // a: rows 0..999, b: 1000..2000 (incl. tombstone)
+	data, _ := write(t, es, 100)
+	s := store(t)
+	s.Put(ctx, "x.parquet", data)
+	r, err := Open(ctx, s, "x.parquet", int64(len(data)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Time range [2000, 3000) of series a, fields s and f, and a field the
+	// file does not have.
+	keyA := series(t, "a")
+	it := r.Iter(Filter{Series: func(k string) bool { return k == keyA }, Start: 2000, End: 3000, Fields: []string{"s", "missing", "f"}})
+	got := collect(t, it)
+	if len(got) != 100 {
+		t.Fatalf("got %d rows, want 100", len(got))
+	}
+	for i, e := range got {
+		if e.Series != keyA || e.TS != int64(2000+10*i) || e.Field(0).Str() != "va" || !e.Field(1).IsNull() || e.Field(2).Float() != float64(200+i)+0.5 {
+			t.Fatalf("row %d: %v", i, e)
+		}
+	}
+	// 20 groups of ~100 rows; a's [2000,3000) spans groups 2-3 and b's
+	// the same time range sits in groups 12-13 (the tombstone shifts b by
+	// one row). Everything else is pruned by statistics.
+	if pruned := it.(*iter).pruned; pruned < 15 {
+		t.Fatalf("only %d of %d row groups pruned", pruned, r.RowGroups())
+	}
+	// A tombstone starting before the range but ending inside it is
+	// returned.
+	got = collect(t, r.Iter(Filter{Start: 5010, End: 5020, Fields: names()}))
+	var tombs int
+	for _, e := range got {
+		if e.Op == row.Delete {
+			tombs++
+			if e.TS != 5000 || e.End != 5025 {
+				t.Fatalf("tombstone %v", e)
+			}
+		}
+	}
+	if tombs != 1 || len(got) != 3 { // a@5010, b@5010, tombstone
+		t.Fatalf("got %v", got)
+	}
+}
+
+func TestEmptyAndCorrupt(t *testing.T) {
+	ctx := context.Background()
+	if _, err := Write(&bytes.Buffer{}, testFields, &sliceIter{}, WriteOptions{}); !errors.Is(err, ErrEmpty) {
+		t.Fatalf("empty write: %v", err)
+	}
+	data, _ := write(t, testEntries(t, 10), 0)
+	s := store(t)
+	s.Put(ctx, "ok", data)
+	if _, err := Open(ctx, s, "ok", int64(len(data))+1); !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("size mismatch: %v", err)
+	}
+	bad := slices.Clone(data)
+	copy(bad[len(bad)-8:], "garbage!")
+	s.Put(ctx, "bad", bad)
+	if _, err := Open(ctx, s, "bad", int64(len(bad))); !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("corrupt footer: %v", err)
+	}
+	if _, err := Open(ctx, s, "missing", 10); !errors.Is(err, objstore.ErrNotFound) {
+		t.Fatalf("missing: %v", err)
+	}
+}
+
+func BenchmarkWrite(b *testing.B) {
+	es := testEntries(b, 50_000)
+	b.ResetTimer()
+	var size int64
+	for b.Loop() {
+		_, m := write(b, es, 0)
+		size = m.Size
+	}
+	b.ReportMetric(float64(len(es))*float64(b.N)/b.Elapsed().Seconds(), "rows/s")
+	b.SetBytes(size)
+}

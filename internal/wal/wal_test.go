@@ -1,0 +1,344 @@
+package wal
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stratadb/strata/internal/layout"
+	"github.com/stratadb/strata/internal/objstore"
+	"github.com/stratadb/strata/internal/objstore/faultstore"
+	"github.com/stratadb/strata/internal/row"
+)
+
+var region = layout.RegionID{Table: 1, Region: 2}
+
+func memStore(t testing.TB) objstore.Bucket {
+	t.Helper()
+	b, err := objstore.OpenBackend(context.Background(), "mem://")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Close() })
+	return b
+}
+
+func put(series string, ts int64, v float64) row.Entry {
+	return row.Entry{Series: series, TS: ts, Op: row.Put, Fields: []row.Value{row.FloatValue(v), {}, row.StringValue("x"), row.UintValue(1 << 63), row.BoolValue(true), row.IntValue(-5)}}
+}
+
+func TestSegmentRoundTripAndCorruption(t *testing.T) {
+	entries := []row.Entry{put("s1", 100, 1.5), {Series: "s2", TS: -50, End: 70, Op: row.Delete}, put("", 0, 0)}
+	for i := range entries {
+		entries[i].Seq = 41 + uint64(i)
+	}
+	data := encode(nil, false, 9, 41, entries)
+	seg, err := Decode(12, data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if seg.Number != 12 || seg.Fence || seg.Epoch != 9 || seg.FirstSeq != 41 || seg.LastSeq() != 43 || len(seg.Entries) != 3 {
+		t.Fatalf("segment %+v", seg)
+	}
+	for i, e := range seg.Entries {
+		w := entries[i]
+		if e.Series != w.Series || e.TS != w.TS || e.End != w.End || e.Op != w.Op || e.Seq != w.Seq || len(e.Fields) != len(w.Fields) {
+			t.Fatalf("entry %d: got %v, want %v", i, e, w)
+		}
+		for j := range w.Fields {
+			if !e.Fields[j].Equal(w.Fields[j]) {
+				t.Fatalf("entry %d field %d: %v != %v", i, j, e.Fields[j], w.Fields[j])
+			}
+		}
+	}
+	fence, err := Decode(13, encode(nil, true, 10, 44, nil))
+	if err != nil || !fence.Fence || fence.Epoch != 10 || len(fence.Entries) != 0 {
+		t.Fatalf("fence %+v %v", fence, err)
+	}
+	// Every single-byte flip and every truncation is detected.
+	for i := range data {
+		bad := slices.Clone(data)
+		bad[i] ^= 0x40
+		if _, err := Decode(12, bad); !errors.Is(err, ErrCorrupt) {
+			t.Fatalf("flip at byte %d: %v", i, err)
+		}
+	}
+	for n := range len(data) {
+		if _, err := Decode(12, data[:n]); !errors.Is(err, ErrCorrupt) {
+			t.Fatalf("truncated to %d: %v", n, err)
+		}
+	}
+}
+
+// recorder collects applied segments.
+type recorder struct {
+	mu   sync.Mutex
+	segs []uint64
+	n    int
+}
+
+func (r *recorder) apply(seg uint64, es []row.Entry) {
+	r.mu.Lock()
+	r.segs = append(r.segs, seg)
+	r.n += len(es)
+	r.mu.Unlock()
+}
+
+func replayAll(t *testing.T, s objstore.Bucket, epoch, flushedSeg, flushedSeq uint64) (next, nextSeq uint64, got []row.Entry) {
+	t.Helper()
+	next, nextSeq, err := Recover(context.Background(), s, region, epoch, flushedSeg, flushedSeq, func(seg *Segment) error {
+		got = append(got, seg.Entries...)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return next, nextSeq, got
+}
+
+func TestGroupCommitReplayAndFence(t *testing.T) {
+	ctx := context.Background()
+	s := memStore(t)
+	next, nextSeq, got := replayAll(t, s, 1, 0, 0)
+	if next != 2 || nextSeq != 1 || len(got) != 0 {
+		t.Fatalf("empty recover: next %d seq %d, %d entries", next, nextSeq, len(got))
+	}
+	rec := &recorder{}
+	w := NewWriter(s, region, 1, next, nextSeq, Options{}, rec.apply)
+	const writers, each = 8, 50
+	var wg sync.WaitGroup
+	for g := range writers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range each {
+				es := []row.Entry{put(fmt.Sprintf("g%d", g), int64(i), 1), put(fmt.Sprintf("g%d", g), int64(i), 2)}
+				if err := w.Append(ctx, es); err != nil {
+					t.Error(err)
+					return
+				}
+				if es[1].Seq != es[0].Seq+1 {
+					t.Errorf("a batch's sequences are not consecutive: %d, %d", es[0].Seq, es[1].Seq)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	w.Close()
+	st := w.Stats()
+	if st.Entries != writers*each*2 || rec.n != writers*each*2 {
+		t.Fatalf("stats %+v, applied %d", st, rec.n)
+	}
+	if !slices.IsSorted(rec.segs) || rec.segs[0] != 2 {
+		t.Fatalf("segments applied out of order: %v", rec.segs)
+	}
+	if err := w.Append(ctx, []row.Entry{put("x", 1, 1)}); !errors.Is(err, ErrClosed) {
+		t.Fatalf("append after close: %v", err)
+	}
+
+	// A new owner replays everything, in sequence order, and fences.
+	next2, nextSeq2, got := replayAll(t, s, 2, 0, 0)
+	if len(got) != writers*each*2 {
+		t.Fatalf("replayed %d entries", len(got))
+	}
+	for i, e := range got {
+		if e.Seq != uint64(i+1) {
+			t.Fatalf("entry %d has seq %d", i, e.Seq)
+		}
+	}
+	if nextSeq2 != uint64(len(got)+1) || next2 != 2+st.Segments+1 {
+		t.Fatalf("after replay: next %d seq %d (segments %d)", next2, nextSeq2, st.Segments)
+	}
+	// Replay above a flushed segment skips what is below it.
+	_, _, part := replayAll(t, s, 3, 2, got[0].Seq)
+	if len(part) == len(got) {
+		t.Fatalf("flushed segment not skipped")
+	}
+}
+
+func TestStaleWriterIsFenced(t *testing.T) {
+	ctx := context.Background()
+	s := memStore(t)
+	next, seq, _ := replayAll(t, s, 1, 0, 0)
+	old := NewWriter(s, region, 1, next, seq, Options{}, func(uint64, []row.Entry) {})
+	defer old.Close()
+	if err := old.Append(ctx, []row.Entry{put("a", 1, 1)}); err != nil {
+		t.Fatal(err)
+	}
+	// A new owner takes over: replays the acknowledged write, fences.
+	_, _, got := replayAll(t, s, 2, 0, 0)
+	if len(got) != 1 {
+		t.Fatalf("replayed %d", len(got))
+	}
+	err := old.Append(ctx, []row.Entry{put("a", 2, 2)})
+	if !errors.Is(err, ErrFenced) {
+		t.Fatalf("stale append: %v", err)
+	}
+	if err := old.Append(ctx, []row.Entry{put("a", 3, 3)}); !errors.Is(err, ErrFenced) {
+		t.Fatalf("fenced writer keeps failing: %v", err)
+	}
+	// The stale writer's rejected writes are not in the log.
+	_, _, got = replayAll(t, s, 3, 0, 0)
+	if len(got) != 1 {
+		t.Fatalf("after fence, replay has %d entries", len(got))
+	}
+}
+
+func TestAmbiguousSegmentIsResolved(t *testing.T) {
+	for _, action := range []faultstore.Action{faultstore.Fail, faultstore.FailAfter} {
+		t.Run(action.String(), func(t *testing.T) {
+			ctx := context.Background()
+			inner := memStore(t)
+			next, seq, _ := replayAll(t, inner, 1, 0, 0)
+			fs := faultstore.New(inner, faultstore.Rule{Match: faultstore.KeyContains(".wal"), N: 1, Action: action})
+			rec := &recorder{}
+			w := NewWriter(fs, region, 1, next, seq, Options{}, rec.apply)
+			defer w.Close()
+			err := w.Append(ctx, []row.Entry{put("a", 1, 1)})
+			if !errors.Is(err, ErrOutcomeUnknown) {
+				t.Fatalf("first append: %v", err)
+			}
+			if err := w.Append(ctx, []row.Entry{put("a", 2, 2)}); err != nil {
+				t.Fatal(err)
+			}
+			_, _, got := replayAll(t, inner, 2, 0, 0)
+			want := 1
+			if action == faultstore.FailAfter {
+				want = 2 // the ambiguous segment did land and is applied once
+			}
+			if len(got) != want || rec.n != want {
+				t.Fatalf("replayed %d, applied %d, want %d", len(got), rec.n, want)
+			}
+			for i, e := range got {
+				if e.Seq != uint64(i+1) {
+					t.Fatalf("seq gap: %v", got)
+				}
+			}
+		})
+	}
+}
+
+func TestRecoverDetectsGapsAndCorruption(t *testing.T) {
+	ctx := context.Background()
+	s := memStore(t)
+	seg := func(n, first uint64, es ...row.Entry) {
+		for i := range es {
+			es[i].Seq = first + uint64(i)
+		}
+		if err := s.Put(ctx, region.WALKey(n), encode(nil, false, 1, first, es)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	seg(1, 1, put("a", 1, 1))
+	seg(3, 2, put("a", 2, 1))
+	if _, _, err := Recover(ctx, s, region, 2, 0, 0, func(*Segment) error { return nil }); !errors.Is(err, ErrGap) {
+		t.Fatalf("gap: %v", err)
+	}
+	seg(2, 5, put("a", 3, 1)) // ok: sequences may skip (an abandoned group)
+	seg(3, 3, put("a", 4, 1)) // behind segment 2's sequence
+	if _, _, err := Recover(ctx, s, region, 2, 0, 0, func(*Segment) error { return nil }); !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("sequence behind: %v", err)
+	}
+	s.Put(ctx, region.WALKey(3), []byte("not a segment"))
+	if _, _, err := Recover(ctx, s, region, 2, 0, 0, func(*Segment) error { return nil }); !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("garbage: %v", err)
+	}
+	// A replay error stops recovery.
+	boom := errors.New("boom")
+	if _, _, err := Recover(ctx, s, region, 2, 0, 0, func(*Segment) error { return boom }); !errors.Is(err, boom) {
+		t.Fatalf("replay error: %v", err)
+	}
+}
+
+func TestRecoverStoreFailures(t *testing.T) {
+	ctx := context.Background()
+	for _, op := range []objstore.Op{objstore.OpList, objstore.OpGet, objstore.OpPut} {
+		inner := memStore(t)
+		w := NewWriter(inner, region, 1, 1, 1, Options{}, func(uint64, []row.Entry) {})
+		w.Append(ctx, []row.Entry{put("a", 1, 1)})
+		w.Close()
+		fs := faultstore.New(inner, faultstore.Rule{Match: faultstore.OnOp(op), N: 1, Action: faultstore.Fail})
+		if _, _, err := Recover(ctx, fs, region, 2, 0, 0, func(*Segment) error { return nil }); !errors.Is(err, faultstore.ErrInjected) {
+			t.Fatalf("%s failure: %v", op, err)
+		}
+	}
+}
+
+// While a segment is being written, the appends that queue behind it go
+// into the next segment together.
+func TestAppendsQueuedBehindASegmentShareTheNext(t *testing.T) {
+	ctx := context.Background()
+	inner := memStore(t)
+	fs := faultstore.New(inner)
+	const writers = 16
+	var started sync.WaitGroup
+	started.Add(writers - 1)
+	var once sync.Once
+	fs.Hook = func(c faultstore.Call) {
+		if c.Op == objstore.OpPut {
+			// Hold the first segment's write until every other writer has
+			// queued its append.
+			once.Do(started.Wait)
+		}
+	}
+	rec := &recorder{}
+	w := NewWriter(fs, region, 1, 1, 1, Options{}, rec.apply)
+	defer w.Close()
+	var wg sync.WaitGroup
+	for g := range writers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if g > 0 {
+				started.Done()
+			}
+			if err := w.Append(ctx, []row.Entry{put("s", int64(g), 1)}); err != nil {
+				t.Error(err)
+			}
+		}()
+	}
+	wg.Wait()
+	if st := w.Stats(); st.Segments >= writers || st.Entries != writers {
+		t.Fatalf("%d appends took %d segments", writers, st.Segments)
+	} else {
+		t.Logf("%d appends in %d segments", writers, st.Segments)
+	}
+}
+
+func TestWindowAndSegmentSizeBoundGroups(t *testing.T) {
+	ctx := context.Background()
+	s := memStore(t)
+	// A tiny segment cap: each append needs its own segment even though
+	// the window would group them.
+	rec := &recorder{}
+	w := NewWriter(s, region, 1, 1, 1, Options{Window: 2 * time.Millisecond, MaxSegmentBytes: 1}, rec.apply)
+	var wg sync.WaitGroup
+	for g := range 10 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := w.Append(ctx, []row.Entry{put("s", int64(g), 1)}); err != nil {
+				t.Error(err)
+			}
+		}()
+	}
+	wg.Wait()
+	w.Close()
+	if st := w.Stats(); st.Segments != 10 {
+		t.Fatalf("10 appends over a 1-byte cap took %d segments", st.Segments)
+	}
+	// A cancelled context before queuing fails fast and writes nothing.
+	w2 := NewWriter(s, region, 1, 11, 11, Options{}, rec.apply)
+	defer w2.Close()
+	cctx, cancel := context.WithCancel(ctx)
+	cancel()
+	// NB: the send may still win the race with ctx.Done; both outcomes
+	// are valid, but an error must be the context's.
+	if err := w2.Append(cctx, []row.Entry{put("s", 99, 1)}); err != nil && !errors.Is(err, context.Canceled) {
+		t.Fatalf("cancelled append: %v", err)
+	}
+}
