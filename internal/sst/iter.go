@@ -141,7 +141,16 @@ func (it *iter) nextGroup() bool {
 			it.open = append(it.open, s)
 			return s
 		}
-		it.series, it.ts, it.seq, it.del = stream(it.r.cols[ColSeries]), stream(it.r.cols[ColTS]), stream(it.r.cols[ColSeq]), stream(it.r.cols[ColDeleteEnd])
+		it.series = stream(it.r.cols[ColSeries])
+		if skip, err := it.noSeriesMatch(it.series); err != nil {
+			it.err = fmt.Errorf("sst: read %s row group %d: %w", it.r.key, it.group, err)
+			return false
+		} else if skip {
+			it.pruned++
+			it.closeGroup()
+			continue
+		}
+		it.ts, it.seq, it.del = stream(it.r.cols[ColTS]), stream(it.r.cols[ColSeq]), stream(it.r.cols[ColDeleteEnd])
 		it.fields = it.fields[:0]
 		for _, c := range it.fieldCols {
 			if c < 0 {
@@ -154,6 +163,32 @@ func (it *iter) nextGroup() bool {
 		return true
 	}
 	return false
+}
+
+// noSeriesMatch reports whether the row group's series dictionary has no
+// series the filter selects, so the group can be skipped after reading only
+// that dictionary.
+//
+// INVARIANT: Write sets no dictionary size limit, so a chunk's dictionary
+// holds every series of the chunk.
+func (it *iter) noSeriesMatch(s *colStream) (bool, error) {
+	if it.f.Series == nil {
+		return false, nil
+	}
+	fp, ok := s.pages.(*parquet.FilePages)
+	if !ok {
+		return false, nil
+	}
+	dict, err := fp.ReadDictionary()
+	if err != nil || dict == nil {
+		return false, err
+	}
+	for i := range dict.Len() {
+		if it.f.Series(string(dict.Index(int32(i)).ByteArray())) {
+			return false, nil
+		}
+	}
+	return true, nil
 }
 
 type bounded interface {

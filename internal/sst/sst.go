@@ -242,7 +242,7 @@ func Open(ctx context.Context, store objstore.Bucket, key string, size int64) (*
 		ra = bytes.NewReader(data)
 	} else {
 		ra = &rangeReader{ctx: ctx, store: store, key: key}
-		opts = append(opts, parquet.ReadBufferSize(1<<20))
+		opts = append(opts, parquet.ReadBufferSize(256<<10))
 	}
 	f, err := parquet.OpenFile(ra, size, opts...)
 	if err != nil {

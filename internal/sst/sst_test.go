@@ -189,6 +189,16 @@ func TestFilterAndRowGroupPruning(t *testing.T) {
 	if pruned := it.(*iter).pruned; pruned < 15 {
 		t.Fatalf("only %d of %d row groups pruned", pruned, r.RowGroups())
 	}
+	// A series filter alone prunes row groups by their series dictionary:
+	// the first ten groups hold only series a.
+	keyB := series(t, "b")
+	it = r.Iter(Filter{Series: func(k string) bool { return k == keyB }, Start: math.MinInt64, End: math.MaxInt64, Fields: []string{"f"}})
+	if got := collect(t, it); len(got) != 1001 {
+		t.Fatalf("series b: %d rows", len(got))
+	}
+	if pruned := it.(*iter).pruned; pruned != 9 && pruned != 10 {
+		t.Fatalf("series dictionary pruned %d groups, want the 9-10 that hold only a", pruned)
+	}
 	// A tombstone starting before the range but ending inside it is
 	// returned.
 	got = collect(t, r.Iter(Filter{Start: 5010, End: 5020, Fields: names()}))

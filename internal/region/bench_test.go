@@ -1,0 +1,295 @@
+package region
+
+import (
+	"context"
+	"os"
+	"runtime"
+	"runtime/metrics"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stratadb/strata/internal/objstore"
+	"github.com/stratadb/strata/internal/objstore/objstoretest"
+	"github.com/stratadb/strata/internal/row"
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	objstoretest.StopMinIO()
+	os.Exit(code)
+}
+
+// The TSBS "cpu-only" shape: 4000 hosts, each a series of 10 tags and 10
+// float fields.
+const tsbsHosts = 4000
+
+var tsbsFieldNames = []string{"usage_user", "usage_system", "usage_idle", "usage_nice", "usage_iowait",
+	"usage_irq", "usage_softirq", "usage_steal", "usage_guest", "usage_guest_nice"}
+
+func tsbsTags() [][]row.Tag {
+	regions := []string{"us-east-1", "us-west-1", "us-west-2", "eu-west-1", "eu-central-1", "ap-southeast-1", "ap-southeast-2", "ap-northeast-1", "sa-east-1"}
+	out := make([][]row.Tag, tsbsHosts)
+	for h := range out {
+		r := regions[h%len(regions)]
+		out[h] = []row.Tag{
+			{Name: "arch", Value: []string{"x64", "x86"}[h%2]},
+			{Name: "datacenter", Value: r + string(rune('a'+h%3))},
+			{Name: "hostname", Value: "host_" + strconv.Itoa(h)},
+			{Name: "os", Value: []string{"Ubuntu16.10", "Ubuntu16.04LTS", "Ubuntu15.10"}[h%3]},
+			{Name: "rack", Value: strconv.Itoa(h % 100)},
+			{Name: "region", Value: r},
+			{Name: "service", Value: strconv.Itoa(h % 20)},
+			{Name: "service_environment", Value: []string{"production", "staging", "test"}[h%3]},
+			{Name: "service_version", Value: strconv.Itoa(h % 2)},
+			{Name: "team", Value: []string{"SF", "NYC", "LON", "CHI"}[h%4]},
+		}
+	}
+	return out
+}
+
+// tsbsBatch returns batch i: rows hosts [k, k+n) at the timestamp of round
+// i*n/4000, 10 s apart, as TSBS generates them.
+func tsbsBatch(tags [][]row.Tag, i, n int) []Point {
+	ps := make([]Point, n)
+	vals := make([]Field, n*len(tsbsFieldNames))
+	for j := range ps {
+		k := i*n + j
+		fs := vals[j*len(tsbsFieldNames) : (j+1)*len(tsbsFieldNames)]
+		for f, name := range tsbsFieldNames {
+			fs[f] = Field{Name: name, Value: row.FloatValue(gaugeValue(k, f))}
+		}
+		ps[j] = Point{Tags: tags[k%tsbsHosts], TS: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).UnixNano() + int64(k/tsbsHosts)*int64(10*time.Second), Fields: fs}
+	}
+	return ps
+}
+
+// gaugeValue is a deterministic pseudo-random percentage with four decimals
+// (TSBS's are random walks over 0-100 at full precision; these compress
+// about as badly).
+func gaugeValue(k, f int) float64 {
+	x := uint64(k)*0x9e3779b97f4a7c15 + uint64(f)*0xbf58476d1ce4e5b9
+	x ^= x >> 31
+	x *= 0x94d049bb133111eb
+	x ^= x >> 29
+	return float64(x%1_000_000) / 10_000
+}
+
+type backend struct {
+	name string
+	open func(b *testing.B) objstore.Bucket
+}
+
+func backends() []backend {
+	return []backend{
+		{"file", func(b *testing.B) objstore.Bucket {
+			s, err := objstore.Open(context.Background(), "file://"+b.TempDir(), objstore.Options{})
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.Cleanup(func() { s.Close() })
+			return s
+		}},
+		{"minio", func(b *testing.B) objstore.Bucket {
+			srv := objstoretest.MinIO(b)
+			s, err := objstore.Open(context.Background(), srv.NewBucket(b), objstore.Options{})
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.Cleanup(func() { s.Close() })
+			return s
+		}},
+	}
+}
+
+// peakHeap samples the live heap every few milliseconds until stop.
+type peakHeap struct {
+	peak atomic.Uint64
+	stop chan struct{}
+	done sync.WaitGroup
+}
+
+func watchHeap() *peakHeap {
+	p := &peakHeap{stop: make(chan struct{})}
+	p.done.Add(1)
+	go func() {
+		defer p.done.Done()
+		s := []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}}
+		t := time.NewTicker(5 * time.Millisecond)
+		defer t.Stop()
+		for {
+			metrics.Read(s)
+			if v := s[0].Value.Uint64(); v > p.peak.Load() {
+				p.peak.Store(v)
+			}
+			select {
+			case <-p.stop:
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	return p
+}
+
+func (p *peakHeap) report(b *testing.B) {
+	close(p.stop)
+	p.done.Wait()
+	b.ReportMetric(float64(p.peak.Load())/(1<<20), "peak-heap-MiB")
+}
+
+// BenchmarkWrite measures sustained ingest of TSBS-shaped batches of 500
+// rows from 8 concurrent writers into one region, including the background
+// flushes to Parquet the load causes. Each op is one batch.
+func BenchmarkWrite(b *testing.B) {
+	for _, bk := range backends() {
+		b.Run(bk.name, func(b *testing.B) {
+			const batchRows, writers = 500, 8
+			ctx := context.Background()
+			s := bk.open(b)
+			r := open(b, s, Options{Logger: quiet})
+			defer closeRegion(b, r, false)
+			tags := tsbsTags()
+			mustWrite(b, r, tsbsBatch(tags, 0, batchRows)...) // schema
+			runtime.GC()
+			heap := watchHeap()
+			var next atomic.Int64
+			b.SetParallelism(max(1, writers/runtime.GOMAXPROCS(0)))
+			b.ResetTimer()
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					i := int(next.Add(1))
+					if _, err := r.Write(ctx, tsbsBatch(tags, i, batchRows)); err != nil {
+						b.Error(err)
+						return
+					}
+				}
+			})
+			b.StopTimer()
+			heap.report(b)
+			b.ReportMetric(float64(b.N*batchRows)/b.Elapsed().Seconds(), "rows/s")
+			st := r.wal.Stats()
+			b.ReportMetric(float64(st.Entries)/float64(max(1, st.Segments)), "rows/segment")
+		})
+	}
+}
+
+// loadRegion writes rounds × 4000 TSBS rows and flushes them into SSTs.
+func loadRegion(b *testing.B, s objstore.Bucket, rounds int) *Region {
+	b.Helper()
+	r := open(b, s, Options{Logger: quiet, FlushBytes: 1 << 40})
+	tags := tsbsTags()
+	const batchRows = 4000
+	for i := range rounds {
+		mustWrite(b, r, tsbsBatch(tags, i, batchRows)...)
+		if (i+1)%(rounds/4) == 0 { // four SSTs of overlapping series
+			if err := r.Flush(context.Background()); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	if err := r.Flush(context.Background()); err != nil {
+		b.Fatal(err)
+	}
+	return r
+}
+
+// BenchmarkScan measures a full scan of 1M rows (4000 series × 250
+// timestamps × 10 fields) from four SSTs, k-way merged; and a scan of one
+// host over 1/10 of the time range, which prunes by row group statistics.
+func BenchmarkScan(b *testing.B) {
+	for _, bk := range backends() {
+		b.Run(bk.name, func(b *testing.B) {
+			s := bk.open(b)
+			const rounds = 250
+			r := loadRegion(b, s, rounds)
+			defer closeRegion(b, r, false)
+			b.Run("all", func(b *testing.B) {
+				runtime.GC()
+				heap := watchHeap()
+				var rows int
+				for b.Loop() {
+					rows = countScan(b, r, ScanRequest{Start: AllTime, End: AllTimeEnd})
+				}
+				heap.report(b)
+				if rows != rounds*tsbsHosts {
+					b.Fatalf("scanned %d rows", rows)
+				}
+				b.ReportMetric(float64(rows)*float64(b.N)/b.Elapsed().Seconds(), "rows/s")
+			})
+			b.Run("host-window", func(b *testing.B) {
+				start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).UnixNano()
+				req := ScanRequest{Start: start + 100*int64(10*time.Second), End: start + 125*int64(10*time.Second),
+					Tags: []row.Tag{{Name: "hostname", Value: "host_77"}}}
+				var rows int
+				for b.Loop() {
+					rows = countScan(b, r, req)
+				}
+				if rows != 25 {
+					b.Fatalf("scanned %d rows", rows)
+				}
+			})
+		})
+	}
+}
+
+func countScan(b *testing.B, r *Region, req ScanRequest) int {
+	sc, err := r.Scan(context.Background(), req)
+	if err != nil {
+		b.Fatal(err)
+	}
+	n := 0
+	for sc.Next() {
+		n += len(sc.Batch())
+	}
+	if err := sc.Err(); err != nil {
+		b.Fatal(err)
+	}
+	sc.Close()
+	return n
+}
+
+// BenchmarkFlush measures flushing a memtable of 200k TSBS rows to one
+// Parquet SST and committing it. MB/s is of the SST written.
+func BenchmarkFlush(b *testing.B) {
+	for _, bk := range backends() {
+		b.Run(bk.name, func(b *testing.B) {
+			ctx := context.Background()
+			s := bk.open(b)
+			r := open(b, s, Options{Logger: quiet, FlushBytes: 1 << 40, MaxMemtableBytes: 1 << 40})
+			defer closeRegion(b, r, false)
+			tags := tsbsTags()
+			const rows = 200_000
+			var sstBytes, memBytes int64
+			heap := watchHeap()
+			for i := 0; b.Loop(); i++ {
+				b.StopTimer()
+				for j := range rows / 4000 {
+					mustWrite(b, r, tsbsBatch(tags, i*rows/4000+j, 4000)...)
+				}
+				memBytes += r.activeBytes()
+				before := totalSize(r)
+				b.StartTimer()
+				if err := r.Flush(ctx); err != nil {
+					b.Fatal(err)
+				}
+				sstBytes += totalSize(r) - before
+			}
+			heap.report(b)
+			b.ReportMetric(float64(sstBytes)/(1<<20)/b.Elapsed().Seconds(), "sst-MB/s")
+			b.ReportMetric(float64(memBytes)/(1<<20)/b.Elapsed().Seconds(), "memtable-MB/s")
+			b.ReportMetric(float64(rows)*float64(b.N)/b.Elapsed().Seconds(), "rows/s")
+			b.ReportMetric(float64(sstBytes)/float64(b.N*rows), "sst-bytes/row")
+		})
+	}
+}
+
+func totalSize(r *Region) int64 {
+	var n int64
+	for _, f := range r.Manifest().Files {
+		n += f.Size
+	}
+	return n
+}
