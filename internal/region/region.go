@@ -43,6 +43,10 @@ var (
 	ErrBatchTooLarge = errors.New("region: batch too large")
 	// ErrRegionNotFound: the region does not exist (and Create was not set).
 	ErrRegionNotFound = manifest.ErrRegionNotFound
+	// ErrOutcomeUnknown: the store failed in a way that leaves it unknown
+	// whether a write's WAL segment landed. If it did, the whole batch is
+	// applied (once); retrying the batch is safe.
+	ErrOutcomeUnknown = wal.ErrOutcomeUnknown
 )
 
 // Options configure a region. The zero value of each field means its
@@ -62,7 +66,7 @@ type Options struct {
 	// (default 64 MiB).
 	FlushBytes int64
 	// MaxMemtableBytes is the region's memtable memory (active plus those
-	// being flushed) above which writes stall (default 4 × FlushBytes).
+	// being flushed) above which writes stall (default 2 × FlushBytes).
 	MaxMemtableBytes int64
 	// Budget bounds memtable memory across regions (default: none).
 	Budget *MemoryBudget
@@ -90,7 +94,7 @@ func (o *Options) defaults() {
 		o.FlushBytes = 64 << 20
 	}
 	if o.MaxMemtableBytes <= 0 {
-		o.MaxMemtableBytes = 4 * o.FlushBytes
+		o.MaxMemtableBytes = 2 * o.FlushBytes
 	}
 	if o.MaxBatchRows <= 0 {
 		o.MaxBatchRows = 1_000_000

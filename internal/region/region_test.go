@@ -489,3 +489,40 @@ func TestStaleOwnerIsFenced(t *testing.T) {
 		t.Fatalf("after reopen: %q", got)
 	}
 }
+
+// A background flush that fails is retried with backoff, and its abandoned
+// output is deleted and its marker resolved.
+func TestBackgroundFlushRetries(t *testing.T) {
+	ctx := context.Background()
+	inner := memStore(t)
+	fs := faultstore.New(inner, faultstore.Rule{Match: faultstore.KeyContains("/sst/"), N: 1, Action: faultstore.FailAfter})
+	puts := make(chan struct{}, 10)
+	fs.Hook = func(c faultstore.Call) {
+		if c.Op == objstore.OpPut && strings.Contains(c.Key, "/sst/") {
+			puts <- struct{}{}
+		}
+	}
+	m := NewMetrics(nil)
+	r := open(t, fs, Options{FlushBytes: 1 << 10, Metrics: m, Logger: quiet})
+	defer closeRegion(t, r, false)
+	for i := 0; r.activeBytes() < 1<<10; i++ {
+		mustWrite(t, r, pt("a", int64(i), fl("v", 1), Field{Name: "s", Value: row.StringValue(strings.Repeat("z", 100))}))
+	}
+	<-puts // the first upload: it lands, then reports failure
+	<-puts // the retry
+	if err := r.Flush(ctx); err != nil { // waits for the background flush
+		t.Fatal(err)
+	}
+	st := r.Manifest()
+	if len(st.Files) != 1 || len(st.Pending) != 0 {
+		t.Fatalf("after retry: %d files, %d pending", len(st.Files), len(st.Pending))
+	}
+	if testutil.ToFloat64(m.Flushes.WithLabelValues("error")) != 1 || testutil.ToFloat64(m.Flushes.WithLabelValues("ok")) < 1 {
+		t.Fatal("flush results not counted")
+	}
+	// The failed attempt's SST was deleted: only the live file remains.
+	if keys := sstKeys(t, inner); len(keys) != 1 {
+		t.Fatalf("%d SST objects, want 1", len(keys))
+	}
+	checkOwned(t, inner, st)
+}
