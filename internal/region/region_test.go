@@ -508,8 +508,8 @@ func TestBackgroundFlushRetries(t *testing.T) {
 	for i := 0; r.activeBytes() < 1<<10; i++ {
 		mustWrite(t, r, pt("a", int64(i), fl("v", 1), Field{Name: "s", Value: row.StringValue(strings.Repeat("z", 100))}))
 	}
-	<-puts // the first upload: it lands, then reports failure
-	<-puts // the retry
+	<-puts                               // the first upload: it lands, then reports failure
+	<-puts                               // the retry
 	if err := r.Flush(ctx); err != nil { // waits for the background flush
 		t.Fatal(err)
 	}
