@@ -1,0 +1,380 @@
+// Package lineproto parses InfluxDB line protocol:
+//
+//	measurement[,tag=value...] field=value[,field=value...] [timestamp]
+//
+// with InfluxDB's escaping rules (measurement: `\,` and `\ `; tag keys, tag
+// values and field keys: `\,`, `\=` and `\ `; string field values: `\"` and
+// `\\`), field types float (`1`, `1.5`, `-2e3`), integer (`1i`), unsigned
+// (`1u`), string (`"x"`) and boolean (`t`, `T`, `true`, `True`, `TRUE` and the
+// same for false), comment lines starting with `#`, and timestamps in a
+// chosen precision (default nanoseconds; a point without one gets the
+// request's time).
+package lineproto
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"math"
+	"strconv"
+	"time"
+
+	"github.com/stratadb/strata/internal/region"
+	"github.com/stratadb/strata/internal/row"
+)
+
+// Precision is the unit of timestamps.
+type Precision int64
+
+// Precisions, as nanoseconds per unit.
+const (
+	Nanosecond  Precision = 1
+	Microsecond Precision = 1e3
+	Millisecond Precision = 1e6
+	Second      Precision = 1e9
+	Minute      Precision = 60e9
+	Hour        Precision = 3600e9
+)
+
+// ParsePrecision accepts InfluxDB's names: "ns"/"n", "us"/"u"/"µ", "ms",
+// "s", and 1.x's "m" and "h". The empty string is nanoseconds.
+func ParsePrecision(s string) (Precision, error) {
+	switch s {
+	case "", "n", "ns":
+		return Nanosecond, nil
+	case "u", "us", "µ", "µs":
+		return Microsecond, nil
+	case "ms":
+		return Millisecond, nil
+	case "s":
+		return Second, nil
+	case "m":
+		return Minute, nil
+	case "h":
+		return Hour, nil
+	}
+	return 0, fmt.Errorf("lineproto: unknown precision %q (want ns, us, ms, s, m or h)", s)
+}
+
+// Point is one parsed line.
+type Point struct {
+	Measurement string
+	region.Point
+}
+
+// LineError is a malformed line.
+type LineError struct {
+	Line   int    // 1-based
+	Text   string // the line, cut to 256 bytes
+	Reason string
+}
+
+func (e *LineError) Error() string {
+	return fmt.Sprintf("line %d: %s: %q", e.Line, e.Reason, e.Text)
+}
+
+// ErrSyntax is wrapped by every *LineError.
+var ErrSyntax = errors.New("lineproto: syntax error")
+
+func (e *LineError) Unwrap() error { return ErrSyntax }
+
+// Parser parses requests. It interns measurement, tag and field names and
+// reuses buffers between Parse calls; it is not safe for concurrent use.
+type Parser struct {
+	names  map[string]string
+	buf    []byte
+	vals   []byte     // a line's tag values, one string per line
+	ends   []int      // end offsets into vals
+	tags   []row.Tag  // slab that points' Tags are cut from
+	fields []region.Field
+}
+
+// NewParser returns a parser.
+func NewParser() *Parser { return &Parser{names: map[string]string{}} }
+
+type stopSet [256]bool
+
+func stops(chars string) *stopSet {
+	var s stopSet
+	for i := range len(chars) {
+		s[chars[i]] = true
+	}
+	return &s
+}
+
+var (
+	stopMeasurement = stops(", ")
+	stopTagKey      = stops("=, ")
+	stopTagValue    = stops(", ")
+	stopFieldKey    = stops("= ,")
+)
+
+const slab = 4096
+
+func (p *Parser) intern(b []byte) string {
+	if s, ok := p.names[string(b)]; ok {
+		return s
+	}
+	s := string(b)
+	if len(p.names) < 100_000 {
+		p.names[s] = s
+	}
+	return s
+}
+
+// Parse parses data and appends its points to dst. Points without a
+// timestamp get now. It returns every malformed line's error (the valid
+// lines' points are still appended): callers decide whether a request with
+// errors is written in part.
+func (p *Parser) Parse(dst []Point, data []byte, precision Precision, now time.Time) ([]Point, []*LineError) {
+	var errs []*LineError
+	lineNo := 0
+	defaultTS := now.UnixNano()
+	defaultTS -= defaultTS % int64(precision)
+	for len(data) > 0 {
+		lineNo++
+		var line []byte
+		if i := bytes.IndexByte(data, '\n'); i >= 0 {
+			line, data = data[:i], data[i+1:]
+		} else {
+			line, data = data, nil
+		}
+		line = bytes.TrimRight(line, "\r")
+		line = bytes.TrimLeft(line, " \t")
+		if len(line) == 0 || line[0] == '#' {
+			continue
+		}
+		pt, reason := p.parseLine(line, precision, defaultTS)
+		if reason != "" {
+			text := line
+			if len(text) > 256 {
+				text = text[:256]
+			}
+			errs = append(errs, &LineError{Line: lineNo, Text: string(text), Reason: reason})
+			continue
+		}
+		dst = append(dst, pt)
+	}
+	return dst, errs
+}
+
+// scan returns the bytes up to the first unescaped byte of stop (or the
+// end), unescaped, and the rest starting at that byte.
+func (p *Parser) scan(b []byte, stop *stopSet) (tok []byte, rest []byte, escaped bool) {
+	for i := 0; i < len(b); i++ {
+		c := b[i]
+		if c == '\\' && i+1 < len(b) {
+			escaped = true
+			i++
+			continue
+		}
+		if stop[c] {
+			return p.unescape(b[:i], escaped), b[i:], escaped
+		}
+	}
+	return p.unescape(b, escaped), nil, escaped
+}
+
+// unescape removes the backslash of `\,`, `\=`, `\ ` (other backslashes
+// stay, as in InfluxDB).
+func (p *Parser) unescape(b []byte, escaped bool) []byte {
+	if !escaped {
+		return b
+	}
+	out := p.buf[:0]
+	for i := 0; i < len(b); i++ {
+		if b[i] == '\\' && i+1 < len(b) && (b[i+1] == ',' || b[i+1] == '=' || b[i+1] == ' ') {
+			i++
+		}
+		out = append(out, b[i])
+	}
+	p.buf = out
+	return out
+}
+
+func (p *Parser) parseLine(line []byte, precision Precision, defaultTS int64) (Point, string) {
+	var pt Point
+	tok, rest, _ := p.scan(line, stopMeasurement)
+	if len(tok) == 0 {
+		return pt, "missing measurement"
+	}
+	pt.Measurement = p.intern(tok)
+	if len(p.tags) < 64 {
+		p.tags = make([]row.Tag, slab)
+	}
+	if len(p.fields) < 256 {
+		p.fields = make([]region.Field, slab)
+	}
+	tags := p.tags[:0]
+	p.vals, p.ends = p.vals[:0], p.ends[:0]
+	// Tags.
+	for len(rest) > 0 && rest[0] == ',' {
+		var key, val []byte
+		key, rest, _ = p.scan(rest[1:], stopTagKey)
+		if len(key) == 0 {
+			return pt, "missing tag key"
+		}
+		if len(rest) == 0 || rest[0] != '=' {
+			return pt, fmt.Sprintf("missing tag value for %q", key)
+		}
+		name := p.intern(key)
+		val, rest, _ = p.scan(rest[1:], stopTagValue)
+		if len(val) == 0 {
+			return pt, fmt.Sprintf("missing tag value for %q", name)
+		}
+		p.vals = append(p.vals, val...)
+		p.ends = append(p.ends, len(p.vals))
+		tags = append(tags, row.Tag{Name: name})
+	}
+	if len(tags) > 0 {
+		all, start := string(p.vals), 0
+		for i, end := range p.ends {
+			tags[i].Value = all[start:end]
+			start = end
+		}
+		if len(tags) <= len(p.tags) { // still in the slab: cut it off
+			pt.Tags = tags[:len(tags):len(tags)]
+			p.tags = p.tags[len(tags):]
+		} else {
+			pt.Tags = tags
+		}
+	}
+	fields := p.fields[:0]
+	if len(rest) == 0 || rest[0] != ' ' {
+		return pt, "missing fields"
+	}
+	rest = bytes.TrimLeft(rest, " ")
+	// Fields.
+	for {
+		var key []byte
+		key, rest, _ = p.scan(rest, stopFieldKey)
+		if len(key) == 0 {
+			return pt, "missing field key"
+		}
+		if len(rest) == 0 || rest[0] != '=' {
+			return pt, fmt.Sprintf("missing value for field %q", key)
+		}
+		name := p.intern(key)
+		rest = rest[1:]
+		var v row.Value
+		var reason string
+		v, rest, reason = parseValue(rest)
+		if reason != "" {
+			return pt, fmt.Sprintf("field %q: %s", name, reason)
+		}
+		fields = append(fields, region.Field{Name: name, Value: v})
+		if len(rest) == 0 || rest[0] == ' ' {
+			break
+		}
+		if rest[0] != ',' {
+			return pt, fmt.Sprintf("field %q: unexpected %q after the value", name, rest[0])
+		}
+		rest = rest[1:]
+	}
+	if len(fields) <= len(p.fields) {
+		pt.Fields = fields[:len(fields):len(fields)]
+		p.fields = p.fields[len(fields):]
+	} else {
+		pt.Fields = fields
+	}
+	// Timestamp.
+	rest = bytes.TrimLeft(rest, " ")
+	if len(rest) == 0 {
+		pt.TS = defaultTS
+		return pt, ""
+	}
+	ts, err := strconv.ParseInt(string(rest), 10, 64)
+	if err != nil {
+		return pt, fmt.Sprintf("bad timestamp %q", rest)
+	}
+	if precision != Nanosecond {
+		if ts > math.MaxInt64/int64(precision) || ts < math.MinInt64/int64(precision)+1 {
+			return pt, fmt.Sprintf("timestamp %d out of range at this precision", ts)
+		}
+		ts *= int64(precision)
+	}
+	if ts == region.NoTimestamp {
+		return pt, "timestamp out of range"
+	}
+	pt.TS = ts
+	return pt, ""
+}
+
+// parseValue parses one field value.
+func parseValue(b []byte) (row.Value, []byte, string) {
+	if len(b) == 0 {
+		return row.Value{}, b, "missing value"
+	}
+	if b[0] == '"' {
+		var s []byte
+		escaped := false
+		for i := 1; i < len(b); i++ {
+			switch b[i] {
+			case '\\':
+				if i+1 < len(b) && (b[i+1] == '"' || b[i+1] == '\\') {
+					escaped = true
+					i++
+				}
+			case '"':
+				raw := b[1:i]
+				if escaped {
+					s = make([]byte, 0, len(raw))
+					for j := 0; j < len(raw); j++ {
+						if raw[j] == '\\' && j+1 < len(raw) && (raw[j+1] == '"' || raw[j+1] == '\\') {
+							j++
+						}
+						s = append(s, raw[j])
+					}
+				} else {
+					s = raw
+				}
+				return row.StringValue(string(s)), b[i+1:], ""
+			}
+		}
+		return row.Value{}, nil, "unterminated string"
+	}
+	end := 0
+	for end < len(b) && b[end] != ',' && b[end] != ' ' {
+		end++
+	}
+	tok, rest := b[:end], b[end:]
+	if len(tok) == 0 {
+		return row.Value{}, rest, "missing value"
+	}
+	switch string(tok) {
+	case "t", "T", "true", "True", "TRUE":
+		return row.BoolValue(true), rest, ""
+	case "f", "F", "false", "False", "FALSE":
+		return row.BoolValue(false), rest, ""
+	}
+	switch last := tok[len(tok)-1]; last {
+	case 'i':
+		n, err := strconv.ParseInt(string(tok[:len(tok)-1]), 10, 64)
+		if err != nil {
+			return row.Value{}, rest, fmt.Sprintf("bad integer %q", tok)
+		}
+		return row.IntValue(n), rest, ""
+	case 'u':
+		n, err := strconv.ParseUint(string(tok[:len(tok)-1]), 10, 64)
+		if err != nil {
+			return row.Value{}, rest, fmt.Sprintf("bad unsigned integer %q", tok)
+		}
+		return row.UintValue(n), rest, ""
+	}
+	f, err := strconv.ParseFloat(string(tok), 64)
+	if err != nil || !isNumber(tok) {
+		return row.Value{}, rest, fmt.Sprintf("bad value %q", tok)
+	}
+	return row.FloatValue(f), rest, ""
+}
+
+// isNumber rejects the forms strconv accepts but line protocol does not
+// (inf, nan, hex, underscores).
+func isNumber(b []byte) bool {
+	for _, c := range b {
+		if !(c >= '0' && c <= '9' || c == '.' || c == '-' || c == '+' || c == 'e' || c == 'E') {
+			return false
+		}
+	}
+	return true
+}
