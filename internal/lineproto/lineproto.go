@@ -59,6 +59,7 @@ func ParsePrecision(s string) (Precision, error) {
 // Point is one parsed line.
 type Point struct {
 	Measurement string
+	Line        int // 1-based line number in the request
 	region.Point
 }
 
@@ -153,6 +154,7 @@ func (p *Parser) Parse(dst []Point, data []byte, precision Precision, now time.T
 			errs = append(errs, &LineError{Line: lineNo, Text: string(text), Reason: reason})
 			continue
 		}
+		pt.Line = lineNo
 		dst = append(dst, pt)
 	}
 	return dst, errs

@@ -237,6 +237,13 @@ func (r *Region) applyWAL(seg uint64, entries []row.Entry) {
 	}
 }
 
+// MemtableBytes is the memory held by the region's memtables.
+func (r *Region) MemtableBytes() int64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.memBytes
+}
+
 func (r *Region) activeBytes() int64 {
 	r.mu.Lock()
 	defer r.mu.Unlock()

@@ -116,8 +116,22 @@ func (r *Region) write(ctx context.Context, points []Point) (WriteResult, error)
 	return res, nil
 }
 
+// ValidateBatch checks every point of a batch against base and returns the
+// columns the batch adds. The first bad point's error is a *PointError.
+// Engines that spread a batch over several regions call it once for the
+// whole batch against the table's schema.
+func ValidateBatch(points []Point, base *schema.Schema, allowNonFinite bool) (*schema.Additions, error) {
+	add := base.Extend()
+	for i := range points {
+		if err := validate(&points[i], base.Timestamp(), add, allowNonFinite); err != nil {
+			return nil, &PointError{Index: i, Err: err}
+		}
+	}
+	return add, nil
+}
+
 // validate checks one point against the schema, collecting new columns.
-func (r *Region) validate(p *Point, tsName string, add *schema.Additions) error {
+func validate(p *Point, tsName string, add *schema.Additions, allowNonFinite bool) error {
 	if p.TS == NoTimestamp {
 		return fmt.Errorf("%w: missing timestamp", ErrInvalidWrite)
 	}
@@ -140,7 +154,7 @@ func (r *Region) validate(p *Point, tsName string, add *schema.Additions) error 
 		if k == row.Null {
 			return fmt.Errorf("%w: field %q has no value", ErrInvalidWrite, f.Name)
 		}
-		if k == row.Float && !r.opts.AllowNonFinite {
+		if k == row.Float && !allowNonFinite {
 			if v := f.Value.Float(); math.IsNaN(v) || math.IsInf(v, 0) {
 				return fmt.Errorf("%w: field %q is %v; non-finite floats are not allowed", ErrInvalidWrite, f.Name, v)
 			}
@@ -161,13 +175,7 @@ func (r *Region) validate(p *Point, tsName string, add *schema.Additions) error 
 // uses, committing new columns to the manifest first.
 func (r *Region) schemaFor(ctx context.Context, points []Point) (*schema.Schema, error) {
 	check := func(base *schema.Schema) (*schema.Additions, error) {
-		add := base.Extend()
-		for i := range points {
-			if err := r.validate(&points[i], base.Timestamp(), add); err != nil {
-				return nil, &PointError{Index: i, Err: err}
-			}
-		}
-		return add, nil
+		return ValidateBatch(points, base, r.opts.AllowNonFinite)
 	}
 	base := r.Schema()
 	add, err := check(base)

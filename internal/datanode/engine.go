@@ -1,0 +1,700 @@
+// Package datanode hosts regions: it routes writes of a table to its
+// regions by a hash of the series key, merges scans across them, and keeps
+// the table catalog of a standalone process.
+package datanode
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/stratadb/strata/internal/layout"
+	"github.com/stratadb/strata/internal/merge"
+	"github.com/stratadb/strata/internal/objstore"
+	"github.com/stratadb/strata/internal/region"
+	"github.com/stratadb/strata/internal/row"
+	"github.com/stratadb/strata/internal/schema"
+)
+
+// Errors.
+var (
+	ErrTableNotFound = errors.New("table not found")
+	ErrTableExists   = errors.New("table already exists")
+	ErrInvalidTable  = errors.New("invalid table")
+)
+
+// MaxRegions bounds a table's region count.
+const MaxRegions = 256
+
+// Options configure an engine.
+type Options struct {
+	// Region is the template for every region's options.
+	Region region.Options
+	// DefaultRegions is the region count of tables created by a write
+	// (default 1).
+	DefaultRegions uint32
+	Logger         *slog.Logger
+}
+
+// Engine is a datanode's set of tables and regions.
+type Engine struct {
+	store objstore.Bucket
+	opts  Options
+	log   *slog.Logger
+
+	mu      sync.Mutex // guards cat and regions; held across catalog commits
+	cat     *catalog
+	regions map[layout.RegionID]*region.Region
+	closed  bool
+}
+
+// Open loads the catalog and opens every region of every table (replaying
+// their WALs). A table left half-dropped by a crash finishes dropping.
+func Open(ctx context.Context, store objstore.Bucket, opts Options) (*Engine, error) {
+	if opts.DefaultRegions == 0 {
+		opts.DefaultRegions = 1
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	if opts.Region.Logger == nil {
+		opts.Region.Logger = opts.Logger
+	}
+	cat, err := loadCatalog(ctx, store)
+	if err != nil {
+		return nil, err
+	}
+	e := &Engine{store: store, opts: opts, log: opts.Logger, cat: cat, regions: map[layout.RegionID]*region.Region{}}
+	for _, t := range cat.state.Tables {
+		if t.Dropping {
+			if err := e.finishDrop(ctx, t.Name); err != nil {
+				e.closeAll(ctx)
+				return nil, err
+			}
+			continue
+		}
+		for i := range t.Regions {
+			if err := e.openRegion(ctx, t, i); err != nil {
+				e.closeAll(ctx)
+				return nil, err
+			}
+		}
+	}
+	return e, nil
+}
+
+func (e *Engine) openRegion(ctx context.Context, t *Table, i uint32) error {
+	id := layout.RegionID{Table: t.ID, Region: i}
+	o := e.opts.Region
+	o.Create = true
+	o.TTL = t.TTL
+	if len(t.Schema.Columns) > 0 {
+		sch, err := schema.FromManifest(t.Schema)
+		if err != nil {
+			return err
+		}
+		o.Timestamp = sch.Timestamp()
+	}
+	r, err := region.Open(ctx, e.store, id, o)
+	if err != nil {
+		return fmt.Errorf("table %s: %w", t.Name, err)
+	}
+	e.regions[id] = r
+	return nil
+}
+
+// TableSpec describes a table to create.
+type TableSpec struct {
+	Name      string
+	Regions   uint32        // default Options.DefaultRegions
+	Timestamp string        // default "time"
+	TTL       time.Duration // 0: keep forever
+}
+
+// ValidateTableName checks a table name.
+func ValidateTableName(name string) error {
+	if err := schema.ValidateName(name); err != nil {
+		return fmt.Errorf("%w: %v", ErrInvalidTable, err)
+	}
+	return nil
+}
+
+// CreateTable creates a table and its regions.
+func (e *Engine) CreateTable(ctx context.Context, spec TableSpec) (Table, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.createLocked(ctx, spec)
+}
+
+func (e *Engine) createLocked(ctx context.Context, spec TableSpec) (Table, error) {
+	if e.closed {
+		return Table{}, region.ErrClosed
+	}
+	if err := ValidateTableName(spec.Name); err != nil {
+		return Table{}, err
+	}
+	if _, ok := e.cat.state.Tables[spec.Name]; ok {
+		return Table{}, fmt.Errorf("%w: %s", ErrTableExists, spec.Name)
+	}
+	if spec.Regions == 0 {
+		spec.Regions = e.opts.DefaultRegions
+	}
+	if spec.Regions > MaxRegions {
+		return Table{}, fmt.Errorf("%w: %d regions, the most is %d", ErrInvalidTable, spec.Regions, MaxRegions)
+	}
+	if spec.TTL < 0 {
+		return Table{}, fmt.Errorf("%w: negative TTL", ErrInvalidTable)
+	}
+	if spec.Timestamp == "" {
+		spec.Timestamp = schema.DefaultTimestamp
+	}
+	sch, err := schema.New(spec.Timestamp)
+	if err != nil {
+		return Table{}, fmt.Errorf("%w: %v", ErrInvalidTable, err)
+	}
+	next := e.cat.state.clone()
+	t := &Table{ID: next.NextID, Name: spec.Name, Regions: spec.Regions, TTL: spec.TTL, CreatedAt: time.Now().UTC(), Schema: sch.Manifest()}
+	next.NextID++
+	next.Tables[t.Name] = t
+	if err := e.cat.commit(ctx, next); err != nil {
+		return Table{}, err
+	}
+	for i := range t.Regions {
+		if err := e.openRegion(ctx, t, i); err != nil {
+			return Table{}, err
+		}
+	}
+	e.log.Info("table created", "table", t.Name, "id", t.ID, "regions", t.Regions)
+	return *t, nil
+}
+
+// Tables lists the tables by name.
+func (e *Engine) Tables() []Table {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	var out []Table
+	for _, t := range e.cat.state.Tables {
+		if !t.Dropping {
+			out = append(out, *t)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+// Table returns one table.
+func (e *Engine) Table(name string) (Table, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	t, ok := e.cat.state.Tables[name]
+	if !ok || t.Dropping {
+		return Table{}, fmt.Errorf("%w: %s", ErrTableNotFound, name)
+	}
+	return *t, nil
+}
+
+// DropTable closes a table's regions and deletes every object they own.
+// The catalog marks the table as dropping first, so a crash mid-way leaves
+// the deletion to the next Open.
+func (e *Engine) DropTable(ctx context.Context, name string) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	t, ok := e.cat.state.Tables[name]
+	if !ok || t.Dropping {
+		return fmt.Errorf("%w: %s", ErrTableNotFound, name)
+	}
+	next := e.cat.state.clone()
+	next.Tables[name].Dropping = true
+	if err := e.cat.commit(ctx, next); err != nil {
+		return err
+	}
+	for i := range t.Regions {
+		id := layout.RegionID{Table: t.ID, Region: i}
+		if r := e.regions[id]; r != nil {
+			r.Close(ctx, region.CloseOptions{})
+			delete(e.regions, id)
+		}
+	}
+	return e.finishDrop(ctx, name)
+}
+
+func (e *Engine) finishDrop(ctx context.Context, name string) error {
+	t := e.cat.state.Tables[name]
+	prefix := fmt.Sprintf("%d/", t.ID)
+	objs, err := objstore.ListAll(ctx, e.store, prefix, 1000)
+	if err != nil {
+		return fmt.Errorf("drop %s: list: %w", name, err)
+	}
+	for _, o := range objs {
+		if err := e.store.Delete(ctx, o.Key); err != nil && !errors.Is(err, objstore.ErrNotFound) {
+			return fmt.Errorf("drop %s: delete %s: %w", name, o.Key, err)
+		}
+	}
+	next := e.cat.state.clone()
+	delete(next.Tables, name)
+	if err := e.cat.commit(ctx, next); err != nil {
+		return err
+	}
+	e.log.Info("table dropped", "table", name, "objects", len(objs))
+	return nil
+}
+
+// WriteOptions control Engine.Write.
+type WriteOptions struct {
+	// CreateTable creates a missing table with default options.
+	CreateTable bool
+}
+
+// routeKey maps a series key to a region: FNV-1a (stable across processes
+// and versions, since it decides where data lives) modulo the region count.
+func routeKey(key []byte, regions uint32) uint32 {
+	h := uint64(14695981039346656037)
+	for _, c := range key {
+		h ^= uint64(c)
+		h *= 1099511628211
+	}
+	return uint32(h % uint64(regions))
+}
+
+// Write validates the batch against the table's schema as a whole (nothing
+// is written if any point is bad), records new columns in the catalog,
+// and writes each region's share of the batch. Each region's share is
+// atomic; if the store fails, some regions' shares may have been written
+// and a retry of the batch is safe.
+func (e *Engine) Write(ctx context.Context, table string, points []region.Point, opts WriteOptions) (region.WriteResult, error) {
+	t, regions, err := e.prepareWrite(ctx, table, points, opts)
+	if err != nil {
+		return region.WriteResult{}, err
+	}
+	if len(regions) == 1 {
+		return regions[0].Write(ctx, points)
+	}
+	// Split by region: hash of the series key.
+	shares := make([][]region.Point, len(regions))
+	var key []byte
+	for i := range points {
+		key, err = row.EncodeSeries(key[:0], points[i].Tags)
+		if err != nil {
+			return region.WriteResult{}, &region.PointError{Index: i, Err: fmt.Errorf("%w: %v", region.ErrInvalidWrite, err)}
+		}
+		n := routeKey(key, t.Regions)
+		shares[n] = append(shares[n], points[i])
+	}
+	var wg sync.WaitGroup
+	results := make([]region.WriteResult, len(regions))
+	errs := make([]error, len(regions))
+	for i, share := range shares {
+		if len(share) == 0 {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			results[i], errs[i] = regions[i].Write(ctx, share)
+		}()
+	}
+	wg.Wait()
+	var res region.WriteResult
+	for _, r := range results {
+		res.Written += r.Written
+		res.Expired += r.Expired
+	}
+	return res, errors.Join(errs...)
+}
+
+// prepareWrite resolves the table (creating it if asked), validates the
+// batch and commits new columns to the catalog. Validation runs outside the
+// engine's lock; only a schema change takes it.
+func (e *Engine) prepareWrite(ctx context.Context, table string, points []region.Point, opts WriteOptions) (*Table, []*region.Region, error) {
+	t, regions, err := e.tableRegions(table)
+	if errors.Is(err, ErrTableNotFound) && opts.CreateTable {
+		e.mu.Lock()
+		if _, exists := e.cat.state.Tables[table]; !exists {
+			_, err = e.createLocked(ctx, TableSpec{Name: table})
+		}
+		e.mu.Unlock()
+		if err != nil && !errors.Is(err, ErrTableExists) {
+			return nil, nil, err
+		}
+		t, regions, err = e.tableRegions(table)
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	sch, err := schema.FromManifest(t.Schema)
+	if err != nil {
+		return nil, nil, err
+	}
+	add, err := region.ValidateBatch(points, sch, e.opts.Region.AllowNonFinite)
+	if err != nil || !add.Changed() {
+		return t, regions, err
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	cur, ok := e.cat.state.Tables[table]
+	if !ok || cur.Dropping {
+		return nil, nil, fmt.Errorf("%w: %s", ErrTableNotFound, table)
+	}
+	// Another write may have changed the schema meanwhile: check again.
+	if sch, err = schema.FromManifest(cur.Schema); err != nil {
+		return nil, nil, err
+	}
+	if add, err = region.ValidateBatch(points, sch, e.opts.Region.AllowNonFinite); err != nil || !add.Changed() {
+		return t, regions, err
+	}
+	nextSchema, err := add.Result()
+	if err != nil {
+		return nil, nil, err
+	}
+	next := e.cat.state.clone()
+	next.Tables[table].Schema = nextSchema.Manifest()
+	if err := e.cat.commit(ctx, next); err != nil {
+		return nil, nil, fmt.Errorf("table %s: record new columns: %w", table, err)
+	}
+	return t, regions, nil
+}
+
+func (e *Engine) tableRegions(table string) (*Table, []*region.Region, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.closed {
+		return nil, nil, region.ErrClosed
+	}
+	t, ok := e.cat.state.Tables[table]
+	if !ok || t.Dropping {
+		return nil, nil, fmt.Errorf("%w: %s", ErrTableNotFound, table)
+	}
+	regions := make([]*region.Region, t.Regions)
+	for i := range regions {
+		regions[i] = e.regions[layout.RegionID{Table: t.ID, Region: uint32(i)}]
+	}
+	tt := *t
+	return &tt, regions, nil
+}
+
+// Delete writes a tombstone for one series in the region that holds it.
+func (e *Engine) Delete(ctx context.Context, table string, tags []row.Tag, start, end int64) error {
+	t, regions, err := e.tableRegions(table)
+	if err != nil {
+		return err
+	}
+	key, err := row.EncodeSeries(nil, slices.Clone(tags))
+	if err != nil {
+		return fmt.Errorf("%w: %v", region.ErrInvalidWrite, err)
+	}
+	return regions[routeKey(key, t.Regions)].Delete(ctx, tags, start, end)
+}
+
+// Flush flushes every region of a table (all tables if table is "").
+func (e *Engine) Flush(ctx context.Context, table string) error {
+	var rs []*region.Region
+	if table == "" {
+		e.mu.Lock()
+		for _, r := range e.regions {
+			rs = append(rs, r)
+		}
+		e.mu.Unlock()
+	} else {
+		_, regions, err := e.tableRegions(table)
+		if err != nil {
+			return err
+		}
+		rs = regions
+	}
+	var errs []error
+	for _, r := range rs {
+		errs = append(errs, r.Flush(ctx))
+	}
+	return errors.Join(errs...)
+}
+
+// RegionStats describes one region.
+type RegionStats struct {
+	ID            layout.RegionID
+	Files         int
+	Rows          int64
+	Bytes         int64
+	Pending       int
+	Removed       int
+	FlushedSeq    uint64
+	ManifestVer   uint64
+	Epoch         uint64
+	MinTS, MaxTS  int64
+	MemtableBytes int64
+}
+
+// Stats describes a table's regions.
+func (e *Engine) Stats(table string) ([]RegionStats, error) {
+	_, regions, err := e.tableRegions(table)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]RegionStats, 0, len(regions))
+	for _, r := range regions {
+		st := r.Manifest()
+		rs := RegionStats{ID: r.ID(), Files: len(st.Files), Pending: len(st.Pending), Removed: len(st.Removed),
+			FlushedSeq: st.FlushedSeq, ManifestVer: st.Version, Epoch: st.Epoch, MemtableBytes: r.MemtableBytes()}
+		first := true
+		for _, f := range st.Files {
+			rs.Rows += f.Rows
+			rs.Bytes += f.Size
+			if first || f.MinTS < rs.MinTS {
+				rs.MinTS = f.MinTS
+			}
+			if first || f.MaxTS > rs.MaxTS {
+				rs.MaxTS = f.MaxTS
+			}
+			first = false
+		}
+		out = append(out, rs)
+	}
+	return out, nil
+}
+
+// Scanner streams a table scan: its regions' scans merged by (series, ts).
+type Scanner struct {
+	fields []schema.Field
+	scans  []*region.Scanner
+	it     row.Iterator
+	batch  []row.Entry
+	size   int
+	err    error
+}
+
+// Scan scans a table. The fields of the result are the table's fields (or
+// the requested ones), in that order.
+func (e *Engine) Scan(ctx context.Context, table string, req region.ScanRequest) (*Scanner, error) {
+	t, regions, err := e.tableRegions(table)
+	if err != nil {
+		return nil, err
+	}
+	sch, err := schema.FromManifest(t.Schema)
+	if err != nil {
+		return nil, err
+	}
+	if req.BatchRows <= 0 {
+		req.BatchRows = 4096
+	}
+	// Scan every region with the table's field list, so positions agree.
+	names := req.Fields
+	if names == nil {
+		for _, f := range sch.Fields() {
+			names = append(names, f.Name)
+		}
+	}
+	var fields []schema.Field
+	for _, n := range names {
+		o, ok := sch.FieldOrdinal(n)
+		if !ok {
+			return nil, fmt.Errorf("%w: unknown field %q", region.ErrInvalidScan, n)
+		}
+		fields = append(fields, sch.Fields()[o])
+	}
+	s := &Scanner{fields: fields, size: req.BatchRows}
+	var inputs []row.Iterator
+	for _, r := range regions {
+		// A region may not have every table column yet: ask only for the
+		// ones it has, and map them to the table's positions.
+		rsch := r.Schema()
+		rreq := req
+		rreq.Fields = nil
+		var pos []int
+		for i, n := range names {
+			if _, ok := rsch.FieldOrdinal(n); ok {
+				rreq.Fields = append(rreq.Fields, n)
+				pos = append(pos, i)
+			}
+		}
+		if rreq.Fields == nil {
+			rreq.Fields = []string{}
+		}
+		sc, err := r.Scan(ctx, rreq)
+		if err != nil {
+			s.Close()
+			return nil, err
+		}
+		s.scans = append(s.scans, sc)
+		inputs = append(inputs, &scanIter{sc: sc, pos: pos, width: len(names)})
+	}
+	if len(inputs) == 1 {
+		s.it = inputs[0]
+	} else {
+		s.it = merge.New(inputs, merge.DefaultOptions())
+	}
+	return s, nil
+}
+
+// Fields are the columns of each row's Fields.
+func (s *Scanner) Fields() []schema.Field { return s.fields }
+
+// Next reads the next batch.
+func (s *Scanner) Next() bool {
+	if s.err != nil {
+		return false
+	}
+	s.batch = s.batch[:0]
+	for len(s.batch) < s.size && s.it.Next() {
+		s.batch = append(s.batch, *s.it.Entry())
+	}
+	if err := s.it.Err(); err != nil {
+		s.err = err
+		return false
+	}
+	return len(s.batch) > 0
+}
+
+// Batch is the current batch; it stays valid after Next.
+func (s *Scanner) Batch() []row.Entry {
+	b := s.batch
+	s.batch = nil
+	return b
+}
+
+// Err is the error that ended the scan.
+func (s *Scanner) Err() error { return s.err }
+
+// Close releases the scan.
+func (s *Scanner) Close() error {
+	var errs []error
+	for _, sc := range s.scans {
+		errs = append(errs, sc.Close())
+	}
+	return errors.Join(errs...)
+}
+
+// scanIter adapts a region scanner to a row.Iterator with the table's field
+// positions.
+type scanIter struct {
+	sc    *region.Scanner
+	pos   []int
+	width int
+	batch []row.Entry
+	i     int
+	cur   row.Entry
+}
+
+func (it *scanIter) Next() bool {
+	it.i++
+	for it.i >= len(it.batch) {
+		if !it.sc.Next() {
+			return false
+		}
+		it.batch, it.i = it.sc.Batch(), 0
+	}
+	e := it.batch[it.i]
+	if len(it.pos) != it.width || !isIdentity(it.pos) {
+		f := make([]row.Value, it.width)
+		for j, p := range it.pos {
+			f[p] = e.Field(j)
+		}
+		e.Fields = f
+	}
+	it.cur = e
+	return true
+}
+
+func isIdentity(pos []int) bool {
+	for i, p := range pos {
+		if p != i {
+			return false
+		}
+	}
+	return true
+}
+
+func (it *scanIter) Entry() *row.Entry { return &it.cur }
+func (it *scanIter) Err() error        { return it.sc.Err() }
+func (it *scanIter) Close() error      { return nil }
+
+// Close flushes (if asked) and closes every region.
+func (e *Engine) Close(ctx context.Context, flush bool) error {
+	e.mu.Lock()
+	if e.closed {
+		e.mu.Unlock()
+		return nil
+	}
+	e.closed = true
+	rs := make([]*region.Region, 0, len(e.regions))
+	for _, r := range e.regions {
+		rs = append(rs, r)
+	}
+	e.mu.Unlock()
+	var wg sync.WaitGroup
+	errs := make([]error, len(rs))
+	for i, r := range rs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = r.Close(ctx, region.CloseOptions{Flush: flush})
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+func (e *Engine) closeAll(ctx context.Context) {
+	for _, r := range e.regions {
+		r.Close(ctx, region.CloseOptions{})
+	}
+}
+
+// TableBatch is one table's share of a multi-table write.
+type TableBatch struct {
+	Table  string
+	Points []region.Point
+}
+
+// BatchError is a rejected point of a multi-table write.
+type BatchError struct {
+	Table string
+	Err   *region.PointError
+}
+
+func (e *BatchError) Error() string { return fmt.Sprintf("table %s: %v", e.Table, e.Err) }
+func (e *BatchError) Unwrap() error { return e.Err }
+
+// WriteTables writes batches to several tables. Every batch is validated
+// before any is written, so bad input anywhere writes nothing.
+func (e *Engine) WriteTables(ctx context.Context, batches []TableBatch, opts WriteOptions) (region.WriteResult, error) {
+	for _, b := range batches {
+		var sch *schema.Schema
+		t, err := e.Table(b.Table)
+		switch {
+		case err == nil:
+			sch, err = schema.FromManifest(t.Schema)
+		case errors.Is(err, ErrTableNotFound) && opts.CreateTable:
+			if err = ValidateTableName(b.Table); err == nil {
+				sch, err = schema.New(schema.DefaultTimestamp)
+			}
+		}
+		if err != nil {
+			return region.WriteResult{}, err
+		}
+		if _, err := region.ValidateBatch(b.Points, sch, e.opts.Region.AllowNonFinite); err != nil {
+			var pe *region.PointError
+			if errors.As(err, &pe) {
+				return region.WriteResult{}, &BatchError{Table: b.Table, Err: pe}
+			}
+			return region.WriteResult{}, err
+		}
+	}
+	var total region.WriteResult
+	for _, b := range batches {
+		res, err := e.Write(ctx, b.Table, b.Points, opts)
+		total.Written += res.Written
+		total.Expired += res.Expired
+		if err != nil {
+			var pe *region.PointError
+			if errors.As(err, &pe) {
+				return total, &BatchError{Table: b.Table, Err: pe}
+			}
+			return total, err
+		}
+	}
+	return total, nil
+}

@@ -1,0 +1,221 @@
+// Package httpapi is the datanode's HTTP interface: InfluxDB line protocol
+// writes (/write for 1.x clients, /api/v2/write for 2.x clients and
+// Telegraf), Prometheus /metrics, and health endpoints.
+package httpapi
+
+import (
+	"compress/gzip"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/stratadb/strata/internal/datanode"
+	"github.com/stratadb/strata/internal/lineproto"
+	"github.com/stratadb/strata/internal/region"
+	"github.com/stratadb/strata/internal/schema"
+)
+
+// DefaultMaxBodyBytes bounds a write request's body, after decompression.
+const DefaultMaxBodyBytes = 64 << 20
+
+// Options configure the handler.
+type Options struct {
+	MaxBodyBytes int64 // default DefaultMaxBodyBytes
+	Gatherer     prometheus.Gatherer
+	Registerer   prometheus.Registerer
+	Logger       *slog.Logger
+	Version      string
+}
+
+// Handler serves the HTTP API.
+type Handler struct {
+	eng     *datanode.Engine
+	opts    Options
+	mux     *http.ServeMux
+	parsers sync.Pool
+	reqs    *prometheus.CounterVec
+	rows    prometheus.Counter
+	latency *prometheus.HistogramVec
+}
+
+// New returns the handler.
+func New(eng *datanode.Engine, opts Options) *Handler {
+	if opts.MaxBodyBytes <= 0 {
+		opts.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	if opts.Gatherer == nil {
+		opts.Gatherer = prometheus.DefaultGatherer
+	}
+	h := &Handler{eng: eng, opts: opts, mux: http.NewServeMux(),
+		reqs: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "strata_http_write_requests_total", Help: "Line-protocol write requests by HTTP status."}, []string{"code"}),
+		rows: prometheus.NewCounter(prometheus.CounterOpts{Name: "strata_http_write_points_total", Help: "Points written through line protocol."}),
+		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "strata_http_write_duration_seconds", Help: "Write request latency.",
+			Buckets: prometheus.ExponentialBuckets(0.001, 2, 14)}, []string{"endpoint"}),
+	}
+	if opts.Registerer != nil {
+		opts.Registerer.MustRegister(h.reqs, h.rows, h.latency)
+	}
+	h.parsers.New = func() any { return lineproto.NewParser() }
+	h.mux.HandleFunc("POST /write", h.write(false))
+	h.mux.HandleFunc("POST /api/v2/write", h.write(true))
+	h.mux.Handle("GET /metrics", promhttp.HandlerFor(opts.Gatherer, promhttp.HandlerOpts{}))
+	h.mux.HandleFunc("GET /health", h.health)
+	h.mux.HandleFunc("GET /ping", h.ping)
+	h.mux.HandleFunc("HEAD /ping", h.ping)
+	h.mux.HandleFunc("GET /ready", h.ping)
+	return h
+}
+
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) { h.mux.ServeHTTP(w, r) }
+
+func (h *Handler) health(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Content-Type", "application/json")
+	json.NewEncoder(w).Encode(map[string]string{"name": "strata", "status": "pass", "message": "ready for queries and writes", "version": h.opts.Version})
+}
+
+func (h *Handler) ping(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("X-Influxdb-Version", "strata-"+h.opts.Version)
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// apiError is written in the format of the endpoint's InfluxDB version.
+type apiError struct {
+	status  int
+	code    string // 2.x code
+	message string
+}
+
+func (h *Handler) fail(w http.ResponseWriter, v2 bool, e apiError) {
+	w.Header().Set("Content-Type", "application/json; charset=utf-8")
+	w.Header().Set("X-Influxdb-Error", e.message)
+	w.WriteHeader(e.status)
+	if v2 {
+		json.NewEncoder(w).Encode(map[string]string{"code": e.code, "message": e.message})
+	} else {
+		json.NewEncoder(w).Encode(map[string]string{"error": e.message})
+	}
+}
+
+func (h *Handler) write(v2 bool) http.HandlerFunc {
+	endpoint := "v1"
+	if v2 {
+		endpoint = "v2"
+	}
+	return func(w http.ResponseWriter, r *http.Request) {
+		began := time.Now()
+		status := h.serveWrite(w, r, v2)
+		h.reqs.WithLabelValues(fmt.Sprint(status)).Inc()
+		h.latency.WithLabelValues(endpoint).Observe(time.Since(began).Seconds())
+	}
+}
+
+func (h *Handler) serveWrite(w http.ResponseWriter, r *http.Request, v2 bool) int {
+	fail := func(e apiError) int { h.fail(w, v2, e); return e.status }
+	q := r.URL.Query()
+	// The database (1.x) or bucket (2.x) must be named, as InfluxDB
+	// requires; tables are the measurements.
+	if v2 && q.Get("bucket") == "" {
+		return fail(apiError{http.StatusBadRequest, "invalid", "bucket is required"})
+	}
+	if !v2 && q.Get("db") == "" {
+		return fail(apiError{http.StatusBadRequest, "invalid", "database is required"})
+	}
+	prec, err := lineproto.ParsePrecision(q.Get("precision"))
+	if err != nil || (v2 && (q.Get("precision") == "m" || q.Get("precision") == "h")) {
+		return fail(apiError{http.StatusBadRequest, "invalid", fmt.Sprintf("invalid precision %q", q.Get("precision"))})
+	}
+	if r.ContentLength > h.opts.MaxBodyBytes {
+		return fail(apiError{http.StatusRequestEntityTooLarge, "request too large", fmt.Sprintf("request body is %d bytes, the limit is %d", r.ContentLength, h.opts.MaxBodyBytes)})
+	}
+	var body io.Reader = r.Body
+	if enc := r.Header.Get("Content-Encoding"); strings.EqualFold(enc, "gzip") {
+		gz, err := gzip.NewReader(r.Body)
+		if err != nil {
+			return fail(apiError{http.StatusBadRequest, "invalid", "bad gzip body: " + err.Error()})
+		}
+		defer gz.Close()
+		body = gz
+	} else if enc != "" && !strings.EqualFold(enc, "identity") {
+		return fail(apiError{http.StatusUnsupportedMediaType, "invalid", fmt.Sprintf("unsupported Content-Encoding %q", enc)})
+	}
+	data, err := io.ReadAll(io.LimitReader(body, h.opts.MaxBodyBytes+1))
+	if err != nil {
+		return fail(apiError{http.StatusBadRequest, "invalid", "reading body: " + err.Error()})
+	}
+	if int64(len(data)) > h.opts.MaxBodyBytes {
+		return fail(apiError{http.StatusRequestEntityTooLarge, "request too large", fmt.Sprintf("request body exceeds %d bytes", h.opts.MaxBodyBytes)})
+	}
+	p := h.parsers.Get().(*lineproto.Parser)
+	points, errs := p.Parse(nil, data, prec, time.Now())
+	h.parsers.Put(p)
+	if len(errs) > 0 {
+		// The whole request is rejected (InfluxDB 2.x behaviour): nothing
+		// is written, so a retry of the fixed request cannot duplicate.
+		msgs := make([]string, 0, min(len(errs), 10))
+		for _, e := range errs[:min(len(errs), 10)] {
+			msgs = append(msgs, e.Error())
+		}
+		more := ""
+		if len(errs) > 10 {
+			more = fmt.Sprintf(" (and %d more)", len(errs)-10)
+		}
+		return fail(apiError{http.StatusBadRequest, "invalid", fmt.Sprintf("unable to parse %d of %d lines, nothing written: %s%s",
+			len(errs), len(errs)+len(points), strings.Join(msgs, "; "), more)})
+	}
+	// Group by table, keeping each point's line for error messages.
+	var batches []datanode.TableBatch
+	var lines [][]int
+	idx := map[string]int{}
+	for i := range points {
+		pt := &points[i]
+		j, ok := idx[pt.Measurement]
+		if !ok {
+			j = len(batches)
+			idx[pt.Measurement] = j
+			batches = append(batches, datanode.TableBatch{Table: pt.Measurement})
+			lines = append(lines, nil)
+		}
+		batches[j].Points = append(batches[j].Points, pt.Point)
+		lines[j] = append(lines[j], pt.Line)
+	}
+	res, err := h.eng.WriteTables(r.Context(), batches, datanode.WriteOptions{CreateTable: true})
+	h.rows.Add(float64(res.Written))
+	if err != nil {
+		var be *datanode.BatchError
+		var ce *schema.ConflictError
+		switch {
+		case errors.As(err, &be):
+			line := lines[idx[be.Table]][be.Err.Index]
+			msg := fmt.Sprintf("line %d: table %s: %v; nothing written", line, be.Table, be.Err.Err)
+			if errors.As(err, &ce) {
+				msg = fmt.Sprintf("line %d: field type conflict: table %s: %v; nothing written", line, be.Table, ce)
+			}
+			return fail(apiError{http.StatusBadRequest, "invalid", msg})
+		case errors.Is(err, datanode.ErrInvalidTable):
+			return fail(apiError{http.StatusBadRequest, "invalid", err.Error()})
+		case errors.Is(err, region.ErrBatchTooLarge):
+			return fail(apiError{http.StatusRequestEntityTooLarge, "request too large", err.Error()})
+		case errors.Is(err, region.ErrFenced), errors.Is(err, region.ErrClosed):
+			return fail(apiError{http.StatusServiceUnavailable, "unavailable", err.Error()})
+		case errors.Is(err, r.Context().Err()) && r.Context().Err() != nil:
+			return fail(apiError{499, "canceled", err.Error()})
+		default:
+			h.opts.Logger.Warn("write failed", "err", err)
+			return fail(apiError{http.StatusInternalServerError, "internal error", err.Error() + " (the write may be partly applied; retrying it is safe)"})
+		}
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return http.StatusNoContent
+}
