@@ -1,27 +1,166 @@
 // Command strata is Strata's CLI and its single-process server
 // (`strata standalone`).
+//
+// Exit codes: 0 success; 1 the operation failed (server error, I/O);
+// 2 bad usage or input; 3 the table (or other object) does not exist or
+// already exists; 4 the server could not be reached.
 package main
 
 import (
+	"errors"
 	"fmt"
+	"io"
 	"os"
+	"strings"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+	"go.yaml.in/yaml/v3"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 )
 
-const usage = `strata: Strata's CLI.
+// Exit codes.
+const (
+	exitOK = iota
+	exitFailure
+	exitUsage
+	exitNotFound
+	exitUnavailable
+)
 
-Usage:
-  strata standalone    run metasrv, a datanode and a local store in one process
-  strata fsck          check a store's ownership invariant offline
+// usageError marks bad usage or input.
+type usageError struct{ err error }
 
-Neither is built yet: this release holds the object-store layer and the
-region manifest (see docs/).
-`
+func (e usageError) Error() string { return e.err.Error() }
+func (e usageError) Unwrap() error { return e.err }
 
-func main() {
-	if len(os.Args) < 2 || os.Args[1] == "-h" || os.Args[1] == "--help" || os.Args[1] == "help" {
-		fmt.Print(usage)
-		return
+func usagef(format string, args ...any) error { return usageError{fmt.Errorf(format, args...)} }
+
+func main() { os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr)) }
+
+func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	root := newRoot(stdin, stdout, stderr)
+	root.SetArgs(args)
+	err := root.Execute()
+	if err == nil {
+		return exitOK
 	}
-	fmt.Fprintf(os.Stderr, "strata %s: not yet implemented; see README.md for what exists today\n", os.Args[1])
-	os.Exit(2)
+	fmt.Fprintln(stderr, "strata:", err)
+	return exitCode(err)
+}
+
+func exitCode(err error) int {
+	var ue usageError
+	if errors.As(err, &ue) {
+		return exitUsage
+	}
+	if s, ok := status.FromError(unwrapStatus(err)); ok {
+		switch s.Code() {
+		case codes.InvalidArgument, codes.ResourceExhausted:
+			return exitUsage
+		case codes.NotFound, codes.AlreadyExists:
+			return exitNotFound
+		case codes.Unavailable, codes.DeadlineExceeded:
+			return exitUnavailable
+		}
+	}
+	return exitFailure
+}
+
+func unwrapStatus(err error) error {
+	for e := err; e != nil; e = errors.Unwrap(e) {
+		if _, ok := status.FromError(e); ok && status.Code(e) != codes.Unknown {
+			return e
+		}
+	}
+	return err
+}
+
+func newRoot(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
+	root := &cobra.Command{
+		Use:   "strata",
+		Short: "Strata: an object-store-native time-series storage service",
+		Long: `Strata keeps every durable byte in an object store (a local directory by
+default, or S3/MinIO): a write-ahead log, Parquet SSTs and a region manifest.
+
+Start a server with "strata standalone", then write with any InfluxDB line
+protocol client (or "strata write") and read with "strata query".
+
+Settings come from flags, then STRATA_* environment variables (the flag name
+in upper case with - as _, e.g. STRATA_DATA_DIR), then the --config file
+(YAML, keys are flag names).`,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.SetIn(stdin)
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	root.PersistentFlags().String("config", "", "YAML config file (keys are flag names)")
+	root.PersistentPreRunE = func(cmd *cobra.Command, args []string) error { return applyConfig(cmd) }
+	root.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error { return usageError{err} })
+	root.AddCommand(newStandalone(), newTable(), newWrite(), newQuery(), newAdmin(), newBench())
+	return root
+}
+
+// applyConfig fills flags not set on the command line from the environment
+// and then the config file.
+func applyConfig(cmd *cobra.Command) error {
+	var file map[string]any
+	path, _ := cmd.Flags().GetString("config")
+	if path == "" {
+		path = os.Getenv("STRATA_CONFIG")
+	}
+	if path != "" {
+		data, err := os.ReadFile(path)
+		if err != nil {
+			return usagef("config file: %v", err)
+		}
+		if err := yaml.Unmarshal(data, &file); err != nil {
+			return usagef("config file %s: %v", path, err)
+		}
+	}
+	known := map[string]bool{}
+	var ferr error
+	cmd.Flags().VisitAll(func(f *pflag.Flag) {
+		known[f.Name] = true
+		if f.Changed || ferr != nil || f.Name == "config" || f.Name == "help" {
+			return
+		}
+		env := "STRATA_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
+		if v, ok := os.LookupEnv(env); ok {
+			if err := cmd.Flags().Set(f.Name, v); err != nil {
+				ferr = usagef("%s=%q: %v", env, v, err)
+			}
+			return
+		}
+		if v, ok := file[f.Name]; ok {
+			if err := setFromYAML(cmd.Flags(), f.Name, v); err != nil {
+				ferr = usagef("config file %s: %s: %v", path, f.Name, err)
+			}
+		}
+	})
+	if ferr != nil {
+		return ferr
+	}
+	for k := range file {
+		if !known[k] && cmd.Root().PersistentFlags().Lookup(k) == nil {
+			fmt.Fprintf(cmd.ErrOrStderr(), "strata: config file %s: %q is not a flag of %q; ignored\n", path, k, cmd.CommandPath())
+		}
+	}
+	return nil
+}
+
+func setFromYAML(fs *pflag.FlagSet, name string, v any) error {
+	switch x := v.(type) {
+	case []any:
+		for _, e := range x {
+			if err := fs.Set(name, fmt.Sprint(e)); err != nil {
+				return err
+			}
+		}
+		return nil
+	default:
+		return fs.Set(name, fmt.Sprint(x))
+	}
 }

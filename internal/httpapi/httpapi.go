@@ -11,6 +11,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/http/pprof"
 	"strings"
 	"sync"
 	"time"
@@ -34,6 +35,8 @@ type Options struct {
 	Registerer   prometheus.Registerer
 	Logger       *slog.Logger
 	Version      string
+	// Pprof serves net/http/pprof under /debug/pprof/.
+	Pprof bool
 }
 
 // Handler serves the HTTP API.
@@ -75,6 +78,12 @@ func New(eng *datanode.Engine, opts Options) *Handler {
 	h.mux.HandleFunc("GET /ping", h.ping)
 	h.mux.HandleFunc("HEAD /ping", h.ping)
 	h.mux.HandleFunc("GET /ready", h.ping)
+	if opts.Pprof {
+		h.mux.HandleFunc("/debug/pprof/", pprof.Index)
+		h.mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		h.mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+		h.mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	}
 	return h
 }
 

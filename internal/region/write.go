@@ -122,23 +122,63 @@ func (r *Region) write(ctx context.Context, points []Point) (WriteResult, error)
 // whole batch against the table's schema.
 func ValidateBatch(points []Point, base *schema.Schema, allowNonFinite bool) (*schema.Additions, error) {
 	add := base.Extend()
+	var prev *Point
 	for i := range points {
-		if err := validate(&points[i], base.Timestamp(), add, allowNonFinite); err != nil {
+		p := &points[i]
+		if err := validate(p, sameShape(p, prev), base.Timestamp(), add, allowNonFinite); err != nil {
 			return nil, &PointError{Index: i, Err: err}
 		}
+		prev = p
 	}
 	return add, nil
 }
 
+// sameShape reports whether p has exactly prev's tag names and field names
+// and kinds, in the same order; then p's columns need no checks of their
+// own (batches from one source usually repeat one shape).
+func sameShape(p, prev *Point) bool {
+	if prev == nil || len(p.Tags) != len(prev.Tags) || len(p.Fields) != len(prev.Fields) {
+		return false
+	}
+	for i := range p.Tags {
+		if p.Tags[i].Name != prev.Tags[i].Name {
+			return false
+		}
+	}
+	for i := range p.Fields {
+		if p.Fields[i].Name != prev.Fields[i].Name || p.Fields[i].Value.Kind() != prev.Fields[i].Value.Kind() {
+			return false
+		}
+	}
+	return true
+}
+
 // validate checks one point against the schema, collecting new columns.
-func validate(p *Point, tsName string, add *schema.Additions, allowNonFinite bool) error {
+// If known, the point's columns were checked with an earlier point of the
+// same shape; only its values need checking.
+func validate(p *Point, known bool, tsName string, add *schema.Additions, allowNonFinite bool) error {
 	if p.TS == NoTimestamp {
 		return fmt.Errorf("%w: missing timestamp", ErrInvalidWrite)
 	}
 	if len(p.Fields) == 0 {
 		return fmt.Errorf("%w: no fields", ErrInvalidWrite)
 	}
-	for _, t := range p.Tags {
+	if known {
+		for _, f := range p.Fields {
+			if f.Value.Kind() == row.Float && !allowNonFinite {
+				if v := f.Value.Float(); math.IsNaN(v) || math.IsInf(v, 0) {
+					return fmt.Errorf("%w: field %q is %v; non-finite floats are not allowed", ErrInvalidWrite, f.Name, v)
+				}
+			}
+		}
+		return nil
+	}
+	for j, t := range p.Tags {
+		for _, u := range p.Tags[:j] {
+			if u.Name == t.Name {
+				return fmt.Errorf("%w: tag %q appears twice", ErrInvalidWrite, t.Name)
+			}
+		}
 		if t.Name == tsName {
 			return fmt.Errorf("%w: tag %q has the timestamp column's name", ErrInvalidWrite, t.Name)
 		}

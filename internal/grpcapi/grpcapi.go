@@ -1,0 +1,287 @@
+// Package grpcapi serves the datanode gRPC service (proto/strata/v1) over
+// a datanode.Engine, and converts between its messages and Strata's types.
+package grpcapi
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/stratadb/strata/internal/datanode"
+	"github.com/stratadb/strata/internal/region"
+	"github.com/stratadb/strata/internal/row"
+	"github.com/stratadb/strata/internal/schema"
+	pb "github.com/stratadb/strata/proto/strata/v1"
+)
+
+// Server implements pb.DatanodeServer.
+type Server struct {
+	pb.UnimplementedDatanodeServer
+	eng *datanode.Engine
+}
+
+// New returns the service.
+func New(eng *datanode.Engine) *Server { return &Server{eng: eng} }
+
+// Register adds the service to s.
+func (s *Server) Register(g *grpc.Server) { pb.RegisterDatanodeServer(g, s) }
+
+// Status maps an engine error to a gRPC status.
+func Status(err error) error {
+	if err == nil {
+		return nil
+	}
+	var ce *schema.ConflictError
+	code := codes.Internal
+	switch {
+	case errors.As(err, &ce), errors.Is(err, region.ErrInvalidWrite), errors.Is(err, region.ErrInvalidScan),
+		errors.Is(err, datanode.ErrInvalidTable), errors.Is(err, schema.ErrBadName):
+		code = codes.InvalidArgument
+	case errors.Is(err, datanode.ErrTableNotFound):
+		code = codes.NotFound
+	case errors.Is(err, datanode.ErrTableExists):
+		code = codes.AlreadyExists
+	case errors.Is(err, region.ErrBatchTooLarge):
+		code = codes.ResourceExhausted
+	case errors.Is(err, region.ErrFenced), errors.Is(err, region.ErrClosed), errors.Is(err, region.ErrOutcomeUnknown):
+		code = codes.Unavailable
+	case errors.Is(err, context.Canceled):
+		code = codes.Canceled
+	case errors.Is(err, context.DeadlineExceeded):
+		code = codes.DeadlineExceeded
+	}
+	return status.Error(code, err.Error())
+}
+
+// ToValue converts a message value (nil: null).
+func ToValue(v *pb.Value) row.Value {
+	switch k := v.GetKind().(type) {
+	case *pb.Value_Float:
+		return row.FloatValue(k.Float)
+	case *pb.Value_Int:
+		return row.IntValue(k.Int)
+	case *pb.Value_Uint:
+		return row.UintValue(k.Uint)
+	case *pb.Value_String_:
+		return row.StringValue(k.String_)
+	case *pb.Value_Bool:
+		return row.BoolValue(k.Bool)
+	}
+	return row.Value{}
+}
+
+// FromValue converts a value (null: nil).
+func FromValue(v row.Value) *pb.Value {
+	switch v.Kind() {
+	case row.Float:
+		return &pb.Value{Kind: &pb.Value_Float{Float: v.Float()}}
+	case row.Int:
+		return &pb.Value{Kind: &pb.Value_Int{Int: v.Int()}}
+	case row.Uint:
+		return &pb.Value{Kind: &pb.Value_Uint{Uint: v.Uint()}}
+	case row.String:
+		return &pb.Value{Kind: &pb.Value_String_{String_: v.Str()}}
+	case row.Bool:
+		return &pb.Value{Kind: &pb.Value_Bool{Bool: v.Bool()}}
+	}
+	return nil
+}
+
+// ToTags converts message tags.
+func ToTags(tags []*pb.Tag) []row.Tag {
+	out := make([]row.Tag, len(tags))
+	for i, t := range tags {
+		out[i] = row.Tag{Name: t.GetName(), Value: t.GetValue()}
+	}
+	return out
+}
+
+// FromTags converts tags.
+func FromTags(tags []row.Tag) []*pb.Tag {
+	out := make([]*pb.Tag, len(tags))
+	for i, t := range tags {
+		out[i] = &pb.Tag{Name: t.Name, Value: t.Value}
+	}
+	return out
+}
+
+// ToPoints converts message points.
+func ToPoints(ps []*pb.Point) []region.Point {
+	out := make([]region.Point, len(ps))
+	for i, p := range ps {
+		fs := make([]region.Field, len(p.GetFields()))
+		for j, f := range p.GetFields() {
+			fs[j] = region.Field{Name: f.GetName(), Value: ToValue(f.GetValue())}
+		}
+		out[i] = region.Point{Tags: ToTags(p.GetTags()), TS: p.GetTs(), Fields: fs}
+	}
+	return out
+}
+
+// FromPoints converts points.
+func FromPoints(ps []region.Point) []*pb.Point {
+	out := make([]*pb.Point, len(ps))
+	for i, p := range ps {
+		fs := make([]*pb.Field, len(p.Fields))
+		for j, f := range p.Fields {
+			fs[j] = &pb.Field{Name: f.Name, Value: FromValue(f.Value)}
+		}
+		out[i] = &pb.Point{Tags: FromTags(p.Tags), Ts: p.TS, Fields: fs}
+	}
+	return out
+}
+
+func (s *Server) Write(ctx context.Context, req *pb.WriteRequest) (*pb.WriteResponse, error) {
+	res, err := s.eng.Write(ctx, req.GetTable(), ToPoints(req.GetPoints()), datanode.WriteOptions{CreateTable: req.GetCreateTable()})
+	if err != nil {
+		return nil, Status(err)
+	}
+	return &pb.WriteResponse{Written: int64(res.Written), Expired: int64(res.Expired)}, nil
+}
+
+func (s *Server) Delete(ctx context.Context, req *pb.DeleteRequest) (*pb.DeleteResponse, error) {
+	if err := s.eng.Delete(ctx, req.GetTable(), ToTags(req.GetTags()), req.GetStart(), req.GetEnd()); err != nil {
+		return nil, Status(err)
+	}
+	return &pb.DeleteResponse{}, nil
+}
+
+func (s *Server) Scan(req *pb.ScanRequest, stream grpc.ServerStreamingServer[pb.ScanResponse]) error {
+	start, end := req.GetStart(), req.GetEnd()
+	if start == 0 && end == 0 {
+		start, end = region.AllTime, region.AllTimeEnd
+	}
+	fields := req.GetFields()
+	if len(fields) == 0 {
+		fields = nil
+	}
+	sc, err := s.eng.Scan(stream.Context(), req.GetTable(), region.ScanRequest{
+		Start: start, End: end, Tags: ToTags(req.GetTags()), Fields: fields, BatchRows: int(req.GetBatchRows()),
+	})
+	if err != nil {
+		return Status(err)
+	}
+	defer sc.Close()
+	first := &pb.ScanResponse{}
+	for _, f := range sc.Fields() {
+		first.Fields = append(first.Fields, &pb.FieldInfo{Name: f.Name, Type: f.Kind.String()})
+	}
+	sent := false
+	var tags []row.Tag
+	for sc.Next() {
+		resp := &pb.ScanResponse{}
+		if !sent {
+			resp = first
+		}
+		batch := sc.Batch()
+		resp.Rows = make([]*pb.Row, len(batch))
+		rows := make([]pb.Row, len(batch))
+		last := ""
+		for i := range batch {
+			e := &batch[i]
+			if len(resp.Series) == 0 || e.Series != last {
+				tags, err = row.DecodeSeries(tags[:0], e.Series)
+				if err != nil {
+					return Status(err)
+				}
+				resp.Series = append(resp.Series, &pb.Series{Tags: FromTags(tags)})
+				last = e.Series
+			}
+			r := &rows[i]
+			r.Series = uint32(len(resp.Series) - 1)
+			r.Ts = e.TS
+			r.Values = make([]*pb.Value, len(sc.Fields()))
+			for j := range r.Values {
+				r.Values[j] = FromValue(e.Field(j))
+			}
+			resp.Rows[i] = r
+		}
+		if err := stream.Send(resp); err != nil {
+			return err
+		}
+		sent = true
+	}
+	if err := sc.Err(); err != nil {
+		return Status(err)
+	}
+	if !sent {
+		return stream.Send(first)
+	}
+	return nil
+}
+
+func (s *Server) Flush(ctx context.Context, req *pb.FlushRequest) (*pb.FlushResponse, error) {
+	if err := s.eng.Flush(ctx, req.GetTable()); err != nil {
+		return nil, Status(err)
+	}
+	return &pb.FlushResponse{}, nil
+}
+
+func regionStats(st []datanode.RegionStats) []*pb.RegionStat {
+	out := make([]*pb.RegionStat, len(st))
+	for i, r := range st {
+		out[i] = &pb.RegionStat{TableId: r.ID.Table, Region: r.ID.Region, Files: int64(r.Files), Rows: r.Rows, Bytes: r.Bytes,
+			PendingJobs: int64(r.Pending), RemovedFiles: int64(r.Removed), FlushedSeq: r.FlushedSeq, ManifestVersion: r.ManifestVer,
+			Epoch: r.Epoch, MinTs: r.MinTS, MaxTs: r.MaxTS, MemtableBytes: r.MemtableBytes}
+	}
+	return out
+}
+
+func (s *Server) RegionStats(ctx context.Context, req *pb.RegionStatsRequest) (*pb.RegionStatsResponse, error) {
+	st, err := s.eng.Stats(req.GetTable())
+	if err != nil {
+		return nil, Status(err)
+	}
+	return &pb.RegionStatsResponse{Regions: regionStats(st)}, nil
+}
+
+func tableMsg(t datanode.Table) *pb.Table {
+	m := &pb.Table{Id: t.ID, Name: t.Name, Regions: t.Regions, TtlSeconds: int64(t.TTL / time.Second), CreatedAtUnix: t.CreatedAt.Unix()}
+	for _, c := range t.Schema.Columns {
+		m.Columns = append(m.Columns, &pb.Column{Name: c.Name, Role: c.Role, Type: c.Type})
+	}
+	return m
+}
+
+func (s *Server) CreateTable(ctx context.Context, req *pb.CreateTableRequest) (*pb.CreateTableResponse, error) {
+	if req.GetTtlSeconds() < 0 {
+		return nil, status.Error(codes.InvalidArgument, "negative TTL")
+	}
+	t, err := s.eng.CreateTable(ctx, datanode.TableSpec{Name: req.GetName(), Regions: req.GetRegions(), Timestamp: req.GetTimestampColumn(),
+		TTL: time.Duration(req.GetTtlSeconds()) * time.Second})
+	if err != nil {
+		return nil, Status(err)
+	}
+	return &pb.CreateTableResponse{Table: tableMsg(t)}, nil
+}
+
+func (s *Server) ListTables(ctx context.Context, req *pb.ListTablesRequest) (*pb.ListTablesResponse, error) {
+	resp := &pb.ListTablesResponse{}
+	for _, t := range s.eng.Tables() {
+		resp.Tables = append(resp.Tables, tableMsg(t))
+	}
+	return resp, nil
+}
+
+func (s *Server) DescribeTable(ctx context.Context, req *pb.DescribeTableRequest) (*pb.DescribeTableResponse, error) {
+	t, err := s.eng.Table(req.GetName())
+	if err != nil {
+		return nil, Status(err)
+	}
+	st, err := s.eng.Stats(req.GetName())
+	if err != nil {
+		return nil, Status(err)
+	}
+	return &pb.DescribeTableResponse{Table: tableMsg(t), Regions: regionStats(st)}, nil
+}
+
+func (s *Server) DropTable(ctx context.Context, req *pb.DropTableRequest) (*pb.DropTableResponse, error) {
+	if err := s.eng.DropTable(ctx, req.GetName()); err != nil {
+		return nil, Status(err)
+	}
+	return &pb.DropTableResponse{}, nil
+}

@@ -1,0 +1,188 @@
+// Package server runs a datanode's network interfaces (gRPC with health
+// and reflection, HTTP with line protocol and metrics) over an engine, and
+// the single-process `strata standalone` on top of them.
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/reflection"
+
+	"github.com/stratadb/strata/internal/datanode"
+	"github.com/stratadb/strata/internal/grpcapi"
+	"github.com/stratadb/strata/internal/httpapi"
+	"github.com/stratadb/strata/internal/objstore"
+	"github.com/stratadb/strata/internal/region"
+)
+
+// Version is reported by /health and /ping.
+var Version = "0.1.0-dev"
+
+// Config configures a standalone server.
+type Config struct {
+	// DataDir holds the local store (default ./strata-data).
+	DataDir string
+	// Store is the object store URL (default file://{DataDir}/store).
+	Store string
+	// HTTPAddr and GRPCAddr are the listen addresses.
+	HTTPAddr string
+	GRPCAddr string
+	// FlushBytes, MemoryLimit: memtable sizing (0: defaults; MemoryLimit
+	// bounds every region's memtables together).
+	FlushBytes  int64
+	MemoryLimit int64
+	// DefaultRegions is the region count of tables created by writes.
+	DefaultRegions uint32
+	// MaxBodyBytes bounds a line-protocol request.
+	MaxBodyBytes int64
+	// ShutdownTimeout bounds the graceful shutdown (default 1 min).
+	ShutdownTimeout time.Duration
+	// Pprof serves net/http/pprof on the HTTP address.
+	Pprof  bool
+	Logger *slog.Logger
+}
+
+// Server is a running standalone server.
+type Server struct {
+	cfg      Config
+	log      *slog.Logger
+	store    objstore.Bucket
+	eng      *datanode.Engine
+	httpSrv  *http.Server
+	grpcSrv  *grpc.Server
+	health   *health.Server
+	httpLn   net.Listener
+	grpcLn   net.Listener
+	errc     chan error
+	Registry *prometheus.Registry
+}
+
+// Start opens the store and the engine (replaying WALs) and starts
+// listening.
+func Start(ctx context.Context, cfg Config) (*Server, error) {
+	if cfg.DataDir == "" {
+		cfg.DataDir = "strata-data"
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.ShutdownTimeout <= 0 {
+		cfg.ShutdownTimeout = time.Minute
+	}
+	if cfg.Store == "" {
+		dir, err := filepath.Abs(filepath.Join(cfg.DataDir, "store"))
+		if err != nil {
+			return nil, err
+		}
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return nil, fmt.Errorf("data dir: %w", err)
+		}
+		cfg.Store = "file://" + dir
+	}
+	s := &Server{cfg: cfg, log: cfg.Logger, errc: make(chan error, 2), Registry: prometheus.NewRegistry()}
+	s.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	store, err := objstore.Open(ctx, cfg.Store, objstore.Options{Registerer: s.Registry})
+	if err != nil {
+		return nil, fmt.Errorf("open store %s: %w", cfg.Store, err)
+	}
+	s.store = store
+	ropts := region.Options{FlushBytes: cfg.FlushBytes, Metrics: region.NewMetrics(s.Registry), Logger: cfg.Logger}
+	if cfg.MemoryLimit > 0 {
+		ropts.Budget = region.NewMemoryBudget(cfg.MemoryLimit)
+	}
+	began := time.Now()
+	eng, err := datanode.Open(ctx, store, datanode.Options{Region: ropts, DefaultRegions: cfg.DefaultRegions, Logger: cfg.Logger})
+	if err != nil {
+		store.Close()
+		return nil, fmt.Errorf("open engine: %w", err)
+	}
+	s.eng = eng
+	s.log.Info("engine open", "store", cfg.Store, "tables", len(eng.Tables()), "took", time.Since(began).Round(time.Millisecond))
+
+	if s.httpLn, err = net.Listen("tcp", cfg.HTTPAddr); err != nil {
+		s.abort()
+		return nil, fmt.Errorf("listen http %s: %w", cfg.HTTPAddr, err)
+	}
+	if s.grpcLn, err = net.Listen("tcp", cfg.GRPCAddr); err != nil {
+		s.abort()
+		return nil, fmt.Errorf("listen grpc %s: %w", cfg.GRPCAddr, err)
+	}
+	h := httpapi.New(eng, httpapi.Options{MaxBodyBytes: cfg.MaxBodyBytes, Gatherer: s.Registry, Registerer: s.Registry, Logger: cfg.Logger, Version: Version, Pprof: cfg.Pprof})
+	s.httpSrv = &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	s.grpcSrv = grpc.NewServer(grpc.MaxRecvMsgSize(64 << 20))
+	grpcapi.New(eng).Register(s.grpcSrv)
+	s.health = health.NewServer()
+	healthpb.RegisterHealthServer(s.grpcSrv, s.health)
+	reflection.Register(s.grpcSrv)
+	go func() {
+		if err := s.httpSrv.Serve(s.httpLn); !errors.Is(err, http.ErrServerClosed) {
+			s.errc <- fmt.Errorf("http: %w", err)
+		}
+	}()
+	go func() {
+		if err := s.grpcSrv.Serve(s.grpcLn); err != nil {
+			s.errc <- fmt.Errorf("grpc: %w", err)
+		}
+	}()
+	s.log.Info("serving", "http", s.httpLn.Addr().String(), "grpc", s.grpcLn.Addr().String())
+	return s, nil
+}
+
+func (s *Server) abort() {
+	for _, ln := range []net.Listener{s.httpLn, s.grpcLn} {
+		if ln != nil {
+			ln.Close()
+		}
+	}
+	s.eng.Close(context.Background(), false)
+	s.store.Close()
+}
+
+// HTTPAddr and GRPCAddr are the bound addresses.
+func (s *Server) HTTPAddr() string { return s.httpLn.Addr().String() }
+func (s *Server) GRPCAddr() string { return s.grpcLn.Addr().String() }
+
+// Engine is the server's engine.
+func (s *Server) Engine() *datanode.Engine { return s.eng }
+
+// Err reports a listener failure.
+func (s *Server) Err() <-chan error { return s.errc }
+
+// Shutdown stops accepting requests, lets those in flight finish, flushes
+// and closes every region, and closes the store.
+func (s *Server) Shutdown(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.ShutdownTimeout)
+	defer cancel()
+	s.log.Info("shutting down: draining requests")
+	s.health.Shutdown()
+	var errs []error
+	errs = append(errs, s.httpSrv.Shutdown(ctx))
+	done := make(chan struct{})
+	go func() { s.grpcSrv.GracefulStop(); close(done) }()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		s.grpcSrv.Stop()
+	}
+	s.log.Info("shutting down: flushing regions")
+	errs = append(errs, s.eng.Close(ctx, true))
+	errs = append(errs, s.store.Close())
+	err := errors.Join(errs...)
+	if err == nil {
+		s.log.Info("shut down cleanly")
+	}
+	return err
+}
