@@ -334,4 +334,3 @@ func parseCSVValue(v string, k row.Kind) (row.Value, error) {
 	}
 	return row.StringValue(strings.Clone(v)), nil
 }
-

@@ -84,9 +84,9 @@ func (e *LineError) Unwrap() error { return ErrSyntax }
 type Parser struct {
 	names  map[string]string
 	buf    []byte
-	vals   []byte     // a line's tag values, one string per line
-	ends   []int      // end offsets into vals
-	tags   []row.Tag  // slab that points' Tags are cut from
+	vals   []byte    // a line's tag values, one string per line
+	ends   []int     // end offsets into vals
+	tags   []row.Tag // slab that points' Tags are cut from
 	fields []region.Field
 }
 
