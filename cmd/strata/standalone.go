@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"log/slog"
 	"os/signal"
 	"syscall"
 
@@ -23,6 +24,11 @@ region is flushed to SSTs and closed. A kill -9 loses nothing acknowledged:
 the next start replays the write-ahead log.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			logger, err := newLogger(cmd)
+			if err != nil {
+				return err
+			}
+			cfg.Logger = logger
 			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
 			defer stop()
 			s, err := server.Start(ctx, cfg)
@@ -49,7 +55,26 @@ the next start replays the write-ahead log.`,
 	f.Int64Var(&cfg.MemoryLimit, "memory-limit", 1<<30, "bound on all memtables together, in bytes (0: none)")
 	f.Uint32Var(&cfg.DefaultRegions, "default-regions", 1, "regions of tables created by a write")
 	f.Int64Var(&cfg.MaxBodyBytes, "max-body-bytes", 64<<20, "largest line-protocol request body, after decompression")
+	f.String("log-level", "info", "log level: debug, info, warn or error")
+	f.String("log-format", "text", "log format: text or json")
 	f.BoolVar(&cfg.Pprof, "pprof", false, "serve Go profiles under /debug/pprof/ on the HTTP address")
 	f.DurationVar(&cfg.ShutdownTimeout, "shutdown-timeout", 0, "bound on graceful shutdown (default 1m)")
 	return cmd
+}
+
+func newLogger(cmd *cobra.Command) (*slog.Logger, error) {
+	levelName, _ := cmd.Flags().GetString("log-level")
+	format, _ := cmd.Flags().GetString("log-format")
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(levelName)); err != nil {
+		return nil, usagef("--log-level %q: want debug, info, warn or error", levelName)
+	}
+	opts := &slog.HandlerOptions{Level: level}
+	switch format {
+	case "text":
+		return slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), opts)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(cmd.ErrOrStderr(), opts)), nil
+	}
+	return nil, usagef("--log-format %q: want text or json", format)
 }

@@ -1,0 +1,419 @@
+package main
+
+// End-to-end tests: they build the strata binary, run `strata standalone`
+// as a real process, write through HTTP with the InfluxDB client library
+// and plain HTTP, read through the CLI, and kill the server with SIGKILL.
+
+import (
+	"bufio"
+	"bytes"
+	"compress/gzip"
+	"context"
+	"encoding/csv"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	influxdb2 "github.com/influxdata/influxdb-client-go/v2"
+)
+
+var strataBin string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "strata-e2e-")
+	if err != nil {
+		panic(err)
+	}
+	strataBin = filepath.Join(dir, "strata")
+	if out, err := exec.Command("go", "build", "-o", strataBin, ".").CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "building strata: %v\n%s", err, out)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// proc is a running `strata standalone`.
+type proc struct {
+	cmd        *exec.Cmd
+	http, grpc string
+	logs       *syncBuffer
+	exited     chan error
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) { s.mu.Lock(); defer s.mu.Unlock(); return s.b.Write(p) }
+func (s *syncBuffer) String() string              { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
+
+var servingRE = regexp.MustCompile(`msg=serving http=(\S+) grpc=(\S+)`)
+
+// start runs the server on loopback ports of its own choosing and waits
+// until it logs its addresses.
+func start(t *testing.T, dataDir string, extra ...string) *proc {
+	t.Helper()
+	args := append([]string{"standalone", "--data-dir", dataDir, "--http-addr", "127.0.0.1:0", "--grpc-addr", "127.0.0.1:0"}, extra...)
+	cmd := exec.Command(strataBin, args...)
+	pr, pw := io.Pipe()
+	p := &proc{cmd: cmd, logs: &syncBuffer{}, exited: make(chan error, 1)}
+	cmd.Stderr = pw
+	cmd.Stdout = p.logs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	addrs := make(chan []string, 1)
+	go func() {
+		sc := bufio.NewScanner(pr)
+		for sc.Scan() {
+			line := sc.Text()
+			p.logs.Write([]byte(line + "\n"))
+			if m := servingRE.FindStringSubmatch(line); m != nil {
+				addrs <- m[1:]
+			}
+		}
+	}()
+	go func() { p.exited <- cmd.Wait(); pw.Close() }()
+	select {
+	case a := <-addrs:
+		p.http, p.grpc = "http://"+a[0], a[1]
+	case err := <-p.exited:
+		t.Fatalf("strata standalone exited: %v\n%s", err, p.logs.String())
+	case <-time.After(60 * time.Second):
+		cmd.Process.Kill()
+		t.Fatalf("strata standalone did not start in 60s\n%s", p.logs.String())
+	}
+	t.Cleanup(func() {
+		if cmd.ProcessState == nil {
+			cmd.Process.Kill()
+			<-p.exited
+		}
+	})
+	return p
+}
+
+// stop sends sig and waits for the process to exit.
+func (p *proc) stop(t *testing.T, sig syscall.Signal) error {
+	t.Helper()
+	p.cmd.Process.Signal(sig)
+	select {
+	case err := <-p.exited:
+		return err
+	case <-time.After(60 * time.Second):
+		t.Fatalf("no exit 60s after %v\n%s", sig, p.logs.String())
+	}
+	return nil
+}
+
+// cli runs the strata CLI against p and returns stdout, stderr and the
+// exit code.
+func (p *proc) cli(t *testing.T, args ...string) (string, string, int) {
+	t.Helper()
+	cmd := exec.Command(strataBin, args...)
+	cmd.Env = append(os.Environ(), "STRATA_SERVER="+p.grpc)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	return out.String(), errb.String(), code
+}
+
+// queryCSV runs `strata query -o csv` and returns the records (header
+// first).
+func (p *proc) queryCSV(t *testing.T, args ...string) [][]string {
+	t.Helper()
+	out, errs, code := p.cli(t, append([]string{"query", "-o", "csv"}, args...)...)
+	if code != 0 {
+		t.Fatalf("query %v: exit %d: %s", args, code, errs)
+	}
+	recs, err := csv.NewReader(strings.NewReader(out)).ReadAll()
+	if err != nil {
+		t.Fatalf("query output: %v\n%s", err, out)
+	}
+	return recs
+}
+
+func post(t *testing.T, url, body string, gz bool) (int, string) {
+	t.Helper()
+	var r io.Reader = strings.NewReader(body)
+	if gz {
+		var b bytes.Buffer
+		w := gzip.NewWriter(&b)
+		w.Write([]byte(body))
+		w.Close()
+		r = &b
+	}
+	req, _ := http.NewRequest(http.MethodPost, url, r)
+	if gz {
+		req.Header.Set("Content-Encoding", "gzip")
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	msg, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(msg)
+}
+
+func TestWriteWithInfluxClientQueryWithCLI(t *testing.T) {
+	p := start(t, t.TempDir(), "--max-body-bytes", "1048576")
+	ctx := context.Background()
+
+	// InfluxDB 2.x client library.
+	client := influxdb2.NewClient(p.http, "unused-token")
+	defer client.Close()
+	if ok, err := client.Ping(ctx); !ok || err != nil {
+		t.Fatalf("ping: %v %v", ok, err)
+	}
+	w := client.WriteAPIBlocking("org", "bucket")
+	base := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	for i := range 10 {
+		pt := influxdb2.NewPoint("weather", map[string]string{"city": "oslo", "sensor": "s 1"},
+			map[string]any{"temp": float64(i) + 0.5, "count": int64(i), "ok": i%2 == 0, "note": fmt.Sprintf("n=%d, \"q\"", i)}, base.Add(time.Duration(i)*time.Minute))
+		if err := w.WritePoint(ctx, pt); err != nil {
+			t.Fatalf("write point %d: %v", i, err)
+		}
+	}
+	// InfluxDB 1.x endpoint, gzip, second precision, escaped names.
+	code, msg := post(t, p.http+"/write?db=x&precision=s", fmt.Sprintf("weather,city=bergen,sensor=s\\ 1 temp=-3,count=7i %d\n", base.Unix()), true)
+	if code != http.StatusNoContent {
+		t.Fatalf("v1 write: %d %s", code, msg)
+	}
+
+	recs := p.queryCSV(t, "weather", "--tag", "city=oslo", "--start", base.Add(2*time.Minute).Format(time.RFC3339), "--end", base.Add(4*time.Minute).Format(time.RFC3339))
+	header := strings.Join(recs[0], ",")
+	if len(recs) != 3 || !strings.HasPrefix(header, "time,") || !strings.Contains(header, "city") || !strings.Contains(header, "temp") {
+		t.Fatalf("query: %v", recs)
+	}
+	col := map[string]int{}
+	for i, h := range recs[0] {
+		col[h] = i
+	}
+	if r := recs[1]; r[col["temp"]] != "2.5" || r[col["count"]] != "2" || r[col["ok"]] != "true" || r[col["note"]] != `n=2, "q"` || r[col["sensor"]] != "s 1" {
+		t.Fatalf("row: %v", r)
+	}
+	all := p.queryCSV(t, "weather")
+	if len(all) != 12 {
+		t.Fatalf("all rows: %d", len(all)-1)
+	}
+	bergen := 0
+	for _, r := range all[1:] {
+		if r[col["city"]] == "bergen" {
+			bergen++
+			if r[col["temp"]] != "-3" || r[col["count"]] != "7" || r[col["sensor"]] != "s 1" || r[0] != "2026-03-01T12:00:00Z" {
+				t.Fatalf("bergen row: %v", r)
+			}
+		}
+	}
+	if bergen != 1 {
+		t.Fatalf("%d bergen rows", bergen)
+	}
+
+	// Bad input: a malformed line names its line; nothing is written.
+	code, msg = post(t, p.http+"/api/v2/write?bucket=b", "weather,city=x temp=1 1\nweather temp=\nweather,city=y temp=2 2\n", false)
+	if code != 400 || !strings.Contains(msg, "line 2") || !strings.Contains(msg, "nothing written") {
+		t.Fatalf("malformed: %d %s", code, msg)
+	}
+	// A type conflict names the column and both types.
+	code, msg = post(t, p.http+"/api/v2/write?bucket=b", "weather,city=z temp=1 1\nweather,city=z temp=\"hot\" 2\n", false)
+	if code != 400 || !strings.Contains(msg, "temp") || !strings.Contains(msg, "float64") || !strings.Contains(msg, "string") || !strings.Contains(msg, "line 2") {
+		t.Fatalf("conflict: %d %s", code, msg)
+	}
+	if n := len(p.queryCSV(t, "weather")); n != 12 {
+		t.Fatalf("rejected requests wrote rows: %d", n-1)
+	}
+	// Too large; missing bucket; bad precision.
+	if code, msg = post(t, p.http+"/api/v2/write?bucket=b", strings.Repeat("m x=1\n", 2<<20/6), false); code != 413 {
+		t.Fatalf("oversized: %d %s", code, msg)
+	}
+	if code, _ = post(t, p.http+"/api/v2/write", "m x=1", false); code != 400 {
+		t.Fatalf("no bucket: %d", code)
+	}
+	if code, _ = post(t, p.http+"/write?db=x&precision=d", "m x=1", false); code != 400 {
+		t.Fatalf("bad precision: %d", code)
+	}
+
+	// Tables, describe, flush, exit codes.
+	out, _, code := p.cli(t, "table", "list")
+	if code != 0 || !strings.Contains(out, "weather") {
+		t.Fatalf("table list: %d %s", code, out)
+	}
+	if _, _, code = p.cli(t, "admin", "flush", "weather"); code != 0 {
+		t.Fatalf("flush: %d", code)
+	}
+	out, _, code = p.cli(t, "table", "describe", "weather", "-o", "json")
+	if code != 0 || !strings.Contains(out, `"role": "tag"`) || !strings.Contains(out, `"files": "1"`) {
+		t.Fatalf("describe: %d %s", code, out)
+	}
+	if _, errs, code := p.cli(t, "query", "nosuch"); code != exitNotFound || !strings.Contains(errs, "nosuch") {
+		t.Fatalf("missing table: exit %d: %s", code, errs)
+	}
+	if _, _, code := p.cli(t, "query", "weather", "--start", "yesterday-ish"); code != exitUsage {
+		t.Fatalf("bad --start: exit %d", code)
+	}
+	if _, _, code := p.cli(t, "query", "weather", "--fields", "nope"); code != exitUsage {
+		t.Fatalf("unknown field: exit %d", code)
+	}
+	if _, _, code := p.cli(t, "query"); code != exitUsage {
+		t.Fatalf("no table: exit %d", code)
+	}
+	if _, _, code := p.cli(t, "query", "weather", "--server", "127.0.0.1:1", "--timeout", "2s"); code != exitUnavailable {
+		t.Fatalf("unreachable server: exit %d", code)
+	}
+}
+
+func TestCLIWriteLineProtocolAndCSV(t *testing.T) {
+	p := start(t, t.TempDir())
+	dir := t.TempDir()
+	lp := filepath.Join(dir, "in.lp")
+	var b strings.Builder
+	for i := range 12_000 {
+		fmt.Fprintf(&b, "mem,host=h%d used=%di %d\n", i%7, i, int64(i)*1e9)
+	}
+	os.WriteFile(lp, []byte(b.String()), 0o644)
+	out, errs, code := p.cli(t, "write", lp, "--batch", "5000")
+	if code != 0 || !strings.Contains(out, "wrote 12000 points") {
+		t.Fatalf("write lp: %d %s %s", code, out, errs)
+	}
+	csvPath := filepath.Join(dir, "in.csv")
+	os.WriteFile(csvPath, []byte("time,host,load,count:int64,up\n2026-01-01T00:00:00Z,a,0.5,3,true\n2026-01-01T00:00:10Z,a,,4,false\n"), 0o644)
+	out, errs, code = p.cli(t, "write", csvPath, "--table", "sys", "--tags", "host")
+	if code != 0 || !strings.Contains(out, "wrote 2 points") {
+		t.Fatalf("write csv: %d %s %s", code, out, errs)
+	}
+	recs := p.queryCSV(t, "sys")
+	if len(recs) != 3 || strings.Join(recs[0], ",") != "time,host,load,count,up" || strings.Join(recs[2], ",") != "2026-01-01T00:00:10Z,a,,4,false" {
+		t.Fatalf("csv rows: %v", recs)
+	}
+	if n := len(p.queryCSV(t, "mem")); n != 12_001 {
+		t.Fatalf("mem rows: %d", n-1)
+	}
+	// A malformed line: the CLI names file and line and exits 2.
+	bad := filepath.Join(dir, "bad.lp")
+	os.WriteFile(bad, []byte("mem,host=z used=1i 1\nmem,host=z used=oops 2\n"), 0o644)
+	_, errs, code = p.cli(t, "write", bad)
+	if code != exitUsage || !strings.Contains(errs, "bad.lp: line 2") {
+		t.Fatalf("bad lp: %d %s", code, errs)
+	}
+}
+
+// An acknowledged write survives kill -9 at any moment; a request in
+// flight at the kill is applied wholly or not at all.
+func TestKill9MidIngestLosesNothingAcknowledged(t *testing.T) {
+	dataDir := t.TempDir()
+	p := start(t, dataDir, "--flush-bytes", "2097152") // small: flushes happen during ingest
+	const perReq, hosts = 500, 50
+	var mu sync.Mutex
+	acked := 0     // requests answered 204, in order
+	inflight := -1 // the request that was in flight when the server died
+	done := make(chan struct{})
+	body := func(req int) string {
+		var b strings.Builder
+		for j := range perReq {
+			k := req*perReq + j
+			fmt.Fprintf(&b, "cpu,host=h%d usage=%d.5,req=%di %d\n", k%hosts, k, req, int64(k/hosts)*1e9)
+		}
+		return b.String()
+	}
+	go func() {
+		defer close(done)
+		for req := 0; ; req++ {
+			mu.Lock()
+			inflight = req
+			mu.Unlock()
+			resp, err := http.Post(p.http+"/api/v2/write?bucket=b", "text/plain", strings.NewReader(body(req)))
+			if err != nil {
+				return
+			}
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusNoContent {
+				return
+			}
+			mu.Lock()
+			acked = req + 1
+			mu.Unlock()
+		}
+	}()
+	// Kill once enough has been acknowledged that flushes have happened.
+	for {
+		mu.Lock()
+		n := acked
+		mu.Unlock()
+		if n >= 60 {
+			break
+		}
+		select {
+		case <-done:
+			t.Fatalf("writer stopped early\n%s", p.logs.String())
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+	p.stop(t, syscall.SIGKILL)
+	<-done
+	mu.Lock()
+	nAcked, nInflight := acked, inflight
+	mu.Unlock()
+
+	q := start(t, dataDir)
+	recs := q.queryCSV(t, "cpu", "--fields", "req")
+	reqs := map[int]int{}
+	for _, r := range recs[1:] {
+		n, err := strconv.Atoi(r[2])
+		if err != nil {
+			t.Fatalf("row %v", r)
+		}
+		reqs[n]++
+	}
+	for req := range nAcked {
+		if reqs[req] != perReq {
+			t.Fatalf("acknowledged request %d has %d of %d rows after kill -9", req, reqs[req], perReq)
+		}
+	}
+	if c := reqs[nInflight]; nInflight >= nAcked && c != 0 && c != perReq {
+		t.Fatalf("in-flight request %d is half applied: %d rows", nInflight, c)
+	}
+	for req := range reqs {
+		if req > nInflight {
+			t.Fatalf("rows of request %d that was never sent", req)
+		}
+	}
+	t.Logf("killed after %d acknowledged requests (%d rows); all present after restart", nAcked, nAcked*perReq)
+
+	// SIGTERM shuts down gracefully: everything is flushed, so the next
+	// start replays no WAL.
+	if err := q.stop(t, syscall.SIGTERM); err != nil {
+		t.Fatalf("graceful shutdown: %v\n%s", err, q.logs.String())
+	}
+	if !strings.Contains(q.logs.String(), "shut down cleanly") {
+		t.Fatalf("no clean shutdown:\n%s", q.logs.String())
+	}
+	r := start(t, dataDir)
+	out, _, code := r.cli(t, "table", "describe", "cpu", "-o", "csv")
+	if code != 0 || !strings.Contains(out, "memtable_bytes") {
+		t.Fatalf("describe: %s", out)
+	}
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	last := strings.Split(lines[len(lines)-1], ",")
+	if last[4] != "0" {
+		t.Fatalf("memtable after a graceful restart holds %s bytes (WAL replayed)", last[4])
+	}
+}
