@@ -57,8 +57,12 @@ type syncBuffer struct {
 	b  bytes.Buffer
 }
 
-func (s *syncBuffer) Write(p []byte) (int, error) { s.mu.Lock(); defer s.mu.Unlock(); return s.b.Write(p) }
-func (s *syncBuffer) String() string              { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
 
 var servingRE = regexp.MustCompile(`msg=serving http=(\S+) grpc=(\S+)`)
 
@@ -358,7 +362,7 @@ func TestKill9MidIngestLosesNothingAcknowledged(t *testing.T) {
 		mu.Lock()
 		n := acked
 		mu.Unlock()
-		if n >= 60 {
+		if n >= 200 {
 			break
 		}
 		select {

@@ -1,0 +1,206 @@
+package datanode
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/stratadb/strata/internal/objstore"
+	"github.com/stratadb/strata/internal/region"
+	"github.com/stratadb/strata/internal/row"
+	"github.com/stratadb/strata/internal/schema"
+)
+
+func memStore(t *testing.T) objstore.Bucket {
+	s, err := objstore.OpenBackend(context.Background(), "mem://")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+func openEngine(t *testing.T, s objstore.Bucket) *Engine {
+	t.Helper()
+	e, err := Open(context.Background(), s, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+func pts(n int, field string, v func(i int) row.Value) []region.Point {
+	var out []region.Point
+	for i := range n {
+		out = append(out, region.Point{Tags: []row.Tag{{Name: "host", Value: fmt.Sprintf("h%d", i%37)}}, TS: int64(i), Fields: []region.Field{{Name: field, Value: v(i)}}})
+	}
+	return out
+}
+
+func count(t *testing.T, e *Engine, table string, req region.ScanRequest) (int, []string) {
+	t.Helper()
+	if req.Start == 0 && req.End == 0 {
+		req.Start, req.End = region.AllTime, region.AllTimeEnd
+	}
+	sc, err := e.Scan(context.Background(), table, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sc.Close()
+	n := 0
+	var last string
+	for sc.Next() {
+		for _, en := range sc.Batch() {
+			if en.Series < last {
+				t.Fatalf("rows out of series order: %q after %q", en.Series, last)
+			}
+			last = en.Series
+			n++
+		}
+	}
+	if err := sc.Err(); err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, f := range sc.Fields() {
+		names = append(names, f.Name)
+	}
+	return n, names
+}
+
+func TestMultiRegionTablesPersistAndRoute(t *testing.T) {
+	ctx := context.Background()
+	s := memStore(t)
+	e := openEngine(t, s)
+	if _, err := e.CreateTable(ctx, TableSpec{Name: "cpu", Regions: 4}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.CreateTable(ctx, TableSpec{Name: "cpu"}); !errors.Is(err, ErrTableExists) {
+		t.Fatalf("duplicate create: %v", err)
+	}
+	for _, bad := range []TableSpec{{Name: "__x"}, {Name: ""}, {Name: "ok", Regions: MaxRegions + 1}} {
+		if _, err := e.CreateTable(ctx, bad); !errors.Is(err, ErrInvalidTable) {
+			t.Fatalf("create %+v: %v", bad, err)
+		}
+	}
+	res, err := e.Write(ctx, "cpu", pts(1000, "v", func(i int) row.Value { return row.FloatValue(float64(i)) }), WriteOptions{})
+	if err != nil || res.Written != 1000 {
+		t.Fatalf("write: %+v %v", res, err)
+	}
+	// A column only some regions have yet: the scan still lines fields up.
+	if _, err := e.Write(ctx, "cpu", []region.Point{{Tags: []row.Tag{{Name: "host", Value: "h1"}}, TS: 5000, Fields: []region.Field{{Name: "w", Value: row.IntValue(1)}}}}, WriteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	st, _ := e.Stats("cpu")
+	spread := 0
+	for _, r := range st {
+		if r.MemtableBytes > 0 {
+			spread++
+		}
+	}
+	if len(st) != 4 || spread < 3 {
+		t.Fatalf("37 series over 4 regions reached %d regions", spread)
+	}
+	if n, names := count(t, e, "cpu", region.ScanRequest{}); n != 1001 || strings.Join(names, ",") != "v,w" {
+		t.Fatalf("scan: %d rows, fields %v", n, names)
+	}
+	if n, _ := count(t, e, "cpu", region.ScanRequest{Tags: []row.Tag{{Name: "host", Value: "h1"}}, Fields: []string{"w"}}); n != 28 {
+		t.Fatalf("h1 rows: %d", n)
+	}
+	if err := e.Flush(ctx, "cpu"); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Close(ctx, false); err != nil {
+		t.Fatal(err)
+	}
+	// Reopen: same tables, same routing, same rows.
+	e = openEngine(t, s)
+	defer e.Close(ctx, false)
+	if ts := e.Tables(); len(ts) != 1 || ts[0].Regions != 4 || len(ts[0].Schema.Columns) != 4 {
+		t.Fatalf("tables after reopen: %+v", ts)
+	}
+	e.Delete(ctx, "cpu", []row.Tag{{Name: "host", Value: "h1"}}, 0, 10000)
+	if n, _ := count(t, e, "cpu", region.ScanRequest{}); n != 1001-28 {
+		t.Fatalf("after delete: %d rows", n)
+	}
+	if _, err := e.Scan(ctx, "nope", region.ScanRequest{Start: 0, End: 1}); !errors.Is(err, ErrTableNotFound) {
+		t.Fatalf("scan missing table: %v", err)
+	}
+}
+
+func TestWriteTablesValidatesEverythingFirst(t *testing.T) {
+	ctx := context.Background()
+	e := openEngine(t, memStore(t))
+	defer e.Close(ctx, false)
+	float := func(i int) row.Value { return row.FloatValue(1) }
+	if _, err := e.Write(ctx, "a", pts(3, "x", float), WriteOptions{}); !errors.Is(err, ErrTableNotFound) {
+		t.Fatalf("write without create: %v", err)
+	}
+	if _, err := e.Write(ctx, "a", pts(3, "x", float), WriteOptions{CreateTable: true}); err != nil {
+		t.Fatal(err)
+	}
+	// Table b is fine, table a's batch conflicts: nothing is written, not
+	// even b (and b is not created).
+	_, err := e.WriteTables(ctx, []TableBatch{
+		{Table: "b", Points: pts(3, "y", float)},
+		{Table: "a", Points: pts(3, "x", func(int) row.Value { return row.StringValue("s") })},
+	}, WriteOptions{CreateTable: true})
+	var be *BatchError
+	var ce *schema.ConflictError
+	if !errors.As(err, &be) || be.Table != "a" || be.Err.Index != 0 || !errors.As(err, &ce) {
+		t.Fatalf("conflict: %v", err)
+	}
+	if _, err := e.Table("b"); !errors.Is(err, ErrTableNotFound) {
+		t.Fatalf("table b exists after a rejected request: %v", err)
+	}
+	if n, _ := count(t, e, "a", region.ScanRequest{}); n != 3 {
+		t.Fatalf("table a: %d rows", n)
+	}
+	// Table-level types hold across regions: a conflict in another region
+	// than the one that has the column is still caught.
+	e.CreateTable(ctx, TableSpec{Name: "c", Regions: 8})
+	e.Write(ctx, "c", pts(1, "z", float), WriteOptions{})
+	_, err = e.Write(ctx, "c", pts(37, "z", func(int) row.Value { return row.BoolValue(true) }), WriteOptions{})
+	if !errors.As(err, &ce) {
+		t.Fatalf("cross-region conflict: %v", err)
+	}
+}
+
+func TestDropTableDeletesItsObjects(t *testing.T) {
+	ctx := context.Background()
+	s := memStore(t)
+	e := openEngine(t, s)
+	e.Write(ctx, "gone", pts(100, "v", func(i int) row.Value { return row.IntValue(int64(i)) }), WriteOptions{CreateTable: true})
+	e.Flush(ctx, "gone")
+	tb, _ := e.Table("gone")
+	prefix := fmt.Sprintf("%d/", tb.ID)
+	if objs, _ := objstore.ListAll(ctx, s, prefix, 100); len(objs) == 0 {
+		t.Fatal("no objects before drop")
+	}
+	if err := e.DropTable(ctx, "gone"); err != nil {
+		t.Fatal(err)
+	}
+	if objs, _ := objstore.ListAll(ctx, s, prefix, 100); len(objs) != 0 {
+		t.Fatalf("%d objects left after drop", len(objs))
+	}
+	if err := e.DropTable(ctx, "gone"); !errors.Is(err, ErrTableNotFound) {
+		t.Fatalf("second drop: %v", err)
+	}
+	e.Close(ctx, false)
+	e = openEngine(t, s)
+	defer e.Close(ctx, false)
+	if len(e.Tables()) != 0 {
+		t.Fatal("dropped table came back")
+	}
+	// A new table gets a new id: no reuse of the dropped table's prefix.
+	nt, _ := e.CreateTable(ctx, TableSpec{Name: "gone"})
+	if nt.ID == tb.ID {
+		t.Fatal("table id reused")
+	}
+	// Only the newest catalog version is kept.
+	if objs, _ := objstore.ListAll(ctx, s, CatalogPrefix, 100); len(objs) != 1 {
+		t.Fatalf("%d catalog versions kept", len(objs))
+	}
+}
