@@ -1,0 +1,137 @@
+package httpapi
+
+import (
+	"bytes"
+	"compress/gzip"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/stratadb/strata/internal/datanode"
+	"github.com/stratadb/strata/internal/objstore"
+	"github.com/stratadb/strata/internal/region"
+)
+
+func server(t *testing.T) (*httptest.Server, *datanode.Engine) {
+	s, err := objstore.OpenBackend(context.Background(), "mem://")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := datanode.Open(context.Background(), s, datanode.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := prometheus.NewRegistry()
+	srv := httptest.NewServer(New(e, Options{MaxBodyBytes: 4096, Gatherer: reg, Registerer: reg}))
+	t.Cleanup(func() { srv.Close(); e.Close(context.Background(), false); s.Close() })
+	return srv, e
+}
+
+func do(t *testing.T, method, url string, body io.Reader, hdr map[string]string) (int, map[string]string) {
+	t.Helper()
+	req, _ := http.NewRequest(method, url, body)
+	for k, v := range hdr {
+		req.Header.Set(k, v)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var m map[string]string
+	data, _ := io.ReadAll(resp.Body)
+	json.Unmarshal(data, &m)
+	return resp.StatusCode, m
+}
+
+func rows(t *testing.T, e *datanode.Engine, table string) int {
+	sc, err := e.Scan(context.Background(), table, region.ScanRequest{Start: region.AllTime, End: region.AllTimeEnd})
+	if err != nil {
+		return -1
+	}
+	defer sc.Close()
+	n := 0
+	for sc.Next() {
+		n += len(sc.Batch())
+	}
+	return n
+}
+
+func TestWriteEndpoints(t *testing.T) {
+	srv, e := server(t)
+	v1, v2 := srv.URL+"/write?db=d", srv.URL+"/api/v2/write?bucket=b"
+	if code, _ := do(t, "POST", v2, strings.NewReader("m,h=a x=1 1\nn y=2i 2\n"), nil); code != 204 {
+		t.Fatalf("v2 write: %d", code)
+	}
+	if rows(t, e, "m") != 1 || rows(t, e, "n") != 1 {
+		t.Fatal("rows missing")
+	}
+	// Error formats: 1.x {"error"}, 2.x {"code","message"}.
+	code, m := do(t, "POST", v1, strings.NewReader("m x=1 1\nbad\n"), nil)
+	if code != 400 || !strings.Contains(m["error"], "line 2") {
+		t.Fatalf("v1 parse error: %d %v", code, m)
+	}
+	code, m = do(t, "POST", v2, strings.NewReader("m x=oops"), nil)
+	if code != 400 || m["code"] != "invalid" || !strings.Contains(m["message"], "line 1") {
+		t.Fatalf("v2 parse error: %d %v", code, m)
+	}
+	if rows(t, e, "m") != 1 {
+		t.Fatal("a rejected request wrote rows")
+	}
+	// gzip, including a corrupt body; unknown encodings.
+	var b bytes.Buffer
+	gz := gzip.NewWriter(&b)
+	gz.Write([]byte("m,h=b x=3 3\n"))
+	gz.Close()
+	if code, _ := do(t, "POST", v2, &b, map[string]string{"Content-Encoding": "gzip"}); code != 204 || rows(t, e, "m") != 2 {
+		t.Fatalf("gzip write: %d", code)
+	}
+	if code, _ := do(t, "POST", v2, strings.NewReader("not gzip"), map[string]string{"Content-Encoding": "gzip"}); code != 400 {
+		t.Fatalf("corrupt gzip: %d", code)
+	}
+	if code, _ := do(t, "POST", v2, strings.NewReader("m x=1"), map[string]string{"Content-Encoding": "br"}); code != 415 {
+		t.Fatalf("brotli: %d", code)
+	}
+	// 413 for bodies over the limit, compressed or not.
+	big := strings.Repeat("m x=1 1\n", 1000)
+	if code, _ := do(t, "POST", v2, strings.NewReader(big), nil); code != 413 {
+		t.Fatalf("big body: %d", code)
+	}
+	b.Reset()
+	gz = gzip.NewWriter(&b)
+	gz.Write([]byte(big))
+	gz.Close()
+	if code, _ := do(t, "POST", v2, &b, map[string]string{"Content-Encoding": "gzip"}); code != 413 {
+		t.Fatalf("big gzip body: %d", code)
+	}
+	// Precisions: 2.x does not take m or h.
+	if code, _ := do(t, "POST", v2+"&precision=h", strings.NewReader("m x=1 1"), nil); code != 400 {
+		t.Fatalf("v2 precision h: %d", code)
+	}
+	if code, _ := do(t, "POST", v1+"&precision=h", strings.NewReader("m,h=c x=1 1"), nil); code != 204 {
+		t.Fatalf("v1 precision h: %d", code)
+	}
+	// A bad measurement name is a 400.
+	if code, _ := do(t, "POST", v2, strings.NewReader("__m x=1 1"), nil); code != 400 {
+		t.Fatalf("reserved table name: %d", code)
+	}
+	// Health and metrics.
+	if code, m := do(t, "GET", srv.URL+"/health", nil, nil); code != 200 || m["status"] != "pass" {
+		t.Fatalf("health: %d %v", code, m)
+	}
+	if code, _ := do(t, "GET", srv.URL+"/ping", nil, nil); code != 204 {
+		t.Fatalf("ping: %d", code)
+	}
+	resp, _ := http.Get(srv.URL + "/metrics")
+	data, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !strings.Contains(string(data), `strata_http_write_requests_total{code="204"}`) {
+		t.Fatalf("metrics:\n%s", data)
+	}
+}
