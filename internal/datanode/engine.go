@@ -19,6 +19,7 @@ import (
 	"github.com/stratadb/strata/internal/region"
 	"github.com/stratadb/strata/internal/row"
 	"github.com/stratadb/strata/internal/schema"
+	"github.com/stratadb/strata/internal/sst"
 )
 
 // Errors.
@@ -27,6 +28,9 @@ var (
 	ErrTableExists   = errors.New("table already exists")
 	ErrInvalidTable  = errors.New("invalid table")
 )
+
+// DefaultCacheBytes bounds the engine's cache of open SSTs.
+const DefaultCacheBytes = 256 << 20
 
 // MaxRegions bounds a table's region count.
 const MaxRegions = 256
@@ -64,6 +68,9 @@ func Open(ctx context.Context, store objstore.Bucket, opts Options) (*Engine, er
 	}
 	if opts.Region.Logger == nil {
 		opts.Region.Logger = opts.Logger
+	}
+	if opts.Region.Cache == nil {
+		opts.Region.Cache = sst.NewCache(DefaultCacheBytes)
 	}
 	cat, err := loadCatalog(ctx, store)
 	if err != nil {
@@ -458,6 +465,7 @@ func (e *Engine) Stats(table string) ([]RegionStats, error) {
 
 // Scanner streams a table scan: its regions' scans merged by (series, ts).
 type Scanner struct {
+	direct *region.Scanner // one region with the table's field positions
 	fields []schema.Field
 	scans  []*region.Scanner
 	it     row.Iterator
@@ -521,7 +529,9 @@ func (e *Engine) Scan(ctx context.Context, table string, req region.ScanRequest)
 		s.scans = append(s.scans, sc)
 		inputs = append(inputs, &scanIter{sc: sc, pos: pos, width: len(names)})
 	}
-	if len(inputs) == 1 {
+	if si := inputs[0].(*scanIter); len(inputs) == 1 && len(si.pos) == si.width && isIdentity(si.pos) {
+		s.direct = s.scans[0]
+	} else if len(inputs) == 1 {
 		s.it = inputs[0]
 	} else {
 		s.it = merge.New(inputs, merge.DefaultOptions())
@@ -534,6 +544,9 @@ func (s *Scanner) Fields() []schema.Field { return s.fields }
 
 // Next reads the next batch.
 func (s *Scanner) Next() bool {
+	if s.direct != nil {
+		return s.direct.Next()
+	}
 	if s.err != nil {
 		return false
 	}
@@ -550,13 +563,21 @@ func (s *Scanner) Next() bool {
 
 // Batch is the current batch; it stays valid after Next.
 func (s *Scanner) Batch() []row.Entry {
+	if s.direct != nil {
+		return s.direct.Batch()
+	}
 	b := s.batch
 	s.batch = nil
 	return b
 }
 
 // Err is the error that ended the scan.
-func (s *Scanner) Err() error { return s.err }
+func (s *Scanner) Err() error {
+	if s.direct != nil {
+		return s.direct.Err()
+	}
+	return s.err
+}
 
 // Close releases the scan.
 func (s *Scanner) Close() error {

@@ -27,6 +27,7 @@ import (
 	"github.com/stratadb/strata/internal/objstore"
 	"github.com/stratadb/strata/internal/row"
 	"github.com/stratadb/strata/internal/schema"
+	"github.com/stratadb/strata/internal/sst"
 	"github.com/stratadb/strata/internal/wal"
 )
 
@@ -70,6 +71,9 @@ type Options struct {
 	MaxMemtableBytes int64
 	// Budget bounds memtable memory across regions (default: none).
 	Budget *MemoryBudget
+	// Cache holds open SSTs for scans, shared by the regions of a process
+	// (default: none; every scan opens its files).
+	Cache *sst.Cache
 	// MaxBatchRows and MaxBatchBytes bound one write (defaults 1,000,000
 	// rows and 64 MiB).
 	MaxBatchRows  int

@@ -116,7 +116,7 @@ func (r *Region) Scan(ctx context.Context, req ScanRequest) (*Scanner, error) {
 	slices.Sort(files)
 	for _, id := range files {
 		f := state.Files[id]
-		rd, err := sst.Open(ctx, r.store, r.id.SSTKey(id), f.Size)
+		rd, err := r.opts.Cache.Open(ctx, r.store, r.id.SSTKey(id), f.Size)
 		if err != nil {
 			s.Close()
 			for _, in := range inputs {

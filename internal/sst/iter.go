@@ -31,12 +31,14 @@ const chunkRows = 1024
 func (r *Reader) Iter(f Filter) row.Iterator {
 	it := &iter{r: r, f: f, group: -1}
 	it.fieldCols = make([]int, len(f.Fields))
+	it.kinds = make([]row.Kind, len(f.Fields))
 	for i, name := range f.Fields {
 		c, ok := r.cols[name]
-		if _, isField := r.kinds[name]; !ok || !isField {
+		k, isField := r.kinds[name]
+		if !ok || !isField {
 			c = -1
 		}
-		it.fieldCols[i] = c
+		it.fieldCols[i], it.kinds[i] = c, k
 	}
 	return it
 }
@@ -45,6 +47,19 @@ type colStream struct {
 	pages parquet.Pages
 	vr    parquet.ValueReader
 	buf   []parquet.Value
+	pos   int64 // rows consumed in the row group
+}
+
+// seek positions the stream at row (of its row group).
+func (s *colStream) seek(row int64) error {
+	if row == s.pos {
+		return nil
+	}
+	if err := s.pages.SeekToRow(row); err != nil {
+		return err
+	}
+	s.vr, s.pos = nil, row
+	return nil
 }
 
 // read fills s.buf[:n] with the column's next n values.
@@ -53,6 +68,7 @@ func (s *colStream) read(n int) error {
 		s.buf = make([]parquet.Value, n)
 	}
 	s.buf = s.buf[:n]
+	s.pos += int64(n)
 	got := 0
 	for got < n {
 		if s.vr == nil {
@@ -80,6 +96,7 @@ type iter struct {
 	r         *Reader
 	f         Filter
 	fieldCols []int
+	kinds     []row.Kind // of each output field
 
 	group  int
 	pruned int   // row groups skipped by their statistics
@@ -94,6 +111,11 @@ type iter struct {
 	curSeries string
 	match     bool
 	haveCur   bool
+
+	// With a series filter, runs are the row ranges of the group's
+	// matching series; only those rows of the other columns are read.
+	runs []seriesRun
+	run  int
 
 	out []row.Entry
 	pos int
@@ -160,6 +182,16 @@ func (it *iter) nextGroup() bool {
 			}
 		}
 		it.left = g.NumRows()
+		if it.f.Series != nil {
+			if err := it.findRuns(g.NumRows()); err != nil {
+				it.err = fmt.Errorf("sst: read %s row group %d: %w", it.r.key, it.group, err)
+				return false
+			}
+			if len(it.runs) == 0 {
+				it.pruned++
+				continue
+			}
+		}
 		return true
 	}
 	return false
@@ -191,6 +223,40 @@ func (it *iter) noSeriesMatch(s *colStream) (bool, error) {
 	return true, nil
 }
 
+type seriesRun struct {
+	start, end int64
+	series     string
+}
+
+// findRuns reads the group's series column and records the ranges of rows
+// whose series the filter selects.
+func (it *iter) findRuns(rows int64) error {
+	it.runs, it.run = it.runs[:0], 0
+	it.haveCur = false // a series may continue from the previous group
+	const step = 8192
+	for at := int64(0); at < rows; {
+		n := int(min(step, rows-at))
+		if err := it.series.read(n); err != nil {
+			return err
+		}
+		for i := 0; i < n; i++ {
+			b := it.series.buf[i].ByteArray()
+			if !it.haveCur || string(b) != it.curSeries {
+				it.curSeries, it.haveCur = string(b), true
+				it.match = it.f.Series(it.curSeries)
+				if it.match {
+					it.runs = append(it.runs, seriesRun{start: at + int64(i), end: at + int64(i), series: it.curSeries})
+				}
+			}
+			if it.match {
+				it.runs[len(it.runs)-1].end = at + int64(i) + 1
+			}
+		}
+		at += int64(n)
+	}
+	return nil
+}
+
 type bounded interface {
 	Bounds() (min, max parquet.Value, ok bool)
 }
@@ -214,10 +280,42 @@ func (it *iter) prune(g parquet.RowGroup) bool {
 	return !it.f.Overlaps(lo.Int64(), maxTS)
 }
 
+// fillRun decodes the next chunk of the current series run.
+func (it *iter) fillRun() bool {
+	for it.run < len(it.runs) && it.runs[it.run].start == it.runs[it.run].end {
+		it.run++
+	}
+	if it.run == len(it.runs) {
+		it.left = 0
+		return true // the caller moves to the next group
+	}
+	r := &it.runs[it.run]
+	n := int(min(r.end-r.start, chunkRows))
+	for _, s := range it.open {
+		if s == it.series {
+			continue
+		}
+		if err := s.seek(r.start); err != nil {
+			it.err = fmt.Errorf("sst: seek %s row group %d: %w", it.r.key, it.group, err)
+			return false
+		}
+		if err := s.read(n); err != nil {
+			it.err = fmt.Errorf("sst: read %s row group %d: %w", it.r.key, it.group, err)
+			return false
+		}
+	}
+	r.start += int64(n)
+	it.decode(n, func(int) string { return r.series })
+	return true
+}
+
 // fill decodes the next chunk of rows into it.out.
 func (it *iter) fill() bool {
 	if it.left == 0 && !it.nextGroup() {
 		return false
+	}
+	if it.f.Series != nil {
+		return it.fillRun()
 	}
 	n := int(min(it.left, chunkRows))
 	it.left -= int64(n)
@@ -227,19 +325,28 @@ func (it *iter) fill() bool {
 			return false
 		}
 	}
+	it.decode(n, nil)
+	return true
+}
+
+// decode turns n read rows into entries. series, if set, gives each row's
+// series (already known to match); otherwise the series column is read.
+func (it *iter) decode(n int, series func(int) string) {
 	width := len(it.fieldCols)
 	// NB: a fresh slab per chunk: consumers may keep Fields past Next.
 	vals := make([]row.Value, n*width)
 	it.out, it.pos = it.out[:0], 0
 	for i := 0; i < n; i++ {
-		if b := it.series.buf[i].ByteArray(); !it.haveCur || string(b) != it.curSeries {
-			it.curSeries, it.haveCur = string(b), true
-			it.match = it.f.Series == nil || it.f.Series(it.curSeries)
+		var key string
+		if series != nil {
+			key = series(i)
+		} else {
+			if b := it.series.buf[i].ByteArray(); !it.haveCur || string(b) != it.curSeries {
+				it.curSeries, it.haveCur = string(b), true
+			}
+			key = it.curSeries
 		}
-		if !it.match {
-			continue
-		}
-		e := row.Entry{Series: it.curSeries, TS: it.ts.buf[i].Int64(), Seq: uint64(it.seq.buf[i].Int64())}
+		e := row.Entry{Series: key, TS: it.ts.buf[i].Int64(), Seq: uint64(it.seq.buf[i].Int64())}
 		if d := it.del.buf[i]; !d.IsNull() {
 			e.Op, e.End = row.Delete, d.Int64()
 			if e.End < it.f.Start || e.TS >= it.f.End {
@@ -252,13 +359,12 @@ func (it *iter) fill() bool {
 			e.Fields = vals[i*width : (i+1)*width : (i+1)*width]
 			for j, s := range it.fields {
 				if s != nil {
-					e.Fields[j] = toValue(s.buf[i], it.r.kinds[it.f.Fields[j]])
+					e.Fields[j] = toValue(s.buf[i], it.kinds[j])
 				}
 			}
 		}
 		it.out = append(it.out, e)
 	}
-	return true
 }
 
 func toValue(v parquet.Value, k row.Kind) row.Value {

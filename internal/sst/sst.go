@@ -232,13 +232,15 @@ type Reader struct {
 	file   *parquet.File
 	cols   map[string]int      // leaf column index by name
 	kinds  map[string]row.Kind // field kinds
-	closer func()
+	ranged bool                // reads through ranged GETs
 }
 
 // Open opens the SST at key, whose size is size.
 func Open(ctx context.Context, store objstore.Bucket, key string, size int64) (*Reader, error) {
 	var ra io.ReaderAt
-	opts := []parquet.FileOption{parquet.SkipPageIndex(true), parquet.SkipBloomFilters(true)}
+	// The page index is read: series-filtered scans seek each column to
+	// the matching rows through its offset index.
+	opts := []parquet.FileOption{parquet.SkipBloomFilters(true)}
 	if size <= WholeFileLimit {
 		data, err := store.Get(ctx, key)
 		if err != nil {
@@ -259,7 +261,8 @@ func Open(ctx context.Context, store objstore.Bucket, key string, size int64) (*
 	if v, _ := f.Lookup(formatKey); v != formatValue {
 		return nil, fmt.Errorf("%w: %s has format %q, want %q", ErrCorrupt, key, v, formatValue)
 	}
-	r := &Reader{key: key, file: f, cols: map[string]int{}, kinds: map[string]row.Kind{}}
+	_, ranged := ra.(*rangeReader)
+	r := &Reader{key: key, file: f, cols: map[string]int{}, kinds: map[string]row.Kind{}, ranged: ranged}
 	for _, leaf := range f.Root().Columns() {
 		r.cols[leaf.Name()] = leaf.Index()
 		switch leaf.Name() {

@@ -1,0 +1,109 @@
+package datanode
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"slices"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/stratadb/strata/internal/objstore"
+	"github.com/stratadb/strata/internal/region"
+	"github.com/stratadb/strata/internal/row"
+)
+
+var benchFields = []string{"usage_user", "usage_system", "usage_idle", "usage_nice", "usage_iowait",
+	"usage_irq", "usage_softirq", "usage_steal", "usage_guest", "usage_guest_nice"}
+
+var benchStart = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// loadTSBS writes rounds × hosts TSBS cpu-only rows (10 tags, 10 fields,
+// 10 s apart) into table cpu of a file:// engine and flushes them.
+func loadTSBS(b *testing.B, hosts, rounds int) *Engine {
+	b.Helper()
+	ctx := context.Background()
+	s, err := objstore.Open(ctx, "file://"+b.TempDir(), objstore.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { s.Close() })
+	e, err := Open(ctx, s, Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { e.Close(ctx, false) })
+	tags := make([][]row.Tag, hosts)
+	for h := range tags {
+		tags[h] = []row.Tag{{Name: "hostname", Value: "host_" + strconv.Itoa(h)}, {Name: "region", Value: "eu-west-1"}, {Name: "datacenter", Value: "eu-west-1" + string(rune('a'+h%3))},
+			{Name: "rack", Value: strconv.Itoa(h % 100)}, {Name: "os", Value: "Ubuntu16.04LTS"}, {Name: "arch", Value: "x64"}, {Name: "team", Value: "SF"},
+			{Name: "service", Value: strconv.Itoa(h % 20)}, {Name: "service_version", Value: strconv.Itoa(h % 2)}, {Name: "service_environment", Value: "test"}}
+	}
+	for r := range rounds {
+		batch := make([]region.Point, hosts)
+		for h := range hosts {
+			fs := make([]region.Field, len(benchFields))
+			for f, name := range benchFields {
+				fs[f] = region.Field{Name: name, Value: row.FloatValue(float64((h*7+r*13+f*31)%10000) / 100)}
+			}
+			batch[h] = region.Point{Tags: slices.Clone(tags[h]), TS: benchStart.Add(time.Duration(r) * 10 * time.Second).UnixNano(), Fields: fs}
+		}
+		if _, err := e.Write(ctx, "cpu", batch, WriteOptions{CreateTable: true}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if err := e.Flush(ctx, "cpu"); err != nil {
+		b.Fatal(err)
+	}
+	return e
+}
+
+// BenchmarkQuery: 1.4M TSBS rows (4000 hosts × 350 rounds, about an hour)
+// flushed to SSTs on file://. host-hour reads one host's series over the
+// hour; all streams every row.
+func BenchmarkQuery(b *testing.B) {
+	const hosts, rounds = 4000, 350
+	e := loadTSBS(b, hosts, rounds)
+	st, _ := e.Stats("cpu")
+	b.Logf("%d SSTs, %d rows", st[0].Files, st[0].Rows)
+	scan := func(b *testing.B, req region.ScanRequest) int {
+		sc, err := e.Scan(context.Background(), "cpu", req)
+		if err != nil {
+			b.Fatal(err)
+		}
+		n := 0
+		for sc.Next() {
+			n += len(sc.Batch())
+		}
+		if err := sc.Err(); err != nil {
+			b.Fatal(err)
+		}
+		sc.Close()
+		return n
+	}
+	b.Run("host-hour", func(b *testing.B) {
+		req := region.ScanRequest{Start: benchStart.UnixNano(), End: benchStart.Add(time.Hour).UnixNano(), Tags: []row.Tag{{Name: "hostname", Value: "host_1234"}}}
+		var lat []time.Duration
+		for b.Loop() {
+			t0 := time.Now()
+			if n := scan(b, req); n != rounds {
+				b.Fatalf("%d rows", n)
+			}
+			lat = append(lat, time.Since(t0))
+		}
+		slices.Sort(lat)
+		b.ReportMetric(float64(lat[len(lat)/2].Microseconds())/1000, "p50-ms")
+		b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds())/1000, "p99-ms")
+	})
+	b.Run("all", func(b *testing.B) {
+		n := 0
+		for b.Loop() {
+			n = scan(b, region.ScanRequest{Start: region.AllTime, End: region.AllTimeEnd})
+		}
+		if n != hosts*rounds {
+			b.Fatalf("%d rows", n)
+		}
+		b.ReportMetric(float64(n)*float64(b.N)/b.Elapsed().Seconds(), "rows/s")
+	})
+}
