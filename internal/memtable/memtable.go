@@ -23,6 +23,7 @@ type memRow struct {
 }
 
 type series struct {
+	key    string
 	rows   []memRow
 	sorted bool // rows are in (ts, seq desc) order
 
@@ -62,7 +63,7 @@ func (m *Memtable) Insert(seg uint64, entries []row.Entry) {
 		e := &entries[i]
 		s := m.series[e.Series]
 		if s == nil {
-			s = &series{sorted: true}
+			s = &series{key: e.Series, sorted: true}
 			m.series[e.Series] = s
 			m.bytes += int64(len(e.Series) + seriesOverhead)
 		}
@@ -86,6 +87,18 @@ func (m *Memtable) Insert(seg uint64, entries []row.Entry) {
 		}
 	}
 	m.lastSegment = max(m.lastSegment, seg)
+}
+
+// Key returns the memtable's copy of a series key, if it holds the series,
+// so callers can share it rather than allocate their own.
+func (m *Memtable) Key(b []byte) (string, bool) {
+	m.mu.RLock()
+	s, ok := m.series[string(b)]
+	m.mu.RUnlock()
+	if !ok {
+		return "", false
+	}
+	return s.key, true
 }
 
 // Freeze makes the memtable read-only.

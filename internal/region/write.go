@@ -85,6 +85,11 @@ func (r *Region) write(ctx context.Context, points []Point) (WriteResult, error)
 	var key []byte
 	nf := len(sch.Fields())
 	vals := make([]row.Value, len(points)*nf)
+	r.mu.Lock()
+	active := r.active
+	r.mu.Unlock()
+	var ords []int
+	var prev *Point
 	for i := range points {
 		p := &points[i]
 		if p.TS < cutoff {
@@ -96,13 +101,24 @@ func (r *Region) write(ctx context.Context, points []Point) (WriteResult, error)
 			return WriteResult{}, &PointError{Index: i, Err: err}
 		}
 		fields := vals[i*nf : (i+1)*nf : (i+1)*nf]
-		width := 0
-		for _, f := range p.Fields {
-			ord, _ := sch.FieldOrdinal(f.Name)
-			fields[ord] = f.Value
-			width = max(width, ord+1)
+		if !sameShape(p, prev) {
+			ords = ords[:0]
+			for _, f := range p.Fields {
+				ord, _ := sch.FieldOrdinal(f.Name)
+				ords = append(ords, ord)
+			}
 		}
-		e := row.Entry{Series: string(key), TS: p.TS, Op: row.Put, Fields: fields[:width:width]}
+		prev = p
+		width := 0
+		for j, f := range p.Fields {
+			fields[ords[j]] = f.Value
+			width = max(width, ords[j]+1)
+		}
+		series, ok := active.Key(key) // share the memtable's copy of the key
+		if !ok {
+			series = string(key)
+		}
+		e := row.Entry{Series: series, TS: p.TS, Op: row.Put, Fields: fields[:width:width]}
 		size += int64(e.Size() + len(e.Series))
 		entries = append(entries, e)
 	}
