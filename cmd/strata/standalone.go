@@ -4,8 +4,8 @@ import (
 	"context"
 	"log/slog"
 	"os"
-	"runtime/debug"
 	"os/signal"
+	"runtime/debug"
 	"syscall"
 
 	"github.com/spf13/cobra"
