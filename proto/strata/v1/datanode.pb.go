@@ -676,8 +676,8 @@ type Row struct {
 	// Index into the series of the response that carries the row.
 	Series uint32 `protobuf:"varint,1,opt,name=series,proto3" json:"series,omitempty"`
 	Ts     int64  `protobuf:"varint,2,opt,name=ts,proto3" json:"ts,omitempty"`
-	// One per field of the scan, in the order of ScanResponse.fields; unset
-	// where null.
+	// One per field of the scan, in the order of ScanResponse.fields; a
+	// Value with no kind set where the field is null.
 	Values        []*Value `protobuf:"bytes,3,rep,name=values,proto3" json:"values,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
