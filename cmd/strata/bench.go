@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+
+	"github.com/stratadb/strata/internal/tsbs"
 )
 
 func newBench() *cobra.Command {
@@ -44,19 +46,6 @@ resident memory (from process_resident_memory_bytes on /metrics).`,
 	return cmd
 }
 
-var tsbsRegions = []string{"us-east-1", "us-west-1", "us-west-2", "eu-west-1", "eu-central-1", "ap-southeast-1", "ap-southeast-2", "ap-northeast-1", "sa-east-1"}
-
-var tsbsFields = []string{"usage_user", "usage_system", "usage_idle", "usage_nice", "usage_iowait",
-	"usage_irq", "usage_softirq", "usage_steal", "usage_guest", "usage_guest_nice"}
-
-// tsbsTagSet is host h's tag set in line-protocol form, starting with ','.
-func tsbsTagSet(h int) string {
-	r := tsbsRegions[h%len(tsbsRegions)]
-	return fmt.Sprintf(",hostname=host_%d,region=%s,datacenter=%s%c,rack=%d,os=%s,arch=%s,team=%s,service=%d,service_version=%d,service_environment=%s",
-		h, r, r, 'a'+h%3, h%100, []string{"Ubuntu16.10", "Ubuntu16.04LTS", "Ubuntu15.10"}[h%3], []string{"x64", "x86"}[h%2],
-		[]string{"SF", "NYC", "LON", "CHI"}[h%4], h%20, h%2, []string{"production", "staging", "test"}[h%3])
-}
-
 func runBenchIngest(cmd *cobra.Command, args []string) error {
 	f := cmd.Flags()
 	url, _ := f.GetString("url")
@@ -83,8 +72,8 @@ func runBenchIngest(cmd *cobra.Command, args []string) error {
 	tagSets := make([]string, hosts)
 	vals := make([][]float64, hosts)
 	for h := range hosts {
-		tagSets[h] = tagSetFor(table, h)
-		vals[h] = make([]float64, len(tsbsFields))
+		tagSets[h] = table + tsbs.LineTags(h)
+		vals[h] = make([]float64, len(tsbs.Fields))
 		for j := range vals[h] {
 			vals[h][j] = rng.Float64() * 100
 		}
@@ -95,7 +84,7 @@ func runBenchIngest(cmd *cobra.Command, args []string) error {
 	for i := 0; i < rows; i++ {
 		h := i % hosts
 		buf.WriteString(tagSets[h])
-		for j, name := range tsbsFields {
+		for j, name := range tsbs.Fields {
 			v := vals[h][j] + rng.NormFloat64()
 			v = min(100, max(0, v))
 			vals[h][j] = v
@@ -204,8 +193,6 @@ func runBenchIngest(cmd *cobra.Command, args []string) error {
 	}
 	return nil
 }
-
-func tagSetFor(table string, h int) string { return table + tsbsTagSet(h) }
 
 // scrapeRSS reads process_resident_memory_bytes from a Prometheus endpoint.
 func scrapeRSS(ctx context.Context, c *http.Client, url string) (int64, error) {

@@ -5,17 +5,16 @@ import (
 	"io"
 	"log/slog"
 	"slices"
-	"strconv"
 	"testing"
 	"time"
 
 	"github.com/stratadb/strata/internal/objstore"
 	"github.com/stratadb/strata/internal/region"
 	"github.com/stratadb/strata/internal/row"
+	"github.com/stratadb/strata/internal/tsbs"
 )
 
-var benchFields = []string{"usage_user", "usage_system", "usage_idle", "usage_nice", "usage_iowait",
-	"usage_irq", "usage_softirq", "usage_steal", "usage_guest", "usage_guest_nice"}
+var benchFields = tsbs.Fields
 
 var benchStart = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 
@@ -36,9 +35,7 @@ func loadTSBS(b *testing.B, hosts, rounds int) *Engine {
 	b.Cleanup(func() { e.Close(ctx, false) })
 	tags := make([][]row.Tag, hosts)
 	for h := range tags {
-		tags[h] = []row.Tag{{Name: "hostname", Value: "host_" + strconv.Itoa(h)}, {Name: "region", Value: "eu-west-1"}, {Name: "datacenter", Value: "eu-west-1" + string(rune('a'+h%3))},
-			{Name: "rack", Value: strconv.Itoa(h % 100)}, {Name: "os", Value: "Ubuntu16.04LTS"}, {Name: "arch", Value: "x64"}, {Name: "team", Value: "SF"},
-			{Name: "service", Value: strconv.Itoa(h % 20)}, {Name: "service_version", Value: strconv.Itoa(h % 2)}, {Name: "service_environment", Value: "test"}}
+		tags[h] = tsbs.Tags(h)
 	}
 	for r := range rounds {
 		batch := make([]region.Point, hosts)

@@ -8,19 +8,11 @@ import (
 	"testing"
 
 	"github.com/stratadb/strata/internal/objstore"
+	"github.com/stratadb/strata/internal/objstore/objstoretest"
 	"github.com/stratadb/strata/internal/region"
 	"github.com/stratadb/strata/internal/row"
 	"github.com/stratadb/strata/internal/schema"
 )
-
-func memStore(t *testing.T) objstore.Bucket {
-	s, err := objstore.OpenBackend(context.Background(), "mem://")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
-	return s
-}
 
 func openEngine(t *testing.T, s objstore.Bucket) *Engine {
 	t.Helper()
@@ -72,7 +64,7 @@ func count(t *testing.T, e *Engine, table string, req region.ScanRequest) (int, 
 
 func TestMultiRegionTablesPersistAndRoute(t *testing.T) {
 	ctx := context.Background()
-	s := memStore(t)
+	s := objstoretest.Mem(t)
 	e := openEngine(t, s)
 	if _, err := e.CreateTable(ctx, TableSpec{Name: "cpu", Regions: 4}); err != nil {
 		t.Fatal(err)
@@ -132,7 +124,7 @@ func TestMultiRegionTablesPersistAndRoute(t *testing.T) {
 
 func TestWriteTablesValidatesEverythingFirst(t *testing.T) {
 	ctx := context.Background()
-	e := openEngine(t, memStore(t))
+	e := openEngine(t, objstoretest.Mem(t))
 	defer e.Close(ctx, false)
 	float := func(i int) row.Value { return row.FloatValue(1) }
 	if _, err := e.Write(ctx, "a", pts(3, "x", float), WriteOptions{}); !errors.Is(err, ErrTableNotFound) {
@@ -170,7 +162,7 @@ func TestWriteTablesValidatesEverythingFirst(t *testing.T) {
 
 func TestDropTableDeletesItsObjects(t *testing.T) {
 	ctx := context.Background()
-	s := memStore(t)
+	s := objstoretest.Mem(t)
 	e := openEngine(t, s)
 	e.Write(ctx, "gone", pts(100, "v", func(i int) row.Value { return row.IntValue(int64(i)) }), WriteOptions{CreateTable: true})
 	e.Flush(ctx, "gone")

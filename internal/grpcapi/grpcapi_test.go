@@ -129,7 +129,10 @@ func TestServiceRoundTrip(t *testing.T) {
 		}(), codes.InvalidArgument},
 		{func() error { _, err := c.CreateTable(ctx, &pb.CreateTableRequest{Name: "t"}); return err }(), codes.AlreadyExists},
 		{func() error { _, err := c.CreateTable(ctx, &pb.CreateTableRequest{Name: "__bad"}); return err }(), codes.InvalidArgument},
-		{func() error { _, err := c.CreateTable(ctx, &pb.CreateTableRequest{Name: "x", TtlSeconds: -1}); return err }(), codes.InvalidArgument},
+		{func() error {
+			_, err := c.CreateTable(ctx, &pb.CreateTableRequest{Name: "x", TtlSeconds: -1})
+			return err
+		}(), codes.InvalidArgument},
 		{func() error { _, err := c.DescribeTable(ctx, &pb.DescribeTableRequest{Name: "nope"}); return err }(), codes.NotFound},
 		{func() error { _, err := c.DropTable(ctx, &pb.DropTableRequest{Name: "nope"}); return err }(), codes.NotFound},
 		{func() error {

@@ -15,23 +15,10 @@ import (
 	"github.com/stratadb/strata/internal/layout"
 	"github.com/stratadb/strata/internal/objstore"
 	"github.com/stratadb/strata/internal/objstore/faultstore"
+	"github.com/stratadb/strata/internal/objstore/objstoretest"
 )
 
 var region = layout.RegionID{Table: 7, Region: 3}
-
-func memStore(t testing.TB) objstore.Bucket {
-	t.Helper()
-	b, err := objstore.OpenBackend(context.Background(), "mem://")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
-}
-
-// fastStore wraps b with retries that do not sleep noticeably.
-func fastStore(b objstore.Bucket) *objstore.Store {
-	return objstore.New(b, objstore.Options{Retry: objstore.RetryPolicy{MaxAttempts: 3, BaseBackoff: time.Microsecond, MaxBackoff: time.Microsecond}})
-}
 
 func fixedClock() func() time.Time {
 	t := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
@@ -66,7 +53,7 @@ func keys(t testing.TB, b objstore.Bucket) []string {
 
 func TestCommitCheckpointRecover(t *testing.T) {
 	ctx := context.Background()
-	b := memStore(t)
+	b := objstoretest.Mem(t)
 	m := mustOpen(t, b, Options{Create: true, CheckpointDistance: 10, Now: fixedClock()})
 	for i := range 24 {
 		id := fmt.Sprintf("f%03d", i)
@@ -111,14 +98,14 @@ func TestCommitCheckpointRecover(t *testing.T) {
 }
 
 func TestOpenMissingRegion(t *testing.T) {
-	if _, err := Open(context.Background(), memStore(t), region, Options{}); !errors.Is(err, ErrRegionNotFound) {
+	if _, err := Open(context.Background(), objstoretest.Mem(t), region, Options{}); !errors.Is(err, ErrRegionNotFound) {
 		t.Fatalf("want ErrRegionNotFound, got %v", err)
 	}
 }
 
 func TestInvalidActionsWriteNothing(t *testing.T) {
 	ctx := context.Background()
-	b := memStore(t)
+	b := objstoretest.Mem(t)
 	m := mustOpen(t, b, Options{Create: true})
 	before := keys(t, b)
 	for name, a := range map[string][]Action{
@@ -145,7 +132,7 @@ func TestInvalidActionsWriteNothing(t *testing.T) {
 
 func TestUnusedReservationsStayPending(t *testing.T) {
 	ctx := context.Background()
-	m := mustOpen(t, memStore(t), Options{Create: true})
+	m := mustOpen(t, objstoretest.Mem(t), Options{Create: true})
 	if _, err := m.Commit(ctx, Action{Pending: &PendingOutputs{JobID: "j", FileIDs: []string{"a", "b"}}}); err != nil {
 		t.Fatal(err)
 	}
@@ -161,7 +148,7 @@ func TestUnusedReservationsStayPending(t *testing.T) {
 func TestCorruptionIsReported(t *testing.T) {
 	ctx := context.Background()
 	setup := func(t *testing.T) objstore.Bucket {
-		b := memStore(t)
+		b := objstoretest.Mem(t)
 		m := mustOpen(t, b, Options{Create: true, CheckpointDistance: 5})
 		for i := range 7 {
 			if _, err := m.Commit(ctx, Action{Edit: &Edit{FlushedSeq: uint64(i + 1)}}); err != nil {
@@ -209,7 +196,7 @@ func TestCorruptionIsReported(t *testing.T) {
 
 func TestTwoWritersOneWins(t *testing.T) {
 	ctx := context.Background()
-	b := memStore(t)
+	b := objstoretest.Mem(t)
 	a := mustOpen(t, b, Options{Create: true})
 	bw := mustOpen(t, b, Options{}) // fences a by committing its epoch
 	if _, err := a.Commit(ctx, Action{Edit: &Edit{FlushedSeq: 1}}); !errors.Is(err, ErrFenced) {
@@ -227,7 +214,7 @@ func TestTwoWritersOneWins(t *testing.T) {
 // checkpoint can create that version again; it must still learn it is fenced.
 func TestStaleWriterAfterCheckpointIsFenced(t *testing.T) {
 	ctx := context.Background()
-	b := memStore(t)
+	b := objstoretest.Mem(t)
 	stale := mustOpen(t, b, Options{Create: true, CheckpointDistance: 10}) // at version 1
 	if _, err := stale.Commit(ctx, Action{Edit: &Edit{FlushedSeq: 1}}); err != nil {
 		t.Fatal(err)
@@ -305,17 +292,17 @@ func TestRandomizedCrashRecovery(t *testing.T) {
 	cases := 0
 	for round := range 8 {
 		roundSeed := seed + uint64(round)
-		probe := faultstore.New(memStore(t))
-		runWorkload(t, ctx, fastStore(probe), roundSeed, steps, nil)
+		probe := faultstore.New(objstoretest.Mem(t))
+		runWorkload(t, ctx, objstoretest.Fast(probe), roundSeed, steps, nil)
 		calls := probe.Calls()
 		for n := 1; n <= calls; n++ {
 			for _, action := range []faultstore.Action{faultstore.Fail, faultstore.FailAfter, faultstore.Crash, faultstore.CrashAfter, faultstore.FailTransient} {
 				cases++
-				inner := memStore(t)
+				inner := objstoretest.Mem(t)
 				f := faultstore.New(inner, faultstore.Rule{N: n, Action: action})
 				var lastAcked, attempted *State
-				runWorkload(t, ctx, fastStore(f), roundSeed, steps, func(acked, try *State) { lastAcked, attempted = acked, try })
-				ro, err := Open(ctx, fastStore(inner), region, Options{ReadOnly: true})
+				runWorkload(t, ctx, objstoretest.Fast(f), roundSeed, steps, func(acked, try *State) { lastAcked, attempted = acked, try })
+				ro, err := Open(ctx, objstoretest.Fast(inner), region, Options{ReadOnly: true})
 				if errors.Is(err, ErrRegionNotFound) && (lastAcked == nil || lastAcked.Version == 0) {
 					continue
 				}
@@ -392,12 +379,12 @@ func fixedClockAfter(t0 time.Time) func() time.Time {
 // ErrAmbiguous; the next commit learns that it landed and builds on it.
 func TestAmbiguousCommitResolvedByNextCommit(t *testing.T) {
 	ctx := context.Background()
-	inner := memStore(t)
+	inner := objstoretest.Mem(t)
 	m := mustOpen(t, inner, Options{Create: true})
 	f := faultstore.New(inner,
 		faultstore.Rule{Match: faultstore.OnOp(objstore.OpPut), N: 1, Action: faultstore.FailAfter},
 		faultstore.Rule{Match: faultstore.OnOp(objstore.OpGet), N: 1, Action: faultstore.Fail})
-	m.store = fastStore(f)
+	m.store = objstoretest.Fast(f)
 	if _, err := m.Commit(ctx, Action{Edit: &Edit{FlushedSeq: 5}}); !errors.Is(err, ErrAmbiguous) {
 		t.Fatalf("want ErrAmbiguous, got %v", err)
 	}

@@ -5,7 +5,6 @@ import (
 	"os"
 	"runtime"
 	"runtime/metrics"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -16,6 +15,7 @@ import (
 	"github.com/stratadb/strata/internal/objstore"
 	"github.com/stratadb/strata/internal/objstore/objstoretest"
 	"github.com/stratadb/strata/internal/row"
+	"github.com/stratadb/strata/internal/tsbs"
 )
 
 func TestMain(m *testing.M) {
@@ -24,30 +24,14 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// The TSBS "cpu-only" shape: 4000 hosts, each a series of 10 tags and 10
-// float fields.
 const tsbsHosts = 4000
 
-var tsbsFieldNames = []string{"usage_user", "usage_system", "usage_idle", "usage_nice", "usage_iowait",
-	"usage_irq", "usage_softirq", "usage_steal", "usage_guest", "usage_guest_nice"}
+var tsbsFieldNames = tsbs.Fields
 
 func tsbsTags() [][]row.Tag {
-	regions := []string{"us-east-1", "us-west-1", "us-west-2", "eu-west-1", "eu-central-1", "ap-southeast-1", "ap-southeast-2", "ap-northeast-1", "sa-east-1"}
 	out := make([][]row.Tag, tsbsHosts)
 	for h := range out {
-		r := regions[h%len(regions)]
-		out[h] = []row.Tag{
-			{Name: "arch", Value: []string{"x64", "x86"}[h%2]},
-			{Name: "datacenter", Value: r + string(rune('a'+h%3))},
-			{Name: "hostname", Value: "host_" + strconv.Itoa(h)},
-			{Name: "os", Value: []string{"Ubuntu16.10", "Ubuntu16.04LTS", "Ubuntu15.10"}[h%3]},
-			{Name: "rack", Value: strconv.Itoa(h % 100)},
-			{Name: "region", Value: r},
-			{Name: "service", Value: strconv.Itoa(h % 20)},
-			{Name: "service_environment", Value: []string{"production", "staging", "test"}[h%3]},
-			{Name: "service_version", Value: strconv.Itoa(h % 2)},
-			{Name: "team", Value: []string{"SF", "NYC", "LON", "CHI"}[h%4]},
-		}
+		out[h] = tsbs.Tags(h)
 	}
 	return out
 }

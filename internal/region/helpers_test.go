@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/stratadb/strata/internal/layout"
 	"github.com/stratadb/strata/internal/manifest"
@@ -15,21 +14,6 @@ import (
 )
 
 var testRegion = layout.RegionID{Table: 3, Region: 1}
-
-func memStore(t testing.TB) objstore.Bucket {
-	t.Helper()
-	b, err := objstore.OpenBackend(context.Background(), "mem://")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { b.Close() })
-	return b
-}
-
-// fastStore wraps b with retries that do not sleep noticeably.
-func fastStore(b objstore.Bucket) *objstore.Store {
-	return objstore.New(b, objstore.Options{Retry: objstore.RetryPolicy{MaxAttempts: 3, BaseBackoff: time.Microsecond, MaxBackoff: time.Microsecond}})
-}
 
 func open(t testing.TB, s objstore.Bucket, opts Options) *Region {
 	t.Helper()

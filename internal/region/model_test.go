@@ -19,6 +19,7 @@ import (
 
 	"github.com/stratadb/strata/internal/objstore"
 	"github.com/stratadb/strata/internal/objstore/faultstore"
+	"github.com/stratadb/strata/internal/objstore/objstoretest"
 	"github.com/stratadb/strata/internal/row"
 )
 
@@ -183,7 +184,7 @@ func (h *harness) fail(format string, args ...any) {
 
 func (h *harness) openLife(fs *faultstore.Store) error {
 	h.fs = fs
-	r, err := Open(h.ctx, fastStore(h.fs), testRegion, Options{Create: true, RowGroupRows: 16, Logger: quiet})
+	r, err := Open(h.ctx, objstoretest.Fast(h.fs), testRegion, Options{Create: true, RowGroupRows: 16, Logger: quiet})
 	if err != nil {
 		return err
 	}
@@ -362,7 +363,7 @@ func TestModelWithFaultAtEveryCall(t *testing.T) {
 	for round := range rounds {
 		rs := seed + uint64(round)
 		ops := workload(rs, steps)
-		probe := &harness{t: t, ctx: ctx, inner: memStore(t), what: fmt.Sprintf("seed %d round %d clean", seed, round)}
+		probe := &harness{t: t, ctx: ctx, inner: objstoretest.Mem(t), what: fmt.Sprintf("seed %d round %d clean", seed, round)}
 		probe.run(ops, faultstore.New(probe.inner))
 		calls := probe.fs.Calls()
 		if probe.lives != 0 {
@@ -370,7 +371,7 @@ func TestModelWithFaultAtEveryCall(t *testing.T) {
 		}
 		for n := 1; n <= calls; n++ {
 			for _, a := range actions {
-				h := &harness{t: t, ctx: ctx, inner: memStore(t), what: fmt.Sprintf("seed %d round %d: %s at call %d", seed, round, a, n), checkEvery: 8}
+				h := &harness{t: t, ctx: ctx, inner: objstoretest.Mem(t), what: fmt.Sprintf("seed %d round %d: %s at call %d", seed, round, a, n), checkEvery: 8}
 				h.run(ops, faultstore.New(h.inner, faultstore.Rule{N: n, Action: a}))
 				cases++
 				crashes += h.lives
@@ -393,7 +394,7 @@ func TestModelRandomFaults(t *testing.T) {
 	lives := 0
 	for run := range runs {
 		rs := seed + uint64(run)*7919
-		h := &harness{t: t, ctx: ctx, inner: memStore(t), what: fmt.Sprintf("seed %d run %d", seed, run)}
+		h := &harness{t: t, ctx: ctx, inner: objstoretest.Mem(t), what: fmt.Sprintf("seed %d run %d", seed, run)}
 		life := rs
 		h.next = func() *faultstore.Store {
 			life++

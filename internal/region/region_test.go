@@ -14,13 +14,14 @@ import (
 
 	"github.com/stratadb/strata/internal/objstore"
 	"github.com/stratadb/strata/internal/objstore/faultstore"
+	"github.com/stratadb/strata/internal/objstore/objstoretest"
 	"github.com/stratadb/strata/internal/row"
 	"github.com/stratadb/strata/internal/schema"
 )
 
 func TestWriteScanFlushReopen(t *testing.T) {
 	ctx := context.Background()
-	s := memStore(t)
+	s := objstoretest.Mem(t)
 	r := open(t, s, Options{})
 	mustWrite(t, r, pt("b", 20, fl("cpu", 2)), pt("a", 10, fl("cpu", 1)), pt("a", 5, fl("cpu", 0.5), Field{Name: "up", Value: row.BoolValue(true)}))
 	want := []string{"host=a 5 cpu=0.5 up=true", "host=a 10 cpu=1", "host=b 20 cpu=2"}
@@ -70,7 +71,7 @@ func TestWriteScanFlushReopen(t *testing.T) {
 
 func TestScanFiltersAndProjection(t *testing.T) {
 	ctx := context.Background()
-	s := memStore(t)
+	s := objstoretest.Mem(t)
 	r := open(t, s, Options{RowGroupRows: 10})
 	defer closeRegion(t, r, false)
 	var batch []Point
@@ -128,7 +129,7 @@ func TestScanFiltersAndProjection(t *testing.T) {
 
 func TestScanPinsFiles(t *testing.T) {
 	ctx := context.Background()
-	s := memStore(t)
+	s := objstoretest.Mem(t)
 	r := open(t, s, Options{})
 	defer closeRegion(t, r, false)
 	mustWrite(t, r, pt("a", 1, fl("v", 1)))
@@ -152,7 +153,7 @@ func TestScanPinsFiles(t *testing.T) {
 
 func TestSchemaEvolutionAndConflicts(t *testing.T) {
 	ctx := context.Background()
-	s := memStore(t)
+	s := objstoretest.Mem(t)
 	r := open(t, s, Options{})
 	mustWrite(t, r, pt("a", 1, fl("cpu", 1)))
 	v := r.Schema().Version()
@@ -209,7 +210,7 @@ func TestSchemaEvolutionAndConflicts(t *testing.T) {
 
 func TestBadInputRejectsWholeBatch(t *testing.T) {
 	ctx := context.Background()
-	s := memStore(t)
+	s := objstoretest.Mem(t)
 	r := open(t, s, Options{MaxBatchRows: 10, MaxBatchBytes: 4096})
 	defer closeRegion(t, r, false)
 	good := pt("a", 1, fl("v", 1))
@@ -251,7 +252,7 @@ func TestBadInputRejectsWholeBatch(t *testing.T) {
 		t.Errorf("backwards delete: %v", err)
 	}
 	// Non-finite floats when allowed.
-	r2, err := Open(ctx, memStore(t), testRegion, Options{Create: true, AllowNonFinite: true})
+	r2, err := Open(ctx, objstoretest.Mem(t), testRegion, Options{Create: true, AllowNonFinite: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -261,7 +262,7 @@ func TestBadInputRejectsWholeBatch(t *testing.T) {
 
 func TestRegionNotFoundAndClosed(t *testing.T) {
 	ctx := context.Background()
-	s := memStore(t)
+	s := objstoretest.Mem(t)
 	if _, err := Open(ctx, s, testRegion, Options{}); !errors.Is(err, ErrRegionNotFound) {
 		t.Fatalf("open missing: %v", err)
 	}
@@ -281,7 +282,7 @@ func TestRegionNotFoundAndClosed(t *testing.T) {
 
 func TestDeletes(t *testing.T) {
 	ctx := context.Background()
-	s := memStore(t)
+	s := objstoretest.Mem(t)
 	r := open(t, s, Options{})
 	for i := range 10 {
 		mustWrite(t, r, pt("a", int64(i), fl("v", float64(i))), pt("b", int64(i), fl("v", float64(i))))
@@ -319,7 +320,7 @@ func TestDeletes(t *testing.T) {
 
 func TestTTL(t *testing.T) {
 	ctx := context.Background()
-	s := memStore(t)
+	s := objstoretest.Mem(t)
 	now := time.Unix(0, 0).Add(1000 * time.Hour)
 	var mu sync.Mutex
 	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
@@ -369,7 +370,7 @@ func TestTTL(t *testing.T) {
 // memory, and counts the stall.
 func TestWriteStallsUntilFlushFreesMemory(t *testing.T) {
 	ctx := context.Background()
-	inner := memStore(t)
+	inner := objstoretest.Mem(t)
 	fs := faultstore.New(inner)
 	release := make(chan struct{})
 	blocked := make(chan struct{})
@@ -441,7 +442,7 @@ func TestWriteStallsUntilFlushFreesMemory(t *testing.T) {
 // The process budget stalls writes of a region that is under its own limit
 // and asks the biggest region to flush.
 func TestProcessBudgetStallsAcrossRegions(t *testing.T) {
-	s := memStore(t)
+	s := objstoretest.Mem(t)
 	budget := NewMemoryBudget(16 << 10)
 	m := NewMetrics(nil)
 	r := open(t, s, Options{FlushBytes: 1 << 30, Budget: budget, Metrics: m})
@@ -462,7 +463,7 @@ func TestProcessBudgetStallsAcrossRegions(t *testing.T) {
 
 func TestStaleOwnerIsFenced(t *testing.T) {
 	ctx := context.Background()
-	s := memStore(t)
+	s := objstoretest.Mem(t)
 	old := open(t, s, Options{})
 	mustWrite(t, old, pt("a", 1, fl("v", 1)))
 	nu := open(t, s, Options{})
@@ -494,7 +495,7 @@ func TestStaleOwnerIsFenced(t *testing.T) {
 // output is deleted and its marker resolved.
 func TestBackgroundFlushRetries(t *testing.T) {
 	ctx := context.Background()
-	inner := memStore(t)
+	inner := objstoretest.Mem(t)
 	fs := faultstore.New(inner, faultstore.Rule{Match: faultstore.KeyContains("/sst/"), N: 1, Action: faultstore.FailAfter})
 	puts := make(chan struct{}, 10)
 	fs.Hook = func(c faultstore.Call) {

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/stratadb/strata/internal/objstore"
+	"github.com/stratadb/strata/internal/objstore/objstoretest"
 	"github.com/stratadb/strata/internal/row"
 	"github.com/stratadb/strata/internal/schema"
 )
@@ -109,15 +110,6 @@ func equalEntries(t *testing.T, got, want []row.Entry) {
 	}
 }
 
-func store(t *testing.T) objstore.Bucket {
-	s, err := objstore.OpenBackend(context.Background(), "mem://")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
-	return s
-}
-
 func names() []string {
 	var n []string
 	for _, f := range testFields {
@@ -134,7 +126,7 @@ func TestRoundTripEveryKind(t *testing.T) {
 		if meta.Rows != int64(len(es)) || meta.Tombstones != 1 || meta.MinTS != 0 || meta.MaxTS != 10*2999 || meta.Size != int64(len(data)) {
 			t.Fatalf("meta %+v", meta)
 		}
-		s := store(t)
+		s := objstoretest.Mem(t)
 		if err := s.Put(ctx, "x.parquet", data); err != nil {
 			t.Fatal(err)
 		}
@@ -164,7 +156,7 @@ func TestFilterAndRowGroupPruning(t *testing.T) {
 	ctx := context.Background()
 	es := testEntries(t, 1000) // a: rows 0..999, b: 1000..2000 (incl. tombstone)
 	data, _ := write(t, es, 100)
-	s := store(t)
+	s := objstoretest.Mem(t)
 	s.Put(ctx, "x.parquet", data)
 	r, err := Open(ctx, s, "x.parquet", int64(len(data)))
 	if err != nil {
@@ -222,7 +214,7 @@ func TestEmptyAndCorrupt(t *testing.T) {
 		t.Fatalf("empty write: %v", err)
 	}
 	data, _ := write(t, testEntries(t, 10), 0)
-	s := store(t)
+	s := objstoretest.Mem(t)
 	s.Put(ctx, "ok", data)
 	if _, err := Open(ctx, s, "ok", int64(len(data))+1); !errors.Is(err, ErrCorrupt) {
 		t.Fatalf("size mismatch: %v", err)

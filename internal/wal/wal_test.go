@@ -12,20 +12,11 @@ import (
 	"github.com/stratadb/strata/internal/layout"
 	"github.com/stratadb/strata/internal/objstore"
 	"github.com/stratadb/strata/internal/objstore/faultstore"
+	"github.com/stratadb/strata/internal/objstore/objstoretest"
 	"github.com/stratadb/strata/internal/row"
 )
 
 var region = layout.RegionID{Table: 1, Region: 2}
-
-func memStore(t testing.TB) objstore.Bucket {
-	t.Helper()
-	b, err := objstore.OpenBackend(context.Background(), "mem://")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { b.Close() })
-	return b
-}
 
 func put(series string, ts int64, v float64) row.Entry {
 	return row.Entry{Series: series, TS: ts, Op: row.Put, Fields: []row.Value{row.FloatValue(v), {}, row.StringValue("x"), row.UintValue(1 << 63), row.BoolValue(true), row.IntValue(-5)}}
@@ -102,7 +93,7 @@ func replayAll(t *testing.T, s objstore.Bucket, epoch, flushedSeg, flushedSeq ui
 
 func TestGroupCommitReplayAndFence(t *testing.T) {
 	ctx := context.Background()
-	s := memStore(t)
+	s := objstoretest.Mem(t)
 	next, nextSeq, got := replayAll(t, s, 1, 0, 0)
 	if next != 2 || nextSeq != 1 || len(got) != 0 {
 		t.Fatalf("empty recover: next %d seq %d, %d entries", next, nextSeq, len(got))
@@ -162,7 +153,7 @@ func TestGroupCommitReplayAndFence(t *testing.T) {
 
 func TestStaleWriterIsFenced(t *testing.T) {
 	ctx := context.Background()
-	s := memStore(t)
+	s := objstoretest.Mem(t)
 	next, seq, _ := replayAll(t, s, 1, 0, 0)
 	old := NewWriter(s, region, 1, next, seq, Options{}, func(uint64, []row.Entry) {})
 	defer old.Close()
@@ -192,7 +183,7 @@ func TestAmbiguousSegmentIsResolved(t *testing.T) {
 	for _, action := range []faultstore.Action{faultstore.Fail, faultstore.FailAfter} {
 		t.Run(action.String(), func(t *testing.T) {
 			ctx := context.Background()
-			inner := memStore(t)
+			inner := objstoretest.Mem(t)
 			next, seq, _ := replayAll(t, inner, 1, 0, 0)
 			fs := faultstore.New(inner, faultstore.Rule{Match: faultstore.KeyContains(".wal"), N: 1, Action: action})
 			rec := &recorder{}
@@ -224,7 +215,7 @@ func TestAmbiguousSegmentIsResolved(t *testing.T) {
 
 func TestRecoverDetectsGapsAndCorruption(t *testing.T) {
 	ctx := context.Background()
-	s := memStore(t)
+	s := objstoretest.Mem(t)
 	seg := func(n, first uint64, es ...row.Entry) {
 		for i := range es {
 			es[i].Seq = first + uint64(i)
@@ -257,7 +248,7 @@ func TestRecoverDetectsGapsAndCorruption(t *testing.T) {
 func TestRecoverStoreFailures(t *testing.T) {
 	ctx := context.Background()
 	for _, op := range []objstore.Op{objstore.OpList, objstore.OpGet, objstore.OpPut} {
-		inner := memStore(t)
+		inner := objstoretest.Mem(t)
 		w := NewWriter(inner, region, 1, 1, 1, Options{}, func(uint64, []row.Entry) {})
 		w.Append(ctx, []row.Entry{put("a", 1, 1)})
 		w.Close()
@@ -272,7 +263,7 @@ func TestRecoverStoreFailures(t *testing.T) {
 // into the next segment together.
 func TestAppendsQueuedBehindASegmentShareTheNext(t *testing.T) {
 	ctx := context.Background()
-	inner := memStore(t)
+	inner := objstoretest.Mem(t)
 	fs := faultstore.New(inner)
 	const writers = 16
 	var started sync.WaitGroup
@@ -311,7 +302,7 @@ func TestAppendsQueuedBehindASegmentShareTheNext(t *testing.T) {
 
 func TestWindowAndSegmentSizeBoundGroups(t *testing.T) {
 	ctx := context.Background()
-	s := memStore(t)
+	s := objstoretest.Mem(t)
 	// A tiny segment cap: each append needs its own segment even though
 	// the window would group them.
 	rec := &recorder{}

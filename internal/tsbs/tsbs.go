@@ -1,0 +1,50 @@
+// Package tsbs describes the TSBS "cpu-only" workload shape that Strata's
+// benchmarks and `strata bench ingest` use: hosts with 10 tags each, and
+// 10 float fields per row, one row per host every 10 seconds.
+package tsbs
+
+import (
+	"strconv"
+	"strings"
+
+	"github.com/stratadb/strata/internal/row"
+)
+
+// Interval is the time between a host's rows.
+const Interval = 10_000_000_000 // 10 s in ns
+
+// Fields are the cpu measurement's fields.
+var Fields = []string{"usage_user", "usage_system", "usage_idle", "usage_nice", "usage_iowait",
+	"usage_irq", "usage_softirq", "usage_steal", "usage_guest", "usage_guest_nice"}
+
+var regions = []string{"us-east-1", "us-west-1", "us-west-2", "eu-west-1", "eu-central-1", "ap-southeast-1", "ap-southeast-2", "ap-northeast-1", "sa-east-1"}
+
+// Tags returns host h's 10 tags, in the order TSBS writes them.
+func Tags(h int) []row.Tag {
+	r := regions[h%len(regions)]
+	return []row.Tag{
+		{Name: "hostname", Value: "host_" + strconv.Itoa(h)},
+		{Name: "region", Value: r},
+		{Name: "datacenter", Value: r + string(rune('a'+h%3))},
+		{Name: "rack", Value: strconv.Itoa(h % 100)},
+		{Name: "os", Value: []string{"Ubuntu16.10", "Ubuntu16.04LTS", "Ubuntu15.10"}[h%3]},
+		{Name: "arch", Value: []string{"x64", "x86"}[h%2]},
+		{Name: "team", Value: []string{"SF", "NYC", "LON", "CHI"}[h%4]},
+		{Name: "service", Value: strconv.Itoa(h % 20)},
+		{Name: "service_version", Value: strconv.Itoa(h % 2)},
+		{Name: "service_environment", Value: []string{"production", "staging", "test"}[h%3]},
+	}
+}
+
+// LineTags returns host h's tags as a line-protocol tag set starting with
+// a comma (the values need no escaping).
+func LineTags(h int) string {
+	var b strings.Builder
+	for _, t := range Tags(h) {
+		b.WriteByte(',')
+		b.WriteString(t.Name)
+		b.WriteByte('=')
+		b.WriteString(t.Value)
+	}
+	return b.String()
+}
