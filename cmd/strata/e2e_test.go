@@ -311,6 +311,28 @@ func TestCLIWriteLineProtocolAndCSV(t *testing.T) {
 	if n := len(p.queryCSV(t, "mem")); n != 12_001 {
 		t.Fatalf("mem rows: %d", n-1)
 	}
+	// Table lifecycle and stdin.
+	if out, errs, code := p.cli(t, "table", "create", "logs", "--regions", "2", "--ttl", "720h"); code != 0 || !strings.Contains(out, "2 regions") {
+		t.Fatalf("table create: %d %s %s", code, out, errs)
+	}
+	if _, _, code := p.cli(t, "table", "create", "logs"); code != exitNotFound {
+		t.Fatalf("duplicate create: exit %d", code)
+	}
+	cmd := exec.Command(strataBin, "write", "-")
+	cmd.Env = append(os.Environ(), "STRATA_SERVER="+p.grpc)
+	cmd.Stdin = strings.NewReader(fmt.Sprintf("logs,app=x msg=\"hello\" %d\nlogs,app=y msg=\"bye\" %d\n", time.Now().UnixNano(), time.Now().UnixNano()))
+	if out, err := cmd.CombinedOutput(); err != nil || !strings.Contains(string(out), "wrote 2 points") {
+		t.Fatalf("write from stdin: %v %s", err, out)
+	}
+	if n := len(p.queryCSV(t, "logs")); n != 3 {
+		t.Fatalf("logs rows: %d", n-1)
+	}
+	if _, _, code := p.cli(t, "table", "drop", "logs"); code != 0 {
+		t.Fatalf("drop: exit %d", code)
+	}
+	if _, _, code := p.cli(t, "query", "logs"); code != exitNotFound {
+		t.Fatalf("query dropped table: exit %d", code)
+	}
 	// A malformed line: the CLI names file and line and exits 2.
 	bad := filepath.Join(dir, "bad.lp")
 	os.WriteFile(bad, []byte("mem,host=z used=1i 1\nmem,host=z used=oops 2\n"), 0o644)
