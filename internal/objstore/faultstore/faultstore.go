@@ -110,6 +110,13 @@ func Random(seed uint64, maxCalls int) Rule {
 	return Rule{N: 1 + rng.IntN(max(1, maxCalls)), Action: actions[rng.IntN(len(actions))]}
 }
 
+// AddRule arms another rule; its N counts matching calls from now on.
+func (s *Store) AddRule(r Rule) {
+	s.mu.Lock()
+	s.rules = append(s.rules, &r)
+	s.mu.Unlock()
+}
+
 // Calls returns how many calls have gone through the wrapper.
 func (s *Store) Calls() int { s.mu.Lock(); defer s.mu.Unlock(); return s.calls }
 

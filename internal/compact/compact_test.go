@@ -1,0 +1,335 @@
+package compact
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stratadb/strata/internal/layout"
+	"github.com/stratadb/strata/internal/manifest"
+	"github.com/stratadb/strata/internal/objstore"
+	"github.com/stratadb/strata/internal/objstore/faultstore"
+	"github.com/stratadb/strata/internal/objstore/objstoretest"
+	"github.com/stratadb/strata/internal/region"
+	"github.com/stratadb/strata/internal/row"
+)
+
+var rid = layout.RegionID{Table: 9, Region: 0}
+
+var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
+
+func openRegion(t testing.TB, s objstore.Bucket) *region.Region {
+	t.Helper()
+	r, err := region.Open(context.Background(), s, rid, region.Options{Create: true, RowGroupRows: 64, Logger: quiet, FlushBytes: 1 << 40})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// load writes a seeded workload in `files` flushes: overwrites, new
+// columns, deletes.
+func load(t testing.TB, r *region.Region, seed uint64, files int) {
+	t.Helper()
+	ctx := context.Background()
+	rng := rand.New(rand.NewPCG(seed, 11))
+	for f := range files {
+		var pts []region.Point
+		for range 50 + rng.IntN(150) {
+			h := rng.IntN(12)
+			p := region.Point{Tags: []row.Tag{{Name: "host", Value: "h" + strconv.Itoa(h)}}, TS: int64(rng.IntN(400)),
+				Fields: []region.Field{{Name: "v", Value: row.FloatValue(float64(rng.IntN(1000)))}}}
+			if rng.IntN(3) == 0 {
+				p.Fields = append(p.Fields, region.Field{Name: "n" + strconv.Itoa(f%3), Value: row.IntValue(rng.Int64N(100))})
+			}
+			pts = append(pts, p)
+		}
+		if _, err := r.Write(ctx, pts); err != nil {
+			t.Fatal(err)
+		}
+		if rng.IntN(2) == 0 {
+			start := int64(rng.IntN(400))
+			if err := r.Delete(ctx, []row.Tag{{Name: "host", Value: "h" + strconv.Itoa(rng.IntN(12))}}, start, start+int64(rng.IntN(60))); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := r.Flush(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// scanLines renders every row of a scan, or a scan with a filter.
+func scanLines(ctx context.Context, r *region.Region, req region.ScanRequest) ([]string, error) {
+	if req.End == 0 {
+		req.Start, req.End = region.AllTime, region.AllTimeEnd
+	}
+	sc, err := r.Scan(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	defer sc.Close()
+	var out []string
+	for sc.Next() {
+		for _, e := range sc.Batch() {
+			var b strings.Builder
+			fmt.Fprintf(&b, "%s %d", row.FormatSeries(e.Series), e.TS)
+			for i, f := range sc.Fields() {
+				if v := e.Field(i); !v.IsNull() {
+					fmt.Fprintf(&b, " %s=%v", f.Name, v)
+				}
+			}
+			out = append(out, b.String())
+		}
+	}
+	return out, sc.Err()
+}
+
+func files(r *region.Region) []manifest.FileMeta {
+	var out []manifest.FileMeta
+	for _, f := range r.Manifest().Files {
+		out = append(out, f)
+	}
+	slices.SortFunc(out, func(a, b manifest.FileMeta) int { return strings.Compare(a.ID, b.ID) })
+	return out
+}
+
+// orphans lists SST objects that the persisted manifest does not own, and
+// live files without an object.
+func orphans(t testing.TB, s objstore.Bucket) (orphaned, missing []string) {
+	t.Helper()
+	ctx := context.Background()
+	m, err := manifest.Open(ctx, s, rid, manifest.Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := m.State()
+	m.Close()
+	objs, err := objstore.ListAll(ctx, s, rid.SSTPrefix(), 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	have := map[string]bool{}
+	owned := map[string]bool{}
+	for id := range st.Files {
+		owned[id] = true
+	}
+	for id := range st.Removed {
+		owned[id] = true
+	}
+	for _, p := range st.Pending {
+		for _, id := range p.FileIDs {
+			owned[id] = true
+		}
+	}
+	for _, o := range objs {
+		id, _ := rid.ParseSSTKey(o.Key)
+		have[id] = true
+		if !owned[id] {
+			orphaned = append(orphaned, id)
+		}
+	}
+	for id := range st.Files {
+		if !have[id] {
+			missing = append(missing, id)
+		}
+	}
+	return orphaned, missing
+}
+
+func seed(t *testing.T) uint64 {
+	s := uint64(time.Now().UnixNano())
+	if v := os.Getenv("STRATA_SEED"); v != "" {
+		s, _ = strconv.ParseUint(v, 10, 64)
+	}
+	t.Logf("seed %d (replay with STRATA_SEED=%d)", s, s)
+	return s
+}
+
+func TestPickTWCS(t *testing.T) {
+	h := int64(time.Hour)
+	fs := map[string]manifest.FileMeta{}
+	add := func(id string, lo, hi int64) { fs[id] = manifest.FileMeta{ID: id, MinTS: lo, MaxTS: hi} }
+	for i := range 5 {
+		add(fmt.Sprintf("a%d", i), 0, h/2) // window 0
+	}
+	for i := range 3 {
+		add(fmt.Sprintf("b%d", i), 3*h, 3*h+h/2) // window 3: below the trigger
+	}
+	got := Pick(fs, Options{})
+	if len(got) != 5 || got[0].ID != "a0" {
+		t.Fatalf("picked %v", got)
+	}
+	add("b3", 3*h, 3*h+10)
+	if got = Pick(fs, Options{}); len(got) != 4 || got[0].ID[0] != 'b' {
+		t.Fatalf("newest window first: %v", got)
+	}
+	if got = Pick(fs, Options{MaxInputs: 2}); len(got) != 2 || got[0].ID != "b0" || got[1].ID != "b1" {
+		t.Fatalf("max inputs, oldest first: %v", got)
+	}
+	if got = Pick(fs, Options{Trigger: 6}); got != nil {
+		t.Fatalf("no window has 6 files: %v", got)
+	}
+	if w := InferWindow([]manifest.FileMeta{{MinTS: 0, MaxTS: 3 * h}}); w != 12*time.Hour {
+		t.Fatalf("inferred %v for 3 h files", w)
+	}
+	if got = Pick(fs, Options{Window: 24 * time.Hour}); len(got) != 9 {
+		t.Fatalf("one day window: %v", got)
+	}
+}
+
+// Compaction never changes what scans return.
+func TestCompactionPreservesScans(t *testing.T) {
+	s0 := seed(t)
+	ctx := context.Background()
+	for round := range 10 {
+		sd := s0 + uint64(round)
+		rng := rand.New(rand.NewPCG(sd, 3))
+		st := objstoretest.Mem(t)
+		r := openRegion(t, st)
+		load(t, r, sd, 6+rng.IntN(6))
+		reqs := []region.ScanRequest{{}, {Start: 100, End: 200}, {Start: region.AllTime, End: region.AllTimeEnd, Tags: []row.Tag{{Name: "host", Value: "h3"}}}}
+		var before [][]string
+		for _, q := range reqs {
+			l, err := scanLines(ctx, r, q)
+			if err != nil {
+				t.Fatal(err)
+			}
+			before = append(before, l)
+		}
+		for c := range 3 {
+			fs := files(r)
+			if len(fs) < 2 {
+				break
+			}
+			// Any subset is a valid job: pick a random contiguous one.
+			i := rng.IntN(len(fs) - 1)
+			in := fs[i : i+2+rng.IntN(len(fs)-i-1)]
+			opts := Options{MaxOutputBytes: int64(1+rng.IntN(3)) * 4096, RowGroupRows: 32}
+			res, err := NewJob(r, in, opts).Run(ctx)
+			if err != nil {
+				t.Fatalf("seed %d compaction %d: %v", sd, c, err)
+			}
+			if res.RowsOut > res.RowsIn {
+				t.Fatalf("seed %d: %d rows out of %d in", sd, res.RowsOut, res.RowsIn)
+			}
+			for k, q := range reqs {
+				l, err := scanLines(ctx, r, q)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !slices.Equal(l, before[k]) {
+					t.Fatalf("seed %d compaction %d of %d files changed scan %d:\n%d rows, want %d", sd, c, len(in), k, len(l), len(before[k]))
+				}
+			}
+		}
+		if o, m := orphans(t, st); len(o)+len(m) > 0 {
+			t.Fatalf("seed %d: orphans %v missing %v", sd, o, m)
+		}
+		if len(r.Manifest().Pending) != 0 {
+			t.Fatalf("seed %d: markers left: %v", sd, r.Manifest().Pending)
+		}
+		r.Close(ctx, region.CloseOptions{})
+	}
+}
+
+// The GreptimeDB scenario, inverted: a job paused after its outputs are
+// uploaded and before its commit is cancelled; when the cancellation is
+// reported, every output is deleted or named by a pending marker in the
+// persisted manifest.
+func TestCancelAfterUploadBeforeCommitLeavesNoOrphan(t *testing.T) {
+	for _, failDelete := range []bool{false, true} {
+		t.Run(fmt.Sprintf("delete-fails=%v", failDelete), func(t *testing.T) {
+			ctx := context.Background()
+			inner := objstoretest.Mem(t)
+			fs := faultstore.New(inner)
+			r := openRegion(t, fs)
+			defer r.Close(ctx, region.CloseOptions{})
+			load(t, r, 42, 5)
+			before, _ := scanLines(ctx, r, region.ScanRequest{})
+			paused := make(chan struct{})
+			var job *Job
+			job = NewJob(r, files(r), Options{MaxOutputBytes: 8192, OnStage: func(ctx context.Context, s Stage) {
+				if s == StageUploaded {
+					close(paused)
+					<-ctx.Done() // hold the job here until it is cancelled
+				}
+			}})
+			if failDelete {
+				fs.AddRule(faultstore.Rule{Match: faultstore.OnOp(objstore.OpDelete), N: 1, Action: faultstore.Fail})
+			}
+			errc := make(chan error, 1)
+			go func() { _, err := job.Run(ctx); errc <- err }()
+			<-paused
+			outs := sstIDs(t, inner)
+			if err := job.Cancel(); err != nil {
+				t.Fatalf("cancel: %v", err)
+			}
+			// Reported: check the persisted state now.
+			if o, m := orphans(t, inner); len(o)+len(m) > 0 {
+				t.Fatalf("after cancel: orphans %v, missing %v", o, m)
+			}
+			if err := <-errc; !errors.Is(err, ErrCancelled) {
+				t.Fatalf("run: %v", err)
+			}
+			m, _ := manifest.Open(ctx, inner, rid, manifest.Options{ReadOnly: true})
+			st := m.State()
+			m.Close()
+			left := sstIDs(t, inner)
+			newOuts := 0
+			for id := range outs {
+				if _, live := st.Files[id]; !live {
+					newOuts++
+				}
+			}
+			if newOuts == 0 {
+				t.Fatal("the job had uploaded nothing when paused")
+			}
+			if !failDelete && (len(st.Pending) != 0 || len(left) != len(st.Files)) {
+				t.Fatalf("clean cancel left %d markers, %d objects for %d files", len(st.Pending), len(left), len(st.Files))
+			}
+			if failDelete && len(st.Pending[job.ID].FileIDs) == 0 {
+				t.Fatal("with deletion failing, the marker must stay")
+			}
+			after, _ := scanLines(ctx, r, region.ScanRequest{})
+			if !slices.Equal(before, after) {
+				t.Fatal("a cancelled compaction changed the data")
+			}
+			// After the commit started, cancel is too late and waits.
+			var j2 *Job
+			j2 = NewJob(r, files(r), Options{OnStage: func(ctx context.Context, s Stage) {
+				if s == StageCommitting {
+					go func() { errc <- j2.Cancel() }()
+				}
+			}})
+			if _, err := j2.Run(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if err := <-errc; !errors.Is(err, ErrTooLate) {
+				t.Fatalf("late cancel: %v", err)
+			}
+		})
+	}
+}
+
+func sstIDs(t testing.TB, s objstore.Bucket) map[string]bool {
+	objs, err := objstore.ListAll(context.Background(), s, rid.SSTPrefix(), 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]bool{}
+	for _, o := range objs {
+		id, _ := rid.ParseSSTKey(o.Key)
+		out[id] = true
+	}
+	return out
+}

@@ -1,0 +1,328 @@
+package compact
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"sync"
+	"time"
+
+	"github.com/oklog/ulid/v2"
+
+	"github.com/stratadb/strata/internal/manifest"
+	"github.com/stratadb/strata/internal/merge"
+	"github.com/stratadb/strata/internal/objstore"
+	"github.com/stratadb/strata/internal/region"
+	"github.com/stratadb/strata/internal/row"
+	"github.com/stratadb/strata/internal/sst"
+)
+
+// Stage is a point in a job's life.
+type Stage int
+
+const (
+	// StageReserved: an output id is reserved by the persisted marker; its
+	// upload has not started.
+	StageReserved Stage = iota
+	// StageUploaded: every output is uploaded; the commit has not started.
+	StageUploaded
+	// StageCommitting: the commit write started; cancellation is too late.
+	StageCommitting
+)
+
+func (s Stage) String() string { return [...]string{"reserved", "uploaded", "committing"}[s] }
+
+// Errors.
+var (
+	// ErrCancelled: the job was cancelled; its outputs are deleted or owned
+	// by its pending marker.
+	ErrCancelled = errors.New("compact: cancelled")
+	// ErrTooLate: Cancel came after the commit started; the job's outcome
+	// is the commit's.
+	ErrTooLate = errors.New("compact: too late to cancel: the commit has started")
+)
+
+// Result describes a finished job.
+type Result struct {
+	Inputs, Outputs   []manifest.FileMeta
+	BytesIn, BytesOut int64
+	RowsIn, RowsOut   int64
+	Duration          time.Duration
+}
+
+// Job is one compaction of one region.
+type Job struct {
+	ID     string
+	r      *region.Region
+	inputs []manifest.FileMeta
+	opts   Options
+
+	mu         sync.Mutex
+	started    bool
+	committing bool
+	cancelled  bool
+	cancel     context.CancelFunc
+	done       chan struct{}
+	err        error
+}
+
+// NewJob prepares a job over inputs (live files of r).
+func NewJob(r *region.Region, inputs []manifest.FileMeta, opts Options) *Job {
+	opts.defaults()
+	return &Job{ID: "compact-" + ulid.Make().String(), r: r, inputs: inputs, opts: opts, done: make(chan struct{})}
+}
+
+// Cancel asks the job to stop and waits until it has. It returns nil once
+// the job stopped before committing, with its outputs deleted or owned by
+// its pending marker in the persisted manifest; ErrTooLate (joined with the
+// job's error, if any) if the commit had started, after waiting for its
+// outcome. Cancelling a job that has not started prevents it from running.
+func (j *Job) Cancel() error {
+	j.mu.Lock()
+	if j.committing {
+		j.mu.Unlock()
+		<-j.done
+		return errors.Join(ErrTooLate, j.err)
+	}
+	j.cancelled = true
+	started := j.started
+	if j.cancel != nil {
+		j.cancel()
+	}
+	j.mu.Unlock()
+	if started {
+		<-j.done
+	}
+	return nil
+}
+
+func (j *Job) stage(ctx context.Context, s Stage) {
+	if j.opts.OnStage != nil {
+		j.opts.OnStage(ctx, s)
+	}
+}
+
+// Run runs the job. Cancelling ctx cancels the job (until the commit
+// starts).
+func (j *Job) Run(ctx context.Context) (res Result, err error) {
+	j.mu.Lock()
+	if j.cancelled || j.started {
+		j.mu.Unlock()
+		return Result{}, ErrCancelled
+	}
+	j.started = true
+	ctx, j.cancel = context.WithCancel(ctx)
+	j.mu.Unlock()
+	defer func() {
+		j.mu.Lock()
+		j.err = err
+		j.mu.Unlock()
+		close(j.done)
+	}()
+	return j.run(ctx)
+}
+
+func (j *Job) run(ctx context.Context) (Result, error) {
+	began := time.Now()
+	res := Result{Inputs: j.inputs}
+	st := j.r.Manifest()
+	lo, hi := int64(math.MaxInt64), int64(math.MinInt64)
+	inIDs := map[string]bool{}
+	for _, f := range j.inputs {
+		if _, ok := st.Files[f.ID]; !ok {
+			return res, fmt.Errorf("compact %s: input %s is not live", j.ID, f.ID)
+		}
+		inIDs[f.ID] = true
+		res.BytesIn += f.Size
+		res.RowsIn += f.Rows
+		lo, hi = min(lo, f.MinTS), max(hi, f.MaxTS)
+	}
+	// Tombstones may go only if no other live file overlaps the inputs'
+	// range: otherwise they may still hide rows there.
+	keepTombstones := false
+	for id, f := range st.Files {
+		if !inIDs[id] && f.MinTS <= hi && f.MaxTS >= lo {
+			keepTombstones = true
+		}
+	}
+	fields := j.r.Schema().Fields()
+	names := make([]string, len(fields))
+	for i, f := range fields {
+		names[i] = f.Name
+	}
+	var inputs []row.Iterator
+	for _, f := range j.inputs {
+		rd, err := j.r.OpenSST(ctx, f)
+		if err != nil {
+			return res, fmt.Errorf("compact %s: %w", j.ID, err)
+		}
+		inputs = append(inputs, rd.Iter(sst.Filter{Start: math.MinInt64, End: math.MaxInt64, Fields: names}))
+	}
+	it := merge.New(inputs, merge.Options{KeepTombstones: keepTombstones, DropBefore: j.r.TTLCutoff()})
+	defer it.Close()
+
+	// Rows per output, from the inputs' bytes per row.
+	maxRows := int64(math.MaxInt64)
+	if res.RowsIn > 0 && res.BytesIn > 0 {
+		maxRows = max(1, j.opts.MaxOutputBytes/max(1, res.BytesIn/res.RowsIn))
+	}
+	var reserved []string // ids the marker names
+	var outputs []manifest.FileMeta
+	src := &limitIter{it: it}
+	for src.more() {
+		if err := ctx.Err(); err != nil {
+			return res, j.abandon(reserved, ErrCancelled)
+		}
+		id := ulid.Make().String()
+		// 1. Reserve the output before any byte of it exists.
+		if err := j.reserve(ctx, id, len(reserved) == 0); err != nil {
+			if ctx.Err() != nil {
+				err = ErrCancelled
+			}
+			return res, j.abandon(reserved, err)
+		}
+		reserved = append(reserved, id)
+		j.stage(ctx, StageReserved)
+		if err := ctx.Err(); err != nil {
+			return res, j.abandon(reserved, ErrCancelled)
+		}
+		// 2. Encode and upload.
+		src.left = maxRows
+		var buf bytes.Buffer
+		meta, err := sst.Write(&buf, fields, src, sst.WriteOptions{RowGroupRows: j.opts.RowGroupRows})
+		if err != nil {
+			return res, j.abandon(reserved, fmt.Errorf("compact %s: encode: %w", j.ID, err))
+		}
+		if err := ctx.Err(); err != nil {
+			return res, j.abandon(reserved, ErrCancelled)
+		}
+		key := j.r.ID().SSTKey(id)
+		if err := j.r.Store().Put(ctx, key, buf.Bytes()); err != nil {
+			if ctx.Err() != nil {
+				err = ErrCancelled
+			}
+			return res, j.abandon(reserved, fmt.Errorf("compact %s: upload %s: %w", j.ID, key, err))
+		}
+		outputs = append(outputs, manifest.FileMeta{ID: id, Level: 1, MinTS: meta.MinTS, MaxTS: meta.MaxTS, Rows: meta.Rows, Size: meta.Size})
+		res.BytesOut += meta.Size
+		res.RowsOut += meta.Rows
+	}
+	if err := it.Err(); err != nil {
+		return res, j.abandon(reserved, fmt.Errorf("compact %s: read inputs: %w", j.ID, err))
+	}
+	j.stage(ctx, StageUploaded)
+
+	// 3. Commit. From here on cancellation is too late.
+	j.mu.Lock()
+	if j.cancelled || ctx.Err() != nil {
+		j.mu.Unlock()
+		return res, j.abandon(reserved, ErrCancelled)
+	}
+	j.committing = true
+	j.mu.Unlock()
+	j.stage(ctx, StageCommitting)
+	cctx := context.WithoutCancel(ctx)
+	remove := make([]string, 0, len(j.inputs))
+	for _, f := range j.inputs {
+		remove = append(remove, f.ID)
+	}
+	edit := &manifest.Edit{Add: outputs, Remove: remove}
+	if len(reserved) > 0 {
+		edit.Resolves = j.ID
+	}
+	if err := j.r.Commit(cctx, manifest.Action{Edit: edit}); err != nil {
+		landed := j.r.Landed(cctx, func(s *manifest.State) bool {
+			if len(outputs) > 0 {
+				_, live := s.Files[outputs[0].ID]
+				return live
+			}
+			_, inputLive := s.Files[remove[0]]
+			return !inputLive
+		})
+		if !landed {
+			if errors.Is(err, manifest.ErrAmbiguous) || errors.Is(err, region.ErrFenced) {
+				// It may have landed: never delete outputs that may be live.
+				return res, fmt.Errorf("compact %s: commit: %w", j.ID, err)
+			}
+			return res, j.abandon(reserved, fmt.Errorf("compact %s: commit: %w", j.ID, err))
+		}
+	}
+	res.Outputs = outputs
+	res.Duration = time.Since(began)
+	return res, nil
+}
+
+// reserve commits (or extends) the job's pending-outputs marker with id.
+func (j *Job) reserve(ctx context.Context, id string, first bool) error {
+	p := &manifest.PendingOutputs{JobID: j.ID, FileIDs: []string{id}, Epoch: j.r.Epoch(), CreatedAt: j.r.Now()().UTC()}
+	err := j.r.Commit(ctx, manifest.Action{Pending: p})
+	if err == nil {
+		return nil
+	}
+	if j.r.Landed(context.WithoutCancel(ctx), func(s *manifest.State) bool {
+		for _, x := range s.Pending[j.ID].FileIDs {
+			if x == id {
+				return true
+			}
+		}
+		return false
+	}) {
+		return nil
+	}
+	return fmt.Errorf("compact %s: reserve output: %w", j.ID, err)
+}
+
+// abandon cleans up a job that will not commit: delete every reserved
+// output (it may not exist), then forget the marker. If a step fails the
+// marker stays and GC finishes the job; either way every output is deleted
+// or owned before abandon returns.
+func (j *Job) abandon(reserved []string, cause error) error {
+	if len(reserved) == 0 {
+		return cause
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for _, id := range reserved {
+		key := j.r.ID().SSTKey(id)
+		if err := j.r.Store().Delete(ctx, key); err != nil && !errors.Is(err, objstore.ErrNotFound) {
+			return errors.Join(cause, fmt.Errorf("delete abandoned output %s (left to GC): %w", key, err))
+		}
+	}
+	if err := j.r.Commit(ctx, manifest.Action{Resolve: &manifest.ResolvePending{JobID: j.ID}}); err != nil {
+		return errors.Join(cause, fmt.Errorf("resolve abandoned job %s (left to GC): %w", j.ID, err))
+	}
+	return cause
+}
+
+// limitIter yields at most left entries of it, so outputs split at a row
+// count. A (series, ts) appears once in a merged stream, so a split never
+// separates versions of a row. more peeks, so that no output id is
+// reserved for an empty output.
+type limitIter struct {
+	it     row.Iterator
+	left   int64
+	peeked bool // it is positioned on an entry not yet yielded
+	done   bool
+}
+
+func (l *limitIter) more() bool {
+	if !l.peeked && !l.done {
+		l.peeked = l.it.Next()
+		l.done = !l.peeked
+	}
+	return l.peeked
+}
+
+func (l *limitIter) Next() bool {
+	if l.left <= 0 || !l.more() {
+		return false
+	}
+	l.peeked = false
+	l.left--
+	return true
+}
+func (l *limitIter) Entry() *row.Entry { return l.it.Entry() }
+func (l *limitIter) Err() error        { return l.it.Err() }
+func (l *limitIter) Close() error      { return nil }

@@ -1,0 +1,128 @@
+// Package compact merges a region's SSTs with a time-window strategy
+// (TWCS) and commits the result with the pending-outputs protocol, so that
+// a compaction cancelled or crashed at any point leaves every object it
+// wrote with a cleanup owner.
+package compact
+
+import (
+	"context"
+	"slices"
+	"time"
+
+	"github.com/stratadb/strata/internal/manifest"
+)
+
+// Defaults.
+const (
+	DefaultTrigger        = 4
+	DefaultMaxInputs      = 32
+	DefaultMaxOutputBytes = 512 << 20
+)
+
+// Options configure picking and jobs.
+type Options struct {
+	// Window is the time window of TWCS (0: inferred from the files).
+	Window time.Duration
+	// Trigger is the number of files in a window that makes it compact
+	// (default 4).
+	Trigger int
+	// MaxInputs caps the files of one job (default 32).
+	MaxInputs int
+	// MaxOutputBytes splits outputs (default 512 MiB), estimated from the
+	// inputs' bytes per row.
+	MaxOutputBytes int64
+	// RowGroupRows is the outputs' row group size (default 100k).
+	RowGroupRows int64
+	// OnStage, if set, is called as the job passes each stage, with the
+	// job's context (cancelled when the job is). Tests pause jobs here.
+	OnStage func(ctx context.Context, s Stage)
+}
+
+func (o *Options) defaults() {
+	if o.Trigger <= 0 {
+		o.Trigger = DefaultTrigger
+	}
+	if o.MaxInputs <= 0 {
+		o.MaxInputs = DefaultMaxInputs
+	}
+	if o.MaxOutputBytes <= 0 {
+		o.MaxOutputBytes = DefaultMaxOutputBytes
+	}
+}
+
+// windowLadder are the windows Strata infers from.
+var windowLadder = []time.Duration{time.Hour, 2 * time.Hour, 12 * time.Hour, 24 * time.Hour, 7 * 24 * time.Hour, 30 * 24 * time.Hour, 365 * 24 * time.Hour}
+
+// InferWindow picks the smallest window of the ladder that holds the
+// typical (median) file's time span.
+func InferWindow(files []manifest.FileMeta) time.Duration {
+	if len(files) == 0 {
+		return windowLadder[0]
+	}
+	spans := make([]int64, len(files))
+	for i, f := range files {
+		spans[i] = f.MaxTS - f.MinTS
+	}
+	slices.Sort(spans)
+	median := time.Duration(spans[len(spans)/2])
+	for _, w := range windowLadder {
+		if median <= w {
+			return w
+		}
+	}
+	return windowLadder[len(windowLadder)-1]
+}
+
+func windowOf(ts int64, w time.Duration) int64 {
+	n := int64(w)
+	if ts >= 0 {
+		return ts / n
+	}
+	return (ts+1)/n - 1
+}
+
+// Pick returns the inputs of the next compaction of a region with the given
+// live files, or nil if no window needs one: the newest window holding at
+// least Trigger files (a file belongs to the window of its newest row), up
+// to MaxInputs of its oldest files.
+func Pick(files map[string]manifest.FileMeta, opts Options) []manifest.FileMeta {
+	opts.defaults()
+	all := make([]manifest.FileMeta, 0, len(files))
+	for _, f := range files {
+		all = append(all, f)
+	}
+	w := opts.Window
+	if w <= 0 {
+		w = InferWindow(all)
+	}
+	windows := map[int64][]manifest.FileMeta{}
+	for _, f := range all {
+		k := windowOf(f.MaxTS, w)
+		windows[k] = append(windows[k], f)
+	}
+	var keys []int64
+	for k, fs := range windows {
+		if len(fs) >= opts.Trigger {
+			keys = append(keys, k)
+		}
+	}
+	if len(keys) == 0 {
+		return nil
+	}
+	newest := slices.Max(keys)
+	in := windows[newest]
+	// ULIDs sort by creation time: oldest first.
+	slices.SortFunc(in, func(a, b manifest.FileMeta) int {
+		if a.ID < b.ID {
+			return -1
+		}
+		if a.ID > b.ID {
+			return 1
+		}
+		return 0
+	})
+	if len(in) > opts.MaxInputs {
+		in = in[:opts.MaxInputs]
+	}
+	return in
+}

@@ -1,0 +1,50 @@
+package region
+
+import (
+	"time"
+
+	"context"
+
+	"github.com/stratadb/strata/internal/manifest"
+	"github.com/stratadb/strata/internal/objstore"
+	"github.com/stratadb/strata/internal/sst"
+)
+
+// The methods here are what a compaction job (internal/compact) needs from
+// the region it compacts.
+
+// Store is the region's object store.
+func (r *Region) Store() objstore.Bucket { return r.store }
+
+// Epoch is the manifest epoch this owner opened the region with.
+func (r *Region) Epoch() uint64 { return r.epoch }
+
+// Now is the region's clock.
+func (r *Region) Now() func() time.Time { return r.opts.Now }
+
+// TTLCutoff is the oldest timestamp still alive (math.MinInt64 without a
+// TTL).
+func (r *Region) TTLCutoff() int64 { return r.ttlCutoff() }
+
+// OpenSST opens a live file of the region for reading.
+func (r *Region) OpenSST(ctx context.Context, f manifest.FileMeta) (*sst.Reader, error) {
+	return r.opts.Cache.Open(ctx, r.store, r.id.SSTKey(f.ID), f.Size)
+}
+
+// Commit commits manifest actions for a job of the region. A fenced
+// manifest fences the region.
+func (r *Region) Commit(ctx context.Context, actions ...manifest.Action) error {
+	if err := r.usable(); err != nil {
+		return err
+	}
+	if err := r.commit(ctx, actions...); err != nil {
+		return r.setFatal(err)
+	}
+	return nil
+}
+
+// Landed settles an ambiguous commit by re-reading the manifest and reports
+// whether the state now satisfies ok (false if it cannot tell).
+func (r *Region) Landed(ctx context.Context, ok func(*manifest.State) bool) bool {
+	return r.landed(ctx, ok)
+}
