@@ -264,6 +264,12 @@ func TestWriteWithInfluxClientQueryWithCLI(t *testing.T) {
 	if _, _, code = p.cli(t, "admin", "flush", "weather"); code != 0 {
 		t.Fatalf("flush: %d", code)
 	}
+	if out, _, code := p.cli(t, "admin", "compact", "weather", "--all"); code != 0 || !strings.Contains(out, "nothing to compact") {
+		t.Fatalf("compact one file: %d %s", code, out)
+	}
+	if out, _, code := p.cli(t, "admin", "cancel-compaction", "weather"); code != 0 || !strings.Contains(out, "cancelled 0") {
+		t.Fatalf("cancel-compaction: %d %s", code, out)
+	}
 	out, _, code = p.cli(t, "table", "describe", "weather", "-o", "json")
 	if code != 0 || !strings.Contains(out, `"role": "tag"`) || !strings.Contains(out, `"files": "1"`) {
 		t.Fatalf("describe: %d %s", code, out)

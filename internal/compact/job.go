@@ -64,6 +64,7 @@ type Job struct {
 	committing bool
 	cancelled  bool
 	cancel     context.CancelFunc
+	cancelC    chan struct{} // closed by the first Cancel
 	done       chan struct{}
 	err        error
 }
@@ -71,7 +72,7 @@ type Job struct {
 // NewJob prepares a job over inputs (live files of r).
 func NewJob(r *region.Region, inputs []manifest.FileMeta, opts Options) *Job {
 	opts.defaults()
-	return &Job{ID: "compact-" + ulid.Make().String(), r: r, inputs: inputs, opts: opts, done: make(chan struct{})}
+	return &Job{ID: "compact-" + ulid.Make().String(), r: r, inputs: inputs, opts: opts, done: make(chan struct{}), cancelC: make(chan struct{})}
 }
 
 // Cancel asks the job to stop and waits until it has. It returns nil once
@@ -86,6 +87,9 @@ func (j *Job) Cancel() error {
 		<-j.done
 		return errors.Join(ErrTooLate, j.err)
 	}
+	if !j.cancelled {
+		close(j.cancelC)
+	}
 	j.cancelled = true
 	started := j.started
 	if j.cancel != nil {
@@ -97,6 +101,11 @@ func (j *Job) Cancel() error {
 	}
 	return nil
 }
+
+func (j *Job) cancelledC() <-chan struct{} { return j.cancelC }
+
+// Inputs are the job's input files.
+func (j *Job) Inputs() []manifest.FileMeta { return j.inputs }
 
 func (j *Job) stage(ctx context.Context, s Stage) {
 	if j.opts.OnStage != nil {

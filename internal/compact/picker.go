@@ -7,6 +7,7 @@ package compact
 import (
 	"context"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/stratadb/strata/internal/manifest"
@@ -81,16 +82,23 @@ func windowOf(ts int64, w time.Duration) int64 {
 	return (ts+1)/n - 1
 }
 
+// sortedFiles lists files oldest first (ULIDs sort by creation time).
+func sortedFiles(files map[string]manifest.FileMeta) []manifest.FileMeta {
+	out := make([]manifest.FileMeta, 0, len(files))
+	for _, f := range files {
+		out = append(out, f)
+	}
+	slices.SortFunc(out, func(a, b manifest.FileMeta) int { return strings.Compare(a.ID, b.ID) })
+	return out
+}
+
 // Pick returns the inputs of the next compaction of a region with the given
 // live files, or nil if no window needs one: the newest window holding at
 // least Trigger files (a file belongs to the window of its newest row), up
 // to MaxInputs of its oldest files.
 func Pick(files map[string]manifest.FileMeta, opts Options) []manifest.FileMeta {
 	opts.defaults()
-	all := make([]manifest.FileMeta, 0, len(files))
-	for _, f := range files {
-		all = append(all, f)
-	}
+	all := sortedFiles(files)
 	w := opts.Window
 	if w <= 0 {
 		w = InferWindow(all)
@@ -111,16 +119,6 @@ func Pick(files map[string]manifest.FileMeta, opts Options) []manifest.FileMeta 
 	}
 	newest := slices.Max(keys)
 	in := windows[newest]
-	// ULIDs sort by creation time: oldest first.
-	slices.SortFunc(in, func(a, b manifest.FileMeta) int {
-		if a.ID < b.ID {
-			return -1
-		}
-		if a.ID > b.ID {
-			return 1
-		}
-		return 0
-	})
 	if len(in) > opts.MaxInputs {
 		in = in[:opts.MaxInputs]
 	}

@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/stratadb/strata/internal/compact"
 	"github.com/stratadb/strata/internal/layout"
 	"github.com/stratadb/strata/internal/merge"
 	"github.com/stratadb/strata/internal/objstore"
@@ -43,6 +44,9 @@ type Options struct {
 	// (default 1).
 	DefaultRegions uint32
 	Logger         *slog.Logger
+	// Compaction configures the compaction scheduler; compactions start
+	// after flushes that give a time window enough files.
+	Compaction compact.SchedulerOptions
 }
 
 // Engine is a datanode's set of tables and regions.
@@ -50,6 +54,8 @@ type Engine struct {
 	store objstore.Bucket
 	opts  Options
 	log   *slog.Logger
+
+	sched *compact.Scheduler
 
 	mu      sync.Mutex // guards cat and regions; held across catalog commits
 	cat     *catalog
@@ -76,7 +82,14 @@ func Open(ctx context.Context, store objstore.Bucket, opts Options) (*Engine, er
 	if err != nil {
 		return nil, err
 	}
-	e := &Engine{store: store, opts: opts, log: opts.Logger, cat: cat, regions: map[layout.RegionID]*region.Region{}}
+	if opts.Compaction.Logger == nil {
+		opts.Compaction.Logger = opts.Logger
+	}
+	sched := compact.NewScheduler(opts.Compaction)
+	if opts.Region.OnFlush == nil {
+		opts.Region.OnFlush = sched.Trigger
+	}
+	e := &Engine{store: store, opts: opts, log: opts.Logger, cat: cat, regions: map[layout.RegionID]*region.Region{}, sched: sched}
 	for _, t := range cat.state.Tables {
 		if t.Dropping {
 			if err := e.finishDrop(ctx, t.Name); err != nil {
@@ -223,6 +236,7 @@ func (e *Engine) DropTable(ctx context.Context, name string) error {
 	for i := range t.Regions {
 		id := layout.RegionID{Table: t.ID, Region: i}
 		if r := e.regions[id]; r != nil {
+			e.sched.Cancel(id) // waits until the job's outputs are owned
 			r.Close(ctx, region.CloseOptions{})
 			delete(e.regions, id)
 		}
@@ -418,6 +432,52 @@ func (e *Engine) Flush(ctx context.Context, table string) error {
 		errs = append(errs, r.Flush(ctx))
 	}
 	return errors.Join(errs...)
+}
+
+// Compact compacts every region of a table now and waits: each region's
+// picked time window, or with all every file of the region.
+func (e *Engine) Compact(ctx context.Context, table string, all bool) ([]compact.Result, error) {
+	_, regions, err := e.tableRegions(table)
+	if err != nil {
+		return nil, err
+	}
+	var out []compact.Result
+	var errs []error
+	for _, r := range regions {
+		res, err := e.sched.Compact(ctx, r, all)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("region %s: %w", r.ID(), err))
+			continue
+		}
+		if len(res.Inputs) > 0 {
+			out = append(out, res)
+		}
+	}
+	return out, errors.Join(errs...)
+}
+
+// CancelCompaction cancels the running compactions of a table and waits
+// for each to acknowledge. It returns how many were cancelled and how many
+// were too late to cancel (they committed).
+func (e *Engine) CancelCompaction(table string) (cancelled, tooLate int, err error) {
+	_, regions, err := e.tableRegions(table)
+	if err != nil {
+		return 0, 0, err
+	}
+	var errs []error
+	for _, r := range regions {
+		running, err := e.sched.Cancel(r.ID())
+		switch {
+		case !running:
+		case errors.Is(err, compact.ErrTooLate):
+			tooLate++
+		case err != nil:
+			errs = append(errs, err)
+		default:
+			cancelled++
+		}
+	}
+	return cancelled, tooLate, errors.Join(errs...)
 }
 
 // RegionStats describes one region.
@@ -640,6 +700,10 @@ func (e *Engine) Close(ctx context.Context, flush bool) error {
 		return nil
 	}
 	e.closed = true
+	e.mu.Unlock()
+	// Stop compactions first: each acknowledges with its outputs owned.
+	schedErr := e.sched.Close()
+	e.mu.Lock()
 	rs := make([]*region.Region, 0, len(e.regions))
 	for _, r := range e.regions {
 		rs = append(rs, r)
@@ -655,7 +719,7 @@ func (e *Engine) Close(ctx context.Context, flush bool) error {
 		}()
 	}
 	wg.Wait()
-	return errors.Join(errs...)
+	return errors.Join(append(errs, schedErr)...)
 }
 
 func (e *Engine) closeAll(ctx context.Context) {

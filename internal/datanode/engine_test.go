@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/stratadb/strata/internal/compact"
 	"github.com/stratadb/strata/internal/objstore"
 	"github.com/stratadb/strata/internal/objstore/objstoretest"
 	"github.com/stratadb/strata/internal/region"
@@ -195,4 +196,47 @@ func TestDropTableDeletesItsObjects(t *testing.T) {
 	if objs, _ := objstore.ListAll(ctx, s, CatalogPrefix, 100); len(objs) != 1 {
 		t.Fatalf("%d catalog versions kept", len(objs))
 	}
+}
+
+func TestCompactionManualAndAfterFlush(t *testing.T) {
+	ctx := context.Background()
+	s := objstoretest.Mem(t)
+	e, err := Open(ctx, s, Options{Compaction: compact.SchedulerOptions{Options: compact.Options{Trigger: 1000}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 5 {
+		e.Write(ctx, "m", pts(100, "v", func(j int) row.Value { return row.FloatValue(float64(i*1000 + j)) }), WriteOptions{CreateTable: true})
+		e.Flush(ctx, "m")
+	}
+	before, _ := count(t, e, "m", region.ScanRequest{})
+	if st, _ := e.Stats("m"); st[0].Files != 5 {
+		t.Fatalf("%d files before compaction", st[0].Files)
+	}
+	res, err := e.Compact(ctx, "m", true)
+	if err != nil || len(res) != 1 || len(res[0].Inputs) != 5 {
+		t.Fatalf("compact: %+v %v", res, err)
+	}
+	st, _ := e.Stats("m")
+	after, _ := count(t, e, "m", region.ScanRequest{})
+	if st[0].Files != 1 || st[0].Removed != 5 || after != before {
+		t.Fatalf("after compaction: %+v, %d rows (was %d)", st[0], after, before)
+	}
+	if c, late, err := e.CancelCompaction("m"); c != 0 || late != 0 || err != nil {
+		t.Fatalf("cancel with nothing running: %d %d %v", c, late, err)
+	}
+	e.Close(ctx, false)
+
+	// With the default trigger, the fourth flush of a window starts a
+	// compaction in the background.
+	e = openEngine(t, objstoretest.Mem(t))
+	for i := range 4 {
+		e.Write(ctx, "m", pts(100, "v", func(j int) row.Value { return row.FloatValue(float64(i*1000 + j)) }), WriteOptions{CreateTable: true})
+		e.Flush(ctx, "m")
+	}
+	e.sched.Wait()
+	if st, _ := e.Stats("m"); st[0].Files != 1 {
+		t.Fatalf("automatic compaction: %d files", st[0].Files)
+	}
+	e.Close(ctx, false)
 }

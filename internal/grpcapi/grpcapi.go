@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/stratadb/strata/internal/compact"
 	"github.com/stratadb/strata/internal/datanode"
 	"github.com/stratadb/strata/internal/region"
 	"github.com/stratadb/strata/internal/row"
@@ -45,6 +46,8 @@ func Status(err error) error {
 		code = codes.NotFound
 	case errors.Is(err, datanode.ErrTableExists):
 		code = codes.AlreadyExists
+	case errors.Is(err, compact.ErrBusy):
+		code = codes.FailedPrecondition
 	case errors.Is(err, region.ErrBatchTooLarge):
 		code = codes.ResourceExhausted
 	case errors.Is(err, region.ErrFenced), errors.Is(err, region.ErrClosed), errors.Is(err, region.ErrOutcomeUnknown):
@@ -212,6 +215,27 @@ func (s *Server) Scan(req *pb.ScanRequest, stream grpc.ServerStreamingServer[pb.
 		return stream.Send(first)
 	}
 	return nil
+}
+
+func (s *Server) Compact(ctx context.Context, req *pb.CompactRequest) (*pb.CompactResponse, error) {
+	res, err := s.eng.Compact(ctx, req.GetTable(), req.GetAll())
+	if err != nil {
+		return nil, Status(err)
+	}
+	out := &pb.CompactResponse{}
+	for _, r := range res {
+		out.Jobs = append(out.Jobs, &pb.CompactionResult{Inputs: int64(len(r.Inputs)), Outputs: int64(len(r.Outputs)), BytesIn: r.BytesIn, BytesOut: r.BytesOut,
+			RowsIn: r.RowsIn, RowsOut: r.RowsOut, DurationMs: r.Duration.Milliseconds()})
+	}
+	return out, nil
+}
+
+func (s *Server) CancelCompaction(ctx context.Context, req *pb.CancelCompactionRequest) (*pb.CancelCompactionResponse, error) {
+	c, late, err := s.eng.CancelCompaction(req.GetTable())
+	if err != nil {
+		return nil, Status(err)
+	}
+	return &pb.CancelCompactionResponse{Cancelled: int64(c), TooLate: int64(late)}, nil
 }
 
 func (s *Server) Flush(ctx context.Context, req *pb.FlushRequest) (*pb.FlushResponse, error) {

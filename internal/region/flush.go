@@ -121,6 +121,9 @@ func (r *Region) flushOne(ctx context.Context, mt *memtable.Memtable) (err error
 	m.FlushBytes.Add(float64(meta.Size))
 	m.FlushRows.Add(float64(meta.Rows))
 	r.log.Debug("flushed", "file", id, "rows", meta.Rows, "bytes", meta.Size, "flushed_seq", st.MaxSeq, "took", time.Since(began))
+	if r.opts.OnFlush != nil && len(edit.Add) > 0 {
+		r.opts.OnFlush(r)
+	}
 	if r.opts.TTL > 0 {
 		if err := r.expire(ctx); err != nil {
 			r.log.Warn("ttl expiry after flush failed", "err", err)

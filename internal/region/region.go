@@ -71,6 +71,9 @@ type Options struct {
 	MaxMemtableBytes int64
 	// Budget bounds memtable memory across regions (default: none).
 	Budget *MemoryBudget
+	// OnFlush, if set, runs (on the flushing goroutine) after each flush
+	// that added a file; a compaction scheduler hooks in here.
+	OnFlush func(*Region)
 	// Cache holds open SSTs for scans, shared by the regions of a process
 	// (default: none; every scan opens its files).
 	Cache *sst.Cache

@@ -1670,6 +1670,292 @@ func (*DropTableResponse) Descriptor() ([]byte, []int) {
 	return file_strata_v1_datanode_proto_rawDescGZIP(), []int{27}
 }
 
+type CompactRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Table string                 `protobuf:"bytes,1,opt,name=table,proto3" json:"table,omitempty"`
+	// Compact every file of each region, not just the window TWCS picks.
+	All           bool `protobuf:"varint,2,opt,name=all,proto3" json:"all,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CompactRequest) Reset() {
+	*x = CompactRequest{}
+	mi := &file_strata_v1_datanode_proto_msgTypes[28]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CompactRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CompactRequest) ProtoMessage() {}
+
+func (x *CompactRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_strata_v1_datanode_proto_msgTypes[28]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CompactRequest.ProtoReflect.Descriptor instead.
+func (*CompactRequest) Descriptor() ([]byte, []int) {
+	return file_strata_v1_datanode_proto_rawDescGZIP(), []int{28}
+}
+
+func (x *CompactRequest) GetTable() string {
+	if x != nil {
+		return x.Table
+	}
+	return ""
+}
+
+func (x *CompactRequest) GetAll() bool {
+	if x != nil {
+		return x.All
+	}
+	return false
+}
+
+type CompactionResult struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Inputs        int64                  `protobuf:"varint,1,opt,name=inputs,proto3" json:"inputs,omitempty"`
+	Outputs       int64                  `protobuf:"varint,2,opt,name=outputs,proto3" json:"outputs,omitempty"`
+	BytesIn       int64                  `protobuf:"varint,3,opt,name=bytes_in,json=bytesIn,proto3" json:"bytes_in,omitempty"`
+	BytesOut      int64                  `protobuf:"varint,4,opt,name=bytes_out,json=bytesOut,proto3" json:"bytes_out,omitempty"`
+	RowsIn        int64                  `protobuf:"varint,5,opt,name=rows_in,json=rowsIn,proto3" json:"rows_in,omitempty"`
+	RowsOut       int64                  `protobuf:"varint,6,opt,name=rows_out,json=rowsOut,proto3" json:"rows_out,omitempty"`
+	DurationMs    int64                  `protobuf:"varint,7,opt,name=duration_ms,json=durationMs,proto3" json:"duration_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CompactionResult) Reset() {
+	*x = CompactionResult{}
+	mi := &file_strata_v1_datanode_proto_msgTypes[29]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CompactionResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CompactionResult) ProtoMessage() {}
+
+func (x *CompactionResult) ProtoReflect() protoreflect.Message {
+	mi := &file_strata_v1_datanode_proto_msgTypes[29]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CompactionResult.ProtoReflect.Descriptor instead.
+func (*CompactionResult) Descriptor() ([]byte, []int) {
+	return file_strata_v1_datanode_proto_rawDescGZIP(), []int{29}
+}
+
+func (x *CompactionResult) GetInputs() int64 {
+	if x != nil {
+		return x.Inputs
+	}
+	return 0
+}
+
+func (x *CompactionResult) GetOutputs() int64 {
+	if x != nil {
+		return x.Outputs
+	}
+	return 0
+}
+
+func (x *CompactionResult) GetBytesIn() int64 {
+	if x != nil {
+		return x.BytesIn
+	}
+	return 0
+}
+
+func (x *CompactionResult) GetBytesOut() int64 {
+	if x != nil {
+		return x.BytesOut
+	}
+	return 0
+}
+
+func (x *CompactionResult) GetRowsIn() int64 {
+	if x != nil {
+		return x.RowsIn
+	}
+	return 0
+}
+
+func (x *CompactionResult) GetRowsOut() int64 {
+	if x != nil {
+		return x.RowsOut
+	}
+	return 0
+}
+
+func (x *CompactionResult) GetDurationMs() int64 {
+	if x != nil {
+		return x.DurationMs
+	}
+	return 0
+}
+
+type CompactResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Jobs          []*CompactionResult    `protobuf:"bytes,1,rep,name=jobs,proto3" json:"jobs,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CompactResponse) Reset() {
+	*x = CompactResponse{}
+	mi := &file_strata_v1_datanode_proto_msgTypes[30]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CompactResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CompactResponse) ProtoMessage() {}
+
+func (x *CompactResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_strata_v1_datanode_proto_msgTypes[30]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CompactResponse.ProtoReflect.Descriptor instead.
+func (*CompactResponse) Descriptor() ([]byte, []int) {
+	return file_strata_v1_datanode_proto_rawDescGZIP(), []int{30}
+}
+
+func (x *CompactResponse) GetJobs() []*CompactionResult {
+	if x != nil {
+		return x.Jobs
+	}
+	return nil
+}
+
+type CancelCompactionRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Table         string                 `protobuf:"bytes,1,opt,name=table,proto3" json:"table,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CancelCompactionRequest) Reset() {
+	*x = CancelCompactionRequest{}
+	mi := &file_strata_v1_datanode_proto_msgTypes[31]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CancelCompactionRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CancelCompactionRequest) ProtoMessage() {}
+
+func (x *CancelCompactionRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_strata_v1_datanode_proto_msgTypes[31]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CancelCompactionRequest.ProtoReflect.Descriptor instead.
+func (*CancelCompactionRequest) Descriptor() ([]byte, []int) {
+	return file_strata_v1_datanode_proto_rawDescGZIP(), []int{31}
+}
+
+func (x *CancelCompactionRequest) GetTable() string {
+	if x != nil {
+		return x.Table
+	}
+	return ""
+}
+
+type CancelCompactionResponse struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Cancelled int64                  `protobuf:"varint,1,opt,name=cancelled,proto3" json:"cancelled,omitempty"`
+	// Jobs whose commit had started: they completed.
+	TooLate       int64 `protobuf:"varint,2,opt,name=too_late,json=tooLate,proto3" json:"too_late,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CancelCompactionResponse) Reset() {
+	*x = CancelCompactionResponse{}
+	mi := &file_strata_v1_datanode_proto_msgTypes[32]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CancelCompactionResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CancelCompactionResponse) ProtoMessage() {}
+
+func (x *CancelCompactionResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_strata_v1_datanode_proto_msgTypes[32]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CancelCompactionResponse.ProtoReflect.Descriptor instead.
+func (*CancelCompactionResponse) Descriptor() ([]byte, []int) {
+	return file_strata_v1_datanode_proto_rawDescGZIP(), []int{32}
+}
+
+func (x *CancelCompactionResponse) GetCancelled() int64 {
+	if x != nil {
+		return x.Cancelled
+	}
+	return 0
+}
+
+func (x *CancelCompactionResponse) GetTooLate() int64 {
+	if x != nil {
+		return x.TooLate
+	}
+	return 0
+}
+
 var File_strata_v1_datanode_proto protoreflect.FileDescriptor
 
 const file_strata_v1_datanode_proto_rawDesc = "" +
@@ -1780,13 +2066,34 @@ const file_strata_v1_datanode_proto_rawDesc = "" +
 	"\aregions\x18\x02 \x03(\v2\x15.strata.v1.RegionStatR\aregions\"&\n" +
 	"\x10DropTableRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\"\x13\n" +
-	"\x11DropTableResponse2\xff\x04\n" +
+	"\x11DropTableResponse\"8\n" +
+	"\x0eCompactRequest\x12\x14\n" +
+	"\x05table\x18\x01 \x01(\tR\x05table\x12\x10\n" +
+	"\x03all\x18\x02 \x01(\bR\x03all\"\xd1\x01\n" +
+	"\x10CompactionResult\x12\x16\n" +
+	"\x06inputs\x18\x01 \x01(\x03R\x06inputs\x12\x18\n" +
+	"\aoutputs\x18\x02 \x01(\x03R\aoutputs\x12\x19\n" +
+	"\bbytes_in\x18\x03 \x01(\x03R\abytesIn\x12\x1b\n" +
+	"\tbytes_out\x18\x04 \x01(\x03R\bbytesOut\x12\x17\n" +
+	"\arows_in\x18\x05 \x01(\x03R\x06rowsIn\x12\x19\n" +
+	"\brows_out\x18\x06 \x01(\x03R\arowsOut\x12\x1f\n" +
+	"\vduration_ms\x18\a \x01(\x03R\n" +
+	"durationMs\"B\n" +
+	"\x0fCompactResponse\x12/\n" +
+	"\x04jobs\x18\x01 \x03(\v2\x1b.strata.v1.CompactionResultR\x04jobs\"/\n" +
+	"\x17CancelCompactionRequest\x12\x14\n" +
+	"\x05table\x18\x01 \x01(\tR\x05table\"S\n" +
+	"\x18CancelCompactionResponse\x12\x1c\n" +
+	"\tcancelled\x18\x01 \x01(\x03R\tcancelled\x12\x19\n" +
+	"\btoo_late\x18\x02 \x01(\x03R\atooLate2\x9e\x06\n" +
 	"\bDatanode\x12:\n" +
 	"\x05Write\x12\x17.strata.v1.WriteRequest\x1a\x18.strata.v1.WriteResponse\x12=\n" +
 	"\x06Delete\x12\x18.strata.v1.DeleteRequest\x1a\x19.strata.v1.DeleteResponse\x129\n" +
 	"\x04Scan\x12\x16.strata.v1.ScanRequest\x1a\x17.strata.v1.ScanResponse0\x01\x12:\n" +
 	"\x05Flush\x12\x17.strata.v1.FlushRequest\x1a\x18.strata.v1.FlushResponse\x12L\n" +
-	"\vRegionStats\x12\x1d.strata.v1.RegionStatsRequest\x1a\x1e.strata.v1.RegionStatsResponse\x12L\n" +
+	"\vRegionStats\x12\x1d.strata.v1.RegionStatsRequest\x1a\x1e.strata.v1.RegionStatsResponse\x12@\n" +
+	"\aCompact\x12\x19.strata.v1.CompactRequest\x1a\x1a.strata.v1.CompactResponse\x12[\n" +
+	"\x10CancelCompaction\x12\".strata.v1.CancelCompactionRequest\x1a#.strata.v1.CancelCompactionResponse\x12L\n" +
 	"\vCreateTable\x12\x1d.strata.v1.CreateTableRequest\x1a\x1e.strata.v1.CreateTableResponse\x12I\n" +
 	"\n" +
 	"ListTables\x12\x1c.strata.v1.ListTablesRequest\x1a\x1d.strata.v1.ListTablesResponse\x12R\n" +
@@ -1805,36 +2112,41 @@ func file_strata_v1_datanode_proto_rawDescGZIP() []byte {
 	return file_strata_v1_datanode_proto_rawDescData
 }
 
-var file_strata_v1_datanode_proto_msgTypes = make([]protoimpl.MessageInfo, 28)
+var file_strata_v1_datanode_proto_msgTypes = make([]protoimpl.MessageInfo, 33)
 var file_strata_v1_datanode_proto_goTypes = []any{
-	(*Tag)(nil),                   // 0: strata.v1.Tag
-	(*Value)(nil),                 // 1: strata.v1.Value
-	(*Field)(nil),                 // 2: strata.v1.Field
-	(*Point)(nil),                 // 3: strata.v1.Point
-	(*WriteRequest)(nil),          // 4: strata.v1.WriteRequest
-	(*WriteResponse)(nil),         // 5: strata.v1.WriteResponse
-	(*DeleteRequest)(nil),         // 6: strata.v1.DeleteRequest
-	(*DeleteResponse)(nil),        // 7: strata.v1.DeleteResponse
-	(*ScanRequest)(nil),           // 8: strata.v1.ScanRequest
-	(*Series)(nil),                // 9: strata.v1.Series
-	(*Row)(nil),                   // 10: strata.v1.Row
-	(*FieldInfo)(nil),             // 11: strata.v1.FieldInfo
-	(*ScanResponse)(nil),          // 12: strata.v1.ScanResponse
-	(*FlushRequest)(nil),          // 13: strata.v1.FlushRequest
-	(*FlushResponse)(nil),         // 14: strata.v1.FlushResponse
-	(*RegionStatsRequest)(nil),    // 15: strata.v1.RegionStatsRequest
-	(*RegionStat)(nil),            // 16: strata.v1.RegionStat
-	(*RegionStatsResponse)(nil),   // 17: strata.v1.RegionStatsResponse
-	(*Column)(nil),                // 18: strata.v1.Column
-	(*Table)(nil),                 // 19: strata.v1.Table
-	(*CreateTableRequest)(nil),    // 20: strata.v1.CreateTableRequest
-	(*CreateTableResponse)(nil),   // 21: strata.v1.CreateTableResponse
-	(*ListTablesRequest)(nil),     // 22: strata.v1.ListTablesRequest
-	(*ListTablesResponse)(nil),    // 23: strata.v1.ListTablesResponse
-	(*DescribeTableRequest)(nil),  // 24: strata.v1.DescribeTableRequest
-	(*DescribeTableResponse)(nil), // 25: strata.v1.DescribeTableResponse
-	(*DropTableRequest)(nil),      // 26: strata.v1.DropTableRequest
-	(*DropTableResponse)(nil),     // 27: strata.v1.DropTableResponse
+	(*Tag)(nil),                      // 0: strata.v1.Tag
+	(*Value)(nil),                    // 1: strata.v1.Value
+	(*Field)(nil),                    // 2: strata.v1.Field
+	(*Point)(nil),                    // 3: strata.v1.Point
+	(*WriteRequest)(nil),             // 4: strata.v1.WriteRequest
+	(*WriteResponse)(nil),            // 5: strata.v1.WriteResponse
+	(*DeleteRequest)(nil),            // 6: strata.v1.DeleteRequest
+	(*DeleteResponse)(nil),           // 7: strata.v1.DeleteResponse
+	(*ScanRequest)(nil),              // 8: strata.v1.ScanRequest
+	(*Series)(nil),                   // 9: strata.v1.Series
+	(*Row)(nil),                      // 10: strata.v1.Row
+	(*FieldInfo)(nil),                // 11: strata.v1.FieldInfo
+	(*ScanResponse)(nil),             // 12: strata.v1.ScanResponse
+	(*FlushRequest)(nil),             // 13: strata.v1.FlushRequest
+	(*FlushResponse)(nil),            // 14: strata.v1.FlushResponse
+	(*RegionStatsRequest)(nil),       // 15: strata.v1.RegionStatsRequest
+	(*RegionStat)(nil),               // 16: strata.v1.RegionStat
+	(*RegionStatsResponse)(nil),      // 17: strata.v1.RegionStatsResponse
+	(*Column)(nil),                   // 18: strata.v1.Column
+	(*Table)(nil),                    // 19: strata.v1.Table
+	(*CreateTableRequest)(nil),       // 20: strata.v1.CreateTableRequest
+	(*CreateTableResponse)(nil),      // 21: strata.v1.CreateTableResponse
+	(*ListTablesRequest)(nil),        // 22: strata.v1.ListTablesRequest
+	(*ListTablesResponse)(nil),       // 23: strata.v1.ListTablesResponse
+	(*DescribeTableRequest)(nil),     // 24: strata.v1.DescribeTableRequest
+	(*DescribeTableResponse)(nil),    // 25: strata.v1.DescribeTableResponse
+	(*DropTableRequest)(nil),         // 26: strata.v1.DropTableRequest
+	(*DropTableResponse)(nil),        // 27: strata.v1.DropTableResponse
+	(*CompactRequest)(nil),           // 28: strata.v1.CompactRequest
+	(*CompactionResult)(nil),         // 29: strata.v1.CompactionResult
+	(*CompactResponse)(nil),          // 30: strata.v1.CompactResponse
+	(*CancelCompactionRequest)(nil),  // 31: strata.v1.CancelCompactionRequest
+	(*CancelCompactionResponse)(nil), // 32: strata.v1.CancelCompactionResponse
 }
 var file_strata_v1_datanode_proto_depIdxs = []int32{
 	1,  // 0: strata.v1.Field.value:type_name -> strata.v1.Value
@@ -1854,29 +2166,34 @@ var file_strata_v1_datanode_proto_depIdxs = []int32{
 	19, // 14: strata.v1.ListTablesResponse.tables:type_name -> strata.v1.Table
 	19, // 15: strata.v1.DescribeTableResponse.table:type_name -> strata.v1.Table
 	16, // 16: strata.v1.DescribeTableResponse.regions:type_name -> strata.v1.RegionStat
-	4,  // 17: strata.v1.Datanode.Write:input_type -> strata.v1.WriteRequest
-	6,  // 18: strata.v1.Datanode.Delete:input_type -> strata.v1.DeleteRequest
-	8,  // 19: strata.v1.Datanode.Scan:input_type -> strata.v1.ScanRequest
-	13, // 20: strata.v1.Datanode.Flush:input_type -> strata.v1.FlushRequest
-	15, // 21: strata.v1.Datanode.RegionStats:input_type -> strata.v1.RegionStatsRequest
-	20, // 22: strata.v1.Datanode.CreateTable:input_type -> strata.v1.CreateTableRequest
-	22, // 23: strata.v1.Datanode.ListTables:input_type -> strata.v1.ListTablesRequest
-	24, // 24: strata.v1.Datanode.DescribeTable:input_type -> strata.v1.DescribeTableRequest
-	26, // 25: strata.v1.Datanode.DropTable:input_type -> strata.v1.DropTableRequest
-	5,  // 26: strata.v1.Datanode.Write:output_type -> strata.v1.WriteResponse
-	7,  // 27: strata.v1.Datanode.Delete:output_type -> strata.v1.DeleteResponse
-	12, // 28: strata.v1.Datanode.Scan:output_type -> strata.v1.ScanResponse
-	14, // 29: strata.v1.Datanode.Flush:output_type -> strata.v1.FlushResponse
-	17, // 30: strata.v1.Datanode.RegionStats:output_type -> strata.v1.RegionStatsResponse
-	21, // 31: strata.v1.Datanode.CreateTable:output_type -> strata.v1.CreateTableResponse
-	23, // 32: strata.v1.Datanode.ListTables:output_type -> strata.v1.ListTablesResponse
-	25, // 33: strata.v1.Datanode.DescribeTable:output_type -> strata.v1.DescribeTableResponse
-	27, // 34: strata.v1.Datanode.DropTable:output_type -> strata.v1.DropTableResponse
-	26, // [26:35] is the sub-list for method output_type
-	17, // [17:26] is the sub-list for method input_type
-	17, // [17:17] is the sub-list for extension type_name
-	17, // [17:17] is the sub-list for extension extendee
-	0,  // [0:17] is the sub-list for field type_name
+	29, // 17: strata.v1.CompactResponse.jobs:type_name -> strata.v1.CompactionResult
+	4,  // 18: strata.v1.Datanode.Write:input_type -> strata.v1.WriteRequest
+	6,  // 19: strata.v1.Datanode.Delete:input_type -> strata.v1.DeleteRequest
+	8,  // 20: strata.v1.Datanode.Scan:input_type -> strata.v1.ScanRequest
+	13, // 21: strata.v1.Datanode.Flush:input_type -> strata.v1.FlushRequest
+	15, // 22: strata.v1.Datanode.RegionStats:input_type -> strata.v1.RegionStatsRequest
+	28, // 23: strata.v1.Datanode.Compact:input_type -> strata.v1.CompactRequest
+	31, // 24: strata.v1.Datanode.CancelCompaction:input_type -> strata.v1.CancelCompactionRequest
+	20, // 25: strata.v1.Datanode.CreateTable:input_type -> strata.v1.CreateTableRequest
+	22, // 26: strata.v1.Datanode.ListTables:input_type -> strata.v1.ListTablesRequest
+	24, // 27: strata.v1.Datanode.DescribeTable:input_type -> strata.v1.DescribeTableRequest
+	26, // 28: strata.v1.Datanode.DropTable:input_type -> strata.v1.DropTableRequest
+	5,  // 29: strata.v1.Datanode.Write:output_type -> strata.v1.WriteResponse
+	7,  // 30: strata.v1.Datanode.Delete:output_type -> strata.v1.DeleteResponse
+	12, // 31: strata.v1.Datanode.Scan:output_type -> strata.v1.ScanResponse
+	14, // 32: strata.v1.Datanode.Flush:output_type -> strata.v1.FlushResponse
+	17, // 33: strata.v1.Datanode.RegionStats:output_type -> strata.v1.RegionStatsResponse
+	30, // 34: strata.v1.Datanode.Compact:output_type -> strata.v1.CompactResponse
+	32, // 35: strata.v1.Datanode.CancelCompaction:output_type -> strata.v1.CancelCompactionResponse
+	21, // 36: strata.v1.Datanode.CreateTable:output_type -> strata.v1.CreateTableResponse
+	23, // 37: strata.v1.Datanode.ListTables:output_type -> strata.v1.ListTablesResponse
+	25, // 38: strata.v1.Datanode.DescribeTable:output_type -> strata.v1.DescribeTableResponse
+	27, // 39: strata.v1.Datanode.DropTable:output_type -> strata.v1.DropTableResponse
+	29, // [29:40] is the sub-list for method output_type
+	18, // [18:29] is the sub-list for method input_type
+	18, // [18:18] is the sub-list for extension type_name
+	18, // [18:18] is the sub-list for extension extendee
+	0,  // [0:18] is the sub-list for field type_name
 }
 
 func init() { file_strata_v1_datanode_proto_init() }
@@ -1897,7 +2214,7 @@ func file_strata_v1_datanode_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_strata_v1_datanode_proto_rawDesc), len(file_strata_v1_datanode_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   28,
+			NumMessages:   33,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

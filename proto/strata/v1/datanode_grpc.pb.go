@@ -23,15 +23,17 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	Datanode_Write_FullMethodName         = "/strata.v1.Datanode/Write"
-	Datanode_Delete_FullMethodName        = "/strata.v1.Datanode/Delete"
-	Datanode_Scan_FullMethodName          = "/strata.v1.Datanode/Scan"
-	Datanode_Flush_FullMethodName         = "/strata.v1.Datanode/Flush"
-	Datanode_RegionStats_FullMethodName   = "/strata.v1.Datanode/RegionStats"
-	Datanode_CreateTable_FullMethodName   = "/strata.v1.Datanode/CreateTable"
-	Datanode_ListTables_FullMethodName    = "/strata.v1.Datanode/ListTables"
-	Datanode_DescribeTable_FullMethodName = "/strata.v1.Datanode/DescribeTable"
-	Datanode_DropTable_FullMethodName     = "/strata.v1.Datanode/DropTable"
+	Datanode_Write_FullMethodName            = "/strata.v1.Datanode/Write"
+	Datanode_Delete_FullMethodName           = "/strata.v1.Datanode/Delete"
+	Datanode_Scan_FullMethodName             = "/strata.v1.Datanode/Scan"
+	Datanode_Flush_FullMethodName            = "/strata.v1.Datanode/Flush"
+	Datanode_RegionStats_FullMethodName      = "/strata.v1.Datanode/RegionStats"
+	Datanode_Compact_FullMethodName          = "/strata.v1.Datanode/Compact"
+	Datanode_CancelCompaction_FullMethodName = "/strata.v1.Datanode/CancelCompaction"
+	Datanode_CreateTable_FullMethodName      = "/strata.v1.Datanode/CreateTable"
+	Datanode_ListTables_FullMethodName       = "/strata.v1.Datanode/ListTables"
+	Datanode_DescribeTable_FullMethodName    = "/strata.v1.Datanode/DescribeTable"
+	Datanode_DropTable_FullMethodName        = "/strata.v1.Datanode/DropTable"
 )
 
 // DatanodeClient is the client API for Datanode service.
@@ -48,6 +50,12 @@ type DatanodeClient interface {
 	Flush(ctx context.Context, in *FlushRequest, opts ...grpc.CallOption) (*FlushResponse, error)
 	// RegionStats describes a table's regions.
 	RegionStats(ctx context.Context, in *RegionStatsRequest, opts ...grpc.CallOption) (*RegionStatsResponse, error)
+	// Compact compacts a table's regions now and waits for the jobs.
+	Compact(ctx context.Context, in *CompactRequest, opts ...grpc.CallOption) (*CompactResponse, error)
+	// CancelCompaction cancels a table's running compactions and returns
+	// once each has acknowledged (its outputs deleted or owned by its
+	// pending marker) or committed.
+	CancelCompaction(ctx context.Context, in *CancelCompactionRequest, opts ...grpc.CallOption) (*CancelCompactionResponse, error)
 	CreateTable(ctx context.Context, in *CreateTableRequest, opts ...grpc.CallOption) (*CreateTableResponse, error)
 	ListTables(ctx context.Context, in *ListTablesRequest, opts ...grpc.CallOption) (*ListTablesResponse, error)
 	DescribeTable(ctx context.Context, in *DescribeTableRequest, opts ...grpc.CallOption) (*DescribeTableResponse, error)
@@ -121,6 +129,26 @@ func (c *datanodeClient) RegionStats(ctx context.Context, in *RegionStatsRequest
 	return out, nil
 }
 
+func (c *datanodeClient) Compact(ctx context.Context, in *CompactRequest, opts ...grpc.CallOption) (*CompactResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CompactResponse)
+	err := c.cc.Invoke(ctx, Datanode_Compact_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *datanodeClient) CancelCompaction(ctx context.Context, in *CancelCompactionRequest, opts ...grpc.CallOption) (*CancelCompactionResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CancelCompactionResponse)
+	err := c.cc.Invoke(ctx, Datanode_CancelCompaction_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *datanodeClient) CreateTable(ctx context.Context, in *CreateTableRequest, opts ...grpc.CallOption) (*CreateTableResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(CreateTableResponse)
@@ -175,6 +203,12 @@ type DatanodeServer interface {
 	Flush(context.Context, *FlushRequest) (*FlushResponse, error)
 	// RegionStats describes a table's regions.
 	RegionStats(context.Context, *RegionStatsRequest) (*RegionStatsResponse, error)
+	// Compact compacts a table's regions now and waits for the jobs.
+	Compact(context.Context, *CompactRequest) (*CompactResponse, error)
+	// CancelCompaction cancels a table's running compactions and returns
+	// once each has acknowledged (its outputs deleted or owned by its
+	// pending marker) or committed.
+	CancelCompaction(context.Context, *CancelCompactionRequest) (*CancelCompactionResponse, error)
 	CreateTable(context.Context, *CreateTableRequest) (*CreateTableResponse, error)
 	ListTables(context.Context, *ListTablesRequest) (*ListTablesResponse, error)
 	DescribeTable(context.Context, *DescribeTableRequest) (*DescribeTableResponse, error)
@@ -203,6 +237,12 @@ func (UnimplementedDatanodeServer) Flush(context.Context, *FlushRequest) (*Flush
 }
 func (UnimplementedDatanodeServer) RegionStats(context.Context, *RegionStatsRequest) (*RegionStatsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method RegionStats not implemented")
+}
+func (UnimplementedDatanodeServer) Compact(context.Context, *CompactRequest) (*CompactResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Compact not implemented")
+}
+func (UnimplementedDatanodeServer) CancelCompaction(context.Context, *CancelCompactionRequest) (*CancelCompactionResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method CancelCompaction not implemented")
 }
 func (UnimplementedDatanodeServer) CreateTable(context.Context, *CreateTableRequest) (*CreateTableResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method CreateTable not implemented")
@@ -320,6 +360,42 @@ func _Datanode_RegionStats_Handler(srv interface{}, ctx context.Context, dec fun
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Datanode_Compact_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CompactRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(DatanodeServer).Compact(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Datanode_Compact_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(DatanodeServer).Compact(ctx, req.(*CompactRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Datanode_CancelCompaction_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CancelCompactionRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(DatanodeServer).CancelCompaction(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Datanode_CancelCompaction_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(DatanodeServer).CancelCompaction(ctx, req.(*CancelCompactionRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _Datanode_CreateTable_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(CreateTableRequest)
 	if err := dec(in); err != nil {
@@ -414,6 +490,14 @@ var Datanode_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "RegionStats",
 			Handler:    _Datanode_RegionStats_Handler,
+		},
+		{
+			MethodName: "Compact",
+			Handler:    _Datanode_Compact_Handler,
+		},
+		{
+			MethodName: "CancelCompaction",
+			Handler:    _Datanode_CancelCompaction_Handler,
 		},
 		{
 			MethodName: "CreateTable",
