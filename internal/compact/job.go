@@ -1,11 +1,12 @@
 package compact
 
 import (
-	"bytes"
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
 	"math"
+	"os"
 	"sync"
 	"time"
 
@@ -16,6 +17,7 @@ import (
 	"github.com/stratadb/strata/internal/objstore"
 	"github.com/stratadb/strata/internal/region"
 	"github.com/stratadb/strata/internal/row"
+	"github.com/stratadb/strata/internal/schema"
 	"github.com/stratadb/strata/internal/sst"
 )
 
@@ -197,18 +199,21 @@ func (j *Job) run(ctx context.Context) (Result, error) {
 		if err := ctx.Err(); err != nil {
 			return res, j.abandon(reserved, ErrCancelled)
 		}
-		// 2. Encode and upload.
+		// 2. Encode to a local spill file (memory stays bounded by a row
+		// group, whatever the output size), then upload from it.
 		src.left = maxRows
-		var buf bytes.Buffer
-		meta, err := sst.Write(&buf, fields, src, sst.WriteOptions{RowGroupRows: j.opts.RowGroupRows})
+		meta, spill, err := j.encode(fields, src)
 		if err != nil {
 			return res, j.abandon(reserved, fmt.Errorf("compact %s: encode: %w", j.ID, err))
 		}
 		if err := ctx.Err(); err != nil {
+			spill.drop()
 			return res, j.abandon(reserved, ErrCancelled)
 		}
 		key := j.r.ID().SSTKey(id)
-		if err := j.r.Store().Put(ctx, key, buf.Bytes()); err != nil {
+		err = objstore.Upload(ctx, j.r.Store(), key, spill.f, meta.Size)
+		spill.drop()
+		if err != nil {
 			if ctx.Err() != nil {
 				err = ErrCancelled
 			}
@@ -261,6 +266,34 @@ func (j *Job) run(ctx context.Context) (Result, error) {
 	res.Outputs = outputs
 	res.Duration = time.Since(began)
 	return res, nil
+}
+
+type spillFile struct{ f *os.File }
+
+func (s spillFile) drop() {
+	if s.f != nil {
+		s.f.Close()
+		os.Remove(s.f.Name())
+	}
+}
+
+// encode writes the next output into a temporary file.
+func (j *Job) encode(fields []schema.Field, src row.Iterator) (sst.Meta, spillFile, error) {
+	f, err := os.CreateTemp(j.opts.TempDir, "strata-compact-*.parquet")
+	if err != nil {
+		return sst.Meta{}, spillFile{}, err
+	}
+	sp := spillFile{f: f}
+	w := bufio.NewWriterSize(f, 1<<20)
+	meta, err := sst.Write(w, fields, src, sst.WriteOptions{RowGroupRows: j.opts.RowGroupRows})
+	if err == nil {
+		err = w.Flush()
+	}
+	if err != nil {
+		sp.drop()
+		return sst.Meta{}, spillFile{}, err
+	}
+	return meta, sp, nil
 }
 
 // reserve commits (or extends) the job's pending-outputs marker with id.

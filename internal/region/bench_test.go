@@ -4,14 +4,13 @@ import (
 	"context"
 	"os"
 	"runtime"
-	"runtime/metrics"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/stratadb/strata/internal/benchutil"
 	"github.com/stratadb/strata/internal/objstore"
 	"github.com/stratadb/strata/internal/objstore/objstoretest"
 	"github.com/stratadb/strata/internal/row"
@@ -90,49 +89,6 @@ func backends() []backend {
 	}
 }
 
-// peakHeap samples the heap every few milliseconds until stop: the live
-// heap as of the last GC (what the process must hold) and the heap's objects
-// including garbage not yet collected (what it does hold; up to about twice
-// the live heap at GOGC=100).
-type peakHeap struct {
-	peak, live atomic.Uint64
-	stop       chan struct{}
-	done       sync.WaitGroup
-}
-
-func watchHeap() *peakHeap {
-	p := &peakHeap{stop: make(chan struct{})}
-	p.done.Add(1)
-	go func() {
-		defer p.done.Done()
-		s := []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}, {Name: "/gc/heap/live:bytes"}}
-		t := time.NewTicker(5 * time.Millisecond)
-		defer t.Stop()
-		for {
-			metrics.Read(s)
-			if v := s[0].Value.Uint64(); v > p.peak.Load() {
-				p.peak.Store(v)
-			}
-			if v := s[1].Value.Uint64(); v > p.live.Load() {
-				p.live.Store(v)
-			}
-			select {
-			case <-p.stop:
-				return
-			case <-t.C:
-			}
-		}
-	}()
-	return p
-}
-
-func (p *peakHeap) report(b *testing.B) {
-	close(p.stop)
-	p.done.Wait()
-	b.ReportMetric(float64(p.peak.Load())/(1<<20), "peak-heap-MiB")
-	b.ReportMetric(float64(p.live.Load())/(1<<20), "peak-live-MiB")
-}
-
 // BenchmarkWrite measures sustained ingest of TSBS-shaped batches of 500
 // rows from 8 concurrent writers into one region, including the background
 // flushes to Parquet the load causes. Each op is one batch.
@@ -148,7 +104,7 @@ func BenchmarkWrite(b *testing.B) {
 			tags := tsbsTags()
 			mustWrite(b, r, tsbsBatch(tags, 0, batchRows)...) // schema
 			runtime.GC()
-			heap := watchHeap()
+			heap := benchutil.WatchHeap()
 			var next atomic.Int64
 			b.SetParallelism(max(1, writers/runtime.GOMAXPROCS(0)))
 			b.ResetTimer()
@@ -162,7 +118,7 @@ func BenchmarkWrite(b *testing.B) {
 				}
 			})
 			b.StopTimer()
-			heap.report(b)
+			heap.Report(b)
 			b.ReportMetric(float64(b.N*batchRows)/b.Elapsed().Seconds(), "rows/s")
 			st := r.wal.Stats()
 			b.ReportMetric(float64(st.Entries)/float64(max(1, st.Segments)), "rows/segment")
@@ -203,12 +159,12 @@ func BenchmarkScan(b *testing.B) {
 			defer closeRegion(b, r, false)
 			b.Run("all", func(b *testing.B) {
 				runtime.GC()
-				heap := watchHeap()
+				heap := benchutil.WatchHeap()
 				var rows int
 				for b.Loop() {
 					rows = countScan(b, r, ScanRequest{Start: AllTime, End: AllTimeEnd})
 				}
-				heap.report(b)
+				heap.Report(b)
 				if rows != rounds*tsbsHosts {
 					b.Fatalf("scanned %d rows", rows)
 				}
@@ -258,7 +214,7 @@ func BenchmarkFlush(b *testing.B) {
 			tags := tsbsTags()
 			const rows = 200_000
 			var sstBytes, memBytes int64
-			heap := watchHeap()
+			heap := benchutil.WatchHeap()
 			for i := 0; b.Loop(); i++ {
 				b.StopTimer()
 				for j := range rows / 4000 {
@@ -272,7 +228,7 @@ func BenchmarkFlush(b *testing.B) {
 				}
 				sstBytes += totalSize(r) - before
 			}
-			heap.report(b)
+			heap.Report(b)
 			b.ReportMetric(float64(sstBytes)/(1<<20)/b.Elapsed().Seconds(), "sst-MB/s")
 			b.ReportMetric(float64(memBytes)/(1<<20)/b.Elapsed().Seconds(), "memtable-MB/s")
 			b.ReportMetric(float64(rows)*float64(b.N)/b.Elapsed().Seconds(), "rows/s")

@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"strings"
 	"sync"
@@ -216,6 +217,10 @@ func (s *Store) GetRange(ctx context.Context, key string, off, n int64) (data []
 
 func (s *Store) Put(ctx context.Context, key string, data []byte) error {
 	return s.run(ctx, objstore.OpPut, key, func() error { return s.inner.Put(ctx, key, data) })
+}
+
+func (s *Store) Upload(ctx context.Context, key string, r io.ReaderAt, size int64) error {
+	return s.run(ctx, objstore.OpPut, key, func() error { return objstore.Upload(ctx, s.inner, key, r, size) })
 }
 
 func (s *Store) CreateIfAbsent(ctx context.Context, key string, data []byte) error {

@@ -51,6 +51,25 @@ func RunAcceptance(t *testing.T, b Backend) {
 			t.Fatalf("Get empty = %q, %v", got, err)
 		}
 	})
+	t.Run("Upload", func(t *testing.T) {
+		s, _ := b.Open(t)
+		data := bytes.Repeat([]byte("0123456789abcdef"), 1<<16) // 1 MiB
+		if _, ok := s.(objstore.Uploader); !ok {
+			t.Fatal("the bucket does not stream uploads")
+		}
+		for range 2 { // the second replaces the first
+			if err := objstore.Upload(ctx, s, "up/big", bytes.NewReader(data), int64(len(data))); err != nil {
+				t.Fatal(err)
+			}
+		}
+		got, err := s.Get(ctx, "up/big")
+		if err != nil || !bytes.Equal(got, data) {
+			t.Fatalf("Get after Upload: %d bytes, %v", len(got), err)
+		}
+		if err := objstore.Upload(ctx, s, "../bad", bytes.NewReader(nil), 0); err == nil {
+			t.Fatal("bad key accepted")
+		}
+	})
 	t.Run("GetRange", func(t *testing.T) {
 		s, _ := b.Open(t)
 		if err := s.Put(ctx, "r", []byte("0123456789")); err != nil {

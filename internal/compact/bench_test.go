@@ -1,0 +1,124 @@
+package compact
+
+import (
+	"context"
+	"os"
+	"runtime"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/stratadb/strata/internal/benchutil"
+	"github.com/stratadb/strata/internal/objstore"
+	"github.com/stratadb/strata/internal/objstore/objstoretest"
+	"github.com/stratadb/strata/internal/region"
+	"github.com/stratadb/strata/internal/row"
+	"github.com/stratadb/strata/internal/tsbs"
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	objstoretest.StopMinIO()
+	os.Exit(code)
+}
+
+// gauge is a deterministic pseudo-random percentage with four decimals.
+func gauge(k, f int) float64 {
+	x := uint64(k)*0x9e3779b97f4a7c15 + uint64(f)*0xbf58476d1ce4e5b9
+	x ^= x >> 31
+	x *= 0x94d049bb133111eb
+	x ^= x >> 29
+	return float64(x%1_000_000) / 10_000
+}
+
+// BenchmarkCompaction compacts TSBS-shaped SSTs (4000 hosts, 10 fields)
+// totalling STRATA_BENCH_COMPACT_MB of input (default 128) in 8 files into
+// one job's outputs, and reports MB/s of input and the peak heap. Run with
+// -benchtime 1x: one op is one whole compaction.
+func BenchmarkCompaction(b *testing.B) {
+	mb := 128
+	if v := os.Getenv("STRATA_BENCH_COMPACT_MB"); v != "" {
+		mb, _ = strconv.Atoi(v)
+	}
+	backends := []struct {
+		name string
+		open func(b *testing.B) objstore.Bucket
+	}{
+		{"file", func(b *testing.B) objstore.Bucket {
+			s, err := objstore.Open(context.Background(), "file://"+b.TempDir(), objstore.Options{})
+			if err != nil {
+				b.Fatal(err)
+			}
+			return s
+		}},
+		{"minio", func(b *testing.B) objstore.Bucket {
+			s, err := objstore.Open(context.Background(), objstoretest.MinIO(b).NewBucket(b), objstore.Options{})
+			if err != nil {
+				b.Fatal(err)
+			}
+			return s
+		}},
+	}
+	for _, bk := range backends {
+		b.Run(bk.name, func(b *testing.B) {
+			ctx := context.Background()
+			var bytesIn int64
+			b.StopTimer()
+			for range b.N {
+				s := bk.open(b)
+				r, err := region.Open(ctx, s, rid, region.Options{Create: true, Logger: quiet, FlushBytes: 1 << 40, MaxMemtableBytes: 1 << 40})
+				if err != nil {
+					b.Fatal(err)
+				}
+				const hosts = 4000
+				tags := make([][]row.Tag, hosts)
+				for h := range tags {
+					tags[h] = tsbs.Tags(h)
+				}
+				// ~49 bytes per row in SSTs: rows for mb MiB over 8 files,
+				// each file a later hour (the same window for TWCS).
+				rowsPerFile := mb << 20 / 49 / 8
+				k := 0
+				for f := range 8 {
+					for done := 0; done < rowsPerFile; done += hosts {
+						pts := make([]region.Point, hosts)
+						for h := range pts {
+							fs := make([]region.Field, len(tsbs.Fields))
+							for i, n := range tsbs.Fields {
+								fs[i] = region.Field{Name: n, Value: row.FloatValue(gauge(k, i))}
+							}
+							pts[h] = region.Point{Tags: tags[h], TS: int64(f)*int64(time.Hour) + int64(done/hosts)*tsbs.Interval, Fields: fs}
+							k++
+						}
+						if _, err := r.Write(ctx, pts); err != nil {
+							b.Fatal(err)
+						}
+					}
+					if err := r.Flush(ctx); err != nil {
+						b.Fatal(err)
+					}
+				}
+				in := files(r)
+				bytesIn = 0
+				for _, f := range in {
+					bytesIn += f.Size
+				}
+				runtime.GC() // forget the load phase's memtables
+				heap := benchutil.WatchHeap()
+				b.StartTimer()
+				res, err := NewJob(r, in, Options{}).Run(ctx)
+				b.StopTimer()
+				if err != nil {
+					b.Fatal(err)
+				}
+				heap.Report(b)
+				b.ReportMetric(float64(res.BytesIn)/(1<<20), "input-MiB")
+				b.ReportMetric(float64(len(res.Outputs)), "outputs")
+				r.Close(ctx, region.CloseOptions{})
+				s.Close()
+			}
+			b.StartTimer()
+			b.ReportMetric(float64(bytesIn)*float64(b.N)/(1<<20)/b.Elapsed().Seconds(), "input-MB/s")
+		})
+	}
+}
