@@ -40,6 +40,17 @@ func dial(cmd *cobra.Command) (pb.DatanodeClient, context.Context, func(), error
 	return pb.NewDatanodeClient(conn), ctx, func() { cancel(); conn.Close() }, nil
 }
 
+// withClient runs f with a client of --server and a context bounded by
+// --timeout.
+func withClient(cmd *cobra.Command, f func(ctx context.Context, c pb.DatanodeClient) error) error {
+	c, ctx, done, err := dial(cmd)
+	if err != nil {
+		return err
+	}
+	defer done()
+	return f(ctx, c)
+}
+
 // output renders rows as an aligned table, CSV or JSON (an array of
 // objects keyed by header).
 func output(w io.Writer, format string, header []string, rows [][]string) error {

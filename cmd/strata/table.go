@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"strconv"
 	"time"
@@ -20,20 +21,17 @@ func newTable() *cobra.Command {
 		Long:  "Create a table. Writes create tables too (with default options); create one first to choose its regions, timestamp column or TTL.",
 		Args:  exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, ctx, done, err := dial(cmd)
-			if err != nil {
-				return err
-			}
-			defer done()
-			regions, _ := cmd.Flags().GetUint32("regions")
-			ts, _ := cmd.Flags().GetString("timestamp")
-			ttl, _ := cmd.Flags().GetDuration("ttl")
-			resp, err := c.CreateTable(ctx, &pb.CreateTableRequest{Name: args[0], Regions: regions, TimestampColumn: ts, TtlSeconds: int64(ttl / time.Second)})
-			if err != nil {
-				return fmt.Errorf("create table %s: %w", args[0], err)
-			}
-			fmt.Fprintf(cmd.OutOrStdout(), "created table %s (id %d, %d regions)\n", resp.Table.Name, resp.Table.Id, resp.Table.Regions)
-			return nil
+			return withClient(cmd, func(ctx context.Context, c pb.DatanodeClient) error {
+				regions, _ := cmd.Flags().GetUint32("regions")
+				ts, _ := cmd.Flags().GetString("timestamp")
+				ttl, _ := cmd.Flags().GetDuration("ttl")
+				resp, err := c.CreateTable(ctx, &pb.CreateTableRequest{Name: args[0], Regions: regions, TimestampColumn: ts, TtlSeconds: int64(ttl / time.Second)})
+				if err != nil {
+					return fmt.Errorf("create table %s: %w", args[0], err)
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "created table %s (id %d, %d regions)\n", resp.Table.Name, resp.Table.Id, resp.Table.Regions)
+				return nil
+			})
 		},
 	}
 	create.Flags().Uint32("regions", 1, "number of regions (the table is split by a hash of the series)")
@@ -45,26 +43,23 @@ func newTable() *cobra.Command {
 		Short: "List tables",
 		Args:  exactArgs(0),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, ctx, done, err := dial(cmd)
-			if err != nil {
-				return err
-			}
-			defer done()
-			resp, err := c.ListTables(ctx, &pb.ListTablesRequest{})
-			if err != nil {
-				return fmt.Errorf("list tables: %w", err)
-			}
-			var rows [][]string
-			for _, t := range resp.Tables {
-				ttl := ""
-				if t.TtlSeconds > 0 {
-					ttl = (time.Duration(t.TtlSeconds) * time.Second).String()
+			return withClient(cmd, func(ctx context.Context, c pb.DatanodeClient) error {
+				resp, err := c.ListTables(ctx, &pb.ListTablesRequest{})
+				if err != nil {
+					return fmt.Errorf("list tables: %w", err)
 				}
-				rows = append(rows, []string{t.Name, strconv.Itoa(int(t.Id)), strconv.Itoa(int(t.Regions)), strconv.Itoa(len(t.Columns)), ttl,
-					time.Unix(t.CreatedAtUnix, 0).UTC().Format(time.RFC3339)})
-			}
-			format, _ := cmd.Flags().GetString("output")
-			return output(cmd.OutOrStdout(), format, []string{"name", "id", "regions", "columns", "ttl", "created"}, rows)
+				var rows [][]string
+				for _, t := range resp.Tables {
+					ttl := ""
+					if t.TtlSeconds > 0 {
+						ttl = (time.Duration(t.TtlSeconds) * time.Second).String()
+					}
+					rows = append(rows, []string{t.Name, strconv.Itoa(int(t.Id)), strconv.Itoa(int(t.Regions)), strconv.Itoa(len(t.Columns)), ttl,
+						time.Unix(t.CreatedAtUnix, 0).UTC().Format(time.RFC3339)})
+				}
+				format, _ := cmd.Flags().GetString("output")
+				return output(cmd.OutOrStdout(), format, []string{"name", "id", "regions", "columns", "ttl", "created"}, rows)
+			})
 		},
 	}
 	outputFlag(list)
@@ -74,34 +69,31 @@ func newTable() *cobra.Command {
 		Short: "Show a table's columns and regions",
 		Args:  exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, ctx, done, err := dial(cmd)
-			if err != nil {
-				return err
-			}
-			defer done()
-			resp, err := c.DescribeTable(ctx, &pb.DescribeTableRequest{Name: args[0]})
-			if err != nil {
-				return fmt.Errorf("describe table %s: %w", args[0], err)
-			}
-			format, _ := cmd.Flags().GetString("output")
-			w := cmd.OutOrStdout()
-			var cols [][]string
-			for _, col := range resp.Table.Columns {
-				cols = append(cols, []string{col.Name, col.Role, col.Type})
-			}
-			if err := output(w, format, []string{"column", "role", "type"}, cols); err != nil {
-				return err
-			}
-			if format == "table" {
-				fmt.Fprintln(w)
-			}
-			var regs [][]string
-			for _, r := range resp.Regions {
-				regs = append(regs, []string{fmt.Sprintf("%d/%d", r.TableId, r.Region), strconv.FormatInt(r.Files, 10), strconv.FormatInt(r.Rows, 10),
-					strconv.FormatInt(r.Bytes, 10), strconv.FormatInt(r.MemtableBytes, 10), strconv.FormatUint(r.FlushedSeq, 10),
-					strconv.FormatUint(r.ManifestVersion, 10), strconv.FormatInt(r.PendingJobs, 10)})
-			}
-			return output(w, format, []string{"region", "files", "rows", "bytes", "memtable_bytes", "flushed_seq", "manifest_version", "pending_jobs"}, regs)
+			return withClient(cmd, func(ctx context.Context, c pb.DatanodeClient) error {
+				resp, err := c.DescribeTable(ctx, &pb.DescribeTableRequest{Name: args[0]})
+				if err != nil {
+					return fmt.Errorf("describe table %s: %w", args[0], err)
+				}
+				format, _ := cmd.Flags().GetString("output")
+				w := cmd.OutOrStdout()
+				var cols [][]string
+				for _, col := range resp.Table.Columns {
+					cols = append(cols, []string{col.Name, col.Role, col.Type})
+				}
+				if err := output(w, format, []string{"column", "role", "type"}, cols); err != nil {
+					return err
+				}
+				if format == "table" {
+					fmt.Fprintln(w)
+				}
+				var regs [][]string
+				for _, r := range resp.Regions {
+					regs = append(regs, []string{fmt.Sprintf("%d/%d", r.TableId, r.Region), strconv.FormatInt(r.Files, 10), strconv.FormatInt(r.Rows, 10),
+						strconv.FormatInt(r.Bytes, 10), strconv.FormatInt(r.MemtableBytes, 10), strconv.FormatUint(r.FlushedSeq, 10),
+						strconv.FormatUint(r.ManifestVersion, 10), strconv.FormatInt(r.PendingJobs, 10)})
+				}
+				return output(w, format, []string{"region", "files", "rows", "bytes", "memtable_bytes", "flushed_seq", "manifest_version", "pending_jobs"}, regs)
+			})
 		},
 	}
 	outputFlag(describe)
@@ -111,16 +103,13 @@ func newTable() *cobra.Command {
 		Short: "Drop a table and delete its data",
 		Args:  exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, ctx, done, err := dial(cmd)
-			if err != nil {
-				return err
-			}
-			defer done()
-			if _, err := c.DropTable(ctx, &pb.DropTableRequest{Name: args[0]}); err != nil {
-				return fmt.Errorf("drop table %s: %w", args[0], err)
-			}
-			fmt.Fprintf(cmd.OutOrStdout(), "dropped table %s\n", args[0])
-			return nil
+			return withClient(cmd, func(ctx context.Context, c pb.DatanodeClient) error {
+				if _, err := c.DropTable(ctx, &pb.DropTableRequest{Name: args[0]}); err != nil {
+					return fmt.Errorf("drop table %s: %w", args[0], err)
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "dropped table %s\n", args[0])
+				return nil
+			})
 		},
 	}
 	cmd.AddCommand(create, list, describe, drop)

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/stratadb/strata/internal/benchutil"
-	"github.com/stratadb/strata/internal/objstore"
 	"github.com/stratadb/strata/internal/objstore/objstoretest"
 	"github.com/stratadb/strata/internal/region"
 	"github.com/stratadb/strata/internal/row"
@@ -40,32 +39,13 @@ func BenchmarkCompaction(b *testing.B) {
 	if v := os.Getenv("STRATA_BENCH_COMPACT_MB"); v != "" {
 		mb, _ = strconv.Atoi(v)
 	}
-	backends := []struct {
-		name string
-		open func(b *testing.B) objstore.Bucket
-	}{
-		{"file", func(b *testing.B) objstore.Bucket {
-			s, err := objstore.Open(context.Background(), "file://"+b.TempDir(), objstore.Options{})
-			if err != nil {
-				b.Fatal(err)
-			}
-			return s
-		}},
-		{"minio", func(b *testing.B) objstore.Bucket {
-			s, err := objstore.Open(context.Background(), objstoretest.MinIO(b).NewBucket(b), objstore.Options{})
-			if err != nil {
-				b.Fatal(err)
-			}
-			return s
-		}},
-	}
-	for _, bk := range backends {
-		b.Run(bk.name, func(b *testing.B) {
+	for _, bk := range objstoretest.BenchBackends() {
+		b.Run(bk.Name, func(b *testing.B) {
 			ctx := context.Background()
 			var bytesIn int64
 			b.StopTimer()
 			for range b.N {
-				s := bk.open(b)
+				s := bk.Open(b)
 				r, err := region.Open(ctx, s, rid, region.Options{Create: true, Logger: quiet, FlushBytes: 1 << 40, MaxMemtableBytes: 1 << 40})
 				if err != nil {
 					b.Fatal(err)
@@ -115,7 +95,6 @@ func BenchmarkCompaction(b *testing.B) {
 				b.ReportMetric(float64(res.BytesIn)/(1<<20), "input-MiB")
 				b.ReportMetric(float64(len(res.Outputs)), "outputs")
 				r.Close(ctx, region.CloseOptions{})
-				s.Close()
 			}
 			b.StartTimer()
 			b.ReportMetric(float64(bytesIn)*float64(b.N)/(1<<20)/b.Elapsed().Seconds(), "input-MB/s")

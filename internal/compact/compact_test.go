@@ -119,22 +119,10 @@ func orphans(t testing.TB, s objstore.Bucket) (orphaned, missing []string) {
 		t.Fatal(err)
 	}
 	have := map[string]bool{}
-	owned := map[string]bool{}
-	for id := range st.Files {
-		owned[id] = true
-	}
-	for id := range st.Removed {
-		owned[id] = true
-	}
-	for _, p := range st.Pending {
-		for _, id := range p.FileIDs {
-			owned[id] = true
-		}
-	}
 	for _, o := range objs {
 		id, _ := rid.ParseSSTKey(o.Key)
 		have[id] = true
-		if !owned[id] {
+		if !st.Owns(id) {
 			orphaned = append(orphaned, id)
 		}
 	}

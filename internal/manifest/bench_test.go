@@ -6,7 +6,6 @@ import (
 	"os"
 	"testing"
 
-	"github.com/stratadb/strata/internal/objstore"
 	"github.com/stratadb/strata/internal/objstore/objstoretest"
 )
 
@@ -14,31 +13,6 @@ func TestMain(m *testing.M) {
 	code := m.Run()
 	objstoretest.StopMinIO()
 	os.Exit(code)
-}
-
-type benchBackend struct {
-	name string
-	open func(b *testing.B) objstore.Bucket
-}
-
-func benchBackends() []benchBackend {
-	return []benchBackend{
-		{"file", func(b *testing.B) objstore.Bucket {
-			s, err := objstore.Open(context.Background(), "file://"+b.TempDir(), objstore.Options{})
-			if err != nil {
-				b.Fatal(err)
-			}
-			return s
-		}},
-		{"minio", func(b *testing.B) objstore.Bucket {
-			srv := objstoretest.MinIO(b)
-			s, err := objstore.Open(context.Background(), srv.NewBucket(b), objstore.Options{})
-			if err != nil {
-				b.Fatal(err)
-			}
-			return s
-		}},
-	}
 }
 
 func benchAction(i int) Action {
@@ -49,9 +23,9 @@ func benchAction(i int) Action {
 // BenchmarkCommit measures one manifest commit (create-if-absent delta plus
 // the fence check, and every 10th a checkpoint with deletions).
 func BenchmarkCommit(b *testing.B) {
-	for _, bk := range benchBackends() {
-		b.Run(bk.name, func(b *testing.B) {
-			s := bk.open(b)
+	for _, bk := range objstoretest.BenchBackends() {
+		b.Run(bk.Name, func(b *testing.B) {
+			s := bk.Open(b)
 			m := mustOpen(b, s, Options{Create: true})
 			ctx := context.Background()
 			b.ResetTimer()
@@ -72,9 +46,9 @@ func BenchmarkCommit(b *testing.B) {
 // BenchmarkRecover10k measures opening a region whose manifest has had 10,000
 // deltas (checkpoint every 10): list, read the checkpoint, replay the tail.
 func BenchmarkRecover10k(b *testing.B) {
-	for _, bk := range benchBackends() {
-		b.Run(bk.name, func(b *testing.B) {
-			s := bk.open(b)
+	for _, bk := range objstoretest.BenchBackends() {
+		b.Run(bk.Name, func(b *testing.B) {
+			s := bk.Open(b)
 			m := mustOpen(b, s, Options{Create: true})
 			ctx := context.Background()
 			for i := range 10004 {

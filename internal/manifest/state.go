@@ -71,7 +71,7 @@ func (s *State) apply(a Action, at time.Time) error {
 		}
 		prev, exists := s.Pending[p.JobID]
 		for _, id := range p.FileIDs {
-			if s.owns(id) {
+			if s.Owns(id) {
 				return fmt.Errorf("%w: pending output %s is already owned", ErrInvalidAction, id)
 			}
 		}
@@ -107,7 +107,9 @@ func (s *State) apply(a Action, at time.Time) error {
 }
 
 // owns reports whether id is a live, removed or pending file.
-func (s *State) owns(id string) bool {
+// Owns reports whether file id is live, removed (waiting for GC) or
+// reserved by a pending-outputs marker: whether it has a cleanup owner.
+func (s *State) Owns(id string) bool {
 	if _, ok := s.Files[id]; ok {
 		return true
 	}
@@ -144,7 +146,7 @@ func (s *State) applyEdit(e *Edit, at time.Time) error {
 		if e.Resolves != "" && !slices.Contains(reserved, f.ID) {
 			return fmt.Errorf("%w: edit adds %s, which job %q did not reserve", ErrInvalidAction, f.ID, e.Resolves)
 		}
-		if e.Resolves == "" && s.owns(f.ID) {
+		if e.Resolves == "" && s.Owns(f.ID) {
 			return fmt.Errorf("%w: edit adds %s, which is already owned", ErrInvalidAction, f.ID)
 		}
 		if _, ok := s.Files[f.ID]; ok {

@@ -62,42 +62,15 @@ func gaugeValue(k, f int) float64 {
 	return float64(x%1_000_000) / 10_000
 }
 
-type backend struct {
-	name string
-	open func(b *testing.B) objstore.Bucket
-}
-
-func backends() []backend {
-	return []backend{
-		{"file", func(b *testing.B) objstore.Bucket {
-			s, err := objstore.Open(context.Background(), "file://"+b.TempDir(), objstore.Options{})
-			if err != nil {
-				b.Fatal(err)
-			}
-			b.Cleanup(func() { s.Close() })
-			return s
-		}},
-		{"minio", func(b *testing.B) objstore.Bucket {
-			srv := objstoretest.MinIO(b)
-			s, err := objstore.Open(context.Background(), srv.NewBucket(b), objstore.Options{})
-			if err != nil {
-				b.Fatal(err)
-			}
-			b.Cleanup(func() { s.Close() })
-			return s
-		}},
-	}
-}
-
 // BenchmarkWrite measures sustained ingest of TSBS-shaped batches of 500
 // rows from 8 concurrent writers into one region, including the background
 // flushes to Parquet the load causes. Each op is one batch.
 func BenchmarkWrite(b *testing.B) {
-	for _, bk := range backends() {
-		b.Run(bk.name, func(b *testing.B) {
+	for _, bk := range objstoretest.BenchBackends() {
+		b.Run(bk.Name, func(b *testing.B) {
 			const batchRows, writers = 500, 8
 			ctx := context.Background()
-			s := bk.open(b)
+			s := bk.Open(b)
 			m := NewMetrics(nil)
 			r := open(b, s, Options{Logger: quiet, Metrics: m})
 			defer closeRegion(b, r, false)
@@ -151,9 +124,9 @@ func loadRegion(b *testing.B, s objstore.Bucket, rounds int) *Region {
 // timestamps × 10 fields) from four SSTs, k-way merged; and a scan of one
 // host over 1/10 of the time range, which prunes by row group statistics.
 func BenchmarkScan(b *testing.B) {
-	for _, bk := range backends() {
-		b.Run(bk.name, func(b *testing.B) {
-			s := bk.open(b)
+	for _, bk := range objstoretest.BenchBackends() {
+		b.Run(bk.Name, func(b *testing.B) {
+			s := bk.Open(b)
 			const rounds = 250
 			r := loadRegion(b, s, rounds)
 			defer closeRegion(b, r, false)
@@ -205,10 +178,10 @@ func countScan(b *testing.B, r *Region, req ScanRequest) int {
 // BenchmarkFlush measures flushing a memtable of 200k TSBS rows to one
 // Parquet SST and committing it. MB/s is of the SST written.
 func BenchmarkFlush(b *testing.B) {
-	for _, bk := range backends() {
-		b.Run(bk.name, func(b *testing.B) {
+	for _, bk := range objstoretest.BenchBackends() {
+		b.Run(bk.Name, func(b *testing.B) {
 			ctx := context.Background()
-			s := bk.open(b)
+			s := bk.Open(b)
 			r := open(b, s, Options{Logger: quiet, FlushBytes: 1 << 40, MaxMemtableBytes: 1 << 40})
 			defer closeRegion(b, r, false)
 			tags := tsbsTags()

@@ -103,20 +103,8 @@ func sstKeys(t testing.TB, s objstore.Bucket) map[string]bool {
 // GC) nor reserved by a pending-outputs marker: an orphan.
 func checkOwned(t testing.TB, s objstore.Bucket, st *manifest.State) {
 	t.Helper()
-	owned := map[string]bool{}
-	for id := range st.Files {
-		owned[id] = true
-	}
-	for id := range st.Removed {
-		owned[id] = true
-	}
-	for _, p := range st.Pending {
-		for _, id := range p.FileIDs {
-			owned[id] = true
-		}
-	}
 	for id := range sstKeys(t, s) {
-		if !owned[id] {
+		if !st.Owns(id) {
 			t.Fatalf("orphan SST %s: not live, removed or pending (manifest v%d)", id, st.Version)
 		}
 	}
