@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"time"
 
 	"github.com/oklog/ulid/v2"
@@ -137,7 +138,9 @@ func (r *Region) dropFlushed(mt *memtable.Memtable, size int64) {
 	r.mu.Lock()
 	for i, x := range r.immutable {
 		if x == mt {
-			r.immutable = append(r.immutable[:i], r.immutable[i+1:]...)
+			// NB: slices.Delete clears the vacated slot; a plain append
+			// would keep the flushed memtable reachable from the array.
+			r.immutable = slices.Delete(r.immutable, i, i+1)
 			break
 		}
 	}
