@@ -158,10 +158,14 @@ func TestPickTWCS(t *testing.T) {
 		t.Fatalf("picked %v", got)
 	}
 	add("b3", 3*h, 3*h+10)
-	if got = Pick(fs, Options{}); len(got) != 4 || got[0].ID[0] != 'b' {
+	// Window 3 is the one being written: it needs 2 × Trigger files.
+	if got = Pick(fs, Options{}); len(got) != 5 || got[0].ID[0] != 'a' {
+		t.Fatalf("active window below its trigger: %v", got)
+	}
+	if got = Pick(fs, Options{ActiveTrigger: 4}); len(got) != 4 || got[0].ID[0] != 'b' {
 		t.Fatalf("newest window first: %v", got)
 	}
-	if got = Pick(fs, Options{MaxInputs: 2}); len(got) != 2 || got[0].ID != "b0" || got[1].ID != "b1" {
+	if got = Pick(fs, Options{ActiveTrigger: 4, MaxInputs: 2}); len(got) != 2 || got[0].ID != "b0" || got[1].ID != "b1" {
 		t.Fatalf("max inputs, oldest first: %v", got)
 	}
 	if got = Pick(fs, Options{Trigger: 6}); got != nil {
@@ -170,8 +174,12 @@ func TestPickTWCS(t *testing.T) {
 	if w := InferWindow([]manifest.FileMeta{{MinTS: 0, MaxTS: 3 * h}}); w != 12*time.Hour {
 		t.Fatalf("inferred %v for 3 h files", w)
 	}
+	// One day: all 9 files are in the active window, over its trigger of 8.
 	if got = Pick(fs, Options{Window: 24 * time.Hour}); len(got) != 9 {
 		t.Fatalf("one day window: %v", got)
+	}
+	if got = Pick(fs, Options{Window: 24 * time.Hour, ActiveTrigger: 10}); got != nil {
+		t.Fatalf("active window under its trigger: %v", got)
 	}
 }
 

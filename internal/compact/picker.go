@@ -6,6 +6,7 @@ package compact
 
 import (
 	"context"
+	"math"
 	"slices"
 	"strings"
 	"time"
@@ -27,6 +28,11 @@ type Options struct {
 	// Trigger is the number of files in a window that makes it compact
 	// (default 4).
 	Trigger int
+	// ActiveTrigger is the trigger of the newest window, the one flushes
+	// are still adding to (default 2 × Trigger): compacting it at every
+	// fourth flush would rewrite the same rows again and again while the
+	// window grows.
+	ActiveTrigger int
 	// MaxInputs caps the files of one job (default 32).
 	MaxInputs int
 	// MaxOutputBytes splits outputs (default 512 MiB), estimated from the
@@ -44,6 +50,9 @@ type Options struct {
 func (o *Options) defaults() {
 	if o.Trigger <= 0 {
 		o.Trigger = DefaultTrigger
+	}
+	if o.ActiveTrigger <= 0 {
+		o.ActiveTrigger = 2 * o.Trigger
 	}
 	if o.MaxInputs <= 0 {
 		o.MaxInputs = DefaultMaxInputs
@@ -96,8 +105,9 @@ func sortedFiles(files map[string]manifest.FileMeta) []manifest.FileMeta {
 
 // Pick returns the inputs of the next compaction of a region with the given
 // live files, or nil if no window needs one: the newest window holding at
-// least Trigger files (a file belongs to the window of its newest row), up
-// to MaxInputs of its oldest files.
+// least Trigger files (ActiveTrigger for the newest window of all; a file
+// belongs to the window of its newest row), up to MaxInputs of its oldest
+// files.
 func Pick(files map[string]manifest.FileMeta, opts Options) []manifest.FileMeta {
 	opts.defaults()
 	all := sortedFiles(files)
@@ -106,13 +116,19 @@ func Pick(files map[string]manifest.FileMeta, opts Options) []manifest.FileMeta 
 		w = InferWindow(all)
 	}
 	windows := map[int64][]manifest.FileMeta{}
+	active := int64(math.MinInt64)
 	for _, f := range all {
 		k := windowOf(f.MaxTS, w)
 		windows[k] = append(windows[k], f)
+		active = max(active, k)
 	}
 	var keys []int64
 	for k, fs := range windows {
-		if len(fs) >= opts.Trigger {
+		trigger := opts.Trigger
+		if k == active {
+			trigger = opts.ActiveTrigger
+		}
+		if len(fs) >= trigger {
 			keys = append(keys, k)
 		}
 	}

@@ -227,10 +227,10 @@ func TestCompactionManualAndAfterFlush(t *testing.T) {
 	}
 	e.Close(ctx, false)
 
-	// With the default trigger, the fourth flush of a window starts a
-	// compaction in the background.
+	// With the default triggers, the eighth flush into the window being
+	// written starts a compaction in the background.
 	e = openEngine(t, objstoretest.Mem(t))
-	for i := range 4 {
+	for i := range 8 {
 		e.Write(ctx, "m", pts(100, "v", func(j int) row.Value { return row.FloatValue(float64(i*1000 + j)) }), WriteOptions{CreateTable: true})
 		e.Flush(ctx, "m")
 	}
