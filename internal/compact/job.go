@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"runtime"
 	"sync"
 	"time"
 
@@ -285,7 +286,7 @@ func (j *Job) encode(fields []schema.Field, src row.Iterator) (sst.Meta, spillFi
 	}
 	sp := spillFile{f: f}
 	w := bufio.NewWriterSize(f, 1<<20)
-	meta, err := sst.Write(w, fields, src, sst.WriteOptions{RowGroupRows: j.opts.RowGroupRows})
+	meta, err := sst.Write(w, fields, src, sst.WriteOptions{RowGroupRows: j.opts.RowGroupRows, Parallel: runtime.GOMAXPROCS(0)})
 	if err == nil {
 		err = w.Flush()
 	}

@@ -37,6 +37,9 @@ const formatKey, formatValue = "strata.sst.format", "1"
 // WriteOptions configure an SST.
 type WriteOptions struct {
 	RowGroupRows int64 // default DefaultRowGroupRows
+	// Parallel is how many row groups are encoded at once (default 1).
+	// Each holds its rows in memory while it is encoded.
+	Parallel int
 	// Level is the zstd level (default zstd.SpeedDefault). Flushes use
 	// zstd.SpeedFastest: their files are short-lived inputs of compaction,
 	// and the faster level lets flushes keep up with ingest (about 25% more
@@ -125,29 +128,65 @@ func Write(w io.Writer, fields []schema.Field, it row.Iterator, opts WriteOption
 	cw := &countingWriter{w: w}
 	pw := parquet.NewWriter(cw, sch,
 		parquet.Compression(&zstd.Codec{Level: opts.Level}),
-		parquet.MaxRowsPerRowGroup(opts.RowGroupRows),
 		parquet.KeyValueMetadata(formatKey, formatValue),
 		parquet.CreatedBy("strata", "1", ""),
 	)
 	ncols := len(sch.Columns())
-	const batch = 1024
-	rows := make([]parquet.Row, 0, batch)
-	vals := make([]parquet.Value, 0, batch*ncols)
+	// Row groups are encoded concurrently (up to Parallel at a time) and
+	// committed to the file in order.
+	parallel := max(1, opts.Parallel)
+	type pending struct {
+		rg   *parquet.ConcurrentRowGroupWriter
+		done chan error
+	}
+	var queue []*pending
+	commitOldest := func() error {
+		p := queue[0]
+		queue = queue[1:]
+		if err := <-p.done; err != nil {
+			return fmt.Errorf("sst: encode row group: %w", err)
+		}
+		if _, err := p.rg.Commit(); err != nil {
+			return fmt.Errorf("sst: write row group: %w", err)
+		}
+		return nil
+	}
+	fail := func(err error) (Meta, error) {
+		for _, p := range queue {
+			<-p.done
+		}
+		return Meta{}, err
+	}
+	start := func(rows []parquet.Row) {
+		p := &pending{rg: pw.BeginRowGroup(), done: make(chan error, 1)}
+		go func() {
+			_, err := p.rg.WriteRows(rows)
+			if err == nil {
+				err = p.rg.Flush()
+			}
+			p.done <- err
+		}()
+		queue = append(queue, p)
+	}
+	// Row values live in slabs of 4096 rows; rows keep pointing into full
+	// slabs, so a new slab needs no copy.
+	const slabRows = 4096
+	newSlab := func() []parquet.Value { return make([]parquet.Value, 0, slabRows*ncols) }
+	newGroup := func() ([]parquet.Row, []parquet.Value) {
+		return make([]parquet.Row, 0, min(opts.RowGroupRows, slabRows)), newSlab()
+	}
+	rows, vals := newGroup()
 	var m Meta
 	m.MinTS, m.MaxTS = math.MaxInt64, math.MinInt64
 	m.MinSeq = math.MaxUint64
-	flush := func() error {
-		if _, err := pw.WriteRows(rows); err != nil {
-			return fmt.Errorf("sst: write rows: %w", err)
-		}
-		rows, vals = rows[:0], vals[:0]
-		return nil
-	}
 	for it.Next() {
 		e := it.Entry()
-		start := len(vals)
-		vals = vals[:start+ncols]
-		r := vals[start : start+ncols : start+ncols]
+		if len(vals)+ncols > cap(vals) {
+			vals = newSlab()
+		}
+		at := len(vals)
+		vals = vals[:at+ncols]
+		r := vals[at : at+ncols : at+ncols]
 		r[cSeries] = parquet.ByteArrayValue([]byte(e.Series)).Level(0, 0, cSeries)
 		r[cTS] = parquet.Int64Value(e.TS).Level(0, 0, cTS)
 		r[cSeq] = parquet.Int64Value(int64(e.Seq)).Level(0, 0, cSeq)
@@ -166,20 +205,29 @@ func Write(w io.Writer, fields []schema.Field, it row.Iterator, opts WriteOption
 		m.Rows++
 		m.MinTS, m.MaxTS = min(m.MinTS, e.TS), max(m.MaxTS, hi)
 		m.MinSeq, m.MaxSeq = min(m.MinSeq, e.Seq), max(m.MaxSeq, e.Seq)
-		if len(rows) == batch {
-			if err := flush(); err != nil {
-				return Meta{}, err
+		if int64(len(rows)) == opts.RowGroupRows {
+			start(rows)
+			rows, vals = newGroup()
+			if len(queue) >= parallel {
+				if err := commitOldest(); err != nil {
+					return fail(err)
+				}
 			}
 		}
 	}
 	if err := it.Err(); err != nil {
-		return Meta{}, err
+		return fail(err)
 	}
 	if m.Rows == 0 {
-		return Meta{}, ErrEmpty
+		return fail(ErrEmpty)
 	}
-	if err := flush(); err != nil {
-		return Meta{}, err
+	if len(rows) > 0 {
+		start(rows)
+	}
+	for len(queue) > 0 {
+		if err := commitOldest(); err != nil {
+			return fail(err)
+		}
 	}
 	if err := pw.Close(); err != nil {
 		return Meta{}, fmt.Errorf("sst: close writer: %w", err)
