@@ -21,15 +21,6 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// gauge is a deterministic pseudo-random percentage with four decimals.
-func gauge(k, f int) float64 {
-	x := uint64(k)*0x9e3779b97f4a7c15 + uint64(f)*0xbf58476d1ce4e5b9
-	x ^= x >> 31
-	x *= 0x94d049bb133111eb
-	x ^= x >> 29
-	return float64(x%1_000_000) / 10_000
-}
-
 // BenchmarkCompaction compacts TSBS-shaped SSTs (4000 hosts, 10 fields)
 // totalling STRATA_BENCH_COMPACT_MB of input (default 128) in 8 files into
 // one job's outputs, and reports MB/s of input and the peak heap. Run with
@@ -65,7 +56,7 @@ func BenchmarkCompaction(b *testing.B) {
 						for h := range pts {
 							fs := make([]region.Field, len(tsbs.Fields))
 							for i, n := range tsbs.Fields {
-								fs[i] = region.Field{Name: n, Value: row.FloatValue(gauge(k, i))}
+								fs[i] = region.Field{Name: n, Value: row.FloatValue(tsbs.Value(k, i))}
 							}
 							pts[h] = region.Point{Tags: tags[h], TS: int64(f)*int64(time.Hour) + int64(done/hosts)*tsbs.Interval, Fields: fs}
 							k++

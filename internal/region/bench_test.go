@@ -44,22 +44,11 @@ func tsbsBatch(tags [][]row.Tag, i, n int) []Point {
 		k := i*n + j
 		fs := vals[j*len(tsbsFieldNames) : (j+1)*len(tsbsFieldNames)]
 		for f, name := range tsbsFieldNames {
-			fs[f] = Field{Name: name, Value: row.FloatValue(gaugeValue(k, f))}
+			fs[f] = Field{Name: name, Value: row.FloatValue(tsbs.Value(k, f))}
 		}
 		ps[j] = Point{Tags: tags[k%tsbsHosts], TS: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).UnixNano() + int64(k/tsbsHosts)*int64(10*time.Second), Fields: fs}
 	}
 	return ps
-}
-
-// gaugeValue is a deterministic pseudo-random percentage with four decimals
-// (TSBS's are random walks over 0-100 at full precision; these compress
-// about as badly).
-func gaugeValue(k, f int) float64 {
-	x := uint64(k)*0x9e3779b97f4a7c15 + uint64(f)*0xbf58476d1ce4e5b9
-	x ^= x >> 31
-	x *= 0x94d049bb133111eb
-	x ^= x >> 29
-	return float64(x%1_000_000) / 10_000
 }
 
 // BenchmarkWrite measures sustained ingest of TSBS-shaped batches of 500

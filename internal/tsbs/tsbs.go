@@ -48,3 +48,14 @@ func LineTags(h int) string {
 	}
 	return b.String()
 }
+
+// Value is field f of row k: a deterministic pseudo-random percentage with
+// four decimals (TSBS's are random walks over 0-100 at full precision;
+// these compress about as badly).
+func Value(k, f int) float64 {
+	x := uint64(k)*0x9e3779b97f4a7c15 + uint64(f)*0xbf58476d1ce4e5b9
+	x ^= x >> 31
+	x *= 0x94d049bb133111eb
+	x ^= x >> 29
+	return float64(x%1_000_000) / 10_000
+}
