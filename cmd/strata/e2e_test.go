@@ -358,6 +358,7 @@ func TestKill9MidIngestLosesNothingAcknowledged(t *testing.T) {
 	acked := 0     // requests answered 204, in order
 	inflight := -1 // the request that was in flight when the server died
 	done := make(chan struct{})
+	reached := make(chan struct{}) // closed at the 200th acknowledgement
 	body := func(req int) string {
 		var b strings.Builder
 		for j := range perReq {
@@ -383,21 +384,16 @@ func TestKill9MidIngestLosesNothingAcknowledged(t *testing.T) {
 			mu.Lock()
 			acked = req + 1
 			mu.Unlock()
+			if req+1 == 200 {
+				close(reached)
+			}
 		}
 	}()
 	// Kill once enough has been acknowledged that flushes have happened.
-	for {
-		mu.Lock()
-		n := acked
-		mu.Unlock()
-		if n >= 200 {
-			break
-		}
-		select {
-		case <-done:
-			t.Fatalf("writer stopped early\n%s", p.logs.String())
-		case <-time.After(5 * time.Millisecond):
-		}
+	select {
+	case <-reached:
+	case <-done:
+		t.Fatalf("writer stopped early\n%s", p.logs.String())
 	}
 	p.stop(t, syscall.SIGKILL)
 	<-done
