@@ -8,6 +8,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/stratadb/strata/internal/gc"
 	"github.com/stratadb/strata/internal/objstore"
 	"github.com/stratadb/strata/internal/objstore/faultstore"
 	"github.com/stratadb/strata/internal/objstore/objstoretest"
@@ -44,8 +45,8 @@ type campaign struct {
 // after the call took effect, failure before or after the call, transient
 // failure), each combined with a cancellation at a random stage. After each
 // run the region is reopened over the surviving objects and must have zero
-// unowned SSTs (what fast GC relies on to find everything), zero live files
-// missing, and every row with its latest value.
+// unowned SSTs, nothing but live SSTs in a full listing once fast GC has
+// run, zero live files missing, and every row with its latest value.
 func TestFaultCampaign(t *testing.T) {
 	s0 := seed(t)
 	ctx := context.Background()
@@ -109,6 +110,18 @@ func TestFaultCampaign(t *testing.T) {
 				c.orphans += len(o2)
 				c.missing += len(m2)
 				r2 := openRegion(t, st)
+				// Fast GC (no LIST) must then leave only live files: an
+				// independent full listing finds nothing else.
+				if _, err := gc.Fast(ctx, r2, gc.Options{Lingering: -1}); err != nil {
+					t.Fatalf("seed %d: %s at call %d: fast GC: %v", sd, a, n, err)
+				}
+				live := r2.Manifest().Files
+				for id := range sstIDs(t, st) {
+					if _, ok := live[id]; !ok {
+						c.orphans++
+						t.Errorf("seed %d: %s at call %d, cancel at %v: %s survives fast GC without being live", sd, a, n, cancelAt, id)
+					}
+				}
 				got, err := scanLines(ctx, r2, region.ScanRequest{})
 				if err != nil || !slices.Equal(got, want) {
 					c.mismatched++

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stratadb/strata/internal/gc"
 	"github.com/stratadb/strata/internal/layout"
 	"github.com/stratadb/strata/internal/manifest"
 	"github.com/stratadb/strata/internal/objstore"
@@ -299,6 +300,16 @@ func TestCancelAfterUploadBeforeCommitLeavesNoOrphan(t *testing.T) {
 			after, _ := scanLines(ctx, r, region.ScanRequest{})
 			if !slices.Equal(before, after) {
 				t.Fatal("a cancelled compaction changed the data")
+			}
+			// Fast GC then leaves nothing but live files.
+			if _, err := gc.Fast(ctx, r, gc.Options{}); err != nil {
+				t.Fatal(err)
+			}
+			live := r.Manifest().Files
+			for id := range sstIDs(t, inner) {
+				if _, ok := live[id]; !ok {
+					t.Fatalf("%s survives fast GC without being live", id)
+				}
 			}
 			// After the commit started, cancel is too late and waits.
 			var j2 *Job

@@ -188,6 +188,19 @@ func (s *Scheduler) Close() error {
 	return errors.Join(errs...)
 }
 
+// JobRunning reports whether a job of this scheduler with that id runs
+// (GC asks before deleting a marker's outputs).
+func (s *Scheduler) JobRunning(job string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, j := range s.running {
+		if j.ID == job {
+			return true
+		}
+	}
+	return false
+}
+
 // Wait waits for the jobs running now (and any they trigger) to finish.
 func (s *Scheduler) Wait() { s.wg.Wait() }
 

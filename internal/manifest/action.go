@@ -84,9 +84,11 @@ type ResolvePending struct {
 	JobID string `json:"job_id"`
 }
 
-// GCPurge forgets removed files that GC has deleted.
+// GCPurge forgets removed files that GC has deleted, and records that WAL
+// segments numbered below WALBelow are deleted (0: unchanged).
 type GCPurge struct {
-	Files []string `json:"files"`
+	Files    []string `json:"files,omitempty"`
+	WALBelow uint64   `json:"wal_below,omitempty"`
 }
 
 // Truncate moves every live file to the removed set and sets the flushed

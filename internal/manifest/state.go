@@ -25,6 +25,8 @@ type State struct {
 	// FlushedSegment: WAL segments numbered up to it hold nothing above
 	// FlushedSeq.
 	FlushedSegment uint64 `json:"flushed_segment,omitempty"`
+	// WALPurged: WAL segments numbered below it are deleted.
+	WALPurged uint64 `json:"wal_purged,omitempty"`
 }
 
 func newState() *State {
@@ -90,6 +92,12 @@ func (s *State) apply(a Action, at time.Time) error {
 				return fmt.Errorf("%w: purge of %s, which is not a removed file", ErrInvalidAction, id)
 			}
 			delete(s.Removed, id)
+		}
+		if w := a.Purge.WALBelow; w != 0 {
+			if w > s.FlushedSegment+1 || w < s.WALPurged {
+				return fmt.Errorf("%w: WAL purge below %d: flushed segment is %d, purged below %d", ErrInvalidAction, w, s.FlushedSegment, s.WALPurged)
+			}
+			s.WALPurged = w
 		}
 	case a.Truncate != nil:
 		for id, f := range s.Files {

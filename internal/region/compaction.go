@@ -48,3 +48,10 @@ func (r *Region) Commit(ctx context.Context, actions ...manifest.Action) error {
 func (r *Region) Landed(ctx context.Context, ok func(*manifest.State) bool) bool {
 	return r.landed(ctx, ok)
 }
+
+// FlushRunning reports whether job is this region's flush in progress.
+func (r *Region) FlushRunning(job string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return job != "" && r.flushJob == job
+}

@@ -75,6 +75,14 @@ func (r *Region) flushOne(ctx context.Context, mt *memtable.Memtable) (err error
 	id := ulid.Make().String()
 	job := "flush-" + id
 	key := r.id.SSTKey(id)
+	r.mu.Lock()
+	r.flushJob = job
+	r.mu.Unlock()
+	defer func() {
+		r.mu.Lock()
+		r.flushJob = ""
+		r.mu.Unlock()
+	}()
 
 	// 1. Reserve the output before any byte of it exists.
 	if err := r.commit(ctx, manifest.Action{Pending: &manifest.PendingOutputs{

@@ -139,6 +139,7 @@ type Region struct {
 	memBytes   int64                // active + immutable
 	memChanged chan struct{}        // closed and replaced when memBytes drops
 	pins       map[string]int       // file id -> scans reading it
+	flushJob   string               // the job id of the flush in progress
 	closed     bool
 	fatal      error // sticky: ErrFenced
 

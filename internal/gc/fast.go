@@ -1,0 +1,156 @@
+// Package gc reclaims a region's garbage. Fast GC reads only the manifest
+// (no LIST): removed files past the lingering time that no scan pins, the
+// outputs of pending markers whose job is not running, and WAL segments
+// wholly below the flushed sequence. It then commits one delta that forgets
+// what it deleted.
+package gc
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/stratadb/strata/internal/manifest"
+	"github.com/stratadb/strata/internal/objstore"
+	"github.com/stratadb/strata/internal/region"
+)
+
+// DefaultLingering is how long a removed file stays for in-flight readers.
+const DefaultLingering = time.Hour
+
+// Options configure a run.
+type Options struct {
+	// Lingering is the age a removed file must reach (default 1 h; a
+	// negative value means 0).
+	Lingering time.Duration
+	// DryRun reports what would be deleted and deletes nothing.
+	DryRun bool
+	// Concurrency bounds concurrent deletes (default 8).
+	Concurrency int
+	// JobRunning reports whether a job of this process (a compaction) is
+	// running; flushes are asked of the region. Nil: none is.
+	JobRunning func(job string) bool
+}
+
+// Report is what a run deleted (or, dry, would delete).
+type Report struct {
+	RemovedFiles []string // removed SSTs deleted
+	PendingJobs  []string // markers resolved
+	PendingFiles []string // their outputs deleted
+	WALSegments  int      // WAL segments deleted
+	Bytes        int64    // bytes of the SSTs deleted
+	Requests     int      // DELETE requests issued
+}
+
+// Fast runs fast GC on an open region. It is idempotent; a crash at any
+// point leaves work that the next run does again (deleting a missing object
+// is not an error).
+func Fast(ctx context.Context, r *region.Region, opts Options) (Report, error) {
+	if opts.Lingering == 0 {
+		opts.Lingering = DefaultLingering
+	}
+	if opts.Lingering < 0 {
+		opts.Lingering = 0
+	}
+	if opts.Concurrency <= 0 {
+		opts.Concurrency = 8
+	}
+	st := r.Manifest()
+	now := r.Now()()
+	var rep Report
+	var keys []string
+
+	// 1. Removed files past the lingering time and not pinned.
+	for id, f := range st.Removed {
+		if now.Sub(f.RemovedAt) >= opts.Lingering && !r.Pinned(id) {
+			rep.RemovedFiles = append(rep.RemovedFiles, id)
+			rep.Bytes += f.Size
+			keys = append(keys, r.ID().SSTKey(id))
+		}
+	}
+	// 2. Markers of jobs that are not running: an older owner's, or ours
+	// when neither a flush nor a compaction of this process runs them.
+	// INVARIANT: a job that is not running never runs again, so once it is
+	// seen not running only GC changes its marker. But it may have
+	// committed between the snapshot and the check: re-read the manifest
+	// and take only markers still there, or live outputs would be deleted.
+	dead := map[string]bool{}
+	for job, p := range st.Pending {
+		if p.Epoch == r.Epoch() && (r.FlushRunning(job) || (opts.JobRunning != nil && opts.JobRunning(job))) {
+			continue
+		}
+		dead[job] = true
+	}
+	now2 := r.Manifest()
+	for job, p := range now2.Pending {
+		if !dead[job] {
+			continue
+		}
+		rep.PendingJobs = append(rep.PendingJobs, job)
+		for _, id := range p.FileIDs {
+			rep.PendingFiles = append(rep.PendingFiles, id)
+			keys = append(keys, r.ID().SSTKey(id))
+		}
+	}
+	// 3. WAL segments up to the flushed segment, from where the last run
+	// stopped.
+	walFrom, walBelow := max(st.WALPurged, 1), st.FlushedSegment+1
+	for n := walFrom; n < walBelow; n++ {
+		keys = append(keys, r.ID().WALKey(n))
+	}
+	if walBelow > walFrom {
+		rep.WALSegments = int(walBelow - walFrom)
+	}
+	slices.Sort(rep.RemovedFiles)
+	slices.Sort(rep.PendingJobs)
+	slices.Sort(rep.PendingFiles)
+	if opts.DryRun || len(keys) == 0 {
+		return rep, nil
+	}
+	rep.Requests = len(keys)
+	if err := deleteAll(ctx, r.Store(), keys, opts.Concurrency); err != nil {
+		return rep, fmt.Errorf("gc %s: %w", r.ID(), err)
+	}
+	// 4. One delta forgets it all.
+	var actions []manifest.Action
+	if len(rep.RemovedFiles) > 0 || walBelow > walFrom {
+		purge := &manifest.GCPurge{Files: rep.RemovedFiles}
+		if walBelow > walFrom {
+			purge.WALBelow = walBelow
+		}
+		actions = append(actions, manifest.Action{Purge: purge})
+	}
+	for _, job := range rep.PendingJobs {
+		actions = append(actions, manifest.Action{Resolve: &manifest.ResolvePending{JobID: job}})
+	}
+	if err := r.Commit(ctx, actions...); err != nil {
+		return rep, fmt.Errorf("gc %s: commit: %w", r.ID(), err)
+	}
+	return rep, nil
+}
+
+// deleteAll deletes keys with at most n requests in flight and collects
+// every failure.
+func deleteAll(ctx context.Context, store objstore.Bucket, keys []string, n int) error {
+	sem := make(chan struct{}, n)
+	var mu sync.Mutex
+	var errs []error
+	var wg sync.WaitGroup
+	for _, k := range keys {
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			if err := store.Delete(ctx, k); err != nil && !errors.Is(err, objstore.ErrNotFound) {
+				mu.Lock()
+				errs = append(errs, fmt.Errorf("delete %s: %w", k, err))
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}

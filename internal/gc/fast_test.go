@@ -1,0 +1,209 @@
+package gc
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stratadb/strata/internal/compact"
+	"github.com/stratadb/strata/internal/layout"
+	"github.com/stratadb/strata/internal/manifest"
+	"github.com/stratadb/strata/internal/objstore"
+	"github.com/stratadb/strata/internal/objstore/faultstore"
+	"github.com/stratadb/strata/internal/objstore/objstoretest"
+	"github.com/stratadb/strata/internal/region"
+	"github.com/stratadb/strata/internal/row"
+)
+
+var rid = layout.RegionID{Table: 4, Region: 2}
+
+var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
+
+type clock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *clock) now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
+func (c *clock) add(d time.Duration) { c.mu.Lock(); c.t = c.t.Add(d); c.mu.Unlock() }
+
+func keys(t *testing.T, s objstore.Bucket) []string {
+	objs, err := objstore.ListAll(context.Background(), s, rid.Prefix(), 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, o := range objs {
+		out = append(out, strings.TrimPrefix(o.Key, rid.Prefix()))
+	}
+	return out
+}
+
+func count(keys []string, prefix string) int {
+	n := 0
+	for _, k := range keys {
+		if strings.HasPrefix(k, prefix) {
+			n++
+		}
+	}
+	return n
+}
+
+func TestFastGCReclaimsEverythingWithoutListing(t *testing.T) {
+	ctx := context.Background()
+	inner := objstoretest.Mem(t)
+	// A crashed flush leaves an uploaded SST owned only by its marker.
+	crashy := faultstore.New(inner)
+	old, err := region.Open(ctx, crashy, rid, region.Options{Create: true, Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pt := func(ts int64) region.Point {
+		return region.Point{Tags: []row.Tag{{Name: "h", Value: "a"}}, TS: ts, Fields: []region.Field{{Name: "v", Value: row.FloatValue(float64(ts))}}}
+	}
+	if _, err := old.Write(ctx, []region.Point{pt(1)}); err != nil {
+		t.Fatal(err)
+	}
+	// Crash at the flush's second manifest write: its edit, after the
+	// marker and the upload.
+	manifestPut := func(c faultstore.Call) bool { return c.Op == objstore.OpPut && strings.Contains(c.Key, "/manifest/") }
+	crashy.AddRule(faultstore.Rule{Match: manifestPut, N: 2, Action: faultstore.Crash})
+	if err := old.Flush(ctx); err == nil {
+		t.Fatal("the flush should have crashed at its commit")
+	}
+	old.Close(ctx, region.CloseOptions{})
+
+	clk := &clock{t: time.Date(2026, 5, 1, 0, 0, 0, 0, time.UTC)}
+	store := objstore.New(inner, objstore.Options{})
+	r, err := region.Open(ctx, store, rid, region.Options{Logger: quiet, Now: clk.now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close(ctx, region.CloseOptions{})
+	if len(r.Manifest().Pending) != 1 {
+		t.Fatalf("want the crashed flush's marker, have %v", r.Manifest().Pending)
+	}
+	for i := range 4 {
+		r.Write(ctx, []region.Point{pt(int64(10 + i))})
+		r.Flush(ctx)
+	}
+	if _, err := compact.NewJob(r, files(r), compact.Options{}).Run(ctx); err != nil {
+		t.Fatal(err)
+	}
+	before := keys(t, inner)
+	st := r.Manifest()
+	// The crashed flush's row replays into the first of 4 flushes: 4
+	// removed inputs, 1 output, and the crashed flush's upload.
+	if len(st.Removed) != 4 || count(before, "sst/") != 6 {
+		t.Fatalf("setup: %d removed, keys %v", len(st.Removed), before)
+	}
+
+	// Too young: only the marker and the WAL go.
+	rep, err := Fast(ctx, r, Options{DryRun: true})
+	if err != nil || len(rep.RemovedFiles) != 0 || len(rep.PendingJobs) != 1 || rep.WALSegments == 0 {
+		t.Fatalf("dry run: %+v %v", rep, err)
+	}
+	if !slices.Equal(keys(t, inner), before) {
+		t.Fatal("a dry run deleted something")
+	}
+	clk.add(2 * time.Hour)
+	lists := store.Requests()[objstore.OpList]
+	rep, err = Fast(ctx, r, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := store.Requests()[objstore.OpList] - lists; n != 0 {
+		t.Fatalf("fast GC issued %d LIST requests", n)
+	}
+	if len(rep.RemovedFiles) != 4 || len(rep.PendingFiles) != 1 || rep.Bytes == 0 {
+		t.Fatalf("report %+v", rep)
+	}
+	after := keys(t, inner)
+	st = r.Manifest()
+	if count(after, "sst/") != 1 || len(st.Removed) != 0 || len(st.Pending) != 0 {
+		t.Fatalf("after GC: keys %v, state removed %d pending %d", after, len(st.Removed), len(st.Pending))
+	}
+	// WAL: only segments above the flushed one remain.
+	for _, k := range after {
+		if n, ok := rid.ParseWALKey(rid.Prefix() + k); ok && n <= st.FlushedSegment {
+			t.Fatalf("WAL segment %d <= flushed %d survived", n, st.FlushedSegment)
+		}
+	}
+	if st.WALPurged != st.FlushedSegment+1 {
+		t.Fatalf("WAL purged below %d, flushed segment %d", st.WALPurged, st.FlushedSegment)
+	}
+	// Idempotent: nothing more to do, no requests.
+	rep, err = Fast(ctx, r, Options{})
+	if err != nil || rep.Requests != 0 {
+		t.Fatalf("second run: %+v %v", rep, err)
+	}
+	// The data is intact.
+	sc, _ := r.Scan(ctx, region.ScanRequest{Start: region.AllTime, End: region.AllTimeEnd})
+	n := 0
+	for sc.Next() {
+		n += len(sc.Batch())
+	}
+	sc.Close()
+	if n != 5 {
+		t.Fatalf("%d rows after GC", n)
+	}
+}
+
+func TestFastGCSkipsPinnedAndRunning(t *testing.T) {
+	ctx := context.Background()
+	s := objstoretest.Mem(t)
+	clk := &clock{t: time.Date(2026, 5, 1, 0, 0, 0, 0, time.UTC)}
+	r, err := region.Open(ctx, s, rid, region.Options{Create: true, Logger: quiet, Now: clk.now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close(ctx, region.CloseOptions{})
+	for i := range 2 {
+		r.Write(ctx, []region.Point{{Tags: []row.Tag{{Name: "h", Value: "a"}}, TS: int64(i), Fields: []region.Field{{Name: "v", Value: row.IntValue(1)}}}})
+		r.Flush(ctx)
+	}
+	sc, err := r.Scan(ctx, region.ScanRequest{Start: region.AllTime, End: region.AllTimeEnd}) // pins both files
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := compact.NewJob(r, files(r), compact.Options{}).Run(ctx); err != nil {
+		t.Fatal(err)
+	}
+	clk.add(2 * time.Hour)
+	rep, _ := Fast(ctx, r, Options{})
+	if len(rep.RemovedFiles) != 0 {
+		t.Fatalf("pinned files deleted: %v", rep.RemovedFiles)
+	}
+	for sc.Next() {
+	}
+	if err := sc.Err(); err != nil {
+		t.Fatalf("the pinned scan failed: %v", err)
+	}
+	sc.Close()
+	if rep, _ = Fast(ctx, r, Options{}); len(rep.RemovedFiles) != 2 {
+		t.Fatalf("after the scan: %v", rep.RemovedFiles)
+	}
+	// A marker whose job runs in this process is left alone.
+	r.Commit(ctx, manifest.Action{Pending: &manifest.PendingOutputs{JobID: "compact-live", FileIDs: []string{"01LIVE"}, Epoch: r.Epoch(), CreatedAt: clk.now()}})
+	rep, _ = Fast(ctx, r, Options{JobRunning: func(job string) bool { return job == "compact-live" }})
+	if len(rep.PendingJobs) != 0 {
+		t.Fatalf("running job's marker resolved: %v", rep.PendingJobs)
+	}
+	if rep, _ = Fast(ctx, r, Options{}); len(rep.PendingJobs) != 1 {
+		t.Fatalf("dead job's marker kept: %v", rep)
+	}
+}
+
+func files(r *region.Region) []manifest.FileMeta {
+	var out []manifest.FileMeta
+	for _, f := range r.Manifest().Files {
+		out = append(out, f)
+	}
+	slices.SortFunc(out, func(a, b manifest.FileMeta) int { return strings.Compare(a.ID, b.ID) })
+	return out
+}
