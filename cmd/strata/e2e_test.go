@@ -318,7 +318,7 @@ func TestCLIWriteLineProtocolAndCSV(t *testing.T) {
 		t.Fatalf("mem rows: %d", n-1)
 	}
 	// Table lifecycle and stdin.
-	if out, errs, code := p.cli(t, "table", "create", "logs", "--regions", "2", "--ttl", "720h"); code != 0 || !strings.Contains(out, "2 regions") {
+	if out, errs, code := p.cli(t, "table", "create", "logs", "--regions", "2", "--ttl", "720h", "--compaction-window", "24h"); code != 0 || !strings.Contains(out, "2 regions") {
 		t.Fatalf("table create: %d %s %s", code, out, errs)
 	}
 	if _, _, code := p.cli(t, "table", "create", "logs"); code != exitNotFound {

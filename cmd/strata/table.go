@@ -25,7 +25,9 @@ func newTable() *cobra.Command {
 				regions, _ := cmd.Flags().GetUint32("regions")
 				ts, _ := cmd.Flags().GetString("timestamp")
 				ttl, _ := cmd.Flags().GetDuration("ttl")
-				resp, err := c.CreateTable(ctx, &pb.CreateTableRequest{Name: args[0], Regions: regions, TimestampColumn: ts, TtlSeconds: int64(ttl / time.Second)})
+				window, _ := cmd.Flags().GetDuration("compaction-window")
+				resp, err := c.CreateTable(ctx, &pb.CreateTableRequest{Name: args[0], Regions: regions, TimestampColumn: ts, TtlSeconds: int64(ttl / time.Second),
+					CompactionWindowSeconds: int64(window / time.Second)})
 				if err != nil {
 					return fmt.Errorf("create table %s: %w", args[0], err)
 				}
@@ -37,6 +39,7 @@ func newTable() *cobra.Command {
 	create.Flags().Uint32("regions", 1, "number of regions (the table is split by a hash of the series)")
 	create.Flags().String("timestamp", "time", "name of the timestamp column")
 	create.Flags().Duration("ttl", 0, "drop rows older than this (0: keep forever)")
+	create.Flags().Duration("compaction-window", 0, "TWCS time window (0: inferred from the data)")
 
 	list := &cobra.Command{
 		Use:   "list",

@@ -84,14 +84,18 @@ func (s *Scheduler) start(r *region.Region, all bool) (*Job, error) {
 		return nil, ErrBusy
 	}
 	st := r.Manifest()
-	in := Pick(st.Files, s.opts.Options)
+	opts := s.opts.Options
+	if w := r.CompactionWindow(); w > 0 {
+		opts.Window = w
+	}
+	in := Pick(st.Files, opts)
 	if all && in == nil && len(st.Files) > 1 {
 		in = sortedFiles(st.Files)
 	}
 	if in == nil {
 		return nil, nil
 	}
-	j := NewJob(r, in, s.opts.Options)
+	j := NewJob(r, in, opts)
 	s.running[r.ID()] = j
 	return j, nil
 }

@@ -27,11 +27,13 @@ func catalogKey(v uint64) string { return fmt.Sprintf("%s%020d.json", CatalogPre
 
 // Table is one table of the catalog.
 type Table struct {
-	ID        uint32        `json:"id"`
-	Name      string        `json:"name"`
-	Regions   uint32        `json:"regions"`
-	TTL       time.Duration `json:"ttl,omitempty"`
-	CreatedAt time.Time     `json:"created_at"`
+	ID      uint32        `json:"id"`
+	Name    string        `json:"name"`
+	Regions uint32        `json:"regions"`
+	TTL     time.Duration `json:"ttl,omitempty"`
+	// CompactionWindow is the TWCS window (0: inferred from the files).
+	CompactionWindow time.Duration `json:"compaction_window,omitempty"`
+	CreatedAt        time.Time     `json:"created_at"`
 	// Schema is the table's schema: the union of its regions' columns, and
 	// the one that decides type conflicts.
 	Schema manifest.Schema `json:"schema"`

@@ -113,6 +113,7 @@ func (e *Engine) openRegion(ctx context.Context, t *Table, i uint32) error {
 	o := e.opts.Region
 	o.Create = true
 	o.TTL = t.TTL
+	o.CompactionWindow = t.CompactionWindow
 	if len(t.Schema.Columns) > 0 {
 		sch, err := schema.FromManifest(t.Schema)
 		if err != nil {
@@ -134,6 +135,8 @@ type TableSpec struct {
 	Regions   uint32        // default Options.DefaultRegions
 	Timestamp string        // default "time"
 	TTL       time.Duration // 0: keep forever
+	// CompactionWindow is the TWCS window (0: inferred from the files).
+	CompactionWindow time.Duration
 }
 
 // ValidateTableName checks a table name.
@@ -167,8 +170,8 @@ func (e *Engine) createLocked(ctx context.Context, spec TableSpec) (Table, error
 	if spec.Regions > MaxRegions {
 		return Table{}, fmt.Errorf("%w: %d regions, the most is %d", ErrInvalidTable, spec.Regions, MaxRegions)
 	}
-	if spec.TTL < 0 {
-		return Table{}, fmt.Errorf("%w: negative TTL", ErrInvalidTable)
+	if spec.TTL < 0 || spec.CompactionWindow < 0 {
+		return Table{}, fmt.Errorf("%w: negative TTL or compaction window", ErrInvalidTable)
 	}
 	if spec.Timestamp == "" {
 		spec.Timestamp = schema.DefaultTimestamp
@@ -178,7 +181,8 @@ func (e *Engine) createLocked(ctx context.Context, spec TableSpec) (Table, error
 		return Table{}, fmt.Errorf("%w: %v", ErrInvalidTable, err)
 	}
 	next := e.cat.state.clone()
-	t := &Table{ID: next.NextID, Name: spec.Name, Regions: spec.Regions, TTL: spec.TTL, CreatedAt: time.Now().UTC(), Schema: sch.Manifest()}
+	t := &Table{ID: next.NextID, Name: spec.Name, Regions: spec.Regions, TTL: spec.TTL, CompactionWindow: spec.CompactionWindow,
+		CreatedAt: time.Now().UTC(), Schema: sch.Manifest()}
 	next.NextID++
 	next.Tables[t.Name] = t
 	if err := e.cat.commit(ctx, next); err != nil {

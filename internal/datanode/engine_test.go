@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stratadb/strata/internal/compact"
 	"github.com/stratadb/strata/internal/objstore"
@@ -239,4 +240,36 @@ func TestCompactionManualAndAfterFlush(t *testing.T) {
 		t.Fatalf("automatic compaction: %d files", st[0].Files)
 	}
 	e.Close(ctx, false)
+}
+
+// A table's own TWCS window decides what compacts together.
+func TestPerTableCompactionWindow(t *testing.T) {
+	ctx := context.Background()
+	e, err := Open(ctx, objstoretest.Mem(t), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close(ctx, false)
+	e.CreateTable(ctx, TableSpec{Name: "inferred"})
+	e.CreateTable(ctx, TableSpec{Name: "daily", CompactionWindow: 24 * time.Hour})
+	for _, table := range []string{"inferred", "daily"} {
+		for h := range 8 { // one flush per hour: 8 files, each a few seconds long
+			p := region.Point{Tags: []row.Tag{{Name: "host", Value: "a"}}, TS: int64(h) * int64(time.Hour), Fields: []region.Field{{Name: "v", Value: row.IntValue(1)}}}
+			if _, err := e.Write(ctx, table, []region.Point{p, {Tags: p.Tags, TS: p.TS + int64(time.Second), Fields: p.Fields}}, WriteOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			e.Flush(ctx, table)
+		}
+	}
+	e.sched.Wait()
+	files := func(table string) int { st, _ := e.Stats(table); return st[0].Files }
+	if files("inferred") != 8 {
+		t.Fatalf("hourly windows of one file each compacted: %d files", files("inferred"))
+	}
+	if files("daily") != 1 {
+		t.Fatalf("the daily window's 8 files did not compact: %d files", files("daily"))
+	}
+	if tb, _ := e.Table("daily"); tb.CompactionWindow != 24*time.Hour {
+		t.Fatalf("window not recorded: %v", tb.CompactionWindow)
+	}
 }

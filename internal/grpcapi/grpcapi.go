@@ -264,7 +264,8 @@ func (s *Server) RegionStats(ctx context.Context, req *pb.RegionStatsRequest) (*
 }
 
 func tableMsg(t datanode.Table) *pb.Table {
-	m := &pb.Table{Id: t.ID, Name: t.Name, Regions: t.Regions, TtlSeconds: int64(t.TTL / time.Second), CreatedAtUnix: t.CreatedAt.Unix()}
+	m := &pb.Table{Id: t.ID, Name: t.Name, Regions: t.Regions, TtlSeconds: int64(t.TTL / time.Second), CreatedAtUnix: t.CreatedAt.Unix(),
+		CompactionWindowSeconds: int64(t.CompactionWindow / time.Second)}
 	for _, c := range t.Schema.Columns {
 		m.Columns = append(m.Columns, &pb.Column{Name: c.Name, Role: c.Role, Type: c.Type})
 	}
@@ -272,11 +273,11 @@ func tableMsg(t datanode.Table) *pb.Table {
 }
 
 func (s *Server) CreateTable(ctx context.Context, req *pb.CreateTableRequest) (*pb.CreateTableResponse, error) {
-	if req.GetTtlSeconds() < 0 {
-		return nil, status.Error(codes.InvalidArgument, "negative TTL")
+	if req.GetTtlSeconds() < 0 || req.GetCompactionWindowSeconds() < 0 {
+		return nil, status.Error(codes.InvalidArgument, "negative TTL or compaction window")
 	}
 	t, err := s.eng.CreateTable(ctx, datanode.TableSpec{Name: req.GetName(), Regions: req.GetRegions(), Timestamp: req.GetTimestampColumn(),
-		TTL: time.Duration(req.GetTtlSeconds()) * time.Second})
+		TTL: time.Duration(req.GetTtlSeconds()) * time.Second, CompactionWindow: time.Duration(req.GetCompactionWindowSeconds()) * time.Second})
 	if err != nil {
 		return nil, Status(err)
 	}

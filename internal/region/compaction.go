@@ -55,3 +55,6 @@ func (r *Region) FlushRunning(job string) bool {
 	defer r.mu.Unlock()
 	return job != "" && r.flushJob == job
 }
+
+// CompactionWindow is the table's TWCS window (0: inferred from the files).
+func (r *Region) CompactionWindow() time.Duration { return r.opts.CompactionWindow }

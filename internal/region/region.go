@@ -71,6 +71,9 @@ type Options struct {
 	MaxMemtableBytes int64
 	// Budget bounds memtable memory across regions (default: none).
 	Budget *MemoryBudget
+	// CompactionWindow is the table's TWCS window (0: inferred); the
+	// region only carries it for the compaction scheduler.
+	CompactionWindow time.Duration
 	// OnFlush, if set, runs (on the flushing goroutine) after each flush
 	// that added a file; a compaction scheduler hooks in here.
 	OnFlush func(*Region)

@@ -1226,8 +1226,10 @@ type Table struct {
 	TtlSeconds    int64     `protobuf:"varint,4,opt,name=ttl_seconds,json=ttlSeconds,proto3" json:"ttl_seconds,omitempty"`
 	CreatedAtUnix int64     `protobuf:"varint,5,opt,name=created_at_unix,json=createdAtUnix,proto3" json:"created_at_unix,omitempty"`
 	Columns       []*Column `protobuf:"bytes,6,rep,name=columns,proto3" json:"columns,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	// TWCS window in seconds (0: inferred from the files).
+	CompactionWindowSeconds int64 `protobuf:"varint,7,opt,name=compaction_window_seconds,json=compactionWindowSeconds,proto3" json:"compaction_window_seconds,omitempty"`
+	unknownFields           protoimpl.UnknownFields
+	sizeCache               protoimpl.SizeCache
 }
 
 func (x *Table) Reset() {
@@ -1302,14 +1304,22 @@ func (x *Table) GetColumns() []*Column {
 	return nil
 }
 
+func (x *Table) GetCompactionWindowSeconds() int64 {
+	if x != nil {
+		return x.CompactionWindowSeconds
+	}
+	return 0
+}
+
 type CreateTableRequest struct {
-	state           protoimpl.MessageState `protogen:"open.v1"`
-	Name            string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
-	Regions         uint32                 `protobuf:"varint,2,opt,name=regions,proto3" json:"regions,omitempty"`
-	TimestampColumn string                 `protobuf:"bytes,3,opt,name=timestamp_column,json=timestampColumn,proto3" json:"timestamp_column,omitempty"`
-	TtlSeconds      int64                  `protobuf:"varint,4,opt,name=ttl_seconds,json=ttlSeconds,proto3" json:"ttl_seconds,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	state                   protoimpl.MessageState `protogen:"open.v1"`
+	Name                    string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Regions                 uint32                 `protobuf:"varint,2,opt,name=regions,proto3" json:"regions,omitempty"`
+	TimestampColumn         string                 `protobuf:"bytes,3,opt,name=timestamp_column,json=timestampColumn,proto3" json:"timestamp_column,omitempty"`
+	TtlSeconds              int64                  `protobuf:"varint,4,opt,name=ttl_seconds,json=ttlSeconds,proto3" json:"ttl_seconds,omitempty"`
+	CompactionWindowSeconds int64                  `protobuf:"varint,5,opt,name=compaction_window_seconds,json=compactionWindowSeconds,proto3" json:"compaction_window_seconds,omitempty"`
+	unknownFields           protoimpl.UnknownFields
+	sizeCache               protoimpl.SizeCache
 }
 
 func (x *CreateTableRequest) Reset() {
@@ -1366,6 +1376,13 @@ func (x *CreateTableRequest) GetTimestampColumn() string {
 func (x *CreateTableRequest) GetTtlSeconds() int64 {
 	if x != nil {
 		return x.TtlSeconds
+	}
+	return 0
+}
+
+func (x *CreateTableRequest) GetCompactionWindowSeconds() int64 {
+	if x != nil {
+		return x.CompactionWindowSeconds
 	}
 	return 0
 }
@@ -2039,7 +2056,7 @@ const file_strata_v1_datanode_proto_rawDesc = "" +
 	"\x06Column\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
 	"\x04role\x18\x02 \x01(\tR\x04role\x12\x12\n" +
-	"\x04type\x18\x03 \x01(\tR\x04type\"\xbb\x01\n" +
+	"\x04type\x18\x03 \x01(\tR\x04type\"\xf7\x01\n" +
 	"\x05Table\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\rR\x02id\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x18\n" +
@@ -2047,13 +2064,15 @@ const file_strata_v1_datanode_proto_rawDesc = "" +
 	"\vttl_seconds\x18\x04 \x01(\x03R\n" +
 	"ttlSeconds\x12&\n" +
 	"\x0fcreated_at_unix\x18\x05 \x01(\x03R\rcreatedAtUnix\x12+\n" +
-	"\acolumns\x18\x06 \x03(\v2\x11.strata.v1.ColumnR\acolumns\"\x8e\x01\n" +
+	"\acolumns\x18\x06 \x03(\v2\x11.strata.v1.ColumnR\acolumns\x12:\n" +
+	"\x19compaction_window_seconds\x18\a \x01(\x03R\x17compactionWindowSeconds\"\xca\x01\n" +
 	"\x12CreateTableRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x18\n" +
 	"\aregions\x18\x02 \x01(\rR\aregions\x12)\n" +
 	"\x10timestamp_column\x18\x03 \x01(\tR\x0ftimestampColumn\x12\x1f\n" +
 	"\vttl_seconds\x18\x04 \x01(\x03R\n" +
-	"ttlSeconds\"=\n" +
+	"ttlSeconds\x12:\n" +
+	"\x19compaction_window_seconds\x18\x05 \x01(\x03R\x17compactionWindowSeconds\"=\n" +
 	"\x13CreateTableResponse\x12&\n" +
 	"\x05table\x18\x01 \x01(\v2\x10.strata.v1.TableR\x05table\"\x13\n" +
 	"\x11ListTablesRequest\">\n" +
