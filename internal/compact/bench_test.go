@@ -69,7 +69,7 @@ func BenchmarkCompaction(b *testing.B) {
 						b.Fatal(err)
 					}
 				}
-				in := files(r)
+				in := SortedFiles(r.Manifest().Files)
 				bytesIn = 0
 				for _, f := range in {
 					bytesIn += f.Size

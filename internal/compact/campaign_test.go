@@ -76,7 +76,7 @@ func TestFaultCampaign(t *testing.T) {
 			r := openRegion(t, objstoretest.Fast(fs))
 			defer r.Close(ctx, region.CloseOptions{})
 			before := fs.Calls()
-			if _, err := NewJob(r, files(r), opts).Run(ctx); err != nil {
+			if _, err := NewJob(r, SortedFiles(r.Manifest().Files), opts).Run(ctx); err != nil {
 				t.Fatalf("seed %d: clean compaction: %v", sd, err)
 			}
 			return fs.Calls() - before
@@ -99,7 +99,7 @@ func TestFaultCampaign(t *testing.T) {
 						}
 					}
 				}
-				job = NewJob(r, files(r), o)
+				job = NewJob(r, SortedFiles(r.Manifest().Files), o)
 				_, err := job.Run(ctx)
 				if err != nil && !errors.Is(err, ErrCancelled) && fs.Fired() == nil {
 					t.Fatalf("seed %d: %s at call %d: error without a fault: %v", sd, a, n, err)

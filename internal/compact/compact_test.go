@@ -95,15 +95,6 @@ func scanLines(ctx context.Context, r *region.Region, req region.ScanRequest) ([
 	return out, sc.Err()
 }
 
-func files(r *region.Region) []manifest.FileMeta {
-	var out []manifest.FileMeta
-	for _, f := range r.Manifest().Files {
-		out = append(out, f)
-	}
-	slices.SortFunc(out, func(a, b manifest.FileMeta) int { return strings.Compare(a.ID, b.ID) })
-	return out
-}
-
 // orphans lists SST objects that the persisted manifest does not own, and
 // live files without an object.
 func orphans(t testing.TB, s objstore.Bucket) (orphaned, missing []string) {
@@ -204,7 +195,7 @@ func TestCompactionPreservesScans(t *testing.T) {
 			before = append(before, l)
 		}
 		for c := range 3 {
-			fs := files(r)
+			fs := SortedFiles(r.Manifest().Files)
 			if len(fs) < 2 {
 				break
 			}
@@ -255,7 +246,7 @@ func TestCancelAfterUploadBeforeCommitLeavesNoOrphan(t *testing.T) {
 			before, _ := scanLines(ctx, r, region.ScanRequest{})
 			paused := make(chan struct{})
 			var job *Job
-			job = NewJob(r, files(r), Options{MaxOutputBytes: 8192, OnStage: func(ctx context.Context, s Stage) {
+			job = NewJob(r, SortedFiles(r.Manifest().Files), Options{MaxOutputBytes: 8192, OnStage: func(ctx context.Context, s Stage) {
 				if s == StageUploaded {
 					close(paused)
 					<-ctx.Done() // hold the job here until it is cancelled
@@ -313,7 +304,7 @@ func TestCancelAfterUploadBeforeCommitLeavesNoOrphan(t *testing.T) {
 			}
 			// After the commit started, cancel is too late and waits.
 			var j2 *Job
-			j2 = NewJob(r, files(r), Options{OnStage: func(ctx context.Context, s Stage) {
+			j2 = NewJob(r, SortedFiles(r.Manifest().Files), Options{OnStage: func(ctx context.Context, s Stage) {
 				if s == StageCommitting {
 					go func() { errc <- j2.Cancel() }()
 				}

@@ -93,8 +93,8 @@ func windowOf(ts int64, w time.Duration) int64 {
 	return (ts+1)/n - 1
 }
 
-// sortedFiles lists files oldest first (ULIDs sort by creation time).
-func sortedFiles(files map[string]manifest.FileMeta) []manifest.FileMeta {
+// SortedFiles lists files oldest first (ULIDs sort by creation time).
+func SortedFiles(files map[string]manifest.FileMeta) []manifest.FileMeta {
 	out := make([]manifest.FileMeta, 0, len(files))
 	for _, f := range files {
 		out = append(out, f)
@@ -110,7 +110,7 @@ func sortedFiles(files map[string]manifest.FileMeta) []manifest.FileMeta {
 // files.
 func Pick(files map[string]manifest.FileMeta, opts Options) []manifest.FileMeta {
 	opts.defaults()
-	all := sortedFiles(files)
+	all := SortedFiles(files)
 	w := opts.Window
 	if w <= 0 {
 		w = InferWindow(all)

@@ -90,7 +90,7 @@ func (s *Scheduler) start(r *region.Region, all bool) (*Job, error) {
 	}
 	in := Pick(st.Files, opts)
 	if all && in == nil && len(st.Files) > 1 {
-		in = sortedFiles(st.Files)
+		in = SortedFiles(st.Files)
 	}
 	if in == nil {
 		return nil, nil

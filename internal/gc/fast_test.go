@@ -92,7 +92,7 @@ func TestFastGCReclaimsEverythingWithoutListing(t *testing.T) {
 		r.Write(ctx, []region.Point{pt(int64(10 + i))})
 		r.Flush(ctx)
 	}
-	if _, err := compact.NewJob(r, files(r), compact.Options{}).Run(ctx); err != nil {
+	if _, err := compact.NewJob(r, compact.SortedFiles(r.Manifest().Files), compact.Options{}).Run(ctx); err != nil {
 		t.Fatal(err)
 	}
 	before := keys(t, inner)
@@ -171,7 +171,7 @@ func TestFastGCSkipsPinnedAndRunning(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := compact.NewJob(r, files(r), compact.Options{}).Run(ctx); err != nil {
+	if _, err := compact.NewJob(r, compact.SortedFiles(r.Manifest().Files), compact.Options{}).Run(ctx); err != nil {
 		t.Fatal(err)
 	}
 	clk.add(2 * time.Hour)
@@ -197,13 +197,4 @@ func TestFastGCSkipsPinnedAndRunning(t *testing.T) {
 	if rep, _ = Fast(ctx, r, Options{}); len(rep.PendingJobs) != 1 {
 		t.Fatalf("dead job's marker kept: %v", rep)
 	}
-}
-
-func files(r *region.Region) []manifest.FileMeta {
-	var out []manifest.FileMeta
-	for _, f := range r.Manifest().Files {
-		out = append(out, f)
-	}
-	slices.SortFunc(out, func(a, b manifest.FileMeta) int { return strings.Compare(a.ID, b.ID) })
-	return out
 }

@@ -10,17 +10,6 @@ import (
 	"github.com/stratadb/strata/internal/row"
 )
 
-// sliceIter is a row.Iterator over a sorted slice.
-type sliceIter struct {
-	es  []row.Entry
-	pos int
-}
-
-func (s *sliceIter) Next() bool        { s.pos++; return s.pos <= len(s.es) }
-func (s *sliceIter) Entry() *row.Entry { return &s.es[s.pos-1] }
-func (s *sliceIter) Err() error        { return nil }
-func (s *sliceIter) Close() error      { return nil }
-
 // parse reads "s ts seq v" puts and "s ts seq del end" tombstones, one per
 // comma-separated item; the series key is the raw letter.
 func parse(t *testing.T, spec string) row.Iterator {
@@ -52,7 +41,7 @@ func parse(t *testing.T, spec string) row.Iterator {
 	}) {
 		t.Fatalf("input %q is not sorted", spec)
 	}
-	return &sliceIter{es: es}
+	return &row.SliceIter{Entries: es}
 }
 
 func render(it row.Iterator) string {
@@ -105,9 +94,9 @@ func TestMerge(t *testing.T) {
 }
 
 func emptySeries(t *testing.T, s string) row.Iterator {
-	it := parse(t, "x"+s).(*sliceIter)
-	for i := range it.es {
-		it.es[i].Series = ""
+	it := parse(t, "x"+s).(*row.SliceIter)
+	for i := range it.Entries {
+		it.Entries[i].Series = ""
 	}
 	return it
 }

@@ -162,3 +162,14 @@ type Iterator interface {
 	Err() error
 	Close() error
 }
+
+// SliceIter iterates over a slice of entries already in stream order.
+type SliceIter struct {
+	Entries []Entry
+	pos     int
+}
+
+func (s *SliceIter) Next() bool    { s.pos++; return s.pos <= len(s.Entries) }
+func (s *SliceIter) Entry() *Entry { return &s.Entries[s.pos-1] }
+func (s *SliceIter) Err() error    { return nil }
+func (s *SliceIter) Close() error  { return nil }

@@ -14,17 +14,6 @@ import (
 	"github.com/stratadb/strata/internal/schema"
 )
 
-// sliceIter yields a fixed, already sorted slice of entries.
-type sliceIter struct {
-	es  []row.Entry
-	pos int
-}
-
-func (s *sliceIter) Next() bool        { s.pos++; return s.pos <= len(s.es) }
-func (s *sliceIter) Entry() *row.Entry { return &s.es[s.pos-1] }
-func (s *sliceIter) Err() error        { return nil }
-func (s *sliceIter) Close() error      { return nil }
-
 var testFields = []schema.Field{
 	{Name: "f", Kind: row.Float}, {Name: "i", Kind: row.Int}, {Name: "u", Kind: row.Uint},
 	{Name: "s", Kind: row.String}, {Name: "b", Kind: row.Bool},
@@ -72,7 +61,7 @@ func testEntries(t testing.TB, n int) []row.Entry {
 
 func write(t testing.TB, es []row.Entry, groupRows int64) ([]byte, Meta) {
 	var buf bytes.Buffer
-	m, err := Write(&buf, testFields, &sliceIter{es: es}, WriteOptions{RowGroupRows: groupRows})
+	m, err := Write(&buf, testFields, &row.SliceIter{Entries: es}, WriteOptions{RowGroupRows: groupRows})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -210,7 +199,7 @@ func TestFilterAndRowGroupPruning(t *testing.T) {
 
 func TestEmptyAndCorrupt(t *testing.T) {
 	ctx := context.Background()
-	if _, err := Write(&bytes.Buffer{}, testFields, &sliceIter{}, WriteOptions{}); !errors.Is(err, ErrEmpty) {
+	if _, err := Write(&bytes.Buffer{}, testFields, &row.SliceIter{}, WriteOptions{}); !errors.Is(err, ErrEmpty) {
 		t.Fatalf("empty write: %v", err)
 	}
 	data, _ := write(t, testEntries(t, 10), 0)
