@@ -56,6 +56,9 @@ type Engine struct {
 	log   *slog.Logger
 
 	sched *compact.Scheduler
+	// schemas caches parsed table schemas by (table id, version): writes
+	// and scans would otherwise rebuild them per request.
+	schemas sync.Map
 
 	mu      sync.Mutex // guards cat and regions; held across catalog commits
 	cat     *catalog
@@ -127,6 +130,25 @@ func (e *Engine) openRegion(ctx context.Context, t *Table, i uint32) error {
 	}
 	e.regions[id] = r
 	return nil
+}
+
+type schemaKey struct {
+	table   uint32
+	version uint64
+}
+
+// tableSchema is t's schema, parsed once per version.
+func (e *Engine) tableSchema(t *Table) (*schema.Schema, error) {
+	k := schemaKey{t.ID, t.Schema.Version}
+	if s, ok := e.schemas.Load(k); ok {
+		return s.(*schema.Schema), nil
+	}
+	s, err := schema.FromManifest(t.Schema)
+	if err != nil {
+		return nil, err
+	}
+	e.schemas.Store(k, s)
+	return s, nil
 }
 
 // TableSpec describes a table to create.
@@ -351,7 +373,7 @@ func (e *Engine) prepareWrite(ctx context.Context, table string, points []region
 	if err != nil {
 		return nil, nil, err
 	}
-	sch, err := schema.FromManifest(t.Schema)
+	sch, err := e.tableSchema(t)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -366,7 +388,7 @@ func (e *Engine) prepareWrite(ctx context.Context, table string, points []region
 		return nil, nil, fmt.Errorf("%w: %s", ErrTableNotFound, table)
 	}
 	// Another write may have changed the schema meanwhile: check again.
-	if sch, err = schema.FromManifest(cur.Schema); err != nil {
+	if sch, err = e.tableSchema(cur); err != nil {
 		return nil, nil, err
 	}
 	if add, err = region.ValidateBatch(points, sch, e.opts.Region.AllowNonFinite); err != nil || !add.Changed() {
@@ -545,7 +567,7 @@ func (e *Engine) Scan(ctx context.Context, table string, req region.ScanRequest)
 	if err != nil {
 		return nil, err
 	}
-	sch, err := schema.FromManifest(t.Schema)
+	sch, err := e.tableSchema(t)
 	if err != nil {
 		return nil, err
 	}
@@ -755,7 +777,7 @@ func (e *Engine) WriteTables(ctx context.Context, batches []TableBatch, opts Wri
 		t, err := e.Table(b.Table)
 		switch {
 		case err == nil:
-			sch, err = schema.FromManifest(t.Schema)
+			sch, err = e.tableSchema(&t)
 		case errors.Is(err, ErrTableNotFound) && opts.CreateTable:
 			if err = ValidateTableName(b.Table); err == nil {
 				sch, err = schema.New(schema.DefaultTimestamp)
