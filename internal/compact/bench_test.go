@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"runtime"
+	"runtime/pprof"
 	"strconv"
 	"testing"
 	"time"
@@ -47,8 +48,10 @@ func BenchmarkCompaction(b *testing.B) {
 					tags[h] = tsbs.Tags(h)
 				}
 				// ~49 bytes per row in SSTs: rows for mb MiB over 8 files,
-				// each file a later hour (the same window for TWCS).
+				// each file the next stretch of time, so no row is
+				// overwritten and every input row is an output row.
 				rowsPerFile := mb << 20 / 49 / 8
+				span := int64((rowsPerFile+hosts-1)/hosts) * tsbs.Interval
 				k := 0
 				for f := range 8 {
 					for done := 0; done < rowsPerFile; done += hosts {
@@ -58,7 +61,7 @@ func BenchmarkCompaction(b *testing.B) {
 							for i, n := range tsbs.Fields {
 								fs[i] = region.Field{Name: n, Value: row.FloatValue(tsbs.Value(k, i))}
 							}
-							pts[h] = region.Point{Tags: tags[h], TS: int64(f)*int64(time.Hour) + int64(done/hosts)*tsbs.Interval, Fields: fs}
+							pts[h] = region.Point{Tags: tags[h], TS: int64(f)*span + int64(done/hosts)*tsbs.Interval, Fields: fs}
 							k++
 						}
 						if _, err := r.Write(ctx, pts); err != nil {
@@ -75,16 +78,34 @@ func BenchmarkCompaction(b *testing.B) {
 					bytesIn += f.Size
 				}
 				runtime.GC() // forget the load phase's memtables
+				var ms runtime.MemStats
+				runtime.ReadMemStats(&ms)
+				b.Logf("heap before job: %d MiB", ms.HeapAlloc>>20)
 				heap := benchutil.WatchHeap()
+				if f := os.Getenv("STRATA_BENCH_HEAPPROFILE"); f != "" {
+					go func() {
+						time.Sleep(1500 * time.Millisecond)
+						pf, _ := os.Create(f)
+						pprof.WriteHeapProfile(pf)
+						pf.Close()
+					}()
+				}
+				if f := os.Getenv("STRATA_BENCH_CPUPROFILE"); f != "" {
+					pf, _ := os.Create(f)
+					pprof.StartCPUProfile(pf)
+				}
 				b.StartTimer()
-				res, err := NewJob(r, in, Options{}).Run(ctx)
+				t0 := time.Now()
+				res, err := NewJob(r, in, Options{OnStage: func(_ context.Context, s Stage) { b.Logf("%v at %v", s, time.Since(t0)) }}).Run(ctx)
 				b.StopTimer()
+				pprof.StopCPUProfile()
 				if err != nil {
 					b.Fatal(err)
 				}
 				heap.Report(b)
 				b.ReportMetric(float64(res.BytesIn)/(1<<20), "input-MiB")
 				b.ReportMetric(float64(len(res.Outputs)), "outputs")
+				b.ReportMetric(float64(res.BytesOut)/(1<<20), "output-MiB")
 				r.Close(ctx, region.CloseOptions{})
 			}
 			b.StartTimer()

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -114,4 +115,19 @@ func (c *catalog) commit(ctx context.Context, next *catalogState) error {
 		_ = c.store.Delete(ctx, catalogKey(prev)) // best effort; loading takes the newest
 	}
 	return nil
+}
+
+// ReadCatalog returns the tables of the standalone catalog in store (none
+// if it has no catalog), without opening any region: for offline tools.
+func ReadCatalog(ctx context.Context, store objstore.Bucket) ([]Table, error) {
+	c, err := loadCatalog(ctx, store)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Table, 0, len(c.state.Tables))
+	for _, t := range c.state.Tables {
+		out = append(out, *t)
+	}
+	slices.SortFunc(out, func(a, b Table) int { return int(a.ID) - int(b.ID) })
+	return out, nil
 }

@@ -506,6 +506,30 @@ func (e *Engine) CancelCompaction(table string) (cancelled, tooLate int, err err
 	return cancelled, tooLate, errors.Join(errs...)
 }
 
+// TruncateTable removes every row of a table acknowledged before the call;
+// the table, its schema and its regions stay. Each region's running
+// compaction is cancelled first, and the truncate waits until that
+// cancellation is acknowledged (the job's outputs deleted or owned by its
+// marker). A compaction that starts in between cannot commit: its inputs
+// are no longer live, so the manifest refuses its edit.
+func (e *Engine) TruncateTable(ctx context.Context, table string) error {
+	_, regions, err := e.tableRegions(table)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, r := range regions {
+		if _, err := e.sched.Cancel(r.ID()); err != nil && !errors.Is(err, compact.ErrTooLate) {
+			errs = append(errs, fmt.Errorf("region %s: cancel compaction: %w", r.ID(), err))
+			continue
+		}
+		if err := r.Truncate(ctx); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
 // RegionStats describes one region.
 type RegionStats struct {
 	ID            layout.RegionID

@@ -5,10 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/stratadb/strata/internal/compact"
+	"github.com/stratadb/strata/internal/gc"
 	"github.com/stratadb/strata/internal/objstore"
 	"github.com/stratadb/strata/internal/objstore/objstoretest"
 	"github.com/stratadb/strata/internal/region"
@@ -271,5 +273,66 @@ func TestPerTableCompactionWindow(t *testing.T) {
 	}
 	if tb, _ := e.Table("daily"); tb.CompactionWindow != 24*time.Hour {
 		t.Fatalf("window not recorded: %v", tb.CompactionWindow)
+	}
+}
+
+// Truncate cancels a compaction paused between its uploads and its commit,
+// waits for the cancellation to be acknowledged, and leaves every object
+// owned: fast GC then reclaims the outputs and the truncated files.
+func TestTruncateCancelsCompaction(t *testing.T) {
+	ctx := context.Background()
+	s := objstoretest.Mem(t)
+	paused := make(chan struct{})
+	var once sync.Once
+	e, err := Open(ctx, s, Options{Compaction: compact.SchedulerOptions{Options: compact.Options{Trigger: 1000, OnStage: func(ctx context.Context, st compact.Stage) {
+		if st == compact.StageUploaded {
+			once.Do(func() { close(paused) })
+			<-ctx.Done()
+		}
+	}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close(ctx, false)
+	for i := range 4 {
+		e.Write(ctx, "t", pts(100, "v", func(j int) row.Value { return row.FloatValue(float64(i*1000 + j)) }), WriteOptions{CreateTable: true})
+		e.Flush(ctx, "t")
+	}
+	compacted := make(chan error, 1)
+	go func() { _, err := e.Compact(ctx, "t", true); compacted <- err }()
+	<-paused
+	if err := e.TruncateTable(ctx, "t"); err != nil {
+		t.Fatal(err)
+	}
+	// Truncate returned, so the job has acknowledged its cancellation.
+	select {
+	case err := <-compacted:
+		if !errors.Is(err, compact.ErrCancelled) {
+			t.Fatalf("compaction: %v", err)
+		}
+	default:
+		t.Fatal("truncate returned before the compaction acknowledged its cancellation")
+	}
+	if n, _ := count(t, e, "t", region.ScanRequest{}); n != 0 {
+		t.Fatalf("%d rows after truncate", n)
+	}
+	e.Write(ctx, "t", pts(10, "v", func(j int) row.Value { return row.FloatValue(1) }), WriteOptions{})
+	if n, _ := count(t, e, "t", region.ScanRequest{}); n != 10 {
+		t.Fatalf("%d rows written after truncate, want 10", n)
+	}
+	_, regions, _ := e.tableRegions("t")
+	r := regions[0]
+	if _, err := gc.Fast(ctx, r, gc.Options{Lingering: -1}); err != nil {
+		t.Fatal(err)
+	}
+	st := r.Manifest()
+	if len(st.Files) != 0 || len(st.Removed) != 0 || len(st.Pending) != 0 {
+		t.Fatalf("after fast GC: %d files, %d removed, %d pending", len(st.Files), len(st.Removed), len(st.Pending))
+	}
+	if objs, _ := objstore.ListAll(ctx, s, r.ID().SSTPrefix(), 100); len(objs) != 0 {
+		t.Fatalf("%d SSTs left after truncate and fast GC", len(objs))
+	}
+	if err := e.TruncateTable(ctx, "nope"); !errors.Is(err, ErrTableNotFound) {
+		t.Fatalf("truncate of a missing table: %v", err)
 	}
 }

@@ -13,6 +13,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/hashicorp/go-multierror"
+
 	"github.com/stratadb/strata/internal/manifest"
 	"github.com/stratadb/strata/internal/objstore"
 	"github.com/stratadb/strata/internal/region"
@@ -33,6 +35,7 @@ type Options struct {
 	// JobRunning reports whether a job of this process (a compaction) is
 	// running; flushes are asked of the region. Nil: none is.
 	JobRunning func(job string) bool
+	Metrics    *Metrics
 }
 
 // Report is what a run deleted (or, dry, would delete).
@@ -42,13 +45,17 @@ type Report struct {
 	PendingFiles []string // their outputs deleted
 	WALSegments  int      // WAL segments deleted
 	Bytes        int64    // bytes of the SSTs deleted
-	Requests     int      // DELETE requests issued
+	Requests     int      // requests issued: DELETEs (fast GC never lists)
+	Failures     int      // deletes that failed (left for the next run)
 }
 
 // Fast runs fast GC on an open region. It is idempotent; a crash at any
 // point leaves work that the next run does again (deleting a missing object
 // is not an error).
-func Fast(ctx context.Context, r *region.Region, opts Options) (Report, error) {
+func Fast(ctx context.Context, r *region.Region, opts Options) (rep Report, err error) {
+	began := time.Now()
+	m := metricsOr(opts.Metrics)
+	defer func() { finish(m, "fast", began, opts.DryRun, err) }()
 	if opts.Lingering == 0 {
 		opts.Lingering = DefaultLingering
 	}
@@ -60,7 +67,6 @@ func Fast(ctx context.Context, r *region.Region, opts Options) (Report, error) {
 	}
 	st := r.Manifest()
 	now := r.Now()()
-	var rep Report
 	var keys []string
 
 	// 1. Removed files past the lingering time and not pinned.
@@ -111,7 +117,13 @@ func Fast(ctx context.Context, r *region.Region, opts Options) (Report, error) {
 		return rep, nil
 	}
 	rep.Requests = len(keys)
-	if err := deleteAll(ctx, r.Store(), keys, opts.Concurrency); err != nil {
+	m.Requests.WithLabelValues("fast", string(objstore.OpDelete)).Add(float64(len(keys)))
+	failed, err := deleteAll(ctx, r.Store(), keys, opts.Concurrency)
+	rep.Failures = len(failed)
+	if err != nil {
+		// Nothing is forgotten: the next run deletes again what this one
+		// did (deleting a missing object is not an error).
+		m.DeleteErrors.WithLabelValues("fast").Add(float64(len(failed)))
 		return rep, fmt.Errorf("gc %s: %w", r.ID(), err)
 	}
 	// 4. One delta forgets it all.
@@ -129,15 +141,20 @@ func Fast(ctx context.Context, r *region.Region, opts Options) (Report, error) {
 	if err := r.Commit(ctx, actions...); err != nil {
 		return rep, fmt.Errorf("gc %s: commit: %w", r.ID(), err)
 	}
+	m.ObjectsDeleted.WithLabelValues("fast", string(KindSST)).Add(float64(len(rep.RemovedFiles) + len(rep.PendingFiles)))
+	m.ObjectsDeleted.WithLabelValues("fast", string(KindWAL)).Add(float64(rep.WALSegments))
+	m.BytesDeleted.WithLabelValues("fast", string(KindSST)).Add(float64(rep.Bytes))
 	return rep, nil
 }
 
-// deleteAll deletes keys with at most n requests in flight and collects
-// every failure.
-func deleteAll(ctx context.Context, store objstore.Bucket, keys []string, n int) error {
+// deleteAll deletes keys with at most n requests in flight. A missing
+// object counts as deleted. It returns the keys whose delete failed and
+// every failure, collected.
+func deleteAll(ctx context.Context, store objstore.Bucket, keys []string, n int) (map[string]bool, error) {
 	sem := make(chan struct{}, n)
 	var mu sync.Mutex
-	var errs []error
+	var errs *multierror.Error
+	failed := map[string]bool{}
 	var wg sync.WaitGroup
 	for _, k := range keys {
 		sem <- struct{}{}
@@ -146,11 +163,12 @@ func deleteAll(ctx context.Context, store objstore.Bucket, keys []string, n int)
 			defer func() { <-sem; wg.Done() }()
 			if err := store.Delete(ctx, k); err != nil && !errors.Is(err, objstore.ErrNotFound) {
 				mu.Lock()
-				errs = append(errs, fmt.Errorf("delete %s: %w", k, err))
+				errs = multierror.Append(errs, fmt.Errorf("delete %s: %w", k, err))
+				failed[k] = true
 				mu.Unlock()
 			}
 		}()
 	}
 	wg.Wait()
-	return errors.Join(errs...)
+	return failed, errs.ErrorOrNil()
 }

@@ -92,9 +92,11 @@ type GCPurge struct {
 }
 
 // Truncate moves every live file to the removed set and sets the flushed
-// sequence: all data at or below it is gone.
+// sequence: all data at or below it is gone. FlushedSegment, if set, moves
+// the flushed WAL segment too, so GC can delete the truncated segments.
 type Truncate struct {
-	FlushedSeq uint64 `json:"flushed_seq"`
+	FlushedSeq     uint64 `json:"flushed_seq"`
+	FlushedSegment uint64 `json:"flushed_segment,omitempty"`
 }
 
 // WriterEpoch records that a new owner opened the region. Epochs only grow.

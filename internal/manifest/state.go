@@ -105,6 +105,7 @@ func (s *State) apply(a Action, at time.Time) error {
 			delete(s.Files, id)
 		}
 		s.FlushedSeq = max(s.FlushedSeq, a.Truncate.FlushedSeq)
+		s.FlushedSegment = max(s.FlushedSegment, a.Truncate.FlushedSegment)
 	case a.Epoch != nil:
 		if a.Epoch.Epoch <= s.Epoch {
 			return fmt.Errorf("%w: epoch %d is not after %d", ErrInvalidAction, a.Epoch.Epoch, s.Epoch)

@@ -11,6 +11,8 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"sync"
+	"unsafe"
 
 	"github.com/parquet-go/parquet-go"
 	"github.com/parquet-go/parquet-go/compress/zstd"
@@ -96,8 +98,8 @@ func kindOf(col *parquet.Column) (row.Kind, bool) {
 func buildSchema(fields []schema.Field) *parquet.Schema {
 	g := parquet.Group{
 		ColSeries:    parquet.Encoded(parquet.Leaf(parquet.ByteArrayType), &parquet.RLEDictionary),
-		ColTS:        parquet.Timestamp(parquet.Nanosecond),
-		ColSeq:       parquet.Uint(64),
+		ColTS:        parquet.Encoded(parquet.Timestamp(parquet.Nanosecond), &parquet.DeltaBinaryPacked),
+		ColSeq:       parquet.Encoded(parquet.Uint(64), &parquet.DeltaBinaryPacked),
 		ColDeleteEnd: parquet.Optional(parquet.Int(64)),
 	}
 	for _, f := range fields {
@@ -131,88 +133,75 @@ func Write(w io.Writer, fields []schema.Field, it row.Iterator, opts WriteOption
 		parquet.KeyValueMetadata(formatKey, formatValue),
 		parquet.CreatedBy("strata", "1", ""),
 	)
-	ncols := len(sch.Columns())
-	// Row groups are encoded concurrently (up to Parallel at a time) and
-	// committed to the file in order.
+	// The calling goroutine only copies entries into small batches; each
+	// row group has a worker that turns its batches into column values,
+	// encodes and compresses them. Up to Parallel row groups are encoded at
+	// once and committed to the file in order. Batches are recycled, so
+	// memory is a few batches plus the row groups being encoded, whatever
+	// the file's size.
 	parallel := max(1, opts.Parallel)
-	type pending struct {
-		rg   *parquet.ConcurrentRowGroupWriter
-		done chan error
-	}
-	var queue []*pending
+	nf := len(fields)
+	pool := &batchPool{nf: nf}
+	queued := max(2, int(opts.RowGroupRows/batchRows/2))
+	cols := batchColumns{series: cSeries, ts: cTS, seq: cSeq, del: cDel, fields: cFields}
+	var queue []*groupWriter // started, not committed; oldest first
+	var cur *groupWriter     // receiving batches
 	commitOldest := func() error {
-		p := queue[0]
+		g := queue[0]
 		queue = queue[1:]
-		if err := <-p.done; err != nil {
+		if err := <-g.done; err != nil {
 			return fmt.Errorf("sst: encode row group: %w", err)
 		}
-		if _, err := p.rg.Commit(); err != nil {
+		if _, err := g.rg.Commit(); err != nil {
 			return fmt.Errorf("sst: write row group: %w", err)
 		}
 		return nil
 	}
 	fail := func(err error) (Meta, error) {
-		for _, p := range queue {
-			<-p.done
+		if cur != nil {
+			close(cur.in)
+		}
+		for _, g := range queue {
+			<-g.done
 		}
 		return Meta{}, err
 	}
-	start := func(rows []parquet.Row) {
-		p := &pending{rg: pw.BeginRowGroup(), done: make(chan error, 1)}
-		go func() {
-			_, err := p.rg.WriteRows(rows)
-			if err == nil {
-				err = p.rg.Flush()
-			}
-			p.done <- err
-		}()
-		queue = append(queue, p)
-	}
-	// Row values live in slabs of 4096 rows; rows keep pointing into full
-	// slabs, so a new slab needs no copy.
-	const slabRows = 4096
-	newSlab := func() []parquet.Value { return make([]parquet.Value, 0, slabRows*ncols) }
-	newGroup := func() ([]parquet.Row, []parquet.Value) {
-		return make([]parquet.Row, 0, min(opts.RowGroupRows, slabRows)), newSlab()
-	}
-	rows, vals := newGroup()
+	var b *batch
+	var groupRows int64
 	var m Meta
 	m.MinTS, m.MaxTS = math.MaxInt64, math.MinInt64
 	m.MinSeq = math.MaxUint64
 	for it.Next() {
-		e := it.Entry()
-		if len(vals)+ncols > cap(vals) {
-			vals = newSlab()
-		}
-		at := len(vals)
-		vals = vals[:at+ncols]
-		r := vals[at : at+ncols : at+ncols]
-		r[cSeries] = parquet.ByteArrayValue([]byte(e.Series)).Level(0, 0, cSeries)
-		r[cTS] = parquet.Int64Value(e.TS).Level(0, 0, cTS)
-		r[cSeq] = parquet.Int64Value(int64(e.Seq)).Level(0, 0, cSeq)
-		hi := e.TS
-		if e.Op == row.Delete {
-			r[cDel] = parquet.Int64Value(e.End).Level(0, 1, cDel)
-			hi = e.End
-			m.Tombstones++
-		} else {
-			r[cDel] = parquet.Value{}.Level(0, 0, cDel)
-		}
-		for i, c := range cFields {
-			r[c] = fieldValue(e.Field(i), c)
-		}
-		rows = append(rows, r)
-		m.Rows++
-		m.MinTS, m.MaxTS = min(m.MinTS, e.TS), max(m.MaxTS, hi)
-		m.MinSeq, m.MaxSeq = min(m.MinSeq, e.Seq), max(m.MaxSeq, e.Seq)
-		if int64(len(rows)) == opts.RowGroupRows {
-			start(rows)
-			rows, vals = newGroup()
+		if cur == nil {
 			if len(queue) >= parallel {
 				if err := commitOldest(); err != nil {
 					return fail(err)
 				}
 			}
+			cur = startGroup(pw.BeginRowGroup(), cols, pool, queued)
+			queue = append(queue, cur)
+		}
+		if b == nil {
+			b = pool.get()
+		}
+		e := it.Entry()
+		hi := e.TS
+		if e.Op == row.Delete {
+			hi = e.End
+			m.Tombstones++
+		}
+		b.add(e, nf)
+		m.Rows++
+		m.MinTS, m.MaxTS = min(m.MinTS, e.TS), max(m.MaxTS, hi)
+		m.MinSeq, m.MaxSeq = min(m.MinSeq, e.Seq), max(m.MaxSeq, e.Seq)
+		groupRows++
+		if len(b.entries) == batchRows || groupRows == opts.RowGroupRows {
+			cur.in <- b
+			b = nil
+		}
+		if groupRows == opts.RowGroupRows {
+			close(cur.in)
+			cur, groupRows = nil, 0
 		}
 	}
 	if err := it.Err(); err != nil {
@@ -221,8 +210,12 @@ func Write(w io.Writer, fields []schema.Field, it row.Iterator, opts WriteOption
 	if m.Rows == 0 {
 		return fail(ErrEmpty)
 	}
-	if len(rows) > 0 {
-		start(rows)
+	if b != nil {
+		cur.in <- b
+	}
+	if cur != nil {
+		close(cur.in)
+		cur = nil
 	}
 	for len(queue) > 0 {
 		if err := commitOldest(); err != nil {
@@ -238,6 +231,147 @@ func Write(w io.Writer, fields []schema.Field, it row.Iterator, opts WriteOption
 
 // ErrEmpty: there was nothing to write.
 var ErrEmpty = errors.New("sst: no rows")
+
+// batch is a run of a row group's entries, copied from the stream: the
+// iterator may reuse an entry once Next is called again.
+type batch struct {
+	entries []row.Entry
+	vals    []row.Value // the entries' Fields
+}
+
+// batchRows is the size of a batch; a row group is sent to its worker in
+// batches of it.
+const batchRows = 4096
+
+func (b *batch) add(e *row.Entry, nf int) {
+	c := *e
+	c.Fields = nil
+	if e.Op != row.Delete && nf > 0 {
+		at := len(b.vals)
+		b.vals = b.vals[:at+nf] // cap is batchRows*nf
+		f := b.vals[at : at+nf : at+nf]
+		clear(f[copy(f, e.Fields):])
+		c.Fields = f
+	}
+	b.entries = append(b.entries, c)
+}
+
+// batchPool recycles batches between the writer and its workers.
+type batchPool struct {
+	mu   sync.Mutex
+	free []*batch
+	nf   int
+}
+
+func (p *batchPool) get() *batch {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if n := len(p.free); n > 0 {
+		b := p.free[n-1]
+		p.free = p.free[:n-1]
+		return b
+	}
+	return &batch{entries: make([]row.Entry, 0, batchRows), vals: make([]row.Value, 0, batchRows*p.nf)}
+}
+
+func (p *batchPool) put(b *batch) {
+	clear(b.entries) // drop references to series keys and strings
+	clear(b.vals)
+	b.entries, b.vals = b.entries[:0], b.vals[:0]
+	p.mu.Lock()
+	p.free = append(p.free, b)
+	p.mu.Unlock()
+}
+
+// groupWriter encodes one row group from the batches sent on in; done
+// reports the outcome once in is closed and everything is encoded.
+type groupWriter struct {
+	rg   *parquet.ConcurrentRowGroupWriter
+	in   chan *batch
+	done chan error
+}
+
+func startGroup(rg *parquet.ConcurrentRowGroupWriter, cols batchColumns, pool *batchPool, queued int) *groupWriter {
+	g := &groupWriter{rg: rg, in: make(chan *batch, queued), done: make(chan error, 1)}
+	go func() {
+		var err error
+		buf := make([]parquet.Value, writeChunk)
+		for b := range g.in {
+			if err == nil {
+				err = cols.write(rg, b, buf)
+			}
+			pool.put(b)
+		}
+		clear(buf)
+		if err == nil {
+			err = rg.Flush()
+		}
+		g.done <- err
+	}()
+	return g
+}
+
+// batchColumns are the leaf column indexes a batch is written to.
+type batchColumns struct {
+	series, ts, seq, del int
+	fields               []int
+}
+
+// writeChunk is how many rows of a column are written at once: a page
+// overshoots its target size by at most that many values.
+const writeChunk = 1024
+
+// write appends b to rg column by column, writeChunk rows at a time,
+// through buf (of writeChunk values).
+func (c batchColumns) write(rg *parquet.ConcurrentRowGroupWriter, b *batch, buf []parquet.Value) error {
+	const chunk = writeChunk
+	cws := rg.ColumnWriters()
+	put := func(col int, n int) error {
+		_, err := cws[col].WriteRowValues(buf[:n])
+		return err
+	}
+	for lo := 0; lo < len(b.entries); lo += chunk {
+		es := b.entries[lo:min(lo+chunk, len(b.entries))]
+		n := len(es)
+		for i := range es {
+			buf[i] = parquet.ByteArrayValue(unsafe.Slice(unsafe.StringData(es[i].Series), len(es[i].Series))).Level(0, 0, c.series)
+		}
+		if err := put(c.series, n); err != nil {
+			return err
+		}
+		for i := range es {
+			buf[i] = parquet.Int64Value(es[i].TS).Level(0, 0, c.ts)
+		}
+		if err := put(c.ts, n); err != nil {
+			return err
+		}
+		for i := range es {
+			buf[i] = parquet.Int64Value(int64(es[i].Seq)).Level(0, 0, c.seq)
+		}
+		if err := put(c.seq, n); err != nil {
+			return err
+		}
+		for i := range es {
+			if es[i].Op == row.Delete {
+				buf[i] = parquet.Int64Value(es[i].End).Level(0, 1, c.del)
+			} else {
+				buf[i] = parquet.Value{}.Level(0, 0, c.del)
+			}
+		}
+		if err := put(c.del, n); err != nil {
+			return err
+		}
+		for j, col := range c.fields {
+			for i := range es {
+				buf[i] = fieldValue(es[i].Field(j), col)
+			}
+			if err := put(col, n); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
 
 func fieldValue(v row.Value, col int) parquet.Value {
 	var pv parquet.Value

@@ -1,0 +1,280 @@
+// Package fsck checks the ownership invariant of a store offline: every
+// object belongs to a catalog, a manifest (live, removed or pending SSTs,
+// manifest objects) or a WAL (by segment number), and every live SST exists.
+// It reads and lists, and never writes.
+package fsck
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/stratadb/strata/internal/datanode"
+	"github.com/stratadb/strata/internal/gc"
+	"github.com/stratadb/strata/internal/layout"
+	"github.com/stratadb/strata/internal/manifest"
+	"github.com/stratadb/strata/internal/objstore"
+)
+
+// Options configure a check.
+type Options struct {
+	// Table limits the check to one table, by name (resolved through the
+	// store's catalog) or by numeric id.
+	Table string
+	// PageSize is the LIST page size (default 1000).
+	PageSize int
+	// Now is the clock ages are measured with (default time.Now).
+	Now func() time.Time
+}
+
+// Pending is a pending-outputs marker.
+type Pending struct {
+	Job   string        `json:"job"`
+	Files int           `json:"files"`
+	Epoch uint64        `json:"epoch"`
+	Age   time.Duration `json:"age_ns"`
+}
+
+// Region is the check of one region.
+type Region struct {
+	ID     string `json:"region"`
+	Table  string `json:"table,omitempty"` // name, when the catalog knows it
+	Listed int    `json:"listed"`
+	// Version is the manifest version read; 0 if it could not be read.
+	Version uint64 `json:"manifest_version"`
+	// ManifestError is why the manifest could not be read (a gap, a
+	// corrupt object, or no manifest at all).
+	ManifestError string `json:"manifest_error,omitempty"`
+	LiveFiles     int    `json:"live_files"`
+	LiveBytes     int64  `json:"live_bytes"`
+	// Missing are live files whose objects do not exist: data loss.
+	Missing []string `json:"missing,omitempty"`
+	// Orphans are objects nothing owns.
+	Orphans []gc.Object `json:"orphans,omitempty"`
+	Pending []Pending   `json:"pending,omitempty"`
+	// Removed files and flushed WAL segments that fast GC has yet to
+	// delete (present in the store).
+	RemovedAwaitingGC int   `json:"removed_awaiting_gc"`
+	RemovedBytes      int64 `json:"removed_bytes"`
+	WALAwaitingGC     int   `json:"wal_awaiting_gc"`
+	WALLive           int   `json:"wal_live"`
+}
+
+// Report is a whole check.
+type Report struct {
+	Regions []Region `json:"regions"`
+	// Orphans outside any region: unknown top-level keys, and the objects
+	// of tables the catalog does not have.
+	Orphans []gc.Object `json:"orphans,omitempty"`
+	Listed  int         `json:"listed"`
+	Lists   int         `json:"lists"`
+}
+
+// Missing counts live files missing from the store plus regions whose
+// manifest is unreadable: both lose data.
+func (r *Report) Missing() int {
+	n := 0
+	for _, g := range r.Regions {
+		n += len(g.Missing)
+		if g.ManifestError != "" {
+			n++
+		}
+	}
+	return n
+}
+
+// OrphanCount counts unowned objects.
+func (r *Report) OrphanCount() int {
+	n := len(r.Orphans)
+	for _, g := range r.Regions {
+		n += len(g.Orphans)
+	}
+	return n
+}
+
+// ErrNoTable: Options.Table names no table of the catalog.
+var ErrNoTable = errors.New("fsck: no such table")
+
+// Check checks store.
+func Check(ctx context.Context, store objstore.Bucket, opts Options) (*Report, error) {
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.PageSize <= 0 {
+		opts.PageSize = gc.DefaultPageSize
+	}
+	tables, err := datanode.ReadCatalog(ctx, store)
+	if err != nil {
+		return nil, fmt.Errorf("fsck: %w", err)
+	}
+	byID := map[uint32]datanode.Table{}
+	for _, t := range tables {
+		byID[t.ID] = t
+	}
+	prefix := ""
+	var only *uint32
+	if opts.Table != "" {
+		id, ok := resolveTable(tables, opts.Table)
+		if !ok {
+			return nil, fmt.Errorf("%w: %s", ErrNoTable, opts.Table)
+		}
+		only = &id
+		prefix = fmt.Sprintf("%d/", id)
+	}
+	rep := &Report{}
+	// One listing finds the regions; each region is then inventoried on
+	// its own, listing its prefix before reading its manifest.
+	var token []byte
+	regions := map[layout.RegionID]bool{}
+	now := opts.Now()
+	for {
+		p, err := store.List(ctx, prefix, token, opts.PageSize)
+		rep.Lists++
+		if err != nil {
+			return nil, fmt.Errorf("fsck: list: %w", err)
+		}
+		for _, o := range p.Objects {
+			if only == nil && strings.HasPrefix(o.Key, datanode.CatalogPrefix) {
+				continue // the catalog owns it
+			}
+			id, ok := parseRegion(o.Key)
+			if ok {
+				if _, known := byID[id.Table]; known || len(tables) == 0 {
+					regions[id] = true
+					continue
+				}
+			}
+			// A top-level key Strata never writes, or an object of a
+			// table the catalog does not have. (A drop deletes a
+			// table's objects before it forgets the table, so neither
+			// comes from a crash: a foreign writer or a bug.)
+			rep.Orphans = append(rep.Orphans, gc.Object{Key: o.Key, Kind: gc.KindOther, Size: o.Size, Age: max(0, now.Sub(o.ModTime))})
+		}
+		if len(p.NextToken) == 0 {
+			break
+		}
+		token = p.NextToken
+	}
+	// Regions of the catalog with no object at all have lost their
+	// manifest.
+	for _, t := range tables {
+		if only != nil && t.ID != *only {
+			continue
+		}
+		for i := range t.Regions {
+			regions[layout.RegionID{Table: t.ID, Region: i}] = true
+		}
+	}
+	ids := make([]layout.RegionID, 0, len(regions))
+	for id := range regions {
+		ids = append(ids, id)
+	}
+	slices.SortFunc(ids, func(a, b layout.RegionID) int {
+		if a.Table != b.Table {
+			return int(a.Table) - int(b.Table)
+		}
+		return int(a.Region) - int(b.Region)
+	})
+	for _, id := range ids {
+		g, lists, err := checkRegion(ctx, store, id, opts.PageSize, opts.Now())
+		rep.Lists += lists
+		if err != nil {
+			return nil, err
+		}
+		if t, ok := byID[id.Table]; ok {
+			g.Table = t.Name
+		}
+		rep.Listed += g.Listed
+		rep.Regions = append(rep.Regions, g)
+	}
+	rep.Listed += len(rep.Orphans)
+	return rep, nil
+}
+
+func resolveTable(tables []datanode.Table, s string) (uint32, bool) {
+	for _, t := range tables {
+		if t.Name == s {
+			return t.ID, true
+		}
+	}
+	if n, err := strconv.ParseUint(s, 10, 32); err == nil {
+		return uint32(n), true
+	}
+	return 0, false
+}
+
+// parseRegion parses the region of a key "{table}/{region}/...".
+func parseRegion(key string) (layout.RegionID, bool) {
+	parts := strings.SplitN(key, "/", 3)
+	if len(parts) < 3 {
+		return layout.RegionID{}, false
+	}
+	t, err1 := strconv.ParseUint(parts[0], 10, 32)
+	r, err2 := strconv.ParseUint(parts[1], 10, 32)
+	if err1 != nil || err2 != nil {
+		return layout.RegionID{}, false
+	}
+	return layout.RegionID{Table: uint32(t), Region: uint32(r)}, true
+}
+
+func checkRegion(ctx context.Context, store objstore.Bucket, id layout.RegionID, pageSize int, now time.Time) (Region, int, error) {
+	g := Region{ID: id.String()}
+	var manErr error
+	inv, err := gc.Take(ctx, store, id, pageSize, now, func(ctx context.Context) (*manifest.State, error) {
+		m, err := manifest.Open(ctx, store, id, manifest.Options{ReadOnly: true})
+		if err != nil {
+			// Still classify: with an empty state every SST is unowned,
+			// which is what an unreadable manifest means.
+			manErr = err
+			return &manifest.State{Files: map[string]manifest.FileMeta{}, Removed: map[string]manifest.RemovedFile{}, Pending: map[string]manifest.PendingOutputs{}}, nil
+		}
+		defer m.Close()
+		return m.State(), nil
+	})
+	if err != nil {
+		return g, inv.Lists, fmt.Errorf("fsck %s: %w", id, err)
+	}
+	g.Listed = len(inv.Objects)
+	if manErr != nil {
+		g.ManifestError = manErr.Error()
+		if errors.Is(manErr, manifest.ErrRegionNotFound) {
+			g.ManifestError = "the region has no manifest"
+		}
+	}
+	st := inv.State
+	g.Version = st.Version
+	have := map[string]bool{}
+	for _, o := range inv.Objects {
+		have[o.Key] = true
+		switch o.Owner {
+		case gc.OwnerNone:
+			if manErr == nil || o.Kind != gc.KindSST {
+				g.Orphans = append(g.Orphans, o)
+			}
+		case gc.OwnerRemoved:
+			g.RemovedAwaitingGC++
+			g.RemovedBytes += o.Size
+		case gc.OwnerFlushed:
+			g.WALAwaitingGC++
+		case gc.OwnerWAL:
+			g.WALLive++
+		}
+	}
+	for fid, f := range st.Files {
+		g.LiveFiles++
+		g.LiveBytes += f.Size
+		if !have[id.SSTKey(fid)] {
+			g.Missing = append(g.Missing, fid)
+		}
+	}
+	slices.Sort(g.Missing)
+	for job, p := range st.Pending {
+		g.Pending = append(g.Pending, Pending{Job: job, Files: len(p.FileIDs), Epoch: p.Epoch, Age: max(0, now.Sub(p.CreatedAt))})
+	}
+	slices.SortFunc(g.Pending, func(a, b Pending) int { return strings.Compare(a.Job, b.Job) })
+	return g, inv.Lists, nil
+}
