@@ -77,6 +77,6 @@ inputs, outputs and bytes.`,
 			})
 		},
 	}
-	cmd.AddCommand(flush, compactCmd, cancelCmd)
+	cmd.AddCommand(flush, compactCmd, cancelCmd, newGC())
 	return cmd
 }

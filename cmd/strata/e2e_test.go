@@ -10,6 +10,7 @@ import (
 	"compress/gzip"
 	"context"
 	"encoding/csv"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -443,5 +444,100 @@ func TestKill9MidIngestLosesNothingAcknowledged(t *testing.T) {
 	last := strings.Split(lines[len(lines)-1], ",")
 	if last[4] != "0" {
 		t.Fatalf("memtable after a graceful restart holds %s bytes (WAL replayed)", last[4])
+	}
+}
+
+// Truncate, GC through the CLI, and fsck of the store afterwards: clean,
+// then with a planted orphan (exit 1), then with a live file deleted
+// (exit 2).
+func TestTruncateGCAndFsck(t *testing.T) {
+	dataDir := t.TempDir()
+	p := start(t, dataDir, "--gc-interval", "0")
+	var b strings.Builder
+	for i := range 3000 {
+		fmt.Fprintf(&b, "cpu,host=h%d v=%d %d\n", i%5, i, int64(i)*1e9)
+	}
+	if code, body := post(t, p.http+"/write?db=x", b.String(), false); code != 204 {
+		t.Fatalf("write: %d %s", code, body)
+	}
+	for i := range 2 {
+		if _, errs, code := p.cli(t, "admin", "flush", "cpu"); code != 0 {
+			t.Fatalf("flush %d: %s", i, errs)
+		}
+		post(t, p.http+"/write?db=x", "cpu,host=late v=1 5000000000000\n", false)
+	}
+	if out, errs, code := p.cli(t, "table", "truncate", "cpu"); code != 0 || !strings.Contains(out, "truncated table cpu") {
+		t.Fatalf("truncate: %d %s %s", code, out, errs)
+	}
+	if n := len(p.queryCSV(t, "cpu")); n != 1 {
+		t.Fatalf("%d rows after truncate", n-1)
+	}
+	if _, _, code := p.cli(t, "table", "truncate", "nope"); code != exitNotFound {
+		t.Fatalf("truncate of a missing table: exit %d", code)
+	}
+	post(t, p.http+"/write?db=x", "cpu,host=new v=7 6000000000000\n", false)
+	p.cli(t, "admin", "flush", "cpu")
+
+	// Fast GC: a dry run names the truncated files, then a run with no
+	// lingering deletes them.
+	out, errs, code := p.cli(t, "admin", "gc", "run", "--table", "cpu", "--dry-run", "--lingering", "0", "-o", "json")
+	var dry []map[string]any
+	if code != 0 || json.Unmarshal([]byte(out), &dry) != nil || len(dry) != 1 || dry[0]["removed_files"] == nil || dry[0]["dry_run"] != true {
+		t.Fatalf("gc dry run: %d %s %s", code, out, errs)
+	}
+	out, errs, code = p.cli(t, "admin", "gc", "run", "--table", "cpu", "--lingering", "0")
+	if code != 0 || !strings.Contains(out, "removed_files") {
+		t.Fatalf("gc run: %d %s %s", code, out, errs)
+	}
+	out, errs, code = p.cli(t, "admin", "gc", "run", "--full", "--min-age", "0")
+	if code != 0 || !strings.Contains(out, "orphans") || strings.Contains(out, "orphan ") {
+		t.Fatalf("full gc: %d %s %s", code, out, errs)
+	}
+	if _, errs, code := p.cli(t, "admin", "gc", "run", "--table", "cpu", "--region", "1/0"); code != exitUsage {
+		t.Fatalf("both --table and --region: exit %d %s", code, errs)
+	}
+	if _, errs, code := p.cli(t, "admin", "gc", "run", "--region", "x"); code != exitUsage {
+		t.Fatalf("bad region: exit %d %s", code, errs)
+	}
+	if err := p.stop(t, syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+
+	store := "file://" + filepath.Join(dataDir, "store")
+	out, errs, code = p.cli(t, "fsck", "--store", store)
+	if code != 0 || !strings.Contains(out, "0 missing, 0 unowned") {
+		t.Fatalf("fsck of a clean store: %d\n%s%s", code, out, errs)
+	}
+	// A planted unowned SST: exit 1, or 0 with --allow-orphans.
+	sstDir := filepath.Join(dataDir, "store", "1", "0", "sst")
+	os.MkdirAll(sstDir, 0o755)
+	os.WriteFile(filepath.Join(sstDir, "01JPLANTEDPLANTEDPLANTED00.parquet"), []byte("x"), 0o644)
+	out, _, code = p.cli(t, "fsck", "--store", store, "--table", "cpu")
+	if code != 1 || !strings.Contains(out, "unowned sst 1/0/sst/01JPLANTEDPLANTEDPLANTED00.parquet") {
+		t.Fatalf("fsck with an orphan: %d\n%s", code, out)
+	}
+	if _, _, code = p.cli(t, "fsck", "--store", store, "--allow-orphans"); code != 0 {
+		t.Fatalf("fsck --allow-orphans: exit %d", code)
+	}
+	// A live file deleted: data loss, exit 2, also in JSON.
+	var rep struct {
+		Regions []struct {
+			Missing []string `json:"missing"`
+		} `json:"regions"`
+	}
+	out, _, _ = p.cli(t, "fsck", "--store", store, "-o", "json", "--allow-orphans")
+	json.Unmarshal([]byte(out), &rep)
+	ents, _ := os.ReadDir(sstDir)
+	for _, e := range ents {
+		if !strings.Contains(e.Name(), "PLANTED") {
+			os.Remove(filepath.Join(sstDir, e.Name()))
+		}
+	}
+	out, _, code = p.cli(t, "fsck", "--store", store, "-o", "json", "--allow-orphans")
+	if err := json.Unmarshal([]byte(out), &rep); err != nil || code != 2 || len(rep.Regions) != 1 || len(rep.Regions[0].Missing) != 1 {
+		t.Fatalf("fsck with a missing live file: %d %v\n%s", code, err, out)
+	}
+	if _, _, code = p.cli(t, "fsck"); code != exitUsage {
+		t.Fatalf("fsck without --store: exit %d", code)
 	}
 }

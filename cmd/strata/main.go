@@ -55,6 +55,10 @@ func exitCode(err error) int {
 	if errors.As(err, &ue) {
 		return exitUsage
 	}
+	var fe fsckExit
+	if errors.As(err, &fe) {
+		return fe.code
+	}
 	if s, ok := status.FromError(unwrapStatus(err)); ok {
 		switch s.Code() {
 		case codes.InvalidArgument, codes.ResourceExhausted:
@@ -99,7 +103,7 @@ in upper case with - as _, e.g. STRATA_DATA_DIR), then the --config file
 	root.PersistentFlags().String("config", "", "YAML config file (keys are flag names)")
 	root.PersistentPreRunE = func(cmd *cobra.Command, args []string) error { return applyConfig(cmd) }
 	root.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error { return usageError{err} })
-	root.AddCommand(newStandalone(), newTable(), newWrite(), newQuery(), newAdmin(), newBench())
+	root.AddCommand(newStandalone(), newTable(), newWrite(), newQuery(), newAdmin(), newBench(), newFsck())
 	return root
 }
 

@@ -7,6 +7,7 @@ import (
 	"os/signal"
 	"runtime/debug"
 	"syscall"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -67,6 +68,8 @@ the next start replays the write-ahead log.`,
 	f.String("log-format", "text", "log format: text or json")
 	f.BoolVar(&cfg.Pprof, "pprof", false, "serve Go profiles under /debug/pprof/ on the HTTP address")
 	f.DurationVar(&cfg.ShutdownTimeout, "shutdown-timeout", 0, "bound on graceful shutdown (default 1m)")
+	f.DurationVar(&cfg.GCInterval, "gc-interval", 5*time.Minute, "how often fast GC runs on every region (0: never)")
+	f.DurationVar(&cfg.FullGCInterval, "full-gc-interval", 24*time.Hour, "how often full-listing GC runs on every region (0: never)")
 	return cmd
 }
 

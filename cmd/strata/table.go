@@ -12,7 +12,7 @@ import (
 )
 
 func newTable() *cobra.Command {
-	cmd := &cobra.Command{Use: "table", Short: "Create, list, describe and drop tables"}
+	cmd := &cobra.Command{Use: "table", Short: "Create, list, describe, truncate and drop tables"}
 	clientFlags(cmd)
 
 	create := &cobra.Command{
@@ -115,7 +115,25 @@ func newTable() *cobra.Command {
 			})
 		},
 	}
-	cmd.AddCommand(create, list, describe, drop)
+	truncate := &cobra.Command{
+		Use:   "truncate NAME",
+		Short: "Remove every row of a table, keeping the table",
+		Long: `Remove every row written to the table before the command, keeping the table,
+its schema and its regions. Running compactions are cancelled first. The
+files are deleted by GC after the lingering time, so queries already
+running finish.`,
+		Args: exactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return withClient(cmd, func(ctx context.Context, c pb.DatanodeClient) error {
+				if _, err := c.TruncateTable(ctx, &pb.TruncateTableRequest{Name: args[0]}); err != nil {
+					return fmt.Errorf("truncate table %s: %w", args[0], err)
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "truncated table %s\n", args[0])
+				return nil
+			})
+		},
+	}
+	cmd.AddCommand(create, list, describe, drop, truncate)
 	return cmd
 }
 

@@ -4,10 +4,8 @@ import (
 	"context"
 	"os"
 	"runtime"
-	"runtime/pprof"
 	"strconv"
 	"testing"
-	"time"
 
 	"github.com/stratadb/strata/internal/benchutil"
 	"github.com/stratadb/strata/internal/objstore/objstoretest"
@@ -78,27 +76,10 @@ func BenchmarkCompaction(b *testing.B) {
 					bytesIn += f.Size
 				}
 				runtime.GC() // forget the load phase's memtables
-				var ms runtime.MemStats
-				runtime.ReadMemStats(&ms)
-				b.Logf("heap before job: %d MiB", ms.HeapAlloc>>20)
 				heap := benchutil.WatchHeap()
-				if f := os.Getenv("STRATA_BENCH_HEAPPROFILE"); f != "" {
-					go func() {
-						time.Sleep(1500 * time.Millisecond)
-						pf, _ := os.Create(f)
-						pprof.WriteHeapProfile(pf)
-						pf.Close()
-					}()
-				}
-				if f := os.Getenv("STRATA_BENCH_CPUPROFILE"); f != "" {
-					pf, _ := os.Create(f)
-					pprof.StartCPUProfile(pf)
-				}
 				b.StartTimer()
-				t0 := time.Now()
-				res, err := NewJob(r, in, Options{OnStage: func(_ context.Context, s Stage) { b.Logf("%v at %v", s, time.Since(t0)) }}).Run(ctx)
+				res, err := NewJob(r, in, Options{}).Run(ctx)
 				b.StopTimer()
-				pprof.StopCPUProfile()
 				if err != nil {
 					b.Fatal(err)
 				}

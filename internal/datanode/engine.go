@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/stratadb/strata/internal/compact"
+	"github.com/stratadb/strata/internal/gc"
 	"github.com/stratadb/strata/internal/layout"
 	"github.com/stratadb/strata/internal/merge"
 	"github.com/stratadb/strata/internal/objstore"
@@ -47,6 +48,12 @@ type Options struct {
 	// Compaction configures the compaction scheduler; compactions start
 	// after flushes that give a time window enough files.
 	Compaction compact.SchedulerOptions
+	// GCInterval, if positive, runs fast GC on every region that often,
+	// and FullGCInterval (if positive) full-listing GC: the standalone
+	// loop. In a cluster metasrv schedules GC and both are 0.
+	GCInterval     time.Duration
+	FullGCInterval time.Duration
+	GCMetrics      *gc.Metrics
 }
 
 // Engine is a datanode's set of tables and regions.
@@ -64,6 +71,9 @@ type Engine struct {
 	cat     *catalog
 	regions map[layout.RegionID]*region.Region
 	closed  bool
+
+	stop context.CancelFunc // stops background loops
+	wg   sync.WaitGroup
 }
 
 // Open loads the catalog and opens every region of every table (replaying
@@ -107,6 +117,12 @@ func Open(ctx context.Context, store objstore.Bucket, opts Options) (*Engine, er
 				return nil, err
 			}
 		}
+	}
+	bg, stop := context.WithCancel(context.Background())
+	e.stop = stop
+	if opts.GCInterval > 0 {
+		e.wg.Add(1)
+		go e.gcLoop(bg)
 	}
 	return e, nil
 }
@@ -751,6 +767,8 @@ func (e *Engine) Close(ctx context.Context, flush bool) error {
 	}
 	e.closed = true
 	e.mu.Unlock()
+	e.stop()
+	e.wg.Wait()
 	// Stop compactions first: each acknowledges with its outputs owned.
 	schedErr := e.sched.Close()
 	e.mu.Lock()

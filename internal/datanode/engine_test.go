@@ -11,6 +11,7 @@ import (
 
 	"github.com/stratadb/strata/internal/compact"
 	"github.com/stratadb/strata/internal/gc"
+	"github.com/stratadb/strata/internal/manifest"
 	"github.com/stratadb/strata/internal/objstore"
 	"github.com/stratadb/strata/internal/objstore/objstoretest"
 	"github.com/stratadb/strata/internal/region"
@@ -301,17 +302,31 @@ func TestTruncateCancelsCompaction(t *testing.T) {
 	compacted := make(chan error, 1)
 	go func() { _, err := e.Compact(ctx, "t", true); compacted <- err }()
 	<-paused
+	_, regions, _ := e.tableRegions("t")
+	r := regions[0]
 	if err := e.TruncateTable(ctx, "t"); err != nil {
 		t.Fatal(err)
 	}
-	// Truncate returned, so the job has acknowledged its cancellation.
-	select {
-	case err := <-compacted:
-		if !errors.Is(err, compact.ErrCancelled) {
-			t.Fatalf("compaction: %v", err)
+	// Truncate returned, so the job has stopped and cleaned up: in the
+	// persisted manifest no marker is left, and the only SSTs are the
+	// truncated inputs, awaiting GC.
+	m, err := manifest.Open(ctx, s, r.ID(), manifest.Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := m.State()
+	m.Close()
+	objs, _ := objstore.ListAll(ctx, s, r.ID().SSTPrefix(), 100)
+	for _, o := range objs {
+		if id, _ := r.ID().ParseSSTKey(o.Key); st.Removed[id].ID == "" {
+			t.Fatalf("%s is not a truncated input when truncate returns", o.Key)
 		}
-	default:
-		t.Fatal("truncate returned before the compaction acknowledged its cancellation")
+	}
+	if len(st.Pending) != 0 || len(objs) != 4 {
+		t.Fatalf("when truncate returns: %d markers, %d SSTs", len(st.Pending), len(objs))
+	}
+	if err := <-compacted; !errors.Is(err, compact.ErrCancelled) {
+		t.Fatalf("compaction: %v", err)
 	}
 	if n, _ := count(t, e, "t", region.ScanRequest{}); n != 0 {
 		t.Fatalf("%d rows after truncate", n)
@@ -320,12 +335,10 @@ func TestTruncateCancelsCompaction(t *testing.T) {
 	if n, _ := count(t, e, "t", region.ScanRequest{}); n != 10 {
 		t.Fatalf("%d rows written after truncate, want 10", n)
 	}
-	_, regions, _ := e.tableRegions("t")
-	r := regions[0]
 	if _, err := gc.Fast(ctx, r, gc.Options{Lingering: -1}); err != nil {
 		t.Fatal(err)
 	}
-	st := r.Manifest()
+	st = r.Manifest()
 	if len(st.Files) != 0 || len(st.Removed) != 0 || len(st.Pending) != 0 {
 		t.Fatalf("after fast GC: %d files, %d removed, %d pending", len(st.Files), len(st.Removed), len(st.Pending))
 	}

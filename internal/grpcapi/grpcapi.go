@@ -40,7 +40,7 @@ func Status(err error) error {
 	code := codes.Internal
 	switch {
 	case errors.As(err, &ce), errors.Is(err, region.ErrInvalidWrite), errors.Is(err, region.ErrInvalidScan),
-		errors.Is(err, datanode.ErrInvalidTable), errors.Is(err, schema.ErrBadName):
+		errors.Is(err, datanode.ErrInvalidTable), errors.Is(err, schema.ErrBadName), errors.Is(err, datanode.ErrInvalidRegion):
 		code = codes.InvalidArgument
 	case errors.Is(err, datanode.ErrTableNotFound):
 		code = codes.NotFound
@@ -236,6 +236,47 @@ func (s *Server) CancelCompaction(ctx context.Context, req *pb.CancelCompactionR
 		return nil, Status(err)
 	}
 	return &pb.CancelCompactionResponse{Cancelled: int64(c), TooLate: int64(late)}, nil
+}
+
+func (s *Server) TruncateTable(ctx context.Context, req *pb.TruncateTableRequest) (*pb.TruncateTableResponse, error) {
+	if err := s.eng.TruncateTable(ctx, req.GetName()); err != nil {
+		return nil, Status(err)
+	}
+	return &pb.TruncateTableResponse{}, nil
+}
+
+// GcRegion runs GC on the selected regions. A region whose run fails is
+// reported in its result; the call fails only if no region could be
+// selected.
+func (s *Server) GcRegion(ctx context.Context, req *pb.GcRegionRequest) (*pb.GcRegionResponse, error) {
+	secs := func(n int64) time.Duration { return time.Duration(n) * time.Second }
+	res, err := s.eng.GC(ctx, datanode.GCRequest{Table: req.GetTable(), Region: req.GetRegion(), Full: req.GetFull(), DryRun: req.GetDryRun(),
+		Lingering: secs(req.GetLingeringSeconds()), MinAge: secs(req.GetMinAgeSeconds())})
+	if err != nil && len(res) == 0 {
+		return nil, Status(err)
+	}
+	out := &pb.GcRegionResponse{}
+	for _, r := range res {
+		m := &pb.GcRegionResult{Region: r.Region.String(), Mode: "fast", DryRun: r.DryRun}
+		if r.Full {
+			l := r.Listed
+			m.Mode = "full"
+			m.Bytes, m.ListRequests, m.DeleteRequests = l.Bytes, int64(l.Lists), int64(l.Deletes)
+			m.Listed, m.Deleted, m.Young, m.Failures = int64(l.Listed), int64(len(l.Deleted)), int64(l.Young), int64(l.Failures)
+			for _, o := range l.Orphans {
+				m.Orphans = append(m.Orphans, &pb.GcObject{Key: o.Key, Kind: string(o.Kind), Size: o.Size, AgeSeconds: int64(o.Age / time.Second)})
+			}
+		} else {
+			f := r.Fast
+			m.RemovedFiles, m.PendingJobs, m.PendingFiles, m.WalSegments = int64(len(f.RemovedFiles)), int64(len(f.PendingJobs)), int64(len(f.PendingFiles)), int64(f.WALSegments)
+			m.Bytes, m.DeleteRequests, m.Failures = f.Bytes, int64(f.Requests), int64(f.Failures)
+		}
+		if r.Err != nil {
+			m.Error = r.Err.Error()
+		}
+		out.Regions = append(out.Regions, m)
+	}
+	return out, nil
 }
 
 func (s *Server) Flush(ctx context.Context, req *pb.FlushRequest) (*pb.FlushResponse, error) {

@@ -21,7 +21,9 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/reflection"
 
+	"github.com/stratadb/strata/internal/compact"
 	"github.com/stratadb/strata/internal/datanode"
+	"github.com/stratadb/strata/internal/gc"
 	"github.com/stratadb/strata/internal/grpcapi"
 	"github.com/stratadb/strata/internal/httpapi"
 	"github.com/stratadb/strata/internal/objstore"
@@ -50,6 +52,9 @@ type Config struct {
 	MaxBodyBytes int64
 	// ShutdownTimeout bounds the graceful shutdown (default 1 min).
 	ShutdownTimeout time.Duration
+	// GCInterval and FullGCInterval run fast and full-listing GC on
+	// every region that often (0: never).
+	GCInterval, FullGCInterval time.Duration
 	// Pprof serves net/http/pprof on the HTTP address.
 	Pprof  bool
 	Logger *slog.Logger
@@ -104,7 +109,9 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		ropts.Budget = region.NewMemoryBudget(cfg.MemoryLimit)
 	}
 	began := time.Now()
-	eng, err := datanode.Open(ctx, store, datanode.Options{Region: ropts, DefaultRegions: cfg.DefaultRegions, Logger: cfg.Logger})
+	eng, err := datanode.Open(ctx, store, datanode.Options{Region: ropts, DefaultRegions: cfg.DefaultRegions, Logger: cfg.Logger,
+		Compaction: compact.SchedulerOptions{Metrics: compact.NewMetrics(s.Registry)},
+		GCInterval: cfg.GCInterval, FullGCInterval: cfg.FullGCInterval, GCMetrics: gc.NewMetrics(s.Registry)})
 	if err != nil {
 		store.Close()
 		return nil, fmt.Errorf("open engine: %w", err)

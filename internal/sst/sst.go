@@ -438,7 +438,7 @@ func Open(ctx context.Context, store objstore.Bucket, key string, size int64) (*
 	}
 	f, err := parquet.OpenFile(ra, size, opts...)
 	if err != nil {
-		return nil, fmt.Errorf("%w: open %s: %v", ErrCorrupt, key, err)
+		return nil, fmt.Errorf("%w: open %s: %w", ErrCorrupt, key, err)
 	}
 	if v, _ := f.Lookup(formatKey); v != formatValue {
 		return nil, fmt.Errorf("%w: %s has format %q, want %q", ErrCorrupt, key, v, formatValue)

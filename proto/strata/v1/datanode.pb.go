@@ -1973,6 +1973,459 @@ func (x *CancelCompactionResponse) GetTooLate() int64 {
 	return 0
 }
 
+type TruncateTableRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TruncateTableRequest) Reset() {
+	*x = TruncateTableRequest{}
+	mi := &file_strata_v1_datanode_proto_msgTypes[33]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TruncateTableRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TruncateTableRequest) ProtoMessage() {}
+
+func (x *TruncateTableRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_strata_v1_datanode_proto_msgTypes[33]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TruncateTableRequest.ProtoReflect.Descriptor instead.
+func (*TruncateTableRequest) Descriptor() ([]byte, []int) {
+	return file_strata_v1_datanode_proto_rawDescGZIP(), []int{33}
+}
+
+func (x *TruncateTableRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+type TruncateTableResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TruncateTableResponse) Reset() {
+	*x = TruncateTableResponse{}
+	mi := &file_strata_v1_datanode_proto_msgTypes[34]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TruncateTableResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TruncateTableResponse) ProtoMessage() {}
+
+func (x *TruncateTableResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_strata_v1_datanode_proto_msgTypes[34]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TruncateTableResponse.ProtoReflect.Descriptor instead.
+func (*TruncateTableResponse) Descriptor() ([]byte, []int) {
+	return file_strata_v1_datanode_proto_rawDescGZIP(), []int{34}
+}
+
+type GcRegionRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// A table's regions, by name; with neither table nor region, every
+	// region of the datanode.
+	Table string `protobuf:"bytes,1,opt,name=table,proto3" json:"table,omitempty"`
+	// One region, as "table_id/region" (see RegionStats).
+	Region string `protobuf:"bytes,2,opt,name=region,proto3" json:"region,omitempty"`
+	// Full-listing GC instead of fast GC.
+	Full bool `protobuf:"varint,4,opt,name=full,proto3" json:"full,omitempty"`
+	// Report what would be deleted; delete nothing.
+	DryRun bool `protobuf:"varint,5,opt,name=dry_run,json=dryRun,proto3" json:"dry_run,omitempty"`
+	// Overrides: fast GC's lingering time for removed files, full GC's
+	// minimum age of unowned objects. 0 keeps the default; a negative value
+	// means no wait at all.
+	LingeringSeconds int64 `protobuf:"varint,6,opt,name=lingering_seconds,json=lingeringSeconds,proto3" json:"lingering_seconds,omitempty"`
+	MinAgeSeconds    int64 `protobuf:"varint,7,opt,name=min_age_seconds,json=minAgeSeconds,proto3" json:"min_age_seconds,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *GcRegionRequest) Reset() {
+	*x = GcRegionRequest{}
+	mi := &file_strata_v1_datanode_proto_msgTypes[35]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GcRegionRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GcRegionRequest) ProtoMessage() {}
+
+func (x *GcRegionRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_strata_v1_datanode_proto_msgTypes[35]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GcRegionRequest.ProtoReflect.Descriptor instead.
+func (*GcRegionRequest) Descriptor() ([]byte, []int) {
+	return file_strata_v1_datanode_proto_rawDescGZIP(), []int{35}
+}
+
+func (x *GcRegionRequest) GetTable() string {
+	if x != nil {
+		return x.Table
+	}
+	return ""
+}
+
+func (x *GcRegionRequest) GetRegion() string {
+	if x != nil {
+		return x.Region
+	}
+	return ""
+}
+
+func (x *GcRegionRequest) GetFull() bool {
+	if x != nil {
+		return x.Full
+	}
+	return false
+}
+
+func (x *GcRegionRequest) GetDryRun() bool {
+	if x != nil {
+		return x.DryRun
+	}
+	return false
+}
+
+func (x *GcRegionRequest) GetLingeringSeconds() int64 {
+	if x != nil {
+		return x.LingeringSeconds
+	}
+	return 0
+}
+
+func (x *GcRegionRequest) GetMinAgeSeconds() int64 {
+	if x != nil {
+		return x.MinAgeSeconds
+	}
+	return 0
+}
+
+type GcObject struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Key           string                 `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	Kind          string                 `protobuf:"bytes,2,opt,name=kind,proto3" json:"kind,omitempty"`
+	Size          int64                  `protobuf:"varint,3,opt,name=size,proto3" json:"size,omitempty"`
+	AgeSeconds    int64                  `protobuf:"varint,4,opt,name=age_seconds,json=ageSeconds,proto3" json:"age_seconds,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GcObject) Reset() {
+	*x = GcObject{}
+	mi := &file_strata_v1_datanode_proto_msgTypes[36]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GcObject) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GcObject) ProtoMessage() {}
+
+func (x *GcObject) ProtoReflect() protoreflect.Message {
+	mi := &file_strata_v1_datanode_proto_msgTypes[36]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GcObject.ProtoReflect.Descriptor instead.
+func (*GcObject) Descriptor() ([]byte, []int) {
+	return file_strata_v1_datanode_proto_rawDescGZIP(), []int{36}
+}
+
+func (x *GcObject) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+func (x *GcObject) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
+func (x *GcObject) GetSize() int64 {
+	if x != nil {
+		return x.Size
+	}
+	return 0
+}
+
+func (x *GcObject) GetAgeSeconds() int64 {
+	if x != nil {
+		return x.AgeSeconds
+	}
+	return 0
+}
+
+type GcRegionResult struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Region string                 `protobuf:"bytes,1,opt,name=region,proto3" json:"region,omitempty"`
+	Mode   string                 `protobuf:"bytes,2,opt,name=mode,proto3" json:"mode,omitempty"` // "fast" or "full"
+	DryRun bool                   `protobuf:"varint,3,opt,name=dry_run,json=dryRun,proto3" json:"dry_run,omitempty"`
+	// Fast GC.
+	RemovedFiles int64 `protobuf:"varint,4,opt,name=removed_files,json=removedFiles,proto3" json:"removed_files,omitempty"`
+	PendingJobs  int64 `protobuf:"varint,5,opt,name=pending_jobs,json=pendingJobs,proto3" json:"pending_jobs,omitempty"`
+	PendingFiles int64 `protobuf:"varint,6,opt,name=pending_files,json=pendingFiles,proto3" json:"pending_files,omitempty"`
+	WalSegments  int64 `protobuf:"varint,7,opt,name=wal_segments,json=walSegments,proto3" json:"wal_segments,omitempty"`
+	// Both: bytes deleted (fast: of SSTs), and requests issued.
+	Bytes          int64 `protobuf:"varint,8,opt,name=bytes,proto3" json:"bytes,omitempty"`
+	ListRequests   int64 `protobuf:"varint,9,opt,name=list_requests,json=listRequests,proto3" json:"list_requests,omitempty"`
+	DeleteRequests int64 `protobuf:"varint,10,opt,name=delete_requests,json=deleteRequests,proto3" json:"delete_requests,omitempty"`
+	// Full-listing GC.
+	Listed   int64       `protobuf:"varint,11,opt,name=listed,proto3" json:"listed,omitempty"`
+	Orphans  []*GcObject `protobuf:"bytes,12,rep,name=orphans,proto3" json:"orphans,omitempty"`
+	Deleted  int64       `protobuf:"varint,13,opt,name=deleted,proto3" json:"deleted,omitempty"`
+	Young    int64       `protobuf:"varint,14,opt,name=young,proto3" json:"young,omitempty"`
+	Failures int64       `protobuf:"varint,15,opt,name=failures,proto3" json:"failures,omitempty"`
+	// Why this region's run failed; empty if it did not. A failed run is
+	// safe to repeat.
+	Error         string `protobuf:"bytes,16,opt,name=error,proto3" json:"error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GcRegionResult) Reset() {
+	*x = GcRegionResult{}
+	mi := &file_strata_v1_datanode_proto_msgTypes[37]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GcRegionResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GcRegionResult) ProtoMessage() {}
+
+func (x *GcRegionResult) ProtoReflect() protoreflect.Message {
+	mi := &file_strata_v1_datanode_proto_msgTypes[37]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GcRegionResult.ProtoReflect.Descriptor instead.
+func (*GcRegionResult) Descriptor() ([]byte, []int) {
+	return file_strata_v1_datanode_proto_rawDescGZIP(), []int{37}
+}
+
+func (x *GcRegionResult) GetRegion() string {
+	if x != nil {
+		return x.Region
+	}
+	return ""
+}
+
+func (x *GcRegionResult) GetMode() string {
+	if x != nil {
+		return x.Mode
+	}
+	return ""
+}
+
+func (x *GcRegionResult) GetDryRun() bool {
+	if x != nil {
+		return x.DryRun
+	}
+	return false
+}
+
+func (x *GcRegionResult) GetRemovedFiles() int64 {
+	if x != nil {
+		return x.RemovedFiles
+	}
+	return 0
+}
+
+func (x *GcRegionResult) GetPendingJobs() int64 {
+	if x != nil {
+		return x.PendingJobs
+	}
+	return 0
+}
+
+func (x *GcRegionResult) GetPendingFiles() int64 {
+	if x != nil {
+		return x.PendingFiles
+	}
+	return 0
+}
+
+func (x *GcRegionResult) GetWalSegments() int64 {
+	if x != nil {
+		return x.WalSegments
+	}
+	return 0
+}
+
+func (x *GcRegionResult) GetBytes() int64 {
+	if x != nil {
+		return x.Bytes
+	}
+	return 0
+}
+
+func (x *GcRegionResult) GetListRequests() int64 {
+	if x != nil {
+		return x.ListRequests
+	}
+	return 0
+}
+
+func (x *GcRegionResult) GetDeleteRequests() int64 {
+	if x != nil {
+		return x.DeleteRequests
+	}
+	return 0
+}
+
+func (x *GcRegionResult) GetListed() int64 {
+	if x != nil {
+		return x.Listed
+	}
+	return 0
+}
+
+func (x *GcRegionResult) GetOrphans() []*GcObject {
+	if x != nil {
+		return x.Orphans
+	}
+	return nil
+}
+
+func (x *GcRegionResult) GetDeleted() int64 {
+	if x != nil {
+		return x.Deleted
+	}
+	return 0
+}
+
+func (x *GcRegionResult) GetYoung() int64 {
+	if x != nil {
+		return x.Young
+	}
+	return 0
+}
+
+func (x *GcRegionResult) GetFailures() int64 {
+	if x != nil {
+		return x.Failures
+	}
+	return 0
+}
+
+func (x *GcRegionResult) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
+type GcRegionResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Regions       []*GcRegionResult      `protobuf:"bytes,1,rep,name=regions,proto3" json:"regions,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GcRegionResponse) Reset() {
+	*x = GcRegionResponse{}
+	mi := &file_strata_v1_datanode_proto_msgTypes[38]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GcRegionResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GcRegionResponse) ProtoMessage() {}
+
+func (x *GcRegionResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_strata_v1_datanode_proto_msgTypes[38]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GcRegionResponse.ProtoReflect.Descriptor instead.
+func (*GcRegionResponse) Descriptor() ([]byte, []int) {
+	return file_strata_v1_datanode_proto_rawDescGZIP(), []int{38}
+}
+
+func (x *GcRegionResponse) GetRegions() []*GcRegionResult {
+	if x != nil {
+		return x.Regions
+	}
+	return nil
+}
+
 var File_strata_v1_datanode_proto protoreflect.FileDescriptor
 
 const file_strata_v1_datanode_proto_rawDesc = "" +
@@ -2104,7 +2557,43 @@ const file_strata_v1_datanode_proto_rawDesc = "" +
 	"\x05table\x18\x01 \x01(\tR\x05table\"S\n" +
 	"\x18CancelCompactionResponse\x12\x1c\n" +
 	"\tcancelled\x18\x01 \x01(\x03R\tcancelled\x12\x19\n" +
-	"\btoo_late\x18\x02 \x01(\x03R\atooLate2\x9e\x06\n" +
+	"\btoo_late\x18\x02 \x01(\x03R\atooLate\"*\n" +
+	"\x14TruncateTableRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\"\x17\n" +
+	"\x15TruncateTableResponse\"\xc1\x01\n" +
+	"\x0fGcRegionRequest\x12\x14\n" +
+	"\x05table\x18\x01 \x01(\tR\x05table\x12\x16\n" +
+	"\x06region\x18\x02 \x01(\tR\x06region\x12\x12\n" +
+	"\x04full\x18\x04 \x01(\bR\x04full\x12\x17\n" +
+	"\adry_run\x18\x05 \x01(\bR\x06dryRun\x12+\n" +
+	"\x11lingering_seconds\x18\x06 \x01(\x03R\x10lingeringSeconds\x12&\n" +
+	"\x0fmin_age_seconds\x18\a \x01(\x03R\rminAgeSeconds\"e\n" +
+	"\bGcObject\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x12\n" +
+	"\x04kind\x18\x02 \x01(\tR\x04kind\x12\x12\n" +
+	"\x04size\x18\x03 \x01(\x03R\x04size\x12\x1f\n" +
+	"\vage_seconds\x18\x04 \x01(\x03R\n" +
+	"ageSeconds\"\xf2\x03\n" +
+	"\x0eGcRegionResult\x12\x16\n" +
+	"\x06region\x18\x01 \x01(\tR\x06region\x12\x12\n" +
+	"\x04mode\x18\x02 \x01(\tR\x04mode\x12\x17\n" +
+	"\adry_run\x18\x03 \x01(\bR\x06dryRun\x12#\n" +
+	"\rremoved_files\x18\x04 \x01(\x03R\fremovedFiles\x12!\n" +
+	"\fpending_jobs\x18\x05 \x01(\x03R\vpendingJobs\x12#\n" +
+	"\rpending_files\x18\x06 \x01(\x03R\fpendingFiles\x12!\n" +
+	"\fwal_segments\x18\a \x01(\x03R\vwalSegments\x12\x14\n" +
+	"\x05bytes\x18\b \x01(\x03R\x05bytes\x12#\n" +
+	"\rlist_requests\x18\t \x01(\x03R\flistRequests\x12'\n" +
+	"\x0fdelete_requests\x18\n" +
+	" \x01(\x03R\x0edeleteRequests\x12\x16\n" +
+	"\x06listed\x18\v \x01(\x03R\x06listed\x12-\n" +
+	"\aorphans\x18\f \x03(\v2\x13.strata.v1.GcObjectR\aorphans\x12\x18\n" +
+	"\adeleted\x18\r \x01(\x03R\adeleted\x12\x14\n" +
+	"\x05young\x18\x0e \x01(\x03R\x05young\x12\x1a\n" +
+	"\bfailures\x18\x0f \x01(\x03R\bfailures\x12\x14\n" +
+	"\x05error\x18\x10 \x01(\tR\x05error\"G\n" +
+	"\x10GcRegionResponse\x123\n" +
+	"\aregions\x18\x01 \x03(\v2\x19.strata.v1.GcRegionResultR\aregions2\xb7\a\n" +
 	"\bDatanode\x12:\n" +
 	"\x05Write\x12\x17.strata.v1.WriteRequest\x1a\x18.strata.v1.WriteResponse\x12=\n" +
 	"\x06Delete\x12\x18.strata.v1.DeleteRequest\x1a\x19.strata.v1.DeleteResponse\x129\n" +
@@ -2117,7 +2606,9 @@ const file_strata_v1_datanode_proto_rawDesc = "" +
 	"\n" +
 	"ListTables\x12\x1c.strata.v1.ListTablesRequest\x1a\x1d.strata.v1.ListTablesResponse\x12R\n" +
 	"\rDescribeTable\x12\x1f.strata.v1.DescribeTableRequest\x1a .strata.v1.DescribeTableResponse\x12F\n" +
-	"\tDropTable\x12\x1b.strata.v1.DropTableRequest\x1a\x1c.strata.v1.DropTableResponseB5Z3github.com/stratadb/strata/proto/strata/v1;stratav1b\x06proto3"
+	"\tDropTable\x12\x1b.strata.v1.DropTableRequest\x1a\x1c.strata.v1.DropTableResponse\x12R\n" +
+	"\rTruncateTable\x12\x1f.strata.v1.TruncateTableRequest\x1a .strata.v1.TruncateTableResponse\x12C\n" +
+	"\bGcRegion\x12\x1a.strata.v1.GcRegionRequest\x1a\x1b.strata.v1.GcRegionResponseB5Z3github.com/stratadb/strata/proto/strata/v1;stratav1b\x06proto3"
 
 var (
 	file_strata_v1_datanode_proto_rawDescOnce sync.Once
@@ -2131,7 +2622,7 @@ func file_strata_v1_datanode_proto_rawDescGZIP() []byte {
 	return file_strata_v1_datanode_proto_rawDescData
 }
 
-var file_strata_v1_datanode_proto_msgTypes = make([]protoimpl.MessageInfo, 33)
+var file_strata_v1_datanode_proto_msgTypes = make([]protoimpl.MessageInfo, 39)
 var file_strata_v1_datanode_proto_goTypes = []any{
 	(*Tag)(nil),                      // 0: strata.v1.Tag
 	(*Value)(nil),                    // 1: strata.v1.Value
@@ -2166,6 +2657,12 @@ var file_strata_v1_datanode_proto_goTypes = []any{
 	(*CompactResponse)(nil),          // 30: strata.v1.CompactResponse
 	(*CancelCompactionRequest)(nil),  // 31: strata.v1.CancelCompactionRequest
 	(*CancelCompactionResponse)(nil), // 32: strata.v1.CancelCompactionResponse
+	(*TruncateTableRequest)(nil),     // 33: strata.v1.TruncateTableRequest
+	(*TruncateTableResponse)(nil),    // 34: strata.v1.TruncateTableResponse
+	(*GcRegionRequest)(nil),          // 35: strata.v1.GcRegionRequest
+	(*GcObject)(nil),                 // 36: strata.v1.GcObject
+	(*GcRegionResult)(nil),           // 37: strata.v1.GcRegionResult
+	(*GcRegionResponse)(nil),         // 38: strata.v1.GcRegionResponse
 }
 var file_strata_v1_datanode_proto_depIdxs = []int32{
 	1,  // 0: strata.v1.Field.value:type_name -> strata.v1.Value
@@ -2186,33 +2683,39 @@ var file_strata_v1_datanode_proto_depIdxs = []int32{
 	19, // 15: strata.v1.DescribeTableResponse.table:type_name -> strata.v1.Table
 	16, // 16: strata.v1.DescribeTableResponse.regions:type_name -> strata.v1.RegionStat
 	29, // 17: strata.v1.CompactResponse.jobs:type_name -> strata.v1.CompactionResult
-	4,  // 18: strata.v1.Datanode.Write:input_type -> strata.v1.WriteRequest
-	6,  // 19: strata.v1.Datanode.Delete:input_type -> strata.v1.DeleteRequest
-	8,  // 20: strata.v1.Datanode.Scan:input_type -> strata.v1.ScanRequest
-	13, // 21: strata.v1.Datanode.Flush:input_type -> strata.v1.FlushRequest
-	15, // 22: strata.v1.Datanode.RegionStats:input_type -> strata.v1.RegionStatsRequest
-	28, // 23: strata.v1.Datanode.Compact:input_type -> strata.v1.CompactRequest
-	31, // 24: strata.v1.Datanode.CancelCompaction:input_type -> strata.v1.CancelCompactionRequest
-	20, // 25: strata.v1.Datanode.CreateTable:input_type -> strata.v1.CreateTableRequest
-	22, // 26: strata.v1.Datanode.ListTables:input_type -> strata.v1.ListTablesRequest
-	24, // 27: strata.v1.Datanode.DescribeTable:input_type -> strata.v1.DescribeTableRequest
-	26, // 28: strata.v1.Datanode.DropTable:input_type -> strata.v1.DropTableRequest
-	5,  // 29: strata.v1.Datanode.Write:output_type -> strata.v1.WriteResponse
-	7,  // 30: strata.v1.Datanode.Delete:output_type -> strata.v1.DeleteResponse
-	12, // 31: strata.v1.Datanode.Scan:output_type -> strata.v1.ScanResponse
-	14, // 32: strata.v1.Datanode.Flush:output_type -> strata.v1.FlushResponse
-	17, // 33: strata.v1.Datanode.RegionStats:output_type -> strata.v1.RegionStatsResponse
-	30, // 34: strata.v1.Datanode.Compact:output_type -> strata.v1.CompactResponse
-	32, // 35: strata.v1.Datanode.CancelCompaction:output_type -> strata.v1.CancelCompactionResponse
-	21, // 36: strata.v1.Datanode.CreateTable:output_type -> strata.v1.CreateTableResponse
-	23, // 37: strata.v1.Datanode.ListTables:output_type -> strata.v1.ListTablesResponse
-	25, // 38: strata.v1.Datanode.DescribeTable:output_type -> strata.v1.DescribeTableResponse
-	27, // 39: strata.v1.Datanode.DropTable:output_type -> strata.v1.DropTableResponse
-	29, // [29:40] is the sub-list for method output_type
-	18, // [18:29] is the sub-list for method input_type
-	18, // [18:18] is the sub-list for extension type_name
-	18, // [18:18] is the sub-list for extension extendee
-	0,  // [0:18] is the sub-list for field type_name
+	36, // 18: strata.v1.GcRegionResult.orphans:type_name -> strata.v1.GcObject
+	37, // 19: strata.v1.GcRegionResponse.regions:type_name -> strata.v1.GcRegionResult
+	4,  // 20: strata.v1.Datanode.Write:input_type -> strata.v1.WriteRequest
+	6,  // 21: strata.v1.Datanode.Delete:input_type -> strata.v1.DeleteRequest
+	8,  // 22: strata.v1.Datanode.Scan:input_type -> strata.v1.ScanRequest
+	13, // 23: strata.v1.Datanode.Flush:input_type -> strata.v1.FlushRequest
+	15, // 24: strata.v1.Datanode.RegionStats:input_type -> strata.v1.RegionStatsRequest
+	28, // 25: strata.v1.Datanode.Compact:input_type -> strata.v1.CompactRequest
+	31, // 26: strata.v1.Datanode.CancelCompaction:input_type -> strata.v1.CancelCompactionRequest
+	20, // 27: strata.v1.Datanode.CreateTable:input_type -> strata.v1.CreateTableRequest
+	22, // 28: strata.v1.Datanode.ListTables:input_type -> strata.v1.ListTablesRequest
+	24, // 29: strata.v1.Datanode.DescribeTable:input_type -> strata.v1.DescribeTableRequest
+	26, // 30: strata.v1.Datanode.DropTable:input_type -> strata.v1.DropTableRequest
+	33, // 31: strata.v1.Datanode.TruncateTable:input_type -> strata.v1.TruncateTableRequest
+	35, // 32: strata.v1.Datanode.GcRegion:input_type -> strata.v1.GcRegionRequest
+	5,  // 33: strata.v1.Datanode.Write:output_type -> strata.v1.WriteResponse
+	7,  // 34: strata.v1.Datanode.Delete:output_type -> strata.v1.DeleteResponse
+	12, // 35: strata.v1.Datanode.Scan:output_type -> strata.v1.ScanResponse
+	14, // 36: strata.v1.Datanode.Flush:output_type -> strata.v1.FlushResponse
+	17, // 37: strata.v1.Datanode.RegionStats:output_type -> strata.v1.RegionStatsResponse
+	30, // 38: strata.v1.Datanode.Compact:output_type -> strata.v1.CompactResponse
+	32, // 39: strata.v1.Datanode.CancelCompaction:output_type -> strata.v1.CancelCompactionResponse
+	21, // 40: strata.v1.Datanode.CreateTable:output_type -> strata.v1.CreateTableResponse
+	23, // 41: strata.v1.Datanode.ListTables:output_type -> strata.v1.ListTablesResponse
+	25, // 42: strata.v1.Datanode.DescribeTable:output_type -> strata.v1.DescribeTableResponse
+	27, // 43: strata.v1.Datanode.DropTable:output_type -> strata.v1.DropTableResponse
+	34, // 44: strata.v1.Datanode.TruncateTable:output_type -> strata.v1.TruncateTableResponse
+	38, // 45: strata.v1.Datanode.GcRegion:output_type -> strata.v1.GcRegionResponse
+	33, // [33:46] is the sub-list for method output_type
+	20, // [20:33] is the sub-list for method input_type
+	20, // [20:20] is the sub-list for extension type_name
+	20, // [20:20] is the sub-list for extension extendee
+	0,  // [0:20] is the sub-list for field type_name
 }
 
 func init() { file_strata_v1_datanode_proto_init() }
@@ -2233,7 +2736,7 @@ func file_strata_v1_datanode_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_strata_v1_datanode_proto_rawDesc), len(file_strata_v1_datanode_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   33,
+			NumMessages:   39,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

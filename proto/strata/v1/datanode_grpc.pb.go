@@ -34,6 +34,8 @@ const (
 	Datanode_ListTables_FullMethodName       = "/strata.v1.Datanode/ListTables"
 	Datanode_DescribeTable_FullMethodName    = "/strata.v1.Datanode/DescribeTable"
 	Datanode_DropTable_FullMethodName        = "/strata.v1.Datanode/DropTable"
+	Datanode_TruncateTable_FullMethodName    = "/strata.v1.Datanode/TruncateTable"
+	Datanode_GcRegion_FullMethodName         = "/strata.v1.Datanode/GcRegion"
 )
 
 // DatanodeClient is the client API for Datanode service.
@@ -60,6 +62,13 @@ type DatanodeClient interface {
 	ListTables(ctx context.Context, in *ListTablesRequest, opts ...grpc.CallOption) (*ListTablesResponse, error)
 	DescribeTable(ctx context.Context, in *DescribeTableRequest, opts ...grpc.CallOption) (*DescribeTableResponse, error)
 	DropTable(ctx context.Context, in *DropTableRequest, opts ...grpc.CallOption) (*DropTableResponse, error)
+	// TruncateTable removes every row of a table written before the call,
+	// keeping the table. Running compactions are cancelled first, and the
+	// call waits for their acknowledgement.
+	TruncateTable(ctx context.Context, in *TruncateTableRequest, opts ...grpc.CallOption) (*TruncateTableResponse, error)
+	// GcRegion runs garbage collection on a table's regions (or one of
+	// them): fast GC from the manifest, or full-listing GC.
+	GcRegion(ctx context.Context, in *GcRegionRequest, opts ...grpc.CallOption) (*GcRegionResponse, error)
 }
 
 type datanodeClient struct {
@@ -189,6 +198,26 @@ func (c *datanodeClient) DropTable(ctx context.Context, in *DropTableRequest, op
 	return out, nil
 }
 
+func (c *datanodeClient) TruncateTable(ctx context.Context, in *TruncateTableRequest, opts ...grpc.CallOption) (*TruncateTableResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(TruncateTableResponse)
+	err := c.cc.Invoke(ctx, Datanode_TruncateTable_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *datanodeClient) GcRegion(ctx context.Context, in *GcRegionRequest, opts ...grpc.CallOption) (*GcRegionResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GcRegionResponse)
+	err := c.cc.Invoke(ctx, Datanode_GcRegion_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // DatanodeServer is the server API for Datanode service.
 // All implementations must embed UnimplementedDatanodeServer
 // for forward compatibility.
@@ -213,6 +242,13 @@ type DatanodeServer interface {
 	ListTables(context.Context, *ListTablesRequest) (*ListTablesResponse, error)
 	DescribeTable(context.Context, *DescribeTableRequest) (*DescribeTableResponse, error)
 	DropTable(context.Context, *DropTableRequest) (*DropTableResponse, error)
+	// TruncateTable removes every row of a table written before the call,
+	// keeping the table. Running compactions are cancelled first, and the
+	// call waits for their acknowledgement.
+	TruncateTable(context.Context, *TruncateTableRequest) (*TruncateTableResponse, error)
+	// GcRegion runs garbage collection on a table's regions (or one of
+	// them): fast GC from the manifest, or full-listing GC.
+	GcRegion(context.Context, *GcRegionRequest) (*GcRegionResponse, error)
 	mustEmbedUnimplementedDatanodeServer()
 }
 
@@ -255,6 +291,12 @@ func (UnimplementedDatanodeServer) DescribeTable(context.Context, *DescribeTable
 }
 func (UnimplementedDatanodeServer) DropTable(context.Context, *DropTableRequest) (*DropTableResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method DropTable not implemented")
+}
+func (UnimplementedDatanodeServer) TruncateTable(context.Context, *TruncateTableRequest) (*TruncateTableResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method TruncateTable not implemented")
+}
+func (UnimplementedDatanodeServer) GcRegion(context.Context, *GcRegionRequest) (*GcRegionResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GcRegion not implemented")
 }
 func (UnimplementedDatanodeServer) mustEmbedUnimplementedDatanodeServer() {}
 func (UnimplementedDatanodeServer) testEmbeddedByValue()                  {}
@@ -468,6 +510,42 @@ func _Datanode_DropTable_Handler(srv interface{}, ctx context.Context, dec func(
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Datanode_TruncateTable_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(TruncateTableRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(DatanodeServer).TruncateTable(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Datanode_TruncateTable_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(DatanodeServer).TruncateTable(ctx, req.(*TruncateTableRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Datanode_GcRegion_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GcRegionRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(DatanodeServer).GcRegion(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Datanode_GcRegion_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(DatanodeServer).GcRegion(ctx, req.(*GcRegionRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Datanode_ServiceDesc is the grpc.ServiceDesc for Datanode service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -514,6 +592,14 @@ var Datanode_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "DropTable",
 			Handler:    _Datanode_DropTable_Handler,
+		},
+		{
+			MethodName: "TruncateTable",
+			Handler:    _Datanode_TruncateTable_Handler,
+		},
+		{
+			MethodName: "GcRegion",
+			Handler:    _Datanode_GcRegion_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

@@ -1,0 +1,155 @@
+package datanode
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/stratadb/strata/internal/gc"
+	"github.com/stratadb/strata/internal/layout"
+	"github.com/stratadb/strata/internal/region"
+)
+
+// ErrInvalidRegion: a region id does not parse or names no open region.
+var ErrInvalidRegion = errors.New("invalid region")
+
+// GCRequest selects regions and a GC mode.
+type GCRequest struct {
+	// Table selects a table's regions; Region ("table_id/region") one
+	// region. With neither, every open region.
+	Table  string
+	Region string
+	// Full runs full-listing GC instead of fast GC.
+	Full   bool
+	DryRun bool
+	// Lingering (fast) and MinAge (full) override the defaults; negative
+	// means no wait.
+	Lingering time.Duration
+	MinAge    time.Duration
+}
+
+// GCResult is one region's run.
+type GCResult struct {
+	Region layout.RegionID
+	Full   bool
+	DryRun bool
+	Fast   gc.Report     // when !Full
+	Listed gc.FullReport // when Full
+	Err    error         // the run's failure (it is safe to repeat)
+}
+
+// ParseRegionID parses "table_id/region".
+func ParseRegionID(s string) (layout.RegionID, error) {
+	t, r, ok := strings.Cut(s, "/")
+	tn, err1 := strconv.ParseUint(t, 10, 32)
+	rn, err2 := strconv.ParseUint(r, 10, 32)
+	if !ok || err1 != nil || err2 != nil {
+		return layout.RegionID{}, fmt.Errorf("%w: %q is not table_id/region", ErrInvalidRegion, s)
+	}
+	return layout.RegionID{Table: uint32(tn), Region: uint32(rn)}, nil
+}
+
+func (e *Engine) gcRegions(req GCRequest) ([]*region.Region, error) {
+	switch {
+	case req.Table != "" && req.Region != "":
+		return nil, fmt.Errorf("%w: give a table or a region, not both", ErrInvalidRegion)
+	case req.Table != "":
+		_, rs, err := e.tableRegions(req.Table)
+		return rs, err
+	case req.Region != "":
+		id, err := ParseRegionID(req.Region)
+		if err != nil {
+			return nil, err
+		}
+		e.mu.Lock()
+		r := e.regions[id]
+		e.mu.Unlock()
+		if r == nil {
+			return nil, fmt.Errorf("%w: region %s is not open here", ErrInvalidRegion, id)
+		}
+		return []*region.Region{r}, nil
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	rs := make([]*region.Region, 0, len(e.regions))
+	for _, r := range e.regions {
+		rs = append(rs, r)
+	}
+	slices.SortFunc(rs, func(a, b *region.Region) int { return strings.Compare(a.ID().String(), b.ID().String()) })
+	return rs, nil
+}
+
+// GC runs fast or full-listing GC on the selected regions, one region at a
+// time. Every region is attempted; the errors are joined.
+func (e *Engine) GC(ctx context.Context, req GCRequest) ([]GCResult, error) {
+	rs, err := e.gcRegions(req)
+	if err != nil {
+		return nil, err
+	}
+	var out []GCResult
+	var errs []error
+	for _, r := range rs {
+		res := GCResult{Region: r.ID(), Full: req.Full, DryRun: req.DryRun}
+		if req.Full {
+			res.Listed, err = gc.Full(ctx, r, gc.FullOptions{MinAge: req.MinAge, DryRun: req.DryRun, Metrics: e.opts.GCMetrics})
+		} else {
+			res.Fast, err = gc.Fast(ctx, r, gc.Options{Lingering: req.Lingering, DryRun: req.DryRun, JobRunning: e.sched.JobRunning, Metrics: e.opts.GCMetrics})
+		}
+		if err != nil {
+			res.Err = err
+			errs = append(errs, err)
+		}
+		out = append(out, res)
+	}
+	return out, errors.Join(errs...)
+}
+
+// gcLoop runs fast GC on every region each GCInterval and full-listing GC
+// each FullGCInterval (0: never), each with up to 10% jitter, until the
+// engine closes. In a cluster, metasrv's scheduler asks instead and the
+// loop is off.
+func (e *Engine) gcLoop(ctx context.Context) {
+	defer e.wg.Done()
+	jitter := func(d time.Duration) time.Duration { return d + rand.N(d/10+1) }
+	fast := time.NewTimer(jitter(e.opts.GCInterval))
+	defer fast.Stop()
+	full := time.NewTimer(jitter(max(e.opts.FullGCInterval, time.Second)))
+	defer full.Stop()
+	if e.opts.FullGCInterval <= 0 {
+		full.Stop()
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-fast.C:
+			e.runGC(ctx, GCRequest{})
+			fast.Reset(jitter(e.opts.GCInterval))
+		case <-full.C:
+			e.runGC(ctx, GCRequest{Full: true})
+			full.Reset(jitter(e.opts.FullGCInterval))
+		}
+	}
+}
+
+func (e *Engine) runGC(ctx context.Context, req GCRequest) {
+	res, err := e.GC(ctx, req)
+	if ctx.Err() != nil {
+		return
+	}
+	for _, r := range res {
+		if r.Full && len(r.Listed.Orphans) > 0 {
+			e.log.Warn("full-listing GC found unowned objects", "region", r.Region.String(), "orphans", len(r.Listed.Orphans), "deleted", len(r.Listed.Deleted), "young", r.Listed.Young)
+		} else if !r.Full && r.Fast.Requests > 0 {
+			e.log.Debug("fast GC", "region", r.Region.String(), "removed_files", len(r.Fast.RemovedFiles), "pending_jobs", len(r.Fast.PendingJobs), "wal_segments", r.Fast.WALSegments, "bytes", r.Fast.Bytes)
+		}
+	}
+	if err != nil && !errors.Is(err, region.ErrClosed) {
+		e.log.Warn("periodic GC failed", "full", req.Full, "err", err)
+	}
+}
