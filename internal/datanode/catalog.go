@@ -58,17 +58,30 @@ func (c *catalogState) clone() *catalogState {
 	return n
 }
 
-// catalog is the standalone catalog in the object store. Callers serialize
-// commits.
-type catalog struct {
-	store objstore.Bucket
-	state *catalogState
+// CatalogBackend persists the catalog state. Commit is a compare-and-swap
+// on the version the engine last loaded: ErrCatalogConflict if another
+// process committed since, after which the engine reloads.
+type CatalogBackend interface {
+	// Load returns the newest state (version 0 and no tables if none).
+	Load(ctx context.Context) ([]byte, uint64, error)
+	// Commit stores data as version, which must follow prev.
+	Commit(ctx context.Context, prev, version uint64, data []byte) error
 }
 
-func loadCatalog(ctx context.Context, store objstore.Bucket) (*catalog, error) {
-	objs, err := objstore.ListAll(ctx, store, CatalogPrefix, 1000)
+// ErrCatalogConflict: another process committed a catalog version first.
+var ErrCatalogConflict = errors.New("catalog: changed by another process")
+
+// storeCatalog keeps the catalog in the object store: one create-if-absent
+// object per version, older versions deleted (standalone).
+type storeCatalog struct{ store objstore.Bucket }
+
+// StoreCatalog is the standalone catalog backend over store.
+func StoreCatalog(store objstore.Bucket) CatalogBackend { return storeCatalog{store} }
+
+func (c storeCatalog) Load(ctx context.Context) ([]byte, uint64, error) {
+	objs, err := objstore.ListAll(ctx, c.store, CatalogPrefix, 1000)
 	if err != nil {
-		return nil, fmt.Errorf("catalog: list: %w", err)
+		return nil, 0, fmt.Errorf("catalog: list: %w", err)
 	}
 	var newest uint64
 	for _, o := range objs {
@@ -77,23 +90,58 @@ func loadCatalog(ctx context.Context, store objstore.Bucket) (*catalog, error) {
 			newest = v
 		}
 	}
-	c := &catalog{store: store, state: &catalogState{NextID: 1, Tables: map[string]*Table{}}}
 	if newest == 0 {
-		return c, nil
+		return nil, 0, nil
 	}
-	data, err := store.Get(ctx, catalogKey(newest))
+	data, err := c.store.Get(ctx, catalogKey(newest))
 	if err != nil {
-		return nil, fmt.Errorf("catalog: read version %d: %w", newest, err)
+		return nil, 0, fmt.Errorf("catalog: read version %d: %w", newest, err)
+	}
+	return data, newest, nil
+}
+
+func (c storeCatalog) Commit(ctx context.Context, prev, version uint64, data []byte) error {
+	if err := c.store.CreateIfAbsent(ctx, catalogKey(version), data); err != nil {
+		if errors.Is(err, objstore.ErrPreconditionFailed) {
+			return fmt.Errorf("%w: version %d was written first", ErrCatalogConflict, version)
+		}
+		return fmt.Errorf("catalog: commit version %d: %w", version, err)
+	}
+	if prev > 0 {
+		_ = c.store.Delete(ctx, catalogKey(prev)) // best effort; loading takes the newest
+	}
+	return nil
+}
+
+// catalog is the engine's view of the catalog. Callers serialize commits.
+type catalog struct {
+	backend CatalogBackend
+	state   *catalogState
+}
+
+func loadCatalog(ctx context.Context, backend CatalogBackend) (*catalog, error) {
+	c := &catalog{backend: backend}
+	return c, c.reload(ctx)
+}
+
+func (c *catalog) reload(ctx context.Context) error {
+	data, v, err := c.backend.Load(ctx)
+	if err != nil {
+		return err
+	}
+	if v == 0 {
+		c.state = &catalogState{NextID: 1, Tables: map[string]*Table{}}
+		return nil
 	}
 	var st catalogState
-	if err := json.Unmarshal(data, &st); err != nil || st.Version != newest {
-		return nil, fmt.Errorf("catalog: version %d is corrupt: %v", newest, err)
+	if err := json.Unmarshal(data, &st); err != nil || st.Version != v {
+		return fmt.Errorf("catalog: version %d is corrupt: %v", v, err)
 	}
 	if st.Tables == nil {
 		st.Tables = map[string]*Table{}
 	}
 	c.state = &st
-	return c, nil
+	return nil
 }
 
 // commit writes next as the next version.
@@ -103,24 +151,17 @@ func (c *catalog) commit(ctx context.Context, next *catalogState) error {
 	if err != nil {
 		return err
 	}
-	if err := c.store.CreateIfAbsent(ctx, catalogKey(next.Version), data); err != nil {
-		if errors.Is(err, objstore.ErrPreconditionFailed) {
-			return fmt.Errorf("catalog: version %d was written by another process: %w", next.Version, err)
-		}
-		return fmt.Errorf("catalog: commit version %d: %w", next.Version, err)
+	if err := c.backend.Commit(ctx, c.state.Version, next.Version, data); err != nil {
+		return err
 	}
-	prev := c.state.Version
 	c.state = next
-	if prev > 0 {
-		_ = c.store.Delete(ctx, catalogKey(prev)) // best effort; loading takes the newest
-	}
 	return nil
 }
 
 // ReadCatalog returns the tables of the standalone catalog in store (none
 // if it has no catalog), without opening any region: for offline tools.
 func ReadCatalog(ctx context.Context, store objstore.Bucket) ([]Table, error) {
-	c, err := loadCatalog(ctx, store)
+	c, err := loadCatalog(ctx, StoreCatalog(store))
 	if err != nil {
 		return nil, err
 	}

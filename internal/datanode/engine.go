@@ -54,6 +54,12 @@ type Options struct {
 	GCInterval     time.Duration
 	FullGCInterval time.Duration
 	GCMetrics      *gc.Metrics
+	// Catalog is where tables are kept (default: the store, standalone).
+	Catalog CatalogBackend
+	// Cluster, if set, makes the engine host only the regions assigned to
+	// it (through Assign and Unassign) and reach the others through
+	// Cluster.Remote.
+	Cluster *ClusterOptions
 }
 
 // Engine is a datanode's set of tables and regions.
@@ -91,7 +97,11 @@ func Open(ctx context.Context, store objstore.Bucket, opts Options) (*Engine, er
 	if opts.Region.Cache == nil {
 		opts.Region.Cache = sst.NewCache(DefaultCacheBytes)
 	}
-	cat, err := loadCatalog(ctx, store)
+	backend := opts.Catalog
+	if backend == nil {
+		backend = StoreCatalog(store)
+	}
+	cat, err := loadCatalog(ctx, backend)
 	if err != nil {
 		return nil, err
 	}
@@ -104,6 +114,9 @@ func Open(ctx context.Context, store objstore.Bucket, opts Options) (*Engine, er
 	}
 	e := &Engine{store: store, opts: opts, log: opts.Logger, cat: cat, regions: map[layout.RegionID]*region.Region{}, sched: sched}
 	for _, t := range cat.state.Tables {
+		if opts.Cluster != nil {
+			break // regions open as metasrv assigns them
+		}
 		if t.Dropping {
 			if err := e.finishDrop(ctx, t.Name); err != nil {
 				e.closeAll(ctx)
@@ -224,7 +237,19 @@ func (e *Engine) createLocked(ctx context.Context, spec TableSpec) (Table, error
 	next.NextID++
 	next.Tables[t.Name] = t
 	if err := e.cat.commit(ctx, next); err != nil {
+		if errors.Is(err, ErrCatalogConflict) {
+			if rerr := e.cat.reload(ctx); rerr == nil {
+				if _, ok := e.cat.state.Tables[spec.Name]; ok {
+					return Table{}, fmt.Errorf("%w: %s", ErrTableExists, spec.Name)
+				}
+			}
+		}
 		return Table{}, err
+	}
+	if e.opts.Cluster != nil {
+		// Metasrv places the regions; their owners create them.
+		e.log.Info("table created", "table", t.Name, "id", t.ID, "regions", t.Regions)
+		return *t, nil
 	}
 	for i := range t.Regions {
 		if err := e.openRegion(ctx, t, i); err != nil {
@@ -334,7 +359,7 @@ func (e *Engine) Write(ctx context.Context, table string, points []region.Point,
 	if err != nil {
 		return region.WriteResult{}, err
 	}
-	if len(regions) == 1 {
+	if len(regions) == 1 && regions[0] != nil {
 		return regions[0].Write(ctx, points)
 	}
 	// Split by region: hash of the series key.
@@ -358,6 +383,10 @@ func (e *Engine) Write(ctx context.Context, table string, points []region.Point,
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			if regions[i] == nil {
+				results[i], errs[i] = e.remoteWrite(ctx, t, uint32(i), share)
+				return
+			}
 			results[i], errs[i] = regions[i].Write(ctx, share)
 		}()
 	}
@@ -374,6 +403,18 @@ func (e *Engine) Write(ctx context.Context, table string, points []region.Point,
 // batch and commits new columns to the catalog. Validation runs outside the
 // engine's lock; only a schema change takes it.
 func (e *Engine) prepareWrite(ctx context.Context, table string, points []region.Point, opts WriteOptions) (*Table, []*region.Region, error) {
+	for attempt := 0; ; attempt++ {
+		t, regions, err := e.prepareWriteOnce(ctx, table, points, opts)
+		if !errors.Is(err, errRetrySchema) || attempt == 4 {
+			if errors.Is(err, errRetrySchema) {
+				err = fmt.Errorf("table %s: record new columns: %w", table, ErrCatalogConflict)
+			}
+			return t, regions, err
+		}
+	}
+}
+
+func (e *Engine) prepareWriteOnce(ctx context.Context, table string, points []region.Point, opts WriteOptions) (*Table, []*region.Region, error) {
 	t, regions, err := e.tableRegions(table)
 	if errors.Is(err, ErrTableNotFound) && opts.CreateTable {
 		e.mu.Lock()
@@ -417,10 +458,20 @@ func (e *Engine) prepareWrite(ctx context.Context, table string, points []region
 	next := e.cat.state.clone()
 	next.Tables[table].Schema = nextSchema.Manifest()
 	if err := e.cat.commit(ctx, next); err != nil {
+		if errors.Is(err, ErrCatalogConflict) && e.opts.Cluster != nil {
+			// Another datanode changed the catalog: reload, and let the
+			// caller validate again against what it committed.
+			if rerr := e.cat.reload(ctx); rerr != nil {
+				return nil, nil, errors.Join(err, rerr)
+			}
+			return nil, nil, errRetrySchema
+		}
 		return nil, nil, fmt.Errorf("table %s: record new columns: %w", table, err)
 	}
 	return t, regions, nil
 }
+
+var errRetrySchema = errors.New("catalog changed: validate again")
 
 func (e *Engine) tableRegions(table string) (*Table, []*region.Region, error) {
 	e.mu.Lock()
@@ -429,6 +480,13 @@ func (e *Engine) tableRegions(table string) (*Table, []*region.Region, error) {
 		return nil, nil, region.ErrClosed
 	}
 	t, ok := e.cat.state.Tables[table]
+	if !ok && e.opts.Cluster != nil {
+		// Created through another datanode or metasrv since we loaded.
+		if err := e.cat.reload(context.Background()); err != nil {
+			return nil, nil, err
+		}
+		t, ok = e.cat.state.Tables[table]
+	}
 	if !ok || t.Dropping {
 		return nil, nil, fmt.Errorf("%w: %s", ErrTableNotFound, table)
 	}
@@ -438,6 +496,21 @@ func (e *Engine) tableRegions(table string) (*Table, []*region.Region, error) {
 	}
 	tt := *t
 	return &tt, regions, nil
+}
+
+// localRegions is tableRegions without the regions hosted elsewhere.
+func (e *Engine) localRegions(table string) (*Table, []*region.Region, error) {
+	t, regions, err := e.tableRegions(table)
+	if err != nil {
+		return nil, nil, err
+	}
+	local := regions[:0:0]
+	for _, r := range regions {
+		if r != nil {
+			local = append(local, r)
+		}
+	}
+	return t, local, nil
 }
 
 // Delete writes a tombstone for one series in the region that holds it.
@@ -463,7 +536,7 @@ func (e *Engine) Flush(ctx context.Context, table string) error {
 		}
 		e.mu.Unlock()
 	} else {
-		_, regions, err := e.tableRegions(table)
+		_, regions, err := e.localRegions(table)
 		if err != nil {
 			return err
 		}
@@ -479,7 +552,7 @@ func (e *Engine) Flush(ctx context.Context, table string) error {
 // Compact compacts every region of a table now and waits: each region's
 // picked time window, or with all every file of the region.
 func (e *Engine) Compact(ctx context.Context, table string, all bool) ([]compact.Result, error) {
-	_, regions, err := e.tableRegions(table)
+	_, regions, err := e.localRegions(table)
 	if err != nil {
 		return nil, err
 	}
@@ -502,7 +575,7 @@ func (e *Engine) Compact(ctx context.Context, table string, all bool) ([]compact
 // for each to acknowledge. It returns how many were cancelled and how many
 // were too late to cancel (they committed).
 func (e *Engine) CancelCompaction(table string) (cancelled, tooLate int, err error) {
-	_, regions, err := e.tableRegions(table)
+	_, regions, err := e.localRegions(table)
 	if err != nil {
 		return 0, 0, err
 	}
@@ -529,7 +602,7 @@ func (e *Engine) CancelCompaction(table string) (cancelled, tooLate int, err err
 // marker). A compaction that starts in between cannot commit: its inputs
 // are no longer live, so the manifest refuses its edit.
 func (e *Engine) TruncateTable(ctx context.Context, table string) error {
-	_, regions, err := e.tableRegions(table)
+	_, regions, err := e.localRegions(table)
 	if err != nil {
 		return err
 	}
@@ -563,7 +636,7 @@ type RegionStats struct {
 
 // Stats describes a table's regions.
 func (e *Engine) Stats(table string) ([]RegionStats, error) {
-	_, regions, err := e.tableRegions(table)
+	_, regions, err := e.localRegions(table)
 	if err != nil {
 		return nil, err
 	}
@@ -593,8 +666,9 @@ func (e *Engine) Stats(table string) ([]RegionStats, error) {
 type Scanner struct {
 	direct *region.Scanner // one region with the table's field positions
 	fields []schema.Field
-	scans  []*region.Scanner
-	it     row.Iterator
+	scans   []*region.Scanner
+	remotes []row.Iterator // scans of regions hosted elsewhere
+	it      row.Iterator
 	batch  []row.Entry
 	size   int
 	err    error
@@ -603,6 +677,16 @@ type Scanner struct {
 // Scan scans a table. The fields of the result are the table's fields (or
 // the requested ones), in that order.
 func (e *Engine) Scan(ctx context.Context, table string, req region.ScanRequest) (*Scanner, error) {
+	return e.scan(ctx, table, req, nil)
+}
+
+// ScanRegion scans one region of a table, which must be hosted here (a
+// scan forwarded by another datanode).
+func (e *Engine) ScanRegion(ctx context.Context, table string, id layout.RegionID, req region.ScanRequest) (*Scanner, error) {
+	return e.scan(ctx, table, req, &id)
+}
+
+func (e *Engine) scan(ctx context.Context, table string, req region.ScanRequest, only *layout.RegionID) (*Scanner, error) {
 	t, regions, err := e.tableRegions(table)
 	if err != nil {
 		return nil, err
@@ -629,9 +713,31 @@ func (e *Engine) Scan(ctx context.Context, table string, req region.ScanRequest)
 		}
 		fields = append(fields, sch.Fields()[o])
 	}
+	if only != nil && (only.Table != t.ID || only.Region >= t.Regions) {
+		return nil, fmt.Errorf("%w: region %s is not a region of table %s", ErrInvalidRegion, only, table)
+	}
 	s := &Scanner{fields: fields, size: req.BatchRows}
 	var inputs []row.Iterator
-	for _, r := range regions {
+	for i, r := range regions {
+		if only != nil && uint32(i) != only.Region {
+			continue
+		}
+		if r == nil {
+			if only != nil || e.opts.Cluster == nil {
+				s.Close()
+				return nil, fmt.Errorf("%w: region %d/%d", ErrNotHosted, t.ID, i)
+			}
+			rreq := req
+			rreq.Fields = names
+			it, err := e.opts.Cluster.Remote.Scan(ctx, t.Name, layout.RegionID{Table: t.ID, Region: uint32(i)}, rreq)
+			if err != nil {
+				s.Close()
+				return nil, err
+			}
+			s.remotes = append(s.remotes, it)
+			inputs = append(inputs, it)
+			continue
+		}
 		// A region may not have every table column yet: ask only for the
 		// ones it has, and map them to the table's positions.
 		rsch := r.Schema()
@@ -655,7 +761,7 @@ func (e *Engine) Scan(ctx context.Context, table string, req region.ScanRequest)
 		s.scans = append(s.scans, sc)
 		inputs = append(inputs, &scanIter{sc: sc, pos: pos, width: len(names)})
 	}
-	if si := inputs[0].(*scanIter); len(inputs) == 1 && len(si.pos) == si.width && isIdentity(si.pos) {
+	if si, ok := inputs[0].(*scanIter); ok && len(inputs) == 1 && len(si.pos) == si.width && isIdentity(si.pos) {
 		s.direct = s.scans[0]
 	} else if len(inputs) == 1 {
 		s.it = inputs[0]
@@ -711,6 +817,10 @@ func (s *Scanner) Close() error {
 	for _, sc := range s.scans {
 		errs = append(errs, sc.Close())
 	}
+	for _, it := range s.remotes {
+		errs = append(errs, it.Close())
+	}
+	s.scans, s.remotes = nil, nil
 	return errors.Join(errs...)
 }
 

@@ -59,7 +59,7 @@ func (e *Engine) gcRegions(req GCRequest) ([]*region.Region, error) {
 	case req.Table != "" && req.Region != "":
 		return nil, fmt.Errorf("%w: give a table or a region, not both", ErrInvalidRegion)
 	case req.Table != "":
-		_, rs, err := e.tableRegions(req.Table)
+		_, rs, err := e.localRegions(req.Table)
 		return rs, err
 	case req.Region != "":
 		id, err := ParseRegionID(req.Region)

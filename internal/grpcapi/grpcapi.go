@@ -13,6 +13,7 @@ import (
 
 	"github.com/stratadb/strata/internal/compact"
 	"github.com/stratadb/strata/internal/datanode"
+	"github.com/stratadb/strata/internal/layout"
 	"github.com/stratadb/strata/internal/region"
 	"github.com/stratadb/strata/internal/row"
 	"github.com/stratadb/strata/internal/schema"
@@ -50,7 +51,8 @@ func Status(err error) error {
 		code = codes.FailedPrecondition
 	case errors.Is(err, region.ErrBatchTooLarge):
 		code = codes.ResourceExhausted
-	case errors.Is(err, region.ErrFenced), errors.Is(err, region.ErrClosed), errors.Is(err, region.ErrOutcomeUnknown):
+	case errors.Is(err, region.ErrFenced), errors.Is(err, region.ErrClosed), errors.Is(err, region.ErrOutcomeUnknown),
+		errors.Is(err, datanode.ErrNotHosted), errors.Is(err, datanode.ErrCatalogConflict):
 		code = codes.Unavailable
 	case errors.Is(err, context.Canceled):
 		code = codes.Canceled
@@ -139,7 +141,16 @@ func FromPoints(ps []region.Point) []*pb.Point {
 }
 
 func (s *Server) Write(ctx context.Context, req *pb.WriteRequest) (*pb.WriteResponse, error) {
-	res, err := s.eng.Write(ctx, req.GetTable(), ToPoints(req.GetPoints()), datanode.WriteOptions{CreateTable: req.GetCreateTable()})
+	var res region.WriteResult
+	var err error
+	if req.GetRegion() != "" {
+		var id layout.RegionID
+		if id, err = datanode.ParseRegionID(req.GetRegion()); err == nil {
+			res, err = s.eng.WriteRegion(ctx, req.GetTable(), id, ToPoints(req.GetPoints()))
+		}
+	} else {
+		res, err = s.eng.Write(ctx, req.GetTable(), ToPoints(req.GetPoints()), datanode.WriteOptions{CreateTable: req.GetCreateTable()})
+	}
 	if err != nil {
 		return nil, Status(err)
 	}
@@ -162,9 +173,17 @@ func (s *Server) Scan(req *pb.ScanRequest, stream grpc.ServerStreamingServer[pb.
 	if len(fields) == 0 {
 		fields = nil
 	}
-	sc, err := s.eng.Scan(stream.Context(), req.GetTable(), region.ScanRequest{
-		Start: start, End: end, Tags: ToTags(req.GetTags()), Fields: fields, BatchRows: int(req.GetBatchRows()),
-	})
+	rreq := region.ScanRequest{Start: start, End: end, Tags: ToTags(req.GetTags()), Fields: fields, BatchRows: int(req.GetBatchRows())}
+	var sc *datanode.Scanner
+	var err error
+	if req.GetRegion() != "" {
+		var id layout.RegionID
+		if id, err = datanode.ParseRegionID(req.GetRegion()); err == nil {
+			sc, err = s.eng.ScanRegion(stream.Context(), req.GetTable(), id, rreq)
+		}
+	} else {
+		sc, err = s.eng.Scan(stream.Context(), req.GetTable(), rreq)
+	}
 	if err != nil {
 		return Status(err)
 	}

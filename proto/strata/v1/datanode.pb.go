@@ -325,7 +325,12 @@ type WriteRequest struct {
 	Table  string                 `protobuf:"bytes,1,opt,name=table,proto3" json:"table,omitempty"`
 	Points []*Point               `protobuf:"bytes,2,rep,name=points,proto3" json:"points,omitempty"`
 	// Create the table with default options if it does not exist.
-	CreateTable   bool `protobuf:"varint,3,opt,name=create_table,json=createTable,proto3" json:"create_table,omitempty"`
+	CreateTable bool `protobuf:"varint,3,opt,name=create_table,json=createTable,proto3" json:"create_table,omitempty"`
+	// In a cluster: the points all belong to this region ("table_id/region"),
+	// which the receiving datanode must host; a datanode forwarding its
+	// share of a batch to the region's owner sets it. Unavailable if the
+	// region is not hosted here (it moved: ask metasrv and retry).
+	Region        string `protobuf:"bytes,4,opt,name=region,proto3" json:"region,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -379,6 +384,13 @@ func (x *WriteRequest) GetCreateTable() bool {
 		return x.CreateTable
 	}
 	return false
+}
+
+func (x *WriteRequest) GetRegion() string {
+	if x != nil {
+		return x.Region
+	}
+	return ""
 }
 
 type WriteResponse struct {
@@ -550,7 +562,10 @@ type ScanRequest struct {
 	// Fields to return (empty: all).
 	Fields []string `protobuf:"bytes,5,rep,name=fields,proto3" json:"fields,omitempty"`
 	// Most rows per response (default 4096).
-	BatchRows     int32 `protobuf:"varint,6,opt,name=batch_rows,json=batchRows,proto3" json:"batch_rows,omitempty"`
+	BatchRows int32 `protobuf:"varint,6,opt,name=batch_rows,json=batchRows,proto3" json:"batch_rows,omitempty"`
+	// In a cluster: scan only this region ("table_id/region"), which the
+	// receiving datanode must host.
+	Region        string `protobuf:"bytes,7,opt,name=region,proto3" json:"region,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -625,6 +640,13 @@ func (x *ScanRequest) GetBatchRows() int32 {
 		return x.BatchRows
 	}
 	return 0
+}
+
+func (x *ScanRequest) GetRegion() string {
+	if x != nil {
+		return x.Region
+	}
+	return ""
 }
 
 type Series struct {
@@ -2447,11 +2469,12 @@ const file_strata_v1_datanode_proto_rawDesc = "" +
 	"\x05Point\x12\"\n" +
 	"\x04tags\x18\x01 \x03(\v2\x0e.strata.v1.TagR\x04tags\x12\x0e\n" +
 	"\x02ts\x18\x02 \x01(\x03R\x02ts\x12(\n" +
-	"\x06fields\x18\x03 \x03(\v2\x10.strata.v1.FieldR\x06fields\"q\n" +
+	"\x06fields\x18\x03 \x03(\v2\x10.strata.v1.FieldR\x06fields\"\x89\x01\n" +
 	"\fWriteRequest\x12\x14\n" +
 	"\x05table\x18\x01 \x01(\tR\x05table\x12(\n" +
 	"\x06points\x18\x02 \x03(\v2\x10.strata.v1.PointR\x06points\x12!\n" +
-	"\fcreate_table\x18\x03 \x01(\bR\vcreateTable\"C\n" +
+	"\fcreate_table\x18\x03 \x01(\bR\vcreateTable\x12\x16\n" +
+	"\x06region\x18\x04 \x01(\tR\x06region\"C\n" +
 	"\rWriteResponse\x12\x18\n" +
 	"\awritten\x18\x01 \x01(\x03R\awritten\x12\x18\n" +
 	"\aexpired\x18\x02 \x01(\x03R\aexpired\"q\n" +
@@ -2460,7 +2483,7 @@ const file_strata_v1_datanode_proto_rawDesc = "" +
 	"\x04tags\x18\x02 \x03(\v2\x0e.strata.v1.TagR\x04tags\x12\x14\n" +
 	"\x05start\x18\x03 \x01(\x03R\x05start\x12\x10\n" +
 	"\x03end\x18\x04 \x01(\x03R\x03end\"\x10\n" +
-	"\x0eDeleteResponse\"\xa6\x01\n" +
+	"\x0eDeleteResponse\"\xbe\x01\n" +
 	"\vScanRequest\x12\x14\n" +
 	"\x05table\x18\x01 \x01(\tR\x05table\x12\x14\n" +
 	"\x05start\x18\x02 \x01(\x03R\x05start\x12\x10\n" +
@@ -2468,7 +2491,8 @@ const file_strata_v1_datanode_proto_rawDesc = "" +
 	"\x04tags\x18\x04 \x03(\v2\x0e.strata.v1.TagR\x04tags\x12\x16\n" +
 	"\x06fields\x18\x05 \x03(\tR\x06fields\x12\x1d\n" +
 	"\n" +
-	"batch_rows\x18\x06 \x01(\x05R\tbatchRows\",\n" +
+	"batch_rows\x18\x06 \x01(\x05R\tbatchRows\x12\x16\n" +
+	"\x06region\x18\a \x01(\tR\x06region\",\n" +
 	"\x06Series\x12\"\n" +
 	"\x04tags\x18\x01 \x03(\v2\x0e.strata.v1.TagR\x04tags\"W\n" +
 	"\x03Row\x12\x16\n" +

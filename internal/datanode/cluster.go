@@ -1,0 +1,145 @@
+package datanode
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/stratadb/strata/internal/layout"
+	"github.com/stratadb/strata/internal/region"
+	"github.com/stratadb/strata/internal/row"
+)
+
+// ClusterOptions make an engine one datanode of a cluster.
+type ClusterOptions struct {
+	// Remote reaches the regions other datanodes host.
+	Remote Remote
+}
+
+// Remote reaches regions hosted by other datanodes.
+type Remote interface {
+	// Write writes points, all of region id, on the region's owner.
+	Write(ctx context.Context, table string, id layout.RegionID, points []region.Point) (region.WriteResult, error)
+	// Scan scans region id on its owner; the entries' Fields are
+	// req.Fields, in that order.
+	Scan(ctx context.Context, table string, id layout.RegionID, req region.ScanRequest) (row.Iterator, error)
+}
+
+// ErrNotHosted: the region is not hosted by this datanode (it moved, or is
+// being opened). Ask metasrv where it is and retry.
+var ErrNotHosted = errors.New("region not hosted here")
+
+func (e *Engine) remoteWrite(ctx context.Context, t *Table, i uint32, points []region.Point) (region.WriteResult, error) {
+	id := layout.RegionID{Table: t.ID, Region: i}
+	if e.opts.Cluster == nil {
+		return region.WriteResult{}, fmt.Errorf("%w: region %s", ErrNotHosted, id)
+	}
+	return e.opts.Cluster.Remote.Write(ctx, t.Name, id, points)
+}
+
+// WriteRegion writes points that all belong to region id, which must be
+// hosted here: the share of a batch another datanode forwarded. The batch
+// is validated against the table's schema as a whole first.
+func (e *Engine) WriteRegion(ctx context.Context, table string, id layout.RegionID, points []region.Point) (region.WriteResult, error) {
+	t, regions, err := e.prepareWrite(ctx, table, points, WriteOptions{})
+	if err != nil {
+		return region.WriteResult{}, err
+	}
+	if id.Table != t.ID || id.Region >= t.Regions {
+		return region.WriteResult{}, fmt.Errorf("%w: region %s is not a region of table %s", ErrInvalidRegion, id, table)
+	}
+	r := regions[id.Region]
+	if r == nil {
+		return region.WriteResult{}, fmt.Errorf("%w: region %s", ErrNotHosted, id)
+	}
+	var key []byte
+	for i := range points {
+		key, err = row.EncodeSeries(key[:0], points[i].Tags)
+		if err != nil {
+			return region.WriteResult{}, &region.PointError{Index: i, Err: fmt.Errorf("%w: %v", region.ErrInvalidWrite, err)}
+		}
+		if routeKey(key, t.Regions) != id.Region {
+			return region.WriteResult{}, &region.PointError{Index: i, Err: fmt.Errorf("%w: the point belongs to region %d, not %s", region.ErrInvalidWrite, routeKey(key, t.Regions), id)}
+		}
+	}
+	return r.Write(ctx, points)
+}
+
+// Assign opens region id here (creating it if it is new), with a new epoch
+// that fences any previous owner. The region's table must be in the
+// catalog.
+func (e *Engine) Assign(ctx context.Context, id layout.RegionID) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.closed {
+		return region.ErrClosed
+	}
+	if e.regions[id] != nil {
+		return nil
+	}
+	t := e.tableByID(id.Table)
+	if t == nil {
+		if err := e.cat.reload(ctx); err != nil {
+			return err
+		}
+		if t = e.tableByID(id.Table); t == nil {
+			return fmt.Errorf("%w: no table has id %d", ErrTableNotFound, id.Table)
+		}
+	}
+	if id.Region >= t.Regions {
+		return fmt.Errorf("%w: table %s has %d regions", ErrInvalidRegion, t.Name, t.Regions)
+	}
+	if err := e.openRegion(ctx, t, id.Region); err != nil {
+		return err
+	}
+	e.log.Info("region opened", "region", id.String(), "table", t.Name, "epoch", e.regions[id].Epoch())
+	return nil
+}
+
+func (e *Engine) tableByID(id uint32) *Table {
+	for _, t := range e.cat.state.Tables {
+		if t.ID == id && !t.Dropping {
+			return t
+		}
+	}
+	return nil
+}
+
+// Unassign closes region id: its compaction is cancelled (waiting for the
+// acknowledgement), then the region closes, flushing first if flush is set
+// (a planned move) and not otherwise (the lease is lost: writing anything
+// more would race the next owner; the WAL holds every acknowledged write).
+func (e *Engine) Unassign(ctx context.Context, id layout.RegionID, flush bool) error {
+	e.mu.Lock()
+	r := e.regions[id]
+	delete(e.regions, id)
+	e.mu.Unlock()
+	if r == nil {
+		return nil
+	}
+	e.sched.Cancel(id)
+	err := r.Close(ctx, region.CloseOptions{Flush: flush})
+	e.log.Info("region closed", "region", id.String(), "flushed", flush, "err", err)
+	return err
+}
+
+// Hosted lists the regions open here.
+func (e *Engine) Hosted() []layout.RegionID {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	out := make([]layout.RegionID, 0, len(e.regions))
+	for id := range e.regions {
+		out = append(out, id)
+	}
+	slices.SortFunc(out, func(a, b layout.RegionID) int { return strings.Compare(a.String(), b.String()) })
+	return out
+}
+
+// ReloadCatalog rereads the catalog (after another process changed it).
+func (e *Engine) ReloadCatalog(ctx context.Context) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.cat.reload(ctx)
+}
