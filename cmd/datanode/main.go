@@ -1,12 +1,83 @@
-// Command datanode is a Strata datanode process. It is not built yet; see README.md.
+// Command datanode is a Strata datanode of a cluster: it registers with
+// etcd under a lease, hosts the regions metasrv assigns it (WAL, memtables,
+// SSTs and manifest in the object store), and serves the data gRPC service
+// and the HTTP line-protocol API. Every flag can also be set as
+// STRATA_<FLAG>.
 package main
 
 import (
+	"context"
+	"errors"
+	"flag"
 	"fmt"
 	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/stratadb/strata/internal/procflags"
+	"github.com/stratadb/strata/internal/server"
 )
 
-func main() {
-	fmt.Fprintln(os.Stderr, "datanode: not yet implemented; see README.md for what exists today")
-	os.Exit(2)
+func main() { os.Exit(run(os.Args[1:])) }
+
+func run(args []string) int {
+	fs := flag.NewFlagSet("datanode", flag.ContinueOnError)
+	var cfg server.Config
+	host, _ := os.Hostname()
+	fs.StringVar(&cfg.NodeID, "id", host, "datanode id, unique in the cluster")
+	etcd := fs.String("etcd-endpoints", "", "etcd endpoints, comma-separated (metasrv's embedded etcd, or an external cluster)")
+	fs.StringVar(&cfg.Store, "store", "", "object store URL shared by the cluster (file:///shared/dir, s3://bucket?endpoint=...)")
+	fs.StringVar(&cfg.DataDir, "data-dir", "strata-datanode", "local directory (scratch only: every durable byte is in the store)")
+	fs.StringVar(&cfg.HTTPAddr, "http-addr", ":8086", "HTTP listen address (line protocol, /metrics, /health)")
+	fs.StringVar(&cfg.GRPCAddr, "grpc-addr", ":8087", "gRPC listen address")
+	fs.StringVar(&cfg.AdvertiseGRPC, "advertise-grpc", "", "gRPC address other datanodes use (default: the bound address)")
+	fs.DurationVar(&cfg.Heartbeat, "heartbeat", 3*time.Second, "lease renewal interval")
+	fs.DurationVar(&cfg.Lease, "lease", 10*time.Second, "lease TTL: regions close when it cannot be renewed in time")
+	fs.Int64Var(&cfg.FlushBytes, "flush-bytes", 64<<20, "memtable size that triggers a flush")
+	fs.Int64Var(&cfg.MemoryLimit, "memory-limit", 1<<30, "bound on all memtables together, in bytes (0: none)")
+	fs.Int64Var(&cfg.MaxBodyBytes, "max-body-bytes", 64<<20, "largest line-protocol request body, after decompression")
+	fs.DurationVar(&cfg.GCInterval, "gc-interval", 5*time.Minute, "fast GC of the regions hosted here (0: never)")
+	fs.DurationVar(&cfg.FullGCInterval, "full-gc-interval", 24*time.Hour, "full-listing GC of the regions hosted here (0: never)")
+	fs.DurationVar(&cfg.ShutdownTimeout, "shutdown-timeout", 0, "bound on graceful shutdown (default 1m)")
+	level := fs.String("log-level", "info", "log level: debug, info, warn or error")
+	format := fs.String("log-format", "text", "log format: text or json")
+	if err := procflags.Parse(fs, args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		fmt.Fprintln(os.Stderr, "datanode:", err)
+		return 2
+	}
+	log, err := procflags.Logger(*level, *format)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "datanode:", err)
+		return 2
+	}
+	cfg.Logger = log
+	cfg.Etcd = procflags.Split(*etcd)
+	if len(cfg.Etcd) == 0 || cfg.Store == "" {
+		fmt.Fprintln(os.Stderr, "datanode: --etcd-endpoints and --store are required (use `strata standalone` for one process)")
+		return 2
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	s, err := server.Start(ctx, cfg)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "datanode:", err)
+		return 1
+	}
+	select {
+	case <-ctx.Done():
+	case err = <-s.Err():
+	}
+	stop()
+	if serr := s.Shutdown(context.Background()); err == nil {
+		err = serr
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "datanode:", err)
+		return 1
+	}
+	return 0
 }

@@ -1,12 +1,104 @@
-// Command metasrv is a Strata metasrv process. It is not built yet; see README.md.
+// Command metasrv is Strata's coordinator: etcd (embedded by default, data
+// under --data-dir; external with --etcd-endpoints), leader election among
+// replicas, region placement and failover, and the admin gRPC service.
+// Every flag can also be set as STRATA_<FLAG>.
 package main
 
 import (
+	"context"
+	"errors"
+	"flag"
 	"fmt"
+	"net"
 	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/reflection"
+
+	"github.com/stratadb/strata/internal/cluster"
+	"github.com/stratadb/strata/internal/metasrv"
+	"github.com/stratadb/strata/internal/procflags"
 )
 
-func main() {
-	fmt.Fprintln(os.Stderr, "metasrv: not yet implemented; see README.md for what exists today")
-	os.Exit(2)
+func main() { os.Exit(run(os.Args[1:])) }
+
+func run(args []string) int {
+	fs := flag.NewFlagSet("metasrv", flag.ContinueOnError)
+	dataDir := fs.String("data-dir", "strata-metasrv", "directory of the embedded etcd's data")
+	endpoints := fs.String("etcd-endpoints", "", "external etcd endpoints, comma-separated (default: run an embedded etcd)")
+	etcdAddr := fs.String("etcd-client-addr", "127.0.0.1:2379", "embedded etcd: client listen address (datanodes connect here)")
+	grpcAddr := fs.String("grpc-addr", ":8088", "admin gRPC listen address")
+	advertise := fs.String("advertise-addr", "", "admin address other replicas forward to (default: the bound address)")
+	regions := fs.Uint("default-regions", 1, "regions of tables created without a region count")
+	level := fs.String("log-level", "info", "log level: debug, info, warn or error")
+	format := fs.String("log-format", "text", "log format: text or json")
+	if err := procflags.Parse(fs, args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		fmt.Fprintln(os.Stderr, "metasrv:", err)
+		return 2
+	}
+	log, err := procflags.Logger(*level, *format)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "metasrv:", err)
+		return 2
+	}
+	fail := func(err error) int {
+		log.Error("metasrv failed", "err", err)
+		return 1
+	}
+	eps := procflags.Split(*endpoints)
+	if len(eps) == 0 {
+		e, err := cluster.StartEtcd(filepath.Join(*dataDir, "etcd"), *etcdAddr, log)
+		if err != nil {
+			return fail(err)
+		}
+		defer e.Close()
+		eps = e.Endpoints
+	}
+	cli, err := cluster.Connect(eps)
+	if err != nil {
+		return fail(err)
+	}
+	defer cli.Close()
+	ln, err := net.Listen("tcp", *grpcAddr)
+	if err != nil {
+		return fail(fmt.Errorf("listen %s: %w", *grpcAddr, err))
+	}
+	addr := *advertise
+	if addr == "" {
+		addr = ln.Addr().String()
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	srv, err := metasrv.Start(ctx, metasrv.Options{Client: cli, Addr: addr, DefaultRegions: uint32(*regions), Logger: log})
+	if err != nil {
+		return fail(err)
+	}
+	g := grpc.NewServer()
+	srv.Register(g)
+	hs := health.NewServer()
+	healthpb.RegisterHealthServer(g, hs)
+	reflection.Register(g)
+	errc := make(chan error, 1)
+	go func() { errc <- g.Serve(ln) }()
+	log.Info("serving", "grpc", ln.Addr().String(), "etcd", eps)
+	select {
+	case <-ctx.Done():
+	case err = <-errc:
+	}
+	hs.Shutdown()
+	srv.Close()
+	g.GracefulStop()
+	if err != nil {
+		return fail(err)
+	}
+	log.Info("shut down cleanly")
+	return 0
 }

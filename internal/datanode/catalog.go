@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"sync"
 	"strings"
 	"time"
 
@@ -168,6 +169,62 @@ func ReadCatalog(ctx context.Context, store objstore.Bucket) ([]Table, error) {
 	out := make([]Table, 0, len(c.state.Tables))
 	for _, t := range c.state.Tables {
 		out = append(out, *t)
+	}
+	slices.SortFunc(out, func(a, b Table) int { return int(a.ID) - int(b.ID) })
+	return out, nil
+}
+
+// Catalog is the table catalog outside an engine: metasrv's view. Its
+// methods reload before they read, and retry a commit that lost a race.
+type Catalog struct {
+	mu             sync.Mutex
+	c              *catalog
+	defaultRegions uint32
+}
+
+// OpenCatalog loads the catalog from backend.
+func OpenCatalog(ctx context.Context, backend CatalogBackend, defaultRegions uint32) (*Catalog, error) {
+	c, err := loadCatalog(ctx, backend)
+	if err != nil {
+		return nil, err
+	}
+	return &Catalog{c: c, defaultRegions: defaultRegions}, nil
+}
+
+// CreateTable adds a table; its regions are placed by metasrv.
+func (c *Catalog) CreateTable(ctx context.Context, spec TableSpec) (Table, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for attempt := 0; ; attempt++ {
+		if err := c.c.reload(ctx); err != nil {
+			return Table{}, err
+		}
+		next, t, err := withTable(c.c.state, spec, c.defaultRegions)
+		if err != nil {
+			return Table{}, err
+		}
+		err = c.c.commit(ctx, next)
+		if err == nil {
+			return *t, nil
+		}
+		if !errors.Is(err, ErrCatalogConflict) || attempt == 4 {
+			return Table{}, err
+		}
+	}
+}
+
+// Tables lists the tables that are not being dropped, by id.
+func (c *Catalog) Tables(ctx context.Context) ([]Table, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err := c.c.reload(ctx); err != nil {
+		return nil, err
+	}
+	var out []Table
+	for _, t := range c.c.state.Tables {
+		if !t.Dropping {
+			out = append(out, *t)
+		}
 	}
 	slices.SortFunc(out, func(a, b Table) int { return int(a.ID) - int(b.ID) })
 	return out, nil

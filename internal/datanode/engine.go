@@ -198,6 +198,41 @@ func ValidateTableName(name string) error {
 	return nil
 }
 
+// withTable returns the catalog state with the table of spec added.
+func withTable(st *catalogState, spec TableSpec, defaultRegions uint32) (*catalogState, *Table, error) {
+	if err := ValidateTableName(spec.Name); err != nil {
+		return nil, nil, err
+	}
+	if t, ok := st.Tables[spec.Name]; ok {
+		if t.Dropping {
+			return nil, nil, fmt.Errorf("%w: %s (being dropped)", ErrTableExists, spec.Name)
+		}
+		return nil, nil, fmt.Errorf("%w: %s", ErrTableExists, spec.Name)
+	}
+	if spec.Regions == 0 {
+		spec.Regions = max(1, defaultRegions)
+	}
+	if spec.Regions > MaxRegions {
+		return nil, nil, fmt.Errorf("%w: %d regions, the most is %d", ErrInvalidTable, spec.Regions, MaxRegions)
+	}
+	if spec.TTL < 0 || spec.CompactionWindow < 0 {
+		return nil, nil, fmt.Errorf("%w: negative TTL or compaction window", ErrInvalidTable)
+	}
+	if spec.Timestamp == "" {
+		spec.Timestamp = schema.DefaultTimestamp
+	}
+	sch, err := schema.New(spec.Timestamp)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%w: %v", ErrInvalidTable, err)
+	}
+	next := st.clone()
+	t := &Table{ID: next.NextID, Name: spec.Name, Regions: spec.Regions, TTL: spec.TTL, CompactionWindow: spec.CompactionWindow,
+		CreatedAt: time.Now().UTC(), Schema: sch.Manifest()}
+	next.NextID++
+	next.Tables[t.Name] = t
+	return next, t, nil
+}
+
 // CreateTable creates a table and its regions.
 func (e *Engine) CreateTable(ctx context.Context, spec TableSpec) (Table, error) {
 	e.mu.Lock()
@@ -209,33 +244,10 @@ func (e *Engine) createLocked(ctx context.Context, spec TableSpec) (Table, error
 	if e.closed {
 		return Table{}, region.ErrClosed
 	}
-	if err := ValidateTableName(spec.Name); err != nil {
+	next, t, err := withTable(e.cat.state, spec, e.opts.DefaultRegions)
+	if err != nil {
 		return Table{}, err
 	}
-	if _, ok := e.cat.state.Tables[spec.Name]; ok {
-		return Table{}, fmt.Errorf("%w: %s", ErrTableExists, spec.Name)
-	}
-	if spec.Regions == 0 {
-		spec.Regions = e.opts.DefaultRegions
-	}
-	if spec.Regions > MaxRegions {
-		return Table{}, fmt.Errorf("%w: %d regions, the most is %d", ErrInvalidTable, spec.Regions, MaxRegions)
-	}
-	if spec.TTL < 0 || spec.CompactionWindow < 0 {
-		return Table{}, fmt.Errorf("%w: negative TTL or compaction window", ErrInvalidTable)
-	}
-	if spec.Timestamp == "" {
-		spec.Timestamp = schema.DefaultTimestamp
-	}
-	sch, err := schema.New(spec.Timestamp)
-	if err != nil {
-		return Table{}, fmt.Errorf("%w: %v", ErrInvalidTable, err)
-	}
-	next := e.cat.state.clone()
-	t := &Table{ID: next.NextID, Name: spec.Name, Regions: spec.Regions, TTL: spec.TTL, CompactionWindow: spec.CompactionWindow,
-		CreatedAt: time.Now().UTC(), Schema: sch.Manifest()}
-	next.NextID++
-	next.Tables[t.Name] = t
 	if err := e.cat.commit(ctx, next); err != nil {
 		if errors.Is(err, ErrCatalogConflict) {
 			if rerr := e.cat.reload(ctx); rerr == nil {

@@ -323,7 +323,8 @@ func (s *Server) RegionStats(ctx context.Context, req *pb.RegionStatsRequest) (*
 	return &pb.RegionStatsResponse{Regions: regionStats(st)}, nil
 }
 
-func tableMsg(t datanode.Table) *pb.Table {
+// TableMsg converts a table.
+func TableMsg(t datanode.Table) *pb.Table {
 	m := &pb.Table{Id: t.ID, Name: t.Name, Regions: t.Regions, TtlSeconds: int64(t.TTL / time.Second), CreatedAtUnix: t.CreatedAt.Unix(),
 		CompactionWindowSeconds: int64(t.CompactionWindow / time.Second)}
 	for _, c := range t.Schema.Columns {
@@ -341,13 +342,13 @@ func (s *Server) CreateTable(ctx context.Context, req *pb.CreateTableRequest) (*
 	if err != nil {
 		return nil, Status(err)
 	}
-	return &pb.CreateTableResponse{Table: tableMsg(t)}, nil
+	return &pb.CreateTableResponse{Table: TableMsg(t)}, nil
 }
 
 func (s *Server) ListTables(ctx context.Context, req *pb.ListTablesRequest) (*pb.ListTablesResponse, error) {
 	resp := &pb.ListTablesResponse{}
 	for _, t := range s.eng.Tables() {
-		resp.Tables = append(resp.Tables, tableMsg(t))
+		resp.Tables = append(resp.Tables, TableMsg(t))
 	}
 	return resp, nil
 }
@@ -361,7 +362,7 @@ func (s *Server) DescribeTable(ctx context.Context, req *pb.DescribeTableRequest
 	if err != nil {
 		return nil, Status(err)
 	}
-	return &pb.DescribeTableResponse{Table: tableMsg(t), Regions: regionStats(st)}, nil
+	return &pb.DescribeTableResponse{Table: TableMsg(t), Regions: regionStats(st)}, nil
 }
 
 func (s *Server) DropTable(ctx context.Context, req *pb.DropTableRequest) (*pb.DropTableResponse, error) {

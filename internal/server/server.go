@@ -16,11 +16,13 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/reflection"
 
+	"github.com/stratadb/strata/internal/cluster"
 	"github.com/stratadb/strata/internal/compact"
 	"github.com/stratadb/strata/internal/datanode"
 	"github.com/stratadb/strata/internal/gc"
@@ -55,6 +57,14 @@ type Config struct {
 	// GCInterval and FullGCInterval run fast and full-listing GC on
 	// every region that often (0: never).
 	GCInterval, FullGCInterval time.Duration
+	// Etcd, if set, makes this process one datanode of a cluster: the
+	// catalog is in etcd, and it hosts the regions metasrv assigns it.
+	Etcd []string
+	// NodeID names the datanode (cluster); AdvertiseGRPC is the address
+	// other datanodes reach it at (default: the bound gRPC address).
+	NodeID, AdvertiseGRPC string
+	// Heartbeat and Lease time the datanode's lease (cluster).
+	Heartbeat, Lease time.Duration
 	// Pprof serves net/http/pprof on the HTTP address.
 	Pprof  bool
 	Logger *slog.Logger
@@ -73,6 +83,8 @@ type Server struct {
 	grpcLn   net.Listener
 	errc     chan error
 	Registry *prometheus.Registry
+	etcd     *clientv3.Client
+	agent    *cluster.Agent
 }
 
 // Start opens the store and the engine (replaying WALs) and starts
@@ -109,11 +121,30 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		ropts.Budget = region.NewMemoryBudget(cfg.MemoryLimit)
 	}
 	began := time.Now()
-	eng, err := datanode.Open(ctx, store, datanode.Options{Region: ropts, DefaultRegions: cfg.DefaultRegions, Logger: cfg.Logger,
+	dopts := datanode.Options{Region: ropts, DefaultRegions: cfg.DefaultRegions, Logger: cfg.Logger,
 		Compaction: compact.SchedulerOptions{Metrics: compact.NewMetrics(s.Registry)},
-		GCInterval: cfg.GCInterval, FullGCInterval: cfg.FullGCInterval, GCMetrics: gc.NewMetrics(s.Registry)})
+		GCInterval: cfg.GCInterval, FullGCInterval: cfg.FullGCInterval, GCMetrics: gc.NewMetrics(s.Registry)}
+	if len(cfg.Etcd) > 0 {
+		if cfg.NodeID == "" {
+			store.Close()
+			return nil, fmt.Errorf("a datanode of a cluster needs an id")
+		}
+		cli, err := cluster.Connect(cfg.Etcd)
+		if err != nil {
+			store.Close()
+			return nil, err
+		}
+		s.etcd = cli
+		s.agent = cluster.NewAgent(cluster.AgentOptions{Client: cli, Node: cluster.NodeInfo{ID: cfg.NodeID}, Heartbeat: cfg.Heartbeat, Lease: cfg.Lease, Logger: cfg.Logger})
+		dopts.Catalog = cluster.NewEtcdCatalog(cli)
+		dopts.Cluster = &datanode.ClusterOptions{Remote: s.agent}
+	}
+	eng, err := datanode.Open(ctx, store, dopts)
 	if err != nil {
 		store.Close()
+		if s.etcd != nil {
+			s.etcd.Close()
+		}
 		return nil, fmt.Errorf("open engine: %w", err)
 	}
 	s.eng = eng
@@ -144,6 +175,17 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 			s.errc <- fmt.Errorf("grpc: %w", err)
 		}
 	}()
+	if s.agent != nil {
+		adv := cfg.AdvertiseGRPC
+		if adv == "" {
+			adv = s.grpcLn.Addr().String()
+		}
+		s.agent.SetAddrs(adv, s.httpLn.Addr().String())
+		if err := s.agent.Start(ctx, eng); err != nil {
+			s.abort()
+			return nil, err
+		}
+	}
 	s.log.Info("serving", "http", s.httpLn.Addr().String(), "grpc", s.grpcLn.Addr().String())
 	return s, nil
 }
@@ -154,8 +196,14 @@ func (s *Server) abort() {
 			ln.Close()
 		}
 	}
+	if s.agent != nil {
+		s.agent.Close(context.Background())
+	}
 	s.eng.Close(context.Background(), false)
 	s.store.Close()
+	if s.etcd != nil {
+		s.etcd.Close()
+	}
 }
 
 // HTTPAddr and GRPCAddr are the bound addresses.
@@ -184,8 +232,17 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	case <-ctx.Done():
 		s.grpcSrv.Stop()
 	}
+	if s.agent != nil {
+		// Keep the lease while flushing; revoke it after, so metasrv moves
+		// the regions at once.
+		s.agent.Stop()
+	}
 	s.log.Info("shutting down: flushing regions")
 	errs = append(errs, s.eng.Close(ctx, true))
+	if s.agent != nil {
+		s.agent.Revoke(ctx)
+		s.etcd.Close()
+	}
 	errs = append(errs, s.store.Close())
 	err := errors.Join(errs...)
 	if err == nil {

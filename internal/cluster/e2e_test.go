@@ -1,0 +1,309 @@
+package cluster_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	pb "github.com/stratadb/strata/proto/strata/v1"
+)
+
+var bins string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "strata-cluster-")
+	if err != nil {
+		panic(err)
+	}
+	bins = dir
+	for _, c := range []string{"metasrv", "datanode", "strata"} {
+		out, err := exec.Command("go", "build", "-o", filepath.Join(dir, c), "../../cmd/"+c).CombinedOutput()
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "building %s: %v\n%s", c, err, out)
+			os.Exit(1)
+		}
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+func freePort(t *testing.T) string {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+type logBuf struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *logBuf) Write(p []byte) (int, error) { l.mu.Lock(); defer l.mu.Unlock(); return l.b.Write(p) }
+func (l *logBuf) String() string              { l.mu.Lock(); defer l.mu.Unlock(); return l.b.String() }
+
+type proc struct {
+	name   string
+	cmd    *exec.Cmd
+	logs   *logBuf
+	exited chan struct{}
+	http   string
+	grpc   string
+}
+
+var servingRE = regexp.MustCompile(`msg=serving http=(\S+) grpc=(\S+)`)
+var metaServingRE = regexp.MustCompile(`msg=serving grpc=(\S+)`)
+
+// start runs a binary and waits until it logs its addresses. Its logs are
+// printed if the test fails.
+func start(t *testing.T, name, bin string, args ...string) *proc {
+	t.Helper()
+	cmd := exec.Command(filepath.Join(bins, bin), args...)
+	pr, pw := io.Pipe()
+	cmd.Stderr, cmd.Stdout = pw, pw
+	p := &proc{name: name, cmd: cmd, logs: &logBuf{}, exited: make(chan struct{})}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	ready := make(chan []string, 1)
+	go func() {
+		sc := bufio.NewScanner(pr)
+		sc.Buffer(make([]byte, 1<<20), 1<<20)
+		for sc.Scan() {
+			line := sc.Text()
+			p.logs.Write([]byte(line + "\n"))
+			if m := servingRE.FindStringSubmatch(line); m != nil {
+				ready <- m[1:]
+			} else if m := metaServingRE.FindStringSubmatch(line); m != nil {
+				ready <- []string{"", m[1]}
+			}
+		}
+	}()
+	go func() { cmd.Wait(); pw.Close(); close(p.exited) }()
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("--- logs of %s ---\n%s", name, p.logs.String())
+		}
+		cmd.Process.Kill()
+		<-p.exited
+	})
+	select {
+	case a := <-ready:
+		p.http, p.grpc = a[0], a[1]
+	case <-p.exited:
+		t.Fatalf("%s exited before serving", name)
+	case <-time.After(60 * time.Second):
+		t.Fatalf("%s did not start in 60 s", name)
+	}
+	return p
+}
+
+func (p *proc) signal(sig syscall.Signal) { p.cmd.Process.Signal(sig) }
+
+func admin(t *testing.T, addr string) pb.MetaAdminClient {
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	return pb.NewMetaAdminClient(conn)
+}
+
+// placed waits until every region of the cluster has a live owner among
+// want (nil: any live datanode) and returns the status.
+func placed(t *testing.T, c pb.MetaAdminClient, regions int, deadline time.Duration, notOn string) *pb.ClusterStatusResponse {
+	t.Helper()
+	end := time.Now().Add(deadline)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		st, err := c.ClusterStatus(ctx, &pb.ClusterStatusRequest{})
+		cancel()
+		if err == nil && len(st.Regions) == regions {
+			ok := true
+			for _, r := range st.Regions {
+				if !r.OwnerLive || r.Owner == notOn {
+					ok = false
+				}
+			}
+			if ok {
+				return st
+			}
+		}
+		if time.Now().After(end) {
+			t.Fatalf("regions not placed within %v: %v %v", deadline, st, err)
+		}
+		time.Sleep(200 * time.Millisecond) // polling an external process's view; no signal to wait on
+	}
+}
+
+// TestFailoverLosesNoAcknowledgedWrite runs metasrv (embedded etcd) and
+// three datanodes as processes over one store. Writers send line protocol
+// to every datanode while one datanode is killed with -9 and another is
+// paused (SIGSTOP) past its lease: their regions reopen on the others
+// within 30 s, a paused datanode that wakes up acknowledges nothing it
+// cannot keep, and every acknowledged row is readable at the end.
+func TestFailoverLosesNoAcknowledgedWrite(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts processes and waits for leases to expire")
+	}
+	seed := uint64(time.Now().UnixNano())
+	if v := os.Getenv("STRATA_SEED"); v != "" {
+		seed, _ = strconv.ParseUint(v, 10, 64)
+	}
+	t.Logf("seed %d", seed)
+	rng := rand.New(rand.NewPCG(seed, 7))
+	store := "file://" + t.TempDir()
+	etcd := freePort(t)
+	meta := start(t, "metasrv", "metasrv", "--data-dir", t.TempDir(), "--etcd-client-addr", etcd, "--grpc-addr", "127.0.0.1:0")
+	var dns []*proc
+	for i := range 3 {
+		dns = append(dns, start(t, fmt.Sprintf("dn%d", i+1), "datanode", "--id", fmt.Sprintf("dn%d", i+1), "--etcd-endpoints", "http://"+etcd,
+			"--store", store, "--grpc-addr", "127.0.0.1:0", "--http-addr", "127.0.0.1:0", "--gc-interval", "0"))
+	}
+	c := admin(t, meta.grpc)
+	const regions = 6
+	if _, err := c.CreateTable(context.Background(), &pb.CreateTableRequest{Name: "cpu", Regions: regions}); err != nil {
+		t.Fatal(err)
+	}
+	st := placed(t, c, regions, 30*time.Second, "")
+	t.Logf("placed: %v", st.Regions)
+
+	// Writers: each request is one batch of unique rows; a 204 means
+	// every row of it is acknowledged.
+	var mu sync.Mutex
+	acked := map[string]bool{}
+	var stop sync.WaitGroup
+	done := make(chan struct{})
+	httpc := &http.Client{Timeout: 60 * time.Second}
+	var seq int64
+	var seqMu sync.Mutex
+	writer := func(target func() *proc) {
+		defer stop.Done()
+		for {
+			select {
+			case <-done:
+				return
+			default:
+			}
+			var b strings.Builder
+			var keys []string
+			seqMu.Lock()
+			for range 50 {
+				seq++
+				host := fmt.Sprintf("h%d", seq%97)
+				fmt.Fprintf(&b, "cpu,host=%s v=%d %d\n", host, seq, seq*1e9)
+				keys = append(keys, fmt.Sprintf("%s/%d", host, seq*1e9))
+			}
+			seqMu.Unlock()
+			p := target()
+			resp, err := httpc.Post("http://"+p.http+"/write?db=x", "text/plain", strings.NewReader(b.String()))
+			if err != nil {
+				continue // the target is down or paused
+			}
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusNoContent {
+				mu.Lock()
+				for _, k := range keys {
+					acked[k] = true
+				}
+				mu.Unlock()
+			}
+		}
+	}
+	survivor := dns[0]
+	for i := range 4 {
+		stop.Add(1)
+		go writer(func() *proc {
+			if i == 0 {
+				return survivor // always up
+			}
+			return dns[rng.IntN(len(dns))]
+		})
+	}
+	waitAcked := func(n int) {
+		for {
+			mu.Lock()
+			have := len(acked)
+			mu.Unlock()
+			if have >= n {
+				return
+			}
+			time.Sleep(50 * time.Millisecond) // progress of other goroutines over HTTP
+		}
+	}
+	waitAcked(2000)
+	// kill -9 dn2 during ingest.
+	killed := time.Now()
+	dns[1].signal(syscall.SIGKILL)
+	st = placed(t, c, regions, 30*time.Second, "dn2")
+	t.Logf("dn2 killed: its regions reopened elsewhere in %v", time.Since(killed).Round(100*time.Millisecond))
+	mu.Lock()
+	before := len(acked)
+	mu.Unlock()
+	waitAcked(before + 2000)
+
+	// Pause dn3 past its lease (10 s), then let it run again.
+	dns[2].signal(syscall.SIGSTOP)
+	paused := time.Now()
+	st = placed(t, c, regions, 30*time.Second, "dn3")
+	t.Logf("dn3 paused: its regions moved in %v", time.Since(paused).Round(100*time.Millisecond))
+	dns[2].signal(syscall.SIGCONT)
+	mu.Lock()
+	before = len(acked)
+	mu.Unlock()
+	waitAcked(before + 2000)
+	close(done)
+	stop.Wait()
+
+	// Every acknowledged row is there.
+	out, err := exec.Command(filepath.Join(bins, "strata"), "query", "cpu", "-o", "csv", "--server", survivor.grpc, "--timeout", "2m").Output()
+	if err != nil {
+		t.Fatalf("query: %v", err)
+	}
+	have := map[string]bool{}
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	for _, l := range lines[1:] {
+		f := strings.Split(l, ",")
+		ts, err := time.Parse(time.RFC3339Nano, f[0])
+		if err != nil {
+			t.Fatalf("row %q: %v", l, err)
+		}
+		have[fmt.Sprintf("%s/%d", f[1], ts.UnixNano())] = true
+	}
+	missing := 0
+	for k := range acked {
+		if !have[k] {
+			missing++
+		}
+	}
+	t.Logf("failover: acked=%d rows=%d missing=%d", len(acked), len(have), missing)
+	if missing > 0 {
+		t.Fatalf("%d acknowledged rows are missing", missing)
+	}
+	// The stale datanode closed its regions when it woke up.
+	if !strings.Contains(dns[2].logs.String(), "region lease lost") {
+		t.Fatal("dn3 did not notice it lost its lease")
+	}
+}

@@ -1,0 +1,77 @@
+// Package cluster is Strata's coordination through etcd: the key layout,
+// an embedded etcd for metasrv, the catalog backend in etcd, and the
+// datanode agent (registration under a lease, heartbeats, region
+// assignments, routing to other datanodes).
+//
+// Key layout (docs/cluster.md):
+//
+//	/strata/catalog                  the table catalog (JSON; CAS on mod revision)
+//	/strata/datanodes/{id}           a live datanode (JSON NodeInfo), under its lease
+//	/strata/regions/{table}/{region} a region's assignment (JSON Assignment)
+//	/strata/election                 metasrv leader election
+//	/strata/gc/options               GC scheduler options (JSON)
+//	/strata/gc/regions/{table}/{region} per-region GC state (JSON)
+package cluster
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/stratadb/strata/internal/layout"
+)
+
+// Keys.
+const (
+	Prefix          = "/strata/"
+	CatalogKey      = Prefix + "catalog"
+	DatanodesPrefix = Prefix + "datanodes/"
+	RegionsPrefix   = Prefix + "regions/"
+	ElectionPrefix  = Prefix + "election"
+	GCOptionsKey    = Prefix + "gc/options"
+	GCStatePrefix   = Prefix + "gc/regions/"
+)
+
+// Defaults.
+const (
+	DefaultHeartbeat = 3 * time.Second
+	DefaultLease     = 10 * time.Second
+)
+
+// NodeInfo is a registered datanode.
+type NodeInfo struct {
+	ID       string    `json:"id"`
+	GRPCAddr string    `json:"grpc_addr"`
+	HTTPAddr string    `json:"http_addr,omitempty"`
+	Started  time.Time `json:"started"`
+}
+
+// Assignment places a region on a datanode. Gen grows with every
+// assignment of the region.
+type Assignment struct {
+	Owner string    `json:"owner"`
+	Gen   uint64    `json:"gen"`
+	At    time.Time `json:"at"`
+}
+
+// RegionKey is the assignment key of a region.
+func RegionKey(id layout.RegionID) string { return fmt.Sprintf("%s%d/%d", RegionsPrefix, id.Table, id.Region) }
+
+// GCStateKey is the GC state key of a region.
+func GCStateKey(id layout.RegionID) string { return fmt.Sprintf("%s%d/%d", GCStatePrefix, id.Table, id.Region) }
+
+// ParseRegionKey parses a key under prefix ("{table}/{region}" after it).
+func ParseRegionKey(prefix, key string) (layout.RegionID, bool) {
+	rest, ok := strings.CutPrefix(key, prefix)
+	if !ok {
+		return layout.RegionID{}, false
+	}
+	t, r, ok := strings.Cut(rest, "/")
+	tn, err1 := strconv.ParseUint(t, 10, 32)
+	rn, err2 := strconv.ParseUint(r, 10, 32)
+	if !ok || err1 != nil || err2 != nil {
+		return layout.RegionID{}, false
+	}
+	return layout.RegionID{Table: uint32(tn), Region: uint32(rn)}, true
+}

@@ -1,0 +1,397 @@
+// Package metasrv is the coordinator: it elects a leader among its
+// replicas through etcd, and the leader places every table's regions on
+// live datanodes, moving the regions of a datanode whose lease expired. Its
+// admin gRPC service reports the cluster and changes placement; followers
+// forward calls to the leader.
+package metasrv
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.etcd.io/etcd/client/v3/concurrency"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+
+	"github.com/stratadb/strata/internal/cluster"
+	"github.com/stratadb/strata/internal/datanode"
+	"github.com/stratadb/strata/internal/grpcapi"
+	"github.com/stratadb/strata/internal/layout"
+	pb "github.com/stratadb/strata/proto/strata/v1"
+)
+
+// Options configure a metasrv replica.
+type Options struct {
+	Client *clientv3.Client
+	// Addr is this replica's admin gRPC address, published when it leads.
+	Addr string
+	// ElectionTTL bounds how long a dead leader keeps leadership
+	// (default 5 s).
+	ElectionTTL time.Duration
+	// PlacementInterval is how often the leader reconciles placement
+	// besides reacting to changes (default 1 s).
+	PlacementInterval time.Duration
+	DefaultRegions    uint32
+	Logger            *slog.Logger
+}
+
+// Server is a metasrv replica.
+type Server struct {
+	pb.UnimplementedMetaAdminServer
+	opts Options
+	log  *slog.Logger
+	cat  *datanode.Catalog
+
+	mu       sync.Mutex
+	leading  bool
+	leaderOf context.CancelFunc
+
+	stop context.CancelFunc
+	wg   sync.WaitGroup
+}
+
+// Start joins the election and, when leading, runs placement.
+func Start(ctx context.Context, opts Options) (*Server, error) {
+	if opts.ElectionTTL <= 0 {
+		opts.ElectionTTL = 5 * time.Second
+	}
+	if opts.PlacementInterval <= 0 {
+		opts.PlacementInterval = time.Second
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	cat, err := datanode.OpenCatalog(ctx, cluster.NewEtcdCatalog(opts.Client), opts.DefaultRegions)
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{opts: opts, log: opts.Logger.With("metasrv", opts.Addr), cat: cat}
+	bg, stop := context.WithCancel(context.Background())
+	s.stop = stop
+	s.wg.Add(1)
+	go s.campaign(bg)
+	return s, nil
+}
+
+// Register adds the admin service to g.
+func (s *Server) Register(g *grpc.Server) { pb.RegisterMetaAdminServer(g, s) }
+
+// Leading reports whether this replica is the leader.
+func (s *Server) Leading() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.leading
+}
+
+// Close leaves the election (resigning if leading) and stops.
+func (s *Server) Close() {
+	s.stop()
+	s.wg.Wait()
+}
+
+// campaign runs for leadership until stopped; each term runs the leader's
+// loops until its session ends.
+func (s *Server) campaign(ctx context.Context) {
+	defer s.wg.Done()
+	for ctx.Err() == nil {
+		sess, err := concurrency.NewSession(s.opts.Client, concurrency.WithTTL(int(s.opts.ElectionTTL/time.Second)), concurrency.WithContext(ctx))
+		if err != nil {
+			s.log.Warn("election session failed", "err", err)
+			select {
+			case <-ctx.Done():
+			case <-time.After(time.Second):
+			}
+			continue
+		}
+		el := concurrency.NewElection(sess, cluster.ElectionPrefix)
+		if err := el.Campaign(ctx, s.opts.Addr); err != nil {
+			sess.Close()
+			continue
+		}
+		s.log.Info("elected leader")
+		term, endTerm := context.WithCancel(ctx)
+		s.mu.Lock()
+		s.leading = true
+		s.mu.Unlock()
+		var lw sync.WaitGroup
+		lw.Add(1)
+		go func() { defer lw.Done(); s.placement(term) }()
+		select {
+		case <-ctx.Done():
+		case <-sess.Done():
+			s.log.Warn("leadership lost: the election session ended")
+		}
+		endTerm()
+		lw.Wait()
+		s.mu.Lock()
+		s.leading = false
+		s.mu.Unlock()
+		rctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		el.Resign(rctx)
+		cancel()
+		sess.Close()
+	}
+}
+
+// state is a snapshot of what placement needs.
+type state struct {
+	rev     int64
+	nodes   map[string]cluster.NodeInfo
+	regions map[layout.RegionID]regionKV
+}
+
+type regionKV struct {
+	as     cluster.Assignment
+	modRev int64
+}
+
+func (s *Server) read(ctx context.Context) (*state, error) {
+	resp, err := s.opts.Client.Get(ctx, cluster.Prefix, clientv3.WithPrefix())
+	if err != nil {
+		return nil, err
+	}
+	st := &state{rev: resp.Header.Revision, nodes: map[string]cluster.NodeInfo{}, regions: map[layout.RegionID]regionKV{}}
+	for _, kv := range resp.Kvs {
+		k := string(kv.Key)
+		if id, ok := cluster.ParseRegionKey(cluster.RegionsPrefix, k); ok {
+			var as cluster.Assignment
+			if json.Unmarshal(kv.Value, &as) == nil {
+				st.regions[id] = regionKV{as: as, modRev: kv.ModRevision}
+			}
+		} else if strings.HasPrefix(k, cluster.DatanodesPrefix) {
+			var n cluster.NodeInfo
+			if json.Unmarshal(kv.Value, &n) == nil {
+				st.nodes[n.ID] = n
+			}
+		}
+	}
+	return st, nil
+}
+
+// placement reconciles on every change and every PlacementInterval.
+func (s *Server) placement(ctx context.Context) {
+	wc := s.opts.Client.Watch(clientv3.WithRequireLeader(ctx), cluster.Prefix, clientv3.WithPrefix())
+	t := time.NewTicker(s.opts.PlacementInterval)
+	defer t.Stop()
+	for ctx.Err() == nil {
+		if err := s.place(ctx); err != nil && ctx.Err() == nil {
+			s.log.Warn("placement failed", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+		case <-t.C:
+		case _, ok := <-wc:
+			if !ok {
+				wc = s.opts.Client.Watch(clientv3.WithRequireLeader(ctx), cluster.Prefix, clientv3.WithPrefix())
+			}
+		}
+	}
+}
+
+// place assigns every region of every table that has no live owner to the
+// live datanode with the fewest regions. Each assignment is a transaction
+// comparing the region key's mod revision with the one read, so two
+// leaders (an old one not yet aware it lost) cannot both assign it.
+func (s *Server) place(ctx context.Context) error {
+	tables, err := s.cat.Tables(ctx)
+	if err != nil {
+		return err
+	}
+	st, err := s.read(ctx)
+	if err != nil {
+		return err
+	}
+	if len(st.nodes) == 0 {
+		return nil
+	}
+	load := map[string]int{}
+	for id := range st.nodes {
+		load[id] = 0
+	}
+	for _, r := range st.regions {
+		if _, live := st.nodes[r.as.Owner]; live {
+			load[r.as.Owner]++
+		}
+	}
+	var errs []error
+	for _, t := range tables {
+		for i := range t.Regions {
+			id := layout.RegionID{Table: t.ID, Region: i}
+			cur, exists := st.regions[id]
+			if _, live := st.nodes[cur.as.Owner]; exists && live {
+				continue
+			}
+			to := leastLoaded(load)
+			if err := s.assign(ctx, id, cur, exists, to); err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			load[to]++
+			if exists {
+				s.log.Info("region moved off a dead datanode", "region", id.String(), "from", cur.as.Owner, "to", to)
+			} else {
+				s.log.Info("region placed", "region", id.String(), "on", to)
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func leastLoaded(load map[string]int) string {
+	ids := make([]string, 0, len(load))
+	for id := range load {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	best := ids[0]
+	for _, id := range ids[1:] {
+		if load[id] < load[best] {
+			best = id
+		}
+	}
+	return best
+}
+
+func (s *Server) assign(ctx context.Context, id layout.RegionID, cur regionKV, exists bool, to string) error {
+	as := cluster.Assignment{Owner: to, Gen: cur.as.Gen + 1, At: time.Now().UTC()}
+	data, _ := json.Marshal(as)
+	key := cluster.RegionKey(id)
+	cmp := clientv3.Compare(clientv3.CreateRevision(key), "=", 0)
+	if exists {
+		cmp = clientv3.Compare(clientv3.ModRevision(key), "=", cur.modRev)
+	}
+	resp, err := s.opts.Client.Txn(ctx).If(cmp).Then(clientv3.OpPut(key, string(data))).Commit()
+	if err != nil {
+		return fmt.Errorf("assign region %s: %w", id, err)
+	}
+	if !resp.Succeeded {
+		return fmt.Errorf("assign region %s: changed concurrently", id)
+	}
+	return nil
+}
+
+// leaderClient returns a client of the leader when this replica does not
+// lead (nil when it does).
+func (s *Server) leaderClient(ctx context.Context) (pb.MetaAdminClient, func(), error) {
+	if s.Leading() {
+		return nil, func() {}, nil
+	}
+	resp, err := s.opts.Client.Get(ctx, cluster.ElectionPrefix, clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend), clientv3.WithLimit(1))
+	if err != nil {
+		return nil, nil, status.Error(codes.Unavailable, err.Error())
+	}
+	if len(resp.Kvs) == 0 {
+		return nil, nil, status.Error(codes.Unavailable, "no metasrv leader elected yet")
+	}
+	addr := string(resp.Kvs[0].Value)
+	if addr == s.opts.Addr {
+		return nil, nil, status.Error(codes.Unavailable, "leadership is changing; retry")
+	}
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return nil, nil, status.Error(codes.Unavailable, err.Error())
+	}
+	return pb.NewMetaAdminClient(conn), func() { conn.Close() }, nil
+}
+
+// ClusterStatus reports the leader, datanodes and placement.
+func (s *Server) ClusterStatus(ctx context.Context, req *pb.ClusterStatusRequest) (*pb.ClusterStatusResponse, error) {
+	if c, done, err := s.leaderClient(ctx); err != nil {
+		return nil, err
+	} else if c != nil {
+		defer done()
+		return c.ClusterStatus(ctx, req)
+	}
+	tables, err := s.cat.Tables(ctx)
+	if err != nil {
+		return nil, grpcapi.Status(err)
+	}
+	st, err := s.read(ctx)
+	if err != nil {
+		return nil, status.Error(codes.Unavailable, err.Error())
+	}
+	out := &pb.ClusterStatusResponse{Leader: s.opts.Addr}
+	count := map[string]int64{}
+	for _, t := range tables {
+		for i := range t.Regions {
+			id := layout.RegionID{Table: t.ID, Region: i}
+			r := st.regions[id]
+			_, live := st.nodes[r.as.Owner]
+			if live {
+				count[r.as.Owner]++
+			}
+			out.Regions = append(out.Regions, &pb.RegionPlacement{Region: id.String(), Table: t.Name, Owner: r.as.Owner, Gen: r.as.Gen, OwnerLive: live})
+		}
+	}
+	for _, n := range st.nodes {
+		out.Datanodes = append(out.Datanodes, &pb.DatanodeInfo{Id: n.ID, GrpcAddr: n.GRPCAddr, HttpAddr: n.HTTPAddr, StartedUnix: n.Started.Unix(), Regions: count[n.ID]})
+	}
+	slices.SortFunc(out.Datanodes, func(a, b *pb.DatanodeInfo) int { return strings.Compare(a.Id, b.Id) })
+	return out, nil
+}
+
+// MoveRegion reassigns a region to a live datanode.
+func (s *Server) MoveRegion(ctx context.Context, req *pb.MoveRegionRequest) (*pb.MoveRegionResponse, error) {
+	if c, done, err := s.leaderClient(ctx); err != nil {
+		return nil, err
+	} else if c != nil {
+		defer done()
+		return c.MoveRegion(ctx, req)
+	}
+	id, err := datanode.ParseRegionID(req.GetRegion())
+	if err != nil {
+		return nil, grpcapi.Status(err)
+	}
+	st, err := s.read(ctx)
+	if err != nil {
+		return nil, status.Error(codes.Unavailable, err.Error())
+	}
+	cur, exists := st.regions[id]
+	if !exists {
+		return nil, status.Errorf(codes.NotFound, "region %s is not placed", id)
+	}
+	if _, live := st.nodes[req.GetTo()]; !live {
+		return nil, status.Errorf(codes.InvalidArgument, "datanode %q is not live", req.GetTo())
+	}
+	if cur.as.Owner == req.GetTo() {
+		return &pb.MoveRegionResponse{Placement: &pb.RegionPlacement{Region: id.String(), Owner: cur.as.Owner, Gen: cur.as.Gen, OwnerLive: true}}, nil
+	}
+	if err := s.assign(ctx, id, cur, true, req.GetTo()); err != nil {
+		return nil, status.Error(codes.Aborted, err.Error())
+	}
+	s.log.Info("region moved", "region", id.String(), "from", cur.as.Owner, "to", req.GetTo())
+	return &pb.MoveRegionResponse{Placement: &pb.RegionPlacement{Region: id.String(), Owner: req.GetTo(), Gen: cur.as.Gen + 1, OwnerLive: true}}, nil
+}
+
+// CreateTable adds a table to the catalog; placement follows at once.
+func (s *Server) CreateTable(ctx context.Context, req *pb.CreateTableRequest) (*pb.CreateTableResponse, error) {
+	t, err := s.cat.CreateTable(ctx, datanode.TableSpec{Name: req.GetName(), Regions: req.GetRegions(), Timestamp: req.GetTimestampColumn(),
+		TTL: time.Duration(req.GetTtlSeconds()) * time.Second, CompactionWindow: time.Duration(req.GetCompactionWindowSeconds()) * time.Second})
+	if err != nil {
+		return nil, grpcapi.Status(err)
+	}
+	return &pb.CreateTableResponse{Table: grpcapi.TableMsg(t)}, nil
+}
+
+// ListTables lists the catalog's tables.
+func (s *Server) ListTables(ctx context.Context, req *pb.ListTablesRequest) (*pb.ListTablesResponse, error) {
+	tables, err := s.cat.Tables(ctx)
+	if err != nil {
+		return nil, grpcapi.Status(err)
+	}
+	out := &pb.ListTablesResponse{}
+	for _, t := range tables {
+		out.Tables = append(out.Tables, grpcapi.TableMsg(t))
+	}
+	return out, nil
+}
