@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log/slog"
 	"math/rand/v2"
 	"net"
 	"net/http"
@@ -23,6 +24,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/stratadb/strata/internal/cluster"
 	pb "github.com/stratadb/strata/proto/strata/v1"
 )
 
@@ -306,4 +308,57 @@ func TestFailoverLosesNoAcknowledgedWrite(t *testing.T) {
 	if !strings.Contains(dns[2].logs.String(), "region lease lost") {
 		t.Fatal("dn3 did not notice it lost its lease")
 	}
+}
+
+// TestMetasrvLeaderFailover runs two metasrv replicas over one etcd (in
+// this test process), kills the leader with -9, and checks that the other
+// takes over within 15 s: it answers admin calls, and places the regions
+// of a table created after the failover.
+func TestMetasrvLeaderFailover(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts processes and waits for the election to expire")
+	}
+	e, err := cluster.StartEtcd(t.TempDir(), "", slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	ep := e.Endpoints[0]
+	m1 := start(t, "metasrv-1", "metasrv", "--etcd-endpoints", ep, "--grpc-addr", "127.0.0.1:0")
+	m2 := start(t, "metasrv-2", "metasrv", "--etcd-endpoints", ep, "--grpc-addr", "127.0.0.1:0")
+	start(t, "dn1", "datanode", "--id", "dn1", "--etcd-endpoints", ep, "--store", "file://"+t.TempDir(), "--grpc-addr", "127.0.0.1:0", "--http-addr", "127.0.0.1:0", "--gc-interval", "0")
+	// Either replica answers; the follower forwards to the leader.
+	st, err := admin(t, m2.grpc).ClusterStatus(context.Background(), &pb.ClusterStatusRequest{})
+	for err != nil || st.Leader == "" {
+		time.Sleep(100 * time.Millisecond) // the first election
+		st, err = admin(t, m2.grpc).ClusterStatus(context.Background(), &pb.ClusterStatusRequest{})
+	}
+	leader, follower := m1, m2
+	if st.Leader == m2.grpc {
+		leader, follower = m2, m1
+	}
+	if _, err := admin(t, follower.grpc).CreateTable(context.Background(), &pb.CreateTableRequest{Name: "before", Regions: 2}); err != nil {
+		t.Fatal(err)
+	}
+	placed(t, admin(t, follower.grpc), 2, 30*time.Second, "")
+	killed := time.Now()
+	leader.signal(syscall.SIGKILL)
+	c := admin(t, follower.grpc)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		st, err = c.ClusterStatus(ctx, &pb.ClusterStatusRequest{})
+		cancel()
+		if err == nil && st.Leader == follower.grpc {
+			break
+		}
+		if time.Since(killed) > 15*time.Second {
+			t.Fatalf("no new leader 15 s after the leader was killed: %v %v", st, err)
+		}
+		time.Sleep(100 * time.Millisecond) // polling another process
+	}
+	t.Logf("leader killed: %s leads after %v", follower.name, time.Since(killed).Round(100*time.Millisecond))
+	if _, err := c.CreateTable(context.Background(), &pb.CreateTableRequest{Name: "after", Regions: 2}); err != nil {
+		t.Fatal(err)
+	}
+	placed(t, c, 4, 15*time.Second, "")
 }

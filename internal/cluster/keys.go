@@ -56,10 +56,14 @@ type Assignment struct {
 }
 
 // RegionKey is the assignment key of a region.
-func RegionKey(id layout.RegionID) string { return fmt.Sprintf("%s%d/%d", RegionsPrefix, id.Table, id.Region) }
+func RegionKey(id layout.RegionID) string {
+	return fmt.Sprintf("%s%d/%d", RegionsPrefix, id.Table, id.Region)
+}
 
 // GCStateKey is the GC state key of a region.
-func GCStateKey(id layout.RegionID) string { return fmt.Sprintf("%s%d/%d", GCStatePrefix, id.Table, id.Region) }
+func GCStateKey(id layout.RegionID) string {
+	return fmt.Sprintf("%s%d/%d", GCStatePrefix, id.Table, id.Region)
+}
 
 // ParseRegionKey parses a key under prefix ("{table}/{region}" after it).
 func ParseRegionKey(prefix, key string) (layout.RegionID, bool) {

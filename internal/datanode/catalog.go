@@ -7,8 +7,8 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
-	"sync"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/stratadb/strata/internal/manifest"

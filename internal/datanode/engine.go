@@ -676,14 +676,14 @@ func (e *Engine) Stats(table string) ([]RegionStats, error) {
 
 // Scanner streams a table scan: its regions' scans merged by (series, ts).
 type Scanner struct {
-	direct *region.Scanner // one region with the table's field positions
-	fields []schema.Field
+	direct  *region.Scanner // one region with the table's field positions
+	fields  []schema.Field
 	scans   []*region.Scanner
 	remotes []row.Iterator // scans of regions hosted elsewhere
 	it      row.Iterator
-	batch  []row.Entry
-	size   int
-	err    error
+	batch   []row.Entry
+	size    int
+	err     error
 }
 
 // Scan scans a table. The fields of the result are the table's fields (or
