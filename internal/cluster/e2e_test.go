@@ -25,6 +25,8 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/stratadb/strata/internal/cluster"
+	"github.com/stratadb/strata/internal/gcsched"
+	"github.com/stratadb/strata/internal/layout"
 	pb "github.com/stratadb/strata/proto/strata/v1"
 )
 
@@ -177,13 +179,23 @@ func TestFailoverLosesNoAcknowledgedWrite(t *testing.T) {
 	rng := rand.New(rand.NewPCG(seed, 7))
 	store := "file://" + t.TempDir()
 	etcd := freePort(t)
-	meta := start(t, "metasrv", "metasrv", "--data-dir", t.TempDir(), "--etcd-client-addr", etcd, "--grpc-addr", "127.0.0.1:0")
+	meta := start(t, "metasrv", "metasrv", "--data-dir", t.TempDir(), "--etcd-client-addr", etcd, "--grpc-addr", "127.0.0.1:0", "--log-level", "debug")
 	var dns []*proc
 	for i := range 3 {
 		dns = append(dns, start(t, fmt.Sprintf("dn%d", i+1), "datanode", "--id", fmt.Sprintf("dn%d", i+1), "--etcd-endpoints", "http://"+etcd,
 			"--store", store, "--grpc-addr", "127.0.0.1:0", "--http-addr", "127.0.0.1:0", "--gc-interval", "0"))
 	}
 	c := admin(t, meta.grpc)
+	// Scheduled GC at test speed, with no lingering and no minimum age:
+	// it runs during the whole scenario, kills and pauses included.
+	cli, err := cluster.Connect([]string{"http://" + etcd})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	if err := gcsched.SaveOptions(context.Background(), cli, gcsched.Options{Enabled: true, FastInterval: time.Second, FullInterval: 3 * time.Second, Concurrency: 4, RunTimeout: 2 * time.Second}); err != nil {
+		t.Fatal(err)
+	}
 	const regions = 6
 	if _, err := c.CreateTable(context.Background(), &pb.CreateTableRequest{Name: "cpu", Regions: regions}); err != nil {
 		t.Fatal(err)
@@ -308,6 +320,43 @@ func TestFailoverLosesNoAcknowledgedWrite(t *testing.T) {
 	if !strings.Contains(dns[2].logs.String(), "region lease lost") {
 		t.Fatal("dn3 did not notice it lost its lease")
 	}
+	// The scheduler runs both modes on every region (it kept running
+	// through the kill and the pause); full GC never finds an orphan.
+	var runs, orphans int64
+	for end := time.Now().Add(20 * time.Second); ; {
+		states, err := gcsched.States(context.Background(), cli)
+		if err != nil {
+			t.Fatal(err)
+		}
+		runs, orphans = 0, 0
+		var behind []string
+		for i := range regions {
+			s := states[layout.RegionID{Table: 1, Region: uint32(i)}]
+			if s.LastFast.Before(paused) || s.LastFull.Before(paused) {
+				behind = append(behind, fmt.Sprintf("1/%d: %+v", i, s))
+			}
+			runs += s.Runs
+			orphans += s.Orphans
+		}
+		if len(behind) == 0 {
+			break
+		}
+		if time.Now().After(end) {
+			t.Fatalf("scheduled GC did not run both modes on every region after the pause:\n%s", strings.Join(behind, "\n"))
+		}
+		time.Sleep(200 * time.Millisecond) // the scheduler is another process
+	}
+	t.Logf("scheduled GC: %d runs, %d orphans found", runs, orphans)
+	if orphans != 0 {
+		t.Fatalf("full-listing GC found %d orphans", orphans)
+	}
+	// Offline: nothing missing, nothing unowned once fast GC has run on
+	// the surviving owners (it ran throughout).
+	out, err = exec.Command(filepath.Join(bins, "strata"), "fsck", "--store", store).CombinedOutput()
+	if err != nil {
+		t.Fatalf("fsck: %v\n%s", err, out)
+	}
+	t.Logf("fsck: %s", strings.TrimSpace(string(out[bytes.LastIndexByte(bytes.TrimSpace(out), '\n')+1:])))
 }
 
 // TestMetasrvLeaderFailover runs two metasrv replicas over one etcd (in

@@ -78,8 +78,9 @@ type Engine struct {
 	regions map[layout.RegionID]*region.Region
 	closed  bool
 
-	stop context.CancelFunc // stops background loops
-	wg   sync.WaitGroup
+	stop    context.CancelFunc // stops background loops
+	wg      sync.WaitGroup
+	gcLocks sync.Map // region id -> *sync.Mutex
 }
 
 // Open loads the catalog and opens every region of every table (replaying

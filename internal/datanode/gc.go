@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/stratadb/strata/internal/gc"
@@ -94,12 +95,17 @@ func (e *Engine) GC(ctx context.Context, req GCRequest) ([]GCResult, error) {
 	var out []GCResult
 	var errs []error
 	for _, r := range rs {
+		// One GC of a region at a time (the scheduler, the loop and an
+		// operator may ask at once).
+		mu, _ := e.gcLocks.LoadOrStore(r.ID(), &sync.Mutex{})
+		mu.(*sync.Mutex).Lock()
 		res := GCResult{Region: r.ID(), Full: req.Full, DryRun: req.DryRun}
 		if req.Full {
 			res.Listed, err = gc.Full(ctx, r, gc.FullOptions{MinAge: req.MinAge, DryRun: req.DryRun, Metrics: e.opts.GCMetrics})
 		} else {
 			res.Fast, err = gc.Fast(ctx, r, gc.Options{Lingering: req.Lingering, DryRun: req.DryRun, JobRunning: e.sched.JobRunning, Metrics: e.opts.GCMetrics})
 		}
+		mu.(*sync.Mutex).Unlock()
 		if err != nil {
 			res.Err = err
 			errs = append(errs, err)

@@ -25,6 +25,7 @@ import (
 
 	"github.com/stratadb/strata/internal/cluster"
 	"github.com/stratadb/strata/internal/datanode"
+	"github.com/stratadb/strata/internal/gcsched"
 	"github.com/stratadb/strata/internal/grpcapi"
 	"github.com/stratadb/strata/internal/layout"
 	pb "github.com/stratadb/strata/proto/strata/v1"
@@ -124,8 +125,12 @@ func (s *Server) campaign(ctx context.Context) {
 		s.leading = true
 		s.mu.Unlock()
 		var lw sync.WaitGroup
-		lw.Add(1)
+		lw.Add(2)
 		go func() { defer lw.Done(); s.placement(term) }()
+		go func() {
+			defer lw.Done()
+			gcsched.New(s.opts.Client, gcRunner{s}, s.allRegions, s.log).Run(term)
+		}()
 		select {
 		case <-ctx.Done():
 		case <-sess.Done():
@@ -278,6 +283,59 @@ func (s *Server) assign(ctx context.Context, id layout.RegionID, cur regionKV, e
 		return fmt.Errorf("assign region %s: changed concurrently", id)
 	}
 	return nil
+}
+
+func (s *Server) allRegions(ctx context.Context) ([]layout.RegionID, error) {
+	tables, err := s.cat.Tables(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var out []layout.RegionID
+	for _, t := range tables {
+		for i := range t.Regions {
+			out = append(out, layout.RegionID{Table: t.ID, Region: i})
+		}
+	}
+	return out, nil
+}
+
+// gcRunner runs a region's GC on its owner.
+type gcRunner struct{ s *Server }
+
+func (g gcRunner) RunGC(ctx context.Context, id layout.RegionID, full bool, o gcsched.Options) (gcsched.Result, error) {
+	st, err := g.s.read(ctx)
+	if err != nil {
+		return gcsched.Result{}, err
+	}
+	owner, ok := st.nodes[st.regions[id].as.Owner]
+	if !ok {
+		return gcsched.Result{}, fmt.Errorf("region %s has no live owner", id)
+	}
+	conn, err := grpc.NewClient(owner.GRPCAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return gcsched.Result{}, err
+	}
+	defer conn.Close()
+	secs := func(d time.Duration) int64 {
+		if d <= 0 {
+			return -1 // no wait
+		}
+		return int64(d / time.Second)
+	}
+	resp, err := pb.NewDatanodeClient(conn).GcRegion(ctx, &pb.GcRegionRequest{Region: id.String(), Full: full,
+		LingeringSeconds: secs(o.Lingering), MinAgeSeconds: secs(o.MinAge)})
+	if err != nil {
+		return gcsched.Result{}, err
+	}
+	var res gcsched.Result
+	for _, r := range resp.Regions {
+		if r.Error != "" {
+			return res, errors.New(r.Error)
+		}
+		res.Deleted += r.RemovedFiles + r.PendingFiles + r.WalSegments + r.Deleted
+		res.Orphans += int64(len(r.Orphans))
+	}
+	return res, nil
 }
 
 // leaderClient returns a client of the leader when this replica does not
