@@ -16,6 +16,20 @@ import (
 
 func newGC() *cobra.Command {
 	cmd := &cobra.Command{Use: "gc", Short: "Garbage collection"}
+	cmd.AddCommand(newGCRun(func(cmd *cobra.Command, req *pb.GcRegionRequest) (*pb.GcRegionResponse, error) {
+		var resp *pb.GcRegionResponse
+		err := withClient(cmd, func(ctx context.Context, c pb.DatanodeClient) error {
+			var err error
+			resp, err = c.GcRegion(ctx, req)
+			return err
+		})
+		return resp, err
+	}))
+	return cmd
+}
+
+// newGCRun is `gc run`, over call (a datanode, or metasrv for a cluster).
+func newGCRun(call func(*cobra.Command, *pb.GcRegionRequest) (*pb.GcRegionResponse, error)) *cobra.Command {
 	run := &cobra.Command{
 		Use:   "run",
 		Short: "Run fast (default) or full-listing GC on regions now",
@@ -51,8 +65,8 @@ is printed. --dry-run reports exactly what a run would delete.`,
 				}
 				return int64(d / time.Second)
 			}
-			return withClient(cmd, func(ctx context.Context, c pb.DatanodeClient) error {
-				resp, err := c.GcRegion(ctx, &pb.GcRegionRequest{Table: table, Region: reg, Full: full, DryRun: dry,
+			{
+				resp, err := call(cmd, &pb.GcRegionRequest{Table: table, Region: reg, Full: full, DryRun: dry,
 					LingeringSeconds: secs(lingering, f.Changed("lingering")), MinAgeSeconds: secs(minAge, f.Changed("min-age"))})
 				if err != nil {
 					return fmt.Errorf("gc: %w", err)
@@ -97,7 +111,7 @@ is printed. --dry-run reports exactly what a run would delete.`,
 					return fmt.Errorf("gc failed on %d of %d regions (safe to run again)", failed, len(resp.Regions))
 				}
 				return nil
-			})
+			}
 		},
 	}
 	run.Flags().Bool("full", false, "full-listing GC instead of fast GC")
@@ -107,8 +121,7 @@ is printed. --dry-run reports exactly what a run would delete.`,
 	run.Flags().Duration("lingering", 0, "fast GC: age a removed file must reach (default 1h; 0 for none)")
 	run.Flags().Duration("min-age", 0, "full GC: age an unowned object must reach (default 24h; 0 for none)")
 	outputFlag(run)
-	cmd.AddCommand(run)
-	return cmd
+	return run
 }
 
 // fsckExit carries fsck's exit code: 2 when live data is missing, 1 when

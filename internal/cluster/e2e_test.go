@@ -411,3 +411,110 @@ func TestMetasrvLeaderFailover(t *testing.T) {
 	}
 	placed(t, c, 4, 15*time.Second, "")
 }
+
+func cli(t *testing.T, args ...string) (string, int) {
+	t.Helper()
+	out, err := exec.Command(filepath.Join(bins, "strata"), args...).CombinedOutput()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	return string(out), code
+}
+
+// The admin API through the CLI: create a table, write, list regions with
+// their owners' statistics, move a region (the data stays readable),
+// compact, cancel, GC now (dry and real), and read and change the
+// scheduler's options.
+func TestClusterAdminCLI(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts processes")
+	}
+	etcd := freePort(t)
+	meta := start(t, "metasrv", "metasrv", "--data-dir", t.TempDir(), "--etcd-client-addr", etcd, "--grpc-addr", "127.0.0.1:0")
+	store := "file://" + t.TempDir()
+	var dns []*proc
+	for i := range 2 {
+		dns = append(dns, start(t, fmt.Sprintf("dn%d", i+1), "datanode", "--id", fmt.Sprintf("dn%d", i+1), "--etcd-endpoints", "http://"+etcd,
+			"--store", store, "--grpc-addr", "127.0.0.1:0", "--http-addr", "127.0.0.1:0"))
+	}
+	m := []string{"--metasrv", meta.grpc}
+	run := func(args ...string) string {
+		t.Helper()
+		out, code := cli(t, append(args, m...)...)
+		if code != 0 {
+			t.Fatalf("strata %v: exit %d\n%s", args, code, out)
+		}
+		return out
+	}
+	if out := run("cluster", "create-table", "cpu", "--regions", "4"); !strings.Contains(out, "4 regions") {
+		t.Fatalf("create-table: %s", out)
+	}
+	placed(t, admin(t, meta.grpc), 4, 30*time.Second, "")
+	var b strings.Builder
+	for i := range 400 {
+		fmt.Fprintf(&b, "cpu,host=h%d v=%d %d\n", i%20, i, int64(i)*1e9)
+	}
+	resp, err := http.Post("http://"+dns[0].http+"/write?db=x", "text/plain", strings.NewReader(b.String()))
+	if err != nil || resp.StatusCode != http.StatusNoContent {
+		t.Fatalf("write: %v %v", resp, err)
+	}
+	resp.Body.Close()
+	for _, d := range dns {
+		if out, code := cli(t, "admin", "flush", "--server", d.grpc); code != 0 {
+			t.Fatalf("flush: %s", out)
+		}
+	}
+	out := run("cluster", "regions", "--table", "cpu", "-o", "csv")
+	if strings.Count(out, "\n1/") != 4 || strings.Contains(out, "did not report") {
+		t.Fatalf("regions:\n%s", out)
+	}
+	out = run("cluster", "status")
+	if !strings.Contains(out, "dn1") || !strings.Contains(out, "dn2") || strings.Contains(out, "NOT LIVE") {
+		t.Fatalf("status:\n%s", out)
+	}
+	// Move 1/0 to whichever datanode does not own it.
+	st, _ := admin(t, meta.grpc).ClusterStatus(context.Background(), &pb.ClusterStatusRequest{})
+	to := "dn1"
+	for _, r := range st.Regions {
+		if r.Region == "1/0" && r.Owner == "dn1" {
+			to = "dn2"
+		}
+	}
+	if out := run("cluster", "move", "1/0", to); !strings.Contains(out, "assigned to "+to) {
+		t.Fatalf("move: %s", out)
+	}
+	if _, code := cli(t, append([]string{"cluster", "move", "1/0", "nobody"}, m...)...); code != 2 {
+		t.Fatalf("move to a datanode that is not live: exit %d", code)
+	}
+	out, code := cli(t, "query", "cpu", "-o", "csv", "--server", dns[1].grpc)
+	if code != 0 || strings.Count(out, "\n") != 401 {
+		t.Fatalf("query after the move: exit %d, %d lines\n%s", code, strings.Count(out, "\n"), out)
+	}
+	run("cluster", "compact", "cpu", "--all")
+	run("cluster", "cancel-compaction", "cpu")
+	if out := run("cluster", "gc", "run", "--table", "cpu", "--dry-run"); !strings.Contains(out, "dry run") || strings.Count(out, "\n1/") != 4 {
+		t.Fatalf("gc dry run:\n%s", out)
+	}
+	if out := run("cluster", "gc", "run", "--full", "--min-age", "0"); strings.Contains(out, "orphan ") {
+		t.Fatalf("full gc found orphans:\n%s", out)
+	}
+	if out := run("cluster", "gc", "options", "--fast-interval", "1s", "--concurrency", "2"); !strings.Contains(out, "1s") {
+		t.Fatalf("gc options: %s", out)
+	}
+	if _, code := cli(t, append([]string{"cluster", "gc", "options", "--concurrency", "0"}, m...)...); code != 2 {
+		t.Fatalf("invalid gc options: exit %d", code)
+	}
+	for end := time.Now().Add(20 * time.Second); ; {
+		out := run("cluster", "gc", "status", "-o", "csv")
+		if strings.Count(out, ",ok,") == 4 {
+			break
+		}
+		if time.Now().After(end) {
+			t.Fatalf("scheduled GC did not run on every region:\n%s", out)
+		}
+		time.Sleep(200 * time.Millisecond) // another process's schedule
+	}
+}

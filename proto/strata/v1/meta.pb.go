@@ -24,6 +24,487 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+type ListRegionsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Table         string                 `protobuf:"bytes,1,opt,name=table,proto3" json:"table,omitempty"` // empty: every table
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListRegionsRequest) Reset() {
+	*x = ListRegionsRequest{}
+	mi := &file_strata_v1_meta_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListRegionsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListRegionsRequest) ProtoMessage() {}
+
+func (x *ListRegionsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_strata_v1_meta_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListRegionsRequest.ProtoReflect.Descriptor instead.
+func (*ListRegionsRequest) Descriptor() ([]byte, []int) {
+	return file_strata_v1_meta_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *ListRegionsRequest) GetTable() string {
+	if x != nil {
+		return x.Table
+	}
+	return ""
+}
+
+type RegionDetail struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Placement *RegionPlacement       `protobuf:"bytes,1,opt,name=placement,proto3" json:"placement,omitempty"`
+	// The owner's statistics; absent when the owner could not be asked.
+	Stats         *RegionStat `protobuf:"bytes,2,opt,name=stats,proto3" json:"stats,omitempty"`
+	Error         string      `protobuf:"bytes,3,opt,name=error,proto3" json:"error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RegionDetail) Reset() {
+	*x = RegionDetail{}
+	mi := &file_strata_v1_meta_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RegionDetail) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RegionDetail) ProtoMessage() {}
+
+func (x *RegionDetail) ProtoReflect() protoreflect.Message {
+	mi := &file_strata_v1_meta_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RegionDetail.ProtoReflect.Descriptor instead.
+func (*RegionDetail) Descriptor() ([]byte, []int) {
+	return file_strata_v1_meta_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *RegionDetail) GetPlacement() *RegionPlacement {
+	if x != nil {
+		return x.Placement
+	}
+	return nil
+}
+
+func (x *RegionDetail) GetStats() *RegionStat {
+	if x != nil {
+		return x.Stats
+	}
+	return nil
+}
+
+func (x *RegionDetail) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
+type ListRegionsResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Regions       []*RegionDetail        `protobuf:"bytes,1,rep,name=regions,proto3" json:"regions,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListRegionsResponse) Reset() {
+	*x = ListRegionsResponse{}
+	mi := &file_strata_v1_meta_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListRegionsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListRegionsResponse) ProtoMessage() {}
+
+func (x *ListRegionsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_strata_v1_meta_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListRegionsResponse.ProtoReflect.Descriptor instead.
+func (*ListRegionsResponse) Descriptor() ([]byte, []int) {
+	return file_strata_v1_meta_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *ListRegionsResponse) GetRegions() []*RegionDetail {
+	if x != nil {
+		return x.Regions
+	}
+	return nil
+}
+
+type GcStatusRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GcStatusRequest) Reset() {
+	*x = GcStatusRequest{}
+	mi := &file_strata_v1_meta_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GcStatusRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GcStatusRequest) ProtoMessage() {}
+
+func (x *GcStatusRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_strata_v1_meta_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GcStatusRequest.ProtoReflect.Descriptor instead.
+func (*GcStatusRequest) Descriptor() ([]byte, []int) {
+	return file_strata_v1_meta_proto_rawDescGZIP(), []int{3}
+}
+
+type GcRegionState struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Region        string                 `protobuf:"bytes,1,opt,name=region,proto3" json:"region,omitempty"`
+	LastFastUnix  int64                  `protobuf:"varint,2,opt,name=last_fast_unix,json=lastFastUnix,proto3" json:"last_fast_unix,omitempty"`
+	LastFullUnix  int64                  `protobuf:"varint,3,opt,name=last_full_unix,json=lastFullUnix,proto3" json:"last_full_unix,omitempty"`
+	NextFastUnix  int64                  `protobuf:"varint,4,opt,name=next_fast_unix,json=nextFastUnix,proto3" json:"next_fast_unix,omitempty"`
+	NextFullUnix  int64                  `protobuf:"varint,5,opt,name=next_full_unix,json=nextFullUnix,proto3" json:"next_full_unix,omitempty"`
+	LastResult    string                 `protobuf:"bytes,6,opt,name=last_result,json=lastResult,proto3" json:"last_result,omitempty"`
+	LastError     string                 `protobuf:"bytes,7,opt,name=last_error,json=lastError,proto3" json:"last_error,omitempty"`
+	Runs          int64                  `protobuf:"varint,8,opt,name=runs,proto3" json:"runs,omitempty"`
+	Failures      int64                  `protobuf:"varint,9,opt,name=failures,proto3" json:"failures,omitempty"`
+	Deleted       int64                  `protobuf:"varint,10,opt,name=deleted,proto3" json:"deleted,omitempty"`
+	Orphans       int64                  `protobuf:"varint,11,opt,name=orphans,proto3" json:"orphans,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GcRegionState) Reset() {
+	*x = GcRegionState{}
+	mi := &file_strata_v1_meta_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GcRegionState) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GcRegionState) ProtoMessage() {}
+
+func (x *GcRegionState) ProtoReflect() protoreflect.Message {
+	mi := &file_strata_v1_meta_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GcRegionState.ProtoReflect.Descriptor instead.
+func (*GcRegionState) Descriptor() ([]byte, []int) {
+	return file_strata_v1_meta_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *GcRegionState) GetRegion() string {
+	if x != nil {
+		return x.Region
+	}
+	return ""
+}
+
+func (x *GcRegionState) GetLastFastUnix() int64 {
+	if x != nil {
+		return x.LastFastUnix
+	}
+	return 0
+}
+
+func (x *GcRegionState) GetLastFullUnix() int64 {
+	if x != nil {
+		return x.LastFullUnix
+	}
+	return 0
+}
+
+func (x *GcRegionState) GetNextFastUnix() int64 {
+	if x != nil {
+		return x.NextFastUnix
+	}
+	return 0
+}
+
+func (x *GcRegionState) GetNextFullUnix() int64 {
+	if x != nil {
+		return x.NextFullUnix
+	}
+	return 0
+}
+
+func (x *GcRegionState) GetLastResult() string {
+	if x != nil {
+		return x.LastResult
+	}
+	return ""
+}
+
+func (x *GcRegionState) GetLastError() string {
+	if x != nil {
+		return x.LastError
+	}
+	return ""
+}
+
+func (x *GcRegionState) GetRuns() int64 {
+	if x != nil {
+		return x.Runs
+	}
+	return 0
+}
+
+func (x *GcRegionState) GetFailures() int64 {
+	if x != nil {
+		return x.Failures
+	}
+	return 0
+}
+
+func (x *GcRegionState) GetDeleted() int64 {
+	if x != nil {
+		return x.Deleted
+	}
+	return 0
+}
+
+func (x *GcRegionState) GetOrphans() int64 {
+	if x != nil {
+		return x.Orphans
+	}
+	return 0
+}
+
+type GcStatusResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Regions       []*GcRegionState       `protobuf:"bytes,1,rep,name=regions,proto3" json:"regions,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GcStatusResponse) Reset() {
+	*x = GcStatusResponse{}
+	mi := &file_strata_v1_meta_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GcStatusResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GcStatusResponse) ProtoMessage() {}
+
+func (x *GcStatusResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_strata_v1_meta_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GcStatusResponse.ProtoReflect.Descriptor instead.
+func (*GcStatusResponse) Descriptor() ([]byte, []int) {
+	return file_strata_v1_meta_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *GcStatusResponse) GetRegions() []*GcRegionState {
+	if x != nil {
+		return x.Regions
+	}
+	return nil
+}
+
+type GetGcOptionsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetGcOptionsRequest) Reset() {
+	*x = GetGcOptionsRequest{}
+	mi := &file_strata_v1_meta_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetGcOptionsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetGcOptionsRequest) ProtoMessage() {}
+
+func (x *GetGcOptionsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_strata_v1_meta_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetGcOptionsRequest.ProtoReflect.Descriptor instead.
+func (*GetGcOptionsRequest) Descriptor() ([]byte, []int) {
+	return file_strata_v1_meta_proto_rawDescGZIP(), []int{6}
+}
+
+type GcOptions struct {
+	state               protoimpl.MessageState `protogen:"open.v1"`
+	Enabled             bool                   `protobuf:"varint,1,opt,name=enabled,proto3" json:"enabled,omitempty"`
+	FastIntervalSeconds int64                  `protobuf:"varint,2,opt,name=fast_interval_seconds,json=fastIntervalSeconds,proto3" json:"fast_interval_seconds,omitempty"`
+	FullIntervalSeconds int64                  `protobuf:"varint,3,opt,name=full_interval_seconds,json=fullIntervalSeconds,proto3" json:"full_interval_seconds,omitempty"`
+	LingeringSeconds    int64                  `protobuf:"varint,4,opt,name=lingering_seconds,json=lingeringSeconds,proto3" json:"lingering_seconds,omitempty"`
+	MinAgeSeconds       int64                  `protobuf:"varint,5,opt,name=min_age_seconds,json=minAgeSeconds,proto3" json:"min_age_seconds,omitempty"`
+	Concurrency         int32                  `protobuf:"varint,6,opt,name=concurrency,proto3" json:"concurrency,omitempty"`
+	RunTimeoutSeconds   int64                  `protobuf:"varint,7,opt,name=run_timeout_seconds,json=runTimeoutSeconds,proto3" json:"run_timeout_seconds,omitempty"`
+	unknownFields       protoimpl.UnknownFields
+	sizeCache           protoimpl.SizeCache
+}
+
+func (x *GcOptions) Reset() {
+	*x = GcOptions{}
+	mi := &file_strata_v1_meta_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GcOptions) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GcOptions) ProtoMessage() {}
+
+func (x *GcOptions) ProtoReflect() protoreflect.Message {
+	mi := &file_strata_v1_meta_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GcOptions.ProtoReflect.Descriptor instead.
+func (*GcOptions) Descriptor() ([]byte, []int) {
+	return file_strata_v1_meta_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *GcOptions) GetEnabled() bool {
+	if x != nil {
+		return x.Enabled
+	}
+	return false
+}
+
+func (x *GcOptions) GetFastIntervalSeconds() int64 {
+	if x != nil {
+		return x.FastIntervalSeconds
+	}
+	return 0
+}
+
+func (x *GcOptions) GetFullIntervalSeconds() int64 {
+	if x != nil {
+		return x.FullIntervalSeconds
+	}
+	return 0
+}
+
+func (x *GcOptions) GetLingeringSeconds() int64 {
+	if x != nil {
+		return x.LingeringSeconds
+	}
+	return 0
+}
+
+func (x *GcOptions) GetMinAgeSeconds() int64 {
+	if x != nil {
+		return x.MinAgeSeconds
+	}
+	return 0
+}
+
+func (x *GcOptions) GetConcurrency() int32 {
+	if x != nil {
+		return x.Concurrency
+	}
+	return 0
+}
+
+func (x *GcOptions) GetRunTimeoutSeconds() int64 {
+	if x != nil {
+		return x.RunTimeoutSeconds
+	}
+	return 0
+}
+
 type DatanodeInfo struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
@@ -37,7 +518,7 @@ type DatanodeInfo struct {
 
 func (x *DatanodeInfo) Reset() {
 	*x = DatanodeInfo{}
-	mi := &file_strata_v1_meta_proto_msgTypes[0]
+	mi := &file_strata_v1_meta_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -49,7 +530,7 @@ func (x *DatanodeInfo) String() string {
 func (*DatanodeInfo) ProtoMessage() {}
 
 func (x *DatanodeInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_meta_proto_msgTypes[0]
+	mi := &file_strata_v1_meta_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -62,7 +543,7 @@ func (x *DatanodeInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DatanodeInfo.ProtoReflect.Descriptor instead.
 func (*DatanodeInfo) Descriptor() ([]byte, []int) {
-	return file_strata_v1_meta_proto_rawDescGZIP(), []int{0}
+	return file_strata_v1_meta_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *DatanodeInfo) GetId() string {
@@ -113,7 +594,7 @@ type RegionPlacement struct {
 
 func (x *RegionPlacement) Reset() {
 	*x = RegionPlacement{}
-	mi := &file_strata_v1_meta_proto_msgTypes[1]
+	mi := &file_strata_v1_meta_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -125,7 +606,7 @@ func (x *RegionPlacement) String() string {
 func (*RegionPlacement) ProtoMessage() {}
 
 func (x *RegionPlacement) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_meta_proto_msgTypes[1]
+	mi := &file_strata_v1_meta_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -138,7 +619,7 @@ func (x *RegionPlacement) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegionPlacement.ProtoReflect.Descriptor instead.
 func (*RegionPlacement) Descriptor() ([]byte, []int) {
-	return file_strata_v1_meta_proto_rawDescGZIP(), []int{1}
+	return file_strata_v1_meta_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *RegionPlacement) GetRegion() string {
@@ -184,7 +665,7 @@ type ClusterStatusRequest struct {
 
 func (x *ClusterStatusRequest) Reset() {
 	*x = ClusterStatusRequest{}
-	mi := &file_strata_v1_meta_proto_msgTypes[2]
+	mi := &file_strata_v1_meta_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -196,7 +677,7 @@ func (x *ClusterStatusRequest) String() string {
 func (*ClusterStatusRequest) ProtoMessage() {}
 
 func (x *ClusterStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_meta_proto_msgTypes[2]
+	mi := &file_strata_v1_meta_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -209,7 +690,7 @@ func (x *ClusterStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterStatusRequest.ProtoReflect.Descriptor instead.
 func (*ClusterStatusRequest) Descriptor() ([]byte, []int) {
-	return file_strata_v1_meta_proto_rawDescGZIP(), []int{2}
+	return file_strata_v1_meta_proto_rawDescGZIP(), []int{10}
 }
 
 type ClusterStatusResponse struct {
@@ -223,7 +704,7 @@ type ClusterStatusResponse struct {
 
 func (x *ClusterStatusResponse) Reset() {
 	*x = ClusterStatusResponse{}
-	mi := &file_strata_v1_meta_proto_msgTypes[3]
+	mi := &file_strata_v1_meta_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -235,7 +716,7 @@ func (x *ClusterStatusResponse) String() string {
 func (*ClusterStatusResponse) ProtoMessage() {}
 
 func (x *ClusterStatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_meta_proto_msgTypes[3]
+	mi := &file_strata_v1_meta_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -248,7 +729,7 @@ func (x *ClusterStatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterStatusResponse.ProtoReflect.Descriptor instead.
 func (*ClusterStatusResponse) Descriptor() ([]byte, []int) {
-	return file_strata_v1_meta_proto_rawDescGZIP(), []int{3}
+	return file_strata_v1_meta_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ClusterStatusResponse) GetLeader() string {
@@ -282,7 +763,7 @@ type MoveRegionRequest struct {
 
 func (x *MoveRegionRequest) Reset() {
 	*x = MoveRegionRequest{}
-	mi := &file_strata_v1_meta_proto_msgTypes[4]
+	mi := &file_strata_v1_meta_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -294,7 +775,7 @@ func (x *MoveRegionRequest) String() string {
 func (*MoveRegionRequest) ProtoMessage() {}
 
 func (x *MoveRegionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_meta_proto_msgTypes[4]
+	mi := &file_strata_v1_meta_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -307,7 +788,7 @@ func (x *MoveRegionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MoveRegionRequest.ProtoReflect.Descriptor instead.
 func (*MoveRegionRequest) Descriptor() ([]byte, []int) {
-	return file_strata_v1_meta_proto_rawDescGZIP(), []int{4}
+	return file_strata_v1_meta_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *MoveRegionRequest) GetRegion() string {
@@ -333,7 +814,7 @@ type MoveRegionResponse struct {
 
 func (x *MoveRegionResponse) Reset() {
 	*x = MoveRegionResponse{}
-	mi := &file_strata_v1_meta_proto_msgTypes[5]
+	mi := &file_strata_v1_meta_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -345,7 +826,7 @@ func (x *MoveRegionResponse) String() string {
 func (*MoveRegionResponse) ProtoMessage() {}
 
 func (x *MoveRegionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_meta_proto_msgTypes[5]
+	mi := &file_strata_v1_meta_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -358,7 +839,7 @@ func (x *MoveRegionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MoveRegionResponse.ProtoReflect.Descriptor instead.
 func (*MoveRegionResponse) Descriptor() ([]byte, []int) {
-	return file_strata_v1_meta_proto_rawDescGZIP(), []int{5}
+	return file_strata_v1_meta_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *MoveRegionResponse) GetPlacement() *RegionPlacement {
@@ -372,7 +853,42 @@ var File_strata_v1_meta_proto protoreflect.FileDescriptor
 
 const file_strata_v1_meta_proto_rawDesc = "" +
 	"\n" +
-	"\x14strata/v1/meta.proto\x12\tstrata.v1\x1a\x18strata/v1/datanode.proto\"\x95\x01\n" +
+	"\x14strata/v1/meta.proto\x12\tstrata.v1\x1a\x18strata/v1/datanode.proto\"*\n" +
+	"\x12ListRegionsRequest\x12\x14\n" +
+	"\x05table\x18\x01 \x01(\tR\x05table\"\x8b\x01\n" +
+	"\fRegionDetail\x128\n" +
+	"\tplacement\x18\x01 \x01(\v2\x1a.strata.v1.RegionPlacementR\tplacement\x12+\n" +
+	"\x05stats\x18\x02 \x01(\v2\x15.strata.v1.RegionStatR\x05stats\x12\x14\n" +
+	"\x05error\x18\x03 \x01(\tR\x05error\"H\n" +
+	"\x13ListRegionsResponse\x121\n" +
+	"\aregions\x18\x01 \x03(\v2\x17.strata.v1.RegionDetailR\aregions\"\x11\n" +
+	"\x0fGcStatusRequest\"\xe3\x02\n" +
+	"\rGcRegionState\x12\x16\n" +
+	"\x06region\x18\x01 \x01(\tR\x06region\x12$\n" +
+	"\x0elast_fast_unix\x18\x02 \x01(\x03R\flastFastUnix\x12$\n" +
+	"\x0elast_full_unix\x18\x03 \x01(\x03R\flastFullUnix\x12$\n" +
+	"\x0enext_fast_unix\x18\x04 \x01(\x03R\fnextFastUnix\x12$\n" +
+	"\x0enext_full_unix\x18\x05 \x01(\x03R\fnextFullUnix\x12\x1f\n" +
+	"\vlast_result\x18\x06 \x01(\tR\n" +
+	"lastResult\x12\x1d\n" +
+	"\n" +
+	"last_error\x18\a \x01(\tR\tlastError\x12\x12\n" +
+	"\x04runs\x18\b \x01(\x03R\x04runs\x12\x1a\n" +
+	"\bfailures\x18\t \x01(\x03R\bfailures\x12\x18\n" +
+	"\adeleted\x18\n" +
+	" \x01(\x03R\adeleted\x12\x18\n" +
+	"\aorphans\x18\v \x01(\x03R\aorphans\"F\n" +
+	"\x10GcStatusResponse\x122\n" +
+	"\aregions\x18\x01 \x03(\v2\x18.strata.v1.GcRegionStateR\aregions\"\x15\n" +
+	"\x13GetGcOptionsRequest\"\xb4\x02\n" +
+	"\tGcOptions\x12\x18\n" +
+	"\aenabled\x18\x01 \x01(\bR\aenabled\x122\n" +
+	"\x15fast_interval_seconds\x18\x02 \x01(\x03R\x13fastIntervalSeconds\x122\n" +
+	"\x15full_interval_seconds\x18\x03 \x01(\x03R\x13fullIntervalSeconds\x12+\n" +
+	"\x11lingering_seconds\x18\x04 \x01(\x03R\x10lingeringSeconds\x12&\n" +
+	"\x0fmin_age_seconds\x18\x05 \x01(\x03R\rminAgeSeconds\x12 \n" +
+	"\vconcurrency\x18\x06 \x01(\x05R\vconcurrency\x12.\n" +
+	"\x13run_timeout_seconds\x18\a \x01(\x03R\x11runTimeoutSeconds\"\x95\x01\n" +
 	"\fDatanodeInfo\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1b\n" +
 	"\tgrpc_addr\x18\x02 \x01(\tR\bgrpcAddr\x12\x1b\n" +
@@ -395,14 +911,21 @@ const file_strata_v1_meta_proto_rawDesc = "" +
 	"\x06region\x18\x01 \x01(\tR\x06region\x12\x0e\n" +
 	"\x02to\x18\x02 \x01(\tR\x02to\"N\n" +
 	"\x12MoveRegionResponse\x128\n" +
-	"\tplacement\x18\x01 \x01(\v2\x1a.strata.v1.RegionPlacementR\tplacement2\xc3\x02\n" +
+	"\tplacement\x18\x01 \x01(\v2\x1a.strata.v1.RegionPlacementR\tplacement2\xb9\x06\n" +
 	"\tMetaAdmin\x12R\n" +
 	"\rClusterStatus\x12\x1f.strata.v1.ClusterStatusRequest\x1a .strata.v1.ClusterStatusResponse\x12I\n" +
 	"\n" +
 	"MoveRegion\x12\x1c.strata.v1.MoveRegionRequest\x1a\x1d.strata.v1.MoveRegionResponse\x12L\n" +
 	"\vCreateTable\x12\x1d.strata.v1.CreateTableRequest\x1a\x1e.strata.v1.CreateTableResponse\x12I\n" +
 	"\n" +
-	"ListTables\x12\x1c.strata.v1.ListTablesRequest\x1a\x1d.strata.v1.ListTablesResponseB5Z3github.com/stratadb/strata/proto/strata/v1;stratav1b\x06proto3"
+	"ListTables\x12\x1c.strata.v1.ListTablesRequest\x1a\x1d.strata.v1.ListTablesResponse\x12L\n" +
+	"\vListRegions\x12\x1d.strata.v1.ListRegionsRequest\x1a\x1e.strata.v1.ListRegionsResponse\x12@\n" +
+	"\aCompact\x12\x19.strata.v1.CompactRequest\x1a\x1a.strata.v1.CompactResponse\x12[\n" +
+	"\x10CancelCompaction\x12\".strata.v1.CancelCompactionRequest\x1a#.strata.v1.CancelCompactionResponse\x12@\n" +
+	"\x05GcRun\x12\x1a.strata.v1.GcRegionRequest\x1a\x1b.strata.v1.GcRegionResponse\x12C\n" +
+	"\bGcStatus\x12\x1a.strata.v1.GcStatusRequest\x1a\x1b.strata.v1.GcStatusResponse\x12D\n" +
+	"\fGetGcOptions\x12\x1e.strata.v1.GetGcOptionsRequest\x1a\x14.strata.v1.GcOptions\x12:\n" +
+	"\fSetGcOptions\x12\x14.strata.v1.GcOptions\x1a\x14.strata.v1.GcOptionsB5Z3github.com/stratadb/strata/proto/strata/v1;stratav1b\x06proto3"
 
 var (
 	file_strata_v1_meta_proto_rawDescOnce sync.Once
@@ -416,36 +939,69 @@ func file_strata_v1_meta_proto_rawDescGZIP() []byte {
 	return file_strata_v1_meta_proto_rawDescData
 }
 
-var file_strata_v1_meta_proto_msgTypes = make([]protoimpl.MessageInfo, 6)
+var file_strata_v1_meta_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
 var file_strata_v1_meta_proto_goTypes = []any{
-	(*DatanodeInfo)(nil),          // 0: strata.v1.DatanodeInfo
-	(*RegionPlacement)(nil),       // 1: strata.v1.RegionPlacement
-	(*ClusterStatusRequest)(nil),  // 2: strata.v1.ClusterStatusRequest
-	(*ClusterStatusResponse)(nil), // 3: strata.v1.ClusterStatusResponse
-	(*MoveRegionRequest)(nil),     // 4: strata.v1.MoveRegionRequest
-	(*MoveRegionResponse)(nil),    // 5: strata.v1.MoveRegionResponse
-	(*CreateTableRequest)(nil),    // 6: strata.v1.CreateTableRequest
-	(*ListTablesRequest)(nil),     // 7: strata.v1.ListTablesRequest
-	(*CreateTableResponse)(nil),   // 8: strata.v1.CreateTableResponse
-	(*ListTablesResponse)(nil),    // 9: strata.v1.ListTablesResponse
+	(*ListRegionsRequest)(nil),       // 0: strata.v1.ListRegionsRequest
+	(*RegionDetail)(nil),             // 1: strata.v1.RegionDetail
+	(*ListRegionsResponse)(nil),      // 2: strata.v1.ListRegionsResponse
+	(*GcStatusRequest)(nil),          // 3: strata.v1.GcStatusRequest
+	(*GcRegionState)(nil),            // 4: strata.v1.GcRegionState
+	(*GcStatusResponse)(nil),         // 5: strata.v1.GcStatusResponse
+	(*GetGcOptionsRequest)(nil),      // 6: strata.v1.GetGcOptionsRequest
+	(*GcOptions)(nil),                // 7: strata.v1.GcOptions
+	(*DatanodeInfo)(nil),             // 8: strata.v1.DatanodeInfo
+	(*RegionPlacement)(nil),          // 9: strata.v1.RegionPlacement
+	(*ClusterStatusRequest)(nil),     // 10: strata.v1.ClusterStatusRequest
+	(*ClusterStatusResponse)(nil),    // 11: strata.v1.ClusterStatusResponse
+	(*MoveRegionRequest)(nil),        // 12: strata.v1.MoveRegionRequest
+	(*MoveRegionResponse)(nil),       // 13: strata.v1.MoveRegionResponse
+	(*RegionStat)(nil),               // 14: strata.v1.RegionStat
+	(*CreateTableRequest)(nil),       // 15: strata.v1.CreateTableRequest
+	(*ListTablesRequest)(nil),        // 16: strata.v1.ListTablesRequest
+	(*CompactRequest)(nil),           // 17: strata.v1.CompactRequest
+	(*CancelCompactionRequest)(nil),  // 18: strata.v1.CancelCompactionRequest
+	(*GcRegionRequest)(nil),          // 19: strata.v1.GcRegionRequest
+	(*CreateTableResponse)(nil),      // 20: strata.v1.CreateTableResponse
+	(*ListTablesResponse)(nil),       // 21: strata.v1.ListTablesResponse
+	(*CompactResponse)(nil),          // 22: strata.v1.CompactResponse
+	(*CancelCompactionResponse)(nil), // 23: strata.v1.CancelCompactionResponse
+	(*GcRegionResponse)(nil),         // 24: strata.v1.GcRegionResponse
 }
 var file_strata_v1_meta_proto_depIdxs = []int32{
-	0, // 0: strata.v1.ClusterStatusResponse.datanodes:type_name -> strata.v1.DatanodeInfo
-	1, // 1: strata.v1.ClusterStatusResponse.regions:type_name -> strata.v1.RegionPlacement
-	1, // 2: strata.v1.MoveRegionResponse.placement:type_name -> strata.v1.RegionPlacement
-	2, // 3: strata.v1.MetaAdmin.ClusterStatus:input_type -> strata.v1.ClusterStatusRequest
-	4, // 4: strata.v1.MetaAdmin.MoveRegion:input_type -> strata.v1.MoveRegionRequest
-	6, // 5: strata.v1.MetaAdmin.CreateTable:input_type -> strata.v1.CreateTableRequest
-	7, // 6: strata.v1.MetaAdmin.ListTables:input_type -> strata.v1.ListTablesRequest
-	3, // 7: strata.v1.MetaAdmin.ClusterStatus:output_type -> strata.v1.ClusterStatusResponse
-	5, // 8: strata.v1.MetaAdmin.MoveRegion:output_type -> strata.v1.MoveRegionResponse
-	8, // 9: strata.v1.MetaAdmin.CreateTable:output_type -> strata.v1.CreateTableResponse
-	9, // 10: strata.v1.MetaAdmin.ListTables:output_type -> strata.v1.ListTablesResponse
-	7, // [7:11] is the sub-list for method output_type
-	3, // [3:7] is the sub-list for method input_type
-	3, // [3:3] is the sub-list for extension type_name
-	3, // [3:3] is the sub-list for extension extendee
-	0, // [0:3] is the sub-list for field type_name
+	9,  // 0: strata.v1.RegionDetail.placement:type_name -> strata.v1.RegionPlacement
+	14, // 1: strata.v1.RegionDetail.stats:type_name -> strata.v1.RegionStat
+	1,  // 2: strata.v1.ListRegionsResponse.regions:type_name -> strata.v1.RegionDetail
+	4,  // 3: strata.v1.GcStatusResponse.regions:type_name -> strata.v1.GcRegionState
+	8,  // 4: strata.v1.ClusterStatusResponse.datanodes:type_name -> strata.v1.DatanodeInfo
+	9,  // 5: strata.v1.ClusterStatusResponse.regions:type_name -> strata.v1.RegionPlacement
+	9,  // 6: strata.v1.MoveRegionResponse.placement:type_name -> strata.v1.RegionPlacement
+	10, // 7: strata.v1.MetaAdmin.ClusterStatus:input_type -> strata.v1.ClusterStatusRequest
+	12, // 8: strata.v1.MetaAdmin.MoveRegion:input_type -> strata.v1.MoveRegionRequest
+	15, // 9: strata.v1.MetaAdmin.CreateTable:input_type -> strata.v1.CreateTableRequest
+	16, // 10: strata.v1.MetaAdmin.ListTables:input_type -> strata.v1.ListTablesRequest
+	0,  // 11: strata.v1.MetaAdmin.ListRegions:input_type -> strata.v1.ListRegionsRequest
+	17, // 12: strata.v1.MetaAdmin.Compact:input_type -> strata.v1.CompactRequest
+	18, // 13: strata.v1.MetaAdmin.CancelCompaction:input_type -> strata.v1.CancelCompactionRequest
+	19, // 14: strata.v1.MetaAdmin.GcRun:input_type -> strata.v1.GcRegionRequest
+	3,  // 15: strata.v1.MetaAdmin.GcStatus:input_type -> strata.v1.GcStatusRequest
+	6,  // 16: strata.v1.MetaAdmin.GetGcOptions:input_type -> strata.v1.GetGcOptionsRequest
+	7,  // 17: strata.v1.MetaAdmin.SetGcOptions:input_type -> strata.v1.GcOptions
+	11, // 18: strata.v1.MetaAdmin.ClusterStatus:output_type -> strata.v1.ClusterStatusResponse
+	13, // 19: strata.v1.MetaAdmin.MoveRegion:output_type -> strata.v1.MoveRegionResponse
+	20, // 20: strata.v1.MetaAdmin.CreateTable:output_type -> strata.v1.CreateTableResponse
+	21, // 21: strata.v1.MetaAdmin.ListTables:output_type -> strata.v1.ListTablesResponse
+	2,  // 22: strata.v1.MetaAdmin.ListRegions:output_type -> strata.v1.ListRegionsResponse
+	22, // 23: strata.v1.MetaAdmin.Compact:output_type -> strata.v1.CompactResponse
+	23, // 24: strata.v1.MetaAdmin.CancelCompaction:output_type -> strata.v1.CancelCompactionResponse
+	24, // 25: strata.v1.MetaAdmin.GcRun:output_type -> strata.v1.GcRegionResponse
+	5,  // 26: strata.v1.MetaAdmin.GcStatus:output_type -> strata.v1.GcStatusResponse
+	7,  // 27: strata.v1.MetaAdmin.GetGcOptions:output_type -> strata.v1.GcOptions
+	7,  // 28: strata.v1.MetaAdmin.SetGcOptions:output_type -> strata.v1.GcOptions
+	18, // [18:29] is the sub-list for method output_type
+	7,  // [7:18] is the sub-list for method input_type
+	7,  // [7:7] is the sub-list for extension type_name
+	7,  // [7:7] is the sub-list for extension extendee
+	0,  // [0:7] is the sub-list for field type_name
 }
 
 func init() { file_strata_v1_meta_proto_init() }
@@ -460,7 +1016,7 @@ func file_strata_v1_meta_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_strata_v1_meta_proto_rawDesc), len(file_strata_v1_meta_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   6,
+			NumMessages:   14,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

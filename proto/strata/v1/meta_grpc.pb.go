@@ -22,10 +22,17 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	MetaAdmin_ClusterStatus_FullMethodName = "/strata.v1.MetaAdmin/ClusterStatus"
-	MetaAdmin_MoveRegion_FullMethodName    = "/strata.v1.MetaAdmin/MoveRegion"
-	MetaAdmin_CreateTable_FullMethodName   = "/strata.v1.MetaAdmin/CreateTable"
-	MetaAdmin_ListTables_FullMethodName    = "/strata.v1.MetaAdmin/ListTables"
+	MetaAdmin_ClusterStatus_FullMethodName    = "/strata.v1.MetaAdmin/ClusterStatus"
+	MetaAdmin_MoveRegion_FullMethodName       = "/strata.v1.MetaAdmin/MoveRegion"
+	MetaAdmin_CreateTable_FullMethodName      = "/strata.v1.MetaAdmin/CreateTable"
+	MetaAdmin_ListTables_FullMethodName       = "/strata.v1.MetaAdmin/ListTables"
+	MetaAdmin_ListRegions_FullMethodName      = "/strata.v1.MetaAdmin/ListRegions"
+	MetaAdmin_Compact_FullMethodName          = "/strata.v1.MetaAdmin/Compact"
+	MetaAdmin_CancelCompaction_FullMethodName = "/strata.v1.MetaAdmin/CancelCompaction"
+	MetaAdmin_GcRun_FullMethodName            = "/strata.v1.MetaAdmin/GcRun"
+	MetaAdmin_GcStatus_FullMethodName         = "/strata.v1.MetaAdmin/GcStatus"
+	MetaAdmin_GetGcOptions_FullMethodName     = "/strata.v1.MetaAdmin/GetGcOptions"
+	MetaAdmin_SetGcOptions_FullMethodName     = "/strata.v1.MetaAdmin/SetGcOptions"
 )
 
 // MetaAdminClient is the client API for MetaAdmin service.
@@ -39,6 +46,23 @@ type MetaAdminClient interface {
 	MoveRegion(ctx context.Context, in *MoveRegionRequest, opts ...grpc.CallOption) (*MoveRegionResponse, error)
 	CreateTable(ctx context.Context, in *CreateTableRequest, opts ...grpc.CallOption) (*CreateTableResponse, error)
 	ListTables(ctx context.Context, in *ListTablesRequest, opts ...grpc.CallOption) (*ListTablesResponse, error)
+	// ListRegions: every region (or a table's) with its owner and the
+	// owner's statistics: files, bytes, pending markers, removed files,
+	// epoch, manifest version.
+	ListRegions(ctx context.Context, in *ListRegionsRequest, opts ...grpc.CallOption) (*ListRegionsResponse, error)
+	// Compact and CancelCompaction run on every live datanode hosting the
+	// table's regions and sum the results.
+	Compact(ctx context.Context, in *CompactRequest, opts ...grpc.CallOption) (*CompactResponse, error)
+	CancelCompaction(ctx context.Context, in *CancelCompactionRequest, opts ...grpc.CallOption) (*CancelCompactionResponse, error)
+	// GcRun runs GC now on the owners of the selected regions (the request
+	// is the datanode's: table or region scope, mode, dry run, overrides).
+	GcRun(ctx context.Context, in *GcRegionRequest, opts ...grpc.CallOption) (*GcRegionResponse, error)
+	// GcStatus: every region's scheduled-GC state.
+	GcStatus(ctx context.Context, in *GcStatusRequest, opts ...grpc.CallOption) (*GcStatusResponse, error)
+	GetGcOptions(ctx context.Context, in *GetGcOptionsRequest, opts ...grpc.CallOption) (*GcOptions, error)
+	// SetGcOptions replaces the scheduler's options; the leader uses them
+	// from its next round.
+	SetGcOptions(ctx context.Context, in *GcOptions, opts ...grpc.CallOption) (*GcOptions, error)
 }
 
 type metaAdminClient struct {
@@ -89,6 +113,76 @@ func (c *metaAdminClient) ListTables(ctx context.Context, in *ListTablesRequest,
 	return out, nil
 }
 
+func (c *metaAdminClient) ListRegions(ctx context.Context, in *ListRegionsRequest, opts ...grpc.CallOption) (*ListRegionsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListRegionsResponse)
+	err := c.cc.Invoke(ctx, MetaAdmin_ListRegions_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *metaAdminClient) Compact(ctx context.Context, in *CompactRequest, opts ...grpc.CallOption) (*CompactResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CompactResponse)
+	err := c.cc.Invoke(ctx, MetaAdmin_Compact_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *metaAdminClient) CancelCompaction(ctx context.Context, in *CancelCompactionRequest, opts ...grpc.CallOption) (*CancelCompactionResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CancelCompactionResponse)
+	err := c.cc.Invoke(ctx, MetaAdmin_CancelCompaction_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *metaAdminClient) GcRun(ctx context.Context, in *GcRegionRequest, opts ...grpc.CallOption) (*GcRegionResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GcRegionResponse)
+	err := c.cc.Invoke(ctx, MetaAdmin_GcRun_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *metaAdminClient) GcStatus(ctx context.Context, in *GcStatusRequest, opts ...grpc.CallOption) (*GcStatusResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GcStatusResponse)
+	err := c.cc.Invoke(ctx, MetaAdmin_GcStatus_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *metaAdminClient) GetGcOptions(ctx context.Context, in *GetGcOptionsRequest, opts ...grpc.CallOption) (*GcOptions, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GcOptions)
+	err := c.cc.Invoke(ctx, MetaAdmin_GetGcOptions_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *metaAdminClient) SetGcOptions(ctx context.Context, in *GcOptions, opts ...grpc.CallOption) (*GcOptions, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GcOptions)
+	err := c.cc.Invoke(ctx, MetaAdmin_SetGcOptions_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // MetaAdminServer is the server API for MetaAdmin service.
 // All implementations must embed UnimplementedMetaAdminServer
 // for forward compatibility.
@@ -100,6 +194,23 @@ type MetaAdminServer interface {
 	MoveRegion(context.Context, *MoveRegionRequest) (*MoveRegionResponse, error)
 	CreateTable(context.Context, *CreateTableRequest) (*CreateTableResponse, error)
 	ListTables(context.Context, *ListTablesRequest) (*ListTablesResponse, error)
+	// ListRegions: every region (or a table's) with its owner and the
+	// owner's statistics: files, bytes, pending markers, removed files,
+	// epoch, manifest version.
+	ListRegions(context.Context, *ListRegionsRequest) (*ListRegionsResponse, error)
+	// Compact and CancelCompaction run on every live datanode hosting the
+	// table's regions and sum the results.
+	Compact(context.Context, *CompactRequest) (*CompactResponse, error)
+	CancelCompaction(context.Context, *CancelCompactionRequest) (*CancelCompactionResponse, error)
+	// GcRun runs GC now on the owners of the selected regions (the request
+	// is the datanode's: table or region scope, mode, dry run, overrides).
+	GcRun(context.Context, *GcRegionRequest) (*GcRegionResponse, error)
+	// GcStatus: every region's scheduled-GC state.
+	GcStatus(context.Context, *GcStatusRequest) (*GcStatusResponse, error)
+	GetGcOptions(context.Context, *GetGcOptionsRequest) (*GcOptions, error)
+	// SetGcOptions replaces the scheduler's options; the leader uses them
+	// from its next round.
+	SetGcOptions(context.Context, *GcOptions) (*GcOptions, error)
 	mustEmbedUnimplementedMetaAdminServer()
 }
 
@@ -121,6 +232,27 @@ func (UnimplementedMetaAdminServer) CreateTable(context.Context, *CreateTableReq
 }
 func (UnimplementedMetaAdminServer) ListTables(context.Context, *ListTablesRequest) (*ListTablesResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ListTables not implemented")
+}
+func (UnimplementedMetaAdminServer) ListRegions(context.Context, *ListRegionsRequest) (*ListRegionsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListRegions not implemented")
+}
+func (UnimplementedMetaAdminServer) Compact(context.Context, *CompactRequest) (*CompactResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Compact not implemented")
+}
+func (UnimplementedMetaAdminServer) CancelCompaction(context.Context, *CancelCompactionRequest) (*CancelCompactionResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method CancelCompaction not implemented")
+}
+func (UnimplementedMetaAdminServer) GcRun(context.Context, *GcRegionRequest) (*GcRegionResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GcRun not implemented")
+}
+func (UnimplementedMetaAdminServer) GcStatus(context.Context, *GcStatusRequest) (*GcStatusResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GcStatus not implemented")
+}
+func (UnimplementedMetaAdminServer) GetGcOptions(context.Context, *GetGcOptionsRequest) (*GcOptions, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetGcOptions not implemented")
+}
+func (UnimplementedMetaAdminServer) SetGcOptions(context.Context, *GcOptions) (*GcOptions, error) {
+	return nil, status.Error(codes.Unimplemented, "method SetGcOptions not implemented")
 }
 func (UnimplementedMetaAdminServer) mustEmbedUnimplementedMetaAdminServer() {}
 func (UnimplementedMetaAdminServer) testEmbeddedByValue()                   {}
@@ -215,6 +347,132 @@ func _MetaAdmin_ListTables_Handler(srv interface{}, ctx context.Context, dec fun
 	return interceptor(ctx, in, info, handler)
 }
 
+func _MetaAdmin_ListRegions_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListRegionsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MetaAdminServer).ListRegions(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: MetaAdmin_ListRegions_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MetaAdminServer).ListRegions(ctx, req.(*ListRegionsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _MetaAdmin_Compact_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CompactRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MetaAdminServer).Compact(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: MetaAdmin_Compact_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MetaAdminServer).Compact(ctx, req.(*CompactRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _MetaAdmin_CancelCompaction_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CancelCompactionRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MetaAdminServer).CancelCompaction(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: MetaAdmin_CancelCompaction_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MetaAdminServer).CancelCompaction(ctx, req.(*CancelCompactionRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _MetaAdmin_GcRun_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GcRegionRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MetaAdminServer).GcRun(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: MetaAdmin_GcRun_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MetaAdminServer).GcRun(ctx, req.(*GcRegionRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _MetaAdmin_GcStatus_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GcStatusRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MetaAdminServer).GcStatus(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: MetaAdmin_GcStatus_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MetaAdminServer).GcStatus(ctx, req.(*GcStatusRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _MetaAdmin_GetGcOptions_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetGcOptionsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MetaAdminServer).GetGcOptions(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: MetaAdmin_GetGcOptions_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MetaAdminServer).GetGcOptions(ctx, req.(*GetGcOptionsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _MetaAdmin_SetGcOptions_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GcOptions)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MetaAdminServer).SetGcOptions(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: MetaAdmin_SetGcOptions_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MetaAdminServer).SetGcOptions(ctx, req.(*GcOptions))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // MetaAdmin_ServiceDesc is the grpc.ServiceDesc for MetaAdmin service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -237,6 +495,34 @@ var MetaAdmin_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ListTables",
 			Handler:    _MetaAdmin_ListTables_Handler,
+		},
+		{
+			MethodName: "ListRegions",
+			Handler:    _MetaAdmin_ListRegions_Handler,
+		},
+		{
+			MethodName: "Compact",
+			Handler:    _MetaAdmin_Compact_Handler,
+		},
+		{
+			MethodName: "CancelCompaction",
+			Handler:    _MetaAdmin_CancelCompaction_Handler,
+		},
+		{
+			MethodName: "GcRun",
+			Handler:    _MetaAdmin_GcRun_Handler,
+		},
+		{
+			MethodName: "GcStatus",
+			Handler:    _MetaAdmin_GcStatus_Handler,
+		},
+		{
+			MethodName: "GetGcOptions",
+			Handler:    _MetaAdmin_GetGcOptions_Handler,
+		},
+		{
+			MethodName: "SetGcOptions",
+			Handler:    _MetaAdmin_SetGcOptions_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},
