@@ -183,7 +183,7 @@ func TestFailoverLosesNoAcknowledgedWrite(t *testing.T) {
 	var dns []*proc
 	for i := range 3 {
 		dns = append(dns, start(t, fmt.Sprintf("dn%d", i+1), "datanode", "--id", fmt.Sprintf("dn%d", i+1), "--etcd-endpoints", "http://"+etcd,
-			"--store", store, "--grpc-addr", "127.0.0.1:0", "--http-addr", "127.0.0.1:0", "--gc-interval", "0"))
+			"--store", store, "--grpc-addr", "127.0.0.1:0", "--http-addr", "127.0.0.1:0", "--flush-bytes", "65536"))
 	}
 	c := admin(t, meta.grpc)
 	// Scheduled GC at test speed, with no lingering and no minimum age:
@@ -267,8 +267,29 @@ func TestFailoverLosesNoAcknowledgedWrite(t *testing.T) {
 			time.Sleep(50 * time.Millisecond) // progress of other goroutines over HTTP
 		}
 	}
+	// Compactions of every file, again and again, through metasrv.
+	var compactions int
+	stop.Add(1)
+	go func() {
+		defer stop.Done()
+		for {
+			select {
+			case <-done:
+				return
+			default:
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			resp, err := c.Compact(ctx, &pb.CompactRequest{Table: "cpu", All: true})
+			cancel()
+			if err == nil {
+				mu.Lock()
+				compactions += len(resp.Jobs)
+				mu.Unlock()
+			}
+		}
+	}()
 	waitAcked(2000)
-	// kill -9 dn2 during ingest.
+	// kill -9 dn2 during ingest and compactions.
 	killed := time.Now()
 	dns[1].signal(syscall.SIGKILL)
 	st = placed(t, c, regions, 30*time.Second, "dn2")
@@ -312,7 +333,7 @@ func TestFailoverLosesNoAcknowledgedWrite(t *testing.T) {
 			missing++
 		}
 	}
-	t.Logf("failover: acked=%d rows=%d missing=%d", len(acked), len(have), missing)
+	t.Logf("failover: acked=%d rows=%d missing=%d compactions=%d", len(acked), len(have), missing, compactions)
 	if missing > 0 {
 		t.Fatalf("%d acknowledged rows are missing", missing)
 	}

@@ -274,4 +274,3 @@ func (s *Server) SetGcOptions(ctx context.Context, req *pb.GcOptions) (*pb.GcOpt
 	s.log.Info("gc options changed", "options", fmt.Sprintf("%+v", o))
 	return optionsMsg(o), nil
 }
-
