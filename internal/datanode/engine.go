@@ -536,7 +536,11 @@ func (e *Engine) Delete(ctx context.Context, table string, tags []row.Tag, start
 	if err != nil {
 		return fmt.Errorf("%w: %v", region.ErrInvalidWrite, err)
 	}
-	return regions[routeKey(key, t.Regions)].Delete(ctx, tags, start, end)
+	r := regions[routeKey(key, t.Regions)]
+	if r == nil {
+		return fmt.Errorf("%w: the series is in region %d/%d: send the delete to its owner", ErrNotHosted, t.ID, routeKey(key, t.Regions))
+	}
+	return r.Delete(ctx, tags, start, end)
 }
 
 // Flush flushes every region of a table (all tables if table is "").
