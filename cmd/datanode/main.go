@@ -15,6 +15,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/stratadb/strata/internal/auth"
 	"github.com/stratadb/strata/internal/procflags"
 	"github.com/stratadb/strata/internal/server"
 )
@@ -40,6 +41,7 @@ func run(args []string) int {
 	fs.DurationVar(&cfg.GCInterval, "gc-interval", 0, "local fast GC of the regions hosted here (0: never; metasrv's scheduler runs GC)")
 	fs.DurationVar(&cfg.FullGCInterval, "full-gc-interval", 0, "local full-listing GC of the regions hosted here (0: never)")
 	fs.DurationVar(&cfg.ShutdownTimeout, "shutdown-timeout", 0, "bound on graceful shutdown (default 1m)")
+	tokenFile := fs.String("auth-token-file", "", "file holding the shared auth token (default: $STRATA_AUTH_TOKEN; neither: no auth)")
 	level := fs.String("log-level", "info", "log level: debug, info, warn or error")
 	format := fs.String("log-format", "text", "log format: text or json")
 	if err := procflags.Parse(fs, args); err != nil {
@@ -55,6 +57,10 @@ func run(args []string) int {
 		return 2
 	}
 	cfg.Logger = log
+	if cfg.Auth, err = auth.Load(*tokenFile); err != nil {
+		fmt.Fprintln(os.Stderr, "datanode:", err)
+		return 2
+	}
 	cfg.Etcd = procflags.Split(*etcd)
 	if len(cfg.Etcd) == 0 || cfg.Store == "" {
 		fmt.Fprintln(os.Stderr, "datanode: --etcd-endpoints and --store are required (use `strata standalone` for one process)")

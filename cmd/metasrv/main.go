@@ -20,6 +20,7 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/reflection"
 
+	"github.com/stratadb/strata/internal/auth"
 	"github.com/stratadb/strata/internal/cluster"
 	"github.com/stratadb/strata/internal/metasrv"
 	"github.com/stratadb/strata/internal/procflags"
@@ -35,6 +36,7 @@ func run(args []string) int {
 	grpcAddr := fs.String("grpc-addr", ":8088", "admin gRPC listen address")
 	advertise := fs.String("advertise-addr", "", "admin address other replicas forward to (default: the bound address)")
 	regions := fs.Uint("default-regions", 1, "regions of tables created without a region count")
+	tokenFile := fs.String("auth-token-file", "", "file holding the shared auth token (default: $STRATA_AUTH_TOKEN; neither: no auth)")
 	level := fs.String("log-level", "info", "log level: debug, info, warn or error")
 	format := fs.String("log-format", "text", "log format: text or json")
 	if err := procflags.Parse(fs, args); err != nil {
@@ -45,6 +47,11 @@ func run(args []string) int {
 		return 2
 	}
 	log, err := procflags.Logger(*level, *format)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "metasrv:", err)
+		return 2
+	}
+	token, err := auth.Load(*tokenFile)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "metasrv:", err)
 		return 2
@@ -77,18 +84,18 @@ func run(args []string) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	srv, err := metasrv.Start(ctx, metasrv.Options{Client: cli, Addr: addr, DefaultRegions: uint32(*regions), Logger: log})
+	srv, err := metasrv.Start(ctx, metasrv.Options{Client: cli, Addr: addr, DefaultRegions: uint32(*regions), Logger: log, Auth: token})
 	if err != nil {
 		return fail(err)
 	}
-	g := grpc.NewServer()
+	g := grpc.NewServer(token.ServerOptions()...)
 	srv.Register(g)
 	hs := health.NewServer()
 	healthpb.RegisterHealthServer(g, hs)
 	reflection.Register(g)
 	errc := make(chan error, 1)
 	go func() { errc <- g.Serve(ln) }()
-	log.Info("serving", "grpc", ln.Addr().String(), "etcd", eps)
+	log.Info("serving", "grpc", ln.Addr().String(), "etcd", eps, "auth", token.Enabled())
 	select {
 	case <-ctx.Done():
 	case err = <-errc:

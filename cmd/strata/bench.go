@@ -8,6 +8,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"net/http"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -152,6 +153,9 @@ func runBenchIngest(cmd *cobra.Command, args []string) error {
 				}
 				t0 := time.Now()
 				req, _ := http.NewRequestWithContext(ctx, http.MethodPost, url+"/api/v2/write?bucket=bench&precision=ns", bytes.NewReader(bodies[i]))
+				if tok := os.Getenv("STRATA_AUTH_TOKEN"); tok != "" {
+					req.Header.Set("Authorization", "Token "+tok)
+				}
 				resp, err := client.Do(req)
 				if err != nil {
 					errc <- err

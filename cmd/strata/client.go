@@ -14,12 +14,14 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/stratadb/strata/internal/auth"
 	pb "github.com/stratadb/strata/proto/strata/v1"
 )
 
 // clientFlags adds the flags every client command has.
 func clientFlags(cmd *cobra.Command) {
 	cmd.PersistentFlags().String("server", "localhost:8087", "the datanode's gRPC address")
+	cmd.PersistentFlags().String("auth-token-file", "", "file holding the auth token to send (default: $STRATA_AUTH_TOKEN)")
 	cmd.PersistentFlags().Duration("timeout", 30*time.Second, "bound on the whole command (0: none)")
 }
 
@@ -28,8 +30,12 @@ func clientFlags(cmd *cobra.Command) {
 func dial(cmd *cobra.Command) (pb.DatanodeClient, context.Context, func(), error) {
 	addr, _ := cmd.Flags().GetString("server")
 	timeout, _ := cmd.Flags().GetDuration("timeout")
-	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64<<20), grpc.MaxCallSendMsgSize(64<<20)))
+	opts, err := clientAuth(cmd)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	conn, err := grpc.NewClient(addr, append(opts, grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64<<20), grpc.MaxCallSendMsgSize(64<<20)))...)
 	if err != nil {
 		return nil, nil, nil, usagef("--server %q: %v", addr, err)
 	}
@@ -38,6 +44,16 @@ func dial(cmd *cobra.Command) (pb.DatanodeClient, context.Context, func(), error
 		ctx, cancel = context.WithTimeout(ctx, timeout)
 	}
 	return pb.NewDatanodeClient(conn), ctx, func() { cancel(); conn.Close() }, nil
+}
+
+// clientAuth are the dial options that send the token, if any.
+func clientAuth(cmd *cobra.Command) ([]grpc.DialOption, error) {
+	path, _ := cmd.Flags().GetString("auth-token-file")
+	tok, err := auth.Load(path)
+	if err != nil {
+		return nil, usagef("%v", err)
+	}
+	return tok.DialOptions(), nil
 }
 
 // withClient runs f with a client of --server and a context bounded by

@@ -17,7 +17,11 @@ import (
 func withMeta(cmd *cobra.Command, f func(ctx context.Context, c pb.MetaAdminClient) error) error {
 	addr, _ := cmd.Flags().GetString("metasrv")
 	timeout, _ := cmd.Flags().GetDuration("timeout")
-	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	opts, err := clientAuth(cmd)
+	if err != nil {
+		return err
+	}
+	conn, err := grpc.NewClient(addr, append(opts, grpc.WithTransportCredentials(insecure.NewCredentials()))...)
 	if err != nil {
 		return usagef("--metasrv %q: %v", addr, err)
 	}
@@ -41,6 +45,7 @@ func newCluster() *cobra.Command {
 	cmd := &cobra.Command{Use: "cluster", Short: "Manage a cluster through metasrv's admin API"}
 	cmd.PersistentFlags().String("metasrv", "localhost:8088", "a metasrv replica's admin gRPC address (followers forward to the leader)")
 	cmd.PersistentFlags().Duration("timeout", 30*time.Second, "bound on the whole command (0: none)")
+	cmd.PersistentFlags().String("auth-token-file", "", "file holding the auth token to send (default: $STRATA_AUTH_TOKEN)")
 	n := func(v int64) string { return strconv.FormatInt(v, 10) }
 
 	status := &cobra.Command{

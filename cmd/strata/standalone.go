@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/stratadb/strata/internal/auth"
 	"github.com/stratadb/strata/internal/server"
 )
 
@@ -32,6 +33,10 @@ the next start replays the write-ahead log.`,
 				return err
 			}
 			cfg.Logger = logger
+			tokenFile, _ := cmd.Flags().GetString("auth-token-file")
+			if cfg.Auth, err = auth.Load(tokenFile); err != nil {
+				return usagef("%v", err)
+			}
 			if gogc, _ := cmd.Flags().GetInt("gogc"); os.Getenv("GOGC") == "" {
 				// Memtables are long-lived: collecting at 2x the live heap
 				// spends CPU re-marking them for little gain.
@@ -68,6 +73,7 @@ the next start replays the write-ahead log.`,
 	f.String("log-format", "text", "log format: text or json")
 	f.BoolVar(&cfg.Pprof, "pprof", false, "serve Go profiles under /debug/pprof/ on the HTTP address")
 	f.DurationVar(&cfg.ShutdownTimeout, "shutdown-timeout", 0, "bound on graceful shutdown (default 1m)")
+	f.String("auth-token-file", "", "require this shared token (file) on every request but health checks (default: $STRATA_AUTH_TOKEN; neither: no auth)")
 	f.DurationVar(&cfg.GCInterval, "gc-interval", 5*time.Minute, "how often fast GC runs on every region (0: never)")
 	f.DurationVar(&cfg.FullGCInterval, "full-gc-interval", 24*time.Hour, "how often full-listing GC runs on every region (0: never)")
 	return cmd

@@ -22,8 +22,11 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
 
+	"github.com/stratadb/strata/internal/auth"
 	"github.com/stratadb/strata/internal/cluster"
 	"github.com/stratadb/strata/internal/gcsched"
 	"github.com/stratadb/strata/internal/layout"
@@ -31,6 +34,9 @@ import (
 )
 
 var bins string
+
+// procEnv is added to the environment of every process a test starts.
+var procEnv []string
 
 func TestMain(m *testing.M) {
 	dir, err := os.MkdirTemp("", "strata-cluster-")
@@ -84,6 +90,7 @@ var metaServingRE = regexp.MustCompile(`msg=serving grpc=(\S+)`)
 func start(t *testing.T, name, bin string, args ...string) *proc {
 	t.Helper()
 	cmd := exec.Command(filepath.Join(bins, bin), args...)
+	cmd.Env = append(os.Environ(), procEnv...)
 	pr, pw := io.Pipe()
 	cmd.Stderr, cmd.Stdout = pw, pw
 	p := &proc{name: name, cmd: cmd, logs: &logBuf{}, exited: make(chan struct{})}
@@ -124,6 +131,25 @@ func start(t *testing.T, name, bin string, args ...string) *proc {
 }
 
 func (p *proc) signal(sig syscall.Signal) { p.cmd.Process.Signal(sig) }
+
+// authed is admin with procEnv's token.
+func authed(t *testing.T, addr string) pb.MetaAdminClient {
+	tok, err := auth.Load("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range procEnv {
+		if v, ok := strings.CutPrefix(e, "STRATA_AUTH_TOKEN="); ok {
+			tok = auth.New(v)
+		}
+	}
+	conn, err := grpc.NewClient(addr, append(tok.DialOptions(), grpc.WithTransportCredentials(insecure.NewCredentials()))...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	return pb.NewMetaAdminClient(conn)
+}
 
 func admin(t *testing.T, addr string) pb.MetaAdminClient {
 	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
@@ -435,7 +461,9 @@ func TestMetasrvLeaderFailover(t *testing.T) {
 
 func cli(t *testing.T, args ...string) (string, int) {
 	t.Helper()
-	out, err := exec.Command(filepath.Join(bins, "strata"), args...).CombinedOutput()
+	c := exec.Command(filepath.Join(bins, "strata"), args...)
+	c.Env = append(os.Environ(), procEnv...)
+	out, err := c.CombinedOutput()
 	code := 0
 	if ee, ok := err.(*exec.ExitError); ok {
 		code = ee.ExitCode()
@@ -453,6 +481,10 @@ func TestClusterAdminCLI(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts processes")
 	}
+	// With auth on: every process and the CLI share the token; a caller
+	// without it is refused.
+	procEnv = []string{"STRATA_AUTH_TOKEN=cluster-test-token"}
+	defer func() { procEnv = nil }()
 	etcd := freePort(t)
 	meta := start(t, "metasrv", "metasrv", "--data-dir", t.TempDir(), "--etcd-client-addr", etcd, "--grpc-addr", "127.0.0.1:0")
 	store := "file://" + t.TempDir()
@@ -473,12 +505,25 @@ func TestClusterAdminCLI(t *testing.T) {
 	if out := run("cluster", "create-table", "cpu", "--regions", "4"); !strings.Contains(out, "4 regions") {
 		t.Fatalf("create-table: %s", out)
 	}
-	placed(t, admin(t, meta.grpc), 4, 30*time.Second, "")
+	placed(t, authed(t, meta.grpc), 4, 30*time.Second, "")
+	if _, err := admin(t, meta.grpc).ClusterStatus(context.Background(), &pb.ClusterStatusRequest{}); status.Code(err) != codes.Unauthenticated {
+		t.Fatalf("admin call without the token: %v", err)
+	}
+	if out, code := cli(t, "cluster", "status", "--metasrv", meta.grpc, "--auth-token-file", "/dev/null"); code == 0 {
+		t.Fatalf("an empty token file was accepted:\n%s", out)
+	}
 	var b strings.Builder
 	for i := range 400 {
 		fmt.Fprintf(&b, "cpu,host=h%d v=%d %d\n", i%20, i, int64(i)*1e9)
 	}
 	resp, err := http.Post("http://"+dns[0].http+"/write?db=x", "text/plain", strings.NewReader(b.String()))
+	if err != nil || resp.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("write without the token: %v %v", resp, err)
+	}
+	resp.Body.Close()
+	req, _ := http.NewRequest("POST", "http://"+dns[0].http+"/write?db=x", strings.NewReader(b.String()))
+	req.Header.Set("Authorization", "Token cluster-test-token")
+	resp, err = http.DefaultClient.Do(req)
 	if err != nil || resp.StatusCode != http.StatusNoContent {
 		t.Fatalf("write: %v %v", resp, err)
 	}
@@ -497,7 +542,7 @@ func TestClusterAdminCLI(t *testing.T) {
 		t.Fatalf("status:\n%s", out)
 	}
 	// Move 1/0 to whichever datanode does not own it.
-	st, _ := admin(t, meta.grpc).ClusterStatus(context.Background(), &pb.ClusterStatusRequest{})
+	st, _ := authed(t, meta.grpc).ClusterStatus(context.Background(), &pb.ClusterStatusRequest{})
 	to := "dn1"
 	for _, r := range st.Regions {
 		if r.Region == "1/0" && r.Owner == "dn1" {

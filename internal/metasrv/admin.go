@@ -11,7 +11,6 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
 	"github.com/stratadb/strata/internal/datanode"
@@ -30,7 +29,7 @@ func (s *Server) datanodes(ctx context.Context) (map[string]pb.DatanodeClient, *
 	clients := map[string]pb.DatanodeClient{}
 	var conns []*grpc.ClientConn
 	for id, n := range st.nodes {
-		c, err := grpc.NewClient(n.GRPCAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		c, err := grpc.NewClient(n.GRPCAddr, s.dialOptions()...)
 		if err != nil {
 			continue
 		}

@@ -23,6 +23,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
+	"github.com/stratadb/strata/internal/auth"
 	"github.com/stratadb/strata/internal/cluster"
 	"github.com/stratadb/strata/internal/datanode"
 	"github.com/stratadb/strata/internal/gcsched"
@@ -44,6 +45,8 @@ type Options struct {
 	PlacementInterval time.Duration
 	DefaultRegions    uint32
 	Logger            *slog.Logger
+	// Auth is sent on calls to datanodes and to the leader.
+	Auth auth.Token
 }
 
 // Server is a metasrv replica.
@@ -82,6 +85,10 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 	s.wg.Add(1)
 	go s.campaign(bg)
 	return s, nil
+}
+
+func (s *Server) dialOptions() []grpc.DialOption {
+	return append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}, s.opts.Auth.DialOptions()...)
 }
 
 // Register adds the admin service to g.
@@ -311,7 +318,7 @@ func (g gcRunner) RunGC(ctx context.Context, id layout.RegionID, full bool, o gc
 	if !ok {
 		return gcsched.Result{}, fmt.Errorf("region %s has no live owner", id)
 	}
-	conn, err := grpc.NewClient(owner.GRPCAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	conn, err := grpc.NewClient(owner.GRPCAddr, g.s.dialOptions()...)
 	if err != nil {
 		return gcsched.Result{}, err
 	}
@@ -355,7 +362,7 @@ func (s *Server) leaderClient(ctx context.Context) (pb.MetaAdminClient, func(), 
 	if addr == s.opts.Addr {
 		return nil, nil, status.Error(codes.Unavailable, "leadership is changing; retry")
 	}
-	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	conn, err := grpc.NewClient(addr, s.dialOptions()...)
 	if err != nil {
 		return nil, nil, status.Error(codes.Unavailable, err.Error())
 	}

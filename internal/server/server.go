@@ -22,6 +22,7 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/reflection"
 
+	"github.com/stratadb/strata/internal/auth"
 	"github.com/stratadb/strata/internal/cluster"
 	"github.com/stratadb/strata/internal/compact"
 	"github.com/stratadb/strata/internal/datanode"
@@ -65,6 +66,9 @@ type Config struct {
 	NodeID, AdvertiseGRPC string
 	// Heartbeat and Lease time the datanode's lease (cluster).
 	Heartbeat, Lease time.Duration
+	// Auth, if set, is required on every gRPC call and HTTP request (but
+	// health checks), and sent on calls to other datanodes.
+	Auth auth.Token
 	// Pprof serves net/http/pprof on the HTTP address.
 	Pprof  bool
 	Logger *slog.Logger
@@ -135,7 +139,8 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 			return nil, err
 		}
 		s.etcd = cli
-		s.agent = cluster.NewAgent(cluster.AgentOptions{Client: cli, Node: cluster.NodeInfo{ID: cfg.NodeID}, Heartbeat: cfg.Heartbeat, Lease: cfg.Lease, Logger: cfg.Logger})
+		s.agent = cluster.NewAgent(cluster.AgentOptions{Client: cli, Node: cluster.NodeInfo{ID: cfg.NodeID}, Heartbeat: cfg.Heartbeat, Lease: cfg.Lease, Logger: cfg.Logger,
+			DialOptions: cfg.Auth.DialOptions()})
 		dopts.Catalog = cluster.NewEtcdCatalog(cli)
 		dopts.Cluster = &datanode.ClusterOptions{Remote: s.agent}
 	}
@@ -159,8 +164,8 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("listen grpc %s: %w", cfg.GRPCAddr, err)
 	}
 	h := httpapi.New(eng, httpapi.Options{MaxBodyBytes: cfg.MaxBodyBytes, Gatherer: s.Registry, Registerer: s.Registry, Logger: cfg.Logger, Version: Version, Pprof: cfg.Pprof})
-	s.httpSrv = &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
-	s.grpcSrv = grpc.NewServer(grpc.MaxRecvMsgSize(64 << 20))
+	s.httpSrv = &http.Server{Handler: cfg.Auth.HTTP(h), ReadHeaderTimeout: 10 * time.Second}
+	s.grpcSrv = grpc.NewServer(append([]grpc.ServerOption{grpc.MaxRecvMsgSize(64 << 20)}, cfg.Auth.ServerOptions()...)...)
 	grpcapi.New(eng).Register(s.grpcSrv)
 	s.health = health.NewServer()
 	healthpb.RegisterHealthServer(s.grpcSrv, s.health)
@@ -186,7 +191,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 			return nil, err
 		}
 	}
-	s.log.Info("serving", "http", s.httpLn.Addr().String(), "grpc", s.grpcLn.Addr().String())
+	s.log.Info("serving", "http", s.httpLn.Addr().String(), "grpc", s.grpcLn.Addr().String(), "auth", cfg.Auth.Enabled())
 	return s, nil
 }
 

@@ -1,0 +1,129 @@
+package auth
+
+import (
+	"context"
+	"encoding/base64"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/reflection"
+	reflectionpb "google.golang.org/grpc/reflection/grpc_reflection_v1"
+	"google.golang.org/grpc/status"
+)
+
+func TestHTTP(t *testing.T) {
+	tok := New("s3cret")
+	h := tok.HTTP(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(204) }))
+	try := func(path string, set func(*http.Request)) int {
+		r := httptest.NewRequest("POST", path, nil)
+		if set != nil {
+			set(r)
+		}
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		return w.Code
+	}
+	hdr := func(v string) func(*http.Request) { return func(r *http.Request) { r.Header.Set("Authorization", v) } }
+	basic := base64.StdEncoding.EncodeToString([]byte("user:s3cret"))
+	for name, c := range map[string]struct {
+		path string
+		set  func(*http.Request)
+		want int
+	}{
+		"token":        {"/api/v2/write", hdr("Token s3cret"), 204},
+		"bearer":       {"/write", hdr("Bearer s3cret"), 204},
+		"basic":        {"/write", hdr("Basic " + basic), 204},
+		"v1 password":  {"/write?db=x&u=a&p=s3cret", nil, 204},
+		"none":         {"/write", nil, 401},
+		"wrong":        {"/write", hdr("Token nope"), 401},
+		"prefix":       {"/write", hdr("Token s3cre"), 401},
+		"health open":  {"/health", nil, 204},
+		"ping open":    {"/ping", nil, 204},
+		"metrics auth": {"/metrics", nil, 401},
+	} {
+		if got := try(c.path, c.set); got != c.want {
+			t.Errorf("%s: %d, want %d", name, got, c.want)
+		}
+	}
+	if s := fmt.Sprint(tok); s != "[redacted]" {
+		t.Fatalf("a token prints as %q", s)
+	}
+	open := Token{}.HTTP(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(204) }))
+	w := httptest.NewRecorder()
+	open.ServeHTTP(w, httptest.NewRequest("POST", "/write", nil))
+	if w.Code != 204 {
+		t.Fatalf("without a token configured: %d", w.Code)
+	}
+}
+
+func TestGRPC(t *testing.T) {
+	tok := New("s3cret")
+	g := grpc.NewServer(tok.ServerOptions()...)
+	hs := health.NewServer()
+	healthpb.RegisterHealthServer(g, hs)
+	reflection.Register(g)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go g.Serve(ln)
+	defer g.Stop()
+	call := func(opts ...grpc.DialOption) (health, list error) {
+		conn, err := grpc.NewClient(ln.Addr().String(), append(opts, grpc.WithTransportCredentials(insecure.NewCredentials()))...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		c := healthpb.NewHealthClient(conn)
+		_, health = c.Check(context.Background(), &healthpb.HealthCheckRequest{})
+		// Reflection stands for every other service (a stream call).
+		st, err := reflectionpb.NewServerReflectionClient(conn).ServerReflectionInfo(context.Background())
+		if err == nil {
+			st.Send(&reflectionpb.ServerReflectionRequest{MessageRequest: &reflectionpb.ServerReflectionRequest_ListServices{}})
+			_, err = st.Recv()
+		}
+		list = err
+		return
+	}
+	h, l := call()
+	if h != nil || status.Code(l) != codes.Unauthenticated {
+		t.Fatalf("without a token: health %v, call %v", h, l)
+	}
+	_, l = call(New("wrong").DialOptions()...)
+	if status.Code(l) != codes.Unauthenticated {
+		t.Fatalf("with a wrong token: %v", l)
+	}
+	_, l = call(tok.DialOptions()...)
+	if l != nil {
+		t.Fatalf("with the token: %v", l)
+	}
+}
+
+func TestLoad(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "tok")
+	os.WriteFile(p, []byte("  abc \n"), 0o600)
+	if tok, err := Load(p); err != nil || !tok.match("abc") {
+		t.Fatalf("load: %v", err)
+	}
+	os.WriteFile(p, []byte("\n"), 0o600)
+	if _, err := Load(p); err == nil {
+		t.Fatal("an empty token file was accepted")
+	}
+	if _, err := Load(p + ".missing"); err == nil {
+		t.Fatal("a missing token file was accepted")
+	}
+	t.Setenv("STRATA_AUTH_TOKEN", "fromenv")
+	if tok, _ := Load(""); !tok.match("fromenv") {
+		t.Fatal("the environment's token was not used")
+	}
+}
