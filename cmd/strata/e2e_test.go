@@ -512,7 +512,7 @@ func TestTruncateGCAndFsck(t *testing.T) {
 	sstDir := filepath.Join(dataDir, "store", "1", "0", "sst")
 	os.MkdirAll(sstDir, 0o755)
 	os.WriteFile(filepath.Join(sstDir, "01JPLANTEDPLANTEDPLANTED00.parquet"), []byte("x"), 0o644)
-	out, _, code = p.cli(t, "fsck", "--store", store, "--table", "cpu")
+	out, _, code = p.cli(t, "fsck", "--store", store, "--table", "1")
 	if code != 1 || !strings.Contains(out, "unowned sst 1/0/sst/01JPLANTEDPLANTEDPLANTED00.parquet") {
 		t.Fatalf("fsck with an orphan: %d\n%s", code, out)
 	}

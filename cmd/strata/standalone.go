@@ -33,6 +33,7 @@ the next start replays the write-ahead log.`,
 				return err
 			}
 			cfg.Logger = logger
+			cfg.Standalone = true
 			tokenFile, _ := cmd.Flags().GetString("auth-token-file")
 			if cfg.Auth, err = auth.Load(tokenFile); err != nil {
 				return usagef("%v", err)

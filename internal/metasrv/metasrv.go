@@ -223,9 +223,7 @@ func (s *Server) place(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if len(st.nodes) == 0 {
-		return nil
-	}
+
 	load := map[string]int{}
 	for id := range st.nodes {
 		load[id] = 0
@@ -236,12 +234,34 @@ func (s *Server) place(ctx context.Context) error {
 		}
 	}
 	var errs []error
+	// Assignments of regions no table has any more (dropped) go, so their
+	// owners close them.
+	valid := map[layout.RegionID]bool{}
+	for _, t := range tables {
+		for i := range t.Regions {
+			valid[layout.RegionID{Table: t.ID, Region: i}] = true
+		}
+	}
+	for id, r := range st.regions {
+		if valid[id] {
+			continue
+		}
+		key := cluster.RegionKey(id)
+		if _, err := s.opts.Client.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(key), "=", r.modRev)).Then(clientv3.OpDelete(key)).Commit(); err != nil {
+			errs = append(errs, err)
+		} else {
+			s.log.Info("assignment of a dropped table's region removed", "region", id.String())
+		}
+	}
 	for _, t := range tables {
 		for i := range t.Regions {
 			id := layout.RegionID{Table: t.ID, Region: i}
 			cur, exists := st.regions[id]
 			if _, live := st.nodes[cur.as.Owner]; exists && live {
 				continue
+			}
+			if len(load) == 0 {
+				continue // no live datanode yet
 			}
 			to := leastLoaded(load)
 			if err := s.assign(ctx, id, cur, exists, to); err != nil {

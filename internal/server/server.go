@@ -27,8 +27,10 @@ import (
 	"github.com/stratadb/strata/internal/compact"
 	"github.com/stratadb/strata/internal/datanode"
 	"github.com/stratadb/strata/internal/gc"
+	"github.com/stratadb/strata/internal/gcsched"
 	"github.com/stratadb/strata/internal/grpcapi"
 	"github.com/stratadb/strata/internal/httpapi"
+	"github.com/stratadb/strata/internal/metasrv"
 	"github.com/stratadb/strata/internal/objstore"
 	"github.com/stratadb/strata/internal/region"
 )
@@ -61,6 +63,10 @@ type Config struct {
 	// Etcd, if set, makes this process one datanode of a cluster: the
 	// catalog is in etcd, and it hosts the regions metasrv assigns it.
 	Etcd []string
+	// Standalone runs an embedded etcd (under DataDir/etcd) and a metasrv
+	// in this process, with this process as the cluster's one datanode;
+	// the admin service is served on the gRPC address too.
+	Standalone bool
 	// NodeID names the datanode (cluster); AdvertiseGRPC is the address
 	// other datanodes reach it at (default: the bound gRPC address).
 	NodeID, AdvertiseGRPC string
@@ -89,6 +95,8 @@ type Server struct {
 	Registry *prometheus.Registry
 	etcd     *clientv3.Client
 	agent    *cluster.Agent
+	embedded *cluster.Etcd
+	meta     *metasrv.Server
 }
 
 // Start opens the store and the engine (replaying WALs) and starts
@@ -124,6 +132,27 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	if cfg.MemoryLimit > 0 {
 		ropts.Budget = region.NewMemoryBudget(cfg.MemoryLimit)
 	}
+	if cfg.Standalone {
+		e, err := cluster.StartEtcd(filepath.Join(cfg.DataDir, "etcd"), "", cfg.Logger)
+		if err != nil {
+			store.Close()
+			return nil, err
+		}
+		s.embedded = e
+		cfg.Etcd, cfg.NodeID = e.Endpoints, "standalone"
+		if err := importCatalog(ctx, store, e.Endpoints, cfg.Logger); err != nil {
+			s.closeEmbedded()
+			store.Close()
+			return nil, err
+		}
+		if err := initGCOptions(ctx, e.Endpoints, cfg.GCInterval, cfg.FullGCInterval); err != nil {
+			s.closeEmbedded()
+			store.Close()
+			return nil, err
+		}
+		// metasrv's scheduler runs GC, not a local loop.
+		cfg.GCInterval, cfg.FullGCInterval = 0, 0
+	}
 	began := time.Now()
 	dopts := datanode.Options{Region: ropts, DefaultRegions: cfg.DefaultRegions, Logger: cfg.Logger,
 		Compaction: compact.SchedulerOptions{Metrics: compact.NewMetrics(s.Registry)},
@@ -135,6 +164,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		}
 		cli, err := cluster.Connect(cfg.Etcd)
 		if err != nil {
+			s.closeEmbedded()
 			store.Close()
 			return nil, err
 		}
@@ -150,6 +180,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		if s.etcd != nil {
 			s.etcd.Close()
 		}
+		s.closeEmbedded()
 		return nil, fmt.Errorf("open engine: %w", err)
 	}
 	s.eng = eng
@@ -167,6 +198,14 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	s.httpSrv = &http.Server{Handler: cfg.Auth.HTTP(h), ReadHeaderTimeout: 10 * time.Second}
 	s.grpcSrv = grpc.NewServer(append([]grpc.ServerOption{grpc.MaxRecvMsgSize(64 << 20)}, cfg.Auth.ServerOptions()...)...)
 	grpcapi.New(eng).Register(s.grpcSrv)
+	if cfg.Standalone {
+		if s.meta, err = metasrv.Start(ctx, metasrv.Options{Client: s.etcd, Addr: s.grpcLn.Addr().String(), Logger: cfg.Logger, Auth: cfg.Auth,
+			DefaultRegions: cfg.DefaultRegions}); err != nil {
+			s.abort()
+			return nil, err
+		}
+		s.meta.Register(s.grpcSrv)
+	}
 	s.health = health.NewServer()
 	healthpb.RegisterHealthServer(s.grpcSrv, s.health)
 	reflection.Register(s.grpcSrv)
@@ -195,11 +234,21 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	return s, nil
 }
 
+func (s *Server) closeEmbedded() {
+	if s.embedded != nil {
+		s.embedded.Close()
+		s.embedded = nil
+	}
+}
+
 func (s *Server) abort() {
 	for _, ln := range []net.Listener{s.httpLn, s.grpcLn} {
 		if ln != nil {
 			ln.Close()
 		}
+	}
+	if s.meta != nil {
+		s.meta.Close()
 	}
 	if s.agent != nil {
 		s.agent.Close(context.Background())
@@ -209,6 +258,7 @@ func (s *Server) abort() {
 	if s.etcd != nil {
 		s.etcd.Close()
 	}
+	s.closeEmbedded()
 }
 
 // HTTPAddr and GRPCAddr are the bound addresses.
@@ -237,6 +287,9 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	case <-ctx.Done():
 		s.grpcSrv.Stop()
 	}
+	if s.meta != nil {
+		s.meta.Close()
+	}
 	if s.agent != nil {
 		// Keep the lease while flushing; revoke it after, so metasrv moves
 		// the regions at once.
@@ -249,9 +302,68 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		s.etcd.Close()
 	}
 	errs = append(errs, s.store.Close())
+	s.closeEmbedded()
 	err := errors.Join(errs...)
 	if err == nil {
 		s.log.Info("shut down cleanly")
 	}
 	return err
+}
+
+// importCatalog moves a standalone store's catalog (from before standalone
+// ran metasrv) into etcd, once: if etcd has no catalog and the store has
+// one, the store's newest version is written to etcd and the store's
+// catalog objects are deleted, so no stale copy remains.
+func importCatalog(ctx context.Context, store objstore.Bucket, endpoints []string, log *slog.Logger) error {
+	cli, err := cluster.Connect(endpoints)
+	if err != nil {
+		return err
+	}
+	defer cli.Close()
+	ec := cluster.NewEtcdCatalog(cli)
+	if _, v, err := ec.Load(ctx); err != nil || v > 0 {
+		return err
+	}
+	data, v, err := datanode.StoreCatalog(store).Load(ctx)
+	if err != nil || v == 0 {
+		return err
+	}
+	if err := ec.Commit(ctx, 0, v, data); err != nil {
+		return fmt.Errorf("import the store's catalog into etcd: %w", err)
+	}
+	objs, err := objstore.ListAll(ctx, store, datanode.CatalogPrefix, 1000)
+	if err != nil {
+		return err
+	}
+	for _, o := range objs {
+		if err := store.Delete(ctx, o.Key); err != nil && !errors.Is(err, objstore.ErrNotFound) {
+			return err
+		}
+	}
+	log.Info("catalog moved from the store into etcd", "version", v)
+	return nil
+}
+
+// initGCOptions stores the scheduler's options on first start, with the
+// given intervals (0: the defaults).
+func initGCOptions(ctx context.Context, endpoints []string, fast, full time.Duration) error {
+	cli, err := cluster.Connect(endpoints)
+	if err != nil {
+		return err
+	}
+	defer cli.Close()
+	resp, err := cli.Get(ctx, cluster.GCOptionsKey)
+	if err != nil || len(resp.Kvs) > 0 {
+		return err
+	}
+	o := gcsched.DefaultOptions()
+	if fast > 0 {
+		o.FastInterval = fast
+	} else {
+		o.Enabled = false // --gc-interval 0: no scheduled GC
+	}
+	if full > 0 {
+		o.FullInterval = full
+	}
+	return gcsched.SaveOptions(ctx, cli, o)
 }

@@ -5,6 +5,7 @@ import (
 	"io"
 	"log/slog"
 	"testing"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
@@ -12,8 +13,10 @@ import (
 	reflectionpb "google.golang.org/grpc/reflection/grpc_reflection_v1"
 
 	"github.com/stratadb/strata/internal/datanode"
+	"github.com/stratadb/strata/internal/objstore"
 	"github.com/stratadb/strata/internal/region"
 	"github.com/stratadb/strata/internal/row"
+	pb "github.com/stratadb/strata/proto/strata/v1"
 )
 
 func TestHealthReflectionAndFlushingShutdown(t *testing.T) {
@@ -71,5 +74,70 @@ func TestHealthReflectionAndFlushingShutdown(t *testing.T) {
 	// Address in use: a clear error, nothing left running.
 	if _, err := Start(ctx, Config{DataDir: t.TempDir(), HTTPAddr: s2.HTTPAddr(), GRPCAddr: "127.0.0.1:0", Logger: cfg.Logger}); err == nil {
 		t.Fatal("second server on a used address started")
+	}
+}
+
+// A store written by a standalone without metasrv (catalog in the store)
+// opens under the standalone that runs metasrv: the catalog moves to etcd
+// (and leaves the store), the table's regions are placed on this process,
+// the data reads back, and the admin API answers on the gRPC address.
+func TestStandaloneRunsMetasrvAndImportsTheStoreCatalog(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	store, err := objstore.Open(ctx, "file://"+dir+"/store", objstore.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	old, err := datanode.Open(ctx, store, datanode.Options{Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := old.CreateTable(ctx, datanode.TableSpec{Name: "legacy", Regions: 3}); err != nil {
+		t.Fatal(err)
+	}
+	var pts []region.Point
+	for i := range 30 {
+		pts = append(pts, region.Point{Tags: []row.Tag{{Name: "h", Value: string(rune('a' + i%7))}}, TS: int64(i), Fields: []region.Field{{Name: "v", Value: row.FloatValue(float64(i))}}})
+	}
+	if _, err := old.Write(ctx, "legacy", pts, datanode.WriteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	old.Close(ctx, false) // unflushed: the WAL replays under the new owner
+	store.Close()
+
+	s, err := Start(ctx, Config{DataDir: dir, Standalone: true, HTTPAddr: "127.0.0.1:0", GRPCAddr: "127.0.0.1:0", Logger: quiet, GCInterval: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Shutdown(ctx)
+	sc, err := s.Engine().Scan(ctx, "legacy", region.ScanRequest{Start: region.AllTime, End: region.AllTimeEnd})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for sc.Next() {
+		n += len(sc.Batch())
+	}
+	sc.Close()
+	if sc.Err() != nil || n != 30 {
+		t.Fatalf("after the catalog moved: %d rows, %v", n, sc.Err())
+	}
+	if objs, _ := objstore.ListAll(ctx, s.store, datanode.CatalogPrefix, 100); len(objs) != 0 {
+		t.Fatalf("%d catalog objects left in the store", len(objs))
+	}
+	conn, err := grpc.NewClient(s.GRPCAddr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	admin := pb.NewMetaAdminClient(conn)
+	st, err := admin.ClusterStatus(ctx, &pb.ClusterStatusRequest{})
+	if err != nil || len(st.Datanodes) != 1 || st.Datanodes[0].Id != "standalone" || len(st.Regions) != 3 {
+		t.Fatalf("cluster status: %v %v", st, err)
+	}
+	o, err := admin.GetGcOptions(ctx, &pb.GetGcOptionsRequest{})
+	if err != nil || !o.Enabled || o.FastIntervalSeconds != 60 {
+		t.Fatalf("gc options from --gc-interval: %v %v", o, err)
 	}
 }
