@@ -420,6 +420,14 @@ func TestMetasrvLeaderFailover(t *testing.T) {
 	}
 	defer e.Close()
 	ep := e.Endpoints[0]
+	cli, err := cluster.Connect(e.Endpoints)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	if err := gcsched.SaveOptions(context.Background(), cli, gcsched.Options{Enabled: true, FastInterval: time.Second, FullInterval: 2 * time.Second, Concurrency: 2, RunTimeout: 2 * time.Second}); err != nil {
+		t.Fatal(err)
+	}
 	m1 := start(t, "metasrv-1", "metasrv", "--etcd-endpoints", ep, "--grpc-addr", "127.0.0.1:0")
 	m2 := start(t, "metasrv-2", "metasrv", "--etcd-endpoints", ep, "--grpc-addr", "127.0.0.1:0")
 	start(t, "dn1", "datanode", "--id", "dn1", "--etcd-endpoints", ep, "--store", "file://"+t.TempDir(), "--grpc-addr", "127.0.0.1:0", "--http-addr", "127.0.0.1:0", "--gc-interval", "0")
@@ -457,6 +465,28 @@ func TestMetasrvLeaderFailover(t *testing.T) {
 		t.Fatal(err)
 	}
 	placed(t, c, 4, 15*time.Second, "")
+	// The new leader's scheduler continues from the state in etcd: the
+	// regions GC'd before the kill keep their run counts and run again.
+	before, err := gcsched.States(context.Background(), cli)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for end := time.Now().Add(20 * time.Second); ; {
+		now, _ := gcsched.States(context.Background(), cli)
+		ok := len(now) == 4
+		for id, s := range now {
+			if s.LastFast.Before(killed) || s.Runs < before[id].Runs {
+				ok = false
+			}
+		}
+		if ok {
+			break
+		}
+		if time.Now().After(end) {
+			t.Fatalf("the new leader's scheduler did not run every region: before %v, now %v", before, now)
+		}
+		time.Sleep(200 * time.Millisecond) // another process's schedule
+	}
 }
 
 func cli(t *testing.T, args ...string) (string, int) {
