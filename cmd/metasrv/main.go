@@ -23,6 +23,7 @@ import (
 	"github.com/stratadb/strata/internal/auth"
 	"github.com/stratadb/strata/internal/cluster"
 	"github.com/stratadb/strata/internal/metasrv"
+	"github.com/stratadb/strata/internal/objstore"
 	"github.com/stratadb/strata/internal/procflags"
 )
 
@@ -36,6 +37,7 @@ func run(args []string) int {
 	grpcAddr := fs.String("grpc-addr", ":8088", "admin gRPC listen address")
 	advertise := fs.String("advertise-addr", "", "admin address other replicas forward to (default: the bound address)")
 	regions := fs.Uint("default-regions", 1, "regions of tables created without a region count")
+	storeURL := fs.String("store", "", "the cluster's object store URL (dropping a table deletes its objects through it; without it, drops are refused)")
 	tokenFile := fs.String("auth-token-file", "", "file holding the shared auth token (default: $STRATA_AUTH_TOKEN; neither: no auth)")
 	level := fs.String("log-level", "info", "log level: debug, info, warn or error")
 	format := fs.String("log-format", "text", "log format: text or json")
@@ -74,6 +76,15 @@ func run(args []string) int {
 		return fail(err)
 	}
 	defer cli.Close()
+	var store objstore.Bucket
+	if *storeURL != "" {
+		st, err := objstore.Open(context.Background(), *storeURL, objstore.Options{})
+		if err != nil {
+			return fail(fmt.Errorf("open store %s: %w", *storeURL, err))
+		}
+		defer st.Close()
+		store = st
+	}
 	ln, err := net.Listen("tcp", *grpcAddr)
 	if err != nil {
 		return fail(fmt.Errorf("listen %s: %w", *grpcAddr, err))
@@ -84,7 +95,7 @@ func run(args []string) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	srv, err := metasrv.Start(ctx, metasrv.Options{Client: cli, Addr: addr, DefaultRegions: uint32(*regions), Logger: log, Auth: token})
+	srv, err := metasrv.Start(ctx, metasrv.Options{Client: cli, Addr: addr, DefaultRegions: uint32(*regions), Logger: log, Auth: token, Store: store})
 	if err != nil {
 		return fail(err)
 	}

@@ -133,6 +133,44 @@ func newCluster() *cobra.Command {
 	}
 	create.Flags().Uint32("regions", 0, "number of regions (default: metasrv's --default-regions)")
 	create.Flags().Duration("ttl", 0, "drop rows older than this (0: keep forever)")
+	describe := &cobra.Command{
+		Use: "describe-table NAME", Short: "A table's columns and its regions' statistics", Args: exactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return withMeta(cmd, func(ctx context.Context, c pb.MetaAdminClient) error {
+				resp, err := c.DescribeTable(ctx, &pb.DescribeTableRequest{Name: args[0]})
+				if err != nil {
+					return fmt.Errorf("describe table %s: %w", args[0], err)
+				}
+				w := cmd.OutOrStdout()
+				fmt.Fprintf(w, "table %s (id %d, %d regions)\n", resp.Table.Name, resp.Table.Id, resp.Table.Regions)
+				var rows [][]string
+				for _, col := range resp.Table.Columns {
+					rows = append(rows, []string{col.Name, col.Role, col.Type})
+				}
+				if err := output(w, "table", []string{"column", "role", "type"}, rows); err != nil {
+					return err
+				}
+				rows = nil
+				for _, r := range resp.Regions {
+					rows = append(rows, []string{fmt.Sprintf("%d/%d", r.TableId, r.Region), n(r.Files), n(r.Rows), n(r.Bytes), n(r.PendingJobs), strconv.FormatUint(r.Epoch, 10)})
+				}
+				fmt.Fprintln(w)
+				return output(w, "table", []string{"region", "files", "rows", "bytes", "pending", "epoch"}, rows)
+			})
+		},
+	}
+	drop := &cobra.Command{
+		Use: "drop-table NAME", Short: "Drop a table: close its regions everywhere, delete its objects", Args: exactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return withMeta(cmd, func(ctx context.Context, c pb.MetaAdminClient) error {
+				if _, err := c.DropTable(ctx, &pb.DropTableRequest{Name: args[0]}); err != nil {
+					return fmt.Errorf("drop table %s: %w", args[0], err)
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "dropped table %s\n", args[0])
+				return nil
+			})
+		},
+	}
 	compactCmd := &cobra.Command{
 		Use: "compact TABLE", Short: "Compact a table's regions on their owners and wait", Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -249,6 +287,6 @@ func newCluster() *cobra.Command {
 	gcOptions.Flags().Duration("run-timeout", 0, "bound on one region's run")
 	gcOptions.Flags().Int32("concurrency", 0, "regions collected at once")
 	gcCmd.AddCommand(gcStatus, gcOptions)
-	cmd.AddCommand(status, regions, move, create, compactCmd, cancel, gcCmd)
+	cmd.AddCommand(status, regions, move, create, describe, drop, compactCmd, cancel, gcCmd)
 	return cmd
 }

@@ -254,7 +254,11 @@ func (a *Agent) refresh(ctx context.Context) (int64, error) {
 	hosted := map[layout.RegionID]bool{}
 	for _, id := range a.eng.Hosted() {
 		hosted[id] = true
-		if owners[id].Owner != a.opts.Node.ID {
+		if as, ok := owners[id]; !ok {
+			// No assignment: the table is being dropped; flushing would
+			// only write files about to be deleted.
+			go a.eng.Unassign(context.WithoutCancel(ctx), id, false)
+		} else if as.Owner != a.opts.Node.ID {
 			// Moved away (a planned move: flush first).
 			go a.eng.Unassign(context.WithoutCancel(ctx), id, true)
 		}

@@ -516,8 +516,9 @@ func TestClusterAdminCLI(t *testing.T) {
 	procEnv = []string{"STRATA_AUTH_TOKEN=cluster-test-token"}
 	defer func() { procEnv = nil }()
 	etcd := freePort(t)
-	meta := start(t, "metasrv", "metasrv", "--data-dir", t.TempDir(), "--etcd-client-addr", etcd, "--grpc-addr", "127.0.0.1:0")
-	store := "file://" + t.TempDir()
+	storeDir := t.TempDir()
+	store := "file://" + storeDir
+	meta := start(t, "metasrv", "metasrv", "--data-dir", t.TempDir(), "--etcd-client-addr", etcd, "--grpc-addr", "127.0.0.1:0", "--store", store)
 	var dns []*proc
 	for i := range 2 {
 		dns = append(dns, start(t, fmt.Sprintf("dn%d", i+1), "datanode", "--id", fmt.Sprintf("dn%d", i+1), "--etcd-endpoints", "http://"+etcd,
@@ -612,5 +613,32 @@ func TestClusterAdminCLI(t *testing.T) {
 			t.Fatalf("scheduled GC did not run on every region:\n%s", out)
 		}
 		time.Sleep(200 * time.Millisecond) // another process's schedule
+	}
+	if out := run("cluster", "describe-table", "cpu"); !strings.Contains(out, "4 regions") || strings.Count(out, "\n1/") != 4 {
+		t.Fatalf("describe-table:\n%s", out)
+	}
+	// Drop: every owner closes its regions, then the objects go.
+	if out := run("cluster", "drop-table", "cpu"); !strings.Contains(out, "dropped table cpu") {
+		t.Fatalf("drop-table: %s", out)
+	}
+	var left []string
+	filepath.WalkDir(filepath.Join(storeDir, "1"), func(p string, d os.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			left = append(left, p)
+		}
+		return nil
+	})
+	if len(left) != 0 {
+		t.Fatalf("objects left after the drop: %v", left)
+	}
+	if _, code := cli(t, append([]string{"cluster", "describe-table", "cpu"}, m...)...); code != 3 {
+		t.Fatalf("describe a dropped table: exit %d", code)
+	}
+	if out := run("cluster", "status"); strings.Contains(out, "\n1/") {
+		t.Fatalf("assignments left after the drop:\n%s", out)
+	}
+	// The name is free again, with a new id.
+	if out := run("cluster", "create-table", "cpu", "--regions", "1"); !strings.Contains(out, "id 2") {
+		t.Fatalf("re-create: %s", out)
 	}
 }

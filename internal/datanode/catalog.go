@@ -229,3 +229,80 @@ func (c *Catalog) Tables(ctx context.Context) ([]Table, error) {
 	slices.SortFunc(out, func(a, b Table) int { return int(a.ID) - int(b.ID) })
 	return out, nil
 }
+
+// update applies f to a fresh copy of the catalog and commits it, retrying
+// lost races. f returning an error aborts.
+func (c *Catalog) update(ctx context.Context, f func(*catalogState) error) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for attempt := 0; ; attempt++ {
+		if err := c.c.reload(ctx); err != nil {
+			return err
+		}
+		next := c.c.state.clone()
+		if err := f(next); err != nil {
+			return err
+		}
+		err := c.c.commit(ctx, next)
+		if err == nil || !errors.Is(err, ErrCatalogConflict) || attempt == 4 {
+			return err
+		}
+	}
+}
+
+// MarkDropping starts dropping a table: it leaves the table list at once,
+// and its regions are closed and its objects deleted by metasrv's leader.
+func (c *Catalog) MarkDropping(ctx context.Context, name string) (Table, error) {
+	var t Table
+	err := c.update(ctx, func(st *catalogState) error {
+		cur, ok := st.Tables[name]
+		if !ok || cur.Dropping {
+			return fmt.Errorf("%w: %s", ErrTableNotFound, name)
+		}
+		cur.Dropping = true
+		t = *cur
+		return nil
+	})
+	return t, err
+}
+
+// Dropping lists the tables being dropped.
+func (c *Catalog) Dropping(ctx context.Context) ([]Table, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err := c.c.reload(ctx); err != nil {
+		return nil, err
+	}
+	var out []Table
+	for _, t := range c.c.state.Tables {
+		if t.Dropping {
+			out = append(out, *t)
+		}
+	}
+	return out, nil
+}
+
+// Forget removes a dropped table from the catalog.
+func (c *Catalog) Forget(ctx context.Context, name string) error {
+	return c.update(ctx, func(st *catalogState) error {
+		if t, ok := st.Tables[name]; !ok || !t.Dropping {
+			return fmt.Errorf("%w: %s is not being dropped", ErrTableNotFound, name)
+		}
+		delete(st.Tables, name)
+		return nil
+	})
+}
+
+// Table returns a table by name (not one being dropped).
+func (c *Catalog) Table(ctx context.Context, name string) (Table, error) {
+	tables, err := c.Tables(ctx)
+	if err != nil {
+		return Table{}, err
+	}
+	for _, t := range tables {
+		if t.Name == name {
+			return t, nil
+		}
+	}
+	return Table{}, fmt.Errorf("%w: %s", ErrTableNotFound, name)
+}

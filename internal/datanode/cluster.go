@@ -143,3 +143,21 @@ func (e *Engine) ReloadCatalog(ctx context.Context) error {
 	defer e.mu.Unlock()
 	return e.cat.reload(ctx)
 }
+
+// CloseTable closes every region of table id hosted here, without
+// flushing (the table is being dropped), each after its compaction has
+// acknowledged its cancellation. It returns once they are all closed.
+func (e *Engine) CloseTable(ctx context.Context, id uint32) (int, error) {
+	var errs []error
+	n := 0
+	for _, rid := range e.Hosted() {
+		if rid.Table != id {
+			continue
+		}
+		n++
+		if err := e.Unassign(ctx, rid, false); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return n, errors.Join(errs...)
+}

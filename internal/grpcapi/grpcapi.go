@@ -365,6 +365,15 @@ func (s *Server) DescribeTable(ctx context.Context, req *pb.DescribeTableRequest
 	return &pb.DescribeTableResponse{Table: TableMsg(t), Regions: regionStats(st)}, nil
 }
 
+// CloseTable closes the table's regions hosted here (a drop in progress).
+func (s *Server) CloseTable(ctx context.Context, req *pb.CloseTableRequest) (*pb.CloseTableResponse, error) {
+	n, err := s.eng.CloseTable(ctx, req.GetTableId())
+	if err != nil {
+		return nil, Status(err)
+	}
+	return &pb.CloseTableResponse{Closed: int64(n)}, nil
+}
+
 func (s *Server) DropTable(ctx context.Context, req *pb.DropTableRequest) (*pb.DropTableResponse, error) {
 	if err := s.eng.DropTable(ctx, req.GetName()); err != nil {
 		return nil, Status(err)

@@ -29,6 +29,7 @@ import (
 	"github.com/stratadb/strata/internal/gcsched"
 	"github.com/stratadb/strata/internal/grpcapi"
 	"github.com/stratadb/strata/internal/layout"
+	"github.com/stratadb/strata/internal/objstore"
 	pb "github.com/stratadb/strata/proto/strata/v1"
 )
 
@@ -47,6 +48,9 @@ type Options struct {
 	Logger            *slog.Logger
 	// Auth is sent on calls to datanodes and to the leader.
 	Auth auth.Token
+	// Store is the cluster's object store: dropping a table deletes its
+	// objects through it. Without it, DropTable is refused.
+	Store objstore.Bucket
 }
 
 // Server is a metasrv replica.
@@ -132,8 +136,9 @@ func (s *Server) campaign(ctx context.Context) {
 		s.leading = true
 		s.mu.Unlock()
 		var lw sync.WaitGroup
-		lw.Add(2)
+		lw.Add(3)
 		go func() { defer lw.Done(); s.placement(term) }()
+		go func() { defer lw.Done(); s.drops(term) }()
 		go func() {
 			defer lw.Done()
 			gcsched.New(s.opts.Client, gcRunner{s}, s.allRegions, s.log).Run(term)

@@ -200,7 +200,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	grpcapi.New(eng).Register(s.grpcSrv)
 	if cfg.Standalone {
 		if s.meta, err = metasrv.Start(ctx, metasrv.Options{Client: s.etcd, Addr: s.grpcLn.Addr().String(), Logger: cfg.Logger, Auth: cfg.Auth,
-			DefaultRegions: cfg.DefaultRegions}); err != nil {
+			DefaultRegions: cfg.DefaultRegions, Store: store}); err != nil {
 			s.abort()
 			return nil, err
 		}

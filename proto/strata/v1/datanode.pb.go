@@ -2448,6 +2448,94 @@ func (x *GcRegionResponse) GetRegions() []*GcRegionResult {
 	return nil
 }
 
+type CloseTableRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	TableId       uint32                 `protobuf:"varint,1,opt,name=table_id,json=tableId,proto3" json:"table_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CloseTableRequest) Reset() {
+	*x = CloseTableRequest{}
+	mi := &file_strata_v1_datanode_proto_msgTypes[39]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CloseTableRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CloseTableRequest) ProtoMessage() {}
+
+func (x *CloseTableRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_strata_v1_datanode_proto_msgTypes[39]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CloseTableRequest.ProtoReflect.Descriptor instead.
+func (*CloseTableRequest) Descriptor() ([]byte, []int) {
+	return file_strata_v1_datanode_proto_rawDescGZIP(), []int{39}
+}
+
+func (x *CloseTableRequest) GetTableId() uint32 {
+	if x != nil {
+		return x.TableId
+	}
+	return 0
+}
+
+type CloseTableResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Closed        int64                  `protobuf:"varint,1,opt,name=closed,proto3" json:"closed,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CloseTableResponse) Reset() {
+	*x = CloseTableResponse{}
+	mi := &file_strata_v1_datanode_proto_msgTypes[40]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CloseTableResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CloseTableResponse) ProtoMessage() {}
+
+func (x *CloseTableResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_strata_v1_datanode_proto_msgTypes[40]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CloseTableResponse.ProtoReflect.Descriptor instead.
+func (*CloseTableResponse) Descriptor() ([]byte, []int) {
+	return file_strata_v1_datanode_proto_rawDescGZIP(), []int{40}
+}
+
+func (x *CloseTableResponse) GetClosed() int64 {
+	if x != nil {
+		return x.Closed
+	}
+	return 0
+}
+
 var File_strata_v1_datanode_proto protoreflect.FileDescriptor
 
 const file_strata_v1_datanode_proto_rawDesc = "" +
@@ -2617,7 +2705,11 @@ const file_strata_v1_datanode_proto_rawDesc = "" +
 	"\bfailures\x18\x0f \x01(\x03R\bfailures\x12\x14\n" +
 	"\x05error\x18\x10 \x01(\tR\x05error\"G\n" +
 	"\x10GcRegionResponse\x123\n" +
-	"\aregions\x18\x01 \x03(\v2\x19.strata.v1.GcRegionResultR\aregions2\xb7\a\n" +
+	"\aregions\x18\x01 \x03(\v2\x19.strata.v1.GcRegionResultR\aregions\".\n" +
+	"\x11CloseTableRequest\x12\x19\n" +
+	"\btable_id\x18\x01 \x01(\rR\atableId\",\n" +
+	"\x12CloseTableResponse\x12\x16\n" +
+	"\x06closed\x18\x01 \x01(\x03R\x06closed2\x82\b\n" +
 	"\bDatanode\x12:\n" +
 	"\x05Write\x12\x17.strata.v1.WriteRequest\x1a\x18.strata.v1.WriteResponse\x12=\n" +
 	"\x06Delete\x12\x18.strata.v1.DeleteRequest\x1a\x19.strata.v1.DeleteResponse\x129\n" +
@@ -2632,7 +2724,9 @@ const file_strata_v1_datanode_proto_rawDesc = "" +
 	"\rDescribeTable\x12\x1f.strata.v1.DescribeTableRequest\x1a .strata.v1.DescribeTableResponse\x12F\n" +
 	"\tDropTable\x12\x1b.strata.v1.DropTableRequest\x1a\x1c.strata.v1.DropTableResponse\x12R\n" +
 	"\rTruncateTable\x12\x1f.strata.v1.TruncateTableRequest\x1a .strata.v1.TruncateTableResponse\x12C\n" +
-	"\bGcRegion\x12\x1a.strata.v1.GcRegionRequest\x1a\x1b.strata.v1.GcRegionResponseB5Z3github.com/stratadb/strata/proto/strata/v1;stratav1b\x06proto3"
+	"\bGcRegion\x12\x1a.strata.v1.GcRegionRequest\x1a\x1b.strata.v1.GcRegionResponse\x12I\n" +
+	"\n" +
+	"CloseTable\x12\x1c.strata.v1.CloseTableRequest\x1a\x1d.strata.v1.CloseTableResponseB5Z3github.com/stratadb/strata/proto/strata/v1;stratav1b\x06proto3"
 
 var (
 	file_strata_v1_datanode_proto_rawDescOnce sync.Once
@@ -2646,7 +2740,7 @@ func file_strata_v1_datanode_proto_rawDescGZIP() []byte {
 	return file_strata_v1_datanode_proto_rawDescData
 }
 
-var file_strata_v1_datanode_proto_msgTypes = make([]protoimpl.MessageInfo, 39)
+var file_strata_v1_datanode_proto_msgTypes = make([]protoimpl.MessageInfo, 41)
 var file_strata_v1_datanode_proto_goTypes = []any{
 	(*Tag)(nil),                      // 0: strata.v1.Tag
 	(*Value)(nil),                    // 1: strata.v1.Value
@@ -2687,6 +2781,8 @@ var file_strata_v1_datanode_proto_goTypes = []any{
 	(*GcObject)(nil),                 // 36: strata.v1.GcObject
 	(*GcRegionResult)(nil),           // 37: strata.v1.GcRegionResult
 	(*GcRegionResponse)(nil),         // 38: strata.v1.GcRegionResponse
+	(*CloseTableRequest)(nil),        // 39: strata.v1.CloseTableRequest
+	(*CloseTableResponse)(nil),       // 40: strata.v1.CloseTableResponse
 }
 var file_strata_v1_datanode_proto_depIdxs = []int32{
 	1,  // 0: strata.v1.Field.value:type_name -> strata.v1.Value
@@ -2722,21 +2818,23 @@ var file_strata_v1_datanode_proto_depIdxs = []int32{
 	26, // 30: strata.v1.Datanode.DropTable:input_type -> strata.v1.DropTableRequest
 	33, // 31: strata.v1.Datanode.TruncateTable:input_type -> strata.v1.TruncateTableRequest
 	35, // 32: strata.v1.Datanode.GcRegion:input_type -> strata.v1.GcRegionRequest
-	5,  // 33: strata.v1.Datanode.Write:output_type -> strata.v1.WriteResponse
-	7,  // 34: strata.v1.Datanode.Delete:output_type -> strata.v1.DeleteResponse
-	12, // 35: strata.v1.Datanode.Scan:output_type -> strata.v1.ScanResponse
-	14, // 36: strata.v1.Datanode.Flush:output_type -> strata.v1.FlushResponse
-	17, // 37: strata.v1.Datanode.RegionStats:output_type -> strata.v1.RegionStatsResponse
-	30, // 38: strata.v1.Datanode.Compact:output_type -> strata.v1.CompactResponse
-	32, // 39: strata.v1.Datanode.CancelCompaction:output_type -> strata.v1.CancelCompactionResponse
-	21, // 40: strata.v1.Datanode.CreateTable:output_type -> strata.v1.CreateTableResponse
-	23, // 41: strata.v1.Datanode.ListTables:output_type -> strata.v1.ListTablesResponse
-	25, // 42: strata.v1.Datanode.DescribeTable:output_type -> strata.v1.DescribeTableResponse
-	27, // 43: strata.v1.Datanode.DropTable:output_type -> strata.v1.DropTableResponse
-	34, // 44: strata.v1.Datanode.TruncateTable:output_type -> strata.v1.TruncateTableResponse
-	38, // 45: strata.v1.Datanode.GcRegion:output_type -> strata.v1.GcRegionResponse
-	33, // [33:46] is the sub-list for method output_type
-	20, // [20:33] is the sub-list for method input_type
+	39, // 33: strata.v1.Datanode.CloseTable:input_type -> strata.v1.CloseTableRequest
+	5,  // 34: strata.v1.Datanode.Write:output_type -> strata.v1.WriteResponse
+	7,  // 35: strata.v1.Datanode.Delete:output_type -> strata.v1.DeleteResponse
+	12, // 36: strata.v1.Datanode.Scan:output_type -> strata.v1.ScanResponse
+	14, // 37: strata.v1.Datanode.Flush:output_type -> strata.v1.FlushResponse
+	17, // 38: strata.v1.Datanode.RegionStats:output_type -> strata.v1.RegionStatsResponse
+	30, // 39: strata.v1.Datanode.Compact:output_type -> strata.v1.CompactResponse
+	32, // 40: strata.v1.Datanode.CancelCompaction:output_type -> strata.v1.CancelCompactionResponse
+	21, // 41: strata.v1.Datanode.CreateTable:output_type -> strata.v1.CreateTableResponse
+	23, // 42: strata.v1.Datanode.ListTables:output_type -> strata.v1.ListTablesResponse
+	25, // 43: strata.v1.Datanode.DescribeTable:output_type -> strata.v1.DescribeTableResponse
+	27, // 44: strata.v1.Datanode.DropTable:output_type -> strata.v1.DropTableResponse
+	34, // 45: strata.v1.Datanode.TruncateTable:output_type -> strata.v1.TruncateTableResponse
+	38, // 46: strata.v1.Datanode.GcRegion:output_type -> strata.v1.GcRegionResponse
+	40, // 47: strata.v1.Datanode.CloseTable:output_type -> strata.v1.CloseTableResponse
+	34, // [34:48] is the sub-list for method output_type
+	20, // [20:34] is the sub-list for method input_type
 	20, // [20:20] is the sub-list for extension type_name
 	20, // [20:20] is the sub-list for extension extendee
 	0,  // [0:20] is the sub-list for field type_name
@@ -2760,7 +2858,7 @@ func file_strata_v1_datanode_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_strata_v1_datanode_proto_rawDesc), len(file_strata_v1_datanode_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   39,
+			NumMessages:   41,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

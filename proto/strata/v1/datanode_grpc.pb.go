@@ -36,6 +36,7 @@ const (
 	Datanode_DropTable_FullMethodName        = "/strata.v1.Datanode/DropTable"
 	Datanode_TruncateTable_FullMethodName    = "/strata.v1.Datanode/TruncateTable"
 	Datanode_GcRegion_FullMethodName         = "/strata.v1.Datanode/GcRegion"
+	Datanode_CloseTable_FullMethodName       = "/strata.v1.Datanode/CloseTable"
 )
 
 // DatanodeClient is the client API for Datanode service.
@@ -69,6 +70,10 @@ type DatanodeClient interface {
 	// GcRegion runs garbage collection on a table's regions (or one of
 	// them): fast GC from the manifest, or full-listing GC.
 	GcRegion(ctx context.Context, in *GcRegionRequest, opts ...grpc.CallOption) (*GcRegionResponse, error)
+	// CloseTable (cluster-internal, called by metasrv while dropping a
+	// table): close every region of the table hosted here, without flushing,
+	// and return once they are closed.
+	CloseTable(ctx context.Context, in *CloseTableRequest, opts ...grpc.CallOption) (*CloseTableResponse, error)
 }
 
 type datanodeClient struct {
@@ -218,6 +223,16 @@ func (c *datanodeClient) GcRegion(ctx context.Context, in *GcRegionRequest, opts
 	return out, nil
 }
 
+func (c *datanodeClient) CloseTable(ctx context.Context, in *CloseTableRequest, opts ...grpc.CallOption) (*CloseTableResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CloseTableResponse)
+	err := c.cc.Invoke(ctx, Datanode_CloseTable_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // DatanodeServer is the server API for Datanode service.
 // All implementations must embed UnimplementedDatanodeServer
 // for forward compatibility.
@@ -249,6 +264,10 @@ type DatanodeServer interface {
 	// GcRegion runs garbage collection on a table's regions (or one of
 	// them): fast GC from the manifest, or full-listing GC.
 	GcRegion(context.Context, *GcRegionRequest) (*GcRegionResponse, error)
+	// CloseTable (cluster-internal, called by metasrv while dropping a
+	// table): close every region of the table hosted here, without flushing,
+	// and return once they are closed.
+	CloseTable(context.Context, *CloseTableRequest) (*CloseTableResponse, error)
 	mustEmbedUnimplementedDatanodeServer()
 }
 
@@ -297,6 +316,9 @@ func (UnimplementedDatanodeServer) TruncateTable(context.Context, *TruncateTable
 }
 func (UnimplementedDatanodeServer) GcRegion(context.Context, *GcRegionRequest) (*GcRegionResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method GcRegion not implemented")
+}
+func (UnimplementedDatanodeServer) CloseTable(context.Context, *CloseTableRequest) (*CloseTableResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method CloseTable not implemented")
 }
 func (UnimplementedDatanodeServer) mustEmbedUnimplementedDatanodeServer() {}
 func (UnimplementedDatanodeServer) testEmbeddedByValue()                  {}
@@ -546,6 +568,24 @@ func _Datanode_GcRegion_Handler(srv interface{}, ctx context.Context, dec func(i
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Datanode_CloseTable_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CloseTableRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(DatanodeServer).CloseTable(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Datanode_CloseTable_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(DatanodeServer).CloseTable(ctx, req.(*CloseTableRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Datanode_ServiceDesc is the grpc.ServiceDesc for Datanode service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -600,6 +640,10 @@ var Datanode_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "GcRegion",
 			Handler:    _Datanode_GcRegion_Handler,
+		},
+		{
+			MethodName: "CloseTable",
+			Handler:    _Datanode_CloseTable_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

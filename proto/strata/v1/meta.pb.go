@@ -911,14 +911,16 @@ const file_strata_v1_meta_proto_rawDesc = "" +
 	"\x06region\x18\x01 \x01(\tR\x06region\x12\x0e\n" +
 	"\x02to\x18\x02 \x01(\tR\x02to\"N\n" +
 	"\x12MoveRegionResponse\x128\n" +
-	"\tplacement\x18\x01 \x01(\v2\x1a.strata.v1.RegionPlacementR\tplacement2\xb9\x06\n" +
+	"\tplacement\x18\x01 \x01(\v2\x1a.strata.v1.RegionPlacementR\tplacement2\xd5\a\n" +
 	"\tMetaAdmin\x12R\n" +
 	"\rClusterStatus\x12\x1f.strata.v1.ClusterStatusRequest\x1a .strata.v1.ClusterStatusResponse\x12I\n" +
 	"\n" +
 	"MoveRegion\x12\x1c.strata.v1.MoveRegionRequest\x1a\x1d.strata.v1.MoveRegionResponse\x12L\n" +
 	"\vCreateTable\x12\x1d.strata.v1.CreateTableRequest\x1a\x1e.strata.v1.CreateTableResponse\x12I\n" +
 	"\n" +
-	"ListTables\x12\x1c.strata.v1.ListTablesRequest\x1a\x1d.strata.v1.ListTablesResponse\x12L\n" +
+	"ListTables\x12\x1c.strata.v1.ListTablesRequest\x1a\x1d.strata.v1.ListTablesResponse\x12R\n" +
+	"\rDescribeTable\x12\x1f.strata.v1.DescribeTableRequest\x1a .strata.v1.DescribeTableResponse\x12F\n" +
+	"\tDropTable\x12\x1b.strata.v1.DropTableRequest\x1a\x1c.strata.v1.DropTableResponse\x12L\n" +
 	"\vListRegions\x12\x1d.strata.v1.ListRegionsRequest\x1a\x1e.strata.v1.ListRegionsResponse\x12@\n" +
 	"\aCompact\x12\x19.strata.v1.CompactRequest\x1a\x1a.strata.v1.CompactResponse\x12[\n" +
 	"\x10CancelCompaction\x12\".strata.v1.CancelCompactionRequest\x1a#.strata.v1.CancelCompactionResponse\x12@\n" +
@@ -958,14 +960,18 @@ var file_strata_v1_meta_proto_goTypes = []any{
 	(*RegionStat)(nil),               // 14: strata.v1.RegionStat
 	(*CreateTableRequest)(nil),       // 15: strata.v1.CreateTableRequest
 	(*ListTablesRequest)(nil),        // 16: strata.v1.ListTablesRequest
-	(*CompactRequest)(nil),           // 17: strata.v1.CompactRequest
-	(*CancelCompactionRequest)(nil),  // 18: strata.v1.CancelCompactionRequest
-	(*GcRegionRequest)(nil),          // 19: strata.v1.GcRegionRequest
-	(*CreateTableResponse)(nil),      // 20: strata.v1.CreateTableResponse
-	(*ListTablesResponse)(nil),       // 21: strata.v1.ListTablesResponse
-	(*CompactResponse)(nil),          // 22: strata.v1.CompactResponse
-	(*CancelCompactionResponse)(nil), // 23: strata.v1.CancelCompactionResponse
-	(*GcRegionResponse)(nil),         // 24: strata.v1.GcRegionResponse
+	(*DescribeTableRequest)(nil),     // 17: strata.v1.DescribeTableRequest
+	(*DropTableRequest)(nil),         // 18: strata.v1.DropTableRequest
+	(*CompactRequest)(nil),           // 19: strata.v1.CompactRequest
+	(*CancelCompactionRequest)(nil),  // 20: strata.v1.CancelCompactionRequest
+	(*GcRegionRequest)(nil),          // 21: strata.v1.GcRegionRequest
+	(*CreateTableResponse)(nil),      // 22: strata.v1.CreateTableResponse
+	(*ListTablesResponse)(nil),       // 23: strata.v1.ListTablesResponse
+	(*DescribeTableResponse)(nil),    // 24: strata.v1.DescribeTableResponse
+	(*DropTableResponse)(nil),        // 25: strata.v1.DropTableResponse
+	(*CompactResponse)(nil),          // 26: strata.v1.CompactResponse
+	(*CancelCompactionResponse)(nil), // 27: strata.v1.CancelCompactionResponse
+	(*GcRegionResponse)(nil),         // 28: strata.v1.GcRegionResponse
 }
 var file_strata_v1_meta_proto_depIdxs = []int32{
 	9,  // 0: strata.v1.RegionDetail.placement:type_name -> strata.v1.RegionPlacement
@@ -979,26 +985,30 @@ var file_strata_v1_meta_proto_depIdxs = []int32{
 	12, // 8: strata.v1.MetaAdmin.MoveRegion:input_type -> strata.v1.MoveRegionRequest
 	15, // 9: strata.v1.MetaAdmin.CreateTable:input_type -> strata.v1.CreateTableRequest
 	16, // 10: strata.v1.MetaAdmin.ListTables:input_type -> strata.v1.ListTablesRequest
-	0,  // 11: strata.v1.MetaAdmin.ListRegions:input_type -> strata.v1.ListRegionsRequest
-	17, // 12: strata.v1.MetaAdmin.Compact:input_type -> strata.v1.CompactRequest
-	18, // 13: strata.v1.MetaAdmin.CancelCompaction:input_type -> strata.v1.CancelCompactionRequest
-	19, // 14: strata.v1.MetaAdmin.GcRun:input_type -> strata.v1.GcRegionRequest
-	3,  // 15: strata.v1.MetaAdmin.GcStatus:input_type -> strata.v1.GcStatusRequest
-	6,  // 16: strata.v1.MetaAdmin.GetGcOptions:input_type -> strata.v1.GetGcOptionsRequest
-	7,  // 17: strata.v1.MetaAdmin.SetGcOptions:input_type -> strata.v1.GcOptions
-	11, // 18: strata.v1.MetaAdmin.ClusterStatus:output_type -> strata.v1.ClusterStatusResponse
-	13, // 19: strata.v1.MetaAdmin.MoveRegion:output_type -> strata.v1.MoveRegionResponse
-	20, // 20: strata.v1.MetaAdmin.CreateTable:output_type -> strata.v1.CreateTableResponse
-	21, // 21: strata.v1.MetaAdmin.ListTables:output_type -> strata.v1.ListTablesResponse
-	2,  // 22: strata.v1.MetaAdmin.ListRegions:output_type -> strata.v1.ListRegionsResponse
-	22, // 23: strata.v1.MetaAdmin.Compact:output_type -> strata.v1.CompactResponse
-	23, // 24: strata.v1.MetaAdmin.CancelCompaction:output_type -> strata.v1.CancelCompactionResponse
-	24, // 25: strata.v1.MetaAdmin.GcRun:output_type -> strata.v1.GcRegionResponse
-	5,  // 26: strata.v1.MetaAdmin.GcStatus:output_type -> strata.v1.GcStatusResponse
-	7,  // 27: strata.v1.MetaAdmin.GetGcOptions:output_type -> strata.v1.GcOptions
-	7,  // 28: strata.v1.MetaAdmin.SetGcOptions:output_type -> strata.v1.GcOptions
-	18, // [18:29] is the sub-list for method output_type
-	7,  // [7:18] is the sub-list for method input_type
+	17, // 11: strata.v1.MetaAdmin.DescribeTable:input_type -> strata.v1.DescribeTableRequest
+	18, // 12: strata.v1.MetaAdmin.DropTable:input_type -> strata.v1.DropTableRequest
+	0,  // 13: strata.v1.MetaAdmin.ListRegions:input_type -> strata.v1.ListRegionsRequest
+	19, // 14: strata.v1.MetaAdmin.Compact:input_type -> strata.v1.CompactRequest
+	20, // 15: strata.v1.MetaAdmin.CancelCompaction:input_type -> strata.v1.CancelCompactionRequest
+	21, // 16: strata.v1.MetaAdmin.GcRun:input_type -> strata.v1.GcRegionRequest
+	3,  // 17: strata.v1.MetaAdmin.GcStatus:input_type -> strata.v1.GcStatusRequest
+	6,  // 18: strata.v1.MetaAdmin.GetGcOptions:input_type -> strata.v1.GetGcOptionsRequest
+	7,  // 19: strata.v1.MetaAdmin.SetGcOptions:input_type -> strata.v1.GcOptions
+	11, // 20: strata.v1.MetaAdmin.ClusterStatus:output_type -> strata.v1.ClusterStatusResponse
+	13, // 21: strata.v1.MetaAdmin.MoveRegion:output_type -> strata.v1.MoveRegionResponse
+	22, // 22: strata.v1.MetaAdmin.CreateTable:output_type -> strata.v1.CreateTableResponse
+	23, // 23: strata.v1.MetaAdmin.ListTables:output_type -> strata.v1.ListTablesResponse
+	24, // 24: strata.v1.MetaAdmin.DescribeTable:output_type -> strata.v1.DescribeTableResponse
+	25, // 25: strata.v1.MetaAdmin.DropTable:output_type -> strata.v1.DropTableResponse
+	2,  // 26: strata.v1.MetaAdmin.ListRegions:output_type -> strata.v1.ListRegionsResponse
+	26, // 27: strata.v1.MetaAdmin.Compact:output_type -> strata.v1.CompactResponse
+	27, // 28: strata.v1.MetaAdmin.CancelCompaction:output_type -> strata.v1.CancelCompactionResponse
+	28, // 29: strata.v1.MetaAdmin.GcRun:output_type -> strata.v1.GcRegionResponse
+	5,  // 30: strata.v1.MetaAdmin.GcStatus:output_type -> strata.v1.GcStatusResponse
+	7,  // 31: strata.v1.MetaAdmin.GetGcOptions:output_type -> strata.v1.GcOptions
+	7,  // 32: strata.v1.MetaAdmin.SetGcOptions:output_type -> strata.v1.GcOptions
+	20, // [20:33] is the sub-list for method output_type
+	7,  // [7:20] is the sub-list for method input_type
 	7,  // [7:7] is the sub-list for extension type_name
 	7,  // [7:7] is the sub-list for extension extendee
 	0,  // [0:7] is the sub-list for field type_name

@@ -26,6 +26,8 @@ const (
 	MetaAdmin_MoveRegion_FullMethodName       = "/strata.v1.MetaAdmin/MoveRegion"
 	MetaAdmin_CreateTable_FullMethodName      = "/strata.v1.MetaAdmin/CreateTable"
 	MetaAdmin_ListTables_FullMethodName       = "/strata.v1.MetaAdmin/ListTables"
+	MetaAdmin_DescribeTable_FullMethodName    = "/strata.v1.MetaAdmin/DescribeTable"
+	MetaAdmin_DropTable_FullMethodName        = "/strata.v1.MetaAdmin/DropTable"
 	MetaAdmin_ListRegions_FullMethodName      = "/strata.v1.MetaAdmin/ListRegions"
 	MetaAdmin_Compact_FullMethodName          = "/strata.v1.MetaAdmin/Compact"
 	MetaAdmin_CancelCompaction_FullMethodName = "/strata.v1.MetaAdmin/CancelCompaction"
@@ -46,6 +48,13 @@ type MetaAdminClient interface {
 	MoveRegion(ctx context.Context, in *MoveRegionRequest, opts ...grpc.CallOption) (*MoveRegionResponse, error)
 	CreateTable(ctx context.Context, in *CreateTableRequest, opts ...grpc.CallOption) (*CreateTableResponse, error)
 	ListTables(ctx context.Context, in *ListTablesRequest, opts ...grpc.CallOption) (*ListTablesResponse, error)
+	// DescribeTable: the table and its regions' statistics.
+	DescribeTable(ctx context.Context, in *DescribeTableRequest, opts ...grpc.CallOption) (*DescribeTableResponse, error)
+	// DropTable removes a table: it leaves the catalog's table list at once;
+	// the leader then has every owner close its regions, deletes its
+	// objects, and forgets it. The call waits for that (a drop interrupted by
+	// a metasrv failover is finished by the next leader).
+	DropTable(ctx context.Context, in *DropTableRequest, opts ...grpc.CallOption) (*DropTableResponse, error)
 	// ListRegions: every region (or a table's) with its owner and the
 	// owner's statistics: files, bytes, pending markers, removed files,
 	// epoch, manifest version.
@@ -107,6 +116,26 @@ func (c *metaAdminClient) ListTables(ctx context.Context, in *ListTablesRequest,
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(ListTablesResponse)
 	err := c.cc.Invoke(ctx, MetaAdmin_ListTables_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *metaAdminClient) DescribeTable(ctx context.Context, in *DescribeTableRequest, opts ...grpc.CallOption) (*DescribeTableResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DescribeTableResponse)
+	err := c.cc.Invoke(ctx, MetaAdmin_DescribeTable_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *metaAdminClient) DropTable(ctx context.Context, in *DropTableRequest, opts ...grpc.CallOption) (*DropTableResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DropTableResponse)
+	err := c.cc.Invoke(ctx, MetaAdmin_DropTable_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -194,6 +223,13 @@ type MetaAdminServer interface {
 	MoveRegion(context.Context, *MoveRegionRequest) (*MoveRegionResponse, error)
 	CreateTable(context.Context, *CreateTableRequest) (*CreateTableResponse, error)
 	ListTables(context.Context, *ListTablesRequest) (*ListTablesResponse, error)
+	// DescribeTable: the table and its regions' statistics.
+	DescribeTable(context.Context, *DescribeTableRequest) (*DescribeTableResponse, error)
+	// DropTable removes a table: it leaves the catalog's table list at once;
+	// the leader then has every owner close its regions, deletes its
+	// objects, and forgets it. The call waits for that (a drop interrupted by
+	// a metasrv failover is finished by the next leader).
+	DropTable(context.Context, *DropTableRequest) (*DropTableResponse, error)
 	// ListRegions: every region (or a table's) with its owner and the
 	// owner's statistics: files, bytes, pending markers, removed files,
 	// epoch, manifest version.
@@ -232,6 +268,12 @@ func (UnimplementedMetaAdminServer) CreateTable(context.Context, *CreateTableReq
 }
 func (UnimplementedMetaAdminServer) ListTables(context.Context, *ListTablesRequest) (*ListTablesResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ListTables not implemented")
+}
+func (UnimplementedMetaAdminServer) DescribeTable(context.Context, *DescribeTableRequest) (*DescribeTableResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method DescribeTable not implemented")
+}
+func (UnimplementedMetaAdminServer) DropTable(context.Context, *DropTableRequest) (*DropTableResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method DropTable not implemented")
 }
 func (UnimplementedMetaAdminServer) ListRegions(context.Context, *ListRegionsRequest) (*ListRegionsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ListRegions not implemented")
@@ -343,6 +385,42 @@ func _MetaAdmin_ListTables_Handler(srv interface{}, ctx context.Context, dec fun
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
 		return srv.(MetaAdminServer).ListTables(ctx, req.(*ListTablesRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _MetaAdmin_DescribeTable_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DescribeTableRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MetaAdminServer).DescribeTable(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: MetaAdmin_DescribeTable_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MetaAdminServer).DescribeTable(ctx, req.(*DescribeTableRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _MetaAdmin_DropTable_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DropTableRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MetaAdminServer).DropTable(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: MetaAdmin_DropTable_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MetaAdminServer).DropTable(ctx, req.(*DropTableRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
@@ -495,6 +573,14 @@ var MetaAdmin_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ListTables",
 			Handler:    _MetaAdmin_ListTables_Handler,
+		},
+		{
+			MethodName: "DescribeTable",
+			Handler:    _MetaAdmin_DescribeTable_Handler,
+		},
+		{
+			MethodName: "DropTable",
+			Handler:    _MetaAdmin_DropTable_Handler,
 		},
 		{
 			MethodName: "ListRegions",

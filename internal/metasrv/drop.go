@@ -1,0 +1,141 @@
+package metasrv
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/stratadb/strata/internal/cluster"
+	"github.com/stratadb/strata/internal/datanode"
+	"github.com/stratadb/strata/internal/grpcapi"
+	"github.com/stratadb/strata/internal/layout"
+	"github.com/stratadb/strata/internal/objstore"
+	pb "github.com/stratadb/strata/proto/strata/v1"
+)
+
+// drops finishes the drops of tables marked dropping, on the leader, until
+// the term ends: a drop a previous leader started is finished here.
+func (s *Server) drops(ctx context.Context) {
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	for {
+		tables, err := s.cat.Dropping(ctx)
+		if err == nil {
+			for _, tb := range tables {
+				if err := s.finishDrop(ctx, tb); err != nil && ctx.Err() == nil {
+					s.log.Warn("dropping a table failed; retrying", "table", tb.Name, "err", err)
+				}
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// finishDrop: the table is out of the table list, so placement has removed
+// (or removes) its regions' assignments. Every live datanode closes what
+// it still hosts of it and says so; a datanode whose lease expired has
+// closed its regions by the lease rule. Only then are the objects deleted,
+// so no owner can write one after the deletion; then the catalog forgets
+// the table.
+func (s *Server) finishDrop(ctx context.Context, t datanode.Table) error {
+	if s.opts.Store == nil {
+		return errors.New("metasrv has no --store: it cannot delete the table's objects")
+	}
+	if err := s.place(ctx); err != nil {
+		return err
+	}
+	st, err := s.read(ctx)
+	if err != nil {
+		return err
+	}
+	for id := range st.regions {
+		if id.Table == t.ID {
+			return fmt.Errorf("region %s is still assigned", id)
+		}
+	}
+	clients, _, done, err := s.datanodes(ctx)
+	if err != nil {
+		return err
+	}
+	defer done()
+	if err := fanOut(clients, func(_ string, c pb.DatanodeClient) error {
+		_, err := c.CloseTable(ctx, &pb.CloseTableRequest{TableId: t.ID})
+		return err
+	}); err != nil {
+		return err
+	}
+	prefix := fmt.Sprintf("%d/", t.ID)
+	objs, err := objstore.ListAll(ctx, s.opts.Store, prefix, 1000)
+	if err != nil {
+		return err
+	}
+	for _, o := range objs {
+		if err := s.opts.Store.Delete(ctx, o.Key); err != nil && !errors.Is(err, objstore.ErrNotFound) {
+			return err
+		}
+	}
+	// GC state of the table's regions goes too.
+	for i := range t.Regions {
+		s.opts.Client.Delete(ctx, cluster.GCStateKey(layout.RegionID{Table: t.ID, Region: i}))
+	}
+	if err := s.cat.Forget(ctx, t.Name); err != nil {
+		return err
+	}
+	s.log.Info("table dropped", "table", t.Name, "id", t.ID, "objects", len(objs))
+	return nil
+}
+
+// DropTable marks the table dropping and waits until the leader finished.
+func (s *Server) DropTable(ctx context.Context, req *pb.DropTableRequest) (*pb.DropTableResponse, error) {
+	if s.opts.Store == nil {
+		return nil, status.Error(codes.FailedPrecondition, "metasrv was started without --store: it cannot delete a table's objects")
+	}
+	if _, err := s.cat.MarkDropping(ctx, req.GetName()); err != nil {
+		return nil, grpcapi.Status(err)
+	}
+	for {
+		tables, err := s.cat.Dropping(ctx)
+		if err != nil {
+			return nil, grpcapi.Status(err)
+		}
+		still := false
+		for _, t := range tables {
+			still = still || t.Name == req.GetName()
+		}
+		if !still {
+			return &pb.DropTableResponse{}, nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil, status.Error(codes.DeadlineExceeded, "the drop continues in the background: "+ctx.Err().Error())
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+// DescribeTable returns a table and its regions' statistics.
+func (s *Server) DescribeTable(ctx context.Context, req *pb.DescribeTableRequest) (*pb.DescribeTableResponse, error) {
+	t, err := s.cat.Table(ctx, req.GetName())
+	if err != nil {
+		return nil, grpcapi.Status(err)
+	}
+	regs, err := s.ListRegions(ctx, &pb.ListRegionsRequest{Table: t.Name})
+	if err != nil {
+		return nil, err
+	}
+	out := &pb.DescribeTableResponse{Table: grpcapi.TableMsg(t)}
+	for _, r := range regs.Regions {
+		if r.Stats != nil {
+			out.Regions = append(out.Regions, r.Stats)
+		}
+	}
+	return out, nil
+}
