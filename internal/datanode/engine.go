@@ -321,6 +321,12 @@ func (e *Engine) DropTable(ctx context.Context, name string) error {
 			delete(e.regions, id)
 		}
 	}
+	if e.opts.Cluster != nil {
+		// Other datanodes may host regions of it: metasrv's leader has
+		// them all closed before it deletes the objects.
+		e.log.Info("table marked dropping; metasrv finishes the drop", "table", name)
+		return nil
+	}
 	return e.finishDrop(ctx, name)
 }
 
