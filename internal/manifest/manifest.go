@@ -227,6 +227,12 @@ func (m *Manifest) Commit(ctx context.Context, actions ...Action) (uint64, error
 		}
 	}
 	if err := m.checkNotFencedLocked(ctx, v); err != nil {
+		if errors.Is(err, ErrAmbiguous) {
+			// The delta landed but the store could not say whether we
+			// still own the region: settle both before the next commit.
+			m.unknown = data
+			m.pendingState = next
+		}
 		return 0, err
 	}
 	m.state = next
@@ -262,13 +268,17 @@ func (m *Manifest) resolveUnknownLocked(ctx context.Context) error {
 		}
 		return fmt.Errorf("%w: re-read %s: %v", ErrAmbiguous, key, err)
 	}
-	m.unknown, m.pendingState = nil, nil
 	if !landed {
+		m.unknown, m.pendingState = nil, nil
 		return nil
 	}
 	if err := m.checkNotFencedLocked(ctx, next.Version); err != nil {
+		if !errors.Is(err, ErrAmbiguous) {
+			m.unknown, m.pendingState = nil, nil
+		}
 		return err
 	}
+	m.unknown, m.pendingState = nil, nil
 	m.state = next
 	m.maybeCheckpointLocked(ctx)
 	return nil
@@ -287,7 +297,9 @@ func (m *Manifest) Settle(ctx context.Context) error {
 	return m.resolveUnknownLocked(ctx)
 }
 
-// checkNotFencedLocked runs after this writer created delta v. Deltas are
+// checkNotFencedLocked runs after this writer created delta v. A store
+// failure leaves ownership unverified: it returns ErrAmbiguous (not
+// sticky), and the commit is settled by the next Commit or Settle. Deltas are
 // deleted only below a checkpoint and in ascending order, so if another
 // writer had checkpointed past v and deleted v (which let our create
 // succeed), it deleted v-1 first. Delta v-1 was read or written by this
@@ -301,7 +313,7 @@ func (m *Manifest) checkNotFencedLocked(ctx context.Context, v uint64) error {
 	if v == 1 {
 		objs, err := objstore.ListAll(ctx, m.store, m.region.ManifestPrefix(), 1000)
 		if err != nil {
-			return fenced(fmt.Sprintf("cannot verify ownership: %v", err))
+			return fmt.Errorf("%w: region %s version %d landed, but ownership cannot be verified: %v", ErrAmbiguous, m.region, v, err)
 		}
 		for _, o := range objs {
 			if _, isCkpt, ok := m.region.ParseManifestKey(o.Key); ok && isCkpt {
@@ -317,7 +329,7 @@ func (m *Manifest) checkNotFencedLocked(ctx context.Context, v uint64) error {
 	case errors.Is(err, objstore.ErrNotFound):
 		return fenced("the previous delta was deleted by a later checkpoint")
 	default:
-		return fenced(fmt.Sprintf("cannot verify ownership: %v", err))
+		return fmt.Errorf("%w: region %s version %d landed, but ownership cannot be verified: %v", ErrAmbiguous, m.region, v, err)
 	}
 }
 

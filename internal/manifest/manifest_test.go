@@ -397,3 +397,30 @@ func TestAmbiguousCommitResolvedByNextCommit(t *testing.T) {
 		t.Fatalf("reopened at version %d flushed %d", s.Version, s.FlushedSeq)
 	}
 }
+
+// A store failure on the ownership check after a delta landed is not
+// fencing: the commit is ambiguous, and the next commit verifies again and
+// goes on (found when MinIO was restarted under a running cluster).
+func TestUnverifiedOwnershipIsAmbiguousNotFenced(t *testing.T) {
+	ctx := context.Background()
+	inner := objstoretest.Mem(t)
+	m := mustOpen(t, inner, Options{Create: true})
+	f := faultstore.New(inner, faultstore.Rule{Match: faultstore.OnOp(objstore.OpHead), N: 1, Action: faultstore.Fail})
+	m.store = objstoretest.Fast(f)
+	if _, err := m.Commit(ctx, Action{Edit: &Edit{FlushedSeq: 5}}); !errors.Is(err, ErrAmbiguous) || errors.Is(err, ErrFenced) {
+		t.Fatalf("want ErrAmbiguous (not fenced), got %v", err)
+	}
+	if err := m.Settle(ctx); err != nil {
+		t.Fatalf("settle once the store answers: %v", err)
+	}
+	if s := m.State(); s.FlushedSeq != 5 {
+		t.Fatalf("after settling: flushed seq %d, want 5 (the delta landed)", s.FlushedSeq)
+	}
+	if _, err := m.Commit(ctx, Action{Edit: &Edit{FlushedSeq: 6}}); err != nil {
+		t.Fatalf("next commit: %v", err)
+	}
+	ro := mustOpen(t, inner, Options{ReadOnly: true})
+	if s := ro.State(); s.FlushedSeq != 6 {
+		t.Fatalf("reopened: flushed %d", s.FlushedSeq)
+	}
+}

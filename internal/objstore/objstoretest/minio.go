@@ -31,6 +31,9 @@ const (
 type MinIOServer struct {
 	Endpoint string // http://127.0.0.1:port
 	cmd      *exec.Cmd
+	exited   chan error
+	addr     string
+	bin      string
 	dir      string
 	log      *os.File
 	buckets  atomic.Int64
@@ -97,44 +100,71 @@ func startMinIO() (*MinIOServer, error) {
 	if err != nil {
 		return nil, err
 	}
-	logf, err := os.Create(filepath.Join(dir, "minio.log"))
-	if err != nil {
+	s := &MinIOServer{Endpoint: "http://" + addr, dir: dir, addr: addr, bin: bin}
+	if err := s.run(); err != nil {
+		os.RemoveAll(dir)
 		return nil, err
-	}
-	cmd := exec.Command(bin, "server", "--quiet", "--address", addr, "--console-address", "127.0.0.1:0", filepath.Join(dir, "data"))
-	cmd.Env = append(os.Environ(), "MINIO_ROOT_USER="+minioUser, "MINIO_ROOT_PASSWORD="+minioPassword,
-		"MINIO_BROWSER=off", "MINIO_UPDATE=off")
-	cmd.Stdout, cmd.Stderr = logf, logf
-	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("start MinIO: %w", err)
-	}
-	s := &MinIOServer{Endpoint: "http://" + addr, cmd: cmd, dir: dir, log: logf}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	deadline := time.After(60 * time.Second)
-	for {
-		resp, err := http.Get(s.Endpoint + "/minio/health/ready")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				break
-			}
-		}
-		select {
-		case err := <-exited:
-			out, _ := os.ReadFile(logf.Name())
-			return nil, fmt.Errorf("MinIO exited: %v\n%s", err, out)
-		case <-deadline:
-			s.stop()
-			return nil, fmt.Errorf("MinIO not ready after 60s")
-		case <-time.After(50 * time.Millisecond): // polling an external process: no signal exists
-		}
 	}
 	// The AWS SDK in this process (and in helper processes) reads these.
 	os.Setenv("AWS_ACCESS_KEY_ID", minioUser)
 	os.Setenv("AWS_SECRET_ACCESS_KEY", minioPassword)
 	os.Setenv("AWS_REGION", "us-east-1")
 	return s, nil
+}
+
+// run starts the server process on s.addr over s.dir and waits until it
+// is ready.
+func (s *MinIOServer) run() error {
+	logf, err := os.OpenFile(filepath.Join(s.dir, "minio.log"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	if err != nil {
+		return err
+	}
+	cmd := exec.Command(s.bin, "server", "--quiet", "--address", s.addr, "--console-address", "127.0.0.1:0", filepath.Join(s.dir, "data"))
+	cmd.Env = append(os.Environ(), "MINIO_ROOT_USER="+minioUser, "MINIO_ROOT_PASSWORD="+minioPassword,
+		"MINIO_BROWSER=off", "MINIO_UPDATE=off")
+	cmd.Stdout, cmd.Stderr = logf, logf
+	if err := cmd.Start(); err != nil {
+		logf.Close()
+		return fmt.Errorf("start MinIO: %w", err)
+	}
+	s.cmd, s.log = cmd, logf
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	s.exited = exited
+	deadline := time.After(60 * time.Second)
+	for {
+		resp, err := http.Get(s.Endpoint + "/minio/health/ready")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+		}
+		select {
+		case err := <-exited:
+			out, _ := os.ReadFile(logf.Name())
+			return fmt.Errorf("MinIO exited: %v\n%s", err, out)
+		case <-deadline:
+			cmd.Process.Kill()
+			return fmt.Errorf("MinIO not ready after 60s")
+		case <-time.After(50 * time.Millisecond): // polling an external process: no signal exists
+		}
+	}
+}
+
+// Restart kills the server (as a crash would) and starts it again on the
+// same address and data, after down has run (nil: at once).
+func (s *MinIOServer) Restart(t testing.TB, down func()) {
+	t.Helper()
+	s.cmd.Process.Kill()
+	<-s.exited
+	s.log.Close()
+	if down != nil {
+		down()
+	}
+	if err := s.run(); err != nil {
+		t.Fatalf("restart MinIO: %v", err)
+	}
 }
 
 func (s *MinIOServer) stop() {
