@@ -895,3 +895,75 @@ func TestStormOverMinIO(t *testing.T) {
 		t.Fatal("no write failed while MinIO was down: the restart did not take effect")
 	}
 }
+
+// Bad input through every interface of a running cluster gets a clear
+// error, and nothing already written is lost.
+func TestBadInputEverywhere(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts processes")
+	}
+	etcd := freePort(t)
+	meta := start(t, "metasrv", "metasrv", "--data-dir", t.TempDir(), "--etcd-client-addr", etcd, "--grpc-addr", "127.0.0.1:0")
+	dn := start(t, "dn1", "datanode", "--id", "dn1", "--etcd-endpoints", "http://"+etcd, "--store", "file://"+t.TempDir(),
+		"--grpc-addr", "127.0.0.1:0", "--http-addr", "127.0.0.1:0")
+	post := func(path, body string) (int, string) {
+		resp, err := http.Post("http://"+dn.http+path, "text/plain", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	if code, body := post("/write?db=x", "cpu,host=a v=1 1\ncpu,host=b v=2 2\n"); code != 204 {
+		t.Fatalf("good write: %d %s", code, body)
+	}
+	// Line protocol: the bad line is named; nothing of the request lands.
+	for _, c := range []struct{ path, body, want string }{
+		{"/write?db=x", "cpu,host=a v=1 3\ncpu,host=a v= 4\n", "line 2"},
+		{"/write?db=x&precision=fortnight", "cpu v=1 1\n", "precision"},
+		{"/write?db=x", "cpu,host=a v=\"text\" 5\n", "v"},
+		{"/api/v2/write", "cpu v=1 1\n", "bucket"},
+	} {
+		code, body := post(c.path, c.body)
+		if code != 400 || !strings.Contains(body, c.want) {
+			t.Errorf("POST %s %q: %d %s (want 400 naming %q)", c.path, c.body, code, body, c.want)
+		}
+	}
+	// gRPC (through the CLI, which prints the server's message).
+	for _, c := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"query", "nope", "--server", dn.grpc}, 3, "not found"},
+		{[]string{"query", "cpu", "--fields", "nope", "--server", dn.grpc}, 2, "nope"},
+		{[]string{"table", "create", "__reserved", "--server", dn.grpc}, 2, "reserved"},
+		{[]string{"cluster", "move", "not-a-region", "dn1", "--metasrv", meta.grpc}, 2, "table_id/region"},
+		{[]string{"cluster", "move", "1/0", "nobody", "--metasrv", meta.grpc}, 2, "not live"},
+		{[]string{"cluster", "move", "9/0", "dn1", "--metasrv", meta.grpc}, 3, "not placed"},
+		{[]string{"cluster", "create-table", "__reserved", "--metasrv", meta.grpc}, 2, "reserved"},
+		{[]string{"cluster", "create-table", "cpu", "--metasrv", meta.grpc}, 3, "exists"},
+		{[]string{"cluster", "gc", "options", "--concurrency", "0", "--metasrv", meta.grpc}, 2, "positive"},
+		{[]string{"cluster", "gc", "run", "--table", "cpu", "--region", "1/0", "--metasrv", meta.grpc}, 2, "not both"},
+		{[]string{"cluster", "status", "--no-such-flag", "--metasrv", meta.grpc}, 2, "unknown flag"},
+	} {
+		out, code := cli(t, c.args...)
+		if code != c.code || !strings.Contains(strings.ToLower(out), strings.ToLower(c.want)) {
+			t.Errorf("strata %v: exit %d (want %d)\n%s(want it to mention %q)", c.args, code, c.code, out, c.want)
+		}
+	}
+	// The binaries refuse bad flags and missing settings with exit 2.
+	for _, c := range [][]string{{"datanode", "--store", "file:///tmp/x"}, {"metasrv", "--no-such-flag"}, {"datanode", "--lease", "soon"}} {
+		cmd := exec.Command(filepath.Join(bins, c[0]), c[1:]...)
+		out, _ := cmd.CombinedOutput()
+		if cmd.ProcessState.ExitCode() != 2 {
+			t.Errorf("%v: exit %d (want 2)\n%s", c, cmd.ProcessState.ExitCode(), out)
+		}
+	}
+	// Nothing was lost.
+	out, code := cli(t, "query", "cpu", "-o", "csv", "--server", dn.grpc)
+	if code != 0 || strings.Count(out, "\n") != 3 {
+		t.Fatalf("after the bad input: exit %d\n%s", code, out)
+	}
+}
