@@ -216,12 +216,12 @@ func TestFailoverLosesNoAcknowledgedWrite(t *testing.T) {
 	c := admin(t, meta.grpc)
 	// Scheduled GC at test speed, with no lingering and no minimum age:
 	// it runs during the whole scenario, kills and pauses included.
-	cli, err := cluster.Connect([]string{"http://" + etcd})
+	ec, err := cluster.Connect([]string{"http://" + etcd})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer cli.Close()
-	if err := gcsched.SaveOptions(context.Background(), cli, gcsched.Options{Enabled: true, FastInterval: time.Second, FullInterval: 3 * time.Second, Concurrency: 4, RunTimeout: 2 * time.Second}); err != nil {
+	defer ec.Close()
+	if err := gcsched.SaveOptions(context.Background(), ec, gcsched.Options{Enabled: true, FastInterval: time.Second, FullInterval: 3 * time.Second, Concurrency: 4, RunTimeout: 2 * time.Second}); err != nil {
 		t.Fatal(err)
 	}
 	const regions = 6
@@ -341,26 +341,7 @@ func TestFailoverLosesNoAcknowledgedWrite(t *testing.T) {
 	stop.Wait()
 
 	// Every acknowledged row is there.
-	out, err := exec.Command(filepath.Join(bins, "strata"), "query", "cpu", "-o", "csv", "--server", survivor.grpc, "--timeout", "2m").Output()
-	if err != nil {
-		t.Fatalf("query: %v", err)
-	}
-	have := map[string]bool{}
-	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
-	for _, l := range lines[1:] {
-		f := strings.Split(l, ",")
-		ts, err := time.Parse(time.RFC3339Nano, f[0])
-		if err != nil {
-			t.Fatalf("row %q: %v", l, err)
-		}
-		have[fmt.Sprintf("%s/%d", f[1], ts.UnixNano())] = true
-	}
-	missing := 0
-	for k := range acked {
-		if !have[k] {
-			missing++
-		}
-	}
+	have, missing := readBack(t, survivor.grpc, acked)
 	t.Logf("failover: acked=%d rows=%d missing=%d compactions=%d", len(acked), len(have), missing, compactions)
 	if missing > 0 {
 		t.Fatalf("%d acknowledged rows are missing", missing)
@@ -373,7 +354,7 @@ func TestFailoverLosesNoAcknowledgedWrite(t *testing.T) {
 	// through the kill and the pause); full GC never finds an orphan.
 	var runs, orphans int64
 	for end := time.Now().Add(20 * time.Second); ; {
-		states, err := gcsched.States(context.Background(), cli)
+		states, err := gcsched.States(context.Background(), ec)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -401,11 +382,12 @@ func TestFailoverLosesNoAcknowledgedWrite(t *testing.T) {
 	}
 	// Offline: nothing missing, nothing unowned once fast GC has run on
 	// the surviving owners (it ran throughout).
-	out, err = exec.Command(filepath.Join(bins, "strata"), "fsck", "--store", store).CombinedOutput()
-	if err != nil {
-		t.Fatalf("fsck: %v\n%s", err, out)
+	out, code := cli(t, "fsck", "--store", store)
+	if code != 0 {
+		t.Fatalf("fsck: exit %d\n%s", code, out)
 	}
-	t.Logf("fsck: %s", strings.TrimSpace(string(out[bytes.LastIndexByte(bytes.TrimSpace(out), '\n')+1:])))
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	t.Logf("fsck: %s", lines[len(lines)-1])
 }
 
 // TestMetasrvLeaderFailover runs two metasrv replicas over one etcd (in
@@ -489,6 +471,32 @@ func TestMetasrvLeaderFailover(t *testing.T) {
 		}
 		time.Sleep(200 * time.Millisecond) // another process's schedule
 	}
+}
+
+// readBack queries table cpu through the CLI on a datanode and returns the
+// rows read (as "host/ts") and how many acknowledged ones are missing.
+func readBack(t *testing.T, grpcAddr string, acked map[string]bool) (map[string]bool, int) {
+	t.Helper()
+	out, code := cli(t, "query", "cpu", "-o", "csv", "--server", grpcAddr, "--timeout", "2m")
+	if code != 0 {
+		t.Fatalf("query: exit %d\n%s", code, out)
+	}
+	have := map[string]bool{}
+	for _, l := range strings.Split(strings.TrimSpace(out), "\n")[1:] {
+		f := strings.Split(l, ",")
+		ts, err := time.Parse(time.RFC3339Nano, f[0])
+		if err != nil {
+			t.Fatalf("row %q: %v", l, err)
+		}
+		have[fmt.Sprintf("%s/%d", f[1], ts.UnixNano())] = true
+	}
+	missing := 0
+	for k := range acked {
+		if !have[k] {
+			missing++
+		}
+	}
+	return have, missing
 }
 
 func cli(t *testing.T, args ...string) (string, int) {
@@ -871,22 +879,7 @@ func TestStormOverMinIO(t *testing.T) {
 	if err != nil {
 		t.Fatalf("fsck of the bucket: %v\n%s", err, out)
 	}
-	out, err = exec.Command(filepath.Join(bins, "strata"), "query", "cpu", "-o", "csv", "--server", dns[0].grpc, "--timeout", "2m").Output()
-	if err != nil {
-		t.Fatalf("query: %v", err)
-	}
-	have := map[string]bool{}
-	for _, l := range strings.Split(strings.TrimSpace(string(out)), "\n")[1:] {
-		f := strings.Split(l, ",")
-		ts, _ := time.Parse(time.RFC3339Nano, f[0])
-		have[fmt.Sprintf("%s/%d", f[1], ts.UnixNano())] = true
-	}
-	missing := 0
-	for k := range acked {
-		if !have[k] {
-			missing++
-		}
-	}
+	have, missing := readBack(t, dns[0].grpc, acked)
 	t.Logf("storm: acked=%d failed-requests=%d rows=%d missing=%d compactions=%d cancelled=%d too-late=%d", len(acked), failed, len(have), missing, compacted, cancelled, tooLate)
 	if missing > 0 {
 		t.Fatalf("%d acknowledged rows are missing", missing)
