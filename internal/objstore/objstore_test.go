@@ -204,6 +204,17 @@ func TestCreateIfAbsentAmbiguousRetry(t *testing.T) {
 	if err := s.CreateIfAbsent(ctx, "v2", []byte("mine")); !errors.Is(err, objstore.ErrPreconditionFailed) {
 		t.Fatalf("want ErrPreconditionFailed, got %v", err)
 	}
+	// The first attempt landed, the retry found the key, and the read-back
+	// failed too (the store went down): unknown, not a lost race (found by
+	// restarting MinIO under a cluster).
+	landedThenFailed = faultstore.New(raw,
+		faultstore.Rule{Match: faultstore.OnOp(objstore.OpPut), N: 1, Action: faultstore.FailAfter},
+		faultstore.Rule{Match: faultstore.OnOp(objstore.OpGet), N: 1, Action: faultstore.Fail})
+	s = objstore.New(transientize{landedThenFailed}, objstore.Options{Retry: objstore.RetryPolicy{MaxAttempts: 2, BaseBackoff: 1, MaxBackoff: 1}})
+	err := s.CreateIfAbsent(ctx, "v3", []byte("mine"))
+	if errors.Is(err, objstore.ErrPreconditionFailed) || !objstore.IsTransient(err) {
+		t.Fatalf("unverifiable retry: want a transient (unknown) error, got %v", err)
+	}
 }
 
 // transientize turns injected permanent failures into transient ones.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"sync/atomic"
 	"time"
@@ -183,9 +184,16 @@ func (s *Store) CreateIfAbsent(ctx context.Context, key string, data []byte) err
 		return err
 	})
 	if retried && errors.Is(err, ErrPreconditionFailed) {
+		// A retry found the key: an earlier attempt may have created it.
 		got, gerr := s.Get(ctx, key)
-		if gerr == nil && bytes.Equal(got, data) {
+		switch {
+		case gerr == nil && bytes.Equal(got, data):
 			return nil
+		case gerr != nil:
+			// Unknown whose object it is: neither a success nor a lost
+			// race. The caller reads back again later.
+			return &OpError{Op: OpPut, Key: key, Kind: ErrTransient,
+				Cause: fmt.Errorf("create-if-absent outcome unknown: a retry found the key and reading it back failed: %w", gerr)}
 		}
 	}
 	return err
