@@ -37,6 +37,10 @@ const (
 
 func (s Stage) String() string { return [...]string{"reserved", "uploaded", "committing"}[s] }
 
+// uploadTimeout bounds one output's upload, which cancellation does not
+// interrupt.
+const uploadTimeout = 10 * time.Minute
+
 // Errors.
 var (
 	// ErrCancelled: the job was cancelled; its outputs are deleted or owned
@@ -212,13 +216,19 @@ func (j *Job) run(ctx context.Context) (Result, error) {
 			return res, j.abandon(reserved, ErrCancelled)
 		}
 		key := j.r.ID().SSTKey(id)
-		err = objstore.Upload(ctx, j.r.Store(), key, spill.f, meta.Size)
+		// INVARIANT: an upload is never cut short by cancellation. A PUT
+		// aborted after its body was sent may still land after abandon's
+		// DELETE, leaving an object nothing owns; so cancellation waits for
+		// the upload's outcome (one output at most), then deletes it.
+		uctx, ucancel := context.WithTimeout(context.WithoutCancel(ctx), uploadTimeout)
+		err = objstore.Upload(uctx, j.r.Store(), key, spill.f, meta.Size)
+		ucancel()
 		spill.drop()
 		if err != nil {
-			if ctx.Err() != nil {
-				err = ErrCancelled
-			}
 			return res, j.abandon(reserved, fmt.Errorf("compact %s: upload %s: %w", j.ID, key, err))
+		}
+		if ctx.Err() != nil {
+			return res, j.abandon(reserved, ErrCancelled)
 		}
 		outputs = append(outputs, manifest.FileMeta{ID: id, Level: 1, MinTS: meta.MinTS, MaxTS: meta.MaxTS, Rows: meta.Rows, Size: meta.Size})
 		res.BytesOut += meta.Size

@@ -109,7 +109,12 @@ func (r *Region) flushOne(ctx context.Context, mt *memtable.Memtable) (err error
 	case werr != nil:
 		return r.abandon(ctx, job, key, fmt.Errorf("region %s: flush: encode: %w", r.id, werr))
 	default:
-		if err := r.store.Put(ctx, key, buf.Bytes()); err != nil {
+		// Not cut short by cancellation (a close): an aborted PUT may land
+		// after abandon's DELETE (see compact.Job).
+		uctx, ucancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Minute)
+		err := r.store.Put(uctx, key, buf.Bytes())
+		ucancel()
+		if err != nil {
 			return r.abandon(ctx, job, key, fmt.Errorf("region %s: flush: upload %s: %w", r.id, key, err))
 		}
 		edit.Add = []manifest.FileMeta{{ID: id, Level: 0, MinTS: meta.MinTS, MaxTS: meta.MaxTS, Rows: meta.Rows, Size: meta.Size}}
