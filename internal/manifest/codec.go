@@ -68,12 +68,11 @@ func decodeDelta(region, key string, version uint64, data []byte) (time.Time, []
 	if err := checkEnvelope(bad, d.Format, d.Region, d.Version, region, version, d.CRC32C, d.Body); err != nil {
 		return time.Time{}, nil, err
 	}
+	// A delta without actions is a void: a writer claimed the version to
+	// settle a create whose outcome was unknown.
 	var actions []Action
 	if err := json.Unmarshal(d.Body, &actions); err != nil {
 		return time.Time{}, nil, bad("decode actions: %v", err)
-	}
-	if len(actions) == 0 {
-		return time.Time{}, nil, bad("no actions")
 	}
 	return d.Time, actions, nil
 }

@@ -215,16 +215,15 @@ func (m *Manifest) Commit(ctx context.Context, actions ...Action) (uint64, error
 		m.err = fmt.Errorf("%w: region %s version %d was committed by another writer", ErrFenced, m.region, v)
 		return 0, m.err
 	case err != nil:
-		// The create may have landed. Read it back to learn.
-		landed, rerr := m.landedLocked(ctx, key, data)
+		// The create may have landed, or may still land.
+		serr := m.settleLocked(ctx, v, data, next)
 		switch {
-		case rerr != nil:
-			m.unknown = data
-			m.pendingState = next
-			return 0, fmt.Errorf("%w: write %s: %v (read back: %v)", ErrAmbiguous, key, err, rerr)
-		case !landed:
+		case serr == nil:
+			return v, nil
+		case errors.Is(serr, errNotLanded):
 			return 0, fmt.Errorf("manifest: write delta %s: %w", key, err)
 		}
+		return 0, fmt.Errorf("write %s: %v: %w", key, err, serr)
 	}
 	if err := m.checkNotFencedLocked(ctx, v); err != nil {
 		if errors.Is(err, ErrAmbiguous) {
@@ -238,6 +237,74 @@ func (m *Manifest) Commit(ctx context.Context, actions ...Action) (uint64, error
 	m.state = next
 	m.maybeCheckpointLocked(ctx)
 	return v, nil
+}
+
+// errNotLanded: settleLocked proved that the create did not land.
+var errNotLanded = errors.New("manifest: the delta did not land")
+
+// voidDelta is this writer's void delta at version v: no actions. Its bytes
+// are deterministic, so a retried create of it is recognized.
+func (m *Manifest) voidDelta(v uint64) []byte {
+	data, _ := encodeDelta(m.region.String(), v, m.writer, time.Unix(0, 0), nil)
+	return data
+}
+
+// settleLocked learns the outcome of an uncertain create of delta v (data,
+// which would make the state next). A read-back that finds nothing does not
+// prove the create failed: a PUT whose client gave up after sending it may
+// still be committed by the store later. So v is claimed with a void delta
+// by a create-if-absent: once v exists, the original create (conditional
+// too) can never land. It returns nil if v holds data (the state is then
+// next), errNotLanded if v holds our void (the state moves to v, unchanged),
+// ErrAmbiguous while the store cannot tell (kept for the next commit or
+// Settle), and ErrFenced if another writer holds v.
+func (m *Manifest) settleLocked(ctx context.Context, v uint64, data []byte, next *State) error {
+	key := m.region.DeltaKey(v)
+	keep := func(err error) error {
+		m.unknown, m.pendingState = data, next
+		return err
+	}
+	void := m.voidDelta(v)
+	got, err := m.store.Get(ctx, key)
+	if errors.Is(err, objstore.ErrNotFound) {
+		cerr := m.store.CreateIfAbsent(ctx, key, void)
+		switch {
+		case cerr == nil:
+			got, err = void, nil
+		case errors.Is(cerr, objstore.ErrPreconditionFailed):
+			got, err = m.store.Get(ctx, key) // it landed meanwhile, or another writer's
+		default:
+			return keep(fmt.Errorf("%w: claim %s with a void delta: %v", ErrAmbiguous, key, cerr))
+		}
+	}
+	if err != nil {
+		return keep(fmt.Errorf("%w: re-read %s: %v", ErrAmbiguous, key, err))
+	}
+	result := next
+	switch {
+	case string(got) == string(data):
+	case string(got) == string(void):
+		result = m.state.Clone()
+		result.Version = v
+	default:
+		m.unknown, m.pendingState = nil, nil
+		m.err = fmt.Errorf("%w: region %s: %s was committed by another writer", ErrFenced, m.region, key)
+		return m.err
+	}
+	if err := m.checkNotFencedLocked(ctx, v); err != nil {
+		if errors.Is(err, ErrAmbiguous) {
+			return keep(err)
+		}
+		m.unknown, m.pendingState = nil, nil
+		return err
+	}
+	m.unknown, m.pendingState = nil, nil
+	m.state = result
+	m.maybeCheckpointLocked(ctx)
+	if result != next {
+		return errNotLanded
+	}
+	return nil
 }
 
 // landedLocked reports whether key holds exactly data. It fences the writer
@@ -259,29 +326,11 @@ func (m *Manifest) landedLocked(ctx context.Context, key string, data []byte) (b
 
 // resolveUnknownLocked settles an ambiguous commit before the next one.
 func (m *Manifest) resolveUnknownLocked(ctx context.Context) error {
-	next := m.pendingState
-	key := m.region.DeltaKey(next.Version)
-	landed, err := m.landedLocked(ctx, key, m.unknown)
-	if err != nil {
-		if errors.Is(err, ErrFenced) {
-			return err
-		}
-		return fmt.Errorf("%w: re-read %s: %v", ErrAmbiguous, key, err)
-	}
-	if !landed {
-		m.unknown, m.pendingState = nil, nil
+	err := m.settleLocked(ctx, m.pendingState.Version, m.unknown, m.pendingState)
+	if errors.Is(err, errNotLanded) {
 		return nil
 	}
-	if err := m.checkNotFencedLocked(ctx, next.Version); err != nil {
-		if !errors.Is(err, ErrAmbiguous) {
-			m.unknown, m.pendingState = nil, nil
-		}
-		return err
-	}
-	m.unknown, m.pendingState = nil, nil
-	m.state = next
-	m.maybeCheckpointLocked(ctx)
-	return nil
+	return err
 }
 
 // Settle resolves an ambiguous commit, if there is one, by reading the delta

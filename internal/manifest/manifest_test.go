@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -316,6 +317,17 @@ func TestRandomizedCrashRecovery(t *testing.T) {
 				want := lastAcked
 				if attempted != nil && got.Version == attempted.Version {
 					want = attempted
+					// Or the writer voided the version to settle the
+					// failed create: the previous state, one version on.
+					base := lastAcked
+					if base == nil {
+						base = newState()
+					}
+					void := base.Clone()
+					void.Version = attempted.Version
+					if stateJSON(got) == stateJSON(void) {
+						want = void
+					}
 				}
 				if want == nil || stateJSON(got) != stateJSON(want) {
 					t.Fatalf("seed %d round %d fault %s at call %d (%v):\nreopened %s\nwant     %s", seed, round, action, n, f.Fired(), stateJSON(got), stateJSON(want))
@@ -422,5 +434,61 @@ func TestUnverifiedOwnershipIsAmbiguousNotFenced(t *testing.T) {
 	ro := mustOpen(t, inner, Options{ReadOnly: true})
 	if s := ro.State(); s.FlushedSeq != 6 {
 		t.Fatalf("reopened: flushed %d", s.FlushedSeq)
+	}
+}
+
+// lateStore fails the first create of key at the client and lands it
+// later: before the next create (early) or never, so the write that is
+// attempted after the writer's void claim must fail (late).
+type lateStore struct {
+	objstore.Bucket
+	key   string
+	early bool
+	held  []byte
+	late  error // the held create's outcome, when attempted late
+}
+
+func (s *lateStore) CreateIfAbsent(ctx context.Context, key string, data []byte) error {
+	if key == s.key && s.held == nil {
+		s.held = slices.Clone(data)
+		return &objstore.OpError{Op: objstore.OpPut, Key: key, Cause: errors.New("connection reset after the body was sent")}
+	}
+	if key == s.key && s.early {
+		s.Bucket.CreateIfAbsent(ctx, key, s.held) // the server commits it now
+	}
+	return s.Bucket.CreateIfAbsent(ctx, key, data)
+}
+
+// A create whose client failed after sending it may still land. The
+// writer claims the version with a void delta, so a late landing can only
+// be refused; one that landed before the claim is recognized as landed.
+func TestLateLandingCreateIsSettledByAVoid(t *testing.T) {
+	ctx := context.Background()
+	for _, early := range []bool{false, true} {
+		inner := objstoretest.Mem(t)
+		m := mustOpen(t, inner, Options{Create: true})
+		ls := &lateStore{Bucket: inner, key: region.DeltaKey(m.State().Version + 1), early: early}
+		m.store = ls
+		_, err := m.Commit(ctx, Action{Edit: &Edit{FlushedSeq: 7}})
+		if early {
+			if err != nil || m.State().FlushedSeq != 7 {
+				t.Fatalf("landed before the claim: %v, flushed %d", err, m.State().FlushedSeq)
+			}
+		} else {
+			if err == nil || errors.Is(err, ErrAmbiguous) || errors.Is(err, ErrFenced) || m.State().FlushedSeq != 0 {
+				t.Fatalf("voided: want a definite failure, got %v (flushed %d)", err, m.State().FlushedSeq)
+			}
+			// The held create lands late: refused, the void is there.
+			if err := inner.CreateIfAbsent(ctx, ls.key, ls.held); !errors.Is(err, objstore.ErrPreconditionFailed) {
+				t.Fatalf("a late landing after the void: %v", err)
+			}
+		}
+		if _, err := m.Commit(ctx, Action{Edit: &Edit{FlushedSeq: 9}}); err != nil {
+			t.Fatalf("early=%v: next commit: %v", early, err)
+		}
+		ro := mustOpen(t, inner, Options{ReadOnly: true})
+		if s := ro.State(); s.FlushedSeq != 9 || s.Version != m.State().Version {
+			t.Fatalf("early=%v: reopened %+v", early, s)
+		}
 	}
 }
