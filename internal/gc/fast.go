@@ -65,6 +65,13 @@ func Fast(ctx context.Context, r *region.Region, opts Options) (rep Report, err 
 	if opts.Concurrency <= 0 {
 		opts.Concurrency = 8
 	}
+	// INVARIANT: GC acts only on a settled manifest. With a commit whose
+	// outcome is unknown, the state in memory may lack an edit that landed
+	// (a flush's edit making its output live and resolving its marker), and
+	// GC would delete a live file as a dead job's output.
+	if err := r.Settle(ctx); err != nil {
+		return rep, fmt.Errorf("gc %s: the manifest has an unsettled commit; nothing deleted: %w", r.ID(), err)
+	}
 	st := r.Manifest()
 	now := r.Now()()
 	var keys []string
@@ -89,6 +96,9 @@ func Fast(ctx context.Context, r *region.Region, opts Options) (rep Report, err 
 			continue
 		}
 		dead[job] = true
+	}
+	if err := r.Settle(ctx); err != nil {
+		return rep, fmt.Errorf("gc %s: the manifest has an unsettled commit; nothing deleted: %w", r.ID(), err)
 	}
 	now2 := r.Manifest()
 	for job, p := range now2.Pending {

@@ -198,3 +198,42 @@ func TestFastGCSkipsPinnedAndRunning(t *testing.T) {
 		t.Fatalf("dead job's marker kept: %v", rep)
 	}
 }
+
+// A flush whose edit landed but whose outcome is still unknown to the
+// region: fast GC must not take the flush's marker for a dead job's and
+// delete its (live) output. It settles the manifest first.
+func TestFastGCSettlesBeforeDeleting(t *testing.T) {
+	ctx := context.Background()
+	inner := objstoretest.Mem(t)
+	fs := faultstore.New(inner)
+	r, err := region.Open(ctx, fs, rid, region.Options{Create: true, Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close(ctx, region.CloseOptions{})
+	if _, err := r.Write(ctx, []region.Point{{Tags: []row.Tag{{Name: "h", Value: "a"}}, TS: 1, Fields: []region.Field{{Name: "v", Value: row.FloatValue(1)}}}}); err != nil {
+		t.Fatal(err)
+	}
+	// The flush's edit (its second manifest write) lands but reports an
+	// error, and the read-back fails: the outcome stays unknown.
+	manifestPut := func(c faultstore.Call) bool { return c.Op == objstore.OpPut && strings.Contains(c.Key, "/manifest/") }
+	manifestGet := func(c faultstore.Call) bool { return c.Op == objstore.OpGet && strings.Contains(c.Key, "/manifest/") }
+	fs.AddRule(faultstore.Rule{Match: manifestPut, N: 2, Action: faultstore.FailAfter})
+	fs.AddRule(faultstore.Rule{Match: manifestGet, N: 1, Action: faultstore.Fail}) // the commit's read-back
+	fs.AddRule(faultstore.Rule{Match: manifestGet, N: 2, Action: faultstore.Fail}) // the flush's settle
+	if err := r.Flush(ctx); err == nil {
+		t.Fatal("the flush should have reported its unknown outcome")
+	}
+	if _, err := Fast(ctx, r, Options{Lingering: -1}); err != nil {
+		t.Fatal(err)
+	}
+	st := r.Manifest()
+	if len(st.Files) != 1 {
+		t.Fatalf("after GC: %d live files, want the flushed one", len(st.Files))
+	}
+	for id := range st.Files {
+		if _, err := inner.Attributes(ctx, rid.SSTKey(id)); err != nil {
+			t.Fatalf("live file %s: %v (GC deleted it as a dead job's output)", id, err)
+		}
+	}
+}

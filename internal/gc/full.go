@@ -151,7 +151,13 @@ func Full(ctx context.Context, r *region.Region, opts FullOptions) (rep FullRepo
 	if opts.Concurrency <= 0 {
 		opts.Concurrency = 8
 	}
-	inv, err := Take(ctx, r.Store(), r.ID(), opts.PageSize, r.Now()(), func(context.Context) (*manifest.State, error) { return r.Manifest(), nil })
+	inv, err := Take(ctx, r.Store(), r.ID(), opts.PageSize, r.Now()(), func(ctx context.Context) (*manifest.State, error) {
+		// A settled state (see Fast).
+		if err := r.Settle(ctx); err != nil {
+			return nil, fmt.Errorf("the manifest has an unsettled commit; nothing deleted: %w", err)
+		}
+		return r.Manifest(), nil
+	})
 	rep.Lists = inv.Lists
 	m.Requests.WithLabelValues("full", string(objstore.OpList)).Add(float64(inv.Lists))
 	if err != nil {

@@ -49,6 +49,12 @@ func (r *Region) Landed(ctx context.Context, ok func(*manifest.State) bool) bool
 	return r.landed(ctx, ok)
 }
 
+// Settle resolves an ambiguous manifest commit, if any: afterwards Manifest
+// is the persisted state. It fails (ErrAmbiguous) while the store cannot
+// tell; a caller that deletes by the manifest (GC) must then not act on it,
+// since the state it sees may lack a commit that landed.
+func (r *Region) Settle(ctx context.Context) error { return r.man.Settle(ctx) }
+
 // FlushRunning reports whether job is this region's flush in progress.
 func (r *Region) FlushRunning(job string) bool {
 	r.mu.Lock()
