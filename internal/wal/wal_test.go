@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"strings"
 	"testing"
 	"time"
 
@@ -331,5 +332,72 @@ func TestWindowAndSegmentSizeBoundGroups(t *testing.T) {
 	// are valid, but an error must be the context's.
 	if err := w2.Append(cctx, []row.Entry{put("s", 99, 1)}); err != nil && !errors.Is(err, context.Canceled) {
 		t.Fatalf("cancelled append: %v", err)
+	}
+}
+
+// lateCreate holds the first segment create at the client (an error) and
+// can land it later, as a store may commit a PUT its client gave up on.
+type lateCreate struct {
+	objstore.Bucket
+	key   string
+	held  []byte
+	early bool // land the held create just before the next create of its key
+}
+
+func (s *lateCreate) CreateIfAbsent(ctx context.Context, key string, data []byte) error {
+	if s.held == nil && strings.HasSuffix(key, ".wal") {
+		s.key, s.held = key, append([]byte(nil), data...)
+		return errors.New("connection reset after the body was sent")
+	}
+	if s.early && key == s.key {
+		s.early = false
+		s.Bucket.CreateIfAbsent(ctx, key, s.held)
+	}
+	return s.Bucket.CreateIfAbsent(ctx, key, data)
+}
+
+// A segment create that failed at the client and was not found on read-back
+// may still land: the writer claims its number with an empty segment, so the
+// late landing is refused and no sequence is used twice.
+func TestLateLandingSegmentIsRefused(t *testing.T) {
+	ctx := context.Background()
+	inner := objstoretest.Mem(t)
+	next, seq, _ := replayAll(t, inner, 1, 0, 0)
+	ls := &lateCreate{Bucket: inner}
+	rec := &recorder{}
+	w := NewWriter(ls, region, 1, next, seq, Options{}, rec.apply)
+	defer w.Close()
+	if err := w.Append(ctx, []row.Entry{put("a", 1, 1)}); !errors.Is(err, ErrOutcomeUnknown) {
+		t.Fatalf("first append: %v", err)
+	}
+	if err := w.Append(ctx, []row.Entry{put("a", 2, 2)}); err != nil {
+		t.Fatal(err)
+	}
+	// The held create lands now, late: refused.
+	if err := inner.CreateIfAbsent(ctx, ls.key, ls.held); !errors.Is(err, objstore.ErrPreconditionFailed) {
+		t.Fatalf("a late landing after the claim: %v", err)
+	}
+	_, _, got := replayAll(t, inner, 2, 0, 0)
+	if len(got) != 1 || got[0].TS != 2 || got[0].Seq != 1 || rec.n != 1 {
+		t.Fatalf("replayed %v, applied %d: want only the second write, at sequence 1", got, rec.n)
+	}
+
+	// Landing between the read-back and the claim: the claim finds the
+	// original, which is applied once; nothing is fenced.
+	inner2 := objstoretest.Mem(t)
+	next, seq, _ = replayAll(t, inner2, 1, 0, 0)
+	ls2 := &lateCreate{Bucket: inner2, early: true}
+	rec2 := &recorder{}
+	w2 := NewWriter(ls2, region, 1, next, seq, Options{}, rec2.apply)
+	defer w2.Close()
+	if err := w2.Append(ctx, []row.Entry{put("a", 1, 1)}); !errors.Is(err, ErrOutcomeUnknown) {
+		t.Fatalf("first append: %v", err)
+	}
+	if err := w2.Append(ctx, []row.Entry{put("a", 2, 2)}); err != nil {
+		t.Fatalf("second append after an early late landing: %v", err)
+	}
+	_, _, got = replayAll(t, inner2, 2, 0, 0)
+	if len(got) != 2 || rec2.n != 2 {
+		t.Fatalf("replayed %v, applied %d: want both writes", got, rec2.n)
 	}
 }

@@ -246,23 +246,40 @@ func (w *Writer) landed(number uint64, entries []row.Entry, size int) {
 }
 
 // resolve reads back an ambiguous segment. If it landed, its entries are
-// applied (their writes were reported as unknown, never as failed); if not,
-// its number and sequences are reused.
+// applied (their writes were reported as unknown, never as failed). If it is
+// not there, it may still land late (a PUT the client gave up on after
+// sending it), so its number is claimed with an empty segment by a
+// create-if-absent: then the original can never land, and its sequences are
+// reused by the next segment.
 func (w *Writer) resolve(ctx context.Context) {
 	p := w.unknown
-	got, err := w.store.Get(ctx, w.region.WALKey(p.number))
+	key := w.region.WALKey(p.number)
+	void := encode(nil, false, w.epoch, p.entries[0].Seq, nil)
+	got, err := w.store.Get(ctx, key)
+	if errors.Is(err, objstore.ErrNotFound) {
+		cerr := w.store.CreateIfAbsent(ctx, key, void)
+		switch {
+		case cerr == nil:
+			got, err = void, nil
+		case errors.Is(cerr, objstore.ErrPreconditionFailed):
+			got, err = w.store.Get(ctx, key) // it landed meanwhile, or another writer's
+		default:
+			return // still unknown
+		}
+	}
 	switch {
-	case errors.Is(err, objstore.ErrNotFound):
-		w.unknown = nil
-		w.nextSeq = p.entries[0].Seq
 	case err != nil:
 		return // still unknown
 	case string(got) == string(p.data):
 		w.unknown = nil
 		w.landed(p.number, p.entries, len(p.data))
+	case string(got) == string(void):
+		w.unknown = nil
+		w.next = p.number + 1
+		w.nextSeq = p.entries[0].Seq
 	default:
 		w.unknown = nil
-		w.err = fmt.Errorf("%w: segment %s was written by another writer", ErrFenced, w.region.WALKey(p.number))
+		w.err = fmt.Errorf("%w: segment %s was written by another writer", ErrFenced, key)
 	}
 }
 
