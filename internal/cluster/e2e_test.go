@@ -233,68 +233,20 @@ func TestFailoverLosesNoAcknowledgedWrite(t *testing.T) {
 
 	// Writers: each request is one batch of unique rows; a 204 means
 	// every row of it is acknowledged.
-	var mu sync.Mutex
-	acked := map[string]bool{}
+	// Writers: one always to dn1 (it stays up), the others to any
+	// datanode at random.
+	survivor := dns[0]
+	var mu sync.Mutex // guards rng and compactions
+	g := startIngest(4, 50, 97, func(w int) *proc {
+		if w == 0 {
+			return survivor
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		return dns[rng.IntN(len(dns))]
+	})
 	var stop sync.WaitGroup
 	done := make(chan struct{})
-	httpc := &http.Client{Timeout: 60 * time.Second}
-	var seq int64
-	var seqMu sync.Mutex
-	writer := func(target func() *proc) {
-		defer stop.Done()
-		for {
-			select {
-			case <-done:
-				return
-			default:
-			}
-			var b strings.Builder
-			var keys []string
-			seqMu.Lock()
-			for range 50 {
-				seq++
-				host := fmt.Sprintf("h%d", seq%97)
-				fmt.Fprintf(&b, "cpu,host=%s v=%d %d\n", host, seq, seq*1e9)
-				keys = append(keys, fmt.Sprintf("%s/%d", host, seq*1e9))
-			}
-			seqMu.Unlock()
-			p := target()
-			resp, err := httpc.Post("http://"+p.http+"/write?db=x", "text/plain", strings.NewReader(b.String()))
-			if err != nil {
-				continue // the target is down or paused
-			}
-			io.Copy(io.Discard, resp.Body)
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusNoContent {
-				mu.Lock()
-				for _, k := range keys {
-					acked[k] = true
-				}
-				mu.Unlock()
-			}
-		}
-	}
-	survivor := dns[0]
-	for i := range 4 {
-		stop.Add(1)
-		go writer(func() *proc {
-			if i == 0 {
-				return survivor // always up
-			}
-			return dns[rng.IntN(len(dns))]
-		})
-	}
-	waitAcked := func(n int) {
-		for {
-			mu.Lock()
-			have := len(acked)
-			mu.Unlock()
-			if have >= n {
-				return
-			}
-			time.Sleep(50 * time.Millisecond) // progress of other goroutines over HTTP
-		}
-	}
 	// Compactions of every file, again and again, through metasrv.
 	var compactions int
 	stop.Add(1)
@@ -316,16 +268,13 @@ func TestFailoverLosesNoAcknowledgedWrite(t *testing.T) {
 			}
 		}
 	}()
-	waitAcked(2000)
+	g.waitMore(t, 2000)
 	// kill -9 dn2 during ingest and compactions.
 	killed := time.Now()
 	dns[1].signal(syscall.SIGKILL)
 	st = placed(t, c, regions, 30*time.Second, "dn2")
 	t.Logf("dn2 killed: its regions reopened elsewhere in %v", time.Since(killed).Round(100*time.Millisecond))
-	mu.Lock()
-	before := len(acked)
-	mu.Unlock()
-	waitAcked(before + 2000)
+	g.waitMore(t, 2000)
 
 	// Pause dn3 past its lease (10 s), then let it run again.
 	dns[2].signal(syscall.SIGSTOP)
@@ -333,12 +282,10 @@ func TestFailoverLosesNoAcknowledgedWrite(t *testing.T) {
 	st = placed(t, c, regions, 30*time.Second, "dn3")
 	t.Logf("dn3 paused: its regions moved in %v", time.Since(paused).Round(100*time.Millisecond))
 	dns[2].signal(syscall.SIGCONT)
-	mu.Lock()
-	before = len(acked)
-	mu.Unlock()
-	waitAcked(before + 2000)
+	g.waitMore(t, 2000)
 	close(done)
 	stop.Wait()
+	acked, _ := g.stop()
 
 	// Every acknowledged row is there.
 	have, missing := readBack(t, survivor.grpc, acked)
@@ -471,6 +418,84 @@ func TestMetasrvLeaderFailover(t *testing.T) {
 		}
 		time.Sleep(200 * time.Millisecond) // another process's schedule
 	}
+}
+
+// ingest writes batches of unique cpu rows over HTTP until stopped, each
+// writer to the datanode target picks, and records which rows were
+// acknowledged (a 204 acknowledges every row of its batch).
+type ingest struct {
+	mu     sync.Mutex
+	acked  map[string]bool
+	failed int // requests not acknowledged
+	seq    int64
+	done   chan struct{}
+	wg     sync.WaitGroup
+}
+
+func startIngest(writers, batch, hosts int, target func(w int) *proc) *ingest {
+	g := &ingest{acked: map[string]bool{}, done: make(chan struct{})}
+	httpc := &http.Client{Timeout: 60 * time.Second}
+	for w := range writers {
+		g.wg.Add(1)
+		go func() {
+			defer g.wg.Done()
+			for {
+				select {
+				case <-g.done:
+					return
+				default:
+				}
+				var b strings.Builder
+				var keys []string
+				g.mu.Lock()
+				for range batch {
+					g.seq++
+					host := fmt.Sprintf("h%d", g.seq%int64(hosts))
+					fmt.Fprintf(&b, "cpu,host=%s v=%d %d\n", host, g.seq, g.seq*1e9)
+					keys = append(keys, fmt.Sprintf("%s/%d", host, g.seq*1e9))
+				}
+				g.mu.Unlock()
+				resp, err := httpc.Post("http://"+target(w).http+"/write?db=x", "text/plain", strings.NewReader(b.String()))
+				ok := err == nil && resp.StatusCode == http.StatusNoContent
+				if err == nil {
+					io.Copy(io.Discard, resp.Body)
+					resp.Body.Close()
+				}
+				g.mu.Lock()
+				if ok {
+					for _, k := range keys {
+						g.acked[k] = true
+					}
+				} else {
+					g.failed++
+				}
+				g.mu.Unlock()
+			}
+		}()
+	}
+	return g
+}
+
+func (g *ingest) acks() int { g.mu.Lock(); defer g.mu.Unlock(); return len(g.acked) }
+
+// waitMore waits until n more rows are acknowledged.
+func (g *ingest) waitMore(t *testing.T, n int) {
+	t.Helper()
+	want := g.acks() + n
+	end := time.Now().Add(90 * time.Second)
+	for g.acks() < want {
+		if time.Now().After(end) {
+			t.Fatalf("ingest stalled at %d acknowledged rows (waiting for %d)", g.acks(), want)
+		}
+		time.Sleep(50 * time.Millisecond) // progress of other goroutines over HTTP
+	}
+}
+
+// stop ends the writers and returns what was acknowledged.
+func (g *ingest) stop() (map[string]bool, int) {
+	close(g.done)
+	g.wg.Wait()
+	return g.acked, g.failed
 }
 
 // readBack queries table cpu through the CLI on a datanode and returns the
@@ -744,51 +769,10 @@ func TestStormOverMinIO(t *testing.T) {
 	}
 	placed(t, c, regions, 30*time.Second, "")
 
-	var mu sync.Mutex
-	acked := map[string]bool{}
-	failed := 0
-	var seq int64
+	g := startIngest(3, 40, 53, func(w int) *proc { return dns[w] })
+	var mu sync.Mutex // guards the storm's counters
 	done := make(chan struct{})
 	var wg sync.WaitGroup
-	httpc := &http.Client{Timeout: 60 * time.Second}
-	for w := range 3 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				select {
-				case <-done:
-					return
-				default:
-				}
-				var b strings.Builder
-				var keys []string
-				mu.Lock()
-				for range 40 {
-					seq++
-					host := fmt.Sprintf("h%d", seq%53)
-					fmt.Fprintf(&b, "cpu,host=%s v=%d %d\n", host, seq, seq*1e9)
-					keys = append(keys, fmt.Sprintf("%s/%d", host, seq*1e9))
-				}
-				mu.Unlock()
-				resp, err := httpc.Post("http://"+dns[w].http+"/write?db=x", "text/plain", strings.NewReader(b.String()))
-				ok := err == nil && resp.StatusCode == http.StatusNoContent
-				if err == nil {
-					io.Copy(io.Discard, resp.Body)
-					resp.Body.Close()
-				}
-				mu.Lock()
-				if ok {
-					for _, k := range keys {
-						acked[k] = true
-					}
-				} else {
-					failed++
-				}
-				mu.Unlock()
-			}
-		}()
-	}
 	// The storm: compactions and cancellations at random delays.
 	var stormRng sync.Mutex
 	delay := func(max int) time.Duration {
@@ -831,20 +815,10 @@ func TestStormOverMinIO(t *testing.T) {
 			}
 		}()
 	}
-	ackedNow := func() int { mu.Lock(); defer mu.Unlock(); return len(acked) }
-	waitAcked := func(n int) {
-		end := time.Now().Add(90 * time.Second)
-		for ackedNow() < n {
-			if time.Now().After(end) {
-				t.Fatalf("ingest stalled at %d acknowledged rows (waiting for %d)", ackedNow(), n)
-			}
-			time.Sleep(50 * time.Millisecond) // progress of other goroutines over HTTP
-		}
-	}
-	waitAcked(2000)
+	g.waitMore(t, 2000)
 	// MinIO down mid-ingest for a second; then ingest resumes.
 	minio.Restart(t, func() { time.Sleep(time.Second) })
-	waitAcked(ackedNow() + 2000)
+	g.waitMore(t, 2000)
 	// MinIO down mid-GC.
 	gcDone := make(chan struct{})
 	go func() {
@@ -855,9 +829,10 @@ func TestStormOverMinIO(t *testing.T) {
 	}()
 	minio.Restart(t, func() { time.Sleep(500 * time.Millisecond) })
 	<-gcDone
-	waitAcked(ackedNow() + 2000)
+	g.waitMore(t, 2000)
 	close(done)
 	wg.Wait()
+	acked, failed := g.stop()
 
 	// Reclaim everything, then check.
 	ctx := context.Background()
