@@ -155,7 +155,10 @@ func (e Entry) String() string {
 }
 
 // Iterator streams entries in order. Entry's result is valid until the next
-// call to Next. Err is the first error; Close releases resources.
+// call to Next, but the Fields slice it holds stays valid after that: an
+// iterator never reuses the backing array of Fields it has returned (the SST
+// writer keeps Fields of a whole batch without copying them). Err is the
+// first error; Close releases resources.
 type Iterator interface {
 	Next() bool
 	Entry() *Entry

@@ -140,8 +140,7 @@ func Write(w io.Writer, fields []schema.Field, it row.Iterator, opts WriteOption
 	// memory is a few batches plus the row groups being encoded, whatever
 	// the file's size.
 	parallel := max(1, opts.Parallel)
-	nf := len(fields)
-	pool := &batchPool{nf: nf}
+	pool := &batchPool{}
 	queued := max(2, int(opts.RowGroupRows/batchRows/2))
 	cols := batchColumns{series: cSeries, ts: cTS, seq: cSeq, del: cDel, fields: cFields}
 	var queue []*groupWriter // started, not committed; oldest first
@@ -190,7 +189,7 @@ func Write(w io.Writer, fields []schema.Field, it row.Iterator, opts WriteOption
 			hi = e.End
 			m.Tombstones++
 		}
-		b.add(e, nf)
+		b.add(e)
 		m.Rows++
 		m.MinTS, m.MaxTS = min(m.MinTS, e.TS), max(m.MaxTS, hi)
 		m.MinSeq, m.MaxSeq = min(m.MinSeq, e.Seq), max(m.MaxSeq, e.Seq)
@@ -232,26 +231,21 @@ func Write(w io.Writer, fields []schema.Field, it row.Iterator, opts WriteOption
 // ErrEmpty: there was nothing to write.
 var ErrEmpty = errors.New("sst: no rows")
 
-// batch is a run of a row group's entries, copied from the stream: the
-// iterator may reuse an entry once Next is called again.
+// batch is a run of a row group's entries, copied from the stream. Their
+// Fields are not copied: row.Iterator guarantees that a Fields slice stays
+// valid after Next.
 type batch struct {
 	entries []row.Entry
-	vals    []row.Value // the entries' Fields
 }
 
 // batchRows is the size of a batch; a row group is sent to its worker in
 // batches of it.
 const batchRows = 4096
 
-func (b *batch) add(e *row.Entry, nf int) {
+func (b *batch) add(e *row.Entry) {
 	c := *e
-	c.Fields = nil
-	if e.Op != row.Delete && nf > 0 {
-		at := len(b.vals)
-		b.vals = b.vals[:at+nf] // cap is batchRows*nf
-		f := b.vals[at : at+nf : at+nf]
-		clear(f[copy(f, e.Fields):])
-		c.Fields = f
+	if c.Op == row.Delete {
+		c.Fields = nil
 	}
 	b.entries = append(b.entries, c)
 }
@@ -260,7 +254,6 @@ func (b *batch) add(e *row.Entry, nf int) {
 type batchPool struct {
 	mu   sync.Mutex
 	free []*batch
-	nf   int
 }
 
 func (p *batchPool) get() *batch {
@@ -271,13 +264,12 @@ func (p *batchPool) get() *batch {
 		p.free = p.free[:n-1]
 		return b
 	}
-	return &batch{entries: make([]row.Entry, 0, batchRows), vals: make([]row.Value, 0, batchRows*p.nf)}
+	return &batch{entries: make([]row.Entry, 0, batchRows)}
 }
 
 func (p *batchPool) put(b *batch) {
-	clear(b.entries) // drop references to series keys and strings
-	clear(b.vals)
-	b.entries, b.vals = b.entries[:0], b.vals[:0]
+	clear(b.entries) // drop references to series keys and field values
+	b.entries = b.entries[:0]
 	p.mu.Lock()
 	p.free = append(p.free, b)
 	p.mu.Unlock()
