@@ -126,10 +126,10 @@ func Check(ctx context.Context, store objstore.Bucket, opts Options) (*Report, e
 		prefix = fmt.Sprintf("%d/", id)
 	}
 	rep := &Report{}
-	// One listing finds the regions; each region is then inventoried on
-	// its own, listing its prefix before reading its manifest.
+	// One listing finds every object; only then are the manifests read
+	// (the order full GC relies on too, see gc.Take).
 	var token []byte
-	regions := map[layout.RegionID]bool{}
+	regions := map[layout.RegionID][]objstore.Object{}
 	now := opts.Now()
 	for {
 		p, err := store.List(ctx, prefix, token, opts.PageSize)
@@ -144,7 +144,7 @@ func Check(ctx context.Context, store objstore.Bucket, opts Options) (*Report, e
 			id, ok := parseRegion(o.Key)
 			if ok {
 				if _, known := byID[id.Table]; known || len(tables) == 0 {
-					regions[id] = true
+					regions[id] = append(regions[id], o)
 					continue
 				}
 			}
@@ -166,7 +166,8 @@ func Check(ctx context.Context, store objstore.Bucket, opts Options) (*Report, e
 			continue
 		}
 		for i := range t.Regions {
-			regions[layout.RegionID{Table: t.ID, Region: i}] = true
+			id := layout.RegionID{Table: t.ID, Region: i}
+			regions[id] = regions[id] // known even with no object at all
 		}
 	}
 	ids := make([]layout.RegionID, 0, len(regions))
@@ -180,11 +181,7 @@ func Check(ctx context.Context, store objstore.Bucket, opts Options) (*Report, e
 		return int(a.Region) - int(b.Region)
 	})
 	for _, id := range ids {
-		g, lists, err := checkRegion(ctx, store, id, opts.PageSize, opts.Now())
-		rep.Lists += lists
-		if err != nil {
-			return nil, err
-		}
+		g := checkRegion(ctx, store, id, regions[id], now)
 		if t, ok := byID[id.Table]; ok {
 			g.Table = t.Name
 		}
@@ -221,34 +218,20 @@ func parseRegion(key string) (layout.RegionID, bool) {
 	return layout.RegionID{Table: uint32(t), Region: uint32(r)}, true
 }
 
-func checkRegion(ctx context.Context, store objstore.Bucket, id layout.RegionID, pageSize int, now time.Time) (Region, int, error) {
+func checkRegion(ctx context.Context, store objstore.Bucket, id layout.RegionID, listed []objstore.Object, now time.Time) Region {
 	g := Region{ID: id.String()}
-	var manErr error
-	inv, err := gc.Take(ctx, store, id, pageSize, now, func(ctx context.Context) (*manifest.State, error) {
-		m, err := manifest.Open(ctx, store, id, manifest.Options{ReadOnly: true})
-		if err != nil {
-			// Still classify: with an empty state every SST is unowned,
-			// which is what an unreadable manifest means.
-			manErr = err
-			return &manifest.State{Files: map[string]manifest.FileMeta{}, Removed: map[string]manifest.RemovedFile{}, Pending: map[string]manifest.PendingOutputs{}}, nil
-		}
-		defer m.Close()
-		return m.State(), nil
-	})
-	if err != nil {
-		return g, inv.Lists, fmt.Errorf("fsck %s: %w", id, err)
-	}
-	g.Listed = len(inv.Objects)
+	st, manErr := readState(ctx, store, id)
+	objects := gc.ClassifyAll(id, st, listed, now)
+	g.Listed = len(objects)
 	if manErr != nil {
 		g.ManifestError = manErr.Error()
 		if errors.Is(manErr, manifest.ErrRegionNotFound) {
 			g.ManifestError = "the region has no manifest"
 		}
 	}
-	st := inv.State
 	g.Version = st.Version
 	have := map[string]bool{}
-	for _, o := range inv.Objects {
+	for _, o := range objects {
 		have[o.Key] = true
 		switch o.Owner {
 		case gc.OwnerNone:
@@ -276,5 +259,17 @@ func checkRegion(ctx context.Context, store objstore.Bucket, id layout.RegionID,
 		g.Pending = append(g.Pending, Pending{Job: job, Files: len(p.FileIDs), Epoch: p.Epoch, Age: max(0, now.Sub(p.CreatedAt))})
 	}
 	slices.SortFunc(g.Pending, func(a, b Pending) int { return strings.Compare(a.Job, b.Job) })
-	return g, inv.Lists, nil
+	return g
+}
+
+// readState reads a region's manifest read-only. If it cannot be read, it
+// returns an empty state (every SST is then unowned, which is what an
+// unreadable manifest means) and the reason.
+func readState(ctx context.Context, store objstore.Bucket, id layout.RegionID) (*manifest.State, error) {
+	m, err := manifest.Open(ctx, store, id, manifest.Options{ReadOnly: true})
+	if err != nil {
+		return &manifest.State{Files: map[string]manifest.FileMeta{}, Removed: map[string]manifest.RemovedFile{}, Pending: map[string]manifest.PendingOutputs{}}, err
+	}
+	defer m.Close()
+	return m.State(), nil
 }

@@ -129,11 +129,19 @@ func Take(ctx context.Context, store objstore.Bucket, id layout.RegionID, pageSi
 		return inv, err
 	}
 	inv.State = st
+	inv.Objects = ClassifyAll(id, st, listed, now)
+	return inv, nil
+}
+
+// ClassifyAll classifies listed objects of region id against st (read
+// after the listing, as Take does).
+func ClassifyAll(id layout.RegionID, st *manifest.State, listed []objstore.Object, now time.Time) []Object {
+	out := make([]Object, 0, len(listed))
 	for _, o := range listed {
 		kind, owner := Classify(id, st, o.Key)
-		inv.Objects = append(inv.Objects, Object{Key: o.Key, Kind: kind, Owner: owner, Size: o.Size, Age: max(0, now.Sub(o.ModTime))})
+		out = append(out, Object{Key: o.Key, Kind: kind, Owner: owner, Size: o.Size, Age: max(0, now.Sub(o.ModTime))})
 	}
-	return inv, nil
+	return out
 }
 
 // Full runs full-listing GC on an open region: it lists the region, and

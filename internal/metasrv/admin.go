@@ -9,7 +9,6 @@ import (
 	"sync"
 	"time"
 
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -20,27 +19,19 @@ import (
 	pb "github.com/stratadb/strata/proto/strata/v1"
 )
 
-// datanodes dials every live datanode (call done when finished).
-func (s *Server) datanodes(ctx context.Context) (map[string]pb.DatanodeClient, *state, func(), error) {
+// datanodes returns a client of every live datanode.
+func (s *Server) datanodes(ctx context.Context) (map[string]pb.DatanodeClient, *state, error) {
 	st, err := s.read(ctx)
 	if err != nil {
-		return nil, nil, nil, status.Error(codes.Unavailable, err.Error())
+		return nil, nil, status.Error(codes.Unavailable, err.Error())
 	}
 	clients := map[string]pb.DatanodeClient{}
-	var conns []*grpc.ClientConn
 	for id, n := range st.nodes {
-		c, err := grpc.NewClient(n.GRPCAddr, s.dialOptions()...)
-		if err != nil {
-			continue
+		if c, err := s.conn(n.GRPCAddr); err == nil {
+			clients[id] = pb.NewDatanodeClient(c)
 		}
-		conns = append(conns, c)
-		clients[id] = pb.NewDatanodeClient(c)
 	}
-	return clients, st, func() {
-		for _, c := range conns {
-			c.Close()
-		}
-	}, nil
+	return clients, st, nil
 }
 
 // fanOut calls f on every live datanode at once and collects the errors.
@@ -69,11 +60,10 @@ func (s *Server) ListRegions(ctx context.Context, req *pb.ListRegionsRequest) (*
 	if err != nil {
 		return nil, err
 	}
-	clients, _, done, err := s.datanodes(ctx)
+	clients, _, err := s.datanodes(ctx)
 	if err != nil {
 		return nil, err
 	}
-	defer done()
 	stats := map[string]*pb.RegionStat{}
 	var mu sync.Mutex
 	tables := map[string]bool{}
@@ -115,11 +105,10 @@ func (s *Server) ListRegions(ctx context.Context, req *pb.ListRegionsRequest) (*
 
 // Compact compacts a table's regions on their owners.
 func (s *Server) Compact(ctx context.Context, req *pb.CompactRequest) (*pb.CompactResponse, error) {
-	clients, _, done, err := s.datanodes(ctx)
+	clients, _, err := s.datanodes(ctx)
 	if err != nil {
 		return nil, err
 	}
-	defer done()
 	out := &pb.CompactResponse{}
 	var mu sync.Mutex
 	err = fanOut(clients, func(_ string, c pb.DatanodeClient) error {
@@ -140,11 +129,10 @@ func (s *Server) Compact(ctx context.Context, req *pb.CompactRequest) (*pb.Compa
 
 // CancelCompaction cancels a table's compactions on every owner.
 func (s *Server) CancelCompaction(ctx context.Context, req *pb.CancelCompactionRequest) (*pb.CancelCompactionResponse, error) {
-	clients, _, done, err := s.datanodes(ctx)
+	clients, _, err := s.datanodes(ctx)
 	if err != nil {
 		return nil, err
 	}
-	defer done()
 	out := &pb.CancelCompactionResponse{}
 	var mu sync.Mutex
 	err = fanOut(clients, func(_ string, c pb.DatanodeClient) error {
@@ -190,11 +178,10 @@ func (s *Server) GcRun(ctx context.Context, req *pb.GcRegionRequest) (*pb.GcRegi
 		}
 		only = &id
 	}
-	clients, st, done, err := s.datanodes(ctx)
+	clients, st, err := s.datanodes(ctx)
 	if err != nil {
 		return nil, err
 	}
-	defer done()
 	out := &pb.GcRegionResponse{}
 	var mu sync.Mutex
 	err = fanOut(clients, func(node string, c pb.DatanodeClient) error {

@@ -61,11 +61,10 @@ func (s *Server) finishDrop(ctx context.Context, t datanode.Table) error {
 			return fmt.Errorf("region %s is still assigned", id)
 		}
 	}
-	clients, _, done, err := s.datanodes(ctx)
+	clients, _, err := s.datanodes(ctx)
 	if err != nil {
 		return err
 	}
-	defer done()
 	if err := fanOut(clients, func(_ string, c pb.DatanodeClient) error {
 		_, err := c.CloseTable(ctx, &pb.CloseTableRequest{TableId: t.ID})
 		return err

@@ -60,9 +60,9 @@ type Server struct {
 	log  *slog.Logger
 	cat  *datanode.Catalog
 
-	mu       sync.Mutex
-	leading  bool
-	leaderOf context.CancelFunc
+	mu      sync.Mutex
+	leading bool
+	conns   map[string]*grpc.ClientConn // to datanodes and the leader, by address
 
 	stop context.CancelFunc
 	wg   sync.WaitGroup
@@ -91,8 +91,24 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 	return s, nil
 }
 
-func (s *Server) dialOptions() []grpc.DialOption {
-	return append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}, s.opts.Auth.DialOptions()...)
+// conn returns the connection to addr, dialing it once (a gRPC client
+// connection reconnects by itself).
+func (s *Server) conn(addr string) (*grpc.ClientConn, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if c := s.conns[addr]; c != nil {
+		return c, nil
+	}
+	opts := append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}, s.opts.Auth.DialOptions()...)
+	c, err := grpc.NewClient(addr, opts...)
+	if err != nil {
+		return nil, err
+	}
+	if s.conns == nil {
+		s.conns = map[string]*grpc.ClientConn{}
+	}
+	s.conns[addr] = c
+	return c, nil
 }
 
 // Register adds the admin service to g.
@@ -109,6 +125,12 @@ func (s *Server) Leading() bool {
 func (s *Server) Close() {
 	s.stop()
 	s.wg.Wait()
+	s.mu.Lock()
+	for _, c := range s.conns {
+		c.Close()
+	}
+	s.conns = nil
+	s.mu.Unlock()
 }
 
 // campaign runs for leadership until stopped; each term runs the leader's
@@ -204,15 +226,34 @@ func (s *Server) placement(ctx context.Context) {
 		if err := s.place(ctx); err != nil && ctx.Err() == nil {
 			s.log.Warn("placement failed", "err", err)
 		}
-		select {
-		case <-ctx.Done():
-		case <-t.C:
-		case _, ok := <-wc:
-			if !ok {
-				wc = s.opts.Client.Watch(clientv3.WithRequireLeader(ctx), cluster.Prefix, clientv3.WithPrefix())
+		// Wait for the tick or a change placement cares about (GC state
+		// writes, for one, are not).
+		for again := true; again; {
+			again = false
+			select {
+			case <-ctx.Done():
+			case <-t.C:
+			case resp, ok := <-wc:
+				if !ok {
+					wc = s.opts.Client.Watch(clientv3.WithRequireLeader(ctx), cluster.Prefix, clientv3.WithPrefix())
+				} else {
+					again = !placementChange(resp)
+				}
 			}
 		}
 	}
+}
+
+// placementChange reports whether a watch response touches what placement
+// reads: the catalog, datanodes or assignments.
+func placementChange(resp clientv3.WatchResponse) bool {
+	for _, ev := range resp.Events {
+		k := string(ev.Kv.Key)
+		if k == cluster.CatalogKey || strings.HasPrefix(k, cluster.DatanodesPrefix) || strings.HasPrefix(k, cluster.RegionsPrefix) {
+			return true
+		}
+	}
+	return len(resp.Events) == 0 // a progress or error notice: re-check
 }
 
 // place assigns every region of every table that has no live owner to the
@@ -343,11 +384,10 @@ func (g gcRunner) RunGC(ctx context.Context, id layout.RegionID, full bool, o gc
 	if !ok {
 		return gcsched.Result{}, fmt.Errorf("region %s has no live owner", id)
 	}
-	conn, err := grpc.NewClient(owner.GRPCAddr, g.s.dialOptions()...)
+	conn, err := g.s.conn(owner.GRPCAddr)
 	if err != nil {
 		return gcsched.Result{}, err
 	}
-	defer conn.Close()
 	secs := func(d time.Duration) int64 {
 		if d <= 0 {
 			return -1 // no wait
@@ -372,34 +412,33 @@ func (g gcRunner) RunGC(ctx context.Context, id layout.RegionID, full bool, o gc
 
 // leaderClient returns a client of the leader when this replica does not
 // lead (nil when it does).
-func (s *Server) leaderClient(ctx context.Context) (pb.MetaAdminClient, func(), error) {
+func (s *Server) leaderClient(ctx context.Context) (pb.MetaAdminClient, error) {
 	if s.Leading() {
-		return nil, func() {}, nil
+		return nil, nil
 	}
 	resp, err := s.opts.Client.Get(ctx, cluster.ElectionPrefix, clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend), clientv3.WithLimit(1))
 	if err != nil {
-		return nil, nil, status.Error(codes.Unavailable, err.Error())
+		return nil, status.Error(codes.Unavailable, err.Error())
 	}
 	if len(resp.Kvs) == 0 {
-		return nil, nil, status.Error(codes.Unavailable, "no metasrv leader elected yet")
+		return nil, status.Error(codes.Unavailable, "no metasrv leader elected yet")
 	}
 	addr := string(resp.Kvs[0].Value)
 	if addr == s.opts.Addr {
-		return nil, nil, status.Error(codes.Unavailable, "leadership is changing; retry")
+		return nil, status.Error(codes.Unavailable, "leadership is changing; retry")
 	}
-	conn, err := grpc.NewClient(addr, s.dialOptions()...)
+	conn, err := s.conn(addr)
 	if err != nil {
-		return nil, nil, status.Error(codes.Unavailable, err.Error())
+		return nil, status.Error(codes.Unavailable, err.Error())
 	}
-	return pb.NewMetaAdminClient(conn), func() { conn.Close() }, nil
+	return pb.NewMetaAdminClient(conn), nil
 }
 
 // ClusterStatus reports the leader, datanodes and placement.
 func (s *Server) ClusterStatus(ctx context.Context, req *pb.ClusterStatusRequest) (*pb.ClusterStatusResponse, error) {
-	if c, done, err := s.leaderClient(ctx); err != nil {
+	if c, err := s.leaderClient(ctx); err != nil {
 		return nil, err
 	} else if c != nil {
-		defer done()
 		return c.ClusterStatus(ctx, req)
 	}
 	tables, err := s.cat.Tables(ctx)
@@ -432,10 +471,9 @@ func (s *Server) ClusterStatus(ctx context.Context, req *pb.ClusterStatusRequest
 
 // MoveRegion reassigns a region to a live datanode.
 func (s *Server) MoveRegion(ctx context.Context, req *pb.MoveRegionRequest) (*pb.MoveRegionResponse, error) {
-	if c, done, err := s.leaderClient(ctx); err != nil {
+	if c, err := s.leaderClient(ctx); err != nil {
 		return nil, err
 	} else if c != nil {
-		defer done()
 		return c.MoveRegion(ctx, req)
 	}
 	id, err := datanode.ParseRegionID(req.GetRegion())

@@ -140,12 +140,17 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		}
 		s.embedded = e
 		cfg.Etcd, cfg.NodeID = e.Endpoints, "standalone"
-		if err := importCatalog(ctx, store, e.Endpoints, cfg.Logger); err != nil {
-			s.closeEmbedded()
-			store.Close()
-			return nil, err
+		cli, err := cluster.Connect(e.Endpoints)
+		if err == nil {
+			s.etcd = cli // the datanode and metasrv below share it
+			if err = importCatalog(ctx, store, cli, cfg.Logger); err == nil {
+				err = initGCOptions(ctx, cli, cfg.GCInterval, cfg.FullGCInterval)
+			}
 		}
-		if err := initGCOptions(ctx, e.Endpoints, cfg.GCInterval, cfg.FullGCInterval); err != nil {
+		if err != nil {
+			if s.etcd != nil {
+				s.etcd.Close()
+			}
 			s.closeEmbedded()
 			store.Close()
 			return nil, err
@@ -162,13 +167,15 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 			store.Close()
 			return nil, fmt.Errorf("a datanode of a cluster needs an id")
 		}
-		cli, err := cluster.Connect(cfg.Etcd)
-		if err != nil {
-			s.closeEmbedded()
-			store.Close()
-			return nil, err
+		if s.etcd == nil {
+			cli, err := cluster.Connect(cfg.Etcd)
+			if err != nil {
+				store.Close()
+				return nil, err
+			}
+			s.etcd = cli
 		}
-		s.etcd = cli
+		cli := s.etcd
 		s.agent = cluster.NewAgent(cluster.AgentOptions{Client: cli, Node: cluster.NodeInfo{ID: cfg.NodeID}, Heartbeat: cfg.Heartbeat, Lease: cfg.Lease, Logger: cfg.Logger,
 			DialOptions: cfg.Auth.DialOptions()})
 		dopts.Catalog = cluster.NewEtcdCatalog(cli)
@@ -314,12 +321,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 // ran metasrv) into etcd, once: if etcd has no catalog and the store has
 // one, the store's newest version is written to etcd and the store's
 // catalog objects are deleted, so no stale copy remains.
-func importCatalog(ctx context.Context, store objstore.Bucket, endpoints []string, log *slog.Logger) error {
-	cli, err := cluster.Connect(endpoints)
-	if err != nil {
-		return err
-	}
-	defer cli.Close()
+func importCatalog(ctx context.Context, store objstore.Bucket, cli *clientv3.Client, log *slog.Logger) error {
 	ec := cluster.NewEtcdCatalog(cli)
 	if _, v, err := ec.Load(ctx); err != nil || v > 0 {
 		return err
@@ -346,12 +348,7 @@ func importCatalog(ctx context.Context, store objstore.Bucket, endpoints []strin
 
 // initGCOptions stores the scheduler's options on first start, with the
 // given intervals (0: the defaults).
-func initGCOptions(ctx context.Context, endpoints []string, fast, full time.Duration) error {
-	cli, err := cluster.Connect(endpoints)
-	if err != nil {
-		return err
-	}
-	defer cli.Close()
+func initGCOptions(ctx context.Context, cli *clientv3.Client, fast, full time.Duration) error {
 	resp, err := cli.Get(ctx, cluster.GCOptionsKey)
 	if err != nil || len(resp.Kvs) > 0 {
 		return err
