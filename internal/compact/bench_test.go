@@ -77,9 +77,11 @@ func BenchmarkCompaction(b *testing.B) {
 				}
 				runtime.GC() // forget the load phase's memtables
 				heap := benchutil.WatchHeap()
+				stopProfile := benchutil.StartProfile(b)
 				b.StartTimer()
 				res, err := NewJob(r, in, Options{}).Run(ctx)
 				b.StopTimer()
+				stopProfile()
 				if err != nil {
 					b.Fatal(err)
 				}

@@ -6,11 +6,13 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"math/rand/v2"
 	"os"
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -22,6 +24,7 @@ import (
 	"github.com/stratadb/strata/internal/objstore/objstoretest"
 	"github.com/stratadb/strata/internal/region"
 	"github.com/stratadb/strata/internal/row"
+	"github.com/stratadb/strata/internal/sst"
 )
 
 var rid = layout.RegionID{Table: 9, Region: 0}
@@ -330,4 +333,69 @@ func sstIDs(t testing.TB, s objstore.Bucket) map[string]bool {
 		out[id] = true
 	}
 	return out
+}
+
+// TestInputFailureMidEncodeLeavesNoOutput: the output streams to the store
+// while it is encoded; an input read failing part-way through makes the
+// job abandon an output the upload has only partly read. No object lands,
+// the marker is resolved, and the data is unchanged. On mem and MinIO.
+func TestInputFailureMidEncodeLeavesNoOutput(t *testing.T) {
+	old := sst.WholeFileLimit
+	sst.WholeFileLimit = 1024 // inputs are read with ranged GETs while encoding
+	t.Cleanup(func() { sst.WholeFileLimit = old })
+	for _, bk := range []struct {
+		name string
+		open func(t *testing.T) objstore.Bucket
+	}{
+		{"mem", func(t *testing.T) objstore.Bucket { return objstoretest.Mem(t) }},
+		{"minio", func(t *testing.T) objstore.Bucket {
+			s, err := objstore.Open(context.Background(), objstoretest.MinIO(t).NewBucket(t), objstore.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { s.Close() })
+			return s
+		}},
+	} {
+		t.Run(bk.name, func(t *testing.T) {
+			ctx := context.Background()
+			inner := bk.open(t)
+			fs := faultstore.New(inner)
+			r := openRegion(t, fs)
+			defer r.Close(ctx, region.CloseOptions{})
+			load(t, r, 7, 6)
+			before, _ := scanLines(ctx, r, region.ScanRequest{})
+			filesBefore := sstIDs(t, inner)
+			// Fail the 3rd input read after the output's upload began.
+			var uploading atomic.Bool
+			fs.Hook = func(c faultstore.Call) {
+				if c.Op == objstore.OpPut && strings.Contains(c.Key, "/sst/") {
+					uploading.Store(true)
+				}
+			}
+			fs.AddRule(faultstore.Rule{Match: func(c faultstore.Call) bool {
+				return c.Op == objstore.OpGet && uploading.Load()
+			}, N: 3, Action: faultstore.Fail})
+			_, err := NewJob(r, SortedFiles(r.Manifest().Files), Options{}).Run(ctx)
+			if !errors.Is(err, faultstore.ErrInjected) {
+				t.Fatalf("run: %v, want the injected read failure", err)
+			}
+			if !uploading.Load() {
+				t.Fatal("the upload never started")
+			}
+			if got := sstIDs(t, inner); !maps.Equal(got, filesBefore) {
+				t.Fatalf("objects after the failed job: %v, before: %v", got, filesBefore)
+			}
+			if o, m := orphans(t, inner); len(o)+len(m) > 0 {
+				t.Fatalf("orphans %v, missing %v", o, m)
+			}
+			if p := r.Manifest().Pending; len(p) != 0 {
+				t.Fatalf("markers left: %v", p)
+			}
+			after, _ := scanLines(ctx, r, region.ScanRequest{})
+			if !slices.Equal(before, after) {
+				t.Fatal("a failed compaction changed the data")
+			}
+		})
+	}
 }

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"os"
 	"runtime"
 	"sync"
 	"time"
@@ -37,8 +36,8 @@ const (
 
 func (s Stage) String() string { return [...]string{"reserved", "uploaded", "committing"}[s] }
 
-// uploadTimeout bounds one output's upload, which cancellation does not
-// interrupt.
+// uploadTimeout bounds one output's upload (which runs while the output is
+// encoded), which cancellation does not interrupt.
 const uploadTimeout = 10 * time.Minute
 
 // Errors.
@@ -205,27 +204,16 @@ func (j *Job) run(ctx context.Context) (Result, error) {
 			return res, j.abandon(reserved, ErrCancelled)
 		}
 		// 2. Encode to a local spill file (memory stays bounded by a row
-		// group, whatever the output size), then upload from it.
+		// group, whatever the output size) while a concurrent upload reads
+		// it.
 		src.left = maxRows
-		meta, spill, err := j.encode(fields, src)
-		if err != nil {
-			return res, j.abandon(reserved, fmt.Errorf("compact %s: encode: %w", j.ID, err))
-		}
-		if err := ctx.Err(); err != nil {
-			spill.drop()
-			return res, j.abandon(reserved, ErrCancelled)
-		}
 		key := j.r.ID().SSTKey(id)
-		// INVARIANT: an upload is never cut short by cancellation. A PUT
-		// aborted after its body was sent may still land after abandon's
-		// DELETE, leaving an object nothing owns; so cancellation waits for
-		// the upload's outcome (one output at most), then deletes it.
-		uctx, ucancel := context.WithTimeout(context.WithoutCancel(ctx), uploadTimeout)
-		err = objstore.Upload(uctx, j.r.Store(), key, spill.f, meta.Size)
-		ucancel()
-		spill.drop()
+		meta, err := j.encodeAndUpload(ctx, key, fields, src)
 		if err != nil {
-			return res, j.abandon(reserved, fmt.Errorf("compact %s: upload %s: %w", j.ID, key, err))
+			if ctx.Err() != nil {
+				err = ErrCancelled
+			}
+			return res, j.abandon(reserved, err)
 		}
 		if ctx.Err() != nil {
 			return res, j.abandon(reserved, ErrCancelled)
@@ -279,32 +267,52 @@ func (j *Job) run(ctx context.Context) (Result, error) {
 	return res, nil
 }
 
-type spillFile struct{ f *os.File }
-
-func (s spillFile) drop() {
-	if s.f != nil {
-		s.f.Close()
-		os.Remove(s.f.Name())
-	}
-}
-
-// encode writes the next output into a temporary file.
-func (j *Job) encode(fields []schema.Field, src row.Iterator) (sst.Meta, spillFile, error) {
-	f, err := os.CreateTemp(j.opts.TempDir, "strata-compact-*.parquet")
+// encodeAndUpload writes the next output of src as key: encoded into a
+// spill file, which a concurrent upload streams to the store.
+//
+// INVARIANT: an upload is never cut short by cancellation. A PUT aborted
+// after its body was sent may still land after abandon's DELETE, leaving
+// an object nothing owns; so the upload runs without the job's context and
+// cancellation waits for its outcome (one output at most). The upload is
+// stopped only by the encoder giving up, before the upload has read the
+// end of the object, which no store turns into an object.
+func (j *Job) encodeAndUpload(ctx context.Context, key string, fields []schema.Field, src row.Iterator) (sst.Meta, error) {
+	sp, err := newSpill(j.opts.TempDir)
 	if err != nil {
-		return sst.Meta{}, spillFile{}, err
+		return sst.Meta{}, fmt.Errorf("compact %s: spill file: %w", j.ID, err)
 	}
-	sp := spillFile{f: f}
-	w := bufio.NewWriterSize(f, 1<<20)
+	defer sp.drop()
+	uploaded := make(chan error, 1)
+	go func() {
+		uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), uploadTimeout)
+		defer cancel()
+		err := objstore.Upload(uctx, j.r.Store(), key, sp, -1)
+		if err != nil {
+			sp.uploadFailed(err)
+		}
+		uploaded <- err
+	}()
+	w := bufio.NewWriterSize(sp, 1<<20)
 	meta, err := sst.Write(w, fields, src, sst.WriteOptions{RowGroupRows: j.opts.RowGroupRows, Parallel: runtime.GOMAXPROCS(0)})
 	if err == nil {
 		err = w.Flush()
 	}
-	if err != nil {
-		sp.drop()
-		return sst.Meta{}, spillFile{}, err
+	if err == nil && ctx.Err() != nil {
+		err = ErrCancelled // before the upload has read the end
 	}
-	return meta, sp, nil
+	sp.finish(err)
+	uerr := <-uploaded
+	switch {
+	case err != nil && uerr != nil && errors.Is(uerr, errEncodeAbandoned):
+		return sst.Meta{}, fmt.Errorf("compact %s: encode: %w", j.ID, err)
+	case uerr != nil:
+		return sst.Meta{}, fmt.Errorf("compact %s: upload %s: %w", j.ID, key, uerr)
+	case err != nil:
+		// Not expected (the upload reads the end only once the encoder
+		// succeeded), and safe: the object is owned by the marker.
+		return sst.Meta{}, fmt.Errorf("compact %s: encode after upload: %w", j.ID, err)
+	}
+	return meta, nil
 }
 
 // reserve commits (or extends) the job's pending-outputs marker with id.

@@ -60,8 +60,12 @@ func testEntries(t testing.TB, n int) []row.Entry {
 }
 
 func write(t testing.TB, es []row.Entry, groupRows int64) ([]byte, Meta) {
+	return writeWith(t, es, WriteOptions{RowGroupRows: groupRows})
+}
+
+func writeWith(t testing.TB, es []row.Entry, opts WriteOptions) ([]byte, Meta) {
 	var buf bytes.Buffer
-	m, err := Write(&buf, testFields, &row.SliceIter{Entries: es}, WriteOptions{RowGroupRows: groupRows})
+	m, err := Write(&buf, testFields, &row.SliceIter{Entries: es}, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -108,10 +112,11 @@ func names() []string {
 }
 
 func TestRoundTripEveryKind(t *testing.T) {
-	for _, ranged := range []bool{false, true} {
+	for i, ranged := range []bool{false, true} {
 		ctx := context.Background()
 		es := testEntries(t, 3000)
-		data, meta := write(t, es, 1000)
+		// Both compression levels, and both read paths.
+		data, meta := writeWith(t, es, WriteOptions{RowGroupRows: 1000, Compression: []Compression{CompressDefault, CompressFast}[i]})
 		if meta.Rows != int64(len(es)) || meta.Tombstones != 1 || meta.MinTS != 0 || meta.MaxTS != 10*2999 || meta.Size != int64(len(data)) {
 			t.Fatalf("meta %+v", meta)
 		}

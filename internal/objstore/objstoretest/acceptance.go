@@ -69,6 +69,32 @@ func RunAcceptance(t *testing.T, b Backend) {
 		if err := objstore.Upload(ctx, s, "../bad", bytes.NewReader(nil), 0); err == nil {
 			t.Fatal("bad key accepted")
 		}
+		// Size unknown: read to the source's EOF.
+		if err := objstore.Upload(ctx, s, "up/unsized", bytes.NewReader(data), -1); err != nil {
+			t.Fatal(err)
+		}
+		if got, err := s.Get(ctx, "up/unsized"); err != nil || !bytes.Equal(got, data) {
+			t.Fatalf("Get after an unsized Upload: %d bytes, %v", len(got), err)
+		}
+		// A source that fails after 12 MiB (past a multipart part) writes
+		// nothing, and leaves an older object of that key alone; the error
+		// is the source's, not a retryable store error.
+		if err := s.Put(ctx, "up/keep", []byte("old")); err != nil {
+			t.Fatal(err)
+		}
+		for _, key := range []string{"up/never", "up/keep"} {
+			src := failingSource{data: bytes.Repeat([]byte("x"), 12<<20)}
+			err := objstore.Upload(ctx, s, key, src, -1)
+			if !errors.Is(err, errSource) || errors.Is(err, objstore.ErrTransient) {
+				t.Fatalf("Upload from a failing source: %v", err)
+			}
+		}
+		if _, err := s.Get(ctx, "up/never"); !errors.Is(err, objstore.ErrNotFound) {
+			t.Fatalf("a failed Upload wrote an object: %v", err)
+		}
+		if got, err := s.Get(ctx, "up/keep"); err != nil || string(got) != "old" {
+			t.Fatalf("a failed Upload replaced an object: %q, %v", got, err)
+		}
 	})
 	t.Run("GetRange", func(t *testing.T) {
 		s, _ := b.Open(t)
@@ -314,4 +340,20 @@ func MaybeRunRaceHelper() {
 		}
 	}
 	os.Exit(0)
+}
+
+var errSource = errors.New("objstoretest: source failed")
+
+// failingSource serves data, then fails instead of reporting EOF.
+type failingSource struct{ data []byte }
+
+func (f failingSource) ReadAt(p []byte, off int64) (int, error) {
+	if off >= int64(len(f.data)) {
+		return 0, errSource
+	}
+	n := copy(p, f.data[off:])
+	if n < len(p) {
+		return n, errSource
+	}
+	return n, nil
 }
