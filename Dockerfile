@@ -5,7 +5,12 @@ WORKDIR /src
 COPY go.mod go.sum ./
 RUN go mod download
 COPY . .
-RUN CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o /out/ ./cmd/metasrv ./cmd/datanode ./cmd/strata
+# cgo: SSTs are compressed with libzstd (github.com/DataDog/zstd bundles its
+# sources), about twice as fast as pure Go. Linked statically (netgo and
+# osusergo keep glibc's NSS out), so the binaries run on Alpine.
+RUN CGO_ENABLED=1 go build -trimpath -tags netgo,osusergo \
+      -ldflags "-s -w -linkmode external -extldflags -static" \
+      -o /out/ ./cmd/metasrv ./cmd/datanode ./cmd/strata
 
 FROM alpine:3.21
 # wget is used by the compose healthchecks; ca-certificates for AWS S3.

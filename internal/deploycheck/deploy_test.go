@@ -1,6 +1,7 @@
 package deploycheck
 
 import (
+	"debug/elf"
 	"encoding/json"
 	"os"
 	"os/exec"
@@ -123,4 +124,90 @@ func TestComposeAndDockerfileCommandsParse(t *testing.T) {
 	if !found {
 		t.Fatal("the Dockerfile has no CMD")
 	}
+}
+
+// TestDockerfileBuildIsStatic runs the Dockerfile's go build line (cgo, for
+// libzstd, linked statically so that it runs on the Alpine runtime image)
+// on strata's main package, and checks that the result has no dynamic
+// loader and runs.
+func TestDockerfileBuildIsStatic(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a static cgo build takes about a minute")
+	}
+	df, err := os.ReadFile("../../Dockerfile")
+	if err != nil {
+		t.Fatal(err)
+	}
+	joined := strings.ReplaceAll(string(df), "\\\n", " ")
+	var line string
+	for _, l := range strings.Split(joined, "\n") {
+		if strings.HasPrefix(l, "RUN ") && strings.Contains(l, "go build") {
+			line = strings.TrimPrefix(l, "RUN ")
+		}
+	}
+	if line == "" {
+		t.Fatal("the Dockerfile has no go build step")
+	}
+	words := shellWords(line)
+	var env, args []string
+	for len(words) > 0 && strings.Contains(words[0], "=") {
+		env, words = append(env, words[0]), words[1:]
+	}
+	if len(words) < 2 || words[0] != "go" || words[1] != "build" {
+		t.Fatalf("unexpected build step %q", line)
+	}
+	out := filepath.Join(t.TempDir(), "strata")
+	for i := 2; i < len(words); i++ {
+		switch {
+		case words[i] == "-o":
+			i++ // the image's output directory: build one binary here instead
+		case strings.HasPrefix(words[i], "./cmd/"):
+		default:
+			args = append(args, words[i])
+		}
+	}
+	cmd := exec.Command("go", append(append([]string{"build"}, args...), "-o", out, "../../cmd/strata")...)
+	cmd.Env = append(os.Environ(), env...)
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("%v: %v\n%s", cmd.Args, err, b)
+	}
+	f, err := elf.Open(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	for _, p := range f.Progs {
+		if p.Type == elf.PT_INTERP {
+			t.Fatal("the image's binary needs a dynamic loader (glibc), which Alpine does not have")
+		}
+	}
+	if b, err := exec.Command(out, "--help").CombinedOutput(); err != nil {
+		t.Fatalf("the static binary does not run: %v\n%s", err, b)
+	}
+}
+
+// shellWords splits a command line on spaces, keeping double-quoted words.
+func shellWords(s string) []string {
+	var words []string
+	var cur strings.Builder
+	quoted, have := false, false
+	for _, r := range s {
+		switch {
+		case r == '"':
+			quoted, have = !quoted, true
+		case r == ' ' && !quoted:
+			if have {
+				words = append(words, cur.String())
+				cur.Reset()
+				have = false
+			}
+		default:
+			cur.WriteRune(r)
+			have = true
+		}
+	}
+	if have {
+		words = append(words, cur.String())
+	}
+	return words
 }
