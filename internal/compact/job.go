@@ -203,9 +203,8 @@ func (j *Job) run(ctx context.Context) (Result, error) {
 		if err := ctx.Err(); err != nil {
 			return res, j.abandon(reserved, ErrCancelled)
 		}
-		// 2. Encode to a local spill file (memory stays bounded by a row
-		// group, whatever the output size) while a concurrent upload reads
-		// it.
+		// 2. Encode and upload at once, streaming: memory stays bounded by
+		// a few row groups, whatever the output size.
 		src.left = maxRows
 		key := j.r.ID().SSTKey(id)
 		meta, err := j.encodeAndUpload(ctx, key, fields, src)
@@ -267,8 +266,8 @@ func (j *Job) run(ctx context.Context) (Result, error) {
 	return res, nil
 }
 
-// encodeAndUpload writes the next output of src as key: encoded into a
-// spill file, which a concurrent upload streams to the store.
+// encodeAndUpload writes the next output of src as key: the encoder
+// writes into a pipe that a concurrent upload streams to the store.
 //
 // INVARIANT: an upload is never cut short by cancellation. A PUT aborted
 // after its body was sent may still land after abandon's DELETE, leaving
@@ -277,11 +276,7 @@ func (j *Job) run(ctx context.Context) (Result, error) {
 // stopped only by the encoder giving up, before the upload has read the
 // end of the object, which no store turns into an object.
 func (j *Job) encodeAndUpload(ctx context.Context, key string, fields []schema.Field, src row.Iterator) (sst.Meta, error) {
-	sp, err := newSpill(j.opts.TempDir)
-	if err != nil {
-		return sst.Meta{}, fmt.Errorf("compact %s: spill file: %w", j.ID, err)
-	}
-	defer sp.drop()
+	sp := newPipe(pipeBuffer)
 	uploaded := make(chan error, 1)
 	go func() {
 		uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), uploadTimeout)
@@ -292,7 +287,7 @@ func (j *Job) encodeAndUpload(ctx context.Context, key string, fields []schema.F
 		}
 		uploaded <- err
 	}()
-	w := bufio.NewWriterSize(sp, 1<<20)
+	w := bufio.NewWriterSize(sp, 256<<10)
 	meta, err := sst.Write(w, fields, src, sst.WriteOptions{RowGroupRows: j.opts.RowGroupRows, Parallel: runtime.GOMAXPROCS(0)})
 	if err == nil {
 		err = w.Flush()

@@ -40,8 +40,6 @@ type Options struct {
 	MaxOutputBytes int64
 	// RowGroupRows is the outputs' row group size (default 100k).
 	RowGroupRows int64
-	// TempDir holds outputs while they are encoded (default os.TempDir()).
-	TempDir string
 	// OnStage, if set, is called as the job passes each stage, with the
 	// job's context (cancelled when the job is). Tests pause jobs here.
 	OnStage func(ctx context.Context, s Stage)

@@ -1,0 +1,123 @@
+package compact
+
+import (
+	"errors"
+	"io"
+	"sync"
+)
+
+// pipe carries an output from its encoder to its upload through a bounded
+// in-memory buffer, so the upload overlaps the encoding and no local disk
+// is needed. The upload reads it through ReadAt, sequentially: a read waits
+// for bytes not yet written, and reports EOF only once the encoder has
+// finished. If the encoder gives up, reads fail, so the upload fails
+// without ever having seen the end of the object, and no store turns a
+// body whose reader failed into an object. If the upload fails, writes
+// fail, which stops the encoder.
+//
+// Bytes are dropped once read: a retry of the whole upload cannot re-read
+// them and fails with errRewind (the job is abandoned and compaction runs
+// again later). Object stores' clients retry each request (a PUT or one
+// part of a multipart upload) from their own buffers, which covers the
+// transient failures a whole-upload retry would.
+type pipe struct {
+	mu       sync.Mutex
+	changed  *sync.Cond
+	data     []byte // data[r:w] is written and not yet read
+	r, w     int
+	off      int64 // the object offset of data[r]
+	finished bool
+	err      error // the encoder gave up
+	upload   error // the upload failed
+}
+
+// pipeBuffer bounds the bytes written and not yet uploaded.
+const pipeBuffer = 4 << 20
+
+var (
+	// errEncodeAbandoned is what the upload reads once the encoder gave up.
+	errEncodeAbandoned = errors.New("compact: output abandoned before it was complete")
+	// errRewind: a retried upload asked for bytes already uploaded.
+	errRewind = errors.New("compact: the streamed output cannot be re-read for a retried upload")
+)
+
+func newPipe(size int) *pipe {
+	p := &pipe{data: make([]byte, size)}
+	p.changed = sync.NewCond(&p.mu)
+	return p
+}
+
+// Write appends b, waiting for room. It fails once the upload has failed.
+func (p *pipe) Write(b []byte) (int, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	n := 0
+	for len(b) > 0 {
+		for p.upload == nil && p.r == 0 && p.w == len(p.data) {
+			p.changed.Wait()
+		}
+		if p.upload != nil {
+			return n, p.upload
+		}
+		if p.w == len(p.data) { // room only at the front: move the rest down
+			p.w = copy(p.data, p.data[p.r:p.w])
+			p.r = 0
+		}
+		k := copy(p.data[p.w:], b)
+		p.w += k
+		n += k
+		b = b[k:]
+		p.changed.Broadcast()
+	}
+	return n, nil
+}
+
+// finish ends the encoder's side: err nil means the object is complete.
+func (p *pipe) finish(err error) {
+	p.mu.Lock()
+	p.finished = true
+	if err != nil {
+		p.err = errors.Join(errEncodeAbandoned, err)
+	}
+	p.changed.Broadcast()
+	p.mu.Unlock()
+}
+
+// uploadFailed records that the upload failed, which fails Write.
+func (p *pipe) uploadFailed(err error) {
+	p.mu.Lock()
+	p.upload = err
+	p.changed.Broadcast()
+	p.mu.Unlock()
+}
+
+// ReadAt is the upload's side. Reads must be sequential: off is where the
+// previous read ended. It fills b unless the object ends first, or b is
+// larger than the buffer (then it returns what the buffer holds).
+func (p *pipe) ReadAt(b []byte, off int64) (int, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if off != p.off {
+		return 0, errRewind
+	}
+	for p.err == nil && !p.finished && p.w-p.r < len(b) {
+		if p.r == 0 && p.w == len(p.data) {
+			break // full: take what there is
+		}
+		p.changed.Wait()
+	}
+	if p.err != nil {
+		return 0, p.err
+	}
+	k := copy(b, p.data[p.r:p.w])
+	p.r += k
+	p.off += int64(k)
+	if p.r == p.w {
+		p.r, p.w = 0, 0
+	}
+	p.changed.Broadcast()
+	if k < len(b) && p.finished && p.r == p.w {
+		return k, io.EOF
+	}
+	return k, nil
+}
