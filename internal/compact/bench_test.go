@@ -5,6 +5,9 @@ import (
 	"os"
 	"runtime"
 	"strconv"
+	"strings"
+	"syscall"
+	"time"
 	"testing"
 
 	"github.com/stratadb/strata/internal/benchutil"
@@ -79,7 +82,12 @@ func BenchmarkCompaction(b *testing.B) {
 				heap := benchutil.WatchHeap()
 				stopProfile := benchutil.StartProfile(b)
 				b.StartTimer()
+				u0, t0 := cpuStat()
+				m0, s0 := procCPU("minio"), selfCPU()
 				res, err := NewJob(r, in, Options{}).Run(ctx)
+				u1, t1 := cpuStat()
+				m1, s1 := procCPU("minio"), selfCPU()
+				b.Logf("machine busy %.0f%% of 2 cores; minio %.2f cpu-s, this process %.2f cpu-s", 100*float64(u1-u0)/float64(t1-t0), float64(m1-m0)/100, (s1-s0).Seconds())
 				b.StopTimer()
 				stopProfile()
 				if err != nil {
@@ -95,4 +103,44 @@ func BenchmarkCompaction(b *testing.B) {
 			b.ReportMetric(float64(bytesIn)*float64(b.N)/(1<<20)/b.Elapsed().Seconds(), "input-MB/s")
 		})
 	}
+}
+
+func cpuStat() (busy, total int64) {
+	data, _ := os.ReadFile("/proc/stat")
+	f := strings.Fields(strings.SplitN(string(data), "\n", 2)[0])[1:]
+	for i, v := range f {
+		n, _ := strconv.ParseInt(v, 10, 64)
+		total += n
+		if i != 3 && i != 4 {
+			busy += n
+		}
+	}
+	return
+}
+
+func procCPU(name string) (ticks int64) {
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		data, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		st := string(data)
+		i := strings.Index(st, "(")
+		j := strings.LastIndex(st, ")")
+		if i < 0 || j < 0 || st[i+1:j] != name {
+			continue
+		}
+		f := strings.Fields(st[j+2:])
+		u, _ := strconv.ParseInt(f[11], 10, 64)
+		k, _ := strconv.ParseInt(f[12], 10, 64)
+		ticks += u + k
+	}
+	return
+}
+
+func selfCPU() time.Duration {
+	var ru syscall.Rusage
+	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

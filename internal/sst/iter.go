@@ -334,7 +334,14 @@ func (it *iter) fill() bool {
 func (it *iter) decode(n int, series func(int) string) {
 	width := len(it.fieldCols)
 	// NB: a fresh slab per chunk: consumers may keep Fields past Next.
+	// Field values are converted column by column, each column with a
+	// loop for its kind; a row's slots are vals[i*width:(i+1)*width].
 	vals := make([]row.Value, n*width)
+	for j, s := range it.fields {
+		if s != nil {
+			toValues(vals[j:], width, s.buf[:n], it.kinds[j])
+		}
+	}
 	it.out, it.pos = it.out[:0], 0
 	for i := 0; i < n; i++ {
 		var key string
@@ -357,13 +364,31 @@ func (it *iter) decode(n int, series func(int) string) {
 				continue
 			}
 			e.Fields = vals[i*width : (i+1)*width : (i+1)*width]
-			for j, s := range it.fields {
-				if s != nil {
-					e.Fields[j] = toValue(s.buf[i], it.kinds[j])
-				}
-			}
 		}
 		it.out = append(it.out, e)
+	}
+}
+
+// toValues converts a column's values into every width-th slot of out
+// (whose slots are null to begin with).
+func toValues(out []row.Value, width int, in []parquet.Value, k row.Kind) {
+	switch k {
+	case row.Float:
+		for i, v := range in {
+			if !v.IsNull() {
+				out[i*width] = row.FloatValue(v.Double())
+			}
+		}
+	case row.Int:
+		for i, v := range in {
+			if !v.IsNull() {
+				out[i*width] = row.IntValue(v.Int64())
+			}
+		}
+	default:
+		for i, v := range in {
+			out[i*width] = toValue(v, k)
+		}
 	}
 }
 

@@ -143,7 +143,13 @@ func Write(w io.Writer, fields []schema.Field, it row.Iterator, opts WriteOption
 	parallel := max(1, opts.Parallel)
 	pool := &batchPool{}
 	queued := max(2, int(opts.RowGroupRows/batchRows/2))
-	cols := batchColumns{series: cSeries, ts: cTS, seq: cSeq, del: cDel, fields: cFields, kinds: kinds}
+	cols := batchColumns{series: cSeries, ts: cTS, seq: cSeq, del: cDel, fields: cFields, kinds: kinds, tmpls: make([]parquet.Value, len(fields))}
+	for i, k := range kinds {
+		cols.tmpls[i] = fieldValue(row.FloatValue(0), cFields[i])
+		if k == row.Int || k == row.Uint {
+			cols.tmpls[i] = fieldValue(row.IntValue(0), cFields[i])
+		}
+	}
 	// A committer goroutine writes encoded row groups to w in order, so
 	// the calling goroutine (the merge, usually the critical path) never
 	// waits on w. encoding holds a slot per row group being encoded; up to
@@ -304,13 +310,16 @@ func startGroup(rg *parquet.ConcurrentRowGroupWriter, cols batchColumns, pool *b
 	go func() {
 		var err error
 		buf := make([]parquet.Value, writeChunk)
+		fbufs := make([][]parquet.Value, len(cols.fields))
+		for j := range fbufs {
+			fbufs[j] = make([]parquet.Value, writeChunk)
+		}
 		for b := range g.in {
 			if err == nil {
-				err = cols.write(rg, b, buf)
+				err = cols.write(rg, b, buf, fbufs)
 			}
 			pool.put(b)
 		}
-		clear(buf)
 		if err == nil {
 			err = rg.Flush()
 		}
@@ -324,7 +333,8 @@ func startGroup(rg *parquet.ConcurrentRowGroupWriter, cols batchColumns, pool *b
 type batchColumns struct {
 	series, ts, seq, del int
 	fields               []int
-	kinds                []row.Kind // of each field
+	kinds                []row.Kind      // of each field
+	tmpls                []parquet.Value // a non-null value of each field's column (see stamp)
 }
 
 // writeChunk is how many rows of a column are written at once: a page
@@ -337,7 +347,7 @@ const writeChunk = 1024
 // NB: values of required columns (series, ts, seq) carry no levels: a
 // required column buffer reads only the value. Optional columns need the
 // definition level, which Level sets.
-func (c batchColumns) write(rg *parquet.ConcurrentRowGroupWriter, b *batch, buf []parquet.Value) error {
+func (c batchColumns) write(rg *parquet.ConcurrentRowGroupWriter, b *batch, buf []parquet.Value, fbufs [][]parquet.Value) error {
 	const chunk = writeChunk
 	cws := rg.ColumnWriters()
 	put := func(col int, n int) error {
@@ -376,9 +386,11 @@ func (c batchColumns) write(rg *parquet.ConcurrentRowGroupWriter, b *batch, buf 
 		if err := put(c.del, n); err != nil {
 			return err
 		}
+		// Field columns: one row-major pass over the chunk (each row's
+		// values are contiguous) fills every field column's buffer.
+		fieldValues(fbufs, es, c.fields, c.kinds, c.tmpls)
 		for j, col := range c.fields {
-			fieldValues(buf[:n], es, j, col, c.kinds[j])
-			if err := put(col, n); err != nil {
+			if _, err := cws[col].WriteRowValues(fbufs[j][:n]); err != nil {
 				return err
 			}
 		}
@@ -386,39 +398,39 @@ func (c batchColumns) write(rg *parquet.ConcurrentRowGroupWriter, b *batch, buf 
 	return nil
 }
 
-// fieldValues fills out with field j of es, for column col of kind k. The
-// common kinds have their own loops: this runs once per field value.
-func fieldValues(out []parquet.Value, es []row.Entry, j, col int, k row.Kind) {
-	null := parquet.Value{}.Level(0, 0, col)
-	switch k {
-	case row.Float:
-		for i := range es {
-			if fs := es[i].Fields; j < len(fs) && fs[j].Kind() == row.Float {
-				out[i] = parquet.DoubleValue(fs[j].Float()).Level(0, 1, col)
-			} else {
-				out[i] = fieldValue(es[i].Field(j), col, null)
+// fieldValues fills out[j][i] with field j of es[i], for the columns cols
+// of kinds. Floats and ints, the common kinds, have their own branch: this
+// runs once per field value.
+func fieldValues(out [][]parquet.Value, es []row.Entry, cols []int, kinds []row.Kind, tmpls []parquet.Value) {
+	for i := range es {
+		fs := es[i].Fields
+		for j, col := range cols {
+			var v row.Value
+			if j < len(fs) {
+				v = fs[j]
 			}
-		}
-	case row.Int, row.Uint:
-		for i := range es {
-			if fs := es[i].Fields; j < len(fs) && fs[j].Kind() == k {
-				out[i] = parquet.Int64Value(int64(fs[j].Bits())).Level(0, 1, col)
-			} else {
-				out[i] = fieldValue(es[i].Field(j), col, null)
+			k := v.Kind()
+			switch {
+			case k == row.Null:
+				out[j][i] = parquet.Value{}.Level(0, 0, col)
+			case k != kinds[j] || k == row.Bool || k == row.String:
+				out[j][i] = fieldValue(v, col)
+			case stampOK: // a float, int or uint of its column's kind
+				out[j][i] = stamp(tmpls[j], v.Bits())
+			case k == row.Float:
+				out[j][i] = parquet.DoubleValue(v.Float()).Level(0, 1, col)
+			default:
+				out[j][i] = parquet.Int64Value(int64(v.Bits())).Level(0, 1, col)
 			}
-		}
-	default:
-		for i := range es {
-			out[i] = fieldValue(es[i].Field(j), col, null)
 		}
 	}
 }
 
-func fieldValue(v row.Value, col int, null parquet.Value) parquet.Value {
+func fieldValue(v row.Value, col int) parquet.Value {
 	var pv parquet.Value
 	switch v.Kind() {
 	case row.Null:
-		return null
+		return pv.Level(0, 0, col)
 	case row.Float:
 		pv = parquet.DoubleValue(v.Float())
 	case row.Int:
