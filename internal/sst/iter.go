@@ -334,14 +334,8 @@ func (it *iter) fill() bool {
 func (it *iter) decode(n int, series func(int) string) {
 	width := len(it.fieldCols)
 	// NB: a fresh slab per chunk: consumers may keep Fields past Next.
-	// Field values are converted column by column, each column with a
-	// loop for its kind; a row's slots are vals[i*width:(i+1)*width].
 	vals := make([]row.Value, n*width)
-	for j, s := range it.fields {
-		if s != nil {
-			toValues(vals[j:], width, s.buf[:n], it.kinds[j])
-		}
-	}
+	it.toValues(vals, n)
 	it.out, it.pos = it.out[:0], 0
 	for i := 0; i < n; i++ {
 		var key string
@@ -369,25 +363,27 @@ func (it *iter) decode(n int, series func(int) string) {
 	}
 }
 
-// toValues converts a column's values into every width-th slot of out
-// (whose slots are null to begin with).
-func toValues(out []row.Value, width int, in []parquet.Value, k row.Kind) {
-	switch k {
-	case row.Float:
-		for i, v := range in {
-			if !v.IsNull() {
-				out[i*width] = row.FloatValue(v.Double())
+// toValues converts the n read rows' field values into vals, row by row
+// (vals[i*width+j] is field j of row i): the slab is written in order, each
+// column buffer read in order.
+func (it *iter) toValues(vals []row.Value, n int) {
+	width := len(it.fields)
+	for i := 0; i < n; i++ {
+		out := vals[i*width : (i+1)*width]
+		for j, s := range it.fields {
+			if s == nil {
+				continue
 			}
-		}
-	case row.Int:
-		for i, v := range in {
-			if !v.IsNull() {
-				out[i*width] = row.IntValue(v.Int64())
+			v := &s.buf[i]
+			switch k := it.kinds[j]; {
+			case v.IsNull():
+			case k == row.Float:
+				out[j] = row.FloatValue(v.Double())
+			case k == row.Int:
+				out[j] = row.IntValue(v.Int64())
+			default:
+				out[j] = toValue(*v, k)
 			}
-		}
-	default:
-		for i, v := range in {
-			out[i*width] = toValue(v, k)
 		}
 	}
 }
