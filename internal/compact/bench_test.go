@@ -2,6 +2,7 @@ package compact
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"runtime"
 	"strconv"
@@ -84,10 +85,19 @@ func BenchmarkCompaction(b *testing.B) {
 				b.StartTimer()
 				u0, t0 := cpuStat()
 				m0, s0 := procCPU("minio"), selfCPU()
-				res, err := NewJob(r, in, Options{}).Run(ctx)
+				began := time.Now()
+				var stages []string
+				res, err := NewJob(r, in, Options{OnStage: func(_ context.Context, s Stage) {
+					stages = append(stages, fmt.Sprintf("%s at %v", s, time.Since(began).Round(time.Millisecond)))
+				}}).Run(ctx)
 				u1, t1 := cpuStat()
 				m1, s1 := procCPU("minio"), selfCPU()
-				b.Logf("machine busy %.0f%% of 2 cores; minio %.2f cpu-s, this process %.2f cpu-s", 100*float64(u1-u0)/float64(t1-t0), float64(m1-m0)/100, (s1-s0).Seconds())
+				b.Logf("%s; done at %v", strings.Join(stages, ", "), time.Since(began).Round(time.Millisecond))
+				// Where the CPU went: all cores (busy-%), this process, and a
+				// MinIO server on the same machine.
+				b.ReportMetric(100*float64(u1-u0)/float64(t1-t0), "machine-busy-%")
+				b.ReportMetric((s1-s0).Seconds(), "cpu-s")
+				b.ReportMetric(float64(m1-m0)/100, "minio-cpu-s")
 				b.StopTimer()
 				stopProfile()
 				if err != nil {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/oklog/ulid/v2"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/stratadb/strata/internal/manifest"
 	"github.com/stratadb/strata/internal/merge"
@@ -35,6 +36,9 @@ const (
 )
 
 func (s Stage) String() string { return [...]string{"reserved", "uploaded", "committing"}[s] }
+
+// openParallel is how many inputs a job opens at once.
+const openParallel = 8
 
 // uploadTimeout bounds one output's upload (which runs while the output is
 // encoded), which cancellation does not interrupt.
@@ -167,13 +171,25 @@ func (j *Job) run(ctx context.Context) (Result, error) {
 	for i, f := range fields {
 		names[i] = f.Name
 	}
-	var inputs []row.Iterator
-	for _, f := range j.inputs {
-		rd, err := j.r.OpenSST(ctx, f)
-		if err != nil {
-			return res, fmt.Errorf("compact %s: %w", j.ID, err)
-		}
-		inputs = append(inputs, rd.Iter(sst.Filter{Start: math.MinInt64, End: math.MaxInt64, Fields: names}))
+	// Open the inputs at once: each open reads a footer, a round trip to
+	// the store.
+	// NB: opened with the job's context, which a ranged reader keeps for
+	// its reads (errgroup.WithContext's would end with Wait).
+	readers := make([]*sst.Reader, len(j.inputs))
+	var g errgroup.Group
+	g.SetLimit(openParallel)
+	for i, f := range j.inputs {
+		g.Go(func() (err error) {
+			readers[i], err = j.r.OpenSST(ctx, f)
+			return err
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return res, fmt.Errorf("compact %s: %w", j.ID, err)
+	}
+	inputs := make([]row.Iterator, len(readers))
+	for i, rd := range readers {
+		inputs[i] = rd.Iter(sst.Filter{Start: math.MinInt64, End: math.MaxInt64, Fields: names, WholeGroups: true})
 	}
 	it := merge.New(inputs, merge.Options{KeepTombstones: keepTombstones, DropBefore: j.r.TTLCutoff()})
 	defer it.Close()

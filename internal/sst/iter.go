@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 
 	"github.com/parquet-go/parquet-go"
 
@@ -19,7 +20,16 @@ type Filter struct {
 	Start, End int64
 	// Fields names the output positions.
 	Fields []string
+	// WholeGroups reads each row group of a ranged file (one larger than
+	// WholeFileLimit) with one request of the store, instead of one or
+	// more per column: for reads of every row of every column
+	// (compaction), it saves round trips and per-request costs. Row
+	// groups over wholeGroupLimit are read per column as usual.
+	WholeGroups bool
 }
+
+// wholeGroupLimit bounds the row group a WholeGroups iterator holds.
+const wholeGroupLimit = 16 << 20
 
 // Overlaps reports whether [minTS, maxTS] may hold rows for f.
 func (f *Filter) Overlaps(minTS, maxTS int64) bool { return minTS < f.End && maxTS >= f.Start }
@@ -158,8 +168,19 @@ func (it *iter) nextGroup() bool {
 			continue
 		}
 		chunks := g.ColumnChunks()
+		group, err := it.fetchGroup()
+		if err != nil {
+			it.err = fmt.Errorf("sst: read %s row group %d: %w", it.r.key, it.group, err)
+			return false
+		}
 		stream := func(c int) *colStream {
-			s := &colStream{pages: chunks[c].Pages()}
+			var pages parquet.Pages
+			if fc, ok := chunks[c].(*parquet.FileColumnChunk); ok && group != nil {
+				pages = fc.PagesFrom(group)
+			} else {
+				pages = chunks[c].Pages()
+			}
+			s := &colStream{pages: pages}
 			it.open = append(it.open, s)
 			return s
 		}
@@ -195,6 +216,48 @@ func (it *iter) nextGroup() bool {
 		return true
 	}
 	return false
+}
+
+// fetchGroup reads the current row group's column chunks with one request,
+// if the filter asks for it and the file is read in ranges; nil otherwise.
+func (it *iter) fetchGroup() (io.ReaderAt, error) {
+	if !it.f.WholeGroups || !it.r.ranged {
+		return nil, nil
+	}
+	rg := it.r.file.Metadata().RowGroups[it.group]
+	lo, hi := int64(math.MaxInt64), int64(0)
+	for _, c := range rg.Columns {
+		md := c.MetaData
+		start := md.DataPageOffset
+		if md.DictionaryPageOffset != 0 {
+			start = min(start, md.DictionaryPageOffset)
+		}
+		lo, hi = min(lo, start), max(hi, start+md.TotalCompressedSize)
+	}
+	if hi <= lo || hi-lo > wholeGroupLimit {
+		return nil, nil
+	}
+	rr := it.r.ra
+	data := make([]byte, hi-lo)
+	if n, err := rr.ReadAt(data, lo); err != nil && !(errors.Is(err, io.EOF) && n == len(data)) {
+		return nil, err
+	}
+	return &windowReader{base: lo, data: data, rest: rr}, nil
+}
+
+// windowReader serves reads within [base, base+len(data)) from data, and
+// any other from rest.
+type windowReader struct {
+	base int64
+	data []byte
+	rest io.ReaderAt
+}
+
+func (w *windowReader) ReadAt(p []byte, off int64) (int, error) {
+	if off < w.base || off+int64(len(p)) > w.base+int64(len(w.data)) {
+		return w.rest.ReadAt(p, off)
+	}
+	return copy(p, w.data[off-w.base:]), nil
 }
 
 // noSeriesMatch reports whether the row group's series dictionary has no

@@ -468,6 +468,7 @@ type Reader struct {
 	cols   map[string]int      // leaf column index by name
 	kinds  map[string]row.Kind // field kinds
 	ranged bool                // reads through ranged GETs
+	ra     io.ReaderAt         // what file reads from
 }
 
 // Open opens the SST at key, whose size is size.
@@ -497,7 +498,7 @@ func Open(ctx context.Context, store objstore.Bucket, key string, size int64) (*
 		return nil, fmt.Errorf("%w: %s has format %q, want %q", ErrCorrupt, key, v, formatValue)
 	}
 	_, ranged := ra.(*rangeReader)
-	r := &Reader{key: key, file: f, cols: map[string]int{}, kinds: map[string]row.Kind{}, ranged: ranged}
+	r := &Reader{key: key, file: f, cols: map[string]int{}, kinds: map[string]row.Kind{}, ranged: ranged, ra: ra}
 	for _, leaf := range f.Root().Columns() {
 		r.cols[leaf.Name()] = leaf.Index()
 		switch leaf.Name() {

@@ -7,9 +7,11 @@ import (
 	"io"
 	"math"
 	"slices"
+	"sync/atomic"
 	"testing"
 
 	"github.com/stratadb/strata/internal/objstore"
+	"github.com/stratadb/strata/internal/objstore/faultstore"
 	"github.com/stratadb/strata/internal/objstore/objstoretest"
 	"github.com/stratadb/strata/internal/row"
 	"github.com/stratadb/strata/internal/schema"
@@ -145,6 +147,20 @@ func TestRoundTripEveryKind(t *testing.T) {
 		}
 		got := collect(t, r.Iter(Filter{Start: math.MinInt64, End: math.MaxInt64, Fields: names()}))
 		equalEntries(t, got, es)
+		// One request per row group, when ranged; the same entries.
+		counted := faultstore.New(s)
+		var gets atomic.Int64
+		counted.Hook = func(faultstore.Call) { gets.Add(1) }
+		r, err = Open(ctx, counted, "x.parquet", int64(len(data)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		opened := gets.Load()
+		got = collect(t, r.Iter(Filter{Start: math.MinInt64, End: math.MaxInt64, Fields: names(), WholeGroups: true}))
+		equalEntries(t, got, es)
+		if n := gets.Load() - opened; ranged && n != int64(r.RowGroups()) {
+			t.Fatalf("WholeGroups read %d row groups with %d requests", r.RowGroups(), n)
+		}
 	}
 }
 
