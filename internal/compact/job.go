@@ -201,7 +201,7 @@ func (j *Job) run(ctx context.Context) (Result, error) {
 	}
 	var reserved []string // ids the marker names
 	var outputs []manifest.FileMeta
-	src := &limitIter{it: it}
+	src := &limitIter{ctx: ctx, it: it}
 	for src.more() {
 		if err := ctx.Err(); err != nil {
 			return res, j.abandon(reserved, ErrCancelled)
@@ -303,6 +303,8 @@ func (j *Job) encodeAndUpload(ctx context.Context, key string, fields []schema.F
 		}
 		uploaded <- err
 	}()
+	// NB: buffered, so the pipe (and the upload waiting on it) sees few,
+	// large writes rather than every page header.
 	w := bufio.NewWriterSize(sp, 256<<10)
 	meta, err := sst.Write(w, fields, src, sst.WriteOptions{RowGroupRows: j.opts.RowGroupRows, Parallel: runtime.GOMAXPROCS(0)})
 	if err == nil {
@@ -371,12 +373,16 @@ func (j *Job) abandon(reserved []string, cause error) error {
 // limitIter yields at most left entries of it, so outputs split at a row
 // count. A (series, ts) appears once in a merged stream, so a split never
 // separates versions of a row. more peeks, so that no output id is
-// reserved for an empty output.
+// reserved for an empty output. It ends early, with ErrCancelled, once ctx
+// is done, so a cancelled job stops encoding within a few thousand rows.
 type limitIter struct {
+	ctx    context.Context
 	it     row.Iterator
 	left   int64
 	peeked bool // it is positioned on an entry not yet yielded
 	done   bool
+	n      int // entries yielded, for the periodic ctx check
+	err    error
 }
 
 func (l *limitIter) more() bool {
@@ -388,7 +394,11 @@ func (l *limitIter) more() bool {
 }
 
 func (l *limitIter) Next() bool {
-	if l.left <= 0 || !l.more() {
+	if l.left <= 0 || l.err != nil || !l.more() {
+		return false
+	}
+	if l.n++; l.n%4096 == 0 && l.ctx.Err() != nil {
+		l.err = ErrCancelled
 		return false
 	}
 	l.peeked = false
@@ -396,5 +406,11 @@ func (l *limitIter) Next() bool {
 	return true
 }
 func (l *limitIter) Entry() *row.Entry { return l.it.Entry() }
-func (l *limitIter) Err() error        { return l.it.Err() }
 func (l *limitIter) Close() error      { return nil }
+
+func (l *limitIter) Err() error {
+	if l.err != nil {
+		return l.err
+	}
+	return l.it.Err()
+}

@@ -237,10 +237,16 @@ func (it *iter) fetchGroup() (io.ReaderAt, error) {
 	if hi <= lo || hi-lo > wholeGroupLimit {
 		return nil, nil
 	}
-	rr := it.r.ra
-	data := make([]byte, hi-lo)
-	if n, err := rr.ReadAt(data, lo); err != nil && !(errors.Is(err, io.EOF) && n == len(data)) {
-		return nil, err
+	rr, ok := it.r.ra.(*rangeReader)
+	if !ok {
+		return nil, nil
+	}
+	data, err := rr.store.GetRange(rr.ctx, rr.key, lo, hi-lo)
+	if err != nil {
+		return nil, fmt.Errorf("sst: read %s at %d: %w", rr.key, lo, err)
+	}
+	if int64(len(data)) != hi-lo {
+		return nil, fmt.Errorf("%w: %s: row group %d ends past the end of the file", ErrCorrupt, rr.key, it.group)
 	}
 	return &windowReader{base: lo, data: data, rest: rr}, nil
 }
