@@ -8,8 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
-	"time"
 	"testing"
+	"time"
 
 	"github.com/stratadb/strata/internal/benchutil"
 	"github.com/stratadb/strata/internal/objstore/objstoretest"
@@ -96,7 +96,7 @@ func BenchmarkCompaction(b *testing.B) {
 				// Where the CPU went: all cores (busy-%), this process, and a
 				// MinIO server on the same machine.
 				b.ReportMetric(100*float64(u1-u0)/float64(t1-t0), "machine-busy-%")
-				b.ReportMetric((s1-s0).Seconds(), "cpu-s")
+				b.ReportMetric((s1 - s0).Seconds(), "cpu-s")
 				b.ReportMetric(float64(m1-m0)/100, "minio-cpu-s")
 				b.StopTimer()
 				stopProfile()

@@ -3,9 +3,9 @@ package compact
 import (
 	"bytes"
 	"context"
-	"math"
 	"errors"
 	"io"
+	"math"
 	"math/rand/v2"
 	"testing"
 
