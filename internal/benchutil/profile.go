@@ -3,6 +3,7 @@ package benchutil
 import (
 	"os"
 	"runtime/pprof"
+	"runtime/trace"
 	"testing"
 )
 
@@ -12,12 +13,18 @@ import (
 // than the operation measured.
 const ProfileEnv = "STRATA_BENCH_CPUPROFILE"
 
-// StartProfile starts a CPU profile when ProfileEnv is set and returns the
-// function that stops it; otherwise it returns a no-op.
+// TraceEnv names a file that StartProfile writes an execution trace of the
+// measured section to (go tool trace).
+const TraceEnv = "STRATA_BENCH_TRACE"
+
+// StartProfile starts a CPU profile when ProfileEnv is set, and an
+// execution trace when TraceEnv is, and returns the function that stops
+// them; otherwise it returns a no-op.
 func StartProfile(b *testing.B) (stop func()) {
+	stopTrace := startTrace(b)
 	path := os.Getenv(ProfileEnv)
 	if path == "" {
-		return func() {}
+		return stopTrace
 	}
 	f, err := os.Create(path)
 	if err != nil {
@@ -31,6 +38,28 @@ func StartProfile(b *testing.B) (stop func()) {
 		pprof.StopCPUProfile()
 		if err := f.Close(); err != nil {
 			b.Errorf("benchutil: cpu profile: %v", err)
+		}
+		stopTrace()
+	}
+}
+
+func startTrace(b *testing.B) (stop func()) {
+	path := os.Getenv(TraceEnv)
+	if path == "" {
+		return func() {}
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		b.Fatalf("benchutil: trace: %v", err)
+	}
+	if err := trace.Start(f); err != nil {
+		f.Close()
+		b.Fatalf("benchutil: trace: %v", err)
+	}
+	return func() {
+		trace.Stop()
+		if err := f.Close(); err != nil {
+			b.Errorf("benchutil: trace: %v", err)
 		}
 	}
 }

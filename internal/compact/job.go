@@ -37,6 +37,11 @@ const (
 
 func (s Stage) String() string { return [...]string{"reserved", "uploaded", "committing"}[s] }
 
+// readBudget bounds the input row groups a job holds whole (see
+// sst.Filter.GroupBytes): with 8 inputs, row groups of up to 8 MiB are read
+// with one request each.
+const readBudget = 64 << 20
+
 // openParallel is how many inputs a job opens at once.
 const openParallel = 8
 
@@ -187,9 +192,11 @@ func (j *Job) run(ctx context.Context) (Result, error) {
 	if err := g.Wait(); err != nil {
 		return res, fmt.Errorf("compact %s: %w", j.ID, err)
 	}
+	// Row groups are read whole within a budget shared by the inputs.
+	groupBytes := readBudget / int64(len(readers))
 	inputs := make([]row.Iterator, len(readers))
 	for i, rd := range readers {
-		inputs[i] = rd.Iter(sst.Filter{Start: math.MinInt64, End: math.MaxInt64, Fields: names, WholeGroups: true})
+		inputs[i] = rd.Iter(sst.Filter{Start: math.MinInt64, End: math.MaxInt64, Fields: names, GroupBytes: groupBytes})
 	}
 	it := merge.New(inputs, merge.Options{KeepTombstones: keepTombstones, DropBefore: j.r.TTLCutoff()})
 	defer it.Close()

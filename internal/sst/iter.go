@@ -20,16 +20,14 @@ type Filter struct {
 	Start, End int64
 	// Fields names the output positions.
 	Fields []string
-	// WholeGroups reads each row group of a ranged file (one larger than
-	// WholeFileLimit) with one request of the store, instead of one or
-	// more per column: for reads of every row of every column
-	// (compaction), it saves round trips and per-request costs. Row
-	// groups over wholeGroupLimit are read per column as usual.
-	WholeGroups bool
+	// GroupBytes, if positive, reads each row group of a ranged file (one
+	// larger than WholeFileLimit) of at most that many bytes with one
+	// request of the store, instead of one or more per column, and holds
+	// it while the group is read: for reads of every row of every column
+	// (compaction), it saves round trips and per-request costs. Larger row
+	// groups are read per column, through a 256 KiB buffer each.
+	GroupBytes int64
 }
-
-// wholeGroupLimit bounds the row group a WholeGroups iterator holds.
-const wholeGroupLimit = 16 << 20
 
 // Overlaps reports whether [minTS, maxTS] may hold rows for f.
 func (f *Filter) Overlaps(minTS, maxTS int64) bool { return minTS < f.End && maxTS >= f.Start }
@@ -219,9 +217,10 @@ func (it *iter) nextGroup() bool {
 }
 
 // fetchGroup reads the current row group's column chunks with one request,
-// if the filter asks for it and the file is read in ranges; nil otherwise.
+// if the filter asks for it, the group fits and the file is read in
+// ranges; nil otherwise.
 func (it *iter) fetchGroup() (io.ReaderAt, error) {
-	if !it.f.WholeGroups || !it.r.ranged {
+	if it.f.GroupBytes <= 0 || !it.r.ranged {
 		return nil, nil
 	}
 	rg := it.r.file.Metadata().RowGroups[it.group]
@@ -234,7 +233,7 @@ func (it *iter) fetchGroup() (io.ReaderAt, error) {
 		}
 		lo, hi = min(lo, start), max(hi, start+md.TotalCompressedSize)
 	}
-	if hi <= lo || hi-lo > wholeGroupLimit {
+	if hi <= lo || hi-lo > it.f.GroupBytes {
 		return nil, nil
 	}
 	rr, ok := it.r.ra.(*rangeReader)

@@ -156,10 +156,10 @@ func TestRoundTripEveryKind(t *testing.T) {
 			t.Fatal(err)
 		}
 		opened := gets.Load()
-		got = collect(t, r.Iter(Filter{Start: math.MinInt64, End: math.MaxInt64, Fields: names(), WholeGroups: true}))
+		got = collect(t, r.Iter(Filter{Start: math.MinInt64, End: math.MaxInt64, Fields: names(), GroupBytes: 1 << 20}))
 		equalEntries(t, got, es)
 		if n := gets.Load() - opened; ranged && n != int64(r.RowGroups()) {
-			t.Fatalf("WholeGroups read %d row groups with %d requests", r.RowGroups(), n)
+			t.Fatalf("GroupBytes: %d row groups read with %d requests", r.RowGroups(), n)
 		}
 	}
 }
