@@ -54,8 +54,31 @@ func (r *Reader) Iter(f Filter) row.Iterator {
 type colStream struct {
 	pages parquet.Pages
 	vr    parquet.ValueReader
+	page  parquet.Page   // vr's page
+	done  []parquet.Page // read to the end; buf may still point into them
 	buf   []parquet.Value
 	pos   int64 // rows consumed in the row group
+}
+
+// release hands the pages buf no longer needs back to parquet-go's buffer
+// pools (which otherwise allocate every page anew). A page is released
+// only at the next read: until then buf's byte-array values point into it.
+func (s *colStream) release() {
+	for i, p := range s.done {
+		parquet.Release(p)
+		s.done[i] = nil
+	}
+	s.done = s.done[:0]
+}
+
+// close releases every page and closes the reader.
+func (s *colStream) close() {
+	s.release()
+	if s.page != nil {
+		parquet.Release(s.page)
+		s.page = nil
+	}
+	s.pages.Close()
 }
 
 // seek positions the stream at row (of its row group).
@@ -66,12 +89,17 @@ func (s *colStream) seek(row int64) error {
 	if err := s.pages.SeekToRow(row); err != nil {
 		return err
 	}
+	if s.page != nil {
+		s.done = append(s.done, s.page)
+		s.page = nil
+	}
 	s.vr, s.pos = nil, row
 	return nil
 }
 
 // read fills s.buf[:n] with the column's next n values.
 func (s *colStream) read(n int) error {
+	s.release()
 	if cap(s.buf) < n {
 		s.buf = make([]parquet.Value, n)
 	}
@@ -87,12 +115,13 @@ func (s *colStream) read(n int) error {
 				}
 				return err
 			}
-			s.vr = p.Values()
+			s.page, s.vr = p, p.Values()
 		}
 		k, err := s.vr.ReadValues(s.buf[got:])
 		got += k
 		if errors.Is(err, io.EOF) {
-			s.vr = nil
+			s.done = append(s.done, s.page)
+			s.page, s.vr = nil, nil
 		} else if err != nil {
 			return err
 		}
@@ -140,7 +169,7 @@ func (it *iter) Close() error {
 
 func (it *iter) closeGroup() {
 	for _, s := range it.open {
-		s.pages.Close()
+		s.close()
 	}
 	it.open = it.open[:0]
 }
