@@ -196,7 +196,7 @@ func (j *Job) run(ctx context.Context) (Result, error) {
 	groupBytes := readBudget / int64(len(readers))
 	inputs := make([]row.Iterator, len(readers))
 	for i, rd := range readers {
-		inputs[i] = rd.Iter(sst.Filter{Start: math.MinInt64, End: math.MaxInt64, Fields: names, GroupBytes: groupBytes})
+		inputs[i] = rd.Iter(sst.Filter{Start: math.MinInt64, End: math.MaxInt64, Fields: names, GroupBytes: groupBytes, ReuseFields: true})
 	}
 	it := merge.New(inputs, merge.Options{KeepTombstones: keepTombstones, DropBefore: j.r.TTLCutoff()})
 	defer it.Close()

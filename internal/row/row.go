@@ -156,9 +156,10 @@ func (e Entry) String() string {
 
 // Iterator streams entries in order. Entry's result is valid until the next
 // call to Next, but the Fields slice it holds stays valid after that: an
-// iterator never reuses the backing array of Fields it has returned (the SST
-// writer keeps Fields of a whole batch without copying them). Err is the
-// first error; Close releases resources.
+// iterator does not reuse the backing array of Fields it has returned
+// (scans keep whole batches of entries without copying them), unless it
+// documents otherwise (sst.Filter.ReuseFields, for compaction, whose
+// writer copies). Err is the first error; Close releases resources.
 type Iterator interface {
 	Next() bool
 	Entry() *Entry

@@ -20,6 +20,12 @@ type Filter struct {
 	Start, End int64
 	// Fields names the output positions.
 	Fields []string
+	// ReuseFields lets the iterator reuse the memory of the Fields it
+	// returns: they stay valid while its next chunk (1024 entries) is read,
+	// and no longer. That covers a merge's one-entry lookahead when the
+	// consumer copies what it keeps, as the SST writer does, and saves
+	// allocating (and collecting) every field value read.
+	ReuseFields bool
 	// GroupBytes, if positive, reads each row group of a ranged file (one
 	// larger than WholeFileLimit) of at most that many bytes with one
 	// request of the store, instead of one or more per column, and holds
@@ -148,6 +154,9 @@ type iter struct {
 	curSeries string
 	match     bool
 	haveCur   bool
+
+	slabs [2][]row.Value // with ReuseFields: field values, by turns
+	flip  int
 
 	// With a series filter, runs are the row ranges of the group's
 	// matching series; only those rows of the other columns are read.
@@ -431,7 +440,19 @@ func (it *iter) fill() bool {
 func (it *iter) decode(n int, series func(int) string) {
 	width := len(it.fieldCols)
 	// NB: a fresh slab per chunk: consumers may keep Fields past Next.
-	vals := make([]row.Value, n*width)
+	// With ReuseFields, two slabs take turns: a chunk's Fields stay valid
+	// while the next chunk is read, which covers a merge's one-entry
+	// lookahead, and the consumer copies what it keeps.
+	var vals []row.Value
+	if it.f.ReuseFields {
+		if it.slabs[it.flip] == nil {
+			it.slabs[it.flip] = make([]row.Value, chunkRows*width)
+		}
+		vals = it.slabs[it.flip][:n*width]
+		it.flip ^= 1
+	} else {
+		vals = make([]row.Value, n*width)
+	}
 	it.toValues(vals, n)
 	it.out, it.pos = it.out[:0], 0
 	for i := 0; i < n; i++ {
@@ -469,11 +490,13 @@ func (it *iter) toValues(vals []row.Value, n int) {
 		out := vals[i*width : (i+1)*width]
 		for j, s := range it.fields {
 			if s == nil {
+				out[j] = row.Value{}
 				continue
 			}
 			v := &s.buf[i]
 			switch k := it.kinds[j]; {
 			case v.IsNull():
+				out[j] = row.Value{}
 			case k == row.Float:
 				out[j] = row.FloatValue(v.Double())
 			case k == row.Int:

@@ -251,11 +251,12 @@ func Write(w io.Writer, fields []schema.Field, it row.Iterator, opts WriteOption
 // ErrEmpty: there was nothing to write.
 var ErrEmpty = errors.New("sst: no rows")
 
-// batch is a run of a row group's entries, copied from the stream. Their
-// Fields are not copied: row.Iterator guarantees that a Fields slice stays
-// valid after Next.
+// batch is a run of a row group's entries, copied from the stream with
+// their field values (into vals): an iterator's Fields need not outlive
+// its next chunk (see Filter.ReuseFields).
 type batch struct {
 	entries []row.Entry
+	vals    []row.Value
 }
 
 // batchRows is the size of a batch; a row group is sent to its worker in
@@ -266,6 +267,13 @@ func (b *batch) add(e *row.Entry) {
 	c := *e
 	if c.Op == row.Delete {
 		c.Fields = nil
+	} else if n := len(c.Fields); n > 0 {
+		if len(b.vals)+n > cap(b.vals) {
+			b.vals = make([]row.Value, 0, max(batchRows*n, 2*cap(b.vals)))
+		}
+		start := len(b.vals)
+		b.vals = append(b.vals, c.Fields...)
+		c.Fields = b.vals[start:len(b.vals):len(b.vals)]
 	}
 	b.entries = append(b.entries, c)
 }
@@ -288,8 +296,10 @@ func (p *batchPool) get() *batch {
 }
 
 func (p *batchPool) put(b *batch) {
-	clear(b.entries) // drop references to series keys and field values
+	clear(b.entries) // drop references to series keys
 	b.entries = b.entries[:0]
+	// NB: vals keeps its strings until overwritten: a few batches' worth.
+	b.vals = b.vals[:0]
 	p.mu.Lock()
 	p.free = append(p.free, b)
 	p.mu.Unlock()

@@ -147,6 +147,19 @@ func TestRoundTripEveryKind(t *testing.T) {
 		}
 		got := collect(t, r.Iter(Filter{Start: math.MinInt64, End: math.MaxInt64, Fields: names()}))
 		equalEntries(t, got, es)
+		// Reused Fields: the same entries, copied as they come.
+		var copied []row.Entry
+		rit := r.Iter(Filter{Start: math.MinInt64, End: math.MaxInt64, Fields: names(), ReuseFields: true})
+		for rit.Next() {
+			e := *rit.Entry()
+			e.Fields = slices.Clone(e.Fields)
+			copied = append(copied, e)
+		}
+		if err := rit.Err(); err != nil {
+			t.Fatal(err)
+		}
+		rit.Close()
+		equalEntries(t, copied, es)
 		// One request per row group, when ranged; the same entries.
 		counted := faultstore.New(s)
 		var gets atomic.Int64
