@@ -141,10 +141,12 @@ func Write(w io.Writer, fields []schema.Field, it row.Iterator, opts WriteOption
 	// memory is a few batches plus the row groups being encoded, whatever
 	// the file's size.
 	parallel := max(1, opts.Parallel)
-	pool := &batchPool{}
+	pool := &batchPool{fields: len(fields)}
 	queued := max(2, int(opts.RowGroupRows/batchRows/2))
 	cols := batchColumns{series: cSeries, ts: cTS, seq: cSeq, del: cDel, fields: cFields, kinds: kinds, tmpls: make([]parquet.Value, len(fields))}
+	cols.nulls = make([]parquet.Value, len(fields))
 	for i, k := range kinds {
+		cols.nulls[i] = fieldValue(row.Value{}, cFields[i])
 		cols.tmpls[i] = fieldValue(row.FloatValue(0), cFields[i])
 		if k == row.Int || k == row.Uint {
 			cols.tmpls[i] = fieldValue(row.IntValue(0), cFields[i])
@@ -215,7 +217,7 @@ func Write(w io.Writer, fields []schema.Field, it row.Iterator, opts WriteOption
 			hi = e.End
 			m.Tombstones++
 		}
-		b.add(e)
+		b.add(e, &cols)
 		m.Rows++
 		m.MinTS, m.MaxTS = min(m.MinTS, e.TS), max(m.MaxTS, hi)
 		m.MinSeq, m.MaxSeq = min(m.MinSeq, e.Seq), max(m.MaxSeq, e.Seq)
@@ -251,37 +253,56 @@ func Write(w io.Writer, fields []schema.Field, it row.Iterator, opts WriteOption
 // ErrEmpty: there was nothing to write.
 var ErrEmpty = errors.New("sst: no rows")
 
-// batch is a run of a row group's entries, copied from the stream with
-// their field values (into vals): an iterator's Fields need not outlive
-// its next chunk (see Filter.ReuseFields).
+// batch is a run of a row group's entries, copied from the stream: the
+// entries without their fields, and the fields already as Parquet values,
+// column by column (so an iterator's Fields need not outlive its next
+// chunk; see Filter.ReuseFields). The merging goroutine, which has time to
+// spare while the workers compress, does this conversion; the workers only
+// encode.
 type batch struct {
 	entries []row.Entry
-	vals    []row.Value
+	cols    [][]parquet.Value // cols[j][i]: field j of entries[i]
 }
 
 // batchRows is the size of a batch; a row group is sent to its worker in
 // batches of it.
 const batchRows = 4096
 
-func (b *batch) add(e *row.Entry) {
-	c := *e
-	if c.Op == row.Delete {
-		c.Fields = nil
-	} else if n := len(c.Fields); n > 0 {
-		if len(b.vals)+n > cap(b.vals) {
-			b.vals = make([]row.Value, 0, max(batchRows*n, 2*cap(b.vals)))
-		}
-		start := len(b.vals)
-		b.vals = append(b.vals, c.Fields...)
-		c.Fields = b.vals[start:len(b.vals):len(b.vals)]
+func (b *batch) add(e *row.Entry, c *batchColumns) {
+	i := len(b.entries)
+	ent := *e
+	ent.Fields = nil
+	b.entries = append(b.entries, ent)
+	fs := e.Fields
+	if e.Op == row.Delete {
+		fs = nil
 	}
-	b.entries = append(b.entries, c)
+	for j, col := range c.fields {
+		var v row.Value
+		if j < len(fs) {
+			v = fs[j]
+		}
+		out := &b.cols[j][i]
+		switch k := v.Kind(); {
+		case k == row.Null:
+			*out = c.nulls[j]
+		case k != c.kinds[j] || k == row.Bool || k == row.String:
+			*out = fieldValue(v, col)
+		case stampOK: // a float, int or uint of its column's kind
+			*out = stamp(c.tmpls[j], v.Bits())
+		case k == row.Float:
+			*out = parquet.DoubleValue(v.Float()).Level(0, 1, col)
+		default:
+			*out = parquet.Int64Value(int64(v.Bits())).Level(0, 1, col)
+		}
+	}
 }
 
 // batchPool recycles batches between the writer and its workers.
 type batchPool struct {
-	mu   sync.Mutex
-	free []*batch
+	mu     sync.Mutex
+	free   []*batch
+	fields int
 }
 
 func (p *batchPool) get() *batch {
@@ -292,14 +313,17 @@ func (p *batchPool) get() *batch {
 		p.free = p.free[:n-1]
 		return b
 	}
-	return &batch{entries: make([]row.Entry, 0, batchRows)}
+	b := &batch{entries: make([]row.Entry, 0, batchRows), cols: make([][]parquet.Value, p.fields)}
+	for j := range b.cols {
+		b.cols[j] = make([]parquet.Value, batchRows)
+	}
+	return b
 }
 
 func (p *batchPool) put(b *batch) {
 	clear(b.entries) // drop references to series keys
 	b.entries = b.entries[:0]
-	// NB: vals keeps its strings until overwritten: a few batches' worth.
-	b.vals = b.vals[:0]
+	// NB: cols keep their strings until overwritten: a few batches' worth.
 	p.mu.Lock()
 	p.free = append(p.free, b)
 	p.mu.Unlock()
@@ -320,13 +344,9 @@ func startGroup(rg *parquet.ConcurrentRowGroupWriter, cols batchColumns, pool *b
 	go func() {
 		var err error
 		buf := make([]parquet.Value, writeChunk)
-		fbufs := make([][]parquet.Value, len(cols.fields))
-		for j := range fbufs {
-			fbufs[j] = make([]parquet.Value, writeChunk)
-		}
 		for b := range g.in {
 			if err == nil {
-				err = cols.write(rg, b, buf, fbufs)
+				err = cols.write(rg, b, buf)
 			}
 			pool.put(b)
 		}
@@ -345,6 +365,7 @@ type batchColumns struct {
 	fields               []int
 	kinds                []row.Kind      // of each field
 	tmpls                []parquet.Value // a non-null value of each field's column (see stamp)
+	nulls                []parquet.Value // the null of each field's column
 }
 
 // writeChunk is how many rows of a column are written at once: a page
@@ -357,7 +378,7 @@ const writeChunk = 1024
 // NB: values of required columns (series, ts, seq) carry no levels: a
 // required column buffer reads only the value. Optional columns need the
 // definition level, which Level sets.
-func (c batchColumns) write(rg *parquet.ConcurrentRowGroupWriter, b *batch, buf []parquet.Value, fbufs [][]parquet.Value) error {
+func (c batchColumns) write(rg *parquet.ConcurrentRowGroupWriter, b *batch, buf []parquet.Value) error {
 	const chunk = writeChunk
 	cws := rg.ColumnWriters()
 	put := func(col int, n int) error {
@@ -396,44 +417,13 @@ func (c batchColumns) write(rg *parquet.ConcurrentRowGroupWriter, b *batch, buf 
 		if err := put(c.del, n); err != nil {
 			return err
 		}
-		// Field columns: one row-major pass over the chunk (each row's
-		// values are contiguous) fills every field column's buffer.
-		fieldValues(fbufs, es, c.fields, c.kinds, c.tmpls)
 		for j, col := range c.fields {
-			if _, err := cws[col].WriteRowValues(fbufs[j][:n]); err != nil {
+			if _, err := cws[col].WriteRowValues(b.cols[j][lo : lo+n]); err != nil {
 				return err
 			}
 		}
 	}
 	return nil
-}
-
-// fieldValues fills out[j][i] with field j of es[i], for the columns cols
-// of kinds. Floats and ints, the common kinds, have their own branch: this
-// runs once per field value.
-func fieldValues(out [][]parquet.Value, es []row.Entry, cols []int, kinds []row.Kind, tmpls []parquet.Value) {
-	for i := range es {
-		fs := es[i].Fields
-		for j, col := range cols {
-			var v row.Value
-			if j < len(fs) {
-				v = fs[j]
-			}
-			k := v.Kind()
-			switch {
-			case k == row.Null:
-				out[j][i] = parquet.Value{}.Level(0, 0, col)
-			case k != kinds[j] || k == row.Bool || k == row.String:
-				out[j][i] = fieldValue(v, col)
-			case stampOK: // a float, int or uint of its column's kind
-				out[j][i] = stamp(tmpls[j], v.Bits())
-			case k == row.Float:
-				out[j][i] = parquet.DoubleValue(v.Float()).Level(0, 1, col)
-			default:
-				out[j][i] = parquet.Int64Value(int64(v.Bits())).Level(0, 1, col)
-			}
-		}
-	}
 }
 
 func fieldValue(v row.Value, col int) parquet.Value {
