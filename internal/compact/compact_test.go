@@ -336,9 +336,10 @@ func sstIDs(t testing.TB, s objstore.Bucket) map[string]bool {
 }
 
 // TestInputFailureMidEncodeLeavesNoOutput: the output streams to the store
-// while it is encoded; an input read failing part-way through makes the
-// job abandon an output the upload has only partly read. No object lands,
-// the marker is resolved, and the data is unchanged. On mem and MinIO.
+// while it is encoded; an input read failing part-way through (the last
+// but one read of the job, counted in a dry run of the same job) makes the
+// job abandon an output it has begun to upload. No object lands, the
+// marker is resolved, and the data is unchanged. On mem and MinIO.
 func TestInputFailureMidEncodeLeavesNoOutput(t *testing.T) {
 	old := sst.WholeFileLimit
 	sst.WholeFileLimit = 1024 // inputs are read with ranged GETs while encoding
@@ -359,29 +360,35 @@ func TestInputFailureMidEncodeLeavesNoOutput(t *testing.T) {
 	} {
 		t.Run(bk.name, func(t *testing.T) {
 			ctx := context.Background()
-			inner := bk.open(t)
-			fs := faultstore.New(inner)
-			r := openRegion(t, fs)
-			defer r.Close(ctx, region.CloseOptions{})
-			load(t, r, 7, 6)
-			before, _ := scanLines(ctx, r, region.ScanRequest{})
-			filesBefore := sstIDs(t, inner)
-			// Fail the 3rd input read after the output's upload began.
-			var uploading atomic.Bool
-			fs.Hook = func(c faultstore.Call) {
-				if c.Op == objstore.OpPut && strings.Contains(c.Key, "/sst/") {
-					uploading.Store(true)
+			setup := func() (objstore.Bucket, *faultstore.Store, *region.Region) {
+				inner := bk.open(t)
+				fs := faultstore.New(inner)
+				r := openRegion(t, fs)
+				t.Cleanup(func() { r.Close(ctx, region.CloseOptions{}) })
+				load(t, r, 7, 6)
+				return inner, fs, r
+			}
+			// Dry run: how many GETs the job makes.
+			_, dryFS, dry := setup()
+			var gets atomic.Int64
+			dryFS.Hook = func(c faultstore.Call) {
+				if c.Op == objstore.OpGet {
+					gets.Add(1)
 				}
 			}
-			fs.AddRule(faultstore.Rule{Match: func(c faultstore.Call) bool {
-				return c.Op == objstore.OpGet && uploading.Load()
-			}, N: 3, Action: faultstore.Fail})
+			if _, err := NewJob(dry, SortedFiles(dry.Manifest().Files), Options{}).Run(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if gets.Load() < 4 {
+				t.Fatalf("the job made only %d GETs", gets.Load())
+			}
+			inner, fs, r := setup()
+			before, _ := scanLines(ctx, r, region.ScanRequest{})
+			filesBefore := sstIDs(t, inner)
+			fs.AddRule(faultstore.Rule{Match: faultstore.OnOp(objstore.OpGet), N: int(gets.Load()) - 1, Action: faultstore.Fail})
 			_, err := NewJob(r, SortedFiles(r.Manifest().Files), Options{}).Run(ctx)
 			if !errors.Is(err, faultstore.ErrInjected) {
 				t.Fatalf("run: %v, want the injected read failure", err)
-			}
-			if !uploading.Load() {
-				t.Fatal("the upload never started")
 			}
 			if got := sstIDs(t, inner); !maps.Equal(got, filesBefore) {
 				t.Fatalf("objects after the failed job: %v, before: %v", got, filesBefore)
