@@ -55,7 +55,7 @@ func (c *Cache) Open(ctx context.Context, store objstore.Bucket, key string, siz
 	if err != nil {
 		return nil, err
 	}
-	if r.ranged {
+	if _, ranged := r.ra.(*rangeReader); ranged {
 		// A ranged reader reads through the context it was opened with;
 		// it must not outlive that context in a cache.
 		return r, nil

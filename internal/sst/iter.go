@@ -258,7 +258,8 @@ func (it *iter) nextGroup() bool {
 // if the filter asks for it, the group fits and the file is read in
 // ranges; nil otherwise.
 func (it *iter) fetchGroup() (io.ReaderAt, error) {
-	if it.f.GroupBytes <= 0 || !it.r.ranged {
+	rr, ranged := it.r.ra.(*rangeReader)
+	if it.f.GroupBytes <= 0 || !ranged {
 		return nil, nil
 	}
 	rg := it.r.file.Metadata().RowGroups[it.group]
@@ -274,16 +275,12 @@ func (it *iter) fetchGroup() (io.ReaderAt, error) {
 	if hi <= lo || hi-lo > it.f.GroupBytes {
 		return nil, nil
 	}
-	rr, ok := it.r.ra.(*rangeReader)
-	if !ok {
-		return nil, nil
-	}
 	data, err := rr.store.GetRange(rr.ctx, rr.key, lo, hi-lo)
 	if err != nil {
-		return nil, fmt.Errorf("sst: read %s at %d: %w", rr.key, lo, err)
+		return nil, fmt.Errorf("bytes %d-%d: %w", lo, hi, err)
 	}
 	if int64(len(data)) != hi-lo {
-		return nil, fmt.Errorf("%w: %s: row group %d ends past the end of the file", ErrCorrupt, rr.key, it.group)
+		return nil, fmt.Errorf("%w: the row group ends past the end of the file", ErrCorrupt)
 	}
 	return &windowReader{base: lo, data: data, rest: rr}, nil
 }

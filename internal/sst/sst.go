@@ -463,12 +463,11 @@ var WholeFileLimit int64 = 4 << 20
 
 // Reader is an open SST.
 type Reader struct {
-	key    string
-	file   *parquet.File
-	cols   map[string]int      // leaf column index by name
-	kinds  map[string]row.Kind // field kinds
-	ranged bool                // reads through ranged GETs
-	ra     io.ReaderAt         // what file reads from
+	key   string
+	file  *parquet.File
+	cols  map[string]int      // leaf column index by name
+	kinds map[string]row.Kind // field kinds
+	ra    io.ReaderAt         // what file reads from: whole bytes, or a *rangeReader
 }
 
 // Open opens the SST at key, whose size is size.
@@ -497,8 +496,7 @@ func Open(ctx context.Context, store objstore.Bucket, key string, size int64) (*
 	if v, _ := f.Lookup(formatKey); v != formatValue {
 		return nil, fmt.Errorf("%w: %s has format %q, want %q", ErrCorrupt, key, v, formatValue)
 	}
-	_, ranged := ra.(*rangeReader)
-	r := &Reader{key: key, file: f, cols: map[string]int{}, kinds: map[string]row.Kind{}, ranged: ranged, ra: ra}
+	r := &Reader{key: key, file: f, cols: map[string]int{}, kinds: map[string]row.Kind{}, ra: ra}
 	for _, leaf := range f.Root().Columns() {
 		r.cols[leaf.Name()] = leaf.Index()
 		switch leaf.Name() {

@@ -34,13 +34,10 @@ func (c Compression) zstdLevel() int {
 // falls back to github.com/klauspost/compress (zstd_nocgo.go). Decoding
 // always uses the pure-Go decoder, which is fast (assembly) and is what
 // parquet-go uses to read any zstd file.
-type zstdCodec struct {
-	level int
-	enc   encoder
-}
+type zstdCodec struct{ enc encoder }
 
 func newZstdCodec(c Compression) *zstdCodec {
-	return &zstdCodec{level: c.zstdLevel(), enc: newEncoder(c.zstdLevel())}
+	return &zstdCodec{enc: newEncoder(c.zstdLevel())}
 }
 
 // codecs are shared by every writer, so their pooled encoder state is too.
