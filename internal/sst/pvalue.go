@@ -52,7 +52,18 @@ func checkStamp() bool {
 
 // stamp returns tmpl with its payload replaced by bits.
 func stamp(tmpl parquet.Value, bits uint64) parquet.Value {
-	r := *(*rawValue)(unsafe.Pointer(&tmpl))
-	r.u64 = bits
-	return *(*parquet.Value)(unsafe.Pointer(&r))
+	var v parquet.Value
+	stampInto(&v, tmpl, bits)
+	return v
+}
+
+// stampInto sets *dst to tmpl with its payload replaced by bits.
+//
+// NB: it copies tmpl whole, then stores the payload alone. Copying through
+// a rawValue instead (load, modify, store) compiles to overlapping 16-byte
+// moves through the stack that defeat store-to-load forwarding: that cost
+// 12 ns a value, a tenth of a compaction's CPU.
+func stampInto(dst *parquet.Value, tmpl parquet.Value, bits uint64) {
+	*dst = tmpl
+	(*rawValue)(unsafe.Pointer(dst)).u64 = bits
 }

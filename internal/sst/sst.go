@@ -46,6 +46,9 @@ type WriteOptions struct {
 	// CompressFast: their files are short-lived inputs of compaction, and
 	// the faster level lets flushes keep up with ingest.
 	Compression Compression
+	// PageBytes is the uncompressed size a page is cut at (default
+	// parquet-go's, 256 KiB).
+	PageBytes int
 }
 
 // Meta describes a written SST.
@@ -94,6 +97,10 @@ func kindOf(col *parquet.Column) (row.Kind, bool) {
 	return row.Null, false
 }
 
+// fieldNode is the Parquet node of a field column; a variable so that tests
+// can write files the way other writers might.
+var fieldNode = func(k row.Kind) parquet.Node { return parquet.Optional(leafFor(k)) }
+
 func buildSchema(fields []schema.Field) *parquet.Schema {
 	g := parquet.Group{
 		ColSeries:    parquet.Encoded(parquet.Leaf(parquet.ByteArrayType), &parquet.RLEDictionary),
@@ -102,7 +109,7 @@ func buildSchema(fields []schema.Field) *parquet.Schema {
 		ColDeleteEnd: parquet.Optional(parquet.Int(64)),
 	}
 	for _, f := range fields {
-		g[f.Name] = parquet.Optional(leafFor(f.Kind))
+		g[f.Name] = fieldNode(f.Kind)
 	}
 	return parquet.NewSchema("strata", g)
 }
@@ -129,20 +136,30 @@ func Write(w io.Writer, fields []schema.Field, it row.Iterator, opts WriteOption
 		cFields[i], kinds[i] = col(f.Name), f.Kind
 	}
 	cw := &countingWriter{w: w}
-	pw := parquet.NewWriter(cw, sch,
+	wopts := []parquet.WriterOption{
+		sch,
 		parquet.Compression(codec),
 		parquet.KeyValueMetadata(formatKey, formatValue),
 		parquet.CreatedBy("strata", "1", ""),
-	)
+	}
+	if opts.PageBytes > 0 {
+		wopts = append(wopts, parquet.PageBufferSize(opts.PageBytes))
+	}
+	pw := parquet.NewWriter(cw, wopts...)
 	// The calling goroutine only copies entries into small batches; each
 	// row group has a worker that turns its batches into column values,
 	// encodes and compresses them. Up to Parallel row groups are encoded at
 	// once and committed to the file in order. Batches are recycled, so
-	// memory is a few batches plus the row groups being encoded, whatever
-	// the file's size.
+	// memory is the row groups being encoded (a row group's batches are
+	// about a quarter of its encoded columns), whatever the file's size.
+	//
+	// NB: a row group's queue holds all its batches, so the caller can move
+	// on to the next row group while a worker still compresses this one:
+	// with a shorter queue the caller waits for the one worker it feeds,
+	// and the other workers idle (measured: 12% slower compactions).
 	parallel := max(1, opts.Parallel)
 	pool := &batchPool{fields: len(fields)}
-	queued := max(2, int(opts.RowGroupRows/batchRows/2))
+	queued := max(2, int(opts.RowGroupRows/batchRows)+1)
 	cols := batchColumns{series: cSeries, ts: cTS, seq: cSeq, del: cDel, fields: cFields, kinds: kinds, tmpls: make([]parquet.Value, len(fields))}
 	cols.nulls = make([]parquet.Value, len(fields))
 	for i, k := range kinds {
@@ -254,15 +271,30 @@ func Write(w io.Writer, fields []schema.Field, it row.Iterator, opts WriteOption
 var ErrEmpty = errors.New("sst: no rows")
 
 // batch is a run of a row group's entries, copied from the stream: the
-// entries without their fields, and the fields already as Parquet values,
-// column by column (so an iterator's Fields need not outlive its next
-// chunk; see Filter.ReuseFields). The merging goroutine, which has time to
-// spare while the workers compress, does this conversion; the workers only
-// encode.
+// entries without their fields, and the fields column by column (so an
+// iterator's Fields need not outlive its next chunk; see
+// Filter.ReuseFields). The merging goroutine fills batches; the workers,
+// on other cores, turn them into Parquet values and encode them.
+//
+// A field is kept compact: a tag and, for a float, int or uint of its
+// column's kind (nearly every value), its 64-bit payload, which the
+// worker stamps onto its column's template value. A batch crosses cores
+// once, and at 9 bytes a value instead of a parquet.Value's 24, moving
+// batches between the merge and the workers costs a third of what it did
+// (measured: docs/design-decisions.md, "Compact batches").
 type batch struct {
 	entries []row.Entry
-	cols    [][]parquet.Value // cols[j][i]: field j of entries[i]
+	tags    [][]uint8         // tags[j][i]: how field j of entries[i] is kept
+	bits    [][]uint64        // payload of a tagStamp value
+	other   [][]parquet.Value // a tagOther value; allocated on first use
 }
+
+// Tags of a batch's field values.
+const (
+	tagNull  uint8 = iota // null (or absent)
+	tagStamp              // bits[j][i] stamped onto the column's template
+	tagOther              // other[j][i], built through the API
+)
 
 // batchRows is the size of a batch; a row group is sent to its worker in
 // batches of it.
@@ -277,23 +309,47 @@ func (b *batch) add(e *row.Entry, c *batchColumns) {
 	if e.Op == row.Delete {
 		fs = nil
 	}
-	for j, col := range c.fields {
-		var v row.Value
-		if j < len(fs) {
-			v = fs[j]
+	for j := range c.fields {
+		if j >= len(fs) {
+			b.tags[j][i] = tagNull
+			continue
 		}
-		out := &b.cols[j][i]
+		v := &fs[j]
 		switch k := v.Kind(); {
 		case k == row.Null:
-			*out = c.nulls[j]
-		case k != c.kinds[j] || k == row.Bool || k == row.String:
-			*out = fieldValue(v, col)
-		case stampOK: // a float, int or uint of its column's kind
-			*out = stamp(c.tmpls[j], v.Bits())
-		case k == row.Float:
-			*out = parquet.DoubleValue(v.Float()).Level(0, 1, col)
+			b.tags[j][i] = tagNull
+		case k == c.kinds[j] && k != row.Bool && k != row.String:
+			b.tags[j][i], b.bits[j][i] = tagStamp, v.Bits()
 		default:
-			*out = parquet.Int64Value(int64(v.Bits())).Level(0, 1, col)
+			b.addOther(j, i, fieldValue(*v, c.fields[j]))
+		}
+	}
+}
+
+func (b *batch) addOther(j, i int, v parquet.Value) {
+	if b.other[j] == nil {
+		b.other[j] = make([]parquet.Value, batchRows)
+	}
+	b.tags[j][i], b.other[j][i] = tagOther, v
+}
+
+// values writes field j of entries[lo:lo+len(out)] as Parquet values into
+// out.
+func (b *batch) values(j, lo int, c *batchColumns, out []parquet.Value) {
+	tags, bits := b.tags[j][lo:lo+len(out)], b.bits[j][lo:lo+len(out)]
+	tmpl, null := c.tmpls[j], c.nulls[j]
+	for i, t := range tags {
+		switch {
+		case t == tagNull:
+			out[i] = null
+		case t == tagOther:
+			out[i] = b.other[j][lo+i]
+		case stampOK:
+			stampInto(&out[i], tmpl, bits[i])
+		case c.kinds[j] == row.Float:
+			out[i] = parquet.DoubleValue(math.Float64frombits(bits[i])).Level(0, 1, c.fields[j])
+		default:
+			out[i] = parquet.Int64Value(int64(bits[i])).Level(0, 1, c.fields[j])
 		}
 	}
 }
@@ -313,9 +369,10 @@ func (p *batchPool) get() *batch {
 		p.free = p.free[:n-1]
 		return b
 	}
-	b := &batch{entries: make([]row.Entry, 0, batchRows), cols: make([][]parquet.Value, p.fields)}
-	for j := range b.cols {
-		b.cols[j] = make([]parquet.Value, batchRows)
+	b := &batch{entries: make([]row.Entry, 0, batchRows), tags: make([][]uint8, p.fields), bits: make([][]uint64, p.fields), other: make([][]parquet.Value, p.fields)}
+	for j := range b.tags {
+		b.tags[j] = make([]uint8, batchRows)
+		b.bits[j] = make([]uint64, batchRows)
 	}
 	return b
 }
@@ -323,7 +380,7 @@ func (p *batchPool) get() *batch {
 func (p *batchPool) put(b *batch) {
 	clear(b.entries) // drop references to series keys
 	b.entries = b.entries[:0]
-	// NB: cols keep their strings until overwritten: a few batches' worth.
+	// NB: other keeps its strings until overwritten: a few batches' worth.
 	p.mu.Lock()
 	p.free = append(p.free, b)
 	p.mu.Unlock()
@@ -418,7 +475,8 @@ func (c batchColumns) write(rg *parquet.ConcurrentRowGroupWriter, b *batch, buf 
 			return err
 		}
 		for j, col := range c.fields {
-			if _, err := cws[col].WriteRowValues(b.cols[j][lo : lo+n]); err != nil {
+			b.values(j, lo, &c, buf[:n])
+			if err := put(col, n); err != nil {
 				return err
 			}
 		}
@@ -468,6 +526,9 @@ type Reader struct {
 	cols  map[string]int      // leaf column index by name
 	kinds map[string]row.Kind // field kinds
 	ra    io.ReaderAt         // what file reads from: whole bytes, or a *rangeReader
+	// numeric[c]: leaf column c is a top-level Double or Int64 column,
+	// which the iterator reads from pages' values directly (colStream).
+	numeric []bool
 }
 
 // Open opens the SST at key, whose size is size.
@@ -499,6 +560,13 @@ func Open(ctx context.Context, store objstore.Bucket, key string, size int64) (*
 	r := &Reader{key: key, file: f, cols: map[string]int{}, kinds: map[string]row.Kind{}, ra: ra}
 	for _, leaf := range f.Root().Columns() {
 		r.cols[leaf.Name()] = leaf.Index()
+		if c := leaf.Index(); c >= 0 {
+			for len(r.numeric) <= c {
+				r.numeric = append(r.numeric, false)
+			}
+			k := leaf.Type().Kind()
+			r.numeric[c] = (k == parquet.Double || k == parquet.Int64) && leaf.MaxRepetitionLevel() == 0 && leaf.MaxDefinitionLevel() <= 1
+		}
 		switch leaf.Name() {
 		case ColSeries, ColTS, ColSeq, ColDeleteEnd:
 			continue
