@@ -53,6 +53,7 @@ type Value struct {
 func FloatValue(f float64) Value { return Value{kind: Float, bits: math.Float64bits(f)} }
 func IntValue(i int64) Value     { return Value{kind: Int, bits: uint64(i)} }
 func UintValue(u uint64) Value   { return Value{kind: Uint, bits: u} }
+
 // NumberValue is the value of kind k (Float, Int or Uint) whose payload
 // (Bits) is bits.
 func NumberValue(k Kind, bits uint64) Value { return Value{kind: k, bits: bits} }
