@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -132,17 +133,18 @@ func (c *cloudBucket) GetRange(ctx context.Context, key string, offset, length i
 		return nil, classify(OpGet, key, err)
 	}
 	defer r.Close()
-	buf := make([]byte, 0, max(0, min(length, r.Size()-offset)))
-	w := &sliceWriter{buf: buf}
-	if _, err := r.WriteTo(w); err != nil {
+	// NB: read straight into the result. The reader's WriteTo would copy
+	// every byte once more, through its own buffer.
+	n := r.Size() - offset // length < 0: to the end
+	if length >= 0 {
+		n = min(n, length)
+	}
+	buf := make([]byte, max(0, n))
+	if _, err := io.ReadFull(r, buf); err != nil {
 		return nil, classify(OpGet, key, err)
 	}
-	return w.buf, nil
+	return buf, nil
 }
-
-type sliceWriter struct{ buf []byte }
-
-func (w *sliceWriter) Write(p []byte) (int, error) { w.buf = append(w.buf, p...); return len(p), nil }
 
 func (c *cloudBucket) Put(ctx context.Context, key string, data []byte) error {
 	if c.file != nil {
