@@ -18,8 +18,10 @@ import (
 	"gocloud.dev/gcerrors"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/smithy-go/logging"
+	"github.com/aws/smithy-go/middleware"
 	gcaws "gocloud.dev/aws"
 )
 
@@ -37,9 +39,31 @@ func openS3(ctx context.Context, u *url.URL) (*blob.Bucket, error) {
 	}
 	cfg.Logger = logging.Nop{}
 	cfg.Retryer = func() aws.Retryer { return aws.NopRetryer{} }
-	client := s3.NewFromConfig(cfg, func(o *s3.Options) { o.UsePathStyle = pathStyle })
+	client := s3.NewFromConfig(cfg, func(o *s3.Options) {
+		o.UsePathStyle = pathStyle
+		// Bodies are not hashed into the signature (UNSIGNED-PAYLOAD): each
+		// upload carries a CRC32 checksum that the store verifies, and TLS
+		// protects https:// endpoints. Over plain http, signing the body
+		// would only guard writes against tampering while reads stay
+		// unprotected; it cost a SHA-256 of every byte on both ends
+		// (docs/design-decisions.md, "Unsigned payloads").
+		o.APIOptions = append(o.APIOptions, func(st *middleware.Stack) error {
+			return st.Finalize.Add(unsignedPayload, middleware.Before)
+		})
+	})
 	return s3blob.OpenBucket(ctx, client, u.Host, &s3blob.Options{RequestChecksumCalculation: cfg.RequestChecksumCalculation})
 }
+
+// unsignedPayload marks a request's body as not part of its signature.
+//
+// NB: it must come before the SDK's checksum step, which (over plain
+// http) otherwise hashes the body with SHA-256 for the signature while it
+// computes the CRC32; with the hash already set, it computes the CRC32
+// alone.
+var unsignedPayload = middleware.FinalizeMiddlewareFunc("StrataUnsignedPayload",
+	func(ctx context.Context, in middleware.FinalizeInput, next middleware.FinalizeHandler) (middleware.FinalizeOutput, middleware.Metadata, error) {
+		return next.HandleFinalize(v4.SetPayloadHash(ctx, "UNSIGNED-PAYLOAD"), in)
+	})
 
 // cloudBucket is a Bucket over a gocloud.dev/blob bucket. For file:// it
 // stages Put and CreateIfAbsent itself (see fileWriter), because fileblob
