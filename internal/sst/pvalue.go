@@ -14,17 +14,14 @@ import (
 // value of that column: only the 64-bit payload differs between them.
 //
 // rawValue mirrors parquet.Value's layout (parquet-go v0.32: a pointer,
-// the 64-bit payload, then kind, levels and column index). The mirror is
-// checked once, at start-up, against values built through the API; if
-// the layout ever differs, stamping is off and every value is built
-// through the API.
+// the 64-bit payload, then kind, levels and column index, which with their
+// padding fill one more word). The mirror is checked once, at start-up,
+// against values built through the API; if the layout ever differs,
+// stamping is off and every value is built through the API.
 type rawValue struct {
 	ptr  *byte
 	u64  uint64
-	kind int8
-	def  byte
-	rep  byte
-	col  uint16
+	meta uint64 // kind, levels, column index
 }
 
 var stampOK = checkStamp()
@@ -33,37 +30,51 @@ func checkStamp() bool {
 	if unsafe.Sizeof(rawValue{}) != unsafe.Sizeof(parquet.Value{}) {
 		return false
 	}
+	// Stamped over a value with a pointer, too: put must clear it.
+	old := parquet.ByteArrayValue([]byte("x")).Level(0, 1, 9)
 	for _, c := range []struct {
 		col int
 		f   float64
 		i   int64
 	}{{0, 1.5, -7}, {3, math.Inf(-1), math.MaxInt64}, {200, -0.0001, math.MinInt64}} {
-		d := parquet.DoubleValue(c.f).Level(0, 1, c.col)
-		if stamp(parquet.DoubleValue(0).Level(0, 1, c.col), math.Float64bits(c.f)) != d || d.Double() != c.f {
+		dt, it := parquet.DoubleValue(0).Level(0, 1, c.col), parquet.Int64Value(0).Level(0, 1, c.col)
+		if (*rawValue)(unsafe.Pointer(&dt)).ptr != nil || (*rawValue)(unsafe.Pointer(&it)).ptr != nil {
+			return false
+		}
+		d, got := parquet.DoubleValue(c.f).Level(0, 1, c.col), old
+		stamperOf(dt).put(&got, math.Float64bits(c.f))
+		if got != d || got.Double() != c.f || got.Column() != c.col || got.DefinitionLevel() != 1 {
 			return false
 		}
 		i := parquet.Int64Value(c.i).Level(0, 1, c.col)
-		if stamp(parquet.Int64Value(0).Level(0, 1, c.col), uint64(c.i)) != i || i.Int64() != c.i {
+		got = old
+		stamperOf(it).put(&got, uint64(c.i))
+		if got != i || got.Int64() != c.i || got.Column() != c.col {
 			return false
 		}
 	}
 	return true
 }
 
-// stamp returns tmpl with its payload replaced by bits.
-func stamp(tmpl parquet.Value, bits uint64) parquet.Value {
-	var v parquet.Value
-	stampInto(&v, tmpl, bits)
-	return v
+// stamper stamps non-null values of one column: it holds the column's
+// template value's last word (kind, levels, column index).
+type stamper uint64
+
+// stamperOf is the stamper of tmpl's column, tmpl a float or int value
+// (whose pointer is nil).
+func stamperOf(tmpl parquet.Value) stamper {
+	return stamper((*rawValue)(unsafe.Pointer(&tmpl)).meta)
 }
 
-// stampInto sets *dst to tmpl with its payload replaced by bits.
+// put sets *dst to the column's value with payload bits.
 //
-// NB: it copies tmpl whole, then stores the payload alone. Copying through
-// a rawValue instead (load, modify, store) compiles to overlapping 16-byte
-// moves through the stack that defeat store-to-load forwarding: that cost
-// 12 ns a value, a tenth of a compaction's CPU.
-func stampInto(dst *parquet.Value, tmpl parquet.Value, bits uint64) {
-	*dst = tmpl
-	(*rawValue)(unsafe.Pointer(dst)).u64 = bits
+// NB: three word stores. Copying a template parquet.Value instead compiles
+// to overlapping 16-byte moves through the stack, whose reloads defeat
+// store-to-load forwarding: that cost 8-12 ns a value, a tenth of a
+// compaction's CPU.
+func (s stamper) put(dst *parquet.Value, bits uint64) {
+	r := (*rawValue)(unsafe.Pointer(dst))
+	r.ptr = nil
+	r.u64 = bits
+	r.meta = uint64(s)
 }

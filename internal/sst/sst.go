@@ -160,14 +160,15 @@ func Write(w io.Writer, fields []schema.Field, it row.Iterator, opts WriteOption
 	parallel := max(1, opts.Parallel)
 	pool := &batchPool{fields: len(fields)}
 	queued := max(2, int(opts.RowGroupRows/batchRows)+1)
-	cols := batchColumns{series: cSeries, ts: cTS, seq: cSeq, del: cDel, fields: cFields, kinds: kinds, tmpls: make([]parquet.Value, len(fields))}
+	cols := batchColumns{series: cSeries, ts: cTS, seq: cSeq, del: cDel, fields: cFields, kinds: kinds, stamps: make([]stamper, len(fields))}
 	cols.nulls = make([]parquet.Value, len(fields))
 	for i, k := range kinds {
 		cols.nulls[i] = fieldValue(row.Value{}, cFields[i])
-		cols.tmpls[i] = fieldValue(row.FloatValue(0), cFields[i])
+		tmpl := fieldValue(row.FloatValue(0), cFields[i])
 		if k == row.Int || k == row.Uint {
-			cols.tmpls[i] = fieldValue(row.IntValue(0), cFields[i])
+			tmpl = fieldValue(row.IntValue(0), cFields[i])
 		}
+		cols.stamps[i] = stamperOf(tmpl)
 	}
 	// A committer goroutine writes encoded row groups to w in order, so
 	// the calling goroutine (the merge, usually the critical path) never
@@ -337,7 +338,7 @@ func (b *batch) addOther(j, i int, v parquet.Value) {
 // out.
 func (b *batch) values(j, lo int, c *batchColumns, out []parquet.Value) {
 	tags, bits := b.tags[j][lo:lo+len(out)], b.bits[j][lo:lo+len(out)]
-	tmpl, null := c.tmpls[j], c.nulls[j]
+	st, null := c.stamps[j], c.nulls[j]
 	for i, t := range tags {
 		switch {
 		case t == tagNull:
@@ -345,7 +346,7 @@ func (b *batch) values(j, lo int, c *batchColumns, out []parquet.Value) {
 		case t == tagOther:
 			out[i] = b.other[j][lo+i]
 		case stampOK:
-			stampInto(&out[i], tmpl, bits[i])
+			st.put(&out[i], bits[i])
 		case c.kinds[j] == row.Float:
 			out[i] = parquet.DoubleValue(math.Float64frombits(bits[i])).Level(0, 1, c.fields[j])
 		default:
@@ -421,7 +422,7 @@ type batchColumns struct {
 	series, ts, seq, del int
 	fields               []int
 	kinds                []row.Kind      // of each field
-	tmpls                []parquet.Value // a non-null value of each field's column (see stamp)
+	stamps               []stamper       // of each field's column
 	nulls                []parquet.Value // the null of each field's column
 }
 
