@@ -160,9 +160,16 @@ func (s *colStream) nextPage() error {
 // convertPage sets a numeric stream's page state from p's values.
 func (s *colStream) convertPage(p parquet.Page) error {
 	vals := make([]parquet.Value, p.NumRows())
-	n, err := p.Values().ReadValues(vals)
-	if err != nil && !errors.Is(err, io.EOF) {
-		return err
+	vr, n := p.Values(), 0
+	for n < len(vals) {
+		k, err := vr.ReadValues(vals[n:])
+		n += k
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return err
+		}
 	}
 	s.prows = n
 	s.pdefs, s.pvals = make([]byte, n), make([]uint64, 0, n)

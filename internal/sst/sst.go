@@ -427,8 +427,9 @@ type batchColumns struct {
 }
 
 // writeChunk is how many rows of a column are written at once: a page
-// overshoots its target size by at most that many values.
-const writeChunk = 1024
+// overshoots its target size by at most that many values. A variable so
+// that tests can cut pages at row counts the reader's chunks do not share.
+var writeChunk = 1024
 
 // write appends b to rg column by column, writeChunk rows at a time,
 // through buf (of writeChunk values).
@@ -437,7 +438,7 @@ const writeChunk = 1024
 // required column buffer reads only the value. Optional columns need the
 // definition level, which Level sets.
 func (c batchColumns) write(rg *parquet.ConcurrentRowGroupWriter, b *batch, buf []parquet.Value) error {
-	const chunk = writeChunk
+	chunk := len(buf)
 	cws := rg.ColumnWriters()
 	put := func(col int, n int) error {
 		_, err := cws[col].WriteRowValues(buf[:n])
