@@ -198,7 +198,9 @@ func (j *Job) run(ctx context.Context) (Result, error) {
 	for i, rd := range readers {
 		inputs[i] = rd.Iter(sst.Filter{Start: math.MinInt64, End: math.MaxInt64, Fields: names, GroupBytes: groupBytes, ReuseFields: true})
 	}
-	it := merge.New(inputs, merge.Options{KeepTombstones: keepTombstones, DropBefore: j.r.TTLCutoff()})
+	// NB: the inputs start at once: each first fetches a row group, a round
+	// trip to the store, that would otherwise be made one after another.
+	it := merge.New(inputs, merge.Options{KeepTombstones: keepTombstones, DropBefore: j.r.TTLCutoff(), ParallelStart: true})
 	defer it.Close()
 
 	// Rows per output, from the inputs' bytes per row.

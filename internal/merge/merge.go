@@ -8,6 +8,7 @@ package merge
 import (
 	"errors"
 	"math"
+	"sync"
 
 	"github.com/stratadb/strata/internal/row"
 )
@@ -20,6 +21,12 @@ type Options struct {
 	// DropBefore drops puts older than it and tombstones that end before it
 	// (TTL). math.MinInt64 keeps everything.
 	DropBefore int64
+	// ParallelStart positions the inputs on their first entries at once,
+	// each on its own goroutine, for inputs that may each wait on a read
+	// (SSTs in an object store: a compaction's first row groups). The
+	// inputs must not share unsynchronized state. Every goroutine has
+	// returned before the first Next does.
+	ParallelStart bool
 }
 
 // DefaultOptions keeps everything and emits no tombstones.
@@ -84,8 +91,17 @@ func (m *iter) up(i int) {
 
 func (m *iter) start() {
 	m.started = true
+	var first []bool // ParallelStart: whether input i has a first entry
+	if m.opts.ParallelStart && len(m.inputs) > 1 {
+		first = make([]bool, len(m.inputs))
+		var wg sync.WaitGroup
+		for i, in := range m.inputs {
+			wg.Go(func() { first[i] = in.Next() })
+		}
+		wg.Wait()
+	}
 	for i, in := range m.inputs {
-		if in.Next() {
+		if first != nil && first[i] || first == nil && in.Next() {
 			m.heads[i] = in.Entry()
 			m.heap = append(m.heap, i)
 			m.up(len(m.heap) - 1)

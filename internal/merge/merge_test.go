@@ -1,6 +1,7 @@
 package merge
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"slices"
@@ -75,21 +76,47 @@ func TestMerge(t *testing.T) {
 		{"dedup survives suppressed newest", []string{"a 2 1 10", "a 2 3 30", "a 1 5 del 2"}, DefaultOptions(), ""},
 		{"empty series key", []string{" 1 1 10", " 1 2 20"}, DefaultOptions(), " 1 2 20"},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			var ins []row.Iterator
-			for _, s := range tc.inputs {
-				if strings.HasPrefix(s, " ") { // empty series key
-					ins = append(ins, emptySeries(t, s))
-					continue
+		for _, parallel := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/parallel=%v", tc.name, parallel), func(t *testing.T) {
+				var ins []row.Iterator
+				for _, s := range tc.inputs {
+					if strings.HasPrefix(s, " ") { // empty series key
+						ins = append(ins, emptySeries(t, s))
+						continue
+					}
+					ins = append(ins, parse(t, s))
 				}
-				ins = append(ins, parse(t, s))
-			}
-			m := New(ins, tc.opts)
-			defer m.Close()
-			if got := render(m); got != tc.want {
-				t.Fatalf("got  %q\nwant %q", got, tc.want)
-			}
-		})
+				opts := tc.opts
+				opts.ParallelStart = parallel
+				m := New(ins, opts)
+				defer m.Close()
+				if got := render(m); got != tc.want {
+					t.Fatalf("got  %q\nwant %q", got, tc.want)
+				}
+			})
+		}
+	}
+}
+
+// failing is an input whose first Next fails.
+type failing struct{ row.SliceIter }
+
+var errInput = errors.New("input failed")
+
+func (*failing) Next() bool   { return false }
+func (*failing) Err() error   { return errInput }
+func (*failing) Close() error { return nil }
+
+func TestStartReportsInputErrors(t *testing.T) {
+	for _, parallel := range []bool{false, true} {
+		m := New([]row.Iterator{parse(t, "a 1 1 10"), &failing{}, parse(t, "b 1 2 20")}, Options{DropBefore: math.MinInt64, ParallelStart: parallel})
+		if m.Next() {
+			t.Fatalf("parallel=%v: Next succeeded past a failed input", parallel)
+		}
+		if err := m.Err(); !errors.Is(err, errInput) {
+			t.Fatalf("parallel=%v: Err() = %v, want the input's error", parallel, err)
+		}
+		m.Close()
 	}
 }
 
