@@ -150,8 +150,9 @@ func Write(w io.Writer, fields []schema.Field, it row.Iterator, opts WriteOption
 	// row group has a worker that turns its batches into column values,
 	// encodes and compresses them. Up to Parallel row groups are encoded at
 	// once and committed to the file in order. Batches are recycled, so
-	// memory is the row groups being encoded (a row group's batches are
-	// about a quarter of its encoded columns), whatever the file's size.
+	// memory is the row groups in flight, whatever the file's size: their
+	// batches (about 16 MiB for 100k rows of ten fields) and their encoded
+	// pages.
 	//
 	// NB: a row group's queue holds all its batches, so the caller can move
 	// on to the next row group while a worker still compresses this one:
@@ -282,7 +283,8 @@ var ErrEmpty = errors.New("sst: no rows")
 // worker stamps onto its column's template value. A batch crosses cores
 // once, and at 9 bytes a value instead of a parquet.Value's 24, moving
 // batches between the merge and the workers costs a third of what it did
-// (measured: docs/design-decisions.md, "Compact batches").
+// (docs/design-decisions.md, "SST encoding: the merge copies, workers
+// encode").
 type batch struct {
 	entries []row.Entry
 	tags    [][]uint8         // tags[j][i]: how field j of entries[i] is kept
