@@ -46,7 +46,8 @@ func openS3(ctx context.Context, u *url.URL) (*blob.Bucket, error) {
 		// protects https:// endpoints. Over plain http, signing the body
 		// would only guard writes against tampering while reads stay
 		// unprotected; it cost a SHA-256 of every byte on both ends
-		// (docs/design-decisions.md, "Unsigned payloads").
+		// (docs/design-decisions.md, "S3 bodies are unsigned payloads with a
+		// checksum").
 		o.APIOptions = append(o.APIOptions, func(st *middleware.Stack) error {
 			return st.Finalize.Add(unsignedPayload, middleware.Before)
 		})
