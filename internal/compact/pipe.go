@@ -17,7 +17,8 @@ import (
 //
 // Bytes are dropped once read: a retry of the whole upload cannot re-read
 // them and fails with errRewind (the job is abandoned and compaction runs
-// again later). Object stores' clients retry each request (a PUT or one
+// again later; the store's error names the failure that caused the retry).
+// Object stores' clients retry each request (a PUT or one
 // part of a multipart upload) from their own buffers, which covers the
 // transient failures a whole-upload retry would.
 type pipe struct {

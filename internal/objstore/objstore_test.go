@@ -184,6 +184,20 @@ func TestRetriesTransientBounded(t *testing.T) {
 	if n := s.Requests()[objstore.OpPut]; n != 1 {
 		t.Fatalf("PUT attempts = %d, want 1", n)
 	}
+	// A retry that fails otherwise returns its own error, and names the
+	// failure that caused the retry.
+	once := objstore.New(faultstore.New(raw, faultstore.Rule{N: 1, Action: faultstore.FailTransient}), objstore.Options{Retry: objstore.RetryPolicy{MaxAttempts: 1}})
+	firstErr := once.Put(ctx, "k", nil)
+	s = objstore.New(faultstore.New(raw,
+		faultstore.Rule{N: 1, Action: faultstore.FailTransient},
+		faultstore.Rule{N: 2, Action: faultstore.Fail}), objstore.Options{Retry: objstore.RetryPolicy{MaxAttempts: 3, BaseBackoff: 1, MaxBackoff: 1}})
+	err = s.Put(ctx, "k", nil)
+	if !errors.Is(err, faultstore.ErrInjected) || objstore.IsTransient(err) {
+		t.Fatalf("transient then permanent: %v, want the permanent error alone", err)
+	}
+	if firstErr == nil || !strings.Contains(err.Error(), firstErr.Error()) || !strings.Contains(err.Error(), "after 1 failed attempts") {
+		t.Fatalf("transient then permanent: %q does not name the first failure %q", err, firstErr)
+	}
 }
 
 // A create whose first attempt landed but reported a transient failure must

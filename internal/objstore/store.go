@@ -129,12 +129,21 @@ func (s *Store) record(op Op, err error) {
 
 // do runs one request with retries. f is called once per attempt.
 func (s *Store) do(ctx context.Context, op Op, f func() error) error {
-	var err error
+	var err, first error
 	for attempt := 0; ; attempt++ {
 		err = f()
 		s.record(op, err)
+		if err != nil && first != nil && !IsTransient(err) {
+			// A retry that fails otherwise (a streamed source that cannot
+			// be re-read, say) would hide why the retry was made. The
+			// first failure is named, not wrapped: the error is the last.
+			return fmt.Errorf("%w (after %d failed attempts, the first: %v)", err, attempt, first)
+		}
 		if err == nil || !IsTransient(err) || attempt+1 >= s.retry.MaxAttempts {
 			return err
+		}
+		if first == nil {
+			first = err
 		}
 		backoff := min(s.retry.MaxBackoff, s.retry.BaseBackoff<<attempt)
 		t := time.NewTimer(rand.N(backoff) + time.Millisecond)
