@@ -561,13 +561,10 @@ func Open(ctx context.Context, store objstore.Bucket, key string, size int64) (*
 	if v, _ := f.Lookup(formatKey); v != formatValue {
 		return nil, fmt.Errorf("%w: %s has format %q, want %q", ErrCorrupt, key, v, formatValue)
 	}
-	r := &Reader{key: key, file: f, cols: map[string]int{}, kinds: map[string]row.Kind{}, ra: ra}
+	r := &Reader{key: key, file: f, cols: map[string]int{}, kinds: map[string]row.Kind{}, ra: ra, numeric: make([]bool, len(f.Schema().Columns()))}
 	for _, leaf := range f.Root().Columns() {
 		r.cols[leaf.Name()] = leaf.Index()
-		if c := leaf.Index(); c >= 0 {
-			for len(r.numeric) <= c {
-				r.numeric = append(r.numeric, false)
-			}
+		if c := leaf.Index(); c >= 0 && c < len(r.numeric) {
 			k := leaf.Type().Kind()
 			r.numeric[c] = (k == parquet.Double || k == parquet.Int64) && leaf.MaxRepetitionLevel() == 0 && leaf.MaxDefinitionLevel() <= 1
 		}
