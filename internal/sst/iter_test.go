@@ -89,6 +89,11 @@ func TestNumericColumnsAcrossPages(t *testing.T) {
 			}
 			// The layout under test: several pages per column chunk, and
 			// (with dict) numeric pages that are not plain values.
+			for _, c := range []string{"f", "i", "u", ColTS, ColSeq, ColDeleteEnd} {
+				if !r.numeric[r.cols[c]] {
+					t.Fatalf("column %s is not read as numeric", c)
+				}
+			}
 			most := 0
 			for _, g := range r.file.RowGroups() {
 				oi, err := g.ColumnChunks()[r.cols["f"]].OffsetIndex()
