@@ -213,6 +213,7 @@ func TestCompactionPreservesScans(t *testing.T) {
 			if res.RowsOut > res.RowsIn {
 				t.Fatalf("seed %d: %d rows out of %d in", sd, res.RowsOut, res.RowsIn)
 			}
+			checkRequired(t, r, in, res.Outputs)
 			for k, q := range reqs {
 				l, err := scanLines(ctx, r, q)
 				if err != nil {
@@ -230,6 +231,36 @@ func TestCompactionPreservesScans(t *testing.T) {
 			t.Fatalf("seed %d: markers left: %v", sd, r.Manifest().Pending)
 		}
 		r.Close(ctx, region.CloseOptions{})
+	}
+}
+
+// checkRequired: an output's field column is required exactly where every
+// input has the field in every put; v (in every point load writes) always is.
+func checkRequired(t *testing.T, r *region.Region, in, out []manifest.FileMeta) {
+	t.Helper()
+	ctx := context.Background()
+	open := func(fs []manifest.FileMeta) []*sst.Reader {
+		var rs []*sst.Reader
+		for _, f := range fs {
+			rd, err := r.OpenSST(ctx, f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			rs = append(rs, rd)
+		}
+		return rs
+	}
+	ins := open(in)
+	for i, o := range open(out) {
+		for _, f := range r.Schema().Fields() {
+			want := true
+			for _, rd := range ins {
+				want = want && rd.NullFree(f.Name)
+			}
+			if got := o.Required(f.Name); got != want || f.Name == "v" && !got {
+				t.Fatalf("output %s: field %s required %v, want %v", out[i].ID, f.Name, got, want)
+			}
+		}
 	}
 }
 

@@ -192,6 +192,15 @@ func (j *Job) run(ctx context.Context) (Result, error) {
 	if err := g.Wait(); err != nil {
 		return res, fmt.Errorf("compact %s: %w", j.ID, err)
 	}
+	// A field every input has in every put has a value in every output
+	// put: rows are only dropped or replaced whole.
+	noNulls := make([]bool, len(fields))
+	for i, f := range fields {
+		noNulls[i] = true
+		for _, rd := range readers {
+			noNulls[i] = noNulls[i] && rd.NullFree(f.Name)
+		}
+	}
 	// Row groups are read whole within a budget shared by the inputs.
 	groupBytes := readBudget / int64(len(readers))
 	inputs := make([]row.Iterator, len(readers))
@@ -232,7 +241,7 @@ func (j *Job) run(ctx context.Context) (Result, error) {
 		// a few row groups, whatever the output size.
 		src.left = maxRows
 		key := j.r.ID().SSTKey(id)
-		meta, err := j.encodeAndUpload(ctx, key, fields, src)
+		meta, err := j.encodeAndUpload(ctx, key, fields, noNulls, src)
 		if err != nil {
 			if ctx.Err() != nil {
 				err = ErrCancelled
@@ -300,7 +309,7 @@ func (j *Job) run(ctx context.Context) (Result, error) {
 // cancellation waits for its outcome (one output at most). The upload is
 // stopped only by the encoder giving up, before the upload has read the
 // end of the object, which no store turns into an object.
-func (j *Job) encodeAndUpload(ctx context.Context, key string, fields []schema.Field, src row.Iterator) (sst.Meta, error) {
+func (j *Job) encodeAndUpload(ctx context.Context, key string, fields []schema.Field, noNulls []bool, src row.Iterator) (sst.Meta, error) {
 	sp := newPipe(pipeBuffer)
 	uploaded := make(chan error, 1)
 	go func() {
@@ -315,7 +324,7 @@ func (j *Job) encodeAndUpload(ctx context.Context, key string, fields []schema.F
 	// NB: buffered, so the pipe (and the upload waiting on it) sees few,
 	// large writes rather than every page header.
 	w := bufio.NewWriterSize(sp, 256<<10)
-	meta, err := sst.Write(w, fields, src, sst.WriteOptions{RowGroupRows: j.opts.RowGroupRows, Parallel: runtime.GOMAXPROCS(0)})
+	meta, err := sst.Write(w, fields, src, sst.WriteOptions{RowGroupRows: j.opts.RowGroupRows, Parallel: runtime.GOMAXPROCS(0), NoNulls: noNulls})
 	if err == nil {
 		err = w.Flush()
 	}

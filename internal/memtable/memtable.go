@@ -43,6 +43,12 @@ type Memtable struct {
 	maxTS       int64
 	lastSegment uint64
 	frozen      bool
+
+	// Which fields every put so far has a value for: the first
+	// putWidth ordinals, but those in nulls.
+	puts     int64
+	putWidth int
+	nulls    []bool
 }
 
 // New returns an empty memtable.
@@ -84,9 +90,40 @@ func (m *Memtable) Insert(seg uint64, entries []row.Entry) {
 		m.maxTS = max(m.maxTS, e.TS)
 		if e.Op == row.Delete {
 			m.maxTS = max(m.maxTS, e.End)
+		} else {
+			m.notePut(e.Fields)
 		}
 	}
 	m.lastSegment = max(m.lastSegment, seg)
+}
+
+// notePut records which of a put's fields are null.
+func (m *Memtable) notePut(fs []row.Value) {
+	if m.puts == 0 || len(fs) < m.putWidth {
+		m.putWidth = len(fs)
+	}
+	m.puts++
+	if len(m.nulls) < len(fs) {
+		m.nulls = append(m.nulls, make([]bool, len(fs)-len(m.nulls))...)
+	}
+	for j := range fs {
+		if fs[j].Kind() == row.Null {
+			m.nulls[j] = true
+		}
+	}
+}
+
+// NullFree reports, for each of the first width field ordinals, whether
+// every put in the memtable has a value for it: what an SST writer may be
+// promised (sst.WriteOptions.NoNulls).
+func (m *Memtable) NullFree(width int) []bool {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	free := make([]bool, width)
+	for j := range min(width, m.putWidth) {
+		free[j] = !m.nulls[j]
+	}
+	return free
 }
 
 // Key returns the memtable's copy of a series key, if it holds the series,

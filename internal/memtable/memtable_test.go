@@ -2,6 +2,7 @@ package memtable
 
 import (
 	"math"
+	"slices"
 	"testing"
 
 	"github.com/stratadb/strata/internal/row"
@@ -70,4 +71,29 @@ func TestSortedIterationAndSnapshot(t *testing.T) {
 		}
 	}()
 	ins(5, "a", 1, 1)
+}
+
+// TestNullFree: a field is null-free while every put has a value for it;
+// a null, or a put too short to reach it, ends that. Tombstones do not.
+func TestNullFree(t *testing.T) {
+	m := New()
+	if got := m.NullFree(2); got[0] || got[1] {
+		t.Fatalf("empty memtable: %v", got)
+	}
+	put := func(seq uint64, fs ...row.Value) {
+		m.Insert(1, []row.Entry{{Series: "a", TS: int64(seq), Seq: seq, Op: row.Put, Fields: fs}})
+	}
+	put(1, row.IntValue(1), row.FloatValue(1), row.IntValue(1))
+	m.Insert(1, []row.Entry{{Series: "a", TS: 0, End: 10, Seq: 2, Op: row.Delete}})
+	want := func(want ...bool) {
+		t.Helper()
+		if got := m.NullFree(len(want)); !slices.Equal(got, want) {
+			t.Fatalf("NullFree = %v, want %v", got, want)
+		}
+	}
+	want(true, true, true, false) // ordinal 3: no put has it
+	put(3, row.IntValue(2), row.Value{}, row.IntValue(2))
+	want(true, false, true)
+	put(4, row.IntValue(3), row.FloatValue(3)) // too short for ordinal 2
+	want(true, false, false)
 }

@@ -96,7 +96,7 @@ func (r *Region) flushOne(ctx context.Context, mt *memtable.Memtable) (err error
 	fields := r.Schema().Fields()
 	it := merge.New([]row.Iterator{mt.Iter(memtable.Filter{Start: math.MinInt64, End: math.MaxInt64})}, merge.Options{KeepTombstones: true, DropBefore: r.ttlCutoff()})
 	var buf bytes.Buffer
-	meta, werr := sst.Write(&buf, fields, it, sst.WriteOptions{RowGroupRows: r.opts.RowGroupRows, Compression: sst.CompressFast})
+	meta, werr := sst.Write(&buf, fields, it, sst.WriteOptions{RowGroupRows: r.opts.RowGroupRows, Compression: sst.CompressFast, NoNulls: mt.NullFree(len(fields))})
 	it.Close()
 	edit := &manifest.Edit{FlushedSeq: st.MaxSeq, FlushedSegment: st.LastSegment, Resolves: job}
 	var actions []manifest.Action

@@ -16,8 +16,9 @@ import (
 )
 
 // randomEntries: n sorted entries over four series, with stretches of
-// fields that are always, sometimes or never null, and a few tombstones.
-func randomEntries(t testing.TB, rng *rand.Rand, n int) []row.Entry {
+// fields that are always, sometimes or never null (if nulls; otherwise
+// never), and a few tombstones.
+func randomEntries(t testing.TB, rng *rand.Rand, n int, nulls bool) []row.Entry {
 	var es []row.Entry
 	seq := uint64(1)
 	per := n / 4
@@ -25,7 +26,7 @@ func randomEntries(t testing.TB, rng *rand.Rand, n int) []row.Entry {
 		key := series(t, fmt.Sprint("h", h))
 		nullP := 0.0
 		for i := 0; i < per; i++ {
-			if i%300 == 0 {
+			if i%300 == 0 && nulls {
 				nullP = []float64{0, 0.5, 1}[rng.IntN(3)]
 			}
 			e := row.Entry{Series: key, TS: int64(10 * i), Seq: seq}
@@ -50,28 +51,36 @@ func randomEntries(t testing.TB, rng *rand.Rand, n int) []row.Entry {
 
 // TestNumericColumnsAcrossPages reads numeric columns (read from pages'
 // values directly) where pages end inside a chunk of rows and chunks end
-// inside pages, with nulls in runs, through every read path: whole scans,
-// reused fields, series-filtered seeks, and pages another writer might
-// dictionary-encode.
+// inside pages, with nulls in runs (or, in required columns, none),
+// through every read path: whole scans, reused fields, series-filtered
+// seeks, and pages another writer might dictionary-encode.
 func TestNumericColumnsAcrossPages(t *testing.T) {
 	seed := rand.Uint64()
 	t.Logf("seed %d", seed)
 	rng := rand.New(rand.NewPCG(seed, 0))
 	ctx := context.Background()
-	for _, dict := range []bool{false, true} {
-		t.Run(fmt.Sprint("dictionary=", dict), func(t *testing.T) {
+	for _, tc := range []struct{ dict, required bool }{{false, false}, {true, false}, {false, true}, {true, true}} {
+		dict := tc.dict
+		t.Run(fmt.Sprintf("dictionary=%v/required=%v", dict, tc.required), func(t *testing.T) {
 			if dict {
 				old := fieldNode
-				fieldNode = func(k row.Kind) parquet.Node {
+				fieldNode = func(k row.Kind, required bool) parquet.Node {
 					if k == row.Float || k == row.Int || k == row.Uint {
-						return parquet.Optional(parquet.Encoded(leafFor(k), &parquet.RLEDictionary))
+						n := parquet.Encoded(leafFor(k), &parquet.RLEDictionary)
+						if required {
+							return n
+						}
+						return parquet.Optional(n)
 					}
-					return old(k)
+					return old(k, required)
 				}
 				t.Cleanup(func() { fieldNode = old })
 			}
-			es := randomEntries(t, rng, 8000)
+			es := randomEntries(t, rng, 8000, !tc.required)
 			opts := WriteOptions{PageBytes: []int{256, 512, 1024}[rng.IntN(3)], RowGroupRows: int64([]int{700, 2500, 8000}[rng.IntN(3)])}
+			if tc.required {
+				opts.NoNulls = []bool{true, true, true, true, true}
+			}
 			// Pages are cut between writes of writeChunk rows; cut them at
 			// row counts that the reader's 1024-row chunks do not share.
 			oldChunk := writeChunk
@@ -92,6 +101,11 @@ func TestNumericColumnsAcrossPages(t *testing.T) {
 			for _, c := range []string{"f", "i", "u", ColTS, ColSeq, ColDeleteEnd} {
 				if !r.numeric[r.cols[c]] {
 					t.Fatalf("column %s is not read as numeric", c)
+				}
+			}
+			for _, c := range names() {
+				if r.optional[r.cols[c]] == tc.required {
+					t.Fatalf("column %s: optional %v", c, r.optional[r.cols[c]])
 				}
 			}
 			most := 0

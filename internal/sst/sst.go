@@ -49,7 +49,18 @@ type WriteOptions struct {
 	// PageBytes is the uncompressed size a page is cut at (default
 	// parquet-go's, 256 KiB).
 	PageBytes int
+	// NoNulls[j] promises that field j has a value in every put (what a
+	// memtable or the inputs' statistics show): its column is then
+	// written required, without definition levels, which is cheaper to
+	// write and to read. A tombstone holds the column's zero value there,
+	// which readers ignore. Write fails with ErrUnexpectedNull if a put
+	// breaks the promise. Fields past its end may be null.
+	NoNulls []bool
 }
+
+// ErrUnexpectedNull: a put has no value for a field that WriteOptions.NoNulls
+// said always has one.
+var ErrUnexpectedNull = errors.New("sst: null in a field written without nulls")
 
 // Meta describes a written SST.
 type Meta struct {
@@ -97,19 +108,27 @@ func kindOf(col *parquet.Column) (row.Kind, bool) {
 	return row.Null, false
 }
 
-// fieldNode is the Parquet node of a field column; a variable so that tests
-// can write files the way other writers might.
-var fieldNode = func(k row.Kind) parquet.Node { return parquet.Optional(leafFor(k)) }
+// fieldNode is the Parquet node of a field column: required if it has no
+// nulls, optional otherwise. A variable so that tests can write files the
+// way other writers might.
+var fieldNode = func(k row.Kind, required bool) parquet.Node {
+	if required {
+		return leafFor(k)
+	}
+	return parquet.Optional(leafFor(k))
+}
 
-func buildSchema(fields []schema.Field) *parquet.Schema {
+// buildSchema is the schema of a file of fields; required[j] makes field
+// j's column required.
+func buildSchema(fields []schema.Field, required []bool) *parquet.Schema {
 	g := parquet.Group{
 		ColSeries:    parquet.Encoded(parquet.Leaf(parquet.ByteArrayType), &parquet.RLEDictionary),
 		ColTS:        parquet.Encoded(parquet.Timestamp(parquet.Nanosecond), &parquet.DeltaBinaryPacked),
 		ColSeq:       parquet.Encoded(parquet.Uint(64), &parquet.DeltaBinaryPacked),
 		ColDeleteEnd: parquet.Optional(parquet.Int(64)),
 	}
-	for _, f := range fields {
-		g[f.Name] = fieldNode(f.Kind)
+	for j, f := range fields {
+		g[f.Name] = fieldNode(f.Kind, required[j])
 	}
 	return parquet.NewSchema("strata", g)
 }
@@ -124,7 +143,9 @@ func Write(w io.Writer, fields []schema.Field, it row.Iterator, opts WriteOption
 	if err != nil {
 		return Meta{}, err
 	}
-	sch := buildSchema(fields)
+	required := make([]bool, len(fields))
+	copy(required, opts.NoNulls)
+	sch := buildSchema(fields, required)
 	col := func(name string) int {
 		leaf, _ := sch.Lookup(name)
 		return leaf.ColumnIndex
@@ -161,13 +182,20 @@ func Write(w io.Writer, fields []schema.Field, it row.Iterator, opts WriteOption
 	parallel := max(1, opts.Parallel)
 	pool := &batchPool{fields: len(fields)}
 	queued := max(2, int(opts.RowGroupRows/batchRows)+1)
-	cols := batchColumns{series: cSeries, ts: cTS, seq: cSeq, del: cDel, fields: cFields, kinds: kinds, stamps: make([]stamper, len(fields))}
-	cols.nulls = make([]parquet.Value, len(fields))
+	cols := batchColumns{series: cSeries, ts: cTS, seq: cSeq, del: cDel, fields: cFields, names: make([]string, len(fields)), kinds: kinds,
+		defs: make([]byte, len(fields)), stamps: make([]stamper, len(fields)), nulls: make([]parquet.Value, len(fields))}
 	for i, k := range kinds {
-		cols.nulls[i] = fieldValue(row.Value{}, cFields[i])
-		tmpl := fieldValue(row.FloatValue(0), cFields[i])
+		cols.names[i] = fields[i].Name
+		if !required[i] {
+			cols.defs[i] = 1
+		}
+		cols.nulls[i] = fieldValue(row.Value{}, cFields[i], cols.defs[i])
+		if required[i] {
+			cols.nulls[i] = fieldValue(zeroOf(k), cFields[i], 0)
+		}
+		tmpl := fieldValue(row.FloatValue(0), cFields[i], cols.defs[i])
 		if k == row.Int || k == row.Uint {
-			tmpl = fieldValue(row.IntValue(0), cFields[i])
+			tmpl = fieldValue(row.IntValue(0), cFields[i], cols.defs[i])
 		}
 		cols.stamps[i] = stamperOf(tmpl)
 	}
@@ -324,7 +352,7 @@ func (b *batch) add(e *row.Entry, c *batchColumns) {
 		case k == c.kinds[j] && k != row.Bool && k != row.String:
 			b.tags[j][i], b.bits[j][i] = tagStamp, v.Bits()
 		default:
-			b.addOther(j, i, fieldValue(*v, c.fields[j]))
+			b.addOther(j, i, fieldValue(*v, c.fields[j], c.defs[j]))
 		}
 	}
 }
@@ -338,23 +366,30 @@ func (b *batch) addOther(j, i int, v parquet.Value) {
 
 // values writes field j of entries[lo:lo+len(out)] as Parquet values into
 // out.
-func (b *batch) values(j, lo int, c *batchColumns, out []parquet.Value) {
+func (b *batch) values(j, lo int, c *batchColumns, out []parquet.Value) error {
 	tags, bits := b.tags[j][lo:lo+len(out)], b.bits[j][lo:lo+len(out)]
-	st, null := c.stamps[j], c.nulls[j]
+	st, null, required := c.stamps[j], c.nulls[j], c.defs[j] == 0
 	for i, t := range tags {
 		switch {
 		case t == tagNull:
+			// In a required column, null is the zero value: only
+			// tombstones may have it.
+			if required && b.entries[lo+i].Op != row.Delete {
+				e := &b.entries[lo+i]
+				return fmt.Errorf("%w: field %q of %q at %d", ErrUnexpectedNull, c.names[j], e.Series, e.TS)
+			}
 			out[i] = null
 		case t == tagOther:
 			out[i] = b.other[j][lo+i]
 		case stampOK:
 			st.put(&out[i], bits[i])
 		case c.kinds[j] == row.Float:
-			out[i] = parquet.DoubleValue(math.Float64frombits(bits[i])).Level(0, 1, c.fields[j])
+			out[i] = parquet.DoubleValue(math.Float64frombits(bits[i])).Level(0, int(c.defs[j]), c.fields[j])
 		default:
-			out[i] = parquet.Int64Value(int64(bits[i])).Level(0, 1, c.fields[j])
+			out[i] = parquet.Int64Value(int64(bits[i])).Level(0, int(c.defs[j]), c.fields[j])
 		}
 	}
+	return nil
 }
 
 // batchPool recycles batches between the writer and its workers.
@@ -423,9 +458,11 @@ func startGroup(rg *parquet.ConcurrentRowGroupWriter, cols batchColumns, pool *b
 type batchColumns struct {
 	series, ts, seq, del int
 	fields               []int
+	names                []string        // of each field
 	kinds                []row.Kind      // of each field
+	defs                 []byte          // each field's definition level for a value: 0 if required
 	stamps               []stamper       // of each field's column
-	nulls                []parquet.Value // the null of each field's column
+	nulls                []parquet.Value // the null of each field's column (a required column's: its zero value)
 }
 
 // writeChunk is how many rows of a column are written at once: a page
@@ -479,7 +516,9 @@ func (c batchColumns) write(rg *parquet.ConcurrentRowGroupWriter, b *batch, buf 
 			return err
 		}
 		for j, col := range c.fields {
-			b.values(j, lo, &c, buf[:n])
+			if err := b.values(j, lo, &c, buf[:n]); err != nil {
+				return err
+			}
 			if err := put(col, n); err != nil {
 				return err
 			}
@@ -488,7 +527,9 @@ func (c batchColumns) write(rg *parquet.ConcurrentRowGroupWriter, b *batch, buf 
 	return nil
 }
 
-func fieldValue(v row.Value, col int) parquet.Value {
+// fieldValue is v as a value of column col, whose values have definition
+// level def (0 in a required column).
+func fieldValue(v row.Value, col int, def byte) parquet.Value {
 	var pv parquet.Value
 	switch v.Kind() {
 	case row.Null:
@@ -504,7 +545,23 @@ func fieldValue(v row.Value, col int) parquet.Value {
 	case row.String:
 		pv = parquet.ByteArrayValue([]byte(v.Str()))
 	}
-	return pv.Level(0, 1, col)
+	return pv.Level(0, int(def), col)
+}
+
+// zeroOf is the zero value of kind k: what a tombstone holds in a required
+// column.
+func zeroOf(k row.Kind) row.Value {
+	switch k {
+	case row.Float:
+		return row.FloatValue(0)
+	case row.Int:
+		return row.IntValue(0)
+	case row.Uint:
+		return row.UintValue(0)
+	case row.Bool:
+		return row.BoolValue(false)
+	}
+	return row.StringValue("")
 }
 
 type countingWriter struct {
@@ -533,6 +590,8 @@ type Reader struct {
 	// numeric[c]: leaf column c is a top-level Double or Int64 column,
 	// which the iterator reads from pages' values directly (colStream).
 	numeric []bool
+	// optional[c]: leaf column c may hold nulls.
+	optional []bool
 }
 
 // Open opens the SST at key, whose size is size.
@@ -561,12 +620,14 @@ func Open(ctx context.Context, store objstore.Bucket, key string, size int64) (*
 	if v, _ := f.Lookup(formatKey); v != formatValue {
 		return nil, fmt.Errorf("%w: %s has format %q, want %q", ErrCorrupt, key, v, formatValue)
 	}
-	r := &Reader{key: key, file: f, cols: map[string]int{}, kinds: map[string]row.Kind{}, ra: ra, numeric: make([]bool, len(f.Schema().Columns()))}
+	r := &Reader{key: key, file: f, cols: map[string]int{}, kinds: map[string]row.Kind{}, ra: ra,
+		numeric: make([]bool, len(f.Schema().Columns())), optional: make([]bool, len(f.Schema().Columns()))}
 	for _, leaf := range f.Root().Columns() {
 		r.cols[leaf.Name()] = leaf.Index()
 		if c := leaf.Index(); c >= 0 && c < len(r.numeric) {
 			k := leaf.Type().Kind()
 			r.numeric[c] = (k == parquet.Double || k == parquet.Int64) && leaf.MaxRepetitionLevel() == 0 && leaf.MaxDefinitionLevel() <= 1
+			r.optional[c] = leaf.MaxDefinitionLevel() > 0
 		}
 		switch leaf.Name() {
 		case ColSeries, ColTS, ColSeq, ColDeleteEnd:
@@ -599,6 +660,37 @@ func (r *Reader) RowGroups() int { return len(r.file.RowGroups()) }
 func (r *Reader) FieldKind(name string) (row.Kind, bool) {
 	k, ok := r.kinds[name]
 	return k, ok
+}
+
+// NullFree reports whether field column name has a value in every put of
+// the file: the column is required, or its row groups' statistics count no
+// more nulls than tombstones (which hold no fields). A writer may then
+// write the field without nulls (WriteOptions.NoNulls).
+func (r *Reader) NullFree(name string) bool {
+	c, ok := r.cols[name]
+	if _, field := r.kinds[name]; !ok || !field {
+		return false
+	}
+	if !r.optional[c] {
+		return true
+	}
+	del := r.cols[ColDeleteEnd]
+	for _, g := range r.file.Metadata().RowGroups {
+		d := g.Columns[del].MetaData
+		tombstones := d.NumValues - d.Statistics.NullCount
+		if g.Columns[c].MetaData.Statistics.NullCount != tombstones {
+			return false
+		}
+	}
+	return true
+}
+
+// Required reports whether the file has a column for field name that
+// cannot hold nulls (written under WriteOptions.NoNulls).
+func (r *Reader) Required(name string) bool {
+	c, ok := r.cols[name]
+	_, field := r.kinds[name]
+	return ok && field && !r.optional[c]
 }
 
 type rangeReader struct {

@@ -7,6 +7,7 @@ import (
 	"io"
 	"math"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"testing"
 
@@ -300,4 +301,68 @@ func BenchmarkWriteTSBS(b *testing.B) {
 	}
 	b.ReportMetric(float64(len(es))*float64(b.N)/b.Elapsed().Seconds(), "rows/s")
 	b.ReportMetric(float64(size)/float64(len(es)), "bytes/row")
+}
+
+// TestNullFreeFieldsAreRequired: a file's statistics tell which fields have
+// a value in every put (tombstones hold none), a writer told so writes
+// those columns required, tombstones survive in them, and a put that
+// breaks the promise fails the write, naming the field.
+func TestNullFreeFieldsAreRequired(t *testing.T) {
+	ctx := context.Background()
+	es := testEntries(t, 3000) // field i has nulls; one tombstone, in series b
+	open := func(t *testing.T, data []byte) *Reader {
+		t.Helper()
+		s := objstoretest.Mem(t)
+		if err := s.Put(ctx, "x.parquet", data); err != nil {
+			t.Fatal(err)
+		}
+		r, err := Open(ctx, s, "x.parquet", int64(len(data)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	nullFree := map[string]bool{"f": true, "i": false, "u": true, "s": true, "b": true}
+	check := func(t *testing.T, r *Reader, required map[string]bool) {
+		t.Helper()
+		for name, want := range nullFree {
+			if got := r.NullFree(name); got != want {
+				t.Errorf("NullFree(%s) = %v, want %v", name, got, want)
+			}
+			if got := !r.optional[r.cols[name]]; got != required[name] {
+				t.Errorf("column %s required %v, want %v", name, got, required[name])
+			}
+		}
+		for _, name := range []string{"missing", ColTS, ColDeleteEnd} {
+			if r.NullFree(name) {
+				t.Errorf("NullFree(%s) = true for a column that is not a field", name)
+			}
+		}
+	}
+	t.Run("optional", func(t *testing.T) {
+		// Row groups of 1000: the tombstone's group counts one null in
+		// every field, the others none but in i.
+		data, _ := write(t, es, 1000)
+		check(t, open(t, data), map[string]bool{})
+	})
+	t.Run("required", func(t *testing.T) {
+		data, meta := writeWith(t, es, WriteOptions{RowGroupRows: 1000, NoNulls: []bool{true, false, true, true, true}})
+		if meta.Tombstones != 1 {
+			t.Fatalf("meta %+v", meta)
+		}
+		r := open(t, data)
+		check(t, r, map[string]bool{"f": true, "u": true, "s": true, "b": true})
+		equalEntries(t, collect(t, r.Iter(Filter{Start: math.MinInt64, End: math.MaxInt64, Fields: names()})), es)
+		equalEntries(t, collect(t, r.Iter(Filter{Start: math.MinInt64, End: math.MaxInt64, Fields: names(), ReuseFields: true})), es)
+		// A file written from it keeps the promise: what a compaction does.
+		out, _ := writeWith(t, collect(t, r.Iter(Filter{Start: math.MinInt64, End: math.MaxInt64, Fields: names()})),
+			WriteOptions{NoNulls: []bool{r.NullFree("f"), r.NullFree("i"), r.NullFree("u"), r.NullFree("s"), r.NullFree("b")}})
+		check(t, open(t, out), map[string]bool{"f": true, "u": true, "s": true, "b": true})
+	})
+	t.Run("broken promise", func(t *testing.T) {
+		_, err := Write(&bytes.Buffer{}, testFields, &row.SliceIter{Entries: es}, WriteOptions{RowGroupRows: 1000, NoNulls: []bool{true, true}})
+		if !errors.Is(err, ErrUnexpectedNull) || !strings.Contains(err.Error(), `field "i"`) {
+			t.Fatalf("a null in a field written without nulls: %v", err)
+		}
+	})
 }
