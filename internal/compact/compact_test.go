@@ -437,3 +437,66 @@ func TestInputFailureMidEncodeLeavesNoOutput(t *testing.T) {
 		})
 	}
 }
+
+// TestJobWithNoOutputForgetsItsReservation: the first output is reserved
+// while the inputs open, before the job knows whether it has any output.
+// When every row is dropped (here, by a tombstone no other file needs), the
+// commit removes the inputs and forgets the reservation: no marker is left
+// in the persisted manifest and nothing is written.
+func TestJobWithNoOutputForgetsItsReservation(t *testing.T) {
+	ctx := context.Background()
+	inner := objstoretest.Mem(t)
+	fs := faultstore.New(inner)
+	var sstPuts atomic.Int64
+	fs.Hook = func(c faultstore.Call) {
+		if c.Op == objstore.OpPut && strings.HasPrefix(c.Key, rid.SSTPrefix()) {
+			sstPuts.Add(1)
+		}
+	}
+	r := openRegion(t, fs)
+	defer r.Close(ctx, region.CloseOptions{})
+	host := []row.Tag{{Name: "host", Value: "h0"}}
+	for f := range 2 {
+		var pts []region.Point
+		for ts := range 100 {
+			pts = append(pts, region.Point{Tags: host, TS: int64(f*100 + ts), Fields: []region.Field{{Name: "v", Value: row.FloatValue(1)}}})
+		}
+		if _, err := r.Write(ctx, pts); err != nil {
+			t.Fatal(err)
+		}
+		if err := r.Flush(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := r.Delete(ctx, host, 0, 1000); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	in := SortedFiles(r.Manifest().Files)
+	flushed := sstPuts.Load()
+	var stages []Stage
+	res, err := NewJob(r, in, Options{OnStage: func(_ context.Context, s Stage) { stages = append(stages, s) }}).Run(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Outputs) != 0 || res.RowsIn != 201 {
+		t.Fatalf("result %+v", res)
+	}
+	if slices.Contains(stages, StageReserved) || sstPuts.Load() != flushed {
+		t.Fatalf("stages %v, %d SST writes for no output", stages, sstPuts.Load()-flushed)
+	}
+	m, err := manifest.Open(ctx, inner, rid, manifest.Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := m.State()
+	m.Close()
+	if len(st.Files) != 0 || len(st.Pending) != 0 || len(st.Removed) != len(in) {
+		t.Fatalf("persisted: %d files, markers %v, %d removed", len(st.Files), st.Pending, len(st.Removed))
+	}
+	if lines, err := scanLines(ctx, r, region.ScanRequest{}); err != nil || len(lines) != 0 {
+		t.Fatalf("scan: %v, %v", lines, err)
+	}
+}

@@ -171,6 +171,13 @@ func (j *Job) run(ctx context.Context) (Result, error) {
 			keepTombstones = true
 		}
 	}
+	// The first output is reserved while the inputs open: the marker is a
+	// manifest write, a round trip that needs nothing from them. No byte
+	// of the output is written before it lands (first.wait).
+	first := j.reserveAsync(ctx)
+	fail := func(err error) (Result, error) {
+		return res, j.abandon(first.wait(), err)
+	}
 	fields := j.r.Schema().Fields()
 	names := make([]string, len(fields))
 	for i, f := range fields {
@@ -190,7 +197,7 @@ func (j *Job) run(ctx context.Context) (Result, error) {
 		})
 	}
 	if err := g.Wait(); err != nil {
-		return res, fmt.Errorf("compact %s: %w", j.ID, err)
+		return fail(fmt.Errorf("compact %s: %w", j.ID, err))
 	}
 	// A field every input has in every put has a value in every output
 	// put: rows are only dropped or replaced whole.
@@ -221,18 +228,30 @@ func (j *Job) run(ctx context.Context) (Result, error) {
 	var outputs []manifest.FileMeta
 	src := &limitIter{ctx: ctx, it: it}
 	for src.more() {
-		if err := ctx.Err(); err != nil {
-			return res, j.abandon(reserved, ErrCancelled)
-		}
-		id := ulid.Make().String()
 		// 1. Reserve the output before any byte of it exists.
-		if err := j.reserve(ctx, id, len(reserved) == 0); err != nil {
+		var id string
+		var err error
+		if first != nil {
+			id, err = first.id, first.err()
+			if err == nil {
+				reserved = append(reserved, id)
+			}
+			first = nil
+		} else if err = ctx.Err(); err == nil {
+			id = ulid.Make().String()
+			if err = j.reserve(ctx, id); err == nil {
+				reserved = append(reserved, id)
+			}
+		}
+		if err == nil {
+			err = ctx.Err()
+		}
+		if err != nil {
 			if ctx.Err() != nil {
 				err = ErrCancelled
 			}
 			return res, j.abandon(reserved, err)
 		}
-		reserved = append(reserved, id)
 		j.stage(ctx, StageReserved)
 		if err := ctx.Err(); err != nil {
 			return res, j.abandon(reserved, ErrCancelled)
@@ -256,15 +275,19 @@ func (j *Job) run(ctx context.Context) (Result, error) {
 		res.RowsOut += meta.Rows
 	}
 	if err := it.Err(); err != nil {
-		return res, j.abandon(reserved, fmt.Errorf("compact %s: read inputs: %w", j.ID, err))
+		return res, j.abandon(append(reserved, first.wait()...), fmt.Errorf("compact %s: read inputs: %w", j.ID, err))
 	}
+	// With no output at all (every row dropped), the first reservation
+	// was not needed: nothing was written under it, so the commit forgets
+	// it.
+	unused := first.wait()
 	j.stage(ctx, StageUploaded)
 
 	// 3. Commit. From here on cancellation is too late.
 	j.mu.Lock()
 	if j.cancelled || ctx.Err() != nil {
 		j.mu.Unlock()
-		return res, j.abandon(reserved, ErrCancelled)
+		return res, j.abandon(append(reserved, unused...), ErrCancelled)
 	}
 	j.committing = true
 	j.mu.Unlock()
@@ -275,10 +298,14 @@ func (j *Job) run(ctx context.Context) (Result, error) {
 		remove = append(remove, f.ID)
 	}
 	edit := &manifest.Edit{Add: outputs, Remove: remove}
+	actions := []manifest.Action{{Edit: edit}}
 	if len(reserved) > 0 {
 		edit.Resolves = j.ID
 	}
-	if err := j.r.Commit(cctx, manifest.Action{Edit: edit}); err != nil {
+	if len(unused) > 0 {
+		actions = append(actions, manifest.Action{Resolve: &manifest.ResolvePending{JobID: j.ID}})
+	}
+	if err := j.r.Commit(cctx, actions...); err != nil {
 		landed := j.r.Landed(cctx, func(s *manifest.State) bool {
 			if len(outputs) > 0 {
 				_, live := s.Files[outputs[0].ID]
@@ -292,7 +319,7 @@ func (j *Job) run(ctx context.Context) (Result, error) {
 				// It may have landed: never delete outputs that may be live.
 				return res, fmt.Errorf("compact %s: commit: %w", j.ID, err)
 			}
-			return res, j.abandon(reserved, fmt.Errorf("compact %s: commit: %w", j.ID, err))
+			return res, j.abandon(append(reserved, unused...), fmt.Errorf("compact %s: commit: %w", j.ID, err))
 		}
 	}
 	res.Outputs = outputs
@@ -346,8 +373,40 @@ func (j *Job) encodeAndUpload(ctx context.Context, key string, fields []schema.F
 	return meta, nil
 }
 
+// pendingReserve is a reservation in flight (Job.reserveAsync).
+type pendingReserve struct {
+	id     string
+	done   chan struct{}
+	result error
+}
+
+// reserveAsync starts reserving a new output id.
+func (j *Job) reserveAsync(ctx context.Context) *pendingReserve {
+	p := &pendingReserve{id: ulid.Make().String(), done: make(chan struct{})}
+	go func() {
+		p.result = j.reserve(ctx, p.id)
+		close(p.done)
+	}()
+	return p
+}
+
+// err waits for the reservation's outcome.
+func (p *pendingReserve) err() error {
+	<-p.done
+	return p.result
+}
+
+// wait waits for the reservation and returns the ids it reserved (for
+// abandon): its id if it landed, none otherwise or if p is nil.
+func (p *pendingReserve) wait() []string {
+	if p == nil || p.err() != nil {
+		return nil
+	}
+	return []string{p.id}
+}
+
 // reserve commits (or extends) the job's pending-outputs marker with id.
-func (j *Job) reserve(ctx context.Context, id string, first bool) error {
+func (j *Job) reserve(ctx context.Context, id string) error {
 	p := &manifest.PendingOutputs{JobID: j.ID, FileIDs: []string{id}, Epoch: j.r.Epoch(), CreatedAt: j.r.Now()().UTC()}
 	err := j.r.Commit(ctx, manifest.Action{Pending: p})
 	if err == nil {
