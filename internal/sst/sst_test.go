@@ -3,6 +3,7 @@ package sst
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"io"
 	"math"
@@ -163,6 +164,9 @@ func TestRoundTripEveryKind(t *testing.T) {
 			t.Fatal(err)
 		}
 		opened := gets.Load()
+		if ranged && opened != 1 {
+			t.Fatalf("a ranged open made %d requests, want 1 (the file's tail)", opened)
+		}
 		got = collect(t, r.Iter(Filter{Start: math.MinInt64, End: math.MaxInt64, Fields: names(), GroupBytes: 1 << 20}))
 		equalEntries(t, got, es)
 		if n := gets.Load() - opened; ranged && n != int64(r.RowGroups()) {
@@ -365,4 +369,28 @@ func TestNullFreeFieldsAreRequired(t *testing.T) {
 			t.Fatalf("a null in a field written without nulls: %v", err)
 		}
 	})
+}
+
+// TestMetadataLargerThanTheTail: a ranged open reads the file's tail at
+// once; a footer larger than that tail is read from the store as well.
+func TestMetadataLargerThanTheTail(t *testing.T) {
+	ctx := context.Background()
+	old := WholeFileLimit
+	WholeFileLimit = 1024
+	t.Cleanup(func() { WholeFileLimit = old })
+	es := testEntries(t, 4000)
+	data, _ := write(t, es, 8) // 1000 row groups: a footer of several hundred KiB
+	s := objstoretest.Mem(t)
+	if err := s.Put(ctx, "x.parquet", data); err != nil {
+		t.Fatal(err)
+	}
+	r, err := Open(ctx, s, "x.parquet", int64(len(data)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	footer := int64(binary.LittleEndian.Uint32(data[len(data)-8:]))
+	if tail := tailBytes(int64(len(data))); footer <= tail {
+		t.Fatalf("footer of %d bytes fits the %d-byte tail: the test needs a larger one", footer, tail)
+	}
+	equalEntries(t, collect(t, r.Iter(Filter{Start: math.MinInt64, End: math.MaxInt64, Fields: names()})), es)
 }
