@@ -50,13 +50,15 @@ type campaign struct {
 func TestFaultCampaign(t *testing.T) {
 	s0 := seed(t)
 	ctx := context.Background()
-	rounds := 12
+	// At least 12 rounds, and more until 1000 runs (a round's runs depend
+	// on its seeded workload).
+	rounds, minRuns := 12, 1000
 	if testing.Short() {
-		rounds = 2
+		rounds, minRuns = 2, 0
 	}
 	actions := []faultstore.Action{faultstore.Crash, faultstore.CrashAfter, faultstore.Fail, faultstore.FailAfter, faultstore.FailTransient}
 	var c campaign
-	for round := range rounds {
+	for round := 0; round < rounds || c.runs < minRuns; round++ {
 		sd := s0 + uint64(round)
 		rng := rand.New(rand.NewPCG(sd, 5))
 		base := objstoretest.Mem(t)

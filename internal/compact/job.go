@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/oklog/ulid/v2"
-	"golang.org/x/sync/errgroup"
 
 	"github.com/stratadb/strata/internal/manifest"
 	"github.com/stratadb/strata/internal/merge"
@@ -41,9 +40,6 @@ func (s Stage) String() string { return [...]string{"reserved", "uploaded", "com
 // sst.Filter.GroupBytes): with 8 inputs, row groups of up to 8 MiB are read
 // with one request each.
 const readBudget = 64 << 20
-
-// openParallel is how many inputs a job opens at once.
-const openParallel = 8
 
 // uploadTimeout bounds one output's upload (which runs while the output is
 // encoded), which cancellation does not interrupt.
@@ -175,47 +171,24 @@ func (j *Job) run(ctx context.Context) (Result, error) {
 	// manifest write, a round trip that needs nothing from them. No byte
 	// of the output is written before it lands (first.wait).
 	first := j.reserveAsync(ctx)
-	fail := func(err error) (Result, error) {
-		return res, j.abandon(first.wait(), err)
-	}
 	fields := j.r.Schema().Fields()
 	names := make([]string, len(fields))
 	for i, f := range fields {
 		names[i] = f.Name
 	}
-	// Open the inputs at once: each open reads a footer, a round trip to
-	// the store.
+	// Each input opens (a read of its footer) and reads its first row
+	// group on its own goroutine, all at once: merge's ParallelStart
+	// advances every input to its first entry before the merge yields.
 	// NB: opened with the job's context, which a ranged reader keeps for
-	// its reads (errgroup.WithContext's would end with Wait).
-	readers := make([]*sst.Reader, len(j.inputs))
-	var g errgroup.Group
-	g.SetLimit(openParallel)
-	for i, f := range j.inputs {
-		g.Go(func() (err error) {
-			readers[i], err = j.r.OpenSST(ctx, f)
-			return err
-		})
-	}
-	if err := g.Wait(); err != nil {
-		return fail(fmt.Errorf("compact %s: %w", j.ID, err))
-	}
-	// A field every input has in every put has a value in every output
-	// put: rows are only dropped or replaced whole.
-	noNulls := make([]bool, len(fields))
-	for i, f := range fields {
-		noNulls[i] = true
-		for _, rd := range readers {
-			noNulls[i] = noNulls[i] && rd.NullFree(f.Name)
-		}
-	}
+	// its reads.
 	// Row groups are read whole within a budget shared by the inputs.
-	groupBytes := readBudget / int64(len(readers))
-	inputs := make([]row.Iterator, len(readers))
-	for i, rd := range readers {
-		inputs[i] = rd.Iter(sst.Filter{Start: math.MinInt64, End: math.MaxInt64, Fields: names, GroupBytes: groupBytes, ReuseFields: true})
+	filter := sst.Filter{Start: math.MinInt64, End: math.MaxInt64, Fields: names, GroupBytes: readBudget / int64(len(j.inputs)), ReuseFields: true}
+	opening := make([]*openingInput, len(j.inputs))
+	inputs := make([]row.Iterator, len(j.inputs))
+	for i, f := range j.inputs {
+		opening[i] = &openingInput{open: func() (*sst.Reader, error) { return j.r.OpenSST(ctx, f) }, filter: filter}
+		inputs[i] = opening[i]
 	}
-	// NB: the inputs start at once: each first fetches a row group, a round
-	// trip to the store, that would otherwise be made one after another.
 	it := merge.New(inputs, merge.Options{KeepTombstones: keepTombstones, DropBefore: j.r.TTLCutoff(), ParallelStart: true})
 	defer it.Close()
 
@@ -226,8 +199,13 @@ func (j *Job) run(ctx context.Context) (Result, error) {
 	}
 	var reserved []string // ids the marker names
 	var outputs []manifest.FileMeta
+	var noNulls []bool
 	src := &limitIter{ctx: ctx, it: it}
 	for src.more() {
+		if noNulls == nil {
+			// Every input is open once the merge yields.
+			noNulls = nullFree(fields, opening)
+		}
 		// 1. Reserve the output before any byte of it exists.
 		var id string
 		var err error
@@ -371,6 +349,60 @@ func (j *Job) encodeAndUpload(ctx context.Context, key string, fields []schema.F
 		return sst.Meta{}, fmt.Errorf("compact %s: encode after upload: %w", j.ID, err)
 	}
 	return meta, nil
+}
+
+// nullFree reports which fields every input has in every put: those have
+// a value in every output put, since rows are only dropped or replaced
+// whole.
+func nullFree(fields []schema.Field, inputs []*openingInput) []bool {
+	free := make([]bool, len(fields))
+	for i, f := range fields {
+		free[i] = true
+		for _, in := range inputs {
+			free[i] = free[i] && in.rd != nil && in.rd.NullFree(f.Name)
+		}
+	}
+	return free
+}
+
+// openingInput is an input SST that opens on its first Next, so that the
+// merge's ParallelStart opens an input and reads its first row group on
+// one goroutine, without waiting for the other inputs to open.
+type openingInput struct {
+	open   func() (*sst.Reader, error)
+	filter sst.Filter
+	rd     *sst.Reader  // once opened
+	it     row.Iterator // once opened
+	err    error        // of the open
+}
+
+func (o *openingInput) Next() bool {
+	if o.it == nil {
+		if o.err != nil {
+			return false
+		}
+		if o.rd, o.err = o.open(); o.err != nil {
+			return false
+		}
+		o.it = o.rd.Iter(o.filter)
+	}
+	return o.it.Next()
+}
+
+func (o *openingInput) Entry() *row.Entry { return o.it.Entry() }
+
+func (o *openingInput) Err() error {
+	if o.it == nil {
+		return o.err
+	}
+	return o.it.Err()
+}
+
+func (o *openingInput) Close() error {
+	if o.it == nil {
+		return nil
+	}
+	return o.it.Close()
 }
 
 // pendingReserve is a reservation in flight (Job.reserveAsync).
