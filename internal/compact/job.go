@@ -1,7 +1,6 @@
 package compact
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -326,13 +325,9 @@ func (j *Job) encodeAndUpload(ctx context.Context, key string, fields []schema.F
 		}
 		uploaded <- err
 	}()
-	// NB: buffered, so the pipe (and the upload waiting on it) sees few,
-	// large writes rather than every page header.
-	w := bufio.NewWriterSize(sp, 256<<10)
-	meta, err := sst.Write(w, fields, src, sst.WriteOptions{RowGroupRows: j.opts.RowGroupRows, Parallel: runtime.GOMAXPROCS(0), NoNulls: noNulls})
-	if err == nil {
-		err = w.Flush()
-	}
+	// NB: unbuffered: the pipe copies each write anyway, and its reader
+	// waits for a whole read's worth, however small the writes.
+	meta, err := sst.Write(sp, fields, src, sst.WriteOptions{RowGroupRows: j.opts.RowGroupRows, Parallel: runtime.GOMAXPROCS(0), NoNulls: noNulls})
 	if err == nil && ctx.Err() != nil {
 		err = ErrCancelled // before the upload has read the end
 	}

@@ -416,9 +416,10 @@ func (p *batchPool) get() *batch {
 }
 
 func (p *batchPool) put(b *batch) {
-	clear(b.entries) // drop references to series keys
+	// NB: entries and other keep their series keys and strings until
+	// overwritten: a few batches' worth, for one Write. Clearing 4096
+	// entries at every put cost 1% of a compaction's CPU.
 	b.entries = b.entries[:0]
-	// NB: other keeps its strings until overwritten: a few batches' worth.
 	p.mu.Lock()
 	p.free = append(p.free, b)
 	p.mu.Unlock()
