@@ -171,6 +171,19 @@ func (c *cloudBucket) GetRange(ctx context.Context, key string, offset, length i
 	return buf, nil
 }
 
+func (c *cloudBucket) ReadRange(ctx context.Context, key string, offset int64, buf []byte) (int, error) {
+	r, err := c.b.NewRangeReader(ctx, key, offset, int64(len(buf)), nil)
+	if err != nil {
+		return 0, classify(OpGet, key, err)
+	}
+	defer r.Close()
+	n, err := io.ReadFull(r, buf[:max(0, min(int64(len(buf)), r.Size()-offset))])
+	if err != nil {
+		return 0, classify(OpGet, key, err)
+	}
+	return n, nil
+}
+
 func (c *cloudBucket) Put(ctx context.Context, key string, data []byte) error {
 	if c.file != nil {
 		return classify(OpPut, key, c.file.write(key, data, false))

@@ -73,11 +73,16 @@ type Page struct {
 //   - CreateIfAbsent creates the object only if no object has the key, and
 //     returns ErrPreconditionFailed otherwise. It is atomic across processes.
 //   - Delete of an absent object succeeds (deletes are idempotent).
-//   - Get, GetRange and Attributes of an absent object return ErrNotFound.
+//   - Get, GetRange, ReadRange and Attributes of an absent object return
+//     ErrNotFound.
 type Bucket interface {
 	Get(ctx context.Context, key string) ([]byte, error)
 	// GetRange reads length bytes from offset; length < 0 reads to the end.
 	GetRange(ctx context.Context, key string, offset, length int64) ([]byte, error)
+	// ReadRange reads len(buf) bytes from offset into buf, which a caller
+	// reading many ranges can reuse; it returns fewer only if the object
+	// ends first.
+	ReadRange(ctx context.Context, key string, offset int64, buf []byte) (int, error)
 	Put(ctx context.Context, key string, data []byte) error
 	CreateIfAbsent(ctx context.Context, key string, data []byte) error
 	Delete(ctx context.Context, key string) error

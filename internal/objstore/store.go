@@ -166,6 +166,11 @@ func (s *Store) GetRange(ctx context.Context, key string, offset, length int64) 
 	return data, err
 }
 
+func (s *Store) ReadRange(ctx context.Context, key string, offset int64, buf []byte) (n int, err error) {
+	err = s.do(ctx, OpGet, func() (e error) { n, e = s.inner.ReadRange(ctx, key, offset, buf); return e })
+	return n, err
+}
+
 func (s *Store) Put(ctx context.Context, key string, data []byte) error {
 	if err := ValidateKey(key); err != nil {
 		return err

@@ -282,6 +282,10 @@ type iter struct {
 	slabs [2][]row.Value // with ReuseFields: field values, by turns
 	flip  int
 
+	// window holds the row group fetchGroup read, and is reused for the
+	// next one: a compaction reads hundreds of MiB this way.
+	window []byte
+
 	// With a series filter, runs are the row ranges of the group's
 	// matching series; only those rows of the other columns are read.
 	runs []seriesRun
@@ -399,11 +403,17 @@ func (it *iter) fetchGroup() (io.ReaderAt, error) {
 	if hi <= lo || hi-lo > it.f.GroupBytes {
 		return nil, nil
 	}
-	data, err := rr.store.GetRange(rr.ctx, rr.key, lo, hi-lo)
+	// NB: the buffer is the previous group's: its streams are closed, and
+	// the pages they read were copied out of it.
+	if int64(cap(it.window)) < hi-lo {
+		it.window = make([]byte, hi-lo)
+	}
+	data := it.window[:hi-lo]
+	n, err := rr.store.ReadRange(rr.ctx, rr.key, lo, data)
 	if err != nil {
 		return nil, fmt.Errorf("bytes %d-%d: %w", lo, hi, err)
 	}
-	if int64(len(data)) != hi-lo {
+	if int64(n) != hi-lo {
 		return nil, fmt.Errorf("%w: the row group ends past the end of the file", ErrCorrupt)
 	}
 	return &windowReader{base: lo, data: data, rest: rr}, nil

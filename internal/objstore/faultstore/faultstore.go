@@ -215,6 +215,14 @@ func (s *Store) GetRange(ctx context.Context, key string, off, n int64) (data []
 	return data, err
 }
 
+func (s *Store) ReadRange(ctx context.Context, key string, off int64, buf []byte) (n int, err error) {
+	err = s.run(ctx, objstore.OpGet, key, func() (e error) { n, e = s.inner.ReadRange(ctx, key, off, buf); return e })
+	if err != nil {
+		n = 0
+	}
+	return n, err
+}
+
 func (s *Store) Put(ctx context.Context, key string, data []byte) error {
 	return s.run(ctx, objstore.OpPut, key, func() error { return s.inner.Put(ctx, key, data) })
 }

@@ -114,6 +114,27 @@ func RunAcceptance(t *testing.T, b Backend) {
 			t.Fatalf("GetRange missing: want ErrNotFound, got %v", err)
 		}
 	})
+	t.Run("ReadRange", func(t *testing.T) {
+		s, _ := b.Open(t)
+		if err := s.Put(ctx, "r", []byte("0123456789")); err != nil {
+			t.Fatal(err)
+		}
+		buf := make([]byte, 16)
+		for _, c := range []struct {
+			off  int64
+			n    int
+			want string
+		}{{0, 3, "012"}, {4, 2, "45"}, {7, 3, "789"}, {8, 16, "89"}, {0, 0, ""}} {
+			copy(buf, "################")
+			n, err := s.ReadRange(ctx, "r", c.off, buf[:c.n])
+			if err != nil || string(buf[:n]) != c.want || string(buf[n:]) != "################"[n:] {
+				t.Errorf("ReadRange(%d, %d) = %q (buffer %q), %v; want %q", c.off, c.n, buf[:n], buf, err, c.want)
+			}
+		}
+		if _, err := s.ReadRange(ctx, "nope", 0, buf); !errors.Is(err, objstore.ErrNotFound) {
+			t.Fatalf("ReadRange missing: want ErrNotFound, got %v", err)
+		}
+	})
 	t.Run("CreateIfAbsent", func(t *testing.T) {
 		s, _ := b.Open(t)
 		if err := s.CreateIfAbsent(ctx, "m/1.json", []byte("first")); err != nil {
