@@ -668,8 +668,8 @@ func (r *Reader) FieldKind(name string) (row.Kind, bool) {
 }
 
 // NullFree reports whether field column name has a value in every put of
-// the file: the column is required, or its row groups' statistics count no
-// more nulls than tombstones (which hold no fields). A writer may then
+// the file: the column is required, or each of its row groups' statistics
+// count as many nulls as tombstones (which hold no fields). A writer may then
 // write the field without nulls (WriteOptions.NoNulls).
 func (r *Reader) NullFree(name string) bool {
 	c, ok := r.cols[name]
