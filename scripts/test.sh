@@ -39,6 +39,12 @@ go vet ./...
 echo "CGO_ENABLED=0: go build ./... and go test ./internal/sst"
 CGO_ENABLED=0 go build ./...
 CGO_ENABLED=0 go test -count=1 ./internal/sst
+# The compaction fault campaign's summary line, which go test prints only
+# with -v (the campaign runs again, about 10 s, in the full run below).
+if [ -z "${STRATA_TEST_PKGS:-}" ]; then
+  echo "go test -run TestFaultCampaign ./internal/compact"
+  go test -count=1 -run '^TestFaultCampaign$' -v ./internal/compact | grep -E '^(fault campaign:|--- FAIL|FAIL|ok)'
+fi
 echo "go test ./..."
 # STRATA_TEST_PKGS narrows the packages (make integration).
 go test -count=1 -timeout 40m ${STRATA_TEST_PKGS:-./...} "$@"
