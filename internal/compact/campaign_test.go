@@ -59,6 +59,9 @@ func TestFaultCampaign(t *testing.T) {
 	actions := []faultstore.Action{faultstore.Crash, faultstore.CrashAfter, faultstore.Fail, faultstore.FailAfter, faultstore.FailTransient}
 	var c campaign
 	for round := 0; round < rounds || c.runs < minRuns; round++ {
+		if round == 10*rounds {
+			t.Fatalf("only %d runs in %d rounds", c.runs, round)
+		}
 		sd := s0 + uint64(round)
 		rng := rand.New(rand.NewPCG(sd, 5))
 		base := objstoretest.Mem(t)
