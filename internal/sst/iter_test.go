@@ -58,7 +58,6 @@ func TestNumericColumnsAcrossPages(t *testing.T) {
 	seed := rand.Uint64()
 	t.Logf("seed %d", seed)
 	rng := rand.New(rand.NewPCG(seed, 0))
-	ctx := context.Background()
 	for _, tc := range []struct{ dict, required bool }{{false, false}, {true, false}, {false, true}, {true, true}} {
 		dict := tc.dict
 		t.Run(fmt.Sprintf("dictionary=%v/required=%v", dict, tc.required), func(t *testing.T) {
@@ -88,14 +87,7 @@ func TestNumericColumnsAcrossPages(t *testing.T) {
 			t.Cleanup(func() { writeChunk = oldChunk })
 			t.Logf("page bytes %d, row group rows %d, write chunk %d", opts.PageBytes, opts.RowGroupRows, writeChunk)
 			data, _ := writeWith(t, es, opts)
-			s := objstoretest.Mem(t)
-			if err := s.Put(ctx, "x.parquet", data); err != nil {
-				t.Fatal(err)
-			}
-			r, err := Open(ctx, s, "x.parquet", int64(len(data)))
-			if err != nil {
-				t.Fatal(err)
-			}
+			r := openBytes(t, data)
 			// The layout under test: several pages per column chunk, and
 			// (with dict) numeric pages that are not plain values.
 			for _, c := range []string{"f", "i", "u", ColTS, ColSeq, ColDeleteEnd} {

@@ -78,6 +78,21 @@ func writeWith(t testing.TB, es []row.Entry, opts WriteOptions) ([]byte, Meta) {
 	return buf.Bytes(), m
 }
 
+// openBytes stores data as an SST in a new in-memory store and opens it.
+func openBytes(t testing.TB, data []byte) *Reader {
+	t.Helper()
+	ctx := context.Background()
+	s := objstoretest.Mem(t)
+	if err := s.Put(ctx, "x.parquet", data); err != nil {
+		t.Fatal(err)
+	}
+	r, err := Open(ctx, s, "x.parquet", int64(len(data)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
 // collect reads it to the end, copying each entry as it comes (so it also
 // serves iterators that reuse their Fields).
 func collect(t testing.TB, it row.Iterator) []row.Entry {
@@ -176,15 +191,9 @@ func TestRoundTripEveryKind(t *testing.T) {
 }
 
 func TestFilterAndRowGroupPruning(t *testing.T) {
-	ctx := context.Background()
 	es := testEntries(t, 1000) // a: rows 0..999, b: 1000..2000 (incl. tombstone)
 	data, _ := write(t, es, 100)
-	s := objstoretest.Mem(t)
-	s.Put(ctx, "x.parquet", data)
-	r, err := Open(ctx, s, "x.parquet", int64(len(data)))
-	if err != nil {
-		t.Fatal(err)
-	}
+	r := openBytes(t, data)
 	// Time range [2000, 3000) of series a, fields s and f, and a field the
 	// file does not have.
 	keyA := series(t, "a")
@@ -312,20 +321,7 @@ func BenchmarkWriteTSBS(b *testing.B) {
 // those columns required, tombstones survive in them, and a put that
 // breaks the promise fails the write, naming the field.
 func TestNullFreeFieldsAreRequired(t *testing.T) {
-	ctx := context.Background()
 	es := testEntries(t, 3000) // field i has nulls; one tombstone, in series b
-	open := func(t *testing.T, data []byte) *Reader {
-		t.Helper()
-		s := objstoretest.Mem(t)
-		if err := s.Put(ctx, "x.parquet", data); err != nil {
-			t.Fatal(err)
-		}
-		r, err := Open(ctx, s, "x.parquet", int64(len(data)))
-		if err != nil {
-			t.Fatal(err)
-		}
-		return r
-	}
 	nullFree := map[string]bool{"f": true, "i": false, "u": true, "s": true, "b": true}
 	check := func(t *testing.T, r *Reader, required map[string]bool) {
 		t.Helper()
@@ -347,21 +343,21 @@ func TestNullFreeFieldsAreRequired(t *testing.T) {
 		// Row groups of 1000: the tombstone's group counts one null in
 		// every field, the others none but in i.
 		data, _ := write(t, es, 1000)
-		check(t, open(t, data), map[string]bool{})
+		check(t, openBytes(t, data), map[string]bool{})
 	})
 	t.Run("required", func(t *testing.T) {
 		data, meta := writeWith(t, es, WriteOptions{RowGroupRows: 1000, NoNulls: []bool{true, false, true, true, true}})
 		if meta.Tombstones != 1 {
 			t.Fatalf("meta %+v", meta)
 		}
-		r := open(t, data)
+		r := openBytes(t, data)
 		check(t, r, map[string]bool{"f": true, "u": true, "s": true, "b": true})
 		equalEntries(t, collect(t, r.Iter(Filter{Start: math.MinInt64, End: math.MaxInt64, Fields: names()})), es)
 		equalEntries(t, collect(t, r.Iter(Filter{Start: math.MinInt64, End: math.MaxInt64, Fields: names(), ReuseFields: true})), es)
 		// A file written from it keeps the promise: what a compaction does.
 		out, _ := writeWith(t, collect(t, r.Iter(Filter{Start: math.MinInt64, End: math.MaxInt64, Fields: names()})),
 			WriteOptions{NoNulls: []bool{r.NullFree("f"), r.NullFree("i"), r.NullFree("u"), r.NullFree("s"), r.NullFree("b")}})
-		check(t, open(t, out), map[string]bool{"f": true, "u": true, "s": true, "b": true})
+		check(t, openBytes(t, out), map[string]bool{"f": true, "u": true, "s": true, "b": true})
 	})
 	t.Run("broken promise", func(t *testing.T) {
 		_, err := Write(&bytes.Buffer{}, testFields, &row.SliceIter{Entries: es}, WriteOptions{RowGroupRows: 1000, NoNulls: []bool{true, true}})
@@ -374,20 +370,12 @@ func TestNullFreeFieldsAreRequired(t *testing.T) {
 // TestMetadataLargerThanTheTail: a ranged open reads the file's tail at
 // once; a footer larger than that tail is read from the store as well.
 func TestMetadataLargerThanTheTail(t *testing.T) {
-	ctx := context.Background()
 	old := WholeFileLimit
 	WholeFileLimit = 1024
 	t.Cleanup(func() { WholeFileLimit = old })
 	es := testEntries(t, 4000)
 	data, _ := write(t, es, 8) // 1000 row groups: a footer of several hundred KiB
-	s := objstoretest.Mem(t)
-	if err := s.Put(ctx, "x.parquet", data); err != nil {
-		t.Fatal(err)
-	}
-	r, err := Open(ctx, s, "x.parquet", int64(len(data)))
-	if err != nil {
-		t.Fatal(err)
-	}
+	r := openBytes(t, data)
 	footer := int64(binary.LittleEndian.Uint32(data[len(data)-8:]))
 	if tail := tailBytes(int64(len(data))); footer <= tail {
 		t.Fatalf("footer of %d bytes fits the %d-byte tail: the test needs a larger one", footer, tail)
