@@ -1,7 +1,6 @@
 package sst
 
 import (
-	"context"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -11,7 +10,6 @@ import (
 	"github.com/parquet-go/parquet-go"
 	"github.com/parquet-go/parquet-go/format"
 
-	"github.com/stratadb/strata/internal/objstore/objstoretest"
 	"github.com/stratadb/strata/internal/row"
 )
 
