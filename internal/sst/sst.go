@@ -734,11 +734,10 @@ func (r *rangeReader) ReadAt(p []byte, off int64) (int, error) {
 	if off >= r.tailOff && off+int64(len(p)) <= r.tailOff+int64(len(r.tail)) {
 		return copy(p, r.tail[off-r.tailOff:]), nil
 	}
-	data, err := r.store.GetRange(r.ctx, r.key, off, int64(len(p)))
+	n, err := r.store.ReadRange(r.ctx, r.key, off, p)
 	if err != nil {
 		return 0, fmt.Errorf("sst: read %s at %d: %w", r.key, off, err)
 	}
-	n := copy(p, data)
 	if n < len(p) {
 		return n, io.EOF
 	}
