@@ -114,7 +114,7 @@ func TestFaultCampaign(t *testing.T) {
 				o2, m2 := orphans(t, st)
 				c.orphans += len(o2)
 				c.missing += len(m2)
-				r2 := openRegion(t, st)
+				r2 := reopenAfterCrash(t, st)
 				// Fast GC (no LIST) must then leave only live files: an
 				// independent full listing finds nothing else.
 				if _, err := gc.Fast(ctx, r2, gc.Options{Lingering: -1}); err != nil {

@@ -40,6 +40,19 @@ func openRegion(t testing.TB, s objstore.Bucket) *region.Region {
 	return r
 }
 
+// reopenAfterCrash opens the region as the owner after a crash, on a clock
+// past the crashed owner's upload window: its markers are then provably
+// dead, and fast GC takes them.
+func reopenAfterCrash(t testing.TB, s objstore.Bucket) *region.Region {
+	t.Helper()
+	later := func() time.Time { return time.Now().Add(manifest.UploadWindow + manifest.MaxClockSkew) }
+	r, err := region.Open(context.Background(), s, rid, region.Options{RowGroupRows: 64, Logger: quiet, FlushBytes: 1 << 40, Now: later})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
 // load writes a seeded workload in `files` flushes: overwrites, new
 // columns, deletes.
 func load(t testing.TB, r *region.Region, seed uint64, files int) {

@@ -40,10 +40,6 @@ func (s Stage) String() string { return [...]string{"reserved", "uploaded", "com
 // with one request each.
 const readBudget = 64 << 20
 
-// uploadTimeout bounds one output's upload (which runs while the output is
-// encoded), which cancellation does not interrupt.
-const uploadTimeout = 10 * time.Minute
-
 // Errors.
 var (
 	// ErrCancelled: the job was cancelled; its outputs are deleted or owned
@@ -207,16 +203,18 @@ func (j *Job) run(ctx context.Context) (Result, error) {
 		}
 		// 1. Reserve the output before any byte of it exists.
 		var id string
+		var at time.Time // the reservation's time: the upload window starts there
 		var err error
 		if first != nil {
-			id, err = first.id, first.err()
+			err = first.err() // waits: at is set once it returns
+			id, at = first.id, first.at
 			if err == nil {
 				reserved = append(reserved, id)
 			}
 			first = nil
 		} else if err = ctx.Err(); err == nil {
 			id = ulid.Make().String()
-			if err = j.reserve(ctx, id); err == nil {
+			if at, err = j.reserve(ctx, id); err == nil {
 				reserved = append(reserved, id)
 			}
 		}
@@ -237,7 +235,7 @@ func (j *Job) run(ctx context.Context) (Result, error) {
 		// a few row groups, whatever the output size.
 		src.left = maxRows
 		key := j.r.ID().SSTKey(id)
-		meta, err := j.encodeAndUpload(ctx, key, fields, noNulls, src)
+		meta, err := j.encodeAndUpload(ctx, key, at, fields, noNulls, src)
 		if err != nil {
 			if ctx.Err() != nil {
 				err = ErrCancelled
@@ -312,12 +310,13 @@ func (j *Job) run(ctx context.Context) (Result, error) {
 // an object nothing owns; so the upload runs without the job's context and
 // cancellation waits for its outcome (one output at most). The upload is
 // stopped only by the encoder giving up, before the upload has read the
-// end of the object, which no store turns into an object.
-func (j *Job) encodeAndUpload(ctx context.Context, key string, fields []schema.Field, noNulls []bool, src row.Iterator) (sst.Meta, error) {
+// end of the object, which no store turns into an object, or by the
+// upload window after the reservation at (region.UploadContext).
+func (j *Job) encodeAndUpload(ctx context.Context, key string, at time.Time, fields []schema.Field, noNulls []bool, src row.Iterator) (sst.Meta, error) {
 	sp := newPipe(pipeBuffer)
 	uploaded := make(chan error, 1)
 	go func() {
-		uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), uploadTimeout)
+		uctx, cancel := j.r.UploadContext(ctx, at)
 		defer cancel()
 		err := objstore.Upload(uctx, j.r.Store(), key, sp, -1)
 		if err != nil {
@@ -403,6 +402,7 @@ func (o *openingInput) Close() error {
 // pendingReserve is a reservation in flight (Job.reserveAsync).
 type pendingReserve struct {
 	id     string
+	at     time.Time // set before done closes
 	done   chan struct{}
 	result error
 }
@@ -411,7 +411,7 @@ type pendingReserve struct {
 func (j *Job) reserveAsync(ctx context.Context) *pendingReserve {
 	p := &pendingReserve{id: ulid.Make().String(), done: make(chan struct{})}
 	go func() {
-		p.result = j.reserve(ctx, p.id)
+		p.at, p.result = j.reserve(ctx, p.id)
 		close(p.done)
 	}()
 	return p
@@ -432,12 +432,13 @@ func (p *pendingReserve) wait() []string {
 	return []string{p.id}
 }
 
-// reserve commits (or extends) the job's pending-outputs marker with id.
-func (j *Job) reserve(ctx context.Context, id string) error {
+// reserve commits (or extends) the job's pending-outputs marker with id,
+// and returns the reservation's time.
+func (j *Job) reserve(ctx context.Context, id string) (time.Time, error) {
 	p := &manifest.PendingOutputs{JobID: j.ID, FileIDs: []string{id}, Epoch: j.r.Epoch(), CreatedAt: j.r.Now()().UTC()}
 	err := j.r.Commit(ctx, manifest.Action{Pending: p})
 	if err == nil {
-		return nil
+		return p.CreatedAt, nil
 	}
 	if j.r.Landed(context.WithoutCancel(ctx), func(s *manifest.State) bool {
 		for _, x := range s.Pending[j.ID].FileIDs {
@@ -447,9 +448,9 @@ func (j *Job) reserve(ctx context.Context, id string) error {
 		}
 		return false
 	}) {
-		return nil
+		return p.CreatedAt, nil
 	}
-	return fmt.Errorf("compact %s: reserve output: %w", j.ID, err)
+	return time.Time{}, fmt.Errorf("compact %s: reserve output: %w", j.ID, err)
 }
 
 // abandon cleans up a job that will not commit: delete every reserved

@@ -216,7 +216,7 @@ func TestGCSafeUnderConcurrency(t *testing.T) {
 		armAt := -1
 		if !last {
 			armAt = 5 + rng.IntN(15)
-			fs.AddRule(faultstore.Rule{Match: func(faultstore.Call) bool { return armed.Load() }, N: 1 + rng.IntN(1000), Action: faultstore.Crash})
+			fs.AddRule(faultstore.Rule{Match: func(faultstore.Call) bool { return armed.Load() }, N: 1 + rng.IntN(150), Action: faultstore.Crash})
 		}
 		r, err := region.Open(ctx, objstoretest.Fast(fs), crid, region.Options{Create: n == 0, Logger: quiet, FlushBytes: 1 << 30})
 		if err != nil {

@@ -44,9 +44,12 @@ type Report struct {
 	PendingJobs  []string // markers resolved
 	PendingFiles []string // their outputs deleted
 	WALSegments  int      // WAL segments deleted
-	Bytes        int64    // bytes of the SSTs deleted
-	Requests     int      // requests issued: DELETEs (fast GC never lists)
-	Failures     int      // deletes that failed (left for the next run)
+	// Waiting counts older owners' markers kept because their uploads
+	// may still land (within the upload window).
+	Waiting  int
+	Bytes    int64 // bytes of the SSTs deleted
+	Requests int   // requests issued: DELETEs (fast GC never lists)
+	Failures int   // deletes that failed (left for the next run)
 }
 
 // Fast runs fast GC on an open region. It is idempotent; a crash at any
@@ -84,8 +87,11 @@ func Fast(ctx context.Context, r *region.Region, opts Options) (rep Report, err 
 			keys = append(keys, r.ID().SSTKey(id))
 		}
 	}
-	// 2. Markers of jobs that are not running: an older owner's, or ours
-	// when neither a flush nor a compaction of this process runs them.
+	// 2. Markers of jobs that are not running: ours when neither a flush
+	// nor a compaction of this process runs them, and an older owner's
+	// once its uploads can no longer land (the upload window after the
+	// marker's latest reservation, plus clock skew: that owner may be
+	// paused, not dead).
 	// INVARIANT: a job that is not running never runs again, so once it is
 	// seen not running only GC changes its marker. But it may have
 	// committed between the snapshot and the check: re-read the manifest
@@ -93,6 +99,10 @@ func Fast(ctx context.Context, r *region.Region, opts Options) (rep Report, err 
 	dead := map[string]bool{}
 	for job, p := range st.Pending {
 		if p.Epoch == r.Epoch() && (r.FlushRunning(job) || (opts.JobRunning != nil && opts.JobRunning(job))) {
+			continue
+		}
+		if p.Epoch != r.Epoch() && now.Sub(p.CreatedAt) < r.UploadWindow()+manifest.MaxClockSkew {
+			rep.Waiting++
 			continue
 		}
 		dead[job] = true
@@ -112,19 +122,24 @@ func Fast(ctx context.Context, r *region.Region, opts Options) (rep Report, err 
 		}
 	}
 	// 3. WAL segments up to the flushed segment, from where the last run
-	// stopped.
+	// stopped, but for fences: a former owner's late append targets one.
 	walFrom, walBelow := max(st.WALPurged, 1), st.FlushedSegment+1
 	for n := walFrom; n < walBelow; n++ {
-		keys = append(keys, r.ID().WALKey(n))
-	}
-	if walBelow > walFrom {
-		rep.WALSegments = int(walBelow - walFrom)
+		if !st.IsFence(n) {
+			keys = append(keys, r.ID().WALKey(n))
+			rep.WALSegments++
+		}
 	}
 	slices.Sort(rep.RemovedFiles)
 	slices.Sort(rep.PendingJobs)
 	slices.Sort(rep.PendingFiles)
 	if opts.DryRun || len(keys) == 0 {
 		return rep, nil
+	}
+	// Refuse on an instance that no longer owns the region (it is closed,
+	// its lease passed, or a newer owner committed).
+	if err := r.Verify(ctx); err != nil {
+		return rep, fmt.Errorf("gc %s: not the region's owner; nothing deleted: %w", r.ID(), err)
 	}
 	rep.Requests = len(keys)
 	m.Requests.WithLabelValues("fast", string(objstore.OpDelete)).Add(float64(len(keys)))

@@ -187,6 +187,15 @@ func Full(ctx context.Context, r *region.Region, opts FullOptions) (rep FullRepo
 		rep.Bytes += o.Size
 	}
 	m.OrphansFound.Add(float64(len(rep.Orphans)))
+	if len(rep.Deleted) > 0 && !opts.DryRun {
+		// INVARIANT: deletes only after proving, after the listing, that
+		// this instance still owned the region: then no newer owner had
+		// written anything the listing saw, and nothing it writes later
+		// can own a listed object (see Take).
+		if err := r.Verify(ctx); err != nil {
+			return rep, fmt.Errorf("full gc %s: not the region's owner; nothing deleted: %w", r.ID(), err)
+		}
+	}
 	slices.SortFunc(rep.Orphans, func(a, b Object) int { return strings.Compare(a.Key, b.Key) })
 	slices.SortFunc(rep.Deleted, func(a, b Object) int { return strings.Compare(a.Key, b.Key) })
 	if opts.DryRun || len(rep.Deleted) == 0 {

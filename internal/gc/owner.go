@@ -28,6 +28,7 @@ const (
 	OwnerPending  Owner = "pending"  // a pending marker's output: its job or fast GC
 	OwnerWAL      Owner = "wal"      // a WAL segment above the flushed segment: replayed on open
 	OwnerFlushed  Owner = "flushed"  // a WAL segment at or below the flushed segment: fast GC deletes it
+	OwnerFence    Owner = "fence"    // a WAL fence segment: kept, so a former owner's late append fails
 	OwnerManifest Owner = "manifest" // a manifest delta or checkpoint: the manifest deletes old ones
 )
 
@@ -53,6 +54,8 @@ func Classify(id layout.RegionID, st *manifest.State, key string) (Kind, Owner) 
 		switch {
 		case n > st.FlushedSegment:
 			return KindWAL, OwnerWAL
+		case st.IsFence(n):
+			return KindWAL, OwnerFence
 		case n >= st.WALPurged:
 			// Fast GC deletes from the watermark up to the flushed segment.
 			return KindWAL, OwnerFlushed

@@ -46,6 +46,7 @@ type Action struct {
 	Purge    *GCPurge        `json:"purge,omitempty"`
 	Truncate *Truncate       `json:"truncate,omitempty"`
 	Epoch    *WriterEpoch    `json:"epoch,omitempty"`
+	Fences   *WALFences      `json:"fences,omitempty"`
 }
 
 // SchemaChange replaces the schema with a later version.
@@ -70,12 +71,36 @@ type Edit struct {
 
 // PendingOutputs reserves the ids of files a job is about to upload. It is
 // committed before the first byte of any of them is written, so each of them
-// has a cleanup owner from the start.
+// has a cleanup owner from the start. A job that reserves more outputs
+// commits another PendingOutputs with its job id: the ids are added and
+// CreatedAt becomes the later reservation's time.
+//
+// INVARIANT: every upload of a reserved output ends (lands or is abandoned)
+// before CreatedAt + UploadWindow on its writer's clock (see
+// region.UploadContext). So once that time, plus MaxClockSkew, has passed on
+// any clock, no upload of the marker's outputs can still land, and a newer
+// owner may delete them and resolve the marker.
 type PendingOutputs struct {
 	JobID     string    `json:"job_id"`
 	FileIDs   []string  `json:"file_ids"`
 	Epoch     uint64    `json:"epoch"`
 	CreatedAt time.Time `json:"created_at"`
+}
+
+// UploadWindow bounds how long after its reservation an output's upload
+// may land; MaxClockSkew is the clock difference between processes that
+// the ownership rules tolerate.
+const (
+	UploadWindow = time.Hour
+	MaxClockSkew = time.Minute
+)
+
+// WALFences records WAL fence segments: the segment each owner wrote after
+// its replay. GC never deletes them. A former owner's next WAL append (and
+// a former owner's fence walk) targets exactly such a number, so keeping
+// them makes every late append of a former owner fail, at any delay.
+type WALFences struct {
+	Segments []uint64 `json:"segments"`
 }
 
 // ResolvePending forgets a marker whose outputs were deleted (or were never

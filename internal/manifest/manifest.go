@@ -422,6 +422,49 @@ func (m *Manifest) maybeCheckpointLocked(ctx context.Context) {
 	}
 }
 
+// Verify proves that this writer still owns the region at the time of the
+// call: its latest delta v is still there and no delta v+1 exists. A newer
+// owner commits its epoch at v+1 before it touches anything else, and
+// deltas are deleted only in ascending order below a later checkpoint, so
+// either fact failing means the writer is fenced (sticky). Callers that act
+// on a state read before Verify (full-listing GC) are then safe: nothing
+// the newer owner does can make an object the old state called garbage
+// owned again. A store failure returns ErrAmbiguous (not sticky).
+func (m *Manifest) Verify(ctx context.Context) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.err != nil {
+		return m.err
+	}
+	if m.unknown != nil {
+		if err := m.resolveUnknownLocked(ctx); err != nil {
+			return err
+		}
+	}
+	v := m.state.Version
+	_, err := m.store.Attributes(ctx, m.region.DeltaKey(v+1))
+	switch {
+	case err == nil:
+		m.err = fmt.Errorf("%w: region %s: version %d was committed by another writer", ErrFenced, m.region, v+1)
+		return m.err
+	case !errors.Is(err, objstore.ErrNotFound):
+		return fmt.Errorf("%w: region %s: verify ownership: %v", ErrAmbiguous, m.region, err)
+	}
+	if v == 0 {
+		return nil
+	}
+	_, err = m.store.Attributes(ctx, m.region.DeltaKey(v))
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, objstore.ErrNotFound):
+		m.err = fmt.Errorf("%w: region %s: version %d was deleted by a later checkpoint", ErrFenced, m.region, v)
+		return m.err
+	default:
+		return fmt.Errorf("%w: region %s: verify ownership: %v", ErrAmbiguous, m.region, err)
+	}
+}
+
 // Close releases the manifest. Later commits fail with ErrClosed.
 func (m *Manifest) Close() error {
 	m.mu.Lock()

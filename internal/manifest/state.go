@@ -25,8 +25,17 @@ type State struct {
 	// FlushedSegment: WAL segments numbered up to it hold nothing above
 	// FlushedSeq.
 	FlushedSegment uint64 `json:"flushed_segment,omitempty"`
-	// WALPurged: WAL segments numbered below it are deleted.
+	// WALPurged: WAL segments numbered below it are deleted, but for
+	// Fences.
 	WALPurged uint64 `json:"wal_purged,omitempty"`
+	// Fences are WAL fence segments, ascending; GC keeps them (WALFences).
+	Fences []uint64 `json:"fences,omitempty"`
+}
+
+// IsFence reports whether WAL segment n is a recorded fence.
+func (s *State) IsFence(n uint64) bool {
+	_, ok := slices.BinarySearch(s.Fences, n)
+	return ok
 }
 
 func newState() *State {
@@ -37,6 +46,7 @@ func newState() *State {
 func (s *State) Clone() *State {
 	c := *s
 	c.Schema.Columns = slices.Clone(s.Schema.Columns)
+	c.Fences = slices.Clone(s.Fences)
 	c.Files = maps.Clone(s.Files)
 	c.Removed = maps.Clone(s.Removed)
 	c.Pending = make(map[string]PendingOutputs, len(s.Pending))
@@ -50,7 +60,7 @@ func (s *State) Clone() *State {
 // apply applies one action in place; at is the delta's time.
 func (s *State) apply(a Action, at time.Time) error {
 	n := 0
-	for _, set := range []bool{a.Schema != nil, a.Edit != nil, a.Pending != nil, a.Resolve != nil, a.Purge != nil, a.Truncate != nil, a.Epoch != nil} {
+	for _, set := range []bool{a.Schema != nil, a.Edit != nil, a.Pending != nil, a.Resolve != nil, a.Purge != nil, a.Truncate != nil, a.Epoch != nil, a.Fences != nil} {
 		if set {
 			n++
 		}
@@ -78,7 +88,7 @@ func (s *State) apply(a Action, at time.Time) error {
 			}
 		}
 		if exists { // a job that needs more outputs reserves them too
-			p = &PendingOutputs{JobID: p.JobID, FileIDs: append(slices.Clone(prev.FileIDs), p.FileIDs...), Epoch: p.Epoch, CreatedAt: prev.CreatedAt}
+			p = &PendingOutputs{JobID: p.JobID, FileIDs: append(slices.Clone(prev.FileIDs), p.FileIDs...), Epoch: p.Epoch, CreatedAt: p.CreatedAt}
 		}
 		s.Pending[p.JobID] = *p
 	case a.Resolve != nil:
@@ -111,6 +121,15 @@ func (s *State) apply(a Action, at time.Time) error {
 			return fmt.Errorf("%w: epoch %d is not after %d", ErrInvalidAction, a.Epoch.Epoch, s.Epoch)
 		}
 		s.Epoch = a.Epoch.Epoch
+	case a.Fences != nil:
+		for _, n := range a.Fences.Segments {
+			if n == 0 {
+				return fmt.Errorf("%w: WAL fence at segment 0", ErrInvalidAction)
+			}
+			if i, found := slices.BinarySearch(s.Fences, n); !found {
+				s.Fences = slices.Insert(s.Fences, i, n)
+			}
+		}
 	}
 	return nil
 }

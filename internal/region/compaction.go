@@ -19,6 +19,15 @@ func (r *Region) Store() objstore.Bucket { return r.store }
 // Epoch is the manifest epoch this owner opened the region with.
 func (r *Region) Epoch() uint64 { return r.epoch }
 
+// UploadWindow bounds an output's upload after its reservation
+// (manifest.UploadWindow unless Options.UploadWindow sets it).
+func (r *Region) UploadWindow() time.Duration {
+	if r.opts.UploadWindow > 0 {
+		return r.opts.UploadWindow
+	}
+	return manifest.UploadWindow
+}
+
 // Now is the region's clock.
 func (r *Region) Now() func() time.Time { return r.opts.Now }
 

@@ -84,8 +84,9 @@ func (r *Region) flushOne(ctx context.Context, mt *memtable.Memtable) (err error
 	}()
 
 	// 1. Reserve the output before any byte of it exists.
+	reservedAt := r.opts.Now().UTC()
 	if err := r.commit(ctx, manifest.Action{Pending: &manifest.PendingOutputs{
-		JobID: job, FileIDs: []string{id}, Epoch: r.epoch, CreatedAt: r.opts.Now().UTC(),
+		JobID: job, FileIDs: []string{id}, Epoch: r.epoch, CreatedAt: reservedAt,
 	}}); err != nil {
 		if !r.landed(ctx, func(s *manifest.State) bool { _, ok := s.Pending[job]; return ok }) {
 			return fmt.Errorf("region %s: flush: reserve output: %w", r.id, err)
@@ -108,9 +109,7 @@ func (r *Region) flushOne(ctx context.Context, mt *memtable.Memtable) (err error
 	case werr != nil:
 		return r.abandon(ctx, job, key, fmt.Errorf("region %s: flush: encode: %w", r.id, werr))
 	default:
-		// Not cut short by cancellation (a close): an aborted PUT may land
-		// after abandon's DELETE (see compact.Job).
-		uctx, ucancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Minute)
+		uctx, ucancel := r.UploadContext(ctx, reservedAt)
 		err := r.store.Put(uctx, key, buf.Bytes())
 		ucancel()
 		if err != nil {

@@ -88,6 +88,14 @@ type Options struct {
 	RowGroupRows int64
 	// CheckpointDistance is the manifest's (default 10).
 	CheckpointDistance int
+	// Lease, if set, is the local deadline of the owner's lease: past it
+	// the region acknowledges nothing, its WAL and manifest writes fail,
+	// and GC refuses (see ownership.go). Nil: owned for as long as it is
+	// open (standalone).
+	Lease func() time.Time
+	// UploadWindow bounds an output's upload after its reservation
+	// (default manifest.UploadWindow; tests shorten it).
+	UploadWindow time.Duration
 	// Now is the clock (default time.Now).
 	Now func() time.Time
 	// Logger (default slog.Default()).
@@ -159,6 +167,9 @@ type Region struct {
 // with a fence segment.
 func Open(ctx context.Context, store objstore.Bucket, id layout.RegionID, opts Options) (*Region, error) {
 	opts.defaults()
+	if opts.Lease != nil {
+		store = &leaseBucket{Bucket: store, id: id, deadline: opts.Lease}
+	}
 	man, err := manifest.Open(ctx, store, id, manifest.Options{Create: opts.Create, CheckpointDistance: opts.CheckpointDistance, Now: opts.Now})
 	if err != nil {
 		return nil, fmt.Errorf("region %s: open manifest: %w", id, err)
@@ -188,7 +199,11 @@ func Open(ctx context.Context, store objstore.Bucket, id layout.RegionID, opts O
 	if r.schema, err = schema.FromManifest(st.Schema); err != nil {
 		return fail(err)
 	}
+	var fences []uint64
 	next, nextSeq, err := wal.Recover(ctx, store, id, st.Epoch, st.FlushedSegment, st.FlushedSeq, func(seg *wal.Segment) error {
+		if seg.Fence {
+			fences = append(fences, seg.Number)
+		}
 		entries := seg.Entries
 		for len(entries) > 0 && entries[0].Seq <= st.FlushedSeq {
 			entries = entries[1:]
@@ -199,13 +214,20 @@ func Open(ctx context.Context, store objstore.Bucket, id layout.RegionID, opts O
 	if err != nil {
 		return fail(err)
 	}
+	if err := r.recordFences(ctx, append(fences, next-1)); err != nil {
+		return fail(err)
+	}
 	r.memBytes = r.active.Stats().Bytes
 	if opts.Budget != nil {
 		opts.Budget.add(r.memBytes)
 		opts.Budget.register(r)
 	}
 	opts.Metrics.MemtableBytes.Add(float64(r.memBytes))
-	r.wal = wal.NewWriter(store, id, st.Epoch, next, nextSeq, opts.WAL, r.applyWAL)
+	walOpts := opts.WAL
+	if opts.Lease != nil {
+		walOpts.Lease = r.leaseErr
+	}
+	r.wal = wal.NewWriter(store, id, st.Epoch, next, nextSeq, walOpts, r.applyWAL)
 	r.ctx, r.cancel = context.WithCancel(context.Background())
 	r.wg.Add(1)
 	go r.background()
@@ -308,7 +330,7 @@ func (r *Region) background() {
 
 // setFatal records that the region is fenced.
 func (r *Region) setFatal(err error) error {
-	if !errors.Is(err, wal.ErrFenced) && !errors.Is(err, manifest.ErrFenced) {
+	if !isFencing(err) {
 		return err
 	}
 	r.mu.Lock()

@@ -27,6 +27,10 @@ var (
 	ErrClosed = errors.New("wal: closed")
 	// ErrGap: a segment above the flushed segment is missing.
 	ErrGap = errors.New("wal: gap in segments")
+	// ErrLeaseExpired: the owner's lease (Options.Lease) expired; the
+	// writer acknowledges nothing more. It is returned wrapped with
+	// ErrFenced, and with ErrOutcomeUnknown when the segment had landed.
+	ErrLeaseExpired = errors.New("wal: the region's lease expired")
 )
 
 // Options configure group commit.
@@ -38,6 +42,12 @@ type Options struct {
 	// MaxSegmentBytes caps a group's encoded size (default 4 MiB). A single
 	// write larger than it gets a segment of its own.
 	MaxSegmentBytes int
+	// Lease, if set, reports whether the owner may still acknowledge
+	// (nil) or not (an error, typically its lease's local deadline has
+	// passed). It is asked before each segment's create and again after
+	// the create returns: a segment that lands after the lease is never
+	// acknowledged, since a new owner may already be serving the region.
+	Lease func() error
 }
 
 func (o *Options) defaults() {
@@ -206,6 +216,11 @@ func (w *Writer) commit(group []*request) {
 		fail(group, fmt.Errorf("%w: an earlier segment's outcome is still unknown", ErrOutcomeUnknown))
 		return
 	}
+	if err := w.leaseErr(); err != nil {
+		w.err = err
+		fail(group, err)
+		return
+	}
 	n := 0
 	for _, r := range group {
 		n += len(r.entries)
@@ -224,6 +239,13 @@ func (w *Writer) commit(group []*request) {
 	err := w.store.CreateIfAbsent(ctx, key, w.buf)
 	switch {
 	case err == nil:
+		if lerr := w.leaseErr(); lerr != nil {
+			// Landed, but too late to acknowledge: the next owner may
+			// replay it (or it lies under a fence and is never read).
+			w.err = lerr
+			fail(group, errors.Join(lerr, fmt.Errorf("%w: segment %s landed after the lease expired", ErrOutcomeUnknown, key)))
+			return
+		}
 		w.landed(w.next, entries, len(w.buf))
 		fail(group, nil)
 	case errors.Is(err, objstore.ErrPreconditionFailed):
@@ -233,6 +255,17 @@ func (w *Writer) commit(group []*request) {
 		w.unknown = &pending{number: w.next, data: slices.Clone(w.buf), entries: entries, reqs: group}
 		fail(group, fmt.Errorf("%w: write segment %s: %v", ErrOutcomeUnknown, key, err))
 	}
+}
+
+// leaseErr is the lease's verdict, as a sticky fencing error.
+func (w *Writer) leaseErr() error {
+	if w.opts.Lease == nil {
+		return nil
+	}
+	if err := w.opts.Lease(); err != nil {
+		return fmt.Errorf("%w: %w: %v", ErrFenced, ErrLeaseExpired, err)
+	}
+	return nil
 }
 
 func (w *Writer) landed(number uint64, entries []row.Entry, size int) {
@@ -285,9 +318,11 @@ func (w *Writer) resolve(ctx context.Context) {
 
 // Recover replays every segment above flushedSegment in order, passing each
 // to replay, then writes a fence segment at the next number. It returns the
-// first segment number and sequence for a Writer. A segment that another
-// (stale) writer creates while Recover runs is replayed too: the fence goes
-// above it.
+// first segment number and sequence for a Writer (the fence is next-1). A
+// segment that another (stale) writer creates while Recover runs is
+// replayed too: the fence goes above it. A segment of a newer epoch than
+// epoch means a newer owner has fenced this one: ErrFenced, and Recover
+// writes nothing more.
 func Recover(ctx context.Context, store objstore.Bucket, region layout.RegionID, epoch, flushedSegment, flushedSeq uint64, replay func(*Segment) error) (next, nextSeq uint64, err error) {
 	objs, err := objstore.ListAll(ctx, store, region.WALPrefix(), 1000)
 	if err != nil {
@@ -309,6 +344,9 @@ func Recover(ctx context.Context, store objstore.Bucket, region layout.RegionID,
 		seg, err := Decode(n, data)
 		if err != nil {
 			return fmt.Errorf("region %s: %w", region, err)
+		}
+		if seg.Epoch > epoch {
+			return fmt.Errorf("%w: segment %s was written by epoch %d, this owner's is %d", ErrFenced, region.WALKey(n), seg.Epoch, epoch)
 		}
 		if seg.FirstSeq < nextSeq && len(seg.Entries) > 0 {
 			return fmt.Errorf("%w %d of region %s: sequence %d is behind %d", ErrCorrupt, n, region, seg.FirstSeq, nextSeq)

@@ -1,0 +1,148 @@
+package region
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/stratadb/strata/internal/layout"
+	"github.com/stratadb/strata/internal/manifest"
+	"github.com/stratadb/strata/internal/objstore"
+	"github.com/stratadb/strata/internal/wal"
+)
+
+// Ownership across owners (docs/design-decisions.md, "Ownership across
+// owners"). A region instance may outlive its ownership: paused, cut off or
+// just slow, it can wake with calls in flight. What keeps a former owner
+// harmless:
+//
+//   - its acknowledgements: a WAL segment is acknowledged only if the lease
+//     is still valid after it landed (wal.Options.Lease);
+//   - its WAL appends: they target the number of a newer owner's fence,
+//     which GC never deletes (manifest.WALFences);
+//   - its manifest commits: create-if-absent on the next version, checked
+//     against a later checkpoint;
+//   - its uploads: each lands before its marker's CreatedAt + UploadWindow
+//     (UploadContext), and a newer owner takes an older epoch's marker only
+//     after that (gc.Fast);
+//   - its GC: it deletes only what its own manifest calls garbage, which a
+//     newer owner can never make owned again, and full-listing GC deletes
+//     only after Verify proves it still owned the region after listing;
+//   - its WAL and manifest writes carry the lease's deadline
+//     (leaseBucket), so once the lease and the upload window have passed
+//     nothing of it can land (what a table drop's final sweep relies on).
+
+// ErrLeaseExpired: the region's lease (Options.Lease) has passed.
+var ErrLeaseExpired = wal.ErrLeaseExpired
+
+// leaseErr reports whether the lease still allows writing.
+func (r *Region) leaseErr() error {
+	if r.opts.Lease == nil {
+		return nil
+	}
+	if d := r.opts.Lease(); !time.Now().Before(d) {
+		return fmt.Errorf("%w (region %s): the local deadline %s has passed", ErrLeaseExpired, r.id, d.Format(time.RFC3339Nano))
+	}
+	return nil
+}
+
+// Verify proves the instance still owns the region: it is open, its lease
+// holds, and the store has no newer owner's commit (manifest.Verify).
+// GC calls it before deleting.
+func (r *Region) Verify(ctx context.Context) error {
+	if err := r.usable(); err != nil {
+		return err
+	}
+	if err := r.leaseErr(); err != nil {
+		return r.setFatal(fmt.Errorf("%w: %w", ErrFenced, err))
+	}
+	if err := r.man.Verify(ctx); err != nil {
+		return r.setFatal(err)
+	}
+	return nil
+}
+
+// UploadContext bounds an upload of an output reserved at reservedAt (the
+// marker's CreatedAt, on the region's clock) to the upload window: after
+// it, a newer owner may delete the output and forget its marker, so the
+// upload must not land later. Not cancelled with ctx: an aborted PUT may
+// still land after the cleanup's DELETE.
+func (r *Region) UploadContext(ctx context.Context, reservedAt time.Time) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(ctx), r.UploadWindow()-r.opts.Now().Sub(reservedAt))
+}
+
+// recordFences commits the WAL fences this open found in its replay and
+// its own: the numbers former owners' late appends can target.
+func (r *Region) recordFences(ctx context.Context, fences []uint64) error {
+	st := r.man.State()
+	var add []uint64
+	for _, n := range fences {
+		if !st.IsFence(n) {
+			add = append(add, n)
+		}
+	}
+	if len(add) == 0 {
+		return nil
+	}
+	err := r.commit(ctx, manifest.Action{Fences: &manifest.WALFences{Segments: add}})
+	if err != nil && !r.landed(ctx, func(s *manifest.State) bool { return s.IsFence(add[len(add)-1]) }) {
+		return fmt.Errorf("record WAL fences: %w", err)
+	}
+	return nil
+}
+
+// leaseBucket gives the region's WAL and manifest writes the lease's
+// deadline, so a former owner's late write fails instead of landing after
+// its lease. SST keys pass through: their uploads have the upload window
+// (UploadContext), and deleting garbage late is harmless.
+type leaseBucket struct {
+	objstore.Bucket
+	id       layout.RegionID
+	deadline func() time.Time
+}
+
+func (b *leaseBucket) bound(ctx context.Context, key string) (context.Context, context.CancelFunc, error) {
+	if _, ok := b.id.ParseSSTKey(key); ok {
+		return ctx, func() {}, nil
+	}
+	d := b.deadline()
+	if !time.Now().Before(d) {
+		return nil, nil, fmt.Errorf("%w: %w (region %s): not writing %s", ErrFenced, ErrLeaseExpired, b.id, key)
+	}
+	ctx, cancel := context.WithDeadline(ctx, d)
+	return ctx, cancel, nil
+}
+
+func (b *leaseBucket) Put(ctx context.Context, key string, data []byte) error {
+	ctx, cancel, err := b.bound(ctx, key)
+	if err != nil {
+		return err
+	}
+	defer cancel()
+	return b.Bucket.Put(ctx, key, data)
+}
+
+func (b *leaseBucket) CreateIfAbsent(ctx context.Context, key string, data []byte) error {
+	ctx, cancel, err := b.bound(ctx, key)
+	if err != nil {
+		return err
+	}
+	defer cancel()
+	return b.Bucket.CreateIfAbsent(ctx, key, data)
+}
+
+func (b *leaseBucket) Delete(ctx context.Context, key string) error {
+	ctx, cancel, err := b.bound(ctx, key)
+	if err != nil {
+		return err
+	}
+	defer cancel()
+	return b.Bucket.Delete(ctx, key)
+}
+
+// isFencing reports whether err means another owner (or the lease) fenced
+// this instance.
+func isFencing(err error) bool {
+	return errors.Is(err, wal.ErrFenced) || errors.Is(err, manifest.ErrFenced) || errors.Is(err, ErrFenced)
+}
