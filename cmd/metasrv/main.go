@@ -83,6 +83,9 @@ func run(args []string) int {
 			return fail(fmt.Errorf("open store %s: %w", *storeURL, err))
 		}
 		defer st.Close()
+		if err := objstore.CheckConditionalCreate(context.Background(), st, *storeURL); err != nil {
+			return fail(err)
+		}
 		store = st
 	}
 	ln, err := net.Listen("tcp", *grpcAddr)

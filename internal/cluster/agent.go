@@ -61,6 +61,7 @@ type Agent struct {
 	nodes    map[string]NodeInfo
 	changed  chan struct{} // closed and replaced when owners or nodes change
 	opening  map[layout.RegionID]bool
+	opened   map[layout.RegionID]uint64 // the assignment generation each hosted region was opened for
 	conns    map[string]*grpc.ClientConn
 
 	stop context.CancelFunc
@@ -79,7 +80,16 @@ func NewAgent(opts AgentOptions) *Agent {
 		opts.Logger = slog.Default()
 	}
 	return &Agent{opts: opts, log: opts.Logger.With("node", opts.Node.ID), owners: map[layout.RegionID]Assignment{}, nodes: map[string]NodeInfo{},
-		changed: make(chan struct{}), opening: map[layout.RegionID]bool{}, conns: map[string]*grpc.ClientConn{}}
+		changed: make(chan struct{}), opening: map[layout.RegionID]bool{}, opened: map[layout.RegionID]uint64{}, conns: map[string]*grpc.ClientConn{}}
+}
+
+// Deadline is the local deadline of the node's lease: regions acknowledge
+// nothing past it (region.Options.Lease). It is computed from the time a
+// renewal was sent, so it never falls after etcd's expiry of the lease.
+func (a *Agent) Deadline() time.Time {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.deadline
 }
 
 // SetAddrs sets the addresses the node registers (known once it listens).
@@ -254,6 +264,9 @@ func (a *Agent) refresh(ctx context.Context) (int64, error) {
 	hosted := map[layout.RegionID]bool{}
 	for _, id := range a.eng.Hosted() {
 		hosted[id] = true
+		a.mu.Lock()
+		gen, known := a.opened[id]
+		a.mu.Unlock()
 		if as, ok := owners[id]; !ok {
 			// No assignment: the table is being dropped; flushing would
 			// only write files about to be deleted.
@@ -261,6 +274,20 @@ func (a *Agent) refresh(ctx context.Context) (int64, error) {
 		} else if as.Owner != a.opts.Node.ID {
 			// Moved away (a planned move: flush first).
 			go a.eng.Unassign(context.WithoutCancel(ctx), id, true)
+		} else if known && as.Gen != gen {
+			// Ours again, but assigned anew since this instance opened (a
+			// quick move away and back): another owner may have fenced
+			// it. Close it, and open the region again.
+			a.log.Info("region reassigned here since it opened: reopening", "region", id.String(), "opened_gen", gen, "gen", as.Gen)
+			a.wg.Add(1)
+			go func() {
+				defer a.wg.Done()
+				a.eng.Unassign(context.WithoutCancel(ctx), id, false)
+				a.mu.Lock()
+				delete(a.opened, id)
+				a.mu.Unlock()
+				a.open(ctx, id)
+			}()
 		}
 	}
 	if !live {
@@ -290,7 +317,8 @@ func (a *Agent) open(ctx context.Context, id layout.RegionID) {
 		defer func() { a.mu.Lock(); delete(a.opening, id); a.mu.Unlock() }()
 		for attempt := 0; ctx.Err() == nil; attempt++ {
 			a.mu.Lock()
-			mine := a.owners[id].Owner == a.opts.Node.ID && time.Now().Before(a.deadline)
+			as := a.owners[id]
+			mine := as.Owner == a.opts.Node.ID && time.Now().Before(a.deadline)
 			a.mu.Unlock()
 			if !mine {
 				return
@@ -298,6 +326,7 @@ func (a *Agent) open(ctx context.Context, id layout.RegionID) {
 			err := a.eng.Assign(ctx, id)
 			if err == nil {
 				a.mu.Lock()
+				a.opened[id] = as.Gen
 				close(a.changed)
 				a.changed = make(chan struct{})
 				a.mu.Unlock()

@@ -160,14 +160,16 @@ func (s *Scheduler) Compact(ctx context.Context, r *region.Region, all bool) (Re
 	return s.run(ctx, r, j)
 }
 
-// Cancel cancels r's running job, if any, and waits until the cancellation
-// is acknowledged (its outputs deleted or owned by its marker) or the job
-// committed (ErrTooLate). It reports whether a job was running.
-func (s *Scheduler) Cancel(id layout.RegionID) (bool, error) {
+// Cancel cancels the running job of region instance r, if any, and waits
+// until the cancellation is acknowledged (its outputs deleted or owned by
+// its marker) or the job committed (ErrTooLate). It reports whether a job
+// was running. A job of another instance of the same region (reopened
+// since) is not r's and is left alone.
+func (s *Scheduler) Cancel(r *region.Region) (bool, error) {
 	s.mu.Lock()
-	j := s.running[id]
+	j := s.running[r.ID()]
 	s.mu.Unlock()
-	if j == nil {
+	if j == nil || j.r != r {
 		return false, nil
 	}
 	return true, j.Cancel()

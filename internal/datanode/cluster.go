@@ -119,7 +119,7 @@ func (e *Engine) Unassign(ctx context.Context, id layout.RegionID, flush bool) e
 	if r == nil {
 		return nil
 	}
-	e.sched.Cancel(id)
+	e.sched.Cancel(r)
 	err := r.Close(ctx, region.CloseOptions{Flush: flush})
 	e.log.Info("region closed", "region", id.String(), "flushed", flush, "err", err)
 	return err

@@ -316,7 +316,7 @@ func (e *Engine) DropTable(ctx context.Context, name string) error {
 	for i := range t.Regions {
 		id := layout.RegionID{Table: t.ID, Region: i}
 		if r := e.regions[id]; r != nil {
-			e.sched.Cancel(id) // waits until the job's outputs are owned
+			e.sched.Cancel(r) // waits until the job's outputs are owned
 			r.Close(ctx, region.CloseOptions{})
 			delete(e.regions, id)
 		}
@@ -604,7 +604,7 @@ func (e *Engine) CancelCompaction(table string) (cancelled, tooLate int, err err
 	}
 	var errs []error
 	for _, r := range regions {
-		running, err := e.sched.Cancel(r.ID())
+		running, err := e.sched.Cancel(r)
 		switch {
 		case !running:
 		case errors.Is(err, compact.ErrTooLate):
@@ -631,7 +631,7 @@ func (e *Engine) TruncateTable(ctx context.Context, table string) error {
 	}
 	var errs []error
 	for _, r := range regions {
-		if _, err := e.sched.Cancel(r.ID()); err != nil && !errors.Is(err, compact.ErrTooLate) {
+		if _, err := e.sched.Cancel(r); err != nil && !errors.Is(err, compact.ErrTooLate) {
 			errs = append(errs, fmt.Errorf("region %s: cancel compaction: %w", r.ID(), err))
 			continue
 		}

@@ -100,7 +100,14 @@ func (e *Engine) GC(ctx context.Context, req GCRequest) ([]GCResult, error) {
 		mu, _ := e.gcLocks.LoadOrStore(r.ID(), &sync.Mutex{})
 		mu.(*sync.Mutex).Lock()
 		res := GCResult{Region: r.ID(), Full: req.Full, DryRun: req.DryRun}
-		if req.Full {
+		e.mu.Lock()
+		hosted := e.regions[r.ID()] == r
+		e.mu.Unlock()
+		// The region may have closed or moved since the snapshot; GC
+		// itself also proves ownership before deleting (region.Verify).
+		if !hosted {
+			err = fmt.Errorf("%w: region %s closed before its GC ran", ErrNotHosted, r.ID())
+		} else if req.Full {
 			res.Listed, err = gc.Full(ctx, r, gc.FullOptions{MinAge: req.MinAge, DryRun: req.DryRun, Metrics: e.opts.GCMetrics})
 		} else {
 			res.Fast, err = gc.Fast(ctx, r, gc.Options{Lingering: req.Lingering, DryRun: req.DryRun, JobRunning: e.sched.JobRunning, Metrics: e.opts.GCMetrics})

@@ -231,7 +231,7 @@ func TestGCSafeUnderConcurrency(t *testing.T) {
 			cancel := l.rng.IntN(8) == 0
 			l.mu.Unlock()
 			if cancel {
-				go l.sched.Cancel(crid) // acknowledged asynchronously
+				go l.sched.Cancel(l.r) // acknowledged asynchronously
 			}
 		}}})
 		sched := l.sched

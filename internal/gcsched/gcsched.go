@@ -235,6 +235,13 @@ func (s *Scheduler) round(ctx context.Context, running *sync.Map, wg *sync.WaitG
 			save(ctx, s.cli, id, st)
 			continue
 		}
+		if replan(&st.st, now, opts) {
+			rev, err := save(ctx, s.cli, id, st)
+			if err != nil {
+				continue // changed meanwhile: the next round sees it
+			}
+			st.modRev = rev
+		}
 		switch {
 		case !st.st.NextFull.After(now):
 			todo = append(todo, due{id, st, true, st.st.NextFull})
@@ -260,6 +267,24 @@ func (s *Scheduler) round(ctx context.Context, running *sync.Map, wg *sync.WaitG
 			s.runOne(ctx, d.id, d.st, d.full, opts)
 		}()
 	}
+}
+
+// replan pulls in runs planned under a longer interval than the current
+// options' (an operator shortened it): a run is never planned further
+// than one interval plus its jitter ahead. It reports whether it changed
+// st.
+func replan(st *RegionState, now time.Time, o Options) bool {
+	changed := false
+	for _, p := range []struct {
+		next     *time.Time
+		interval time.Duration
+	}{{&st.NextFast, o.FastInterval}, {&st.NextFull, o.FullInterval}} {
+		if p.next.After(now.Add(p.interval + p.interval/10)) {
+			*p.next = now.Add(rand.N(p.interval/2 + 1))
+			changed = true
+		}
+	}
+	return changed
 }
 
 func (s *Scheduler) runOne(ctx context.Context, id layout.RegionID, st stateKV, full bool, opts Options) {

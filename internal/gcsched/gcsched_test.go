@@ -116,3 +116,69 @@ func TestSchedulerStateSurvivesLeaderChange(t *testing.T) {
 		t.Fatal("GC ran while disabled")
 	}
 }
+
+// Shortening an interval re-plans the runs already planned under the
+// longer one: every region runs within the new interval (the cluster
+// suite once saw one region of four run after `gc options
+// --fast-interval 1s`, the others kept next runs planned hours ahead).
+func TestShorterIntervalReplansRuns(t *testing.T) {
+	e, err := cluster.StartEtcd(t.TempDir(), "", slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	cli, err := cluster.Connect(e.Endpoints)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	ctx := context.Background()
+	if err := SaveOptions(ctx, cli, Options{Enabled: true, FastInterval: time.Hour, FullInterval: 24 * time.Hour, Concurrency: 4}); err != nil {
+		t.Fatal(err)
+	}
+	var ids []layout.RegionID
+	for i := range 4 {
+		ids = append(ids, layout.RegionID{Table: 1, Region: uint32(i)})
+	}
+	f := &fakeRunner{inFlight: map[layout.RegionID]int{}, runs: map[layout.RegionID]int{}, fulls: map[layout.RegionID]int{}, failLeft: map[layout.RegionID]int{}}
+	s := New(cli, f, func(context.Context) ([]layout.RegionID, error) { return ids, nil }, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	s.tick = 10 * time.Millisecond
+	tctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); s.Run(tctx) }()
+	defer func() { cancel(); <-done }()
+	// Wait until every region has a plan under the hour-long interval.
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		st, err := States(ctx, cli)
+		if err == nil && len(st) == len(ids) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("regions not planned: %v %v", st, err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if err := SaveOptions(ctx, cli, Options{Enabled: true, FastInterval: 200 * time.Millisecond, FullInterval: 24 * time.Hour, Concurrency: 4}); err != nil {
+		t.Fatal(err)
+	}
+	// Generous deadline for a loaded machine; each region needs one run.
+	deadline = time.Now().Add(60 * time.Second)
+	for {
+		f.mu.Lock()
+		ran := 0
+		for _, id := range ids {
+			if f.runs[id] > 0 {
+				ran++
+			}
+		}
+		f.mu.Unlock()
+		if ran == len(ids) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after shortening the interval only %d of %d regions ran", ran, len(ids))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}

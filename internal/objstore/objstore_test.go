@@ -241,3 +241,26 @@ func (t transientize) CreateIfAbsent(ctx context.Context, key string, data []byt
 	}
 	return err
 }
+
+// blindCreates is a store that ignores If-None-Match: its creates always
+// succeed, as some S3 look-alikes do.
+type blindCreates struct{ objstore.Bucket }
+
+func (b blindCreates) CreateIfAbsent(ctx context.Context, key string, data []byte) error {
+	return b.Put(ctx, key, data)
+}
+
+func TestConditionalCreateProbeRefusesABlindStore(t *testing.T) {
+	ctx := context.Background()
+	s := objstoretest.Mem(t)
+	err := objstore.CheckConditionalCreate(ctx, blindCreates{s}, "s3://blind-bucket?endpoint=http://10.0.0.9:9000")
+	if !errors.Is(err, objstore.ErrNoConditionalCreate) || !strings.Contains(err.Error(), "http://10.0.0.9:9000") {
+		t.Fatalf("want ErrNoConditionalCreate naming the endpoint, got %v", err)
+	}
+	if objs, _ := objstore.ListAll(ctx, s, objstore.ProbePrefix, 100); len(objs) != 0 {
+		t.Fatalf("the probe left %v", objs)
+	}
+	if err := objstore.CheckConditionalCreate(ctx, s, "mem://"); err != nil {
+		t.Fatal(err)
+	}
+}

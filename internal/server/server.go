@@ -128,6 +128,10 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("open store %s: %w", cfg.Store, err)
 	}
 	s.store = store
+	if err := objstore.CheckConditionalCreate(ctx, store, cfg.Store); err != nil {
+		store.Close()
+		return nil, err
+	}
 	ropts := region.Options{FlushBytes: cfg.FlushBytes, Metrics: region.NewMetrics(s.Registry), Logger: cfg.Logger}
 	if cfg.MemoryLimit > 0 {
 		ropts.Budget = region.NewMemoryBudget(cfg.MemoryLimit)
@@ -178,6 +182,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		cli := s.etcd
 		s.agent = cluster.NewAgent(cluster.AgentOptions{Client: cli, Node: cluster.NodeInfo{ID: cfg.NodeID}, Heartbeat: cfg.Heartbeat, Lease: cfg.Lease, Logger: cfg.Logger,
 			DialOptions: cfg.Auth.DialOptions()})
+		dopts.Region.Lease = s.agent.Deadline
 		dopts.Catalog = cluster.NewEtcdCatalog(cli)
 		dopts.Cluster = &datanode.ClusterOptions{Remote: s.agent}
 	}

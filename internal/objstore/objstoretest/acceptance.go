@@ -29,6 +29,15 @@ type Backend struct {
 // it unchanged.
 func RunAcceptance(t *testing.T, b Backend) {
 	ctx := context.Background()
+	t.Run("ConditionalCreateProbe", func(t *testing.T) {
+		s, _ := b.Open(t)
+		if err := objstore.CheckConditionalCreate(ctx, s, "backend under test"); err != nil {
+			t.Fatal(err)
+		}
+		if objs, err := objstore.ListAll(ctx, s, objstore.ProbePrefix, 100); err != nil || len(objs) != 0 {
+			t.Fatalf("the probe left %v (%v)", objs, err)
+		}
+	})
 	t.Run("PutGet", func(t *testing.T) {
 		s, _ := b.Open(t)
 		if _, err := s.Get(ctx, "a/b/missing"); !errors.Is(err, objstore.ErrNotFound) {
