@@ -76,20 +76,35 @@ func Open(ctx context.Context, store objstore.Bucket, region layout.RegionID, op
 	}
 	var rnd [8]byte
 	_, _ = rand.Read(rnd[:])
-	m := &Manifest{store: store, region: region, opts: opts, writer: hex.EncodeToString(rnd[:])}
-	if err := m.recover(ctx); err != nil {
-		return nil, err
+	// A former owner may still be committing while this one opens: its
+	// checkpoint can delete the deltas and the checkpoint a listing just
+	// saw (which looks like a gap or a missing object), and its commit can
+	// take the version this owner's epoch needed. A fresh start resolves
+	// both; a real gap persists, and the former owner is fenced by the
+	// first epoch that lands.
+	const attempts = 10
+	var err error
+	for attempt := 1; ; attempt++ {
+		m := &Manifest{store: store, region: region, opts: opts, writer: hex.EncodeToString(rnd[:])}
+		err = m.recover(ctx)
+		raced := errors.Is(err, ErrGap) || errors.Is(err, objstore.ErrNotFound)
+		if err == nil {
+			if m.state.Version == 0 && !opts.Create {
+				return nil, fmt.Errorf("%w: %s", ErrRegionNotFound, region)
+			}
+			if opts.ReadOnly {
+				return m, nil
+			}
+			if _, err = m.Commit(ctx, Action{Epoch: &WriterEpoch{Epoch: m.state.Epoch + 1}}); err == nil {
+				return m, nil
+			}
+			err = fmt.Errorf("manifest: take ownership of region %s: %w", region, err)
+			raced = errors.Is(err, ErrFenced)
+		}
+		if !raced || attempt == attempts {
+			return nil, err
+		}
 	}
-	if m.state.Version == 0 && !opts.Create {
-		return nil, fmt.Errorf("%w: %s", ErrRegionNotFound, region)
-	}
-	if opts.ReadOnly {
-		return m, nil
-	}
-	if _, err := m.Commit(ctx, Action{Epoch: &WriterEpoch{Epoch: m.state.Epoch + 1}}); err != nil {
-		return nil, fmt.Errorf("manifest: take ownership of region %s: %w", region, err)
-	}
-	return m, nil
 }
 
 // recover loads the latest checkpoint and replays later deltas.
