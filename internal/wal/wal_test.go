@@ -401,3 +401,51 @@ func TestLateLandingSegmentIsRefused(t *testing.T) {
 		t.Fatalf("replayed %v, applied %d: want both writes", got, rec2.n)
 	}
 }
+
+// leaseRunsOut is a store whose create of a segment outlives the writer's
+// lease: the lease passes while the request is in flight.
+type leaseRunsOut struct {
+	objstore.Bucket
+	expire func()
+}
+
+func (s leaseRunsOut) CreateIfAbsent(ctx context.Context, key string, data []byte) error {
+	s.expire()
+	return s.Bucket.CreateIfAbsent(ctx, key, data)
+}
+
+// A segment that lands after the lease passed is never acknowledged: a new
+// owner may already serve the region. The writer is fenced from then on,
+// and refuses before writing anything once the lease has passed.
+func TestNoAcknowledgementAfterTheLease(t *testing.T) {
+	ctx := context.Background()
+	s := objstoretest.Mem(t)
+	next, seq, _ := replayAll(t, s, 1, 0, 0)
+	var mu sync.Mutex
+	expired := false
+	lease := func() error {
+		mu.Lock()
+		defer mu.Unlock()
+		if expired {
+			return errors.New("deadline passed")
+		}
+		return nil
+	}
+	applied := 0
+	w := NewWriter(leaseRunsOut{s, func() { mu.Lock(); expired = true; mu.Unlock() }}, region, 1, next, seq, Options{Lease: lease}, func(uint64, []row.Entry) { applied++ })
+	defer w.Close()
+	err := w.Append(ctx, []row.Entry{put("a", 1, 1)})
+	if !errors.Is(err, ErrLeaseExpired) || !errors.Is(err, ErrFenced) || !errors.Is(err, ErrOutcomeUnknown) {
+		t.Fatalf("an append that landed after the lease: %v", err)
+	}
+	if applied != 0 {
+		t.Fatal("a segment landed after the lease was applied")
+	}
+	objs, _ := objstore.ListAll(ctx, s, region.WALPrefix(), 100)
+	if err := w.Append(ctx, []row.Entry{put("a", 2, 2)}); !errors.Is(err, ErrLeaseExpired) {
+		t.Fatalf("an append after the lease: %v", err)
+	}
+	if after, _ := objstore.ListAll(ctx, s, region.WALPrefix(), 100); len(after) != len(objs) {
+		t.Fatalf("a writer past its lease wrote a segment: %d objects, then %d", len(objs), len(after))
+	}
+}
