@@ -44,6 +44,8 @@ CGO_ENABLED=0 go test -count=1 ./internal/sst
 if [ -z "${STRATA_TEST_PKGS:-}" ]; then
   echo "go test -run TestFaultCampaign ./internal/compact"
   go test -count=1 -run '^TestFaultCampaign$' -v ./internal/compact | grep -E '^(fault campaign:|--- FAIL|FAIL|ok)'
+  echo "go test -run TestOwnershipCampaign ./internal/gc"
+  go test -count=1 -run '^TestOwnershipCampaign$' -v ./internal/gc | grep -E '^(ownership campaign:|--- FAIL|FAIL|ok)'
 fi
 echo "go test ./..."
 # STRATA_TEST_PKGS narrows the packages (make integration).

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -47,10 +48,14 @@ type catalogState struct {
 	Version uint64            `json:"version"`
 	NextID  uint32            `json:"next_id"`
 	Tables  map[string]*Table `json:"tables"`
+	// Sweeps are dropped tables (by id) whose objects were deleted once at
+	// the time given, and are deleted again once no former owner of their
+	// regions can still write (see Catalog.Forget).
+	Sweeps map[uint32]time.Time `json:"sweeps,omitempty"`
 }
 
 func (c *catalogState) clone() *catalogState {
-	n := &catalogState{Version: c.Version, NextID: c.NextID, Tables: make(map[string]*Table, len(c.Tables))}
+	n := &catalogState{Version: c.Version, NextID: c.NextID, Tables: make(map[string]*Table, len(c.Tables)), Sweeps: maps.Clone(c.Sweeps)}
 	for k, t := range c.Tables {
 		tt := *t
 		tt.Schema.Columns = append([]manifest.Column(nil), t.Schema.Columns...)
@@ -282,13 +287,40 @@ func (c *Catalog) Dropping(ctx context.Context) ([]Table, error) {
 	return out, nil
 }
 
-// Forget removes a dropped table from the catalog.
-func (c *Catalog) Forget(ctx context.Context, name string) error {
+// Forget removes a dropped table whose objects were deleted at sweptAt
+// from the catalog; its name is free again. Its id stays in the sweeps
+// until SweepDone: a former owner that was paused may still land a write
+// under its prefix, so the prefix is swept once more when that can no
+// longer happen.
+func (c *Catalog) Forget(ctx context.Context, name string, sweptAt time.Time) error {
 	return c.update(ctx, func(st *catalogState) error {
-		if t, ok := st.Tables[name]; !ok || !t.Dropping {
+		t, ok := st.Tables[name]
+		if !ok || !t.Dropping {
 			return fmt.Errorf("%w: %s is not being dropped", ErrTableNotFound, name)
 		}
+		if st.Sweeps == nil {
+			st.Sweeps = map[uint32]time.Time{}
+		}
+		st.Sweeps[t.ID] = sweptAt
 		delete(st.Tables, name)
+		return nil
+	})
+}
+
+// Sweeps lists dropped tables' ids with the time of their first sweep.
+func (c *Catalog) Sweeps(ctx context.Context) (map[uint32]time.Time, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err := c.c.reload(ctx); err != nil {
+		return nil, err
+	}
+	return maps.Clone(c.c.state.Sweeps), nil
+}
+
+// SweepDone forgets a dropped table's id after its final sweep.
+func (c *Catalog) SweepDone(ctx context.Context, id uint32) error {
+	return c.update(ctx, func(st *catalogState) error {
+		delete(st.Sweeps, id)
 		return nil
 	})
 }

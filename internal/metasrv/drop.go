@@ -13,6 +13,7 @@ import (
 	"github.com/stratadb/strata/internal/datanode"
 	"github.com/stratadb/strata/internal/grpcapi"
 	"github.com/stratadb/strata/internal/layout"
+	"github.com/stratadb/strata/internal/manifest"
 	"github.com/stratadb/strata/internal/objstore"
 	pb "github.com/stratadb/strata/proto/strata/v1"
 )
@@ -28,6 +29,16 @@ func (s *Server) drops(ctx context.Context) {
 			for _, tb := range tables {
 				if err := s.finishDrop(ctx, tb); err != nil && ctx.Err() == nil {
 					s.log.Warn("dropping a table failed; retrying", "table", tb.Name, "err", err)
+				}
+			}
+		}
+		if sweeps, err := s.cat.Sweeps(ctx); err == nil {
+			for id, at := range sweeps {
+				if time.Since(at) < s.finalSweepAfter() {
+					continue
+				}
+				if err := s.finalSweep(ctx, id); err != nil && ctx.Err() == nil {
+					s.log.Warn("final sweep of a dropped table failed; retrying", "table_id", id, "err", err)
 				}
 			}
 		}
@@ -71,25 +82,60 @@ func (s *Server) finishDrop(ctx context.Context, t datanode.Table) error {
 	}); err != nil {
 		return err
 	}
-	prefix := fmt.Sprintf("%d/", t.ID)
-	objs, err := objstore.ListAll(ctx, s.opts.Store, prefix, 1000)
+	sweptAt := time.Now()
+	n, err := s.sweep(ctx, t.ID)
 	if err != nil {
 		return err
-	}
-	for _, o := range objs {
-		if err := s.opts.Store.Delete(ctx, o.Key); err != nil && !errors.Is(err, objstore.ErrNotFound) {
-			return err
-		}
 	}
 	// GC state of the table's regions goes too.
 	for i := range t.Regions {
 		s.opts.Client.Delete(ctx, cluster.GCStateKey(layout.RegionID{Table: t.ID, Region: i}))
 	}
-	if err := s.cat.Forget(ctx, t.Name); err != nil {
+	if err := s.cat.Forget(ctx, t.Name, sweptAt); err != nil {
 		return err
 	}
-	s.log.Info("table dropped", "table", t.Name, "id", t.ID, "objects", len(objs))
+	s.log.Info("table dropped", "table", t.Name, "id", t.ID, "objects", n, "final_sweep_in", s.finalSweepAfter())
 	return nil
+}
+
+// finalSweepAfter is how long after a drop's sweep a former owner may
+// still land an object under the table's prefix: a datanode that was
+// paused with its lease expired can land a WAL or manifest write only
+// before its lease's deadline (region.leaseBucket), which is before the
+// sweep, and an upload only within the upload window of its reservation.
+func (s *Server) finalSweepAfter() time.Duration {
+	if s.opts.FinalSweepAfter > 0 {
+		return s.opts.FinalSweepAfter
+	}
+	return manifest.UploadWindow + manifest.MaxClockSkew
+}
+
+// finalSweep deletes what landed under a dropped table's prefix after its
+// first sweep, then forgets the table for good.
+func (s *Server) finalSweep(ctx context.Context, id uint32) error {
+	n, err := s.sweep(ctx, id)
+	if err != nil {
+		return err
+	}
+	if n > 0 {
+		s.log.Warn("final sweep of a dropped table deleted late writes of a former owner", "table_id", id, "objects", n)
+	}
+	return s.cat.SweepDone(ctx, id)
+}
+
+// sweep deletes every object under a table's prefix and says how many.
+func (s *Server) sweep(ctx context.Context, id uint32) (int, error) {
+	prefix := fmt.Sprintf("%d/", id)
+	objs, err := objstore.ListAll(ctx, s.opts.Store, prefix, 1000)
+	if err != nil {
+		return 0, err
+	}
+	for _, o := range objs {
+		if err := s.opts.Store.Delete(ctx, o.Key); err != nil && !errors.Is(err, objstore.ErrNotFound) {
+			return 0, err
+		}
+	}
+	return len(objs), nil
 }
 
 // DropTable marks the table dropping and waits until the leader finished.

@@ -51,6 +51,10 @@ type Options struct {
 	// Store is the cluster's object store: dropping a table deletes its
 	// objects through it. Without it, DropTable is refused.
 	Store objstore.Bucket
+	// FinalSweepAfter is how long after dropping a table its prefix is
+	// swept once more, for late writes of a paused former owner (default
+	// manifest.UploadWindow + manifest.MaxClockSkew).
+	FinalSweepAfter time.Duration
 }
 
 // Server is a metasrv replica.
