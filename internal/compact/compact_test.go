@@ -513,3 +513,41 @@ func TestJobWithNoOutputForgetsItsReservation(t *testing.T) {
 		t.Fatalf("scan: %v, %v", lines, err)
 	}
 }
+
+// Cancel is per region instance: closing an old instance of a region (the
+// agent does when the region moved and came back) must not cancel the job
+// of the instance open now, and cancelling the instance running the job
+// does.
+func TestCancelIsPerInstance(t *testing.T) {
+	ctx := context.Background()
+	s := objstoretest.Mem(t)
+	r := openRegion(t, s)
+	defer r.Close(ctx, region.CloseOptions{})
+	load(t, r, 7, 3)
+	other := openRegion(t, objstoretest.Mem(t)) // the same region id, another instance
+	defer other.Close(ctx, region.CloseOptions{})
+	reached, release := make(chan struct{}), make(chan struct{})
+	sched := NewScheduler(SchedulerOptions{Logger: quiet, Options: Options{OnStage: func(ctx context.Context, st Stage) {
+		if st == StageReserved {
+			close(reached)
+			select {
+			case <-release:
+			case <-ctx.Done():
+			}
+		}
+	}}})
+	defer sched.Close()
+	done := make(chan error, 1)
+	go func() { _, err := sched.Compact(ctx, r, true); done <- err }()
+	<-reached
+	if running, err := sched.Cancel(other); running || err != nil {
+		t.Fatalf("cancelling another instance stopped this one's job: running=%v err=%v", running, err)
+	}
+	if running, err := sched.Cancel(r); !running || err != nil {
+		t.Fatalf("cancel of the instance running the job: running=%v err=%v", running, err)
+	}
+	close(release)
+	if err := <-done; !errors.Is(err, ErrCancelled) {
+		t.Fatalf("the job ended with %v, want ErrCancelled", err)
+	}
+}
