@@ -498,11 +498,16 @@ func (g *ingest) stop() (map[string]bool, int) {
 	return g.acked, g.failed
 }
 
-// readBack queries table cpu through the CLI on a datanode and returns the
-// rows read (as "host/ts") and how many acknowledged ones are missing.
-func readBack(t *testing.T, grpcAddr string, acked map[string]bool) (map[string]bool, int) {
+// readBack queries a table (cpu unless named) through the CLI on a datanode
+// and returns the rows read (as "host/ts") and how many acknowledged ones
+// are missing.
+func readBack(t *testing.T, grpcAddr string, acked map[string]bool, table ...string) (map[string]bool, int) {
 	t.Helper()
-	out, code := cli(t, "query", "cpu", "-o", "csv", "--server", grpcAddr, "--timeout", "2m")
+	name := "cpu"
+	if len(table) > 0 {
+		name = table[0]
+	}
+	out, code := cli(t, "query", name, "-o", "csv", "--server", grpcAddr, "--timeout", "2m")
 	if code != 0 {
 		t.Fatalf("query: exit %d\n%s", code, out)
 	}

@@ -144,23 +144,10 @@ func TestPausedOwnerWithQueuedWrites(t *testing.T) {
 	run("admin", "flush", "--server", nw.grpc)
 	run(append([]string{"cluster", "gc", "run", "--table", "t", "--lingering", "0s"}, m...)...)
 
-	// Every acknowledged row reads back, through either datanode.
-	out := run("query", "t", "-o", "csv", "--server", nw.grpc, "--timeout", "2m")
-	have := map[string]bool{}
-	for _, l := range strings.Split(strings.TrimSpace(out), "\n")[1:] {
-		f := strings.Split(l, ",")
-		tm, err := time.Parse(time.RFC3339Nano, f[0])
-		if err != nil {
-			t.Fatalf("row %q: %v", l, err)
-		}
-		have[fmt.Sprintf("%s/%d", f[1], tm.UnixNano())] = true
-	}
-	missing := 0
-	for k := range acked {
-		if !have[k] {
-			missing++
-			t.Errorf("acknowledged row %s is missing", k)
-		}
+	// Every acknowledged row reads back.
+	have, missing := readBack(t, nw.grpc, acked, "t")
+	if missing > 0 {
+		t.Errorf("%d acknowledged rows are missing", missing)
 	}
 	// fsck: nothing missing, nothing unowned.
 	fout, code := cli(t, "fsck", "--store", store)
