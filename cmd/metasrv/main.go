@@ -38,6 +38,7 @@ func run(args []string) int {
 	advertise := fs.String("advertise-addr", "", "admin address other replicas forward to (default: the bound address)")
 	regions := fs.Uint("default-regions", 1, "regions of tables created without a region count")
 	storeURL := fs.String("store", "", "the cluster's object store URL (dropping a table deletes its objects through it; without it, drops are refused)")
+	finalSweep := fs.Duration("final-sweep-after", 0, "how long after dropping a table its prefix is swept again, for late writes of a paused former owner (default: the upload window plus clock skew, 1h1m)")
 	tokenFile := fs.String("auth-token-file", "", "file holding the shared auth token (default: $STRATA_AUTH_TOKEN; neither: no auth)")
 	level := fs.String("log-level", "info", "log level: debug, info, warn or error")
 	format := fs.String("log-format", "text", "log format: text or json")
@@ -98,7 +99,7 @@ func run(args []string) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	srv, err := metasrv.Start(ctx, metasrv.Options{Client: cli, Addr: addr, DefaultRegions: uint32(*regions), Logger: log, Auth: token, Store: store})
+	srv, err := metasrv.Start(ctx, metasrv.Options{Client: cli, Addr: addr, DefaultRegions: uint32(*regions), Logger: log, Auth: token, Store: store, FinalSweepAfter: *finalSweep})
 	if err != nil {
 		return fail(err)
 	}

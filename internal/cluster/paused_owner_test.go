@@ -2,163 +2,267 @@ package cluster_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/stratadb/strata/internal/cluster"
 	pb "github.com/stratadb/strata/proto/strata/v1"
 )
 
-// TestPausedOwnerWithQueuedWrites is issue 17's scenario with the real
-// binaries: metasrv and two datanodes on one file:// store; the owner of
-// a one-region table is frozen (SIGSTOP) with single-row writes queued at
-// its HTTP port; past its lease the region reopens on the other datanode,
-// which writes, flushes and runs fast GC with no lingering and full GC
-// with no minimum age; then the frozen owner wakes (SIGCONT) with its
-// writes in flight. Every acknowledged row must read back, the new owner
-// must still write, and fsck must find nothing missing and nothing
-// unowned.
-func TestPausedOwnerWithQueuedWrites(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts processes and waits for a lease to expire")
-	}
-	etcd := freePort(t)
-	store := "file://" + t.TempDir()
-	meta := start(t, "metasrv", "metasrv", "--data-dir", t.TempDir(), "--etcd-client-addr", etcd, "--grpc-addr", "127.0.0.1:0", "--store", store)
+// frozenOwner is issue 17's set-up with the real binaries: metasrv and two
+// datanodes on one file:// store, a one-region table t written through
+// its owner, then the owner frozen (SIGSTOP) with 40 single-row writes
+// queued at its HTTP port, until its lease has passed and the region
+// reopened on the other datanode.
+type frozenOwner struct {
+	t        *testing.T
+	etcd     string
+	storeDir string
+	meta     *proc
+	old, nw  *proc
+	oldID    string
+	c        pb.MetaAdminClient
+
+	mu     sync.Mutex
+	acked  map[string]bool
+	ts     int64
+	httpc  *http.Client
+	queued sync.WaitGroup
+	codes  []int
+	frozen bool
+}
+
+func freezeOwner(t *testing.T, metaArgs ...string) *frozenOwner {
+	t.Helper()
+	f := &frozenOwner{t: t, etcd: freePort(t), storeDir: t.TempDir(), acked: map[string]bool{}, httpc: &http.Client{Timeout: 2 * time.Minute}}
+	store := "file://" + f.storeDir
+	f.meta = start(t, "metasrv", "metasrv", append([]string{"--data-dir", t.TempDir(), "--etcd-client-addr", f.etcd, "--grpc-addr", "127.0.0.1:0", "--store", store}, metaArgs...)...)
 	dns := map[string]*proc{}
 	for _, id := range []string{"dn1", "dn2"} {
-		dns[id] = start(t, id, "datanode", "--id", id, "--etcd-endpoints", "http://"+etcd,
+		dns[id] = start(t, id, "datanode", "--id", id, "--etcd-endpoints", "http://"+f.etcd,
 			"--store", store, "--grpc-addr", "127.0.0.1:0", "--http-addr", "127.0.0.1:0", "--flush-bytes", "65536")
 	}
-	m := []string{"--metasrv", meta.grpc}
-	run := func(args ...string) string {
-		t.Helper()
-		out, code := cli(t, args...)
-		if code != 0 {
-			t.Fatalf("strata %v: exit %d\n%s", args, code, out)
-		}
-		return out
-	}
-	run(append([]string{"cluster", "create-table", "t", "--regions", "1"}, m...)...)
-	c := admin(t, meta.grpc)
-	st := placed(t, c, 1, 30*time.Second, "")
-	oldID := st.Regions[0].Owner
-	newID := map[string]string{"dn1": "dn2", "dn2": "dn1"}[oldID]
-	old, nw := dns[oldID], dns[newID]
-
-	var mu sync.Mutex
-	acked := map[string]bool{}
-	var ts int64
-	// write sends one request of n rows to p and records its rows if it
-	// was acknowledged (204).
-	httpc := &http.Client{Timeout: 2 * time.Minute}
-	write := func(p *proc, n int) (int, error) {
-		var b strings.Builder
-		var keys []string
-		mu.Lock()
-		for range n {
-			ts++
-			host := fmt.Sprintf("h%d", ts%7)
-			fmt.Fprintf(&b, "t,host=%s v=%d %d\n", host, ts, ts*1e9)
-			keys = append(keys, fmt.Sprintf("%s/%d", host, ts*1e9))
-		}
-		mu.Unlock()
-		resp, err := httpc.Post("http://"+p.http+"/write?db=x", "text/plain", strings.NewReader(b.String()))
-		if err != nil {
-			return 0, err
-		}
-		io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
-		if resp.StatusCode == http.StatusNoContent {
-			mu.Lock()
-			for _, k := range keys {
-				acked[k] = true
-			}
-			mu.Unlock()
-		}
-		return resp.StatusCode, nil
-	}
+	f.run("cluster", "create-table", "t", "--regions", "1")
+	f.c = admin(t, f.meta.grpc)
+	st := placed(t, f.c, 1, 30*time.Second, "")
+	f.oldID = st.Regions[0].Owner
+	f.old, f.nw = dns[f.oldID], dns[map[string]string{"dn1": "dn2", "dn2": "dn1"}[f.oldID]]
 	for range 20 {
-		if code, err := write(old, 1); code != http.StatusNoContent {
+		if code, err := f.write(f.old, 1); code != http.StatusNoContent {
 			t.Fatalf("write to the owner: %d %v", code, err)
 		}
 	}
-
-	// Freeze the owner with 40 single-row writes queued at its port.
-	old.signal(syscall.SIGSTOP)
-	frozen := true
-	defer func() {
-		if frozen {
-			old.signal(syscall.SIGCONT)
-		}
-	}()
-	var queued sync.WaitGroup
-	codes := make([]int, 40)
-	for i := range codes {
-		queued.Add(1)
+	f.old.signal(syscall.SIGSTOP)
+	f.frozen = true
+	t.Cleanup(func() { f.wake() })
+	f.codes = make([]int, 40)
+	for i := range f.codes {
+		f.queued.Add(1)
 		go func() {
-			defer queued.Done()
-			codes[i], _ = write(old, 1)
+			defer f.queued.Done()
+			f.codes[i], _ = f.write(f.old, 1)
 		}()
 	}
 	paused := time.Now()
-	placed(t, c, 1, 60*time.Second, oldID)
-	t.Logf("%s frozen: the region reopened on %s in %v", oldID, newID, time.Since(paused).Round(100*time.Millisecond))
+	placed(t, f.c, 1, 60*time.Second, f.oldID)
+	t.Logf("%s frozen: the region reopened elsewhere in %v", f.oldID, time.Since(paused).Round(100*time.Millisecond))
+	return f
+}
 
-	// The new owner writes, flushes and collects, twice.
-	for range 2 {
-		for range 150 {
-			if code, err := write(nw, 1); code != http.StatusNoContent {
-				t.Fatalf("write to the new owner: %d %v", code, err)
-			}
-		}
-		run("admin", "flush", "--server", nw.grpc)
-		run(append([]string{"cluster", "gc", "run", "--table", "t", "--lingering", "0s"}, m...)...)
-		run(append([]string{"cluster", "gc", "run", "--table", "t", "--full", "--min-age", "0s"}, m...)...)
+// run runs the CLI against metasrv (admin and cluster commands get
+// --metasrv) and fails the test on a non-zero exit.
+func (f *frozenOwner) run(args ...string) string {
+	f.t.Helper()
+	if args[0] == "cluster" {
+		args = append(args, "--metasrv", f.meta.grpc)
 	}
+	out, code := cli(f.t, args...)
+	if code != 0 {
+		f.t.Fatalf("strata %v: exit %d\n%s", args, code, out)
+	}
+	return out
+}
 
-	// The frozen owner wakes with its writes in flight.
-	old.signal(syscall.SIGCONT)
-	frozen = false
-	queued.Wait()
+// write sends one request of n unique rows of t to p and records them if
+// it was acknowledged (204).
+func (f *frozenOwner) write(p *proc, n int) (int, error) {
+	var b strings.Builder
+	var keys []string
+	f.mu.Lock()
+	for range n {
+		f.ts++
+		host := fmt.Sprintf("h%d", f.ts%7)
+		fmt.Fprintf(&b, "t,host=%s v=%d %d\n", host, f.ts, f.ts*1e9)
+		keys = append(keys, fmt.Sprintf("%s/%d", host, f.ts*1e9))
+	}
+	f.mu.Unlock()
+	resp, err := f.httpc.Post("http://"+p.http+"/write?db=x", "text/plain", strings.NewReader(b.String()))
+	if err != nil {
+		return 0, err
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode == http.StatusNoContent {
+		f.mu.Lock()
+		for _, k := range keys {
+			f.acked[k] = true
+		}
+		f.mu.Unlock()
+	}
+	return resp.StatusCode, nil
+}
+
+// wake lets the frozen owner run again and waits for its queued writes; it
+// returns how many of them were acknowledged.
+func (f *frozenOwner) wake() int {
+	if f.frozen {
+		f.old.signal(syscall.SIGCONT)
+		f.frozen = false
+	}
+	f.queued.Wait()
 	late := 0
-	for _, code := range codes {
+	for _, code := range f.codes {
 		if code == http.StatusNoContent {
 			late++
 		}
 	}
-	t.Logf("%s woke: %d of %d queued writes acknowledged", oldID, late, len(codes))
+	return late
+}
+
+// TestPausedOwnerWithQueuedWrites: while the owner is frozen, the new owner
+// writes, flushes and runs fast GC with no lingering and full GC with no
+// minimum age, twice; then the frozen owner wakes with its writes in
+// flight. Every acknowledged row must read back, the new owner must still
+// write, and fsck must find nothing missing and nothing unowned.
+func TestPausedOwnerWithQueuedWrites(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts processes and waits for a lease to expire")
+	}
+	f := freezeOwner(t)
+	for range 2 {
+		for range 150 {
+			if code, err := f.write(f.nw, 1); code != http.StatusNoContent {
+				t.Fatalf("write to the new owner: %d %v", code, err)
+			}
+		}
+		f.run("admin", "flush", "--server", f.nw.grpc)
+		f.run("cluster", "gc", "run", "--table", "t", "--lingering", "0s")
+		f.run("cluster", "gc", "run", "--table", "t", "--full", "--min-age", "0s")
+	}
+	late := f.wake()
+	t.Logf("%s woke: %d of %d queued writes acknowledged", f.oldID, late, len(f.codes))
 
 	// The new owner still writes; the region is flushed and collected
 	// once more.
 	for range 10 {
-		if code, err := write(nw, 1); code != http.StatusNoContent {
+		if code, err := f.write(f.nw, 1); code != http.StatusNoContent {
 			t.Fatalf("write to the new owner after the old one woke: %d %v", code, err)
 		}
 	}
-	run("admin", "flush", "--server", nw.grpc)
-	run(append([]string{"cluster", "gc", "run", "--table", "t", "--lingering", "0s"}, m...)...)
+	f.run("admin", "flush", "--server", f.nw.grpc)
+	f.run("cluster", "gc", "run", "--table", "t", "--lingering", "0s")
 
-	// Every acknowledged row reads back.
-	have, missing := readBack(t, nw.grpc, acked, "t")
+	have, missing := readBack(t, f.nw.grpc, f.acked, "t")
 	if missing > 0 {
 		t.Errorf("%d acknowledged rows are missing", missing)
 	}
-	// fsck: nothing missing, nothing unowned.
-	fout, code := cli(t, "fsck", "--store", store)
+	fout, code := cli(t, "fsck", "--store", "file://"+f.storeDir)
 	lines := strings.Split(strings.TrimSpace(fout), "\n")
-	t.Logf("paused owner: acked=%d read=%d missing=%d late_acks=%d fsck: %s", len(acked), len(have), missing, late, lines[len(lines)-1])
+	t.Logf("paused owner: acked=%d read=%d missing=%d late_acks=%d fsck: %s", len(f.acked), len(have), missing, late, lines[len(lines)-1])
 	if code != 0 {
 		t.Fatalf("fsck: exit %d\n%s", code, fout)
 	}
-	// The region stayed with the new owner.
-	st2, err := c.ClusterStatus(context.Background(), &pb.ClusterStatusRequest{})
-	if err != nil || st2.Regions[0].Owner != newID {
-		t.Fatalf("placement after the wake: %v %v", st2, err)
+	st, err := f.c.ClusterStatus(context.Background(), &pb.ClusterStatusRequest{})
+	if err != nil || st.Regions[0].Owner == f.oldID {
+		t.Fatalf("placement after the wake: %v %v", st, err)
 	}
+}
+
+// TestDropRacingAFrozenOwner drops the table while its former owner is
+// frozen with writes queued, then wakes it. Past its lease it writes
+// nothing under the dropped prefix (its WAL and manifest writes carry the
+// lease's deadline); the final sweep (shortened here with
+// --final-sweep-after) would delete what a late upload landed. Afterwards
+// the prefix is empty, the catalog has forgotten the table, and its name
+// is reusable.
+func TestDropRacingAFrozenOwner(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts processes and waits for a lease to expire")
+	}
+	f := freezeOwner(t, "--final-sweep-after", "20s")
+	f.run("admin", "flush", "--server", f.nw.grpc)
+	if out := f.run("cluster", "drop-table", "t"); !strings.Contains(out, "dropped table t") {
+		t.Fatalf("drop-table: %s", out)
+	}
+	late := f.wake()
+	// The table's prefix ("1/" in the store directory) after the first
+	// sweep and the owner's wake, and the final sweep done.
+	ec, err := cluster.Connect([]string{"http://" + f.etcd})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ec.Close()
+	leftAfterWake := countFiles(t, filepath.Join(f.storeDir, "1"))
+	if leftAfterWake != 0 {
+		t.Errorf("the woken owner wrote %d objects under the dropped prefix", leftAfterWake)
+	}
+	for end := time.Now().Add(90 * time.Second); ; {
+		resp, err := ec.Get(context.Background(), cluster.CatalogKey)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var cat struct {
+			Sweeps map[string]time.Time `json:"sweeps"`
+		}
+		if len(resp.Kvs) > 0 {
+			json.Unmarshal(resp.Kvs[0].Value, &cat)
+		}
+		if len(cat.Sweeps) == 0 {
+			break
+		}
+		if time.Now().After(end) {
+			t.Fatalf("the final sweep did not run: %v", cat.Sweeps)
+		}
+		time.Sleep(200 * time.Millisecond) // another process's progress, read from etcd
+	}
+	left := countFiles(t, filepath.Join(f.storeDir, "1"))
+	t.Logf("drop racing a frozen owner: %d late acks (routed elsewhere or refused), %d objects under the prefix after the wake, %d after the final sweep", late, leftAfterWake, left)
+	if left != 0 {
+		t.Fatalf("%d objects left under the dropped table's prefix", left)
+	}
+	if out, code := cli(t, "fsck", "--store", "file://"+f.storeDir); code != 0 {
+		t.Fatalf("fsck: exit %d\n%s", code, out)
+	}
+	f.run("cluster", "create-table", "t", "--regions", "1")
+	placed(t, f.c, 1, 30*time.Second, "")
+	if code, err := f.write(f.nw, 5); code != http.StatusNoContent {
+		t.Fatalf("write to the table made again: %d %v", code, err)
+	}
+}
+
+// countFiles counts the regular files under dir (0 if it does not exist).
+func countFiles(t *testing.T, dir string) int {
+	n := 0
+	err := filepath.WalkDir(dir, func(_ string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if !d.IsDir() {
+			n++
+		}
+		return nil
+	})
+	if err != nil && !os.IsNotExist(err) {
+		t.Fatal(err)
+	}
+	return n
 }

@@ -76,8 +76,12 @@ func (s *Server) finishDrop(ctx context.Context, t datanode.Table) error {
 	if err != nil {
 		return err
 	}
+	// A live datanode that does not answer (frozen, cut off) is asked
+	// again next round; its lease ends the wait at the latest.
 	if err := fanOut(clients, func(_ string, c pb.DatanodeClient) error {
-		_, err := c.CloseTable(ctx, &pb.CloseTableRequest{TableId: t.ID})
+		cctx, cancel := context.WithTimeout(ctx, closeTableTimeout)
+		defer cancel()
+		_, err := c.CloseTable(cctx, &pb.CloseTableRequest{TableId: t.ID})
 		return err
 	}); err != nil {
 		return err
@@ -97,6 +101,10 @@ func (s *Server) finishDrop(ctx context.Context, t datanode.Table) error {
 	s.log.Info("table dropped", "table", t.Name, "id", t.ID, "objects", n, "final_sweep_in", s.finalSweepAfter())
 	return nil
 }
+
+// closeTableTimeout bounds a datanode's answer to CloseTable (it waits for
+// compactions to acknowledge their cancellation).
+const closeTableTimeout = time.Minute
 
 // finalSweepAfter is how long after a drop's sweep a former owner may
 // still land an object under the table's prefix: a datanode that was
