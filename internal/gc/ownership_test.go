@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"runtime/debug"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -361,3 +362,96 @@ func TestOwnershipCampaign(t *testing.T) {
 }
 
 func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+
+// fenceGate pauses the first WAL create made through it (a recovering
+// owner's fence) until resume is closed.
+type fenceGate struct {
+	objstore.Bucket
+	once   sync.Once
+	paused chan struct{}
+	resume chan struct{}
+}
+
+func (g *fenceGate) CreateIfAbsent(ctx context.Context, key string, data []byte) error {
+	if strings.Contains(key, "/wal/") {
+		g.once.Do(func() { close(g.paused); <-g.resume })
+	}
+	return g.Bucket.CreateIfAbsent(ctx, key, data)
+}
+
+// Three owners: owner 2 is overtaken while it replays. Owner 1 appends
+// after owner 2 listed the WAL, owner 3 replays, flushes and collects that
+// segment, and owner 2's late fence then lands in the number GC freed. The
+// overtaken owner finds itself fenced and deletes the fence it landed
+// below owner 3's flushed segment: nothing is left unowned.
+func TestOvertakenRecoveryLeavesNoUnownedFence(t *testing.T) {
+	ctx := context.Background()
+	s := objstoretest.Mem(t)
+	quiet := quietLogger()
+	led := &ledger{acked: map[string]float64{}, maybe: map[string]float64{}}
+	rng := rand.New(rand.NewPCG(1, 2))
+	never := func() bool { return false }
+	one, err := region.Open(ctx, s, orid, region.Options{Create: true, Logger: quiet, FlushBytes: 1 << 30})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer one.Close(ctx, region.CloseOptions{})
+	if err := led.write(ctx, one, rng, 2, never); err != nil {
+		t.Fatal(err)
+	}
+	g := &fenceGate{Bucket: s, paused: make(chan struct{}), resume: make(chan struct{})}
+	var twoErr error
+	twoDone := make(chan struct{})
+	go func() {
+		defer close(twoDone)
+		var two *region.Region
+		two, twoErr = region.Open(ctx, g, orid, region.Options{Logger: quiet, FlushBytes: 1 << 30})
+		if twoErr == nil {
+			two.Close(ctx, region.CloseOptions{})
+		}
+	}()
+	<-g.paused                                                 // owner 2 listed the WAL and is about to write its fence
+	if err := led.write(ctx, one, rng, 2, never); err != nil { // lands at owner 2's fence number
+		t.Fatal(err)
+	}
+	three, err := region.Open(ctx, s, orid, region.Options{Logger: quiet, FlushBytes: 1 << 30})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer three.Close(ctx, region.CloseOptions{})
+	if err := led.write(ctx, three, rng, 2, never); err != nil {
+		t.Fatal(err)
+	}
+	if err := three.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := gc.Fast(ctx, three, gc.Options{Lingering: -1}); err != nil {
+		t.Fatal(err)
+	}
+	close(g.resume)
+	<-twoDone
+	if !errors.Is(twoErr, manifest.ErrFenced) {
+		t.Fatalf("the overtaken owner opened: %v", twoErr)
+	}
+	listed, err := objstore.ListAll(ctx, s, orid.Prefix(), 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range gc.ClassifyAll(orid, three.Manifest(), listed, time.Now()) {
+		if o.Owner == gc.OwnerNone {
+			t.Errorf("unowned %s", o.Key)
+		}
+	}
+	sc, err := three.Scan(ctx, region.ScanRequest{Start: region.AllTime, End: region.AllTimeEnd})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for sc.Next() {
+		n += len(sc.Batch())
+	}
+	sc.Close()
+	if n != len(led.acked) {
+		t.Fatalf("%d rows read, %d acknowledged", n, len(led.acked))
+	}
+}

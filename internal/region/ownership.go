@@ -92,6 +92,33 @@ func (r *Region) recordFences(ctx context.Context, fences []uint64) error {
 	return nil
 }
 
+// checkFence runs after this owner's WAL fence landed at segment n: it
+// proves no newer owner has committed meanwhile (manifest.Verify). If one
+// has, this owner was overtaken while it replayed, and its fence may have
+// landed in a number GC had freed below the newer owner's flushed segment
+// (a former owner appended there after this one listed, and the newer owner
+// replayed, flushed and collected it). Nothing would ever read or delete
+// it, so it is deleted here, once the newer state proves it garbage: at or
+// below its flushed segment and not a recorded fence. A fence above the
+// flushed segment is the newer owner's to replay.
+func (r *Region) checkFence(ctx context.Context, n uint64) error {
+	verr := r.man.Verify(ctx)
+	if verr == nil || !errors.Is(verr, manifest.ErrFenced) {
+		return verr
+	}
+	cur, err := manifest.Open(ctx, r.store, r.id, manifest.Options{ReadOnly: true})
+	if err != nil {
+		return errors.Join(verr, fmt.Errorf("read the newer owner's manifest (fence %s left to full-listing GC): %w", r.id.WALKey(n), err))
+	}
+	st := cur.State()
+	if n <= st.FlushedSegment && !st.IsFence(n) {
+		if err := r.store.Delete(ctx, r.id.WALKey(n)); err != nil {
+			return errors.Join(verr, fmt.Errorf("delete overtaken fence %s (left to full-listing GC): %w", r.id.WALKey(n), err))
+		}
+	}
+	return verr
+}
+
 // leaseBucket gives the region's WAL and manifest writes the lease's
 // deadline, so a former owner's late write fails instead of landing after
 // its lease. SST keys pass through: their uploads have the upload window

@@ -214,6 +214,9 @@ func Open(ctx context.Context, store objstore.Bucket, id layout.RegionID, opts O
 	if err != nil {
 		return fail(err)
 	}
+	if err := r.checkFence(ctx, next-1); err != nil {
+		return fail(err)
+	}
 	if err := r.recordFences(ctx, append(fences, next-1)); err != nil {
 		return fail(err)
 	}
