@@ -83,13 +83,24 @@ func NewAgent(opts AgentOptions) *Agent {
 		changed: make(chan struct{}), opening: map[layout.RegionID]bool{}, opened: map[layout.RegionID]uint64{}, conns: map[string]*grpc.ClientConn{}}
 }
 
-// Deadline is the local deadline of the node's lease: regions acknowledge
-// nothing past it (region.Options.Lease). It is computed from the time a
-// renewal was sent, so it never falls after etcd's expiry of the lease.
-func (a *Agent) Deadline() time.Time {
+// BindLease returns the deadline of the lease the node holds now, for a
+// region opened now (region.Options.Lease): the lease's local deadline,
+// computed from the time a renewal was sent so that it never falls after
+// etcd's expiry, and the zero time once the node holds another lease. A
+// region opened under a lease that expired stays fenced even after the
+// node registers again: metasrv may have moved it meanwhile.
+func (a *Agent) BindLease() func() time.Time {
 	a.mu.Lock()
-	defer a.mu.Unlock()
-	return a.deadline
+	id := a.lease
+	a.mu.Unlock()
+	return func() time.Time {
+		a.mu.Lock()
+		defer a.mu.Unlock()
+		if a.lease != id {
+			return time.Time{}
+		}
+		return a.deadline
+	}
 }
 
 // SetAddrs sets the addresses the node registers (known once it listens).

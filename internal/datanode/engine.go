@@ -60,6 +60,11 @@ type Options struct {
 	// it (through Assign and Unassign) and reach the others through
 	// Cluster.Remote.
 	Cluster *ClusterOptions
+	// Lease, if set, binds a region opened now to the lease the node holds
+	// now: it returns the region's region.Options.Lease, which reports that
+	// lease's local deadline, and a deadline in the past once the node holds
+	// another lease (it registered again: the region may have moved).
+	Lease func() func() time.Time
 }
 
 // Engine is a datanode's set of tables and regions.
@@ -145,6 +150,9 @@ func (e *Engine) openRegion(ctx context.Context, t *Table, i uint32) error {
 	id := layout.RegionID{Table: t.ID, Region: i}
 	o := e.opts.Region
 	o.Create = true
+	if e.opts.Lease != nil {
+		o.Lease = e.opts.Lease()
+	}
 	o.TTL = t.TTL
 	o.CompactionWindow = t.CompactionWindow
 	if len(t.Schema.Columns) > 0 {

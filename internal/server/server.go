@@ -182,7 +182,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		cli := s.etcd
 		s.agent = cluster.NewAgent(cluster.AgentOptions{Client: cli, Node: cluster.NodeInfo{ID: cfg.NodeID}, Heartbeat: cfg.Heartbeat, Lease: cfg.Lease, Logger: cfg.Logger,
 			DialOptions: cfg.Auth.DialOptions()})
-		dopts.Region.Lease = s.agent.Deadline
+		dopts.Lease = s.agent.BindLease
 		dopts.Catalog = cluster.NewEtcdCatalog(cli)
 		dopts.Cluster = &datanode.ClusterOptions{Remote: s.agent}
 	}
