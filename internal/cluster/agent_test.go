@@ -3,6 +3,7 @@ package cluster_test
 import (
 	"context"
 	"encoding/json"
+	"github.com/stratadb/strata/internal/catalog"
 	"io"
 	"log/slog"
 	"testing"
@@ -31,11 +32,11 @@ func TestAgentReopensARegionReassignedSinceItOpened(t *testing.T) {
 	}
 	defer cli.Close()
 	ctx := context.Background()
-	cat, err := datanode.OpenCatalog(ctx, cluster.NewEtcdCatalog(cli), 1)
+	cat, err := catalog.Open(ctx, catalog.NewEtcdBackend(cli), 1)
 	if err != nil {
 		t.Fatal(err)
 	}
-	tb, err := cat.CreateTable(ctx, datanode.TableSpec{Name: "t"})
+	tb, err := cat.CreateTable(ctx, catalog.TableSpec{Name: "t"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -47,7 +48,7 @@ func TestAgentReopensARegionReassignedSinceItOpened(t *testing.T) {
 		}
 	}
 	agent := cluster.NewAgent(cluster.AgentOptions{Client: cli, Node: cluster.NodeInfo{ID: "a"}, Logger: quiet})
-	eng, err := datanode.Open(ctx, objstoretest.Mem(t), datanode.Options{Logger: quiet, Catalog: cluster.NewEtcdCatalog(cli),
+	eng, err := datanode.Open(ctx, objstoretest.Mem(t), datanode.Options{Logger: quiet, Catalog: catalog.NewEtcdBackend(cli),
 		Cluster: &datanode.ClusterOptions{Remote: agent}})
 	if err != nil {
 		t.Fatal(err)

@@ -1,20 +1,15 @@
 package cluster
 
 import (
-	"context"
-	"encoding/json"
 	"fmt"
 	"log/slog"
 	"net"
 	"net/url"
-	"sync"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/server/v3/embed"
 	"go.uber.org/zap"
-
-	"github.com/stratadb/strata/internal/datanode"
 )
 
 // Etcd is an embedded single-node etcd.
@@ -81,63 +76,4 @@ func Connect(endpoints []string) (*clientv3.Client, error) {
 		return nil, fmt.Errorf("connect to etcd %v: %w", endpoints, err)
 	}
 	return cli, nil
-}
-
-// EtcdCatalog keeps the table catalog in one etcd key; every commit is a
-// transaction that compares the key's mod revision with the one loaded.
-type EtcdCatalog struct {
-	cli *clientv3.Client
-
-	mu      sync.Mutex
-	version uint64 // last loaded or committed
-	modRev  int64  // its mod revision (0: the key does not exist)
-}
-
-// NewEtcdCatalog is the catalog backend over cli.
-func NewEtcdCatalog(cli *clientv3.Client) *EtcdCatalog { return &EtcdCatalog{cli: cli} }
-
-var _ datanode.CatalogBackend = (*EtcdCatalog)(nil)
-
-// Load reads the catalog.
-func (c *EtcdCatalog) Load(ctx context.Context) ([]byte, uint64, error) {
-	resp, err := c.cli.Get(ctx, CatalogKey)
-	if err != nil {
-		return nil, 0, fmt.Errorf("catalog: read from etcd: %w", err)
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if len(resp.Kvs) == 0 {
-		c.version, c.modRev = 0, 0
-		return nil, 0, nil
-	}
-	kv := resp.Kvs[0]
-	var v struct {
-		Version uint64 `json:"version"`
-	}
-	if err := json.Unmarshal(kv.Value, &v); err != nil {
-		return nil, 0, fmt.Errorf("catalog: corrupt value in etcd: %w", err)
-	}
-	c.version, c.modRev = v.Version, kv.ModRevision
-	return kv.Value, v.Version, nil
-}
-
-// Commit stores version if the key is still at the revision loaded.
-func (c *EtcdCatalog) Commit(ctx context.Context, prev, version uint64, data []byte) error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if prev != c.version {
-		return fmt.Errorf("%w: version %d is not the one loaded (%d)", datanode.ErrCatalogConflict, prev, c.version)
-	}
-	resp, err := c.cli.Txn(ctx).
-		If(clientv3.Compare(clientv3.ModRevision(CatalogKey), "=", c.modRev)).
-		Then(clientv3.OpPut(CatalogKey, string(data))).
-		Commit()
-	if err != nil {
-		return fmt.Errorf("catalog: commit version %d to etcd: %w", version, err)
-	}
-	if !resp.Succeeded {
-		return fmt.Errorf("%w: version %d", datanode.ErrCatalogConflict, version)
-	}
-	c.version, c.modRev = version, resp.Header.Revision
-	return nil
 }

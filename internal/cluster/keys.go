@@ -15,6 +15,7 @@ package cluster
 
 import (
 	"fmt"
+	"github.com/stratadb/strata/internal/catalog"
 	"strconv"
 	"strings"
 	"time"
@@ -25,7 +26,7 @@ import (
 // Keys.
 const (
 	Prefix          = "/strata/"
-	CatalogKey      = Prefix + "catalog"
+	CatalogKey      = catalog.EtcdKey
 	DatanodesPrefix = Prefix + "datanodes/"
 	RegionsPrefix   = Prefix + "regions/"
 	ElectionPrefix  = Prefix + "election"

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/stratadb/strata/internal/catalog"
 	"slices"
 	"strings"
 
@@ -31,7 +32,7 @@ type Remote interface {
 // being opened). Ask metasrv where it is and retry.
 var ErrNotHosted = errors.New("region not hosted here")
 
-func (e *Engine) remoteWrite(ctx context.Context, t *Table, i uint32, points []region.Point) (region.WriteResult, error) {
+func (e *Engine) remoteWrite(ctx context.Context, t *catalog.Table, i uint32, points []region.Point) (region.WriteResult, error) {
 	id := layout.RegionID{Table: t.ID, Region: i}
 	if e.opts.Cluster == nil {
 		return region.WriteResult{}, fmt.Errorf("%w: region %s", ErrNotHosted, id)
@@ -48,7 +49,7 @@ func (e *Engine) WriteRegion(ctx context.Context, table string, id layout.Region
 		return region.WriteResult{}, err
 	}
 	if id.Table != t.ID || id.Region >= t.Regions {
-		return region.WriteResult{}, fmt.Errorf("%w: region %s is not a region of table %s", ErrInvalidRegion, id, table)
+		return region.WriteResult{}, fmt.Errorf("%w: region %s is not a region of table %s", layout.ErrInvalidRegion, id, table)
 	}
 	r := regions[id.Region]
 	if r == nil {
@@ -79,31 +80,22 @@ func (e *Engine) Assign(ctx context.Context, id layout.RegionID) error {
 	if e.regions[id] != nil {
 		return nil
 	}
-	t := e.tableByID(id.Table)
+	t := e.cat.State().ByID(id.Table)
 	if t == nil {
-		if err := e.cat.reload(ctx); err != nil {
+		if err := e.cat.Reload(ctx); err != nil {
 			return err
 		}
-		if t = e.tableByID(id.Table); t == nil {
-			return fmt.Errorf("%w: no table has id %d", ErrTableNotFound, id.Table)
+		if t = e.cat.State().ByID(id.Table); t == nil {
+			return fmt.Errorf("%w: no table has id %d", catalog.ErrTableNotFound, id.Table)
 		}
 	}
 	if id.Region >= t.Regions {
-		return fmt.Errorf("%w: table %s has %d regions", ErrInvalidRegion, t.Name, t.Regions)
+		return fmt.Errorf("%w: table %s has %d regions", layout.ErrInvalidRegion, t.Name, t.Regions)
 	}
 	if err := e.openRegion(ctx, t, id.Region); err != nil {
 		return err
 	}
 	e.log.Info("region opened", "region", id.String(), "table", t.Name, "epoch", e.regions[id].Epoch())
-	return nil
-}
-
-func (e *Engine) tableByID(id uint32) *Table {
-	for _, t := range e.cat.state.Tables {
-		if t.ID == id && !t.Dropping {
-			return t
-		}
-	}
 	return nil
 }
 
@@ -141,7 +133,7 @@ func (e *Engine) Hosted() []layout.RegionID {
 func (e *Engine) ReloadCatalog(ctx context.Context) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	return e.cat.reload(ctx)
+	return e.cat.Reload(ctx)
 }
 
 // CloseTable closes every region of table id hosted here, without

@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/stratadb/strata/internal/catalog"
 	"log/slog"
 	"slices"
 	"sort"
@@ -24,18 +25,8 @@ import (
 	"github.com/stratadb/strata/internal/sst"
 )
 
-// Errors.
-var (
-	ErrTableNotFound = errors.New("table not found")
-	ErrTableExists   = errors.New("table already exists")
-	ErrInvalidTable  = errors.New("invalid table")
-)
-
 // DefaultCacheBytes bounds the engine's cache of open SSTs.
 const DefaultCacheBytes = 256 << 20
-
-// MaxRegions bounds a table's region count.
-const MaxRegions = 256
 
 // Options configure an engine.
 type Options struct {
@@ -55,7 +46,7 @@ type Options struct {
 	FullGCInterval time.Duration
 	GCMetrics      *gc.Metrics
 	// Catalog is where tables are kept (default: the store, standalone).
-	Catalog CatalogBackend
+	Catalog catalog.Backend
 	// Cluster, if set, makes the engine host only the regions assigned to
 	// it (through Assign and Unassign) and reach the others through
 	// Cluster.Remote.
@@ -79,7 +70,7 @@ type Engine struct {
 	schemas sync.Map
 
 	mu      sync.Mutex // guards cat and regions; held across catalog commits
-	cat     *catalog
+	cat     *catalog.Catalog
 	regions map[layout.RegionID]*region.Region
 	closed  bool
 
@@ -105,9 +96,9 @@ func Open(ctx context.Context, store objstore.Bucket, opts Options) (*Engine, er
 	}
 	backend := opts.Catalog
 	if backend == nil {
-		backend = StoreCatalog(store)
+		backend = catalog.StoreBackend{Store: store}
 	}
-	cat, err := loadCatalog(ctx, backend)
+	cat, err := catalog.Open(ctx, backend, opts.DefaultRegions)
 	if err != nil {
 		return nil, err
 	}
@@ -119,7 +110,7 @@ func Open(ctx context.Context, store objstore.Bucket, opts Options) (*Engine, er
 		opts.Region.OnFlush = sched.Trigger
 	}
 	e := &Engine{store: store, opts: opts, log: opts.Logger, cat: cat, regions: map[layout.RegionID]*region.Region{}, sched: sched}
-	for _, t := range cat.state.Tables {
+	for _, t := range cat.State().Tables {
 		if opts.Cluster != nil {
 			break // regions open as metasrv assigns them
 		}
@@ -146,7 +137,7 @@ func Open(ctx context.Context, store objstore.Bucket, opts Options) (*Engine, er
 	return e, nil
 }
 
-func (e *Engine) openRegion(ctx context.Context, t *Table, i uint32) error {
+func (e *Engine) openRegion(ctx context.Context, t *catalog.Table, i uint32) error {
 	id := layout.RegionID{Table: t.ID, Region: i}
 	o := e.opts.Region
 	o.Create = true
@@ -176,7 +167,7 @@ type schemaKey struct {
 }
 
 // tableSchema is t's schema, parsed once per version.
-func (e *Engine) tableSchema(t *Table) (*schema.Schema, error) {
+func (e *Engine) tableSchema(t *catalog.Table) (*schema.Schema, error) {
 	k := schemaKey{t.ID, t.Schema.Version}
 	if s, ok := e.schemas.Load(k); ok {
 		return s.(*schema.Schema), nil
@@ -189,83 +180,30 @@ func (e *Engine) tableSchema(t *Table) (*schema.Schema, error) {
 	return s, nil
 }
 
-// TableSpec describes a table to create.
-type TableSpec struct {
-	Name      string
-	Regions   uint32        // default Options.DefaultRegions
-	Timestamp string        // default "time"
-	TTL       time.Duration // 0: keep forever
-	// CompactionWindow is the TWCS window (0: inferred from the files).
-	CompactionWindow time.Duration
-}
-
-// ValidateTableName checks a table name.
-func ValidateTableName(name string) error {
-	if err := schema.ValidateName(name); err != nil {
-		return fmt.Errorf("%w: %v", ErrInvalidTable, err)
-	}
-	return nil
-}
-
-// withTable returns the catalog state with the table of spec added.
-func withTable(st *catalogState, spec TableSpec, defaultRegions uint32) (*catalogState, *Table, error) {
-	if err := ValidateTableName(spec.Name); err != nil {
-		return nil, nil, err
-	}
-	if t, ok := st.Tables[spec.Name]; ok {
-		if t.Dropping {
-			return nil, nil, fmt.Errorf("%w: %s (being dropped)", ErrTableExists, spec.Name)
-		}
-		return nil, nil, fmt.Errorf("%w: %s", ErrTableExists, spec.Name)
-	}
-	if spec.Regions == 0 {
-		spec.Regions = max(1, defaultRegions)
-	}
-	if spec.Regions > MaxRegions {
-		return nil, nil, fmt.Errorf("%w: %d regions, the most is %d", ErrInvalidTable, spec.Regions, MaxRegions)
-	}
-	if spec.TTL < 0 || spec.CompactionWindow < 0 {
-		return nil, nil, fmt.Errorf("%w: negative TTL or compaction window", ErrInvalidTable)
-	}
-	if spec.Timestamp == "" {
-		spec.Timestamp = schema.DefaultTimestamp
-	}
-	sch, err := schema.New(spec.Timestamp)
-	if err != nil {
-		return nil, nil, fmt.Errorf("%w: %v", ErrInvalidTable, err)
-	}
-	next := st.clone()
-	t := &Table{ID: next.NextID, Name: spec.Name, Regions: spec.Regions, TTL: spec.TTL, CompactionWindow: spec.CompactionWindow,
-		CreatedAt: time.Now().UTC(), Schema: sch.Manifest()}
-	next.NextID++
-	next.Tables[t.Name] = t
-	return next, t, nil
-}
-
 // CreateTable creates a table and its regions.
-func (e *Engine) CreateTable(ctx context.Context, spec TableSpec) (Table, error) {
+func (e *Engine) CreateTable(ctx context.Context, spec catalog.TableSpec) (catalog.Table, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	return e.createLocked(ctx, spec)
 }
 
-func (e *Engine) createLocked(ctx context.Context, spec TableSpec) (Table, error) {
+func (e *Engine) createLocked(ctx context.Context, spec catalog.TableSpec) (catalog.Table, error) {
 	if e.closed {
-		return Table{}, region.ErrClosed
+		return catalog.Table{}, region.ErrClosed
 	}
-	next, t, err := withTable(e.cat.state, spec, e.opts.DefaultRegions)
+	next, t, err := e.cat.State().WithTable(spec, e.opts.DefaultRegions)
 	if err != nil {
-		return Table{}, err
+		return catalog.Table{}, err
 	}
-	if err := e.cat.commit(ctx, next); err != nil {
-		if errors.Is(err, ErrCatalogConflict) {
-			if rerr := e.cat.reload(ctx); rerr == nil {
-				if _, ok := e.cat.state.Tables[spec.Name]; ok {
-					return Table{}, fmt.Errorf("%w: %s", ErrTableExists, spec.Name)
+	if err := e.cat.Commit(ctx, next); err != nil {
+		if errors.Is(err, catalog.ErrConflict) {
+			if rerr := e.cat.Reload(ctx); rerr == nil {
+				if _, ok := e.cat.State().Tables[spec.Name]; ok {
+					return catalog.Table{}, fmt.Errorf("%w: %s", catalog.ErrTableExists, spec.Name)
 				}
 			}
 		}
-		return Table{}, err
+		return catalog.Table{}, err
 	}
 	if e.opts.Cluster != nil {
 		// Metasrv places the regions; their owners create them.
@@ -274,7 +212,7 @@ func (e *Engine) createLocked(ctx context.Context, spec TableSpec) (Table, error
 	}
 	for i := range t.Regions {
 		if err := e.openRegion(ctx, t, i); err != nil {
-			return Table{}, err
+			return catalog.Table{}, err
 		}
 	}
 	e.log.Info("table created", "table", t.Name, "id", t.ID, "regions", t.Regions)
@@ -282,11 +220,11 @@ func (e *Engine) createLocked(ctx context.Context, spec TableSpec) (Table, error
 }
 
 // Tables lists the tables by name.
-func (e *Engine) Tables() []Table {
+func (e *Engine) Tables() []catalog.Table {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	var out []Table
-	for _, t := range e.cat.state.Tables {
+	var out []catalog.Table
+	for _, t := range e.cat.State().Tables {
 		if !t.Dropping {
 			out = append(out, *t)
 		}
@@ -295,13 +233,13 @@ func (e *Engine) Tables() []Table {
 	return out
 }
 
-// Table returns one table.
-func (e *Engine) Table(name string) (Table, error) {
+// catalog.Table returns one table.
+func (e *Engine) Table(name string) (catalog.Table, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	t, ok := e.cat.state.Tables[name]
+	t, ok := e.cat.State().Tables[name]
 	if !ok || t.Dropping {
-		return Table{}, fmt.Errorf("%w: %s", ErrTableNotFound, name)
+		return catalog.Table{}, fmt.Errorf("%w: %s", catalog.ErrTableNotFound, name)
 	}
 	return *t, nil
 }
@@ -312,13 +250,13 @@ func (e *Engine) Table(name string) (Table, error) {
 func (e *Engine) DropTable(ctx context.Context, name string) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	t, ok := e.cat.state.Tables[name]
+	t, ok := e.cat.State().Tables[name]
 	if !ok || t.Dropping {
-		return fmt.Errorf("%w: %s", ErrTableNotFound, name)
+		return fmt.Errorf("%w: %s", catalog.ErrTableNotFound, name)
 	}
-	next := e.cat.state.clone()
+	next := e.cat.State().Clone()
 	next.Tables[name].Dropping = true
-	if err := e.cat.commit(ctx, next); err != nil {
+	if err := e.cat.Commit(ctx, next); err != nil {
 		return err
 	}
 	for i := range t.Regions {
@@ -339,7 +277,7 @@ func (e *Engine) DropTable(ctx context.Context, name string) error {
 }
 
 func (e *Engine) finishDrop(ctx context.Context, name string) error {
-	t := e.cat.state.Tables[name]
+	t := e.cat.State().Tables[name]
 	prefix := fmt.Sprintf("%d/", t.ID)
 	objs, err := objstore.ListAll(ctx, e.store, prefix, 1000)
 	if err != nil {
@@ -350,9 +288,9 @@ func (e *Engine) finishDrop(ctx context.Context, name string) error {
 			return fmt.Errorf("drop %s: delete %s: %w", name, o.Key, err)
 		}
 	}
-	next := e.cat.state.clone()
+	next := e.cat.State().Clone()
 	delete(next.Tables, name)
-	if err := e.cat.commit(ctx, next); err != nil {
+	if err := e.cat.Commit(ctx, next); err != nil {
 		return err
 	}
 	e.log.Info("table dropped", "table", name, "objects", len(objs))
@@ -429,27 +367,27 @@ func (e *Engine) Write(ctx context.Context, table string, points []region.Point,
 // prepareWrite resolves the table (creating it if asked), validates the
 // batch and commits new columns to the catalog. Validation runs outside the
 // engine's lock; only a schema change takes it.
-func (e *Engine) prepareWrite(ctx context.Context, table string, points []region.Point, opts WriteOptions) (*Table, []*region.Region, error) {
+func (e *Engine) prepareWrite(ctx context.Context, table string, points []region.Point, opts WriteOptions) (*catalog.Table, []*region.Region, error) {
 	for attempt := 0; ; attempt++ {
 		t, regions, err := e.prepareWriteOnce(ctx, table, points, opts)
 		if !errors.Is(err, errRetrySchema) || attempt == 4 {
 			if errors.Is(err, errRetrySchema) {
-				err = fmt.Errorf("table %s: record new columns: %w", table, ErrCatalogConflict)
+				err = fmt.Errorf("table %s: record new columns: %w", table, catalog.ErrConflict)
 			}
 			return t, regions, err
 		}
 	}
 }
 
-func (e *Engine) prepareWriteOnce(ctx context.Context, table string, points []region.Point, opts WriteOptions) (*Table, []*region.Region, error) {
+func (e *Engine) prepareWriteOnce(ctx context.Context, table string, points []region.Point, opts WriteOptions) (*catalog.Table, []*region.Region, error) {
 	t, regions, err := e.tableRegions(table)
-	if errors.Is(err, ErrTableNotFound) && opts.CreateTable {
+	if errors.Is(err, catalog.ErrTableNotFound) && opts.CreateTable {
 		e.mu.Lock()
-		if _, exists := e.cat.state.Tables[table]; !exists {
-			_, err = e.createLocked(ctx, TableSpec{Name: table})
+		if _, exists := e.cat.State().Tables[table]; !exists {
+			_, err = e.createLocked(ctx, catalog.TableSpec{Name: table})
 		}
 		e.mu.Unlock()
-		if err != nil && !errors.Is(err, ErrTableExists) {
+		if err != nil && !errors.Is(err, catalog.ErrTableExists) {
 			return nil, nil, err
 		}
 		t, regions, err = e.tableRegions(table)
@@ -467,9 +405,9 @@ func (e *Engine) prepareWriteOnce(ctx context.Context, table string, points []re
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	cur, ok := e.cat.state.Tables[table]
+	cur, ok := e.cat.State().Tables[table]
 	if !ok || cur.Dropping {
-		return nil, nil, fmt.Errorf("%w: %s", ErrTableNotFound, table)
+		return nil, nil, fmt.Errorf("%w: %s", catalog.ErrTableNotFound, table)
 	}
 	// Another write may have changed the schema meanwhile: check again.
 	if sch, err = e.tableSchema(cur); err != nil {
@@ -482,13 +420,13 @@ func (e *Engine) prepareWriteOnce(ctx context.Context, table string, points []re
 	if err != nil {
 		return nil, nil, err
 	}
-	next := e.cat.state.clone()
+	next := e.cat.State().Clone()
 	next.Tables[table].Schema = nextSchema.Manifest()
-	if err := e.cat.commit(ctx, next); err != nil {
-		if errors.Is(err, ErrCatalogConflict) && e.opts.Cluster != nil {
+	if err := e.cat.Commit(ctx, next); err != nil {
+		if errors.Is(err, catalog.ErrConflict) && e.opts.Cluster != nil {
 			// Another datanode changed the catalog: reload, and let the
 			// caller validate again against what it committed.
-			if rerr := e.cat.reload(ctx); rerr != nil {
+			if rerr := e.cat.Reload(ctx); rerr != nil {
 				return nil, nil, errors.Join(err, rerr)
 			}
 			return nil, nil, errRetrySchema
@@ -500,22 +438,22 @@ func (e *Engine) prepareWriteOnce(ctx context.Context, table string, points []re
 
 var errRetrySchema = errors.New("catalog changed: validate again")
 
-func (e *Engine) tableRegions(table string) (*Table, []*region.Region, error) {
+func (e *Engine) tableRegions(table string) (*catalog.Table, []*region.Region, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.closed {
 		return nil, nil, region.ErrClosed
 	}
-	t, ok := e.cat.state.Tables[table]
+	t, ok := e.cat.State().Tables[table]
 	if !ok && e.opts.Cluster != nil {
 		// Created through another datanode or metasrv since we loaded.
-		if err := e.cat.reload(context.Background()); err != nil {
+		if err := e.cat.Reload(context.Background()); err != nil {
 			return nil, nil, err
 		}
-		t, ok = e.cat.state.Tables[table]
+		t, ok = e.cat.State().Tables[table]
 	}
 	if !ok || t.Dropping {
-		return nil, nil, fmt.Errorf("%w: %s", ErrTableNotFound, table)
+		return nil, nil, fmt.Errorf("%w: %s", catalog.ErrTableNotFound, table)
 	}
 	regions := make([]*region.Region, t.Regions)
 	for i := range regions {
@@ -526,7 +464,7 @@ func (e *Engine) tableRegions(table string) (*Table, []*region.Region, error) {
 }
 
 // localRegions is tableRegions without the regions hosted elsewhere.
-func (e *Engine) localRegions(table string) (*Table, []*region.Region, error) {
+func (e *Engine) localRegions(table string) (*catalog.Table, []*region.Region, error) {
 	t, regions, err := e.tableRegions(table)
 	if err != nil {
 		return nil, nil, err
@@ -745,7 +683,7 @@ func (e *Engine) scan(ctx context.Context, table string, req region.ScanRequest,
 		fields = append(fields, sch.Fields()[o])
 	}
 	if only != nil && (only.Table != t.ID || only.Region >= t.Regions) {
-		return nil, fmt.Errorf("%w: region %s is not a region of table %s", ErrInvalidRegion, only, table)
+		return nil, fmt.Errorf("%w: region %s is not a region of table %s", layout.ErrInvalidRegion, only, table)
 	}
 	s := &Scanner{fields: fields, size: req.BatchRows}
 	var inputs []row.Iterator
@@ -961,8 +899,8 @@ func (e *Engine) WriteTables(ctx context.Context, batches []TableBatch, opts Wri
 		switch {
 		case err == nil:
 			sch, err = e.tableSchema(&t)
-		case errors.Is(err, ErrTableNotFound) && opts.CreateTable:
-			if err = ValidateTableName(b.Table); err == nil {
+		case errors.Is(err, catalog.ErrTableNotFound) && opts.CreateTable:
+			if err = catalog.ValidateTableName(b.Table); err == nil {
 				sch, err = schema.New(schema.DefaultTimestamp)
 			}
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/stratadb/strata/internal/catalog"
 	"strings"
 	"sync"
 	"testing"
@@ -71,14 +72,14 @@ func TestMultiRegionTablesPersistAndRoute(t *testing.T) {
 	ctx := context.Background()
 	s := objstoretest.Mem(t)
 	e := openEngine(t, s)
-	if _, err := e.CreateTable(ctx, TableSpec{Name: "cpu", Regions: 4}); err != nil {
+	if _, err := e.CreateTable(ctx, catalog.TableSpec{Name: "cpu", Regions: 4}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.CreateTable(ctx, TableSpec{Name: "cpu"}); !errors.Is(err, ErrTableExists) {
+	if _, err := e.CreateTable(ctx, catalog.TableSpec{Name: "cpu"}); !errors.Is(err, catalog.ErrTableExists) {
 		t.Fatalf("duplicate create: %v", err)
 	}
-	for _, bad := range []TableSpec{{Name: "__x"}, {Name: ""}, {Name: "ok", Regions: MaxRegions + 1}} {
-		if _, err := e.CreateTable(ctx, bad); !errors.Is(err, ErrInvalidTable) {
+	for _, bad := range []catalog.TableSpec{{Name: "__x"}, {Name: ""}, {Name: "ok", Regions: catalog.MaxRegions + 1}} {
+		if _, err := e.CreateTable(ctx, bad); !errors.Is(err, catalog.ErrInvalidTable) {
 			t.Fatalf("create %+v: %v", bad, err)
 		}
 	}
@@ -122,7 +123,7 @@ func TestMultiRegionTablesPersistAndRoute(t *testing.T) {
 	if n, _ := count(t, e, "cpu", region.ScanRequest{}); n != 1001-28 {
 		t.Fatalf("after delete: %d rows", n)
 	}
-	if _, err := e.Scan(ctx, "nope", region.ScanRequest{Start: 0, End: 1}); !errors.Is(err, ErrTableNotFound) {
+	if _, err := e.Scan(ctx, "nope", region.ScanRequest{Start: 0, End: 1}); !errors.Is(err, catalog.ErrTableNotFound) {
 		t.Fatalf("scan missing table: %v", err)
 	}
 }
@@ -132,13 +133,13 @@ func TestWriteTablesValidatesEverythingFirst(t *testing.T) {
 	e := openEngine(t, objstoretest.Mem(t))
 	defer e.Close(ctx, false)
 	float := func(i int) row.Value { return row.FloatValue(1) }
-	if _, err := e.Write(ctx, "a", pts(3, "x", float), WriteOptions{}); !errors.Is(err, ErrTableNotFound) {
+	if _, err := e.Write(ctx, "a", pts(3, "x", float), WriteOptions{}); !errors.Is(err, catalog.ErrTableNotFound) {
 		t.Fatalf("write without create: %v", err)
 	}
 	if _, err := e.Write(ctx, "a", pts(3, "x", float), WriteOptions{CreateTable: true}); err != nil {
 		t.Fatal(err)
 	}
-	// Table b is fine, table a's batch conflicts: nothing is written, not
+	// catalog.Table b is fine, table a's batch conflicts: nothing is written, not
 	// even b (and b is not created).
 	_, err := e.WriteTables(ctx, []TableBatch{
 		{Table: "b", Points: pts(3, "y", float)},
@@ -149,7 +150,7 @@ func TestWriteTablesValidatesEverythingFirst(t *testing.T) {
 	if !errors.As(err, &be) || be.Table != "a" || be.Err.Index != 0 || !errors.As(err, &ce) {
 		t.Fatalf("conflict: %v", err)
 	}
-	if _, err := e.Table("b"); !errors.Is(err, ErrTableNotFound) {
+	if _, err := e.Table("b"); !errors.Is(err, catalog.ErrTableNotFound) {
 		t.Fatalf("table b exists after a rejected request: %v", err)
 	}
 	if n, _ := count(t, e, "a", region.ScanRequest{}); n != 3 {
@@ -157,7 +158,7 @@ func TestWriteTablesValidatesEverythingFirst(t *testing.T) {
 	}
 	// Table-level types hold across regions: a conflict in another region
 	// than the one that has the column is still caught.
-	e.CreateTable(ctx, TableSpec{Name: "c", Regions: 8})
+	e.CreateTable(ctx, catalog.TableSpec{Name: "c", Regions: 8})
 	e.Write(ctx, "c", pts(1, "z", float), WriteOptions{})
 	_, err = e.Write(ctx, "c", pts(37, "z", func(int) row.Value { return row.BoolValue(true) }), WriteOptions{})
 	if !errors.As(err, &ce) {
@@ -182,7 +183,7 @@ func TestDropTableDeletesItsObjects(t *testing.T) {
 	if objs, _ := objstore.ListAll(ctx, s, prefix, 100); len(objs) != 0 {
 		t.Fatalf("%d objects left after drop", len(objs))
 	}
-	if err := e.DropTable(ctx, "gone"); !errors.Is(err, ErrTableNotFound) {
+	if err := e.DropTable(ctx, "gone"); !errors.Is(err, catalog.ErrTableNotFound) {
 		t.Fatalf("second drop: %v", err)
 	}
 	e.Close(ctx, false)
@@ -192,12 +193,12 @@ func TestDropTableDeletesItsObjects(t *testing.T) {
 		t.Fatal("dropped table came back")
 	}
 	// A new table gets a new id: no reuse of the dropped table's prefix.
-	nt, _ := e.CreateTable(ctx, TableSpec{Name: "gone"})
+	nt, _ := e.CreateTable(ctx, catalog.TableSpec{Name: "gone"})
 	if nt.ID == tb.ID {
 		t.Fatal("table id reused")
 	}
 	// Only the newest catalog version is kept.
-	if objs, _ := objstore.ListAll(ctx, s, CatalogPrefix, 100); len(objs) != 1 {
+	if objs, _ := objstore.ListAll(ctx, s, catalog.StorePrefix, 100); len(objs) != 1 {
 		t.Fatalf("%d catalog versions kept", len(objs))
 	}
 }
@@ -253,8 +254,8 @@ func TestPerTableCompactionWindow(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer e.Close(ctx, false)
-	e.CreateTable(ctx, TableSpec{Name: "inferred"})
-	e.CreateTable(ctx, TableSpec{Name: "daily", CompactionWindow: 24 * time.Hour})
+	e.CreateTable(ctx, catalog.TableSpec{Name: "inferred"})
+	e.CreateTable(ctx, catalog.TableSpec{Name: "daily", CompactionWindow: 24 * time.Hour})
 	for _, table := range []string{"inferred", "daily"} {
 		for h := range 8 { // one flush per hour: 8 files, each a few seconds long
 			p := region.Point{Tags: []row.Tag{{Name: "host", Value: "a"}}, TS: int64(h) * int64(time.Hour), Fields: []region.Field{{Name: "v", Value: row.IntValue(1)}}}
@@ -345,7 +346,7 @@ func TestTruncateCancelsCompaction(t *testing.T) {
 	if objs, _ := objstore.ListAll(ctx, s, r.ID().SSTPrefix(), 100); len(objs) != 0 {
 		t.Fatalf("%d SSTs left after truncate and fast GC", len(objs))
 	}
-	if err := e.TruncateTable(ctx, "nope"); !errors.Is(err, ErrTableNotFound) {
+	if err := e.TruncateTable(ctx, "nope"); !errors.Is(err, catalog.ErrTableNotFound) {
 		t.Fatalf("truncate of a missing table: %v", err)
 	}
 }

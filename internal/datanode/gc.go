@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -16,12 +15,9 @@ import (
 	"github.com/stratadb/strata/internal/region"
 )
 
-// ErrInvalidRegion: a region id does not parse or names no open region.
-var ErrInvalidRegion = errors.New("invalid region")
-
 // GCRequest selects regions and a GC mode.
 type GCRequest struct {
-	// Table selects a table's regions; Region ("table_id/region") one
+	// catalog.Table selects a table's regions; Region ("table_id/region") one
 	// region. With neither, every open region.
 	Table  string
 	Region string
@@ -44,26 +40,15 @@ type GCResult struct {
 	Err    error         // the run's failure (it is safe to repeat)
 }
 
-// ParseRegionID parses "table_id/region".
-func ParseRegionID(s string) (layout.RegionID, error) {
-	t, r, ok := strings.Cut(s, "/")
-	tn, err1 := strconv.ParseUint(t, 10, 32)
-	rn, err2 := strconv.ParseUint(r, 10, 32)
-	if !ok || err1 != nil || err2 != nil {
-		return layout.RegionID{}, fmt.Errorf("%w: %q is not table_id/region", ErrInvalidRegion, s)
-	}
-	return layout.RegionID{Table: uint32(tn), Region: uint32(rn)}, nil
-}
-
 func (e *Engine) gcRegions(req GCRequest) ([]*region.Region, error) {
 	switch {
 	case req.Table != "" && req.Region != "":
-		return nil, fmt.Errorf("%w: give a table or a region, not both", ErrInvalidRegion)
+		return nil, fmt.Errorf("%w: give a table or a region, not both", layout.ErrInvalidRegion)
 	case req.Table != "":
 		_, rs, err := e.localRegions(req.Table)
 		return rs, err
 	case req.Region != "":
-		id, err := ParseRegionID(req.Region)
+		id, err := layout.ParseRegionID(req.Region)
 		if err != nil {
 			return nil, err
 		}
@@ -71,7 +56,7 @@ func (e *Engine) gcRegions(req GCRequest) ([]*region.Region, error) {
 		r := e.regions[id]
 		e.mu.Unlock()
 		if r == nil {
-			return nil, fmt.Errorf("%w: region %s is not open here", ErrInvalidRegion, id)
+			return nil, fmt.Errorf("%w: region %s is not open here", layout.ErrInvalidRegion, id)
 		}
 		return []*region.Region{r}, nil
 	}

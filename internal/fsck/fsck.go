@@ -8,12 +8,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/stratadb/strata/internal/catalog"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
 
-	"github.com/stratadb/strata/internal/datanode"
 	"github.com/stratadb/strata/internal/gc"
 	"github.com/stratadb/strata/internal/layout"
 	"github.com/stratadb/strata/internal/manifest"
@@ -107,11 +107,11 @@ func Check(ctx context.Context, store objstore.Bucket, opts Options) (*Report, e
 	if opts.PageSize <= 0 {
 		opts.PageSize = gc.DefaultPageSize
 	}
-	tables, err := datanode.ReadCatalog(ctx, store)
+	tables, err := catalog.ReadStore(ctx, store)
 	if err != nil {
 		return nil, fmt.Errorf("fsck: %w", err)
 	}
-	byID := map[uint32]datanode.Table{}
+	byID := map[uint32]catalog.Table{}
 	for _, t := range tables {
 		byID[t.ID] = t
 	}
@@ -138,7 +138,7 @@ func Check(ctx context.Context, store objstore.Bucket, opts Options) (*Report, e
 			return nil, fmt.Errorf("fsck: list: %w", err)
 		}
 		for _, o := range p.Objects {
-			if only == nil && strings.HasPrefix(o.Key, datanode.CatalogPrefix) {
+			if only == nil && strings.HasPrefix(o.Key, catalog.StorePrefix) {
 				continue // the catalog owns it
 			}
 			id, ok := parseRegion(o.Key)
@@ -192,7 +192,7 @@ func Check(ctx context.Context, store objstore.Bucket, opts Options) (*Report, e
 	return rep, nil
 }
 
-func resolveTable(tables []datanode.Table, s string) (uint32, bool) {
+func resolveTable(tables []catalog.Table, s string) (uint32, bool) {
 	for _, t := range tables {
 		if t.Name == s {
 			return t.ID, true

@@ -5,6 +5,7 @@ package grpcapi
 import (
 	"context"
 	"errors"
+	"github.com/stratadb/strata/internal/catalog"
 	"time"
 
 	"google.golang.org/grpc"
@@ -41,18 +42,18 @@ func Status(err error) error {
 	code := codes.Internal
 	switch {
 	case errors.As(err, &ce), errors.Is(err, region.ErrInvalidWrite), errors.Is(err, region.ErrInvalidScan),
-		errors.Is(err, datanode.ErrInvalidTable), errors.Is(err, schema.ErrBadName), errors.Is(err, datanode.ErrInvalidRegion):
+		errors.Is(err, catalog.ErrInvalidTable), errors.Is(err, schema.ErrBadName), errors.Is(err, layout.ErrInvalidRegion):
 		code = codes.InvalidArgument
-	case errors.Is(err, datanode.ErrTableNotFound):
+	case errors.Is(err, catalog.ErrTableNotFound):
 		code = codes.NotFound
-	case errors.Is(err, datanode.ErrTableExists):
+	case errors.Is(err, catalog.ErrTableExists):
 		code = codes.AlreadyExists
 	case errors.Is(err, compact.ErrBusy):
 		code = codes.FailedPrecondition
 	case errors.Is(err, region.ErrBatchTooLarge):
 		code = codes.ResourceExhausted
 	case errors.Is(err, region.ErrFenced), errors.Is(err, region.ErrClosed), errors.Is(err, region.ErrOutcomeUnknown),
-		errors.Is(err, datanode.ErrNotHosted), errors.Is(err, datanode.ErrCatalogConflict):
+		errors.Is(err, datanode.ErrNotHosted), errors.Is(err, catalog.ErrConflict):
 		code = codes.Unavailable
 	case errors.Is(err, context.Canceled):
 		code = codes.Canceled
@@ -145,7 +146,7 @@ func (s *Server) Write(ctx context.Context, req *pb.WriteRequest) (*pb.WriteResp
 	var err error
 	if req.GetRegion() != "" {
 		var id layout.RegionID
-		if id, err = datanode.ParseRegionID(req.GetRegion()); err == nil {
+		if id, err = layout.ParseRegionID(req.GetRegion()); err == nil {
 			res, err = s.eng.WriteRegion(ctx, req.GetTable(), id, ToPoints(req.GetPoints()))
 		}
 	} else {
@@ -178,7 +179,7 @@ func (s *Server) Scan(req *pb.ScanRequest, stream grpc.ServerStreamingServer[pb.
 	var err error
 	if req.GetRegion() != "" {
 		var id layout.RegionID
-		if id, err = datanode.ParseRegionID(req.GetRegion()); err == nil {
+		if id, err = layout.ParseRegionID(req.GetRegion()); err == nil {
 			sc, err = s.eng.ScanRegion(stream.Context(), req.GetTable(), id, rreq)
 		}
 	} else {
@@ -324,7 +325,7 @@ func (s *Server) RegionStats(ctx context.Context, req *pb.RegionStatsRequest) (*
 }
 
 // TableMsg converts a table.
-func TableMsg(t datanode.Table) *pb.Table {
+func TableMsg(t catalog.Table) *pb.Table {
 	m := &pb.Table{Id: t.ID, Name: t.Name, Regions: t.Regions, TtlSeconds: int64(t.TTL / time.Second), CreatedAtUnix: t.CreatedAt.Unix(),
 		CompactionWindowSeconds: int64(t.CompactionWindow / time.Second)}
 	for _, c := range t.Schema.Columns {
@@ -337,7 +338,7 @@ func (s *Server) CreateTable(ctx context.Context, req *pb.CreateTableRequest) (*
 	if req.GetTtlSeconds() < 0 || req.GetCompactionWindowSeconds() < 0 {
 		return nil, status.Error(codes.InvalidArgument, "negative TTL or compaction window")
 	}
-	t, err := s.eng.CreateTable(ctx, datanode.TableSpec{Name: req.GetName(), Regions: req.GetRegions(), Timestamp: req.GetTimestampColumn(),
+	t, err := s.eng.CreateTable(ctx, catalog.TableSpec{Name: req.GetName(), Regions: req.GetRegions(), Timestamp: req.GetTimestampColumn(),
 		TTL: time.Duration(req.GetTtlSeconds()) * time.Second, CompactionWindow: time.Duration(req.GetCompactionWindowSeconds()) * time.Second})
 	if err != nil {
 		return nil, Status(err)

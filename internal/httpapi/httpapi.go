@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/stratadb/strata/internal/catalog"
 	"io"
 	"log/slog"
 	"net/http"
@@ -212,7 +213,7 @@ func (h *Handler) serveWrite(w http.ResponseWriter, r *http.Request, v2 bool) in
 				msg = fmt.Sprintf("line %d: field type conflict: table %s: %v; nothing written", line, be.Table, ce)
 			}
 			return fail(apiError{http.StatusBadRequest, "invalid", msg})
-		case errors.Is(err, datanode.ErrInvalidTable):
+		case errors.Is(err, catalog.ErrInvalidTable):
 			return fail(apiError{http.StatusBadRequest, "invalid", err.Error()})
 		case errors.Is(err, region.ErrBatchTooLarge):
 			return fail(apiError{http.StatusRequestEntityTooLarge, "request too large", err.Error()})

@@ -9,6 +9,7 @@
 package layout
 
 import (
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -21,6 +22,21 @@ type RegionID struct {
 }
 
 func (r RegionID) String() string { return fmt.Sprintf("%d/%d", r.Table, r.Region) }
+
+// ErrInvalidRegion: a region id does not parse, or names no region of the
+// table or process at hand.
+var ErrInvalidRegion = errors.New("invalid region")
+
+// ParseRegionID parses "table_id/region", the form String writes.
+func ParseRegionID(s string) (RegionID, error) {
+	t, r, ok := strings.Cut(s, "/")
+	tn, err1 := strconv.ParseUint(t, 10, 32)
+	rn, err2 := strconv.ParseUint(r, 10, 32)
+	if !ok || err1 != nil || err2 != nil {
+		return RegionID{}, fmt.Errorf("%w: %q is not table_id/region", ErrInvalidRegion, s)
+	}
+	return RegionID{Table: uint32(tn), Region: uint32(rn)}, nil
+}
 
 // Prefix is the key prefix of every object of the region.
 func (r RegionID) Prefix() string { return r.String() + "/" }

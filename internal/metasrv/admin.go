@@ -12,7 +12,6 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/stratadb/strata/internal/datanode"
 	"github.com/stratadb/strata/internal/gcsched"
 	"github.com/stratadb/strata/internal/grpcapi"
 	"github.com/stratadb/strata/internal/layout"
@@ -172,7 +171,7 @@ func (s *Server) GcRun(ctx context.Context, req *pb.GcRegionRequest) (*pb.GcRegi
 	}
 	var only *layout.RegionID
 	if req.GetRegion() != "" {
-		id, err := datanode.ParseRegionID(req.GetRegion())
+		id, err := layout.ParseRegionID(req.GetRegion())
 		if err != nil {
 			return nil, grpcapi.Status(err)
 		}

@@ -4,13 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/stratadb/strata/internal/catalog"
 	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
 	"github.com/stratadb/strata/internal/cluster"
-	"github.com/stratadb/strata/internal/datanode"
 	"github.com/stratadb/strata/internal/grpcapi"
 	"github.com/stratadb/strata/internal/layout"
 	"github.com/stratadb/strata/internal/manifest"
@@ -56,7 +56,7 @@ func (s *Server) drops(ctx context.Context) {
 // closed its regions by the lease rule. Only then are the objects deleted,
 // so no owner can write one after the deletion; then the catalog forgets
 // the table.
-func (s *Server) finishDrop(ctx context.Context, t datanode.Table) error {
+func (s *Server) finishDrop(ctx context.Context, t catalog.Table) error {
 	if s.opts.Store == nil {
 		return errors.New("metasrv has no --store: it cannot delete the table's objects")
 	}

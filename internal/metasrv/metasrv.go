@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/stratadb/strata/internal/catalog"
 	"log/slog"
 	"slices"
 	"strings"
@@ -25,7 +26,6 @@ import (
 
 	"github.com/stratadb/strata/internal/auth"
 	"github.com/stratadb/strata/internal/cluster"
-	"github.com/stratadb/strata/internal/datanode"
 	"github.com/stratadb/strata/internal/gcsched"
 	"github.com/stratadb/strata/internal/grpcapi"
 	"github.com/stratadb/strata/internal/layout"
@@ -62,7 +62,7 @@ type Server struct {
 	pb.UnimplementedMetaAdminServer
 	opts Options
 	log  *slog.Logger
-	cat  *datanode.Catalog
+	cat  *catalog.Catalog
 
 	mu      sync.Mutex
 	leading bool
@@ -83,7 +83,7 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	cat, err := datanode.OpenCatalog(ctx, cluster.NewEtcdCatalog(opts.Client), opts.DefaultRegions)
+	cat, err := catalog.Open(ctx, catalog.NewEtcdBackend(opts.Client), opts.DefaultRegions)
 	if err != nil {
 		return nil, err
 	}
@@ -480,7 +480,7 @@ func (s *Server) MoveRegion(ctx context.Context, req *pb.MoveRegionRequest) (*pb
 	} else if c != nil {
 		return c.MoveRegion(ctx, req)
 	}
-	id, err := datanode.ParseRegionID(req.GetRegion())
+	id, err := layout.ParseRegionID(req.GetRegion())
 	if err != nil {
 		return nil, grpcapi.Status(err)
 	}
@@ -507,7 +507,7 @@ func (s *Server) MoveRegion(ctx context.Context, req *pb.MoveRegionRequest) (*pb
 
 // CreateTable adds a table to the catalog; placement follows at once.
 func (s *Server) CreateTable(ctx context.Context, req *pb.CreateTableRequest) (*pb.CreateTableResponse, error) {
-	t, err := s.cat.CreateTable(ctx, datanode.TableSpec{Name: req.GetName(), Regions: req.GetRegions(), Timestamp: req.GetTimestampColumn(),
+	t, err := s.cat.CreateTable(ctx, catalog.TableSpec{Name: req.GetName(), Regions: req.GetRegions(), Timestamp: req.GetTimestampColumn(),
 		TTL: time.Duration(req.GetTtlSeconds()) * time.Second, CompactionWindow: time.Duration(req.GetCompactionWindowSeconds()) * time.Second})
 	if err != nil {
 		return nil, grpcapi.Status(err)

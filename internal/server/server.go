@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/stratadb/strata/internal/catalog"
 	"log/slog"
 	"net"
 	"net/http"
@@ -183,7 +184,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		s.agent = cluster.NewAgent(cluster.AgentOptions{Client: cli, Node: cluster.NodeInfo{ID: cfg.NodeID}, Heartbeat: cfg.Heartbeat, Lease: cfg.Lease, Logger: cfg.Logger,
 			DialOptions: cfg.Auth.DialOptions()})
 		dopts.Lease = s.agent.BindLease
-		dopts.Catalog = cluster.NewEtcdCatalog(cli)
+		dopts.Catalog = catalog.NewEtcdBackend(cli)
 		dopts.Cluster = &datanode.ClusterOptions{Remote: s.agent}
 	}
 	eng, err := datanode.Open(ctx, store, dopts)
@@ -327,18 +328,18 @@ func (s *Server) Shutdown(ctx context.Context) error {
 // one, the store's newest version is written to etcd and the store's
 // catalog objects are deleted, so no stale copy remains.
 func importCatalog(ctx context.Context, store objstore.Bucket, cli *clientv3.Client, log *slog.Logger) error {
-	ec := cluster.NewEtcdCatalog(cli)
+	ec := catalog.NewEtcdBackend(cli)
 	if _, v, err := ec.Load(ctx); err != nil || v > 0 {
 		return err
 	}
-	data, v, err := datanode.StoreCatalog(store).Load(ctx)
+	data, v, err := catalog.StoreBackend{Store: store}.Load(ctx)
 	if err != nil || v == 0 {
 		return err
 	}
 	if err := ec.Commit(ctx, 0, v, data); err != nil {
 		return fmt.Errorf("import the store's catalog into etcd: %w", err)
 	}
-	objs, err := objstore.ListAll(ctx, store, datanode.CatalogPrefix, 1000)
+	objs, err := objstore.ListAll(ctx, store, catalog.StorePrefix, 1000)
 	if err != nil {
 		return err
 	}

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"github.com/stratadb/strata/internal/catalog"
 	"io"
 	"log/slog"
 	"testing"
@@ -93,7 +94,7 @@ func TestStandaloneRunsMetasrvAndImportsTheStoreCatalog(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := old.CreateTable(ctx, datanode.TableSpec{Name: "legacy", Regions: 3}); err != nil {
+	if _, err := old.CreateTable(ctx, catalog.TableSpec{Name: "legacy", Regions: 3}); err != nil {
 		t.Fatal(err)
 	}
 	var pts []region.Point
@@ -123,7 +124,7 @@ func TestStandaloneRunsMetasrvAndImportsTheStoreCatalog(t *testing.T) {
 	if sc.Err() != nil || n != 30 {
 		t.Fatalf("after the catalog moved: %d rows, %v", n, sc.Err())
 	}
-	if objs, _ := objstore.ListAll(ctx, s.store, datanode.CatalogPrefix, 100); len(objs) != 0 {
+	if objs, _ := objstore.ListAll(ctx, s.store, catalog.StorePrefix, 100); len(objs) != 0 {
 		t.Fatalf("%d catalog objects left in the store", len(objs))
 	}
 	conn, err := grpc.NewClient(s.GRPCAddr(), grpc.WithTransportCredentials(insecure.NewCredentials()))

@@ -1,4 +1,4 @@
-package datanode
+package catalog
 
 import (
 	"context"
@@ -14,7 +14,7 @@ import (
 func TestDroppedTableKeepsItsSweepUntilDone(t *testing.T) {
 	ctx := context.Background()
 	store := objstoretest.Mem(t)
-	c, err := OpenCatalog(ctx, StoreCatalog(store), 1)
+	c, err := Open(ctx, StoreBackend{store}, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -36,7 +36,7 @@ func TestDroppedTableKeepsItsSweepUntilDone(t *testing.T) {
 		t.Fatalf("the name is not free after the first sweep: %v", err)
 	}
 	// Another process (the next leader) sees the pending final sweep.
-	c2, err := OpenCatalog(ctx, StoreCatalog(store), 1)
+	c2, err := Open(ctx, StoreBackend{store}, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
