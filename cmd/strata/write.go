@@ -17,7 +17,6 @@ import (
 
 	"github.com/stratadb/strata/internal/grpcapi"
 	"github.com/stratadb/strata/internal/lineproto"
-	"github.com/stratadb/strata/internal/region"
 	"github.com/stratadb/strata/internal/row"
 	pb "github.com/stratadb/strata/proto/strata/v1"
 )
@@ -111,7 +110,7 @@ func runWrite(cmd *cobra.Command, args []string) error {
 				fmtName = "csv"
 			}
 		}
-		send := func(table string, points []region.Point) error {
+		send := func(table string, points []row.Point) error {
 			resp, err := c.Write(ctx, &pb.WriteRequest{Table: table, Points: grpcapi.FromPoints(points), CreateTable: true})
 			if err != nil {
 				return fmt.Errorf("write to %s: %w", table, err)
@@ -147,7 +146,7 @@ func isTerminal(w io.Writer) bool {
 	return err == nil && fi.Mode()&os.ModeCharDevice != 0
 }
 
-func writeLP(name string, in io.Reader, prec lineproto.Precision, batch int, send func(string, []region.Point) error) error {
+func writeLP(name string, in io.Reader, prec lineproto.Precision, batch int, send func(string, []row.Point) error) error {
 	p := lineproto.NewParser()
 	r := bufio.NewReaderSize(in, 1<<20)
 	var chunk []byte
@@ -158,7 +157,7 @@ func writeLP(name string, in io.Reader, prec lineproto.Precision, batch int, sen
 			e := errs[0]
 			return usagef("%s: line %d: %s: %q (nothing from this batch was written)", name, lineBase+e.Line, e.Reason, e.Text)
 		}
-		groups := map[string][]region.Point{}
+		groups := map[string][]row.Point{}
 		var order []string
 		for _, pt := range pts {
 			if _, ok := groups[pt.Measurement]; !ok {
@@ -208,7 +207,7 @@ type csvColumn struct {
 	role string   // tag, time, field
 }
 
-func writeCSV(cmd *cobra.Command, name string, in io.Reader, prec lineproto.Precision, batch int, send func(string, []region.Point) error) error {
+func writeCSV(cmd *cobra.Command, name string, in io.Reader, prec lineproto.Precision, batch int, send func(string, []row.Point) error) error {
 	table, _ := cmd.Flags().GetString("table")
 	tags, _ := cmd.Flags().GetStringSlice("tags")
 	timeCol, _ := cmd.Flags().GetString("time-column")
@@ -248,7 +247,7 @@ func writeCSV(cmd *cobra.Command, name string, in io.Reader, prec lineproto.Prec
 	if !haveTime {
 		return usagef("%s: no %q column (set --time-column)", name, timeCol)
 	}
-	var points []region.Point
+	var points []row.Point
 	line := 1
 	for {
 		rec, err := cr.Read()
@@ -259,7 +258,7 @@ func writeCSV(cmd *cobra.Command, name string, in io.Reader, prec lineproto.Prec
 		if err != nil {
 			return usagef("%s: %v", name, err)
 		}
-		var pt region.Point
+		var pt row.Point
 		for i, v := range rec {
 			c := cols[i]
 			switch c.role {
@@ -281,7 +280,7 @@ func writeCSV(cmd *cobra.Command, name string, in io.Reader, prec lineproto.Prec
 				if err != nil {
 					return usagef("%s: line %d: column %s: %v", name, line, c.name, err)
 				}
-				pt.Fields = append(pt.Fields, region.Field{Name: c.name, Value: val})
+				pt.Fields = append(pt.Fields, row.Field{Name: c.name, Value: val})
 			}
 		}
 		points = append(points, pt)

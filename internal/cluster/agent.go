@@ -446,7 +446,7 @@ func retryable(err error) bool {
 
 // Write forwards a region's points to its owner, waiting for an owner and
 // retrying while the region moves.
-func (a *Agent) Write(ctx context.Context, table string, id layout.RegionID, points []region.Point) (region.WriteResult, error) {
+func (a *Agent) Write(ctx context.Context, table string, id layout.RegionID, points []row.Point) (region.WriteResult, error) {
 	ctx, cancel := context.WithTimeout(ctx, routeTimeout)
 	defer cancel()
 	for {

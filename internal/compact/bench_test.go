@@ -57,13 +57,13 @@ func BenchmarkCompaction(b *testing.B) {
 				k := 0
 				for f := range 8 {
 					for done := 0; done < rowsPerFile; done += hosts {
-						pts := make([]region.Point, hosts)
+						pts := make([]row.Point, hosts)
 						for h := range pts {
-							fs := make([]region.Field, len(tsbs.Fields))
+							fs := make([]row.Field, len(tsbs.Fields))
 							for i, n := range tsbs.Fields {
-								fs[i] = region.Field{Name: n, Value: row.FloatValue(tsbs.Value(k, i))}
+								fs[i] = row.Field{Name: n, Value: row.FloatValue(tsbs.Value(k, i))}
 							}
-							pts[h] = region.Point{Tags: tags[h], TS: int64(f)*span + int64(done/hosts)*tsbs.Interval, Fields: fs}
+							pts[h] = row.Point{Tags: tags[h], TS: int64(f)*span + int64(done/hosts)*tsbs.Interval, Fields: fs}
 							k++
 						}
 						if _, err := r.Write(ctx, pts); err != nil {

@@ -60,13 +60,13 @@ func load(t testing.TB, r *region.Region, seed uint64, files int) {
 	ctx := context.Background()
 	rng := rand.New(rand.NewPCG(seed, 11))
 	for f := range files {
-		var pts []region.Point
+		var pts []row.Point
 		for range 50 + rng.IntN(150) {
 			h := rng.IntN(12)
-			p := region.Point{Tags: []row.Tag{{Name: "host", Value: "h" + strconv.Itoa(h)}}, TS: int64(rng.IntN(400)),
-				Fields: []region.Field{{Name: "v", Value: row.FloatValue(float64(rng.IntN(1000)))}}}
+			p := row.Point{Tags: []row.Tag{{Name: "host", Value: "h" + strconv.Itoa(h)}}, TS: int64(rng.IntN(400)),
+				Fields: []row.Field{{Name: "v", Value: row.FloatValue(float64(rng.IntN(1000)))}}}
 			if rng.IntN(3) == 0 {
-				p.Fields = append(p.Fields, region.Field{Name: "n" + strconv.Itoa(f%3), Value: row.IntValue(rng.Int64N(100))})
+				p.Fields = append(p.Fields, row.Field{Name: "n" + strconv.Itoa(f%3), Value: row.IntValue(rng.Int64N(100))})
 			}
 			pts = append(pts, p)
 		}
@@ -470,9 +470,9 @@ func TestJobWithNoOutputForgetsItsReservation(t *testing.T) {
 	defer r.Close(ctx, region.CloseOptions{})
 	host := []row.Tag{{Name: "host", Value: "h0"}}
 	for f := range 2 {
-		var pts []region.Point
+		var pts []row.Point
 		for ts := range 100 {
-			pts = append(pts, region.Point{Tags: host, TS: int64(f*100 + ts), Fields: []region.Field{{Name: "v", Value: row.FloatValue(1)}}})
+			pts = append(pts, row.Point{Tags: host, TS: int64(f*100 + ts), Fields: []row.Field{{Name: "v", Value: row.FloatValue(1)}}})
 		}
 		if _, err := r.Write(ctx, pts); err != nil {
 			t.Fatal(err)

@@ -38,13 +38,13 @@ func loadTSBS(b *testing.B, hosts, rounds int) *Engine {
 		tags[h] = tsbs.Tags(h)
 	}
 	for r := range rounds {
-		batch := make([]region.Point, hosts)
+		batch := make([]row.Point, hosts)
 		for h := range hosts {
-			fs := make([]region.Field, len(benchFields))
+			fs := make([]row.Field, len(benchFields))
 			for f, name := range benchFields {
-				fs[f] = region.Field{Name: name, Value: row.FloatValue(float64((h*7+r*13+f*31)%10000) / 100)}
+				fs[f] = row.Field{Name: name, Value: row.FloatValue(float64((h*7+r*13+f*31)%10000) / 100)}
 			}
-			batch[h] = region.Point{Tags: slices.Clone(tags[h]), TS: benchStart.Add(time.Duration(r) * 10 * time.Second).UnixNano(), Fields: fs}
+			batch[h] = row.Point{Tags: slices.Clone(tags[h]), TS: benchStart.Add(time.Duration(r) * 10 * time.Second).UnixNano(), Fields: fs}
 		}
 		if _, err := e.Write(ctx, "cpu", batch, WriteOptions{CreateTable: true}); err != nil {
 			b.Fatal(err)

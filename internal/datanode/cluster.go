@@ -22,7 +22,7 @@ type ClusterOptions struct {
 // Remote reaches regions hosted by other datanodes.
 type Remote interface {
 	// Write writes points, all of region id, on the region's owner.
-	Write(ctx context.Context, table string, id layout.RegionID, points []region.Point) (region.WriteResult, error)
+	Write(ctx context.Context, table string, id layout.RegionID, points []row.Point) (region.WriteResult, error)
 	// Scan scans region id on its owner; the entries' Fields are
 	// req.Fields, in that order.
 	Scan(ctx context.Context, table string, id layout.RegionID, req region.ScanRequest) (row.Iterator, error)
@@ -32,7 +32,7 @@ type Remote interface {
 // being opened). Ask metasrv where it is and retry.
 var ErrNotHosted = errors.New("region not hosted here")
 
-func (e *Engine) remoteWrite(ctx context.Context, t *catalog.Table, i uint32, points []region.Point) (region.WriteResult, error) {
+func (e *Engine) remoteWrite(ctx context.Context, t *catalog.Table, i uint32, points []row.Point) (region.WriteResult, error) {
 	id := layout.RegionID{Table: t.ID, Region: i}
 	if e.opts.Cluster == nil {
 		return region.WriteResult{}, fmt.Errorf("%w: region %s", ErrNotHosted, id)
@@ -43,7 +43,7 @@ func (e *Engine) remoteWrite(ctx context.Context, t *catalog.Table, i uint32, po
 // WriteRegion writes points that all belong to region id, which must be
 // hosted here: the share of a batch another datanode forwarded. The batch
 // is validated against the table's schema as a whole first.
-func (e *Engine) WriteRegion(ctx context.Context, table string, id layout.RegionID, points []region.Point) (region.WriteResult, error) {
+func (e *Engine) WriteRegion(ctx context.Context, table string, id layout.RegionID, points []row.Point) (region.WriteResult, error) {
 	t, regions, err := e.prepareWrite(ctx, table, points, WriteOptions{})
 	if err != nil {
 		return region.WriteResult{}, err

@@ -319,7 +319,7 @@ func routeKey(key []byte, regions uint32) uint32 {
 // and writes each region's share of the batch. Each region's share is
 // atomic; if the store fails, some regions' shares may have been written
 // and a retry of the batch is safe.
-func (e *Engine) Write(ctx context.Context, table string, points []region.Point, opts WriteOptions) (region.WriteResult, error) {
+func (e *Engine) Write(ctx context.Context, table string, points []row.Point, opts WriteOptions) (region.WriteResult, error) {
 	t, regions, err := e.prepareWrite(ctx, table, points, opts)
 	if err != nil {
 		return region.WriteResult{}, err
@@ -328,7 +328,7 @@ func (e *Engine) Write(ctx context.Context, table string, points []region.Point,
 		return regions[0].Write(ctx, points)
 	}
 	// Split by region: hash of the series key.
-	shares := make([][]region.Point, len(regions))
+	shares := make([][]row.Point, len(regions))
 	var key []byte
 	for i := range points {
 		key, err = row.EncodeSeries(key[:0], points[i].Tags)
@@ -367,7 +367,7 @@ func (e *Engine) Write(ctx context.Context, table string, points []region.Point,
 // prepareWrite resolves the table (creating it if asked), validates the
 // batch and commits new columns to the catalog. Validation runs outside the
 // engine's lock; only a schema change takes it.
-func (e *Engine) prepareWrite(ctx context.Context, table string, points []region.Point, opts WriteOptions) (*catalog.Table, []*region.Region, error) {
+func (e *Engine) prepareWrite(ctx context.Context, table string, points []row.Point, opts WriteOptions) (*catalog.Table, []*region.Region, error) {
 	for attempt := 0; ; attempt++ {
 		t, regions, err := e.prepareWriteOnce(ctx, table, points, opts)
 		if !errors.Is(err, errRetrySchema) || attempt == 4 {
@@ -379,7 +379,7 @@ func (e *Engine) prepareWrite(ctx context.Context, table string, points []region
 	}
 }
 
-func (e *Engine) prepareWriteOnce(ctx context.Context, table string, points []region.Point, opts WriteOptions) (*catalog.Table, []*region.Region, error) {
+func (e *Engine) prepareWriteOnce(ctx context.Context, table string, points []row.Point, opts WriteOptions) (*catalog.Table, []*region.Region, error) {
 	t, regions, err := e.tableRegions(table)
 	if errors.Is(err, catalog.ErrTableNotFound) && opts.CreateTable {
 		e.mu.Lock()
@@ -878,7 +878,7 @@ func (e *Engine) closeAll(ctx context.Context) {
 // TableBatch is one table's share of a multi-table write.
 type TableBatch struct {
 	Table  string
-	Points []region.Point
+	Points []row.Point
 }
 
 // BatchError is a rejected point of a multi-table write.

@@ -29,10 +29,10 @@ func openEngine(t *testing.T, s objstore.Bucket) *Engine {
 	return e
 }
 
-func pts(n int, field string, v func(i int) row.Value) []region.Point {
-	var out []region.Point
+func pts(n int, field string, v func(i int) row.Value) []row.Point {
+	var out []row.Point
 	for i := range n {
-		out = append(out, region.Point{Tags: []row.Tag{{Name: "host", Value: fmt.Sprintf("h%d", i%37)}}, TS: int64(i), Fields: []region.Field{{Name: field, Value: v(i)}}})
+		out = append(out, row.Point{Tags: []row.Tag{{Name: "host", Value: fmt.Sprintf("h%d", i%37)}}, TS: int64(i), Fields: []row.Field{{Name: field, Value: v(i)}}})
 	}
 	return out
 }
@@ -88,7 +88,7 @@ func TestMultiRegionTablesPersistAndRoute(t *testing.T) {
 		t.Fatalf("write: %+v %v", res, err)
 	}
 	// A column only some regions have yet: the scan still lines fields up.
-	if _, err := e.Write(ctx, "cpu", []region.Point{{Tags: []row.Tag{{Name: "host", Value: "h1"}}, TS: 5000, Fields: []region.Field{{Name: "w", Value: row.IntValue(1)}}}}, WriteOptions{}); err != nil {
+	if _, err := e.Write(ctx, "cpu", []row.Point{{Tags: []row.Tag{{Name: "host", Value: "h1"}}, TS: 5000, Fields: []row.Field{{Name: "w", Value: row.IntValue(1)}}}}, WriteOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	st, _ := e.Stats("cpu")
@@ -258,8 +258,8 @@ func TestPerTableCompactionWindow(t *testing.T) {
 	e.CreateTable(ctx, catalog.TableSpec{Name: "daily", CompactionWindow: 24 * time.Hour})
 	for _, table := range []string{"inferred", "daily"} {
 		for h := range 8 { // one flush per hour: 8 files, each a few seconds long
-			p := region.Point{Tags: []row.Tag{{Name: "host", Value: "a"}}, TS: int64(h) * int64(time.Hour), Fields: []region.Field{{Name: "v", Value: row.IntValue(1)}}}
-			if _, err := e.Write(ctx, table, []region.Point{p, {Tags: p.Tags, TS: p.TS + int64(time.Second), Fields: p.Fields}}, WriteOptions{}); err != nil {
+			p := row.Point{Tags: []row.Tag{{Name: "host", Value: "a"}}, TS: int64(h) * int64(time.Hour), Fields: []row.Field{{Name: "v", Value: row.IntValue(1)}}}
+			if _, err := e.Write(ctx, table, []row.Point{p, {Tags: p.Tags, TS: p.TS + int64(time.Second), Fields: p.Fields}}, WriteOptions{}); err != nil {
 				t.Fatal(err)
 			}
 			e.Flush(ctx, table)

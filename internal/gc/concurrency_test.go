@@ -67,7 +67,7 @@ func (l *life) write(ctx context.Context, batches int) {
 		if b == l.armAt {
 			l.arm()
 		}
-		pts := make([]region.Point, 20)
+		pts := make([]row.Point, 20)
 		l.mu.Lock()
 		vals := map[string]float64{}
 		for i := range pts {
@@ -76,7 +76,7 @@ func (l *life) write(ctx context.Context, batches int) {
 			ts := *l.nextTS
 			v := l.rng.Float64()
 			vals[key(host, ts)] = v
-			pts[i] = region.Point{Tags: []row.Tag{{Name: "host", Value: host}}, TS: ts, Fields: []region.Field{{Name: "v", Value: row.FloatValue(v)}}}
+			pts[i] = row.Point{Tags: []row.Tag{{Name: "host", Value: host}}, TS: ts, Fields: []row.Field{{Name: "v", Value: row.FloatValue(v)}}}
 		}
 		l.mu.Unlock()
 		_, err := l.r.Write(ctx, pts)

@@ -63,10 +63,10 @@ func TestFastGCReclaimsEverythingWithoutListing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pt := func(ts int64) region.Point {
-		return region.Point{Tags: []row.Tag{{Name: "h", Value: "a"}}, TS: ts, Fields: []region.Field{{Name: "v", Value: row.FloatValue(float64(ts))}}}
+	pt := func(ts int64) row.Point {
+		return row.Point{Tags: []row.Tag{{Name: "h", Value: "a"}}, TS: ts, Fields: []row.Field{{Name: "v", Value: row.FloatValue(float64(ts))}}}
 	}
-	if _, err := old.Write(ctx, []region.Point{pt(1)}); err != nil {
+	if _, err := old.Write(ctx, []row.Point{pt(1)}); err != nil {
 		t.Fatal(err)
 	}
 	// Crash at the flush's second manifest write: its edit, after the
@@ -89,7 +89,7 @@ func TestFastGCReclaimsEverythingWithoutListing(t *testing.T) {
 		t.Fatalf("want the crashed flush's marker, have %v", r.Manifest().Pending)
 	}
 	for i := range 4 {
-		r.Write(ctx, []region.Point{pt(int64(10 + i))})
+		r.Write(ctx, []row.Point{pt(int64(10 + i))})
 		r.Flush(ctx)
 	}
 	if _, err := compact.NewJob(r, compact.SortedFiles(r.Manifest().Files), compact.Options{}).Run(ctx); err != nil {
@@ -165,7 +165,7 @@ func TestFastGCSkipsPinnedAndRunning(t *testing.T) {
 	}
 	defer r.Close(ctx, region.CloseOptions{})
 	for i := range 2 {
-		r.Write(ctx, []region.Point{{Tags: []row.Tag{{Name: "h", Value: "a"}}, TS: int64(i), Fields: []region.Field{{Name: "v", Value: row.IntValue(1)}}}})
+		r.Write(ctx, []row.Point{{Tags: []row.Tag{{Name: "h", Value: "a"}}, TS: int64(i), Fields: []row.Field{{Name: "v", Value: row.IntValue(1)}}}})
 		r.Flush(ctx)
 	}
 	sc, err := r.Scan(ctx, region.ScanRequest{Start: region.AllTime, End: region.AllTimeEnd}) // pins both files
@@ -212,7 +212,7 @@ func TestFastGCSettlesBeforeDeleting(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer r.Close(ctx, region.CloseOptions{})
-	if _, err := r.Write(ctx, []region.Point{{Tags: []row.Tag{{Name: "h", Value: "a"}}, TS: 1, Fields: []region.Field{{Name: "v", Value: row.FloatValue(1)}}}}); err != nil {
+	if _, err := r.Write(ctx, []row.Point{{Tags: []row.Tag{{Name: "h", Value: "a"}}, TS: 1, Fields: []row.Field{{Name: "v", Value: row.FloatValue(1)}}}}); err != nil {
 		t.Fatal(err)
 	}
 	// The flush's edit (its second manifest write) lands but reports an

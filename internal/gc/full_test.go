@@ -36,8 +36,8 @@ func backends(t *testing.T) map[string]func(t *testing.T) *objstore.Store {
 	}
 }
 
-func point(host string, ts int64) region.Point {
-	return region.Point{Tags: []row.Tag{{Name: "h", Value: host}}, TS: ts, Fields: []region.Field{{Name: "v", Value: row.FloatValue(float64(ts))}}}
+func point(host string, ts int64) row.Point {
+	return row.Point{Tags: []row.Tag{{Name: "h", Value: host}}, TS: ts, Fields: []row.Field{{Name: "v", Value: row.FloatValue(float64(ts))}}}
 }
 
 func TestFullGCDeletesOnlyOldOrphans(t *testing.T) {
@@ -54,7 +54,7 @@ func TestFullGCDeletesOnlyOldOrphans(t *testing.T) {
 			// Live files, removed files (compaction inputs), WAL segments
 			// both flushed and live, and a purged WAL watermark.
 			for i := range 4 {
-				r.Write(ctx, []region.Point{point("a", int64(i))})
+				r.Write(ctx, []row.Point{point("a", int64(i))})
 				r.Flush(ctx)
 			}
 			if _, err := compact.NewJob(r, compact.SortedFiles(r.Manifest().Files), compact.Options{}).Run(ctx); err != nil {
@@ -63,7 +63,7 @@ func TestFullGCDeletesOnlyOldOrphans(t *testing.T) {
 			if _, err := Fast(ctx, r, Options{}); err != nil { // WAL purged; removed files still linger
 				t.Fatal(err)
 			}
-			r.Write(ctx, []region.Point{point("a", 100)}) // a live WAL segment
+			r.Write(ctx, []row.Point{point("a", 100)}) // a live WAL segment
 			st := r.Manifest()
 			var below uint64 // a purged WAL number that is not a kept fence
 			for n := uint64(1); n < st.WALPurged && below == 0; n++ {

@@ -107,14 +107,14 @@ type ledger struct {
 
 func (l *ledger) write(ctx context.Context, r *region.Region, rng *rand.Rand, rows int, leaseGone func() bool) error {
 	l.mu.Lock()
-	pts := make([]region.Point, rows)
+	pts := make([]row.Point, rows)
 	vals := map[string]float64{}
 	for i := range pts {
 		host := fmt.Sprintf("h%d", rng.IntN(4))
 		l.nextTS++
 		v := rng.Float64()
 		vals[key(host, l.nextTS)] = v
-		pts[i] = region.Point{Tags: []row.Tag{{Name: "host", Value: host}}, TS: l.nextTS, Fields: []region.Field{{Name: "v", Value: row.FloatValue(v)}}}
+		pts[i] = row.Point{Tags: []row.Tag{{Name: "host", Value: host}}, TS: l.nextTS, Fields: []row.Field{{Name: "v", Value: row.FloatValue(v)}}}
 	}
 	l.mu.Unlock()
 	_, err := r.Write(ctx, pts)

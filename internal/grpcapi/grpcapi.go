@@ -116,20 +116,20 @@ func FromTags(tags []row.Tag) []*pb.Tag {
 }
 
 // ToPoints converts message points.
-func ToPoints(ps []*pb.Point) []region.Point {
-	out := make([]region.Point, len(ps))
+func ToPoints(ps []*pb.Point) []row.Point {
+	out := make([]row.Point, len(ps))
 	for i, p := range ps {
-		fs := make([]region.Field, len(p.GetFields()))
+		fs := make([]row.Field, len(p.GetFields()))
 		for j, f := range p.GetFields() {
-			fs[j] = region.Field{Name: f.GetName(), Value: ToValue(f.GetValue())}
+			fs[j] = row.Field{Name: f.GetName(), Value: ToValue(f.GetValue())}
 		}
-		out[i] = region.Point{Tags: ToTags(p.GetTags()), TS: p.GetTs(), Fields: fs}
+		out[i] = row.Point{Tags: ToTags(p.GetTags()), TS: p.GetTs(), Fields: fs}
 	}
 	return out
 }
 
 // FromPoints converts points.
-func FromPoints(ps []region.Point) []*pb.Point {
+func FromPoints(ps []row.Point) []*pb.Point {
 	out := make([]*pb.Point, len(ps))
 	for i, p := range ps {
 		fs := make([]*pb.Field, len(p.Fields))

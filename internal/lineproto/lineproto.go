@@ -19,7 +19,6 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/stratadb/strata/internal/region"
 	"github.com/stratadb/strata/internal/row"
 )
 
@@ -60,7 +59,7 @@ func ParsePrecision(s string) (Precision, error) {
 type Point struct {
 	Measurement string
 	Line        int // 1-based line number in the request
-	region.Point
+	row.Point
 }
 
 // LineError is a malformed line.
@@ -87,7 +86,7 @@ type Parser struct {
 	vals   []byte    // a line's tag values, one string per line
 	ends   []int     // end offsets into vals
 	tags   []row.Tag // slab that points' Tags are cut from
-	fields []region.Field
+	fields []row.Field
 }
 
 // NewParser returns a parser.
@@ -205,7 +204,7 @@ func (p *Parser) parseLine(line []byte, precision Precision, defaultTS int64) (P
 		p.tags = make([]row.Tag, slab)
 	}
 	if len(p.fields) < 256 {
-		p.fields = make([]region.Field, slab)
+		p.fields = make([]row.Field, slab)
 	}
 	tags := p.tags[:0]
 	p.vals, p.ends = p.vals[:0], p.ends[:0]
@@ -264,7 +263,7 @@ func (p *Parser) parseLine(line []byte, precision Precision, defaultTS int64) (P
 		if reason != "" {
 			return pt, fmt.Sprintf("field %q: %s", name, reason)
 		}
-		fields = append(fields, region.Field{Name: name, Value: v})
+		fields = append(fields, row.Field{Name: name, Value: v})
 		if len(rest) == 0 || rest[0] == ' ' {
 			break
 		}
@@ -295,7 +294,7 @@ func (p *Parser) parseLine(line []byte, precision Precision, defaultTS int64) (P
 		}
 		ts *= int64(precision)
 	}
-	if ts == region.NoTimestamp {
+	if ts == row.NoTimestamp {
 		return pt, "timestamp out of range"
 	}
 	pt.TS = ts

@@ -37,16 +37,16 @@ func tsbsTags() [][]row.Tag {
 
 // tsbsBatch returns batch i: rows hosts [k, k+n) at the timestamp of round
 // i*n/4000, 10 s apart, as TSBS generates them.
-func tsbsBatch(tags [][]row.Tag, i, n int) []Point {
-	ps := make([]Point, n)
-	vals := make([]Field, n*len(tsbsFieldNames))
+func tsbsBatch(tags [][]row.Tag, i, n int) []row.Point {
+	ps := make([]row.Point, n)
+	vals := make([]row.Field, n*len(tsbsFieldNames))
 	for j := range ps {
 		k := i*n + j
 		fs := vals[j*len(tsbsFieldNames) : (j+1)*len(tsbsFieldNames)]
 		for f, name := range tsbsFieldNames {
-			fs[f] = Field{Name: name, Value: row.FloatValue(tsbs.Value(k, f))}
+			fs[f] = row.Field{Name: name, Value: row.FloatValue(tsbs.Value(k, f))}
 		}
-		ps[j] = Point{Tags: tags[k%tsbsHosts], TS: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).UnixNano() + int64(k/tsbsHosts)*int64(10*time.Second), Fields: fs}
+		ps[j] = row.Point{Tags: tags[k%tsbsHosts], TS: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).UnixNano() + int64(k/tsbsHosts)*int64(10*time.Second), Fields: fs}
 	}
 	return ps
 }

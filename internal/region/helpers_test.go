@@ -32,17 +32,17 @@ func closeRegion(t testing.TB, r *Region, flush bool) {
 	}
 }
 
-func pt(host string, ts int64, fields ...Field) Point {
+func pt(host string, ts int64, fields ...row.Field) row.Point {
 	var tags []row.Tag
 	if host != "" {
 		tags = []row.Tag{{Name: "host", Value: host}}
 	}
-	return Point{Tags: tags, TS: ts, Fields: fields}
+	return row.Point{Tags: tags, TS: ts, Fields: fields}
 }
 
-func fl(name string, v float64) Field { return Field{Name: name, Value: row.FloatValue(v)} }
+func fl(name string, v float64) row.Field { return row.Field{Name: name, Value: row.FloatValue(v)} }
 
-func mustWrite(t testing.TB, r *Region, points ...Point) {
+func mustWrite(t testing.TB, r *Region, points ...row.Point) {
 	t.Helper()
 	if _, err := r.Write(context.Background(), points); err != nil {
 		t.Fatal(err)

@@ -40,7 +40,7 @@ func (m model) clone() model {
 }
 
 // write applies a batch with last-writer-wins on whole rows.
-func (m model) write(points []Point) {
+func (m model) write(points []row.Point) {
 	for _, p := range points {
 		key, _ := row.EncodeSeries(nil, p.Tags)
 		fields := map[string]row.Value{}
@@ -84,7 +84,7 @@ func (m model) lines(r *Region) []string {
 // op is one step of a workload.
 type op struct {
 	kind   string // write, bad-write, delete, flush, reopen, reopen-flush, scan
-	points []Point
+	points []row.Point
 	tags   []row.Tag
 	start  int64
 	end    int64
@@ -117,13 +117,13 @@ func workload(seed uint64, steps int) []op {
 		}
 		return tags
 	}
-	point := func() Point {
-		p := Point{Tags: host(), TS: rng.Int64N(60) - 10}
+	point := func() row.Point {
+		p := row.Point{Tags: host(), TS: rng.Int64N(60) - 10}
 		// Later fields appear only later in the workload: schema changes
 		// happen throughout.
 		for _, f := range modelFields[:1+rng.IntN(len(modelFields))] {
 			if rng.IntN(3) > 0 || len(p.Fields) == 0 {
-				p.Fields = append(p.Fields, Field{Name: f.name, Value: f.gen(rng)})
+				p.Fields = append(p.Fields, row.Field{Name: f.name, Value: f.gen(rng)})
 			}
 		}
 		return p
@@ -138,8 +138,8 @@ func workload(seed uint64, steps int) []op {
 			}
 			ops = append(ops, o)
 		case n < 55:
-			o := op{kind: "bad-write", points: []Point{point(), point()}}
-			o.points[1].Fields = append(o.points[1].Fields, Field{Name: "f0", Value: row.FloatValue(math.NaN())})
+			o := op{kind: "bad-write", points: []row.Point{point(), point()}}
+			o.points[1].Fields = append(o.points[1].Fields, row.Field{Name: "f0", Value: row.FloatValue(math.NaN())})
 			ops = append(ops, o)
 		case n < 65:
 			start := rng.Int64N(60) - 10

@@ -23,7 +23,7 @@ func TestWriteScanFlushReopen(t *testing.T) {
 	ctx := context.Background()
 	s := objstoretest.Mem(t)
 	r := open(t, s, Options{})
-	mustWrite(t, r, pt("b", 20, fl("cpu", 2)), pt("a", 10, fl("cpu", 1)), pt("a", 5, fl("cpu", 0.5), Field{Name: "up", Value: row.BoolValue(true)}))
+	mustWrite(t, r, pt("b", 20, fl("cpu", 2)), pt("a", 10, fl("cpu", 1)), pt("a", 5, fl("cpu", 0.5), row.Field{Name: "up", Value: row.BoolValue(true)}))
 	want := []string{"host=a 5 cpu=0.5 up=true", "host=a 10 cpu=1", "host=b 20 cpu=2"}
 	if got := scanAll(t, r, ScanRequest{}); !slices.Equal(got, want) {
 		t.Fatalf("memtable scan:\n%q\nwant\n%q", got, want)
@@ -74,10 +74,10 @@ func TestScanFiltersAndProjection(t *testing.T) {
 	s := objstoretest.Mem(t)
 	r := open(t, s, Options{RowGroupRows: 10})
 	defer closeRegion(t, r, false)
-	var batch []Point
+	var batch []row.Point
 	for i := range 100 {
 		for _, h := range []string{"a", "b"} {
-			batch = append(batch, Point{Tags: []row.Tag{{Name: "host", Value: h}, {Name: "dc", Value: "x"}}, TS: int64(i), Fields: []Field{fl("cpu", float64(i)), {Name: "mem", Value: row.IntValue(int64(i))}}})
+			batch = append(batch, row.Point{Tags: []row.Tag{{Name: "host", Value: h}, {Name: "dc", Value: "x"}}, TS: int64(i), Fields: []row.Field{fl("cpu", float64(i)), {Name: "mem", Value: row.IntValue(int64(i))}}})
 		}
 	}
 	mustWrite(t, r, batch[:100]...)
@@ -157,7 +157,7 @@ func TestSchemaEvolutionAndConflicts(t *testing.T) {
 	r := open(t, s, Options{})
 	mustWrite(t, r, pt("a", 1, fl("cpu", 1)))
 	v := r.Schema().Version()
-	mustWrite(t, r, pt("a", 2, Field{Name: "msg", Value: row.StringValue("hi")}, Field{Name: "n", Value: row.UintValue(math.MaxUint64)}))
+	mustWrite(t, r, pt("a", 2, row.Field{Name: "msg", Value: row.StringValue("hi")}, row.Field{Name: "n", Value: row.UintValue(math.MaxUint64)}))
 	if r.Schema().Version() != v+1 {
 		t.Fatalf("schema version %d, want %d", r.Schema().Version(), v+1)
 	}
@@ -167,16 +167,16 @@ func TestSchemaEvolutionAndConflicts(t *testing.T) {
 	}
 	before := scanAll(t, r, ScanRequest{})
 	cases := []struct {
-		p            Point
+		p            row.Point
 		column, have string
 		write        string
 	}{
-		{pt("a", 4, Field{Name: "cpu", Value: row.IntValue(4)}), "cpu", "field float64", "field int64"},
-		{pt("a", 4, Field{Name: "host", Value: row.IntValue(4)}), "host", "tag string", "field int64"},
-		{Point{Tags: []row.Tag{{Name: "cpu", Value: "x"}}, TS: 4, Fields: []Field{fl("z", 1)}}, "cpu", "field float64", "tag string"},
+		{pt("a", 4, row.Field{Name: "cpu", Value: row.IntValue(4)}), "cpu", "field float64", "field int64"},
+		{pt("a", 4, row.Field{Name: "host", Value: row.IntValue(4)}), "host", "tag string", "field int64"},
+		{row.Point{Tags: []row.Tag{{Name: "cpu", Value: "x"}}, TS: 4, Fields: []row.Field{fl("z", 1)}}, "cpu", "field float64", "tag string"},
 	}
 	for _, c := range cases {
-		_, err := r.Write(ctx, []Point{pt("a", 100, fl("cpu", 100)), c.p})
+		_, err := r.Write(ctx, []row.Point{pt("a", 100, fl("cpu", 100)), c.p})
 		var ce *schema.ConflictError
 		var pe *PointError
 		if !errors.As(err, &ce) || !errors.As(err, &pe) || !errors.Is(err, ErrInvalidWrite) {
@@ -190,7 +190,7 @@ func TestSchemaEvolutionAndConflicts(t *testing.T) {
 		}
 	}
 	// Two new fields of one batch that conflict with each other.
-	_, err := r.Write(ctx, []Point{pt("a", 5, fl("new", 1)), pt("a", 6, Field{Name: "new", Value: row.BoolValue(true)})})
+	_, err := r.Write(ctx, []row.Point{pt("a", 5, fl("new", 1)), pt("a", 6, row.Field{Name: "new", Value: row.BoolValue(true)})})
 	if ce := (*schema.ConflictError)(nil); !errors.As(err, &ce) || ce.Column != "new" {
 		t.Fatalf("in-batch conflict: %v", err)
 	}
@@ -215,17 +215,17 @@ func TestBadInputRejectsWholeBatch(t *testing.T) {
 	defer closeRegion(t, r, false)
 	good := pt("a", 1, fl("v", 1))
 	long := strings.Repeat("x", 300)
-	cases := map[string][]Point{
-		"missing timestamp":    {good, pt("a", NoTimestamp, fl("v", 1))},
+	cases := map[string][]row.Point{
+		"missing timestamp":    {good, pt("a", row.NoTimestamp, fl("v", 1))},
 		"NaN":                  {good, pt("a", 2, fl("v", math.NaN()))},
 		"+Inf":                 {good, pt("a", 2, fl("v", math.Inf(1)))},
 		"no fields":            {good, pt("a", 2)},
-		"null field":           {good, pt("a", 2, Field{Name: "v"})},
+		"null field":           {good, pt("a", 2, row.Field{Name: "v"})},
 		"duplicate field":      {good, pt("a", 2, fl("w", 1), fl("w", 2))},
 		"reserved name":        {good, pt("a", 2, fl("__seq", 1))},
 		"long name":            {good, pt("a", 2, fl(long, 1))},
 		"timestamp as field":   {good, pt("a", 2, fl("time", 1))},
-		"duplicate tag":        {good, {Tags: []row.Tag{{Name: "h", Value: "1"}, {Name: "h", Value: "2"}}, TS: 2, Fields: []Field{fl("v", 1)}}},
+		"duplicate tag":        {good, {Tags: []row.Tag{{Name: "h", Value: "1"}, {Name: "h", Value: "2"}}, TS: 2, Fields: []row.Field{fl("v", 1)}}},
 		"control char in name": {good, pt("a", 2, fl("a\nb", 1))},
 	}
 	for name, batch := range cases {
@@ -235,14 +235,14 @@ func TestBadInputRejectsWholeBatch(t *testing.T) {
 			t.Errorf("%s: %v", name, err)
 		}
 	}
-	big := make([]Point, 11)
+	big := make([]row.Point, 11)
 	for i := range big {
 		big[i] = pt("a", int64(i), fl("v", 1))
 	}
 	if _, err := r.Write(ctx, big); !errors.Is(err, ErrBatchTooLarge) {
 		t.Errorf("11 rows: %v", err)
 	}
-	if _, err := r.Write(ctx, []Point{pt("a", 1, Field{Name: "s", Value: row.StringValue(strings.Repeat("y", 5000))})}); !errors.Is(err, ErrBatchTooLarge) {
+	if _, err := r.Write(ctx, []row.Point{pt("a", 1, row.Field{Name: "s", Value: row.StringValue(strings.Repeat("y", 5000))})}); !errors.Is(err, ErrBatchTooLarge) {
 		t.Errorf("5000 bytes: %v", err)
 	}
 	if got := scanAll(t, r, ScanRequest{}); len(got) != 0 {
@@ -268,7 +268,7 @@ func TestRegionNotFoundAndClosed(t *testing.T) {
 	}
 	r := open(t, s, Options{})
 	closeRegion(t, r, false)
-	if _, err := r.Write(ctx, []Point{pt("a", 1, fl("v", 1))}); !errors.Is(err, ErrClosed) {
+	if _, err := r.Write(ctx, []row.Point{pt("a", 1, fl("v", 1))}); !errors.Is(err, ErrClosed) {
 		t.Fatalf("write after close: %v", err)
 	}
 	if _, err := r.Scan(ctx, ScanRequest{Start: AllTime, End: AllTimeEnd}); !errors.Is(err, ErrClosed) {
@@ -329,7 +329,7 @@ func TestTTL(t *testing.T) {
 	r := open(t, s, Options{TTL: time.Hour, Now: clock, Metrics: reg})
 	defer closeRegion(t, r, false)
 	at := func(ago time.Duration) int64 { return clock().Add(-ago).UnixNano() }
-	res, err := r.Write(ctx, []Point{pt("a", at(2*time.Hour), fl("v", 1)), pt("a", at(30*time.Minute), fl("v", 2))})
+	res, err := r.Write(ctx, []row.Point{pt("a", at(2*time.Hour), fl("v", 1)), pt("a", at(30*time.Minute), fl("v", 2))})
 	if err != nil || res.Written != 1 || res.Expired != 1 {
 		t.Fatalf("write: %+v %v", res, err)
 	}
@@ -384,10 +384,10 @@ func TestWriteStallsUntilFlushFreesMemory(t *testing.T) {
 	budget := NewMemoryBudget(1 << 30)
 	r := open(t, fs, Options{FlushBytes: 4 << 10, MaxMemtableBytes: 8 << 10, Metrics: m, Budget: budget})
 	defer closeRegion(t, r, false)
-	batch := func(base int) []Point {
-		var ps []Point
+	batch := func(base int) []row.Point {
+		var ps []row.Point
 		for i := range 20 {
-			ps = append(ps, pt("a", int64(base+i), fl("v", 1), Field{Name: "s", Value: row.StringValue(strings.Repeat("p", 64))}))
+			ps = append(ps, pt("a", int64(base+i), fl("v", 1), row.Field{Name: "s", Value: row.StringValue(strings.Repeat("p", 64))}))
 		}
 		return ps
 	}
@@ -448,7 +448,7 @@ func TestProcessBudgetStallsAcrossRegions(t *testing.T) {
 	r := open(t, s, Options{FlushBytes: 1 << 30, Budget: budget, Metrics: m})
 	defer closeRegion(t, r, false)
 	for i := 0; budget.Used() < 16<<10; i++ {
-		mustWrite(t, r, pt("a", int64(i), Field{Name: "s", Value: row.StringValue(strings.Repeat("q", 200))}))
+		mustWrite(t, r, pt("a", int64(i), row.Field{Name: "s", Value: row.StringValue(strings.Repeat("q", 200))}))
 	}
 	// Over budget: the next write stalls, the region is asked to flush,
 	// and the write goes through once the flush frees memory.
@@ -471,7 +471,7 @@ func TestStaleOwnerIsFenced(t *testing.T) {
 	if got := scanAll(t, nu, ScanRequest{}); len(got) != 1 {
 		t.Fatalf("new owner sees %q", got)
 	}
-	_, err := old.Write(ctx, []Point{pt("a", 2, fl("v", 2))})
+	_, err := old.Write(ctx, []row.Point{pt("a", 2, fl("v", 2))})
 	if !errors.Is(err, ErrFenced) {
 		t.Fatalf("stale write: %v", err)
 	}
@@ -507,7 +507,7 @@ func TestBackgroundFlushRetries(t *testing.T) {
 	r := open(t, fs, Options{FlushBytes: 1 << 10, Metrics: m, Logger: quiet})
 	defer closeRegion(t, r, false)
 	for i := 0; r.activeBytes() < 1<<10; i++ {
-		mustWrite(t, r, pt("a", int64(i), fl("v", 1), Field{Name: "s", Value: row.StringValue(strings.Repeat("z", 100))}))
+		mustWrite(t, r, pt("a", int64(i), fl("v", 1), row.Field{Name: "s", Value: row.StringValue(strings.Repeat("z", 100))}))
 	}
 	<-puts                               // the first upload: it lands, then reports failure
 	<-puts                               // the retry

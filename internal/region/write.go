@@ -13,22 +13,6 @@ import (
 	"github.com/stratadb/strata/internal/wal"
 )
 
-// NoTimestamp marks a point without a timestamp; such points are rejected.
-const NoTimestamp = math.MinInt64
-
-// Point is one row to write.
-type Point struct {
-	Tags   []row.Tag
-	TS     int64 // ns since the epoch
-	Fields []Field
-}
-
-// Field is one named field value of a Point.
-type Field struct {
-	Name  string
-	Value row.Value
-}
-
 // PointError says which point of a batch was rejected and why. It wraps
 // ErrInvalidWrite, or a *schema.ConflictError for a type conflict.
 type PointError struct {
@@ -50,7 +34,7 @@ type WriteResult struct {
 // for bad input and ErrBatchTooLarge before anything is written. A
 // wal.ErrOutcomeUnknown error means the batch may have been applied (then
 // wholly); retrying it is safe, since rows are keyed by (series, ts).
-func (r *Region) Write(ctx context.Context, points []Point) (WriteResult, error) {
+func (r *Region) Write(ctx context.Context, points []row.Point) (WriteResult, error) {
 	res, err := r.write(ctx, points)
 	r.opts.Metrics.WriteBatches.WithLabelValues(result(err)).Inc()
 	return res, err
@@ -67,7 +51,7 @@ func result(err error) string {
 	}
 }
 
-func (r *Region) write(ctx context.Context, points []Point) (WriteResult, error) {
+func (r *Region) write(ctx context.Context, points []row.Point) (WriteResult, error) {
 	if err := r.usable(); err != nil {
 		return WriteResult{}, err
 	}
@@ -89,7 +73,7 @@ func (r *Region) write(ctx context.Context, points []Point) (WriteResult, error)
 	active := r.active
 	r.mu.Unlock()
 	var ords []int
-	var prev *Point
+	var prev *row.Point
 	for i := range points {
 		p := &points[i]
 		if p.TS < cutoff {
@@ -136,9 +120,9 @@ func (r *Region) write(ctx context.Context, points []Point) (WriteResult, error)
 // columns the batch adds. The first bad point's error is a *PointError.
 // Engines that spread a batch over several regions call it once for the
 // whole batch against the table's schema.
-func ValidateBatch(points []Point, base *schema.Schema, allowNonFinite bool) (*schema.Additions, error) {
+func ValidateBatch(points []row.Point, base *schema.Schema, allowNonFinite bool) (*schema.Additions, error) {
 	add := base.Extend()
-	var prev *Point
+	var prev *row.Point
 	for i := range points {
 		p := &points[i]
 		if err := validate(p, sameShape(p, prev), base.Timestamp(), add, allowNonFinite); err != nil {
@@ -152,7 +136,7 @@ func ValidateBatch(points []Point, base *schema.Schema, allowNonFinite bool) (*s
 // sameShape reports whether p has exactly prev's tag names and field names
 // and kinds, in the same order; then p's columns need no checks of their
 // own (batches from one source usually repeat one shape).
-func sameShape(p, prev *Point) bool {
+func sameShape(p, prev *row.Point) bool {
 	if prev == nil || len(p.Tags) != len(prev.Tags) || len(p.Fields) != len(prev.Fields) {
 		return false
 	}
@@ -172,8 +156,8 @@ func sameShape(p, prev *Point) bool {
 // validate checks one point against the schema, collecting new columns.
 // If known, the point's columns were checked with an earlier point of the
 // same shape; only its values need checking.
-func validate(p *Point, known bool, tsName string, add *schema.Additions, allowNonFinite bool) error {
-	if p.TS == NoTimestamp {
+func validate(p *row.Point, known bool, tsName string, add *schema.Additions, allowNonFinite bool) error {
+	if p.TS == row.NoTimestamp {
 		return fmt.Errorf("%w: missing timestamp", ErrInvalidWrite)
 	}
 	if len(p.Fields) == 0 {
@@ -229,7 +213,7 @@ func validate(p *Point, known bool, tsName string, add *schema.Additions, allowN
 
 // schemaFor validates a batch and returns a schema that has every column it
 // uses, committing new columns to the manifest first.
-func (r *Region) schemaFor(ctx context.Context, points []Point) (*schema.Schema, error) {
+func (r *Region) schemaFor(ctx context.Context, points []row.Point) (*schema.Schema, error) {
 	check := func(base *schema.Schema) (*schema.Additions, error) {
 		return ValidateBatch(points, base, r.opts.AllowNonFinite)
 	}

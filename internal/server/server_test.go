@@ -54,8 +54,8 @@ func TestHealthReflectionAndFlushingShutdown(t *testing.T) {
 		t.Fatalf("reflection lists %v", resp.GetListServicesResponse().GetService())
 	}
 	rc.CloseSend()
-	pt := region.Point{Tags: []row.Tag{{Name: "h", Value: "a"}}, TS: 1, Fields: []region.Field{{Name: "v", Value: row.FloatValue(1)}}}
-	if _, err := s.Engine().Write(ctx, "t", []region.Point{pt}, datanode.WriteOptions{CreateTable: true}); err != nil {
+	pt := row.Point{Tags: []row.Tag{{Name: "h", Value: "a"}}, TS: 1, Fields: []row.Field{{Name: "v", Value: row.FloatValue(1)}}}
+	if _, err := s.Engine().Write(ctx, "t", []row.Point{pt}, datanode.WriteOptions{CreateTable: true}); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.Shutdown(ctx); err != nil {
@@ -97,9 +97,9 @@ func TestStandaloneRunsMetasrvAndImportsTheStoreCatalog(t *testing.T) {
 	if _, err := old.CreateTable(ctx, catalog.TableSpec{Name: "legacy", Regions: 3}); err != nil {
 		t.Fatal(err)
 	}
-	var pts []region.Point
+	var pts []row.Point
 	for i := range 30 {
-		pts = append(pts, region.Point{Tags: []row.Tag{{Name: "h", Value: string(rune('a' + i%7))}}, TS: int64(i), Fields: []region.Field{{Name: "v", Value: row.FloatValue(float64(i))}}})
+		pts = append(pts, row.Point{Tags: []row.Tag{{Name: "h", Value: string(rune('a' + i%7))}}, TS: int64(i), Fields: []row.Field{{Name: "v", Value: row.FloatValue(float64(i))}}})
 	}
 	if _, err := old.Write(ctx, "legacy", pts, datanode.WriteOptions{}); err != nil {
 		t.Fatal(err)
