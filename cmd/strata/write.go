@@ -5,6 +5,7 @@ import (
 	"encoding/csv"
 	"errors"
 	"fmt"
+	"github.com/stratadb/strata/internal/wire"
 	"io"
 	"os"
 	"path/filepath"
@@ -15,7 +16,6 @@ import (
 	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
 
-	"github.com/stratadb/strata/internal/grpcapi"
 	"github.com/stratadb/strata/internal/lineproto"
 	"github.com/stratadb/strata/internal/row"
 	pb "github.com/stratadb/strata/proto/strata/v1"
@@ -111,7 +111,7 @@ func runWrite(cmd *cobra.Command, args []string) error {
 			}
 		}
 		send := func(table string, points []row.Point) error {
-			resp, err := c.Write(ctx, &pb.WriteRequest{Table: table, Points: grpcapi.FromPoints(points), CreateTable: true})
+			resp, err := c.Write(ctx, &pb.WriteRequest{Table: table, Points: wire.FromPoints(points), CreateTable: true})
 			if err != nil {
 				return fmt.Errorf("write to %s: %w", table, err)
 			}

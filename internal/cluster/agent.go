@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/stratadb/strata/internal/wire"
 	"io"
 	"log/slog"
 	"sync"
@@ -17,7 +18,6 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/stratadb/strata/internal/datanode"
-	"github.com/stratadb/strata/internal/grpcapi"
 	"github.com/stratadb/strata/internal/layout"
 	"github.com/stratadb/strata/internal/region"
 	"github.com/stratadb/strata/internal/row"
@@ -465,7 +465,7 @@ func (a *Agent) Write(ctx context.Context, table string, id layout.RegionID, poi
 		if err != nil {
 			return region.WriteResult{}, err
 		}
-		resp, err := c.Write(ctx, &pb.WriteRequest{Table: table, Region: id.String(), Points: grpcapi.FromPoints(points)})
+		resp, err := c.Write(ctx, &pb.WriteRequest{Table: table, Region: id.String(), Points: wire.FromPoints(points)})
 		if err == nil {
 			return region.WriteResult{Written: int(resp.Written), Expired: int(resp.Expired)}, nil
 		}
@@ -508,7 +508,7 @@ func (a *Agent) Scan(ctx context.Context, table string, id layout.RegionID, req 
 	}
 	sctx, scancel := context.WithCancel(ctx)
 	stream, err := c.Scan(sctx, &pb.ScanRequest{Table: table, Region: id.String(), Start: req.Start, End: req.End,
-		Tags: grpcapi.FromTags(req.Tags), Fields: req.Fields, BatchRows: int32(req.BatchRows)})
+		Tags: wire.FromTags(req.Tags), Fields: req.Fields, BatchRows: int32(req.BatchRows)})
 	if err != nil {
 		scancel()
 		return nil, fmt.Errorf("scan region %s on %s: %w", id, addr, err)
@@ -562,7 +562,7 @@ func (it *remoteIter) Next() bool {
 		it.resp, it.pos = resp, 0
 		it.keys = it.keys[:0]
 		for _, s := range resp.Series {
-			k, err := row.EncodeSeries(nil, grpcapi.ToTags(s.Tags))
+			k, err := row.EncodeSeries(nil, wire.ToTags(s.Tags))
 			if err != nil {
 				it.err = err
 				return false
@@ -575,7 +575,7 @@ func (it *remoteIter) Next() bool {
 	fields := make([]row.Value, it.width)
 	for i, v := range r.Values {
 		if i < it.width {
-			fields[i] = grpcapi.ToValue(v)
+			fields[i] = wire.ToValue(v)
 		}
 	}
 	it.cur = row.Entry{Series: it.keys[r.Series], TS: r.Ts, Fields: fields}

@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"github.com/stratadb/strata/internal/catalog"
+	"github.com/stratadb/strata/internal/wire"
 	"time"
 
 	"google.golang.org/grpc"
@@ -17,7 +18,6 @@ import (
 	"github.com/stratadb/strata/internal/layout"
 	"github.com/stratadb/strata/internal/region"
 	"github.com/stratadb/strata/internal/row"
-	"github.com/stratadb/strata/internal/schema"
 	pb "github.com/stratadb/strata/proto/strata/v1"
 )
 
@@ -33,112 +33,27 @@ func New(eng *datanode.Engine) *Server { return &Server{eng: eng} }
 // Register adds the service to s.
 func (s *Server) Register(g *grpc.Server) { pb.RegisterDatanodeServer(g, s) }
 
-// Status maps an engine error to a gRPC status.
+// Status maps an engine error to a gRPC status: the data plane's own
+// sentinels here, the ones both planes share in wire.Status.
 func Status(err error) error {
 	if err == nil {
 		return nil
 	}
-	var ce *schema.ConflictError
-	code := codes.Internal
+	code := codes.Unknown
 	switch {
-	case errors.As(err, &ce), errors.Is(err, region.ErrInvalidWrite), errors.Is(err, region.ErrInvalidScan),
-		errors.Is(err, catalog.ErrInvalidTable), errors.Is(err, schema.ErrBadName), errors.Is(err, layout.ErrInvalidRegion):
+	case errors.Is(err, region.ErrInvalidWrite), errors.Is(err, region.ErrInvalidScan):
 		code = codes.InvalidArgument
-	case errors.Is(err, catalog.ErrTableNotFound):
-		code = codes.NotFound
-	case errors.Is(err, catalog.ErrTableExists):
-		code = codes.AlreadyExists
 	case errors.Is(err, compact.ErrBusy):
 		code = codes.FailedPrecondition
 	case errors.Is(err, region.ErrBatchTooLarge):
 		code = codes.ResourceExhausted
 	case errors.Is(err, region.ErrFenced), errors.Is(err, region.ErrClosed), errors.Is(err, region.ErrOutcomeUnknown),
-		errors.Is(err, datanode.ErrNotHosted), errors.Is(err, catalog.ErrConflict):
+		errors.Is(err, datanode.ErrNotHosted):
 		code = codes.Unavailable
-	case errors.Is(err, context.Canceled):
-		code = codes.Canceled
-	case errors.Is(err, context.DeadlineExceeded):
-		code = codes.DeadlineExceeded
+	default:
+		return wire.Status(err)
 	}
 	return status.Error(code, err.Error())
-}
-
-// ToValue converts a message value (nil: null).
-func ToValue(v *pb.Value) row.Value {
-	switch k := v.GetKind().(type) {
-	case *pb.Value_Float:
-		return row.FloatValue(k.Float)
-	case *pb.Value_Int:
-		return row.IntValue(k.Int)
-	case *pb.Value_Uint:
-		return row.UintValue(k.Uint)
-	case *pb.Value_String_:
-		return row.StringValue(k.String_)
-	case *pb.Value_Bool:
-		return row.BoolValue(k.Bool)
-	}
-	return row.Value{}
-}
-
-// FromValue converts a value (null: nil).
-func FromValue(v row.Value) *pb.Value {
-	switch v.Kind() {
-	case row.Float:
-		return &pb.Value{Kind: &pb.Value_Float{Float: v.Float()}}
-	case row.Int:
-		return &pb.Value{Kind: &pb.Value_Int{Int: v.Int()}}
-	case row.Uint:
-		return &pb.Value{Kind: &pb.Value_Uint{Uint: v.Uint()}}
-	case row.String:
-		return &pb.Value{Kind: &pb.Value_String_{String_: v.Str()}}
-	case row.Bool:
-		return &pb.Value{Kind: &pb.Value_Bool{Bool: v.Bool()}}
-	}
-	return nil
-}
-
-// ToTags converts message tags.
-func ToTags(tags []*pb.Tag) []row.Tag {
-	out := make([]row.Tag, len(tags))
-	for i, t := range tags {
-		out[i] = row.Tag{Name: t.GetName(), Value: t.GetValue()}
-	}
-	return out
-}
-
-// FromTags converts tags.
-func FromTags(tags []row.Tag) []*pb.Tag {
-	out := make([]*pb.Tag, len(tags))
-	for i, t := range tags {
-		out[i] = &pb.Tag{Name: t.Name, Value: t.Value}
-	}
-	return out
-}
-
-// ToPoints converts message points.
-func ToPoints(ps []*pb.Point) []row.Point {
-	out := make([]row.Point, len(ps))
-	for i, p := range ps {
-		fs := make([]row.Field, len(p.GetFields()))
-		for j, f := range p.GetFields() {
-			fs[j] = row.Field{Name: f.GetName(), Value: ToValue(f.GetValue())}
-		}
-		out[i] = row.Point{Tags: ToTags(p.GetTags()), TS: p.GetTs(), Fields: fs}
-	}
-	return out
-}
-
-// FromPoints converts points.
-func FromPoints(ps []row.Point) []*pb.Point {
-	out := make([]*pb.Point, len(ps))
-	for i, p := range ps {
-		fs := make([]*pb.Field, len(p.Fields))
-		for j, f := range p.Fields {
-			fs[j] = &pb.Field{Name: f.Name, Value: FromValue(f.Value)}
-		}
-		out[i] = &pb.Point{Tags: FromTags(p.Tags), Ts: p.TS, Fields: fs}
-	}
-	return out
 }
 
 func (s *Server) Write(ctx context.Context, req *pb.WriteRequest) (*pb.WriteResponse, error) {
@@ -147,10 +62,10 @@ func (s *Server) Write(ctx context.Context, req *pb.WriteRequest) (*pb.WriteResp
 	if req.GetRegion() != "" {
 		var id layout.RegionID
 		if id, err = layout.ParseRegionID(req.GetRegion()); err == nil {
-			res, err = s.eng.WriteRegion(ctx, req.GetTable(), id, ToPoints(req.GetPoints()))
+			res, err = s.eng.WriteRegion(ctx, req.GetTable(), id, wire.ToPoints(req.GetPoints()))
 		}
 	} else {
-		res, err = s.eng.Write(ctx, req.GetTable(), ToPoints(req.GetPoints()), datanode.WriteOptions{CreateTable: req.GetCreateTable()})
+		res, err = s.eng.Write(ctx, req.GetTable(), wire.ToPoints(req.GetPoints()), datanode.WriteOptions{CreateTable: req.GetCreateTable()})
 	}
 	if err != nil {
 		return nil, Status(err)
@@ -159,7 +74,7 @@ func (s *Server) Write(ctx context.Context, req *pb.WriteRequest) (*pb.WriteResp
 }
 
 func (s *Server) Delete(ctx context.Context, req *pb.DeleteRequest) (*pb.DeleteResponse, error) {
-	if err := s.eng.Delete(ctx, req.GetTable(), ToTags(req.GetTags()), req.GetStart(), req.GetEnd()); err != nil {
+	if err := s.eng.Delete(ctx, req.GetTable(), wire.ToTags(req.GetTags()), req.GetStart(), req.GetEnd()); err != nil {
 		return nil, Status(err)
 	}
 	return &pb.DeleteResponse{}, nil
@@ -174,7 +89,7 @@ func (s *Server) Scan(req *pb.ScanRequest, stream grpc.ServerStreamingServer[pb.
 	if len(fields) == 0 {
 		fields = nil
 	}
-	rreq := region.ScanRequest{Start: start, End: end, Tags: ToTags(req.GetTags()), Fields: fields, BatchRows: int(req.GetBatchRows())}
+	rreq := region.ScanRequest{Start: start, End: end, Tags: wire.ToTags(req.GetTags()), Fields: fields, BatchRows: int(req.GetBatchRows())}
 	var sc *datanode.Scanner
 	var err error
 	if req.GetRegion() != "" {
@@ -211,7 +126,7 @@ func (s *Server) Scan(req *pb.ScanRequest, stream grpc.ServerStreamingServer[pb.
 				if err != nil {
 					return Status(err)
 				}
-				resp.Series = append(resp.Series, &pb.Series{Tags: FromTags(tags)})
+				resp.Series = append(resp.Series, &pb.Series{Tags: wire.FromTags(tags)})
 				last = e.Series
 			}
 			r := &rows[i]
@@ -219,7 +134,7 @@ func (s *Server) Scan(req *pb.ScanRequest, stream grpc.ServerStreamingServer[pb.
 			r.Ts = e.TS
 			r.Values = make([]*pb.Value, len(sc.Fields()))
 			for j := range r.Values {
-				r.Values[j] = FromValue(e.Field(j))
+				r.Values[j] = wire.FromValue(e.Field(j))
 			}
 			resp.Rows[i] = r
 		}
@@ -324,16 +239,6 @@ func (s *Server) RegionStats(ctx context.Context, req *pb.RegionStatsRequest) (*
 	return &pb.RegionStatsResponse{Regions: regionStats(st)}, nil
 }
 
-// TableMsg converts a table.
-func TableMsg(t catalog.Table) *pb.Table {
-	m := &pb.Table{Id: t.ID, Name: t.Name, Regions: t.Regions, TtlSeconds: int64(t.TTL / time.Second), CreatedAtUnix: t.CreatedAt.Unix(),
-		CompactionWindowSeconds: int64(t.CompactionWindow / time.Second)}
-	for _, c := range t.Schema.Columns {
-		m.Columns = append(m.Columns, &pb.Column{Name: c.Name, Role: c.Role, Type: c.Type})
-	}
-	return m
-}
-
 func (s *Server) CreateTable(ctx context.Context, req *pb.CreateTableRequest) (*pb.CreateTableResponse, error) {
 	if req.GetTtlSeconds() < 0 || req.GetCompactionWindowSeconds() < 0 {
 		return nil, status.Error(codes.InvalidArgument, "negative TTL or compaction window")
@@ -343,13 +248,13 @@ func (s *Server) CreateTable(ctx context.Context, req *pb.CreateTableRequest) (*
 	if err != nil {
 		return nil, Status(err)
 	}
-	return &pb.CreateTableResponse{Table: TableMsg(t)}, nil
+	return &pb.CreateTableResponse{Table: wire.TableMsg(t)}, nil
 }
 
 func (s *Server) ListTables(ctx context.Context, req *pb.ListTablesRequest) (*pb.ListTablesResponse, error) {
 	resp := &pb.ListTablesResponse{}
 	for _, t := range s.eng.Tables() {
-		resp.Tables = append(resp.Tables, TableMsg(t))
+		resp.Tables = append(resp.Tables, wire.TableMsg(t))
 	}
 	return resp, nil
 }
@@ -363,7 +268,7 @@ func (s *Server) DescribeTable(ctx context.Context, req *pb.DescribeTableRequest
 	if err != nil {
 		return nil, Status(err)
 	}
-	return &pb.DescribeTableResponse{Table: TableMsg(t), Regions: regionStats(st)}, nil
+	return &pb.DescribeTableResponse{Table: wire.TableMsg(t), Regions: regionStats(st)}, nil
 }
 
 // CloseTable closes the table's regions hosted here (a drop in progress).

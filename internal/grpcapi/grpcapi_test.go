@@ -2,6 +2,7 @@ package grpcapi
 
 import (
 	"context"
+	"github.com/stratadb/strata/internal/wire"
 	"io"
 	"math"
 	"net"
@@ -74,7 +75,7 @@ func TestServiceRoundTrip(t *testing.T) {
 	var points []*pb.Point
 	for i, v := range vals {
 		points = append(points, &pb.Point{Tags: []*pb.Tag{{Name: "host", Value: "a"}}, Ts: int64(i),
-			Fields: []*pb.Field{{Name: "f" + v.Kind().String(), Value: FromValue(v)}}})
+			Fields: []*pb.Field{{Name: "f" + v.Kind().String(), Value: wire.FromValue(v)}}})
 	}
 	if _, err := c.Write(ctx, &pb.WriteRequest{Table: "t", Points: points}); status.Code(err) != codes.NotFound {
 		t.Fatalf("write to a missing table: %v", err)
@@ -88,16 +89,16 @@ func TestServiceRoundTrip(t *testing.T) {
 		t.Fatalf("scan: %v %v", fields, rows)
 	}
 	for i, v := range vals {
-		if got := ToValue(rows[i].Values[i]); !got.Equal(v) {
+		if got := wire.ToValue(rows[i].Values[i]); !got.Equal(v) {
 			t.Fatalf("row %d: %v, want %v", i, got, v)
 		}
-		if !ToValue(rows[i].Values[(i+1)%5]).IsNull() {
+		if !wire.ToValue(rows[i].Values[(i+1)%5]).IsNull() {
 			t.Fatalf("row %d: null field is set", i)
 		}
 	}
 	// Projection and time range.
 	fields, rows, _ = scan(t, c, &pb.ScanRequest{Table: "t", Start: 1, End: 3, Fields: []string{"fint64"}})
-	if len(fields) != 1 || len(rows) != 2 || ToValue(rows[0].Values[0]).Int() != math.MinInt64 {
+	if len(fields) != 1 || len(rows) != 2 || wire.ToValue(rows[0].Values[0]).Int() != math.MinInt64 {
 		t.Fatalf("projected scan: %v %v", fields, rows)
 	}
 	// An empty result still names the fields.
@@ -124,7 +125,7 @@ func TestServiceRoundTrip(t *testing.T) {
 		code codes.Code
 	}{
 		{func() error {
-			_, err := c.Write(ctx, &pb.WriteRequest{Table: "t", Points: []*pb.Point{{Ts: 9, Fields: []*pb.Field{{Name: "ffloat64", Value: FromValue(row.StringValue("x"))}}}}})
+			_, err := c.Write(ctx, &pb.WriteRequest{Table: "t", Points: []*pb.Point{{Ts: 9, Fields: []*pb.Field{{Name: "ffloat64", Value: wire.FromValue(row.StringValue("x"))}}}}})
 			return err
 		}(), codes.InvalidArgument},
 		{func() error { _, err := c.CreateTable(ctx, &pb.CreateTableRequest{Name: "t"}); return err }(), codes.AlreadyExists},

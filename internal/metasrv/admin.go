@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/stratadb/strata/internal/wire"
 	"slices"
 	"strings"
 	"sync"
@@ -13,7 +14,6 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/stratadb/strata/internal/gcsched"
-	"github.com/stratadb/strata/internal/grpcapi"
 	"github.com/stratadb/strata/internal/layout"
 	pb "github.com/stratadb/strata/proto/strata/v1"
 )
@@ -161,7 +161,7 @@ func grpcStatus(err error) error {
 	if st, ok := status.FromError(err); ok {
 		return st.Err()
 	}
-	return grpcapi.Status(err)
+	return wire.Status(err)
 }
 
 // GcRun runs GC now on the owners of the selected regions.
@@ -173,7 +173,7 @@ func (s *Server) GcRun(ctx context.Context, req *pb.GcRegionRequest) (*pb.GcRegi
 	if req.GetRegion() != "" {
 		id, err := layout.ParseRegionID(req.GetRegion())
 		if err != nil {
-			return nil, grpcapi.Status(err)
+			return nil, wire.Status(err)
 		}
 		only = &id
 	}

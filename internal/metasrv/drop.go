@@ -5,13 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"github.com/stratadb/strata/internal/catalog"
+	"github.com/stratadb/strata/internal/wire"
 	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
 	"github.com/stratadb/strata/internal/cluster"
-	"github.com/stratadb/strata/internal/grpcapi"
 	"github.com/stratadb/strata/internal/layout"
 	"github.com/stratadb/strata/internal/manifest"
 	"github.com/stratadb/strata/internal/objstore"
@@ -152,12 +152,12 @@ func (s *Server) DropTable(ctx context.Context, req *pb.DropTableRequest) (*pb.D
 		return nil, status.Error(codes.FailedPrecondition, "metasrv was started without --store: it cannot delete a table's objects")
 	}
 	if _, err := s.cat.MarkDropping(ctx, req.GetName()); err != nil {
-		return nil, grpcapi.Status(err)
+		return nil, wire.Status(err)
 	}
 	for {
 		tables, err := s.cat.Dropping(ctx)
 		if err != nil {
-			return nil, grpcapi.Status(err)
+			return nil, wire.Status(err)
 		}
 		still := false
 		for _, t := range tables {
@@ -178,13 +178,13 @@ func (s *Server) DropTable(ctx context.Context, req *pb.DropTableRequest) (*pb.D
 func (s *Server) DescribeTable(ctx context.Context, req *pb.DescribeTableRequest) (*pb.DescribeTableResponse, error) {
 	t, err := s.cat.Table(ctx, req.GetName())
 	if err != nil {
-		return nil, grpcapi.Status(err)
+		return nil, wire.Status(err)
 	}
 	regs, err := s.ListRegions(ctx, &pb.ListRegionsRequest{Table: t.Name})
 	if err != nil {
 		return nil, err
 	}
-	out := &pb.DescribeTableResponse{Table: grpcapi.TableMsg(t)}
+	out := &pb.DescribeTableResponse{Table: wire.TableMsg(t)}
 	for _, r := range regs.Regions {
 		if r.Stats != nil {
 			out.Regions = append(out.Regions, r.Stats)

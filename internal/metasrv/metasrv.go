@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/stratadb/strata/internal/catalog"
+	"github.com/stratadb/strata/internal/wire"
 	"log/slog"
 	"slices"
 	"strings"
@@ -27,7 +28,6 @@ import (
 	"github.com/stratadb/strata/internal/auth"
 	"github.com/stratadb/strata/internal/cluster"
 	"github.com/stratadb/strata/internal/gcsched"
-	"github.com/stratadb/strata/internal/grpcapi"
 	"github.com/stratadb/strata/internal/layout"
 	"github.com/stratadb/strata/internal/objstore"
 	pb "github.com/stratadb/strata/proto/strata/v1"
@@ -447,7 +447,7 @@ func (s *Server) ClusterStatus(ctx context.Context, req *pb.ClusterStatusRequest
 	}
 	tables, err := s.cat.Tables(ctx)
 	if err != nil {
-		return nil, grpcapi.Status(err)
+		return nil, wire.Status(err)
 	}
 	st, err := s.read(ctx)
 	if err != nil {
@@ -482,7 +482,7 @@ func (s *Server) MoveRegion(ctx context.Context, req *pb.MoveRegionRequest) (*pb
 	}
 	id, err := layout.ParseRegionID(req.GetRegion())
 	if err != nil {
-		return nil, grpcapi.Status(err)
+		return nil, wire.Status(err)
 	}
 	st, err := s.read(ctx)
 	if err != nil {
@@ -510,20 +510,20 @@ func (s *Server) CreateTable(ctx context.Context, req *pb.CreateTableRequest) (*
 	t, err := s.cat.CreateTable(ctx, catalog.TableSpec{Name: req.GetName(), Regions: req.GetRegions(), Timestamp: req.GetTimestampColumn(),
 		TTL: time.Duration(req.GetTtlSeconds()) * time.Second, CompactionWindow: time.Duration(req.GetCompactionWindowSeconds()) * time.Second})
 	if err != nil {
-		return nil, grpcapi.Status(err)
+		return nil, wire.Status(err)
 	}
-	return &pb.CreateTableResponse{Table: grpcapi.TableMsg(t)}, nil
+	return &pb.CreateTableResponse{Table: wire.TableMsg(t)}, nil
 }
 
 // ListTables lists the catalog's tables.
 func (s *Server) ListTables(ctx context.Context, req *pb.ListTablesRequest) (*pb.ListTablesResponse, error) {
 	tables, err := s.cat.Tables(ctx)
 	if err != nil {
-		return nil, grpcapi.Status(err)
+		return nil, wire.Status(err)
 	}
 	out := &pb.ListTablesResponse{}
 	for _, t := range tables {
-		out.Tables = append(out.Tables, grpcapi.TableMsg(t))
+		out.Tables = append(out.Tables, wire.TableMsg(t))
 	}
 	return out, nil
 }

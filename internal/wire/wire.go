@@ -1,0 +1,134 @@
+// Package wire converts between Strata's types and the protobuf messages
+// of proto/strata/v1, and maps the errors both planes share (catalog,
+// region ids, schema, context) to gRPC status codes. metasrv, the
+// datanode's gRPC server and its router all speak through it; it imports
+// no engine.
+package wire
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/stratadb/strata/internal/catalog"
+	"github.com/stratadb/strata/internal/layout"
+	"github.com/stratadb/strata/internal/row"
+	"github.com/stratadb/strata/internal/schema"
+	pb "github.com/stratadb/strata/proto/strata/v1"
+)
+
+// Status maps an error to a gRPC status: the sentinels both planes share,
+// Internal otherwise.
+func Status(err error) error {
+	if err == nil {
+		return nil
+	}
+	var ce *schema.ConflictError
+	code := codes.Internal
+	switch {
+	case errors.As(err, &ce), errors.Is(err, catalog.ErrInvalidTable), errors.Is(err, schema.ErrBadName), errors.Is(err, layout.ErrInvalidRegion):
+		code = codes.InvalidArgument
+	case errors.Is(err, catalog.ErrTableNotFound):
+		code = codes.NotFound
+	case errors.Is(err, catalog.ErrTableExists):
+		code = codes.AlreadyExists
+	case errors.Is(err, catalog.ErrConflict):
+		code = codes.Unavailable
+	case errors.Is(err, context.Canceled):
+		code = codes.Canceled
+	case errors.Is(err, context.DeadlineExceeded):
+		code = codes.DeadlineExceeded
+	}
+	return status.Error(code, err.Error())
+}
+
+// ToValue converts a message value (nil: null).
+func ToValue(v *pb.Value) row.Value {
+	switch k := v.GetKind().(type) {
+	case *pb.Value_Float:
+		return row.FloatValue(k.Float)
+	case *pb.Value_Int:
+		return row.IntValue(k.Int)
+	case *pb.Value_Uint:
+		return row.UintValue(k.Uint)
+	case *pb.Value_String_:
+		return row.StringValue(k.String_)
+	case *pb.Value_Bool:
+		return row.BoolValue(k.Bool)
+	}
+	return row.Value{}
+}
+
+// FromValue converts a value (null: nil).
+func FromValue(v row.Value) *pb.Value {
+	switch v.Kind() {
+	case row.Float:
+		return &pb.Value{Kind: &pb.Value_Float{Float: v.Float()}}
+	case row.Int:
+		return &pb.Value{Kind: &pb.Value_Int{Int: v.Int()}}
+	case row.Uint:
+		return &pb.Value{Kind: &pb.Value_Uint{Uint: v.Uint()}}
+	case row.String:
+		return &pb.Value{Kind: &pb.Value_String_{String_: v.Str()}}
+	case row.Bool:
+		return &pb.Value{Kind: &pb.Value_Bool{Bool: v.Bool()}}
+	}
+	return nil
+}
+
+// ToTags converts message tags.
+func ToTags(tags []*pb.Tag) []row.Tag {
+	out := make([]row.Tag, len(tags))
+	for i, t := range tags {
+		out[i] = row.Tag{Name: t.GetName(), Value: t.GetValue()}
+	}
+	return out
+}
+
+// FromTags converts tags.
+func FromTags(tags []row.Tag) []*pb.Tag {
+	out := make([]*pb.Tag, len(tags))
+	for i, t := range tags {
+		out[i] = &pb.Tag{Name: t.Name, Value: t.Value}
+	}
+	return out
+}
+
+// ToPoints converts message points.
+func ToPoints(ps []*pb.Point) []row.Point {
+	out := make([]row.Point, len(ps))
+	for i, p := range ps {
+		fs := make([]row.Field, len(p.GetFields()))
+		for j, f := range p.GetFields() {
+			fs[j] = row.Field{Name: f.GetName(), Value: ToValue(f.GetValue())}
+		}
+		out[i] = row.Point{Tags: ToTags(p.GetTags()), TS: p.GetTs(), Fields: fs}
+	}
+	return out
+}
+
+// FromPoints converts points.
+func FromPoints(ps []row.Point) []*pb.Point {
+	out := make([]*pb.Point, len(ps))
+	for i, p := range ps {
+		fs := make([]*pb.Field, len(p.Fields))
+		for j, f := range p.Fields {
+			fs[j] = &pb.Field{Name: f.Name, Value: FromValue(f.Value)}
+		}
+		out[i] = &pb.Point{Tags: FromTags(p.Tags), Ts: p.TS, Fields: fs}
+	}
+	return out
+}
+
+// TableMsg converts a table.
+func TableMsg(t catalog.Table) *pb.Table {
+	m := &pb.Table{Id: t.ID, Name: t.Name, Regions: t.Regions, TtlSeconds: int64(t.TTL / time.Second), CreatedAtUnix: t.CreatedAt.Unix(),
+		CompactionWindowSeconds: int64(t.CompactionWindow / time.Second)}
+	for _, c := range t.Schema.Columns {
+		m.Columns = append(m.Columns, &pb.Column{Name: c.Name, Role: c.Role, Type: c.Type})
+	}
+	return m
+}
