@@ -7,13 +7,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/stratadb/strata/internal/catalog"
 	"log/slog"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
 	"time"
+
+	"github.com/stratadb/strata/internal/catalog"
+	"github.com/stratadb/strata/internal/datanode/agent"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -95,7 +97,7 @@ type Server struct {
 	errc     chan error
 	Registry *prometheus.Registry
 	etcd     *clientv3.Client
-	agent    *cluster.Agent
+	agent    *agent.Agent
 	embedded *cluster.Etcd
 	meta     *metasrv.Server
 }
@@ -181,7 +183,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 			s.etcd = cli
 		}
 		cli := s.etcd
-		s.agent = cluster.NewAgent(cluster.AgentOptions{Client: cli, Node: cluster.NodeInfo{ID: cfg.NodeID}, Heartbeat: cfg.Heartbeat, Lease: cfg.Lease, Logger: cfg.Logger,
+		s.agent = agent.New(agent.Options{Client: cli, Node: cluster.NodeInfo{ID: cfg.NodeID}, Heartbeat: cfg.Heartbeat, Lease: cfg.Lease, Logger: cfg.Logger,
 			DialOptions: cfg.Auth.DialOptions()})
 		dopts.Lease = s.agent.BindLease
 		dopts.Catalog = catalog.NewEtcdBackend(cli)

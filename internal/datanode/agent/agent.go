@@ -1,33 +1,26 @@
-package cluster
+package agent
 
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"github.com/stratadb/strata/internal/wire"
-	"io"
 	"log/slog"
 	"sync"
 	"time"
 
+	"github.com/stratadb/strata/internal/cluster"
+
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
-	"google.golang.org/grpc/status"
 
 	"github.com/stratadb/strata/internal/datanode"
 	"github.com/stratadb/strata/internal/layout"
-	"github.com/stratadb/strata/internal/region"
-	"github.com/stratadb/strata/internal/row"
-	pb "github.com/stratadb/strata/proto/strata/v1"
 )
 
-// AgentOptions configure a datanode's agent.
-type AgentOptions struct {
+// Options configure a datanode's agent.
+type Options struct {
 	Client *clientv3.Client
-	Node   NodeInfo
+	Node   cluster.NodeInfo
 	// Heartbeat is how often the lease is renewed (default 3 s); Lease is
 	// its TTL (default 10 s).
 	Heartbeat, Lease time.Duration
@@ -50,15 +43,15 @@ type AgentOptions struct {
 // was paused past its lease, the new owner's epoch fences it in the object
 // store (manifest create-if-absent, WAL fence segment) anyway.
 type Agent struct {
-	opts AgentOptions
+	opts Options
 	eng  *datanode.Engine
 	log  *slog.Logger
 
 	mu       sync.Mutex
 	lease    clientv3.LeaseID
 	deadline time.Time
-	owners   map[layout.RegionID]Assignment
-	nodes    map[string]NodeInfo
+	owners   map[layout.RegionID]cluster.Assignment
+	nodes    map[string]cluster.NodeInfo
 	changed  chan struct{} // closed and replaced when owners or nodes change
 	opening  map[layout.RegionID]bool
 	opened   map[layout.RegionID]uint64 // the assignment generation each hosted region was opened for
@@ -68,18 +61,18 @@ type Agent struct {
 	wg   sync.WaitGroup
 }
 
-// NewAgent prepares an agent; the engine is attached with Start.
-func NewAgent(opts AgentOptions) *Agent {
+// New prepares an agent; the engine is attached with Start.
+func New(opts Options) *Agent {
 	if opts.Heartbeat <= 0 {
-		opts.Heartbeat = DefaultHeartbeat
+		opts.Heartbeat = cluster.DefaultHeartbeat
 	}
 	if opts.Lease <= 0 {
-		opts.Lease = DefaultLease
+		opts.Lease = cluster.DefaultLease
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	return &Agent{opts: opts, log: opts.Logger.With("node", opts.Node.ID), owners: map[layout.RegionID]Assignment{}, nodes: map[string]NodeInfo{},
+	return &Agent{opts: opts, log: opts.Logger.With("node", opts.Node.ID), owners: map[layout.RegionID]cluster.Assignment{}, nodes: map[string]cluster.NodeInfo{},
 		changed: make(chan struct{}), opening: map[layout.RegionID]bool{}, opened: map[layout.RegionID]uint64{}, conns: map[string]*grpc.ClientConn{}}
 }
 
@@ -131,7 +124,7 @@ func (a *Agent) register(ctx context.Context) error {
 	info := a.opts.Node
 	info.Started = time.Now().UTC()
 	data, _ := json.Marshal(info)
-	if _, err := a.opts.Client.Put(ctx, DatanodesPrefix+info.ID, string(data), clientv3.WithLease(g.ID)); err != nil {
+	if _, err := a.opts.Client.Put(ctx, cluster.DatanodesPrefix+info.ID, string(data), clientv3.WithLease(g.ID)); err != nil {
 		return fmt.Errorf("register datanode %s: %w", info.ID, err)
 	}
 	a.mu.Lock()
@@ -216,7 +209,7 @@ func (a *Agent) follow(ctx context.Context) {
 			}
 			continue
 		}
-		wc := a.opts.Client.Watch(clientv3.WithRequireLeader(ctx), Prefix, clientv3.WithPrefix(), clientv3.WithRev(rev+1))
+		wc := a.opts.Client.Watch(clientv3.WithRequireLeader(ctx), cluster.Prefix, clientv3.WithPrefix(), clientv3.WithRev(rev+1))
 		for resp := range wc {
 			if resp.Err() != nil {
 				break
@@ -225,10 +218,10 @@ func (a *Agent) follow(ctx context.Context) {
 			for _, ev := range resp.Events {
 				k := string(ev.Kv.Key)
 				switch {
-				case k == CatalogKey:
+				case k == cluster.CatalogKey:
 					a.eng.ReloadCatalog(ctx)
-				case len(k) > len(RegionsPrefix) && k[:len(RegionsPrefix)] == RegionsPrefix,
-					len(k) > len(DatanodesPrefix) && k[:len(DatanodesPrefix)] == DatanodesPrefix:
+				case len(k) > len(cluster.RegionsPrefix) && k[:len(cluster.RegionsPrefix)] == cluster.RegionsPrefix,
+					len(k) > len(cluster.DatanodesPrefix) && k[:len(cluster.DatanodesPrefix)] == cluster.DatanodesPrefix:
 					changed = true
 				}
 			}
@@ -246,21 +239,21 @@ func (a *Agent) follow(ctx context.Context) {
 // refresh reads every assignment and datanode and reconciles the regions
 // hosted here with the assignments.
 func (a *Agent) refresh(ctx context.Context) (int64, error) {
-	resp, err := a.opts.Client.Get(ctx, Prefix, clientv3.WithPrefix())
+	resp, err := a.opts.Client.Get(ctx, cluster.Prefix, clientv3.WithPrefix())
 	if err != nil {
 		return 0, err
 	}
-	owners := map[layout.RegionID]Assignment{}
-	nodes := map[string]NodeInfo{}
+	owners := map[layout.RegionID]cluster.Assignment{}
+	nodes := map[string]cluster.NodeInfo{}
 	for _, kv := range resp.Kvs {
 		k := string(kv.Key)
-		if id, ok := ParseRegionKey(RegionsPrefix, k); ok {
-			var as Assignment
+		if id, ok := cluster.ParseRegionKey(cluster.RegionsPrefix, k); ok {
+			var as cluster.Assignment
 			if json.Unmarshal(kv.Value, &as) == nil {
 				owners[id] = as
 			}
-		} else if len(k) > len(DatanodesPrefix) && k[:len(DatanodesPrefix)] == DatanodesPrefix {
-			var n NodeInfo
+		} else if len(k) > len(cluster.DatanodesPrefix) && k[:len(cluster.DatanodesPrefix)] == cluster.DatanodesPrefix {
+			var n cluster.NodeInfo
 			if json.Unmarshal(kv.Value, &n) == nil {
 				nodes[n.ID] = n
 			}
@@ -385,202 +378,3 @@ func (a *Agent) Close(ctx context.Context) {
 	a.Stop()
 	a.Revoke(ctx)
 }
-
-// owner waits until region id has a live owner and returns its address,
-// or "" if the owner is this node and the region is open here.
-func (a *Agent) owner(ctx context.Context, id layout.RegionID) (string, error) {
-	for {
-		a.mu.Lock()
-		as, ok := a.owners[id]
-		n, live := a.nodes[as.Owner]
-		changed := a.changed
-		a.mu.Unlock()
-		if ok && live {
-			if as.Owner != a.opts.Node.ID {
-				return n.GRPCAddr, nil
-			}
-			if slicesContains(a.eng.Hosted(), id) {
-				return "", nil
-			}
-		}
-		select {
-		case <-ctx.Done():
-			return "", fmt.Errorf("%w: region %s has no live owner yet: %v", datanode.ErrNotHosted, id, ctx.Err())
-		case <-changed:
-		case <-time.After(time.Second):
-		}
-	}
-}
-
-func slicesContains(ids []layout.RegionID, id layout.RegionID) bool {
-	for _, x := range ids {
-		if x == id {
-			return true
-		}
-	}
-	return false
-}
-
-func (a *Agent) conn(addr string) (pb.DatanodeClient, error) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	c := a.conns[addr]
-	if c == nil {
-		opts := append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}, a.opts.DialOptions...)
-		var err error
-		if c, err = grpc.NewClient(addr, opts...); err != nil {
-			return nil, err
-		}
-		a.conns[addr] = c
-	}
-	return pb.NewDatanodeClient(c), nil
-}
-
-// routeTimeout bounds how long a forwarded request waits for a region to
-// get an owner (failover takes up to a lease).
-const routeTimeout = 30 * time.Second
-
-func retryable(err error) bool {
-	return status.Code(err) == codes.Unavailable || errors.Is(err, datanode.ErrNotHosted)
-}
-
-// Write forwards a region's points to its owner, waiting for an owner and
-// retrying while the region moves.
-func (a *Agent) Write(ctx context.Context, table string, id layout.RegionID, points []row.Point) (region.WriteResult, error) {
-	ctx, cancel := context.WithTimeout(ctx, routeTimeout)
-	defer cancel()
-	for {
-		addr, err := a.owner(ctx, id)
-		if err != nil {
-			return region.WriteResult{}, err
-		}
-		if addr == "" {
-			res, err := a.eng.WriteRegion(ctx, table, id, points)
-			if err == nil || !errors.Is(err, datanode.ErrNotHosted) {
-				return res, err
-			}
-			continue
-		}
-		c, err := a.conn(addr)
-		if err != nil {
-			return region.WriteResult{}, err
-		}
-		resp, err := c.Write(ctx, &pb.WriteRequest{Table: table, Region: id.String(), Points: wire.FromPoints(points)})
-		if err == nil {
-			return region.WriteResult{Written: int(resp.Written), Expired: int(resp.Expired)}, nil
-		}
-		if !retryable(err) || ctx.Err() != nil {
-			return region.WriteResult{}, fmt.Errorf("region %s on %s: %w", id, addr, err)
-		}
-		a.waitChange(ctx)
-	}
-}
-
-func (a *Agent) waitChange(ctx context.Context) {
-	a.mu.Lock()
-	ch := a.changed
-	a.mu.Unlock()
-	select {
-	case <-ctx.Done():
-	case <-ch:
-	case <-time.After(500 * time.Millisecond):
-	}
-}
-
-// Scan scans a region on its owner.
-func (a *Agent) Scan(ctx context.Context, table string, id layout.RegionID, req region.ScanRequest) (row.Iterator, error) {
-	wctx, cancel := context.WithTimeout(ctx, routeTimeout)
-	defer cancel()
-	addr, err := a.owner(wctx, id)
-	if err != nil {
-		return nil, err
-	}
-	if addr == "" {
-		sc, err := a.eng.ScanRegion(ctx, table, id, req)
-		if err != nil {
-			return nil, err
-		}
-		return &localIter{sc: sc}, nil
-	}
-	c, err := a.conn(addr)
-	if err != nil {
-		return nil, err
-	}
-	sctx, scancel := context.WithCancel(ctx)
-	stream, err := c.Scan(sctx, &pb.ScanRequest{Table: table, Region: id.String(), Start: req.Start, End: req.End,
-		Tags: wire.FromTags(req.Tags), Fields: req.Fields, BatchRows: int32(req.BatchRows)})
-	if err != nil {
-		scancel()
-		return nil, fmt.Errorf("scan region %s on %s: %w", id, addr, err)
-	}
-	return &remoteIter{stream: stream, cancel: scancel, width: len(req.Fields)}, nil
-}
-
-// localIter adapts an engine scanner to a row.Iterator.
-type localIter struct {
-	sc    *datanode.Scanner
-	batch []row.Entry
-	pos   int
-}
-
-func (it *localIter) Next() bool {
-	it.pos++
-	for it.pos >= len(it.batch) {
-		if !it.sc.Next() {
-			return false
-		}
-		it.batch, it.pos = it.sc.Batch(), 0
-	}
-	return true
-}
-func (it *localIter) Entry() *row.Entry { return &it.batch[it.pos] }
-func (it *localIter) Err() error        { return it.sc.Err() }
-func (it *localIter) Close() error      { return it.sc.Close() }
-
-// remoteIter turns a streamed scan into entries.
-type remoteIter struct {
-	stream grpc.ServerStreamingClient[pb.ScanResponse]
-	cancel context.CancelFunc
-	width  int
-	resp   *pb.ScanResponse
-	keys   []string // series keys of resp
-	pos    int
-	cur    row.Entry
-	err    error
-}
-
-func (it *remoteIter) Next() bool {
-	for it.resp == nil || it.pos >= len(it.resp.Rows) {
-		resp, err := it.stream.Recv()
-		if err == io.EOF {
-			return false
-		}
-		if err != nil {
-			it.err = err
-			return false
-		}
-		it.resp, it.pos = resp, 0
-		it.keys = it.keys[:0]
-		for _, s := range resp.Series {
-			k, err := row.EncodeSeries(nil, wire.ToTags(s.Tags))
-			if err != nil {
-				it.err = err
-				return false
-			}
-			it.keys = append(it.keys, string(k))
-		}
-	}
-	r := it.resp.Rows[it.pos]
-	it.pos++
-	fields := make([]row.Value, it.width)
-	for i, v := range r.Values {
-		if i < it.width {
-			fields[i] = wire.ToValue(v)
-		}
-	}
-	it.cur = row.Entry{Series: it.keys[r.Series], TS: r.Ts, Fields: fields}
-	return true
-}
-func (it *remoteIter) Entry() *row.Entry { return &it.cur }
-func (it *remoteIter) Err() error        { return it.err }
-func (it *remoteIter) Close() error      { it.cancel(); return nil }

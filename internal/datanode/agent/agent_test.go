@@ -1,13 +1,15 @@
-package cluster_test
+package agent_test
 
 import (
 	"context"
 	"encoding/json"
-	"github.com/stratadb/strata/internal/catalog"
 	"io"
 	"log/slog"
 	"testing"
 	"time"
+
+	"github.com/stratadb/strata/internal/catalog"
+	"github.com/stratadb/strata/internal/datanode/agent"
 
 	"github.com/stratadb/strata/internal/cluster"
 	"github.com/stratadb/strata/internal/datanode"
@@ -47,7 +49,7 @@ func TestAgentReopensARegionReassignedSinceItOpened(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	agent := cluster.NewAgent(cluster.AgentOptions{Client: cli, Node: cluster.NodeInfo{ID: "a"}, Logger: quiet})
+	agent := agent.New(agent.Options{Client: cli, Node: cluster.NodeInfo{ID: "a"}, Logger: quiet})
 	eng, err := datanode.Open(ctx, objstoretest.Mem(t), datanode.Options{Logger: quiet, Catalog: catalog.NewEtcdBackend(cli),
 		Cluster: &datanode.ClusterOptions{Remote: agent}})
 	if err != nil {

@@ -1,0 +1,223 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+
+	"github.com/stratadb/strata/internal/datanode"
+	"github.com/stratadb/strata/internal/layout"
+	"github.com/stratadb/strata/internal/region"
+	"github.com/stratadb/strata/internal/row"
+	"github.com/stratadb/strata/internal/wire"
+	pb "github.com/stratadb/strata/proto/strata/v1"
+)
+
+// Routing: the regions other datanodes host are reached over gRPC, each
+// request waiting for an owner and retried while the region moves.
+
+// owner waits until region id has a live owner and returns its address,
+// or "" if the owner is this node and the region is open here.
+func (a *Agent) owner(ctx context.Context, id layout.RegionID) (string, error) {
+	for {
+		a.mu.Lock()
+		as, ok := a.owners[id]
+		n, live := a.nodes[as.Owner]
+		changed := a.changed
+		a.mu.Unlock()
+		if ok && live {
+			if as.Owner != a.opts.Node.ID {
+				return n.GRPCAddr, nil
+			}
+			if slicesContains(a.eng.Hosted(), id) {
+				return "", nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return "", fmt.Errorf("%w: region %s has no live owner yet: %v", datanode.ErrNotHosted, id, ctx.Err())
+		case <-changed:
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+func slicesContains(ids []layout.RegionID, id layout.RegionID) bool {
+	for _, x := range ids {
+		if x == id {
+			return true
+		}
+	}
+	return false
+}
+
+func (a *Agent) conn(addr string) (pb.DatanodeClient, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	c := a.conns[addr]
+	if c == nil {
+		opts := append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}, a.opts.DialOptions...)
+		var err error
+		if c, err = grpc.NewClient(addr, opts...); err != nil {
+			return nil, err
+		}
+		a.conns[addr] = c
+	}
+	return pb.NewDatanodeClient(c), nil
+}
+
+// routeTimeout bounds how long a forwarded request waits for a region to
+// get an owner (failover takes up to a lease).
+const routeTimeout = 30 * time.Second
+
+func retryable(err error) bool {
+	return status.Code(err) == codes.Unavailable || errors.Is(err, datanode.ErrNotHosted)
+}
+
+// Write forwards a region's points to its owner, waiting for an owner and
+// retrying while the region moves.
+func (a *Agent) Write(ctx context.Context, table string, id layout.RegionID, points []row.Point) (region.WriteResult, error) {
+	ctx, cancel := context.WithTimeout(ctx, routeTimeout)
+	defer cancel()
+	for {
+		addr, err := a.owner(ctx, id)
+		if err != nil {
+			return region.WriteResult{}, err
+		}
+		if addr == "" {
+			res, err := a.eng.WriteRegion(ctx, table, id, points)
+			if err == nil || !errors.Is(err, datanode.ErrNotHosted) {
+				return res, err
+			}
+			continue
+		}
+		c, err := a.conn(addr)
+		if err != nil {
+			return region.WriteResult{}, err
+		}
+		resp, err := c.Write(ctx, &pb.WriteRequest{Table: table, Region: id.String(), Points: wire.FromPoints(points)})
+		if err == nil {
+			return region.WriteResult{Written: int(resp.Written), Expired: int(resp.Expired)}, nil
+		}
+		if !retryable(err) || ctx.Err() != nil {
+			return region.WriteResult{}, fmt.Errorf("region %s on %s: %w", id, addr, err)
+		}
+		a.waitChange(ctx)
+	}
+}
+
+func (a *Agent) waitChange(ctx context.Context) {
+	a.mu.Lock()
+	ch := a.changed
+	a.mu.Unlock()
+	select {
+	case <-ctx.Done():
+	case <-ch:
+	case <-time.After(500 * time.Millisecond):
+	}
+}
+
+// Scan scans a region on its owner.
+func (a *Agent) Scan(ctx context.Context, table string, id layout.RegionID, req region.ScanRequest) (row.Iterator, error) {
+	wctx, cancel := context.WithTimeout(ctx, routeTimeout)
+	defer cancel()
+	addr, err := a.owner(wctx, id)
+	if err != nil {
+		return nil, err
+	}
+	if addr == "" {
+		sc, err := a.eng.ScanRegion(ctx, table, id, req)
+		if err != nil {
+			return nil, err
+		}
+		return &localIter{sc: sc}, nil
+	}
+	c, err := a.conn(addr)
+	if err != nil {
+		return nil, err
+	}
+	sctx, scancel := context.WithCancel(ctx)
+	stream, err := c.Scan(sctx, &pb.ScanRequest{Table: table, Region: id.String(), Start: req.Start, End: req.End,
+		Tags: wire.FromTags(req.Tags), Fields: req.Fields, BatchRows: int32(req.BatchRows)})
+	if err != nil {
+		scancel()
+		return nil, fmt.Errorf("scan region %s on %s: %w", id, addr, err)
+	}
+	return &remoteIter{stream: stream, cancel: scancel, width: len(req.Fields)}, nil
+}
+
+// localIter adapts an engine scanner to a row.Iterator.
+type localIter struct {
+	sc    *datanode.Scanner
+	batch []row.Entry
+	pos   int
+}
+
+func (it *localIter) Next() bool {
+	it.pos++
+	for it.pos >= len(it.batch) {
+		if !it.sc.Next() {
+			return false
+		}
+		it.batch, it.pos = it.sc.Batch(), 0
+	}
+	return true
+}
+func (it *localIter) Entry() *row.Entry { return &it.batch[it.pos] }
+func (it *localIter) Err() error        { return it.sc.Err() }
+func (it *localIter) Close() error      { return it.sc.Close() }
+
+// remoteIter turns a streamed scan into entries.
+type remoteIter struct {
+	stream grpc.ServerStreamingClient[pb.ScanResponse]
+	cancel context.CancelFunc
+	width  int
+	resp   *pb.ScanResponse
+	keys   []string // series keys of resp
+	pos    int
+	cur    row.Entry
+	err    error
+}
+
+func (it *remoteIter) Next() bool {
+	for it.resp == nil || it.pos >= len(it.resp.Rows) {
+		resp, err := it.stream.Recv()
+		if err == io.EOF {
+			return false
+		}
+		if err != nil {
+			it.err = err
+			return false
+		}
+		it.resp, it.pos = resp, 0
+		it.keys = it.keys[:0]
+		for _, s := range resp.Series {
+			k, err := row.EncodeSeries(nil, wire.ToTags(s.Tags))
+			if err != nil {
+				it.err = err
+				return false
+			}
+			it.keys = append(it.keys, string(k))
+		}
+	}
+	r := it.resp.Rows[it.pos]
+	it.pos++
+	fields := make([]row.Value, it.width)
+	for i, v := range r.Values {
+		if i < it.width {
+			fields[i] = wire.ToValue(v)
+		}
+	}
+	it.cur = row.Entry{Series: it.keys[r.Series], TS: r.Ts, Fields: fields}
+	return true
+}
+func (it *remoteIter) Entry() *row.Entry { return &it.cur }
+func (it *remoteIter) Err() error        { return it.err }
+func (it *remoteIter) Close() error      { it.cancel(); return nil }
