@@ -7,12 +7,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/stratadb/strata/internal/catalog"
 	"log/slog"
 	"slices"
 	"sort"
 	"sync"
 	"time"
+
+	"github.com/stratadb/strata/internal/catalog"
 
 	"github.com/stratadb/strata/internal/compact"
 	"github.com/stratadb/strata/internal/gc"
@@ -278,22 +279,16 @@ func (e *Engine) DropTable(ctx context.Context, name string) error {
 
 func (e *Engine) finishDrop(ctx context.Context, name string) error {
 	t := e.cat.State().Tables[name]
-	prefix := fmt.Sprintf("%d/", t.ID)
-	objs, err := objstore.ListAll(ctx, e.store, prefix, 1000)
+	n, err := objstore.DeletePrefix(ctx, e.store, layout.TablePrefix(t.ID))
 	if err != nil {
-		return fmt.Errorf("drop %s: list: %w", name, err)
-	}
-	for _, o := range objs {
-		if err := e.store.Delete(ctx, o.Key); err != nil && !errors.Is(err, objstore.ErrNotFound) {
-			return fmt.Errorf("drop %s: delete %s: %w", name, o.Key, err)
-		}
+		return fmt.Errorf("drop %s: %w", name, err)
 	}
 	next := e.cat.State().Clone()
 	delete(next.Tables, name)
 	if err := e.cat.Commit(ctx, next); err != nil {
 		return err
 	}
-	e.log.Info("table dropped", "table", name, "objects", len(objs))
+	e.log.Info("table dropped", "table", name, "objects", n)
 	return nil
 }
 

@@ -8,11 +8,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/stratadb/strata/internal/catalog"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/stratadb/strata/internal/catalog"
 
 	"github.com/stratadb/strata/internal/gc"
 	"github.com/stratadb/strata/internal/layout"
@@ -123,7 +124,7 @@ func Check(ctx context.Context, store objstore.Bucket, opts Options) (*Report, e
 			return nil, fmt.Errorf("%w: %s", ErrNoTable, opts.Table)
 		}
 		only = &id
-		prefix = fmt.Sprintf("%d/", id)
+		prefix = layout.TablePrefix(id)
 	}
 	rep := &Report{}
 	// One listing finds every object; only then are the manifests read

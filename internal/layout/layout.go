@@ -23,6 +23,9 @@ type RegionID struct {
 
 func (r RegionID) String() string { return fmt.Sprintf("%d/%d", r.Table, r.Region) }
 
+// TablePrefix is the key prefix of every object of table id.
+func TablePrefix(id uint32) string { return fmt.Sprintf("%d/", id) }
+
 // ErrInvalidRegion: a region id does not parse, or names no region of the
 // table or process at hand.
 var ErrInvalidRegion = errors.New("invalid region")

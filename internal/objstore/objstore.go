@@ -110,6 +110,22 @@ func ListAll(ctx context.Context, b Bucket, prefix string, pageSize int) ([]Obje
 	}
 }
 
+// DeletePrefix deletes every object under prefix, listing page by page,
+// and returns how many it deleted. Deleting an object already gone is not
+// an error; the first other failure stops it (run it again to finish).
+func DeletePrefix(ctx context.Context, b Bucket, prefix string) (int, error) {
+	objs, err := ListAll(ctx, b, prefix, 1000)
+	if err != nil {
+		return 0, fmt.Errorf("list %s: %w", prefix, err)
+	}
+	for i, o := range objs {
+		if err := b.Delete(ctx, o.Key); err != nil && !errors.Is(err, ErrNotFound) {
+			return i, fmt.Errorf("delete %s: %w", o.Key, err)
+		}
+	}
+	return len(objs), nil
+}
+
 // tmpDir is where the file backend stages writes; it is hidden from listings.
 const tmpDir = ".strata-tmp"
 

@@ -341,14 +341,8 @@ func importCatalog(ctx context.Context, store objstore.Bucket, cli *clientv3.Cli
 	if err := ec.Commit(ctx, 0, v, data); err != nil {
 		return fmt.Errorf("import the store's catalog into etcd: %w", err)
 	}
-	objs, err := objstore.ListAll(ctx, store, catalog.StorePrefix, 1000)
-	if err != nil {
+	if _, err := objstore.DeletePrefix(ctx, store, catalog.StorePrefix); err != nil {
 		return err
-	}
-	for _, o := range objs {
-		if err := store.Delete(ctx, o.Key); err != nil && !errors.Is(err, objstore.ErrNotFound) {
-			return err
-		}
 	}
 	log.Info("catalog moved from the store into etcd", "version", v)
 	return nil
