@@ -15,11 +15,11 @@ package cluster
 
 import (
 	"fmt"
-	"github.com/stratadb/strata/internal/catalog"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/stratadb/strata/internal/catalog"
 	"github.com/stratadb/strata/internal/layout"
 )
 

@@ -4,12 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/stratadb/strata/internal/catalog"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/stratadb/strata/internal/catalog"
 	"github.com/stratadb/strata/internal/compact"
 	"github.com/stratadb/strata/internal/gc"
 	"github.com/stratadb/strata/internal/manifest"

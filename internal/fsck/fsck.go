@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/stratadb/strata/internal/catalog"
-
 	"github.com/stratadb/strata/internal/gc"
 	"github.com/stratadb/strata/internal/layout"
 	"github.com/stratadb/strata/internal/manifest"

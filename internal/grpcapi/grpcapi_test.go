@@ -2,7 +2,6 @@ package grpcapi
 
 import (
 	"context"
-	"github.com/stratadb/strata/internal/wire"
 	"io"
 	"math"
 	"net"
@@ -16,6 +15,7 @@ import (
 	"github.com/stratadb/strata/internal/datanode"
 	"github.com/stratadb/strata/internal/objstore"
 	"github.com/stratadb/strata/internal/row"
+	"github.com/stratadb/strata/internal/wire"
 	pb "github.com/stratadb/strata/proto/strata/v1"
 )
 

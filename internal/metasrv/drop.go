@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/stratadb/strata/internal/catalog"
-
 	"github.com/stratadb/strata/internal/cluster"
 	"github.com/stratadb/strata/internal/layout"
 	"github.com/stratadb/strata/internal/manifest"

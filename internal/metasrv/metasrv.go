@@ -10,8 +10,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/stratadb/strata/internal/catalog"
-	"github.com/stratadb/strata/internal/wire"
 	"log/slog"
 	"slices"
 	"strings"
@@ -26,10 +24,12 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/stratadb/strata/internal/auth"
+	"github.com/stratadb/strata/internal/catalog"
 	"github.com/stratadb/strata/internal/cluster"
 	"github.com/stratadb/strata/internal/gcsched"
 	"github.com/stratadb/strata/internal/layout"
 	"github.com/stratadb/strata/internal/objstore"
+	"github.com/stratadb/strata/internal/wire"
 	pb "github.com/stratadb/strata/proto/strata/v1"
 )
 

@@ -5,6 +5,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"log/slog"
 	"math"
 	"math/rand/v2"
 	"os"
@@ -13,9 +15,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"io"
-	"log/slog"
 
 	"github.com/stratadb/strata/internal/objstore"
 	"github.com/stratadb/strata/internal/objstore/faultstore"

@@ -14,9 +14,6 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/stratadb/strata/internal/catalog"
-	"github.com/stratadb/strata/internal/datanode/agent"
-
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -26,9 +23,11 @@ import (
 	"google.golang.org/grpc/reflection"
 
 	"github.com/stratadb/strata/internal/auth"
+	"github.com/stratadb/strata/internal/catalog"
 	"github.com/stratadb/strata/internal/cluster"
 	"github.com/stratadb/strata/internal/compact"
 	"github.com/stratadb/strata/internal/datanode"
+	"github.com/stratadb/strata/internal/datanode/agent"
 	"github.com/stratadb/strata/internal/gc"
 	"github.com/stratadb/strata/internal/gcsched"
 	"github.com/stratadb/strata/internal/grpcapi"

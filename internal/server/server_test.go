@@ -2,7 +2,6 @@ package server
 
 import (
 	"context"
-	"github.com/stratadb/strata/internal/catalog"
 	"io"
 	"log/slog"
 	"testing"
@@ -13,6 +12,7 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	reflectionpb "google.golang.org/grpc/reflection/grpc_reflection_v1"
 
+	"github.com/stratadb/strata/internal/catalog"
 	"github.com/stratadb/strata/internal/datanode"
 	"github.com/stratadb/strata/internal/objstore"
 	"github.com/stratadb/strata/internal/region"

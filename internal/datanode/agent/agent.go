@@ -8,11 +8,10 @@ import (
 	"sync"
 	"time"
 
-	"github.com/stratadb/strata/internal/cluster"
-
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/grpc"
 
+	"github.com/stratadb/strata/internal/cluster"
 	"github.com/stratadb/strata/internal/datanode"
 	"github.com/stratadb/strata/internal/layout"
 )

@@ -9,10 +9,9 @@ import (
 	"time"
 
 	"github.com/stratadb/strata/internal/catalog"
-	"github.com/stratadb/strata/internal/datanode/agent"
-
 	"github.com/stratadb/strata/internal/cluster"
 	"github.com/stratadb/strata/internal/datanode"
+	"github.com/stratadb/strata/internal/datanode/agent"
 	"github.com/stratadb/strata/internal/layout"
 	"github.com/stratadb/strata/internal/objstore/objstoretest"
 )

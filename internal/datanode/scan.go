@@ -1,0 +1,221 @@
+package datanode
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/stratadb/strata/internal/layout"
+	"github.com/stratadb/strata/internal/merge"
+	"github.com/stratadb/strata/internal/region"
+	"github.com/stratadb/strata/internal/row"
+	"github.com/stratadb/strata/internal/schema"
+)
+
+// Scanner streams a table scan: its regions' scans merged by (series, ts).
+type Scanner struct {
+	direct  *region.Scanner // one region with the table's field positions
+	fields  []schema.Field
+	scans   []*region.Scanner
+	remotes []row.Iterator // scans of regions hosted elsewhere
+	it      row.Iterator
+	batch   []row.Entry
+	size    int
+	err     error
+}
+
+// Scan scans a table. The fields of the result are the table's fields (or
+// the requested ones), in that order.
+func (e *Engine) Scan(ctx context.Context, table string, req region.ScanRequest) (*Scanner, error) {
+	return e.scan(ctx, table, req, nil)
+}
+
+// ScanRegion scans one region of a table, which must be hosted here (a
+// scan forwarded by another datanode).
+func (e *Engine) ScanRegion(ctx context.Context, table string, id layout.RegionID, req region.ScanRequest) (*Scanner, error) {
+	return e.scan(ctx, table, req, &id)
+}
+
+func (e *Engine) scan(ctx context.Context, table string, req region.ScanRequest, only *layout.RegionID) (*Scanner, error) {
+	t, regions, err := e.tableRegions(table)
+	if err != nil {
+		return nil, err
+	}
+	sch, err := e.tableSchema(t)
+	if err != nil {
+		return nil, err
+	}
+	if req.BatchRows <= 0 {
+		req.BatchRows = 4096
+	}
+	// Scan every region with the table's field list, so positions agree.
+	names := req.Fields
+	if names == nil {
+		for _, f := range sch.Fields() {
+			names = append(names, f.Name)
+		}
+	}
+	var fields []schema.Field
+	for _, n := range names {
+		o, ok := sch.FieldOrdinal(n)
+		if !ok {
+			return nil, fmt.Errorf("%w: unknown field %q", region.ErrInvalidScan, n)
+		}
+		fields = append(fields, sch.Fields()[o])
+	}
+	if only != nil && (only.Table != t.ID || only.Region >= t.Regions) {
+		return nil, fmt.Errorf("%w: region %s is not a region of table %s", layout.ErrInvalidRegion, only, table)
+	}
+	s := &Scanner{fields: fields, size: req.BatchRows}
+	var inputs []row.Iterator
+	for i, r := range regions {
+		if only != nil && uint32(i) != only.Region {
+			continue
+		}
+		if r == nil {
+			if only != nil || e.opts.Cluster == nil {
+				s.Close()
+				return nil, fmt.Errorf("%w: region %d/%d", ErrNotHosted, t.ID, i)
+			}
+			rreq := req
+			rreq.Fields = names
+			it, err := e.opts.Cluster.Remote.Scan(ctx, t.Name, layout.RegionID{Table: t.ID, Region: uint32(i)}, rreq)
+			if err != nil {
+				s.Close()
+				return nil, err
+			}
+			s.remotes = append(s.remotes, it)
+			inputs = append(inputs, it)
+			continue
+		}
+		// A region may not have every table column yet: ask only for the
+		// ones it has, and map them to the table's positions.
+		rsch := r.Schema()
+		rreq := req
+		rreq.Fields = nil
+		var pos []int
+		for i, n := range names {
+			if _, ok := rsch.FieldOrdinal(n); ok {
+				rreq.Fields = append(rreq.Fields, n)
+				pos = append(pos, i)
+			}
+		}
+		if rreq.Fields == nil {
+			rreq.Fields = []string{}
+		}
+		sc, err := r.Scan(ctx, rreq)
+		if err != nil {
+			s.Close()
+			return nil, err
+		}
+		s.scans = append(s.scans, sc)
+		inputs = append(inputs, &scanIter{sc: sc, pos: pos, width: len(names)})
+	}
+	if si, ok := inputs[0].(*scanIter); ok && len(inputs) == 1 && len(si.pos) == si.width && isIdentity(si.pos) {
+		s.direct = s.scans[0]
+	} else if len(inputs) == 1 {
+		s.it = inputs[0]
+	} else {
+		s.it = merge.New(inputs, merge.DefaultOptions())
+	}
+	return s, nil
+}
+
+// Fields are the columns of each row's Fields.
+func (s *Scanner) Fields() []schema.Field { return s.fields }
+
+// Next reads the next batch.
+func (s *Scanner) Next() bool {
+	if s.direct != nil {
+		return s.direct.Next()
+	}
+	if s.err != nil {
+		return false
+	}
+	s.batch = s.batch[:0]
+	for len(s.batch) < s.size && s.it.Next() {
+		s.batch = append(s.batch, *s.it.Entry())
+	}
+	if err := s.it.Err(); err != nil {
+		s.err = err
+		return false
+	}
+	return len(s.batch) > 0
+}
+
+// Batch is the current batch; it stays valid after Next.
+func (s *Scanner) Batch() []row.Entry {
+	if s.direct != nil {
+		return s.direct.Batch()
+	}
+	b := s.batch
+	s.batch = nil
+	return b
+}
+
+// Err is the error that ended the scan.
+func (s *Scanner) Err() error {
+	if s.direct != nil {
+		return s.direct.Err()
+	}
+	return s.err
+}
+
+// Close releases the scan.
+func (s *Scanner) Close() error {
+	var errs []error
+	for _, sc := range s.scans {
+		errs = append(errs, sc.Close())
+	}
+	for _, it := range s.remotes {
+		errs = append(errs, it.Close())
+	}
+	s.scans, s.remotes = nil, nil
+	return errors.Join(errs...)
+}
+
+// scanIter adapts a region scanner to a row.Iterator with the table's field
+// positions.
+type scanIter struct {
+	sc    *region.Scanner
+	pos   []int
+	width int
+	batch []row.Entry
+	i     int
+	cur   row.Entry
+}
+
+func (it *scanIter) Next() bool {
+	it.i++
+	for it.i >= len(it.batch) {
+		if !it.sc.Next() {
+			return false
+		}
+		it.batch, it.i = it.sc.Batch(), 0
+	}
+	e := it.batch[it.i]
+	if len(it.pos) != it.width || !isIdentity(it.pos) {
+		f := make([]row.Value, it.width)
+		for j, p := range it.pos {
+			f[p] = e.Field(j)
+		}
+		e.Fields = f
+	}
+	it.cur = e
+	return true
+}
+
+func isIdentity(pos []int) bool {
+	for i, p := range pos {
+		if p != i {
+			return false
+		}
+	}
+	return true
+}
+
+func (it *scanIter) Entry() *row.Entry { return &it.cur }
+
+func (it *scanIter) Err() error { return it.sc.Err() }
+
+func (it *scanIter) Close() error { return nil }

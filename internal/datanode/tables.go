@@ -1,0 +1,149 @@
+package datanode
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+
+	"github.com/stratadb/strata/internal/catalog"
+	"github.com/stratadb/strata/internal/compact"
+	"github.com/stratadb/strata/internal/layout"
+	"github.com/stratadb/strata/internal/objstore"
+	"github.com/stratadb/strata/internal/region"
+)
+
+// CreateTable creates a table and its regions.
+func (e *Engine) CreateTable(ctx context.Context, spec catalog.TableSpec) (catalog.Table, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.createLocked(ctx, spec)
+}
+
+func (e *Engine) createLocked(ctx context.Context, spec catalog.TableSpec) (catalog.Table, error) {
+	if e.closed {
+		return catalog.Table{}, region.ErrClosed
+	}
+	next, t, err := e.cat.State().WithTable(spec, e.opts.DefaultRegions)
+	if err != nil {
+		return catalog.Table{}, err
+	}
+	if err := e.cat.Commit(ctx, next); err != nil {
+		if errors.Is(err, catalog.ErrConflict) {
+			if rerr := e.cat.Reload(ctx); rerr == nil {
+				if _, ok := e.cat.State().Tables[spec.Name]; ok {
+					return catalog.Table{}, fmt.Errorf("%w: %s", catalog.ErrTableExists, spec.Name)
+				}
+			}
+		}
+		return catalog.Table{}, err
+	}
+	if e.opts.Cluster != nil {
+		// Metasrv places the regions; their owners create them.
+		e.log.Info("table created", "table", t.Name, "id", t.ID, "regions", t.Regions)
+		return *t, nil
+	}
+	for i := range t.Regions {
+		if err := e.openRegion(ctx, t, i); err != nil {
+			return catalog.Table{}, err
+		}
+	}
+	e.log.Info("table created", "table", t.Name, "id", t.ID, "regions", t.Regions)
+	return *t, nil
+}
+
+// Tables lists the tables by name.
+func (e *Engine) Tables() []catalog.Table {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	var out []catalog.Table
+	for _, t := range e.cat.State().Tables {
+		if !t.Dropping {
+			out = append(out, *t)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+// catalog.Table returns one table.
+func (e *Engine) Table(name string) (catalog.Table, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	t, ok := e.cat.State().Tables[name]
+	if !ok || t.Dropping {
+		return catalog.Table{}, fmt.Errorf("%w: %s", catalog.ErrTableNotFound, name)
+	}
+	return *t, nil
+}
+
+// DropTable closes a table's regions and deletes every object they own.
+// The catalog marks the table as dropping first, so a crash mid-way leaves
+// the deletion to the next Open.
+func (e *Engine) DropTable(ctx context.Context, name string) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	t, ok := e.cat.State().Tables[name]
+	if !ok || t.Dropping {
+		return fmt.Errorf("%w: %s", catalog.ErrTableNotFound, name)
+	}
+	next := e.cat.State().Clone()
+	next.Tables[name].Dropping = true
+	if err := e.cat.Commit(ctx, next); err != nil {
+		return err
+	}
+	for i := range t.Regions {
+		id := layout.RegionID{Table: t.ID, Region: i}
+		if r := e.regions[id]; r != nil {
+			e.sched.Cancel(r) // waits until the job's outputs are owned
+			r.Close(ctx, region.CloseOptions{})
+			delete(e.regions, id)
+		}
+	}
+	if e.opts.Cluster != nil {
+		// Other datanodes may host regions of it: metasrv's leader has
+		// them all closed before it deletes the objects.
+		e.log.Info("table marked dropping; metasrv finishes the drop", "table", name)
+		return nil
+	}
+	return e.finishDrop(ctx, name)
+}
+
+func (e *Engine) finishDrop(ctx context.Context, name string) error {
+	t := e.cat.State().Tables[name]
+	n, err := objstore.DeletePrefix(ctx, e.store, layout.TablePrefix(t.ID))
+	if err != nil {
+		return fmt.Errorf("drop %s: %w", name, err)
+	}
+	next := e.cat.State().Clone()
+	delete(next.Tables, name)
+	if err := e.cat.Commit(ctx, next); err != nil {
+		return err
+	}
+	e.log.Info("table dropped", "table", name, "objects", n)
+	return nil
+}
+
+// TruncateTable removes every row of a table acknowledged before the call;
+// the table, its schema and its regions stay. Each region's running
+// compaction is cancelled first, and the truncate waits until that
+// cancellation is acknowledged (the job's outputs deleted or owned by its
+// marker). A compaction that starts in between cannot commit: its inputs
+// are no longer live, so the manifest refuses its edit.
+func (e *Engine) TruncateTable(ctx context.Context, table string) error {
+	_, regions, err := e.localRegions(table)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, r := range regions {
+		if _, err := e.sched.Cancel(r); err != nil && !errors.Is(err, compact.ErrTooLate) {
+			errs = append(errs, fmt.Errorf("region %s: cancel compaction: %w", r.ID(), err))
+			continue
+		}
+		if err := r.Truncate(ctx); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,270 @@
+package datanode
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+
+	"github.com/stratadb/strata/internal/catalog"
+	"github.com/stratadb/strata/internal/layout"
+	"github.com/stratadb/strata/internal/region"
+	"github.com/stratadb/strata/internal/row"
+	"github.com/stratadb/strata/internal/schema"
+)
+
+// WriteOptions control Engine.Write.
+type WriteOptions struct {
+	// CreateTable creates a missing table with default options.
+	CreateTable bool
+}
+
+// routeKey maps a series key to a region: FNV-1a (stable across processes
+// and versions, since it decides where data lives) modulo the region count.
+func routeKey(key []byte, regions uint32) uint32 {
+	h := uint64(14695981039346656037)
+	for _, c := range key {
+		h ^= uint64(c)
+		h *= 1099511628211
+	}
+	return uint32(h % uint64(regions))
+}
+
+// Write validates the batch against the table's schema as a whole (nothing
+// is written if any point is bad), records new columns in the catalog,
+// and writes each region's share of the batch. Each region's share is
+// atomic; if the store fails, some regions' shares may have been written
+// and a retry of the batch is safe.
+func (e *Engine) Write(ctx context.Context, table string, points []row.Point, opts WriteOptions) (region.WriteResult, error) {
+	t, regions, err := e.prepareWrite(ctx, table, points, opts)
+	if err != nil {
+		return region.WriteResult{}, err
+	}
+	if len(regions) == 1 && regions[0] != nil {
+		return regions[0].Write(ctx, points)
+	}
+	// Split by region: hash of the series key.
+	shares := make([][]row.Point, len(regions))
+	var key []byte
+	for i := range points {
+		key, err = row.EncodeSeries(key[:0], points[i].Tags)
+		if err != nil {
+			return region.WriteResult{}, &region.PointError{Index: i, Err: fmt.Errorf("%w: %v", region.ErrInvalidWrite, err)}
+		}
+		n := routeKey(key, t.Regions)
+		shares[n] = append(shares[n], points[i])
+	}
+	var wg sync.WaitGroup
+	results := make([]region.WriteResult, len(regions))
+	errs := make([]error, len(regions))
+	for i, share := range shares {
+		if len(share) == 0 {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if regions[i] == nil {
+				results[i], errs[i] = e.remoteWrite(ctx, t, uint32(i), share)
+				return
+			}
+			results[i], errs[i] = regions[i].Write(ctx, share)
+		}()
+	}
+	wg.Wait()
+	var res region.WriteResult
+	for _, r := range results {
+		res.Written += r.Written
+		res.Expired += r.Expired
+	}
+	return res, errors.Join(errs...)
+}
+
+// prepareWrite resolves the table (creating it if asked), validates the
+// batch and commits new columns to the catalog. Validation runs outside the
+// engine's lock; only a schema change takes it.
+func (e *Engine) prepareWrite(ctx context.Context, table string, points []row.Point, opts WriteOptions) (*catalog.Table, []*region.Region, error) {
+	for attempt := 0; ; attempt++ {
+		t, regions, err := e.prepareWriteOnce(ctx, table, points, opts)
+		if !errors.Is(err, errRetrySchema) || attempt == 4 {
+			if errors.Is(err, errRetrySchema) {
+				err = fmt.Errorf("table %s: record new columns: %w", table, catalog.ErrConflict)
+			}
+			return t, regions, err
+		}
+	}
+}
+
+func (e *Engine) prepareWriteOnce(ctx context.Context, table string, points []row.Point, opts WriteOptions) (*catalog.Table, []*region.Region, error) {
+	t, regions, err := e.tableRegions(table)
+	if errors.Is(err, catalog.ErrTableNotFound) && opts.CreateTable {
+		e.mu.Lock()
+		if _, exists := e.cat.State().Tables[table]; !exists {
+			_, err = e.createLocked(ctx, catalog.TableSpec{Name: table})
+		}
+		e.mu.Unlock()
+		if err != nil && !errors.Is(err, catalog.ErrTableExists) {
+			return nil, nil, err
+		}
+		t, regions, err = e.tableRegions(table)
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	sch, err := e.tableSchema(t)
+	if err != nil {
+		return nil, nil, err
+	}
+	add, err := region.ValidateBatch(points, sch, e.opts.Region.AllowNonFinite)
+	if err != nil || !add.Changed() {
+		return t, regions, err
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	cur, ok := e.cat.State().Tables[table]
+	if !ok || cur.Dropping {
+		return nil, nil, fmt.Errorf("%w: %s", catalog.ErrTableNotFound, table)
+	}
+	// Another write may have changed the schema meanwhile: check again.
+	if sch, err = e.tableSchema(cur); err != nil {
+		return nil, nil, err
+	}
+	if add, err = region.ValidateBatch(points, sch, e.opts.Region.AllowNonFinite); err != nil || !add.Changed() {
+		return t, regions, err
+	}
+	nextSchema, err := add.Result()
+	if err != nil {
+		return nil, nil, err
+	}
+	next := e.cat.State().Clone()
+	next.Tables[table].Schema = nextSchema.Manifest()
+	if err := e.cat.Commit(ctx, next); err != nil {
+		if errors.Is(err, catalog.ErrConflict) && e.opts.Cluster != nil {
+			// Another datanode changed the catalog: reload, and let the
+			// caller validate again against what it committed.
+			if rerr := e.cat.Reload(ctx); rerr != nil {
+				return nil, nil, errors.Join(err, rerr)
+			}
+			return nil, nil, errRetrySchema
+		}
+		return nil, nil, fmt.Errorf("table %s: record new columns: %w", table, err)
+	}
+	return t, regions, nil
+}
+
+var errRetrySchema = errors.New("catalog changed: validate again")
+
+func (e *Engine) tableRegions(table string) (*catalog.Table, []*region.Region, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.closed {
+		return nil, nil, region.ErrClosed
+	}
+	t, ok := e.cat.State().Tables[table]
+	if !ok && e.opts.Cluster != nil {
+		// Created through another datanode or metasrv since we loaded.
+		if err := e.cat.Reload(context.Background()); err != nil {
+			return nil, nil, err
+		}
+		t, ok = e.cat.State().Tables[table]
+	}
+	if !ok || t.Dropping {
+		return nil, nil, fmt.Errorf("%w: %s", catalog.ErrTableNotFound, table)
+	}
+	regions := make([]*region.Region, t.Regions)
+	for i := range regions {
+		regions[i] = e.regions[layout.RegionID{Table: t.ID, Region: uint32(i)}]
+	}
+	tt := *t
+	return &tt, regions, nil
+}
+
+// localRegions is tableRegions without the regions hosted elsewhere.
+func (e *Engine) localRegions(table string) (*catalog.Table, []*region.Region, error) {
+	t, regions, err := e.tableRegions(table)
+	if err != nil {
+		return nil, nil, err
+	}
+	local := regions[:0:0]
+	for _, r := range regions {
+		if r != nil {
+			local = append(local, r)
+		}
+	}
+	return t, local, nil
+}
+
+// Delete writes a tombstone for one series in the region that holds it.
+func (e *Engine) Delete(ctx context.Context, table string, tags []row.Tag, start, end int64) error {
+	t, regions, err := e.tableRegions(table)
+	if err != nil {
+		return err
+	}
+	key, err := row.EncodeSeries(nil, slices.Clone(tags))
+	if err != nil {
+		return fmt.Errorf("%w: %v", region.ErrInvalidWrite, err)
+	}
+	r := regions[routeKey(key, t.Regions)]
+	if r == nil {
+		return fmt.Errorf("%w: the series is in region %d/%d: send the delete to its owner", ErrNotHosted, t.ID, routeKey(key, t.Regions))
+	}
+	return r.Delete(ctx, tags, start, end)
+}
+
+// TableBatch is one table's share of a multi-table write.
+type TableBatch struct {
+	Table  string
+	Points []row.Point
+}
+
+// BatchError is a rejected point of a multi-table write.
+type BatchError struct {
+	Table string
+	Err   *region.PointError
+}
+
+func (e *BatchError) Error() string { return fmt.Sprintf("table %s: %v", e.Table, e.Err) }
+
+func (e *BatchError) Unwrap() error { return e.Err }
+
+// WriteTables writes batches to several tables. Every batch is validated
+// before any is written, so bad input anywhere writes nothing.
+func (e *Engine) WriteTables(ctx context.Context, batches []TableBatch, opts WriteOptions) (region.WriteResult, error) {
+	for _, b := range batches {
+		var sch *schema.Schema
+		t, err := e.Table(b.Table)
+		switch {
+		case err == nil:
+			sch, err = e.tableSchema(&t)
+		case errors.Is(err, catalog.ErrTableNotFound) && opts.CreateTable:
+			if err = catalog.ValidateTableName(b.Table); err == nil {
+				sch, err = schema.New(schema.DefaultTimestamp)
+			}
+		}
+		if err != nil {
+			return region.WriteResult{}, err
+		}
+		if _, err := region.ValidateBatch(b.Points, sch, e.opts.Region.AllowNonFinite); err != nil {
+			var pe *region.PointError
+			if errors.As(err, &pe) {
+				return region.WriteResult{}, &BatchError{Table: b.Table, Err: pe}
+			}
+			return region.WriteResult{}, err
+		}
+	}
+	var total region.WriteResult
+	for _, b := range batches {
+		res, err := e.Write(ctx, b.Table, b.Points, opts)
+		total.Written += res.Written
+		total.Expired += res.Expired
+		if err != nil {
+			var pe *region.PointError
+			if errors.As(err, &pe) {
+				return total, &BatchError{Table: b.Table, Err: pe}
+			}
+			return total, err
+		}
+	}
+	return total, nil
+}
