@@ -109,9 +109,9 @@ func (e *Engine) scan(ctx context.Context, table string, req region.ScanRequest,
 			return nil, err
 		}
 		s.scans = append(s.scans, sc)
-		inputs = append(inputs, &scanIter{sc: sc, pos: pos, width: len(names)})
+		inputs = append(inputs, &batchIter{src: sc, remap: true, pos: pos, width: len(names)})
 	}
-	if si, ok := inputs[0].(*scanIter); ok && len(inputs) == 1 && len(si.pos) == si.width && isIdentity(si.pos) {
+	if si, ok := inputs[0].(*batchIter); ok && len(inputs) == 1 && len(si.pos) == si.width && isIdentity(si.pos) {
 		s.direct = s.scans[0]
 	} else if len(inputs) == 1 {
 		s.it = inputs[0]
@@ -174,27 +174,42 @@ func (s *Scanner) Close() error {
 	return errors.Join(errs...)
 }
 
-// scanIter adapts a region scanner to a row.Iterator with the table's field
-// positions.
-type scanIter struct {
-	sc    *region.Scanner
+// batches is a scan that yields batches of entries: a region's scanner or
+// the engine's.
+type batches interface {
+	Next() bool
+	Batch() []row.Entry
+	Err() error
+}
+
+// batchIter turns batches into a row.Iterator. With remap, entry field j
+// moves to position pos[j] of width fields (a region may lack some of its
+// table's fields); close, if set, ends the scan.
+type batchIter struct {
+	src   batches
+	remap bool
 	pos   []int
 	width int
+	close func() error
 	batch []row.Entry
 	i     int
 	cur   row.Entry
 }
 
-func (it *scanIter) Next() bool {
+// Iterator returns the scan as a row.Iterator, one entry at a time; its
+// Close closes the scan.
+func (s *Scanner) Iterator() row.Iterator { return &batchIter{src: s, close: s.Close} }
+
+func (it *batchIter) Next() bool {
 	it.i++
 	for it.i >= len(it.batch) {
-		if !it.sc.Next() {
+		if !it.src.Next() {
 			return false
 		}
-		it.batch, it.i = it.sc.Batch(), 0
+		it.batch, it.i = it.src.Batch(), 0
 	}
 	e := it.batch[it.i]
-	if len(it.pos) != it.width || !isIdentity(it.pos) {
+	if it.remap && (len(it.pos) != it.width || !isIdentity(it.pos)) {
 		f := make([]row.Value, it.width)
 		for j, p := range it.pos {
 			f[p] = e.Field(j)
@@ -214,8 +229,13 @@ func isIdentity(pos []int) bool {
 	return true
 }
 
-func (it *scanIter) Entry() *row.Entry { return &it.cur }
+func (it *batchIter) Entry() *row.Entry { return &it.cur }
 
-func (it *scanIter) Err() error { return it.sc.Err() }
+func (it *batchIter) Err() error { return it.src.Err() }
 
-func (it *scanIter) Close() error { return nil }
+func (it *batchIter) Close() error {
+	if it.close == nil {
+		return nil
+	}
+	return it.close()
+}

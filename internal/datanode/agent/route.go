@@ -137,7 +137,7 @@ func (a *Agent) Scan(ctx context.Context, table string, id layout.RegionID, req 
 		if err != nil {
 			return nil, err
 		}
-		return &localIter{sc: sc}, nil
+		return sc.Iterator(), nil
 	}
 	c, err := a.conn(addr)
 	if err != nil {
@@ -152,27 +152,6 @@ func (a *Agent) Scan(ctx context.Context, table string, id layout.RegionID, req 
 	}
 	return &remoteIter{stream: stream, cancel: scancel, width: len(req.Fields)}, nil
 }
-
-// localIter adapts an engine scanner to a row.Iterator.
-type localIter struct {
-	sc    *datanode.Scanner
-	batch []row.Entry
-	pos   int
-}
-
-func (it *localIter) Next() bool {
-	it.pos++
-	for it.pos >= len(it.batch) {
-		if !it.sc.Next() {
-			return false
-		}
-		it.batch, it.pos = it.sc.Batch(), 0
-	}
-	return true
-}
-func (it *localIter) Entry() *row.Entry { return &it.batch[it.pos] }
-func (it *localIter) Err() error        { return it.sc.Err() }
-func (it *localIter) Close() error      { return it.sc.Close() }
 
 // remoteIter turns a streamed scan into entries.
 type remoteIter struct {
