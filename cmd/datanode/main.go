@@ -1,33 +1,53 @@
 // Command datanode is a Strata datanode of a cluster: it registers with
 // etcd under a lease, hosts the regions metasrv assigns it (WAL, memtables,
 // SSTs and manifest in the object store), and serves the data gRPC service
-// and the HTTP line-protocol API. Every flag can also be set as
-// STRATA_<FLAG>.
+// and the HTTP line-protocol API. Settings: flags, then STRATA_<FLAG>,
+// then the --config YAML file (docs/configuration.md).
 package main
 
 import (
 	"context"
 	"errors"
-	"flag"
-	"fmt"
 	"os"
 	"os/signal"
 	"syscall"
 	"time"
+
+	"github.com/spf13/cobra"
 
 	"github.com/stratadb/strata/internal/auth"
 	"github.com/stratadb/strata/internal/procflags"
 	"github.com/stratadb/strata/internal/server"
 )
 
-func main() { os.Exit(run(os.Args[1:])) }
+func main() {
+	os.Exit(procflags.Exit("datanode", command().Execute()))
+}
 
-func run(args []string) int {
-	fs := flag.NewFlagSet("datanode", flag.ContinueOnError)
+func command() *cobra.Command {
 	var cfg server.Config
+	var etcd, tokenFile, level, format string
+	c := procflags.Command("datanode", "A Strata datanode of a cluster", `Hosts the regions metasrv assigns it (WAL, memtables, SSTs and manifest in
+the object store), and serves the data gRPC service and the HTTP
+line-protocol API.`, func(cmd *cobra.Command) error {
+		log, err := procflags.Logger(level, format)
+		if err != nil {
+			return procflags.UsageError{Err: err}
+		}
+		cfg.Logger = log
+		if cfg.Auth, err = auth.Load(tokenFile); err != nil {
+			return procflags.UsageError{Err: err}
+		}
+		cfg.Etcd = procflags.Split(etcd)
+		if len(cfg.Etcd) == 0 || cfg.Store == "" {
+			return procflags.UsageError{Err: errors.New("--etcd-endpoints and --store are required (use `strata standalone` for one process)")}
+		}
+		return serve(cfg)
+	})
+	fs := c.Flags()
 	host, _ := os.Hostname()
 	fs.StringVar(&cfg.NodeID, "id", host, "datanode id, unique in the cluster")
-	etcd := fs.String("etcd-endpoints", "", "etcd endpoints, comma-separated (metasrv's embedded etcd, or an external cluster)")
+	fs.StringVar(&etcd, "etcd-endpoints", "", "etcd endpoints, comma-separated (metasrv's embedded etcd, or an external cluster)")
 	fs.StringVar(&cfg.Store, "store", "", "object store URL shared by the cluster (file:///shared/dir, s3://bucket?endpoint=...)")
 	fs.StringVar(&cfg.DataDir, "data-dir", "strata-datanode", "local directory (scratch only: every durable byte is in the store)")
 	fs.StringVar(&cfg.HTTPAddr, "http-addr", ":8086", "HTTP listen address (line protocol, /metrics, /health)")
@@ -41,37 +61,19 @@ func run(args []string) int {
 	fs.DurationVar(&cfg.GCInterval, "gc-interval", 0, "local fast GC of the regions hosted here (0: never; metasrv's scheduler runs GC)")
 	fs.DurationVar(&cfg.FullGCInterval, "full-gc-interval", 0, "local full-listing GC of the regions hosted here (0: never)")
 	fs.DurationVar(&cfg.ShutdownTimeout, "shutdown-timeout", 0, "bound on graceful shutdown (default 1m)")
-	tokenFile := fs.String("auth-token-file", "", "file holding the shared auth token (default: $STRATA_AUTH_TOKEN; neither: no auth)")
-	level := fs.String("log-level", "info", "log level: debug, info, warn or error")
-	format := fs.String("log-format", "text", "log format: text or json")
-	if err := procflags.Parse(fs, args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		fmt.Fprintln(os.Stderr, "datanode:", err)
-		return 2
-	}
-	log, err := procflags.Logger(*level, *format)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "datanode:", err)
-		return 2
-	}
-	cfg.Logger = log
-	if cfg.Auth, err = auth.Load(*tokenFile); err != nil {
-		fmt.Fprintln(os.Stderr, "datanode:", err)
-		return 2
-	}
-	cfg.Etcd = procflags.Split(*etcd)
-	if len(cfg.Etcd) == 0 || cfg.Store == "" {
-		fmt.Fprintln(os.Stderr, "datanode: --etcd-endpoints and --store are required (use `strata standalone` for one process)")
-		return 2
-	}
+	fs.StringVar(&tokenFile, "auth-token-file", "", "file holding the shared auth token (default: $STRATA_AUTH_TOKEN; neither: no auth)")
+	fs.StringVar(&level, "log-level", "info", "log level: debug, info, warn or error")
+	fs.StringVar(&format, "log-format", "text", "log format: text or json")
+	return c
+}
+
+// serve runs the datanode until SIGINT or SIGTERM, then shuts it down.
+func serve(cfg server.Config) error {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	s, err := server.Start(ctx, cfg)
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "datanode:", err)
-		return 1
+		return err
 	}
 	select {
 	case <-ctx.Done():
@@ -81,9 +83,5 @@ func run(args []string) int {
 	if serr := s.Shutdown(context.Background()); err == nil {
 		err = serr
 	}
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "datanode:", err)
-		return 1
-	}
-	return 0
+	return err
 }

@@ -1,20 +1,21 @@
 // Command metasrv is Strata's coordinator: etcd (embedded by default, data
 // under --data-dir; external with --etcd-endpoints), leader election among
 // replicas, region placement and failover, and the admin gRPC service.
-// Every flag can also be set as STRATA_<FLAG>.
+// Settings: flags, then STRATA_<FLAG>, then the --config YAML file
+// (docs/configuration.md).
 package main
 
 import (
 	"context"
-	"errors"
-	"flag"
 	"fmt"
 	"net"
 	"os"
 	"os/signal"
 	"path/filepath"
 	"syscall"
+	"time"
 
+	"github.com/spf13/cobra"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
@@ -27,100 +28,109 @@ import (
 	"github.com/stratadb/strata/internal/procflags"
 )
 
-func main() { os.Exit(run(os.Args[1:])) }
+func main() {
+	os.Exit(procflags.Exit("metasrv", command().Execute()))
+}
 
-func run(args []string) int {
-	fs := flag.NewFlagSet("metasrv", flag.ContinueOnError)
-	dataDir := fs.String("data-dir", "strata-metasrv", "directory of the embedded etcd's data")
-	endpoints := fs.String("etcd-endpoints", "", "external etcd endpoints, comma-separated (default: run an embedded etcd)")
-	etcdAddr := fs.String("etcd-client-addr", "127.0.0.1:2379", "embedded etcd: client listen address (datanodes connect here)")
-	grpcAddr := fs.String("grpc-addr", ":8088", "admin gRPC listen address")
-	advertise := fs.String("advertise-addr", "", "admin address other replicas forward to (default: the bound address)")
-	regions := fs.Uint("default-regions", 1, "regions of tables created without a region count")
-	storeURL := fs.String("store", "", "the cluster's object store URL (dropping a table deletes its objects through it; without it, drops are refused)")
-	finalSweep := fs.Duration("final-sweep-after", 0, "how long after dropping a table its prefix is swept again, for late writes of a paused former owner (default: the upload window plus clock skew, 1h1m)")
-	tokenFile := fs.String("auth-token-file", "", "file holding the shared auth token (default: $STRATA_AUTH_TOKEN; neither: no auth)")
-	level := fs.String("log-level", "info", "log level: debug, info, warn or error")
-	format := fs.String("log-format", "text", "log format: text or json")
-	if err := procflags.Parse(fs, args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
+func command() *cobra.Command {
+	var dataDir string
+	var endpoints string
+	var etcdAddr string
+	var grpcAddr string
+	var advertise string
+	var regions uint
+	var storeURL string
+	var finalSweep time.Duration
+	var tokenFile string
+	var level string
+	var format string
+	c := procflags.Command("metasrv", "Strata's coordinator", `etcd (embedded by default, data under --data-dir; external with
+--etcd-endpoints), leader election among replicas, region placement and
+failover, the GC scheduler, and the admin gRPC service.`, func(cmd *cobra.Command) error {
+		log, err := procflags.Logger(level, format)
+		if err != nil {
+			return procflags.UsageError{Err: err}
 		}
-		fmt.Fprintln(os.Stderr, "metasrv:", err)
-		return 2
-	}
-	log, err := procflags.Logger(*level, *format)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "metasrv:", err)
-		return 2
-	}
-	token, err := auth.Load(*tokenFile)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "metasrv:", err)
-		return 2
-	}
-	fail := func(err error) int {
-		log.Error("metasrv failed", "err", err)
-		return 1
-	}
-	eps := procflags.Split(*endpoints)
-	if len(eps) == 0 {
-		e, err := cluster.StartEtcd(filepath.Join(*dataDir, "etcd"), *etcdAddr, log)
+		token, err := auth.Load(tokenFile)
+		if err != nil {
+			return procflags.UsageError{Err: err}
+		}
+		fail := func(err error) error {
+			log.Error("metasrv failed", "err", err)
+			return err
+		}
+		eps := procflags.Split(endpoints)
+		if len(eps) == 0 {
+			e, err := cluster.StartEtcd(filepath.Join(dataDir, "etcd"), etcdAddr, log)
+			if err != nil {
+				return fail(err)
+			}
+			defer e.Close()
+			eps = e.Endpoints
+		}
+		cli, err := cluster.Connect(eps)
 		if err != nil {
 			return fail(err)
 		}
-		defer e.Close()
-		eps = e.Endpoints
-	}
-	cli, err := cluster.Connect(eps)
-	if err != nil {
-		return fail(err)
-	}
-	defer cli.Close()
-	var store objstore.Bucket
-	if *storeURL != "" {
-		st, err := objstore.Open(context.Background(), *storeURL, objstore.Options{})
-		if err != nil {
-			return fail(fmt.Errorf("open store %s: %w", *storeURL, err))
+		defer cli.Close()
+		var store objstore.Bucket
+		if storeURL != "" {
+			st, err := objstore.Open(context.Background(), storeURL, objstore.Options{})
+			if err != nil {
+				return fail(fmt.Errorf("open store %s: %w", storeURL, err))
+			}
+			defer st.Close()
+			if err := objstore.CheckConditionalCreate(context.Background(), st, storeURL); err != nil {
+				return fail(err)
+			}
+			store = st
 		}
-		defer st.Close()
-		if err := objstore.CheckConditionalCreate(context.Background(), st, *storeURL); err != nil {
+		ln, err := net.Listen("tcp", grpcAddr)
+		if err != nil {
+			return fail(fmt.Errorf("listen %s: %w", grpcAddr, err))
+		}
+		addr := advertise
+		if addr == "" {
+			addr = ln.Addr().String()
+		}
+		ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+		defer stop()
+		srv, err := metasrv.Start(ctx, metasrv.Options{Client: cli, Addr: addr, DefaultRegions: uint32(regions), Logger: log, Auth: token, Store: store, FinalSweepAfter: finalSweep})
+		if err != nil {
 			return fail(err)
 		}
-		store = st
-	}
-	ln, err := net.Listen("tcp", *grpcAddr)
-	if err != nil {
-		return fail(fmt.Errorf("listen %s: %w", *grpcAddr, err))
-	}
-	addr := *advertise
-	if addr == "" {
-		addr = ln.Addr().String()
-	}
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-	defer stop()
-	srv, err := metasrv.Start(ctx, metasrv.Options{Client: cli, Addr: addr, DefaultRegions: uint32(*regions), Logger: log, Auth: token, Store: store, FinalSweepAfter: *finalSweep})
-	if err != nil {
-		return fail(err)
-	}
-	g := grpc.NewServer(token.ServerOptions()...)
-	srv.Register(g)
-	hs := health.NewServer()
-	healthpb.RegisterHealthServer(g, hs)
-	reflection.Register(g)
-	errc := make(chan error, 1)
-	go func() { errc <- g.Serve(ln) }()
-	log.Info("serving", "grpc", ln.Addr().String(), "etcd", eps, "auth", token.Enabled())
-	select {
-	case <-ctx.Done():
-	case err = <-errc:
-	}
-	hs.Shutdown()
-	srv.Close()
-	g.GracefulStop()
-	if err != nil {
-		return fail(err)
-	}
-	log.Info("shut down cleanly")
-	return 0
+		g := grpc.NewServer(token.ServerOptions()...)
+		srv.Register(g)
+		hs := health.NewServer()
+		healthpb.RegisterHealthServer(g, hs)
+		reflection.Register(g)
+		errc := make(chan error, 1)
+		go func() { errc <- g.Serve(ln) }()
+		log.Info("serving", "grpc", ln.Addr().String(), "etcd", eps, "auth", token.Enabled())
+		select {
+		case <-ctx.Done():
+		case err = <-errc:
+		}
+		hs.Shutdown()
+		srv.Close()
+		g.GracefulStop()
+		if err != nil {
+			return fail(err)
+		}
+		log.Info("shut down cleanly")
+		return nil
+	})
+	fs := c.Flags()
+	fs.StringVar(&dataDir, "data-dir", "strata-metasrv", "directory of the embedded etcd's data")
+	fs.StringVar(&endpoints, "etcd-endpoints", "", "external etcd endpoints, comma-separated (default: run an embedded etcd)")
+	fs.StringVar(&etcdAddr, "etcd-client-addr", "127.0.0.1:2379", "embedded etcd: client listen address (datanodes connect here)")
+	fs.StringVar(&grpcAddr, "grpc-addr", ":8088", "admin gRPC listen address")
+	fs.StringVar(&advertise, "advertise-addr", "", "admin address other replicas forward to (default: the bound address)")
+	fs.UintVar(&regions, "default-regions", 1, "regions of tables created without a region count")
+	fs.StringVar(&storeURL, "store", "", "the cluster's object store URL (dropping a table deletes its objects through it; without it, drops are refused)")
+	fs.DurationVar(&finalSweep, "final-sweep-after", 0, "how long after dropping a table its prefix is swept again, for late writes of a paused former owner (default: the upload window plus clock skew, 1h1m)")
+	fs.StringVar(&tokenFile, "auth-token-file", "", "file holding the shared auth token (default: $STRATA_AUTH_TOKEN; neither: no auth)")
+	fs.StringVar(&level, "log-level", "info", "log level: debug, info, warn or error")
+	fs.StringVar(&format, "log-format", "text", "log format: text or json")
+	return c
 }

@@ -11,13 +11,12 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"strings"
 
 	"github.com/spf13/cobra"
-	"github.com/spf13/pflag"
-	"go.yaml.in/yaml/v3"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+
+	"github.com/stratadb/strata/internal/procflags"
 )
 
 // Exit codes.
@@ -52,7 +51,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 
 func exitCode(err error) int {
 	var ue usageError
-	if errors.As(err, &ue) {
+	var pe procflags.UsageError
+	if errors.As(err, &ue) || errors.As(err, &pe) {
 		return exitUsage
 	}
 	var fe fsckExit
@@ -101,70 +101,8 @@ in upper case with - as _, e.g. STRATA_DATA_DIR), then the --config file
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	root.PersistentFlags().String("config", "", "YAML config file (keys are flag names)")
-	root.PersistentPreRunE = func(cmd *cobra.Command, args []string) error { return applyConfig(cmd) }
+	root.PersistentPreRunE = func(cmd *cobra.Command, args []string) error { return procflags.Apply(cmd) }
 	root.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error { return usageError{err} })
 	root.AddCommand(newStandalone(), newTable(), newWrite(), newQuery(), newAdmin(), newBench(), newFsck(), newCluster())
 	return root
-}
-
-// applyConfig fills flags not set on the command line from the environment
-// and then the config file.
-func applyConfig(cmd *cobra.Command) error {
-	var file map[string]any
-	path, _ := cmd.Flags().GetString("config")
-	if path == "" {
-		path = os.Getenv("STRATA_CONFIG")
-	}
-	if path != "" {
-		data, err := os.ReadFile(path)
-		if err != nil {
-			return usagef("config file: %v", err)
-		}
-		if err := yaml.Unmarshal(data, &file); err != nil {
-			return usagef("config file %s: %v", path, err)
-		}
-	}
-	known := map[string]bool{}
-	var ferr error
-	cmd.Flags().VisitAll(func(f *pflag.Flag) {
-		known[f.Name] = true
-		if f.Changed || ferr != nil || f.Name == "config" || f.Name == "help" {
-			return
-		}
-		env := "STRATA_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
-		if v, ok := os.LookupEnv(env); ok {
-			if err := cmd.Flags().Set(f.Name, v); err != nil {
-				ferr = usagef("%s=%q: %v", env, v, err)
-			}
-			return
-		}
-		if v, ok := file[f.Name]; ok {
-			if err := setFromYAML(cmd.Flags(), f.Name, v); err != nil {
-				ferr = usagef("config file %s: %s: %v", path, f.Name, err)
-			}
-		}
-	})
-	if ferr != nil {
-		return ferr
-	}
-	for k := range file {
-		if !known[k] && cmd.Root().PersistentFlags().Lookup(k) == nil {
-			fmt.Fprintf(cmd.ErrOrStderr(), "strata: config file %s: %q is not a flag of %q; ignored\n", path, k, cmd.CommandPath())
-		}
-	}
-	return nil
-}
-
-func setFromYAML(fs *pflag.FlagSet, name string, v any) error {
-	switch x := v.(type) {
-	case []any:
-		for _, e := range x {
-			if err := fs.Set(name, fmt.Sprint(e)); err != nil {
-				return err
-			}
-		}
-		return nil
-	default:
-		return fs.Set(name, fmt.Sprint(x))
-	}
 }
