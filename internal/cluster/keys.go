@@ -1,7 +1,8 @@
-// Package cluster is Strata's coordination through etcd: the key layout,
-// an embedded etcd for metasrv, the catalog backend in etcd, and the
-// datanode agent (registration under a lease, heartbeats, region
-// assignments, routing to other datanodes).
+// Package cluster is what metasrv and the datanodes share about etcd: the
+// key layout, the records stored under it (NodeInfo, Assignment), and the
+// embedded etcd metasrv runs and the client both connect with. The catalog
+// backend is in internal/catalog, the datanode's side (lease, assignments,
+// routing) in internal/datanode/agent.
 //
 // Key layout (docs/cluster.md):
 //
