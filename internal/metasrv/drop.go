@@ -6,11 +6,15 @@ import (
 	"fmt"
 	"time"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
 	"github.com/stratadb/strata/internal/catalog"
 	"github.com/stratadb/strata/internal/cluster"
 	"github.com/stratadb/strata/internal/layout"
 	"github.com/stratadb/strata/internal/manifest"
 	"github.com/stratadb/strata/internal/objstore"
+	"github.com/stratadb/strata/internal/wire"
 	pb "github.com/stratadb/strata/proto/strata/v1"
 )
 
@@ -130,4 +134,51 @@ func (s *Server) finalSweep(ctx context.Context, id uint32) error {
 // sweep deletes every object under a table's prefix and says how many.
 func (s *Server) sweep(ctx context.Context, id uint32) (int, error) {
 	return objstore.DeletePrefix(ctx, s.opts.Store, layout.TablePrefix(id))
+}
+
+// DropTable marks the table dropping and waits until the leader finished.
+func (s *Server) DropTable(ctx context.Context, req *pb.DropTableRequest) (*pb.DropTableResponse, error) {
+	if s.opts.Store == nil {
+		return nil, status.Error(codes.FailedPrecondition, "metasrv was started without --store: it cannot delete a table's objects")
+	}
+	if _, err := s.cat.MarkDropping(ctx, req.GetName()); err != nil {
+		return nil, wire.Status(err)
+	}
+	for {
+		tables, err := s.cat.Dropping(ctx)
+		if err != nil {
+			return nil, wire.Status(err)
+		}
+		still := false
+		for _, t := range tables {
+			still = still || t.Name == req.GetName()
+		}
+		if !still {
+			return &pb.DropTableResponse{}, nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil, status.Error(codes.DeadlineExceeded, "the drop continues in the background: "+ctx.Err().Error())
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+// DescribeTable returns a table and its regions' statistics.
+func (s *Server) DescribeTable(ctx context.Context, req *pb.DescribeTableRequest) (*pb.DescribeTableResponse, error) {
+	t, err := s.cat.Table(ctx, req.GetName())
+	if err != nil {
+		return nil, wire.Status(err)
+	}
+	regs, err := s.ListRegions(ctx, &pb.ListRegionsRequest{Table: t.Name})
+	if err != nil {
+		return nil, err
+	}
+	out := &pb.DescribeTableResponse{Table: wire.TableMsg(t)}
+	for _, r := range regs.Regions {
+		if r.Stats != nil {
+			out.Regions = append(out.Regions, r.Stats)
+		}
+	}
+	return out, nil
 }
