@@ -21,7 +21,8 @@ type ClusterOptions struct {
 
 // Remote reaches regions hosted by other datanodes.
 type Remote interface {
-	// Write writes points, all of region id, on the region's owner.
+	// Write writes points, all of region id and validated by the caller,
+	// on the region's owner (Engine.WriteHosted if that is this engine).
 	Write(ctx context.Context, table string, id layout.RegionID, points []row.Point) (region.WriteResult, error)
 	// Scan scans region id on its owner; the entries' Fields are
 	// req.Fields, in that order.
@@ -38,6 +39,19 @@ func (e *Engine) remoteWrite(ctx context.Context, t *catalog.Table, i uint32, po
 		return region.WriteResult{}, fmt.Errorf("%w: region %s", ErrNotHosted, id)
 	}
 	return e.opts.Cluster.Remote.Write(ctx, t.Name, id, points)
+}
+
+// WriteHosted writes points of region id that Engine.Write has validated
+// and routed (the Remote it called found the region hosted here after
+// all): no second validation of the batch against the table.
+func (e *Engine) WriteHosted(ctx context.Context, id layout.RegionID, points []row.Point) (region.WriteResult, error) {
+	e.mu.Lock()
+	r := e.regions[id]
+	e.mu.Unlock()
+	if r == nil {
+		return region.WriteResult{}, fmt.Errorf("%w: region %s", ErrNotHosted, id)
+	}
+	return r.Write(ctx, points)
 }
 
 // WriteRegion writes points that all belong to region id, which must be

@@ -92,7 +92,7 @@ func (a *Agent) Write(ctx context.Context, table string, id layout.RegionID, poi
 			return region.WriteResult{}, err
 		}
 		if addr == "" {
-			res, err := a.eng.WriteRegion(ctx, table, id, points)
+			res, err := a.eng.WriteHosted(ctx, id, points)
 			if err == nil || !errors.Is(err, datanode.ErrNotHosted) {
 				return res, err
 			}
