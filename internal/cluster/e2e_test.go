@@ -6,7 +6,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"log/slog"
 	"math/rand/v2"
 	"net"
 	"net/http"
@@ -28,6 +27,7 @@ import (
 
 	"github.com/stratadb/strata/internal/auth"
 	"github.com/stratadb/strata/internal/cluster"
+	"github.com/stratadb/strata/internal/cluster/clustertest"
 	"github.com/stratadb/strata/internal/gcsched"
 	"github.com/stratadb/strata/internal/layout"
 	"github.com/stratadb/strata/internal/objstore/objstoretest"
@@ -345,17 +345,8 @@ func TestMetasrvLeaderFailover(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts processes and waits for the election to expire")
 	}
-	e, err := cluster.StartEtcd(t.TempDir(), "", slog.New(slog.NewTextHandler(io.Discard, nil)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer e.Close()
-	ep := e.Endpoints[0]
-	cli, err := cluster.Connect(e.Endpoints)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cli.Close()
+	cli := clustertest.Etcd(t)
+	ep := cli.Endpoints()[0]
 	if err := gcsched.SaveOptions(context.Background(), cli, gcsched.Options{Enabled: true, FastInterval: time.Second, FullInterval: 2 * time.Second, Concurrency: 2, RunTimeout: 2 * time.Second}); err != nil {
 		t.Fatal(err)
 	}

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stratadb/strata/internal/cluster"
+	"github.com/stratadb/strata/internal/cluster/clustertest"
 	"github.com/stratadb/strata/internal/layout"
 )
 
@@ -51,16 +51,7 @@ func (f *fakeRunner) RunGC(ctx context.Context, id layout.RegionID, full bool, o
 // the state the first stored; every region runs, none twice at once; a
 // failing region is retried with backoff and recovers.
 func TestSchedulerStateSurvivesLeaderChange(t *testing.T) {
-	e, err := cluster.StartEtcd(t.TempDir(), "", slog.New(slog.NewTextHandler(io.Discard, nil)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer e.Close()
-	cli, err := cluster.Connect(e.Endpoints)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cli.Close()
+	cli := clustertest.Etcd(t)
 	ctx := context.Background()
 	if err := SaveOptions(ctx, cli, Options{Enabled: true, FastInterval: 50 * time.Millisecond, FullInterval: 200 * time.Millisecond, Concurrency: 3}); err != nil {
 		t.Fatal(err)
@@ -122,16 +113,7 @@ func TestSchedulerStateSurvivesLeaderChange(t *testing.T) {
 // suite once saw one region of four run after `gc options
 // --fast-interval 1s`, the others kept next runs planned hours ahead).
 func TestShorterIntervalReplansRuns(t *testing.T) {
-	e, err := cluster.StartEtcd(t.TempDir(), "", slog.New(slog.NewTextHandler(io.Discard, nil)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer e.Close()
-	cli, err := cluster.Connect(e.Endpoints)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cli.Close()
+	cli := clustertest.Etcd(t)
 	ctx := context.Background()
 	if err := SaveOptions(ctx, cli, Options{Enabled: true, FastInterval: time.Hour, FullInterval: 24 * time.Hour, Concurrency: 4}); err != nil {
 		t.Fatal(err)

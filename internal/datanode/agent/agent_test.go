@@ -10,6 +10,7 @@ import (
 
 	"github.com/stratadb/strata/internal/catalog"
 	"github.com/stratadb/strata/internal/cluster"
+	"github.com/stratadb/strata/internal/cluster/clustertest"
 	"github.com/stratadb/strata/internal/datanode"
 	"github.com/stratadb/strata/internal/datanode/agent"
 	"github.com/stratadb/strata/internal/layout"
@@ -22,16 +23,7 @@ import (
 // again, with a new epoch.
 func TestAgentReopensARegionReassignedSinceItOpened(t *testing.T) {
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	e, err := cluster.StartEtcd(t.TempDir(), "", quiet)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer e.Close()
-	cli, err := cluster.Connect(e.Endpoints)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cli.Close()
+	cli := clustertest.Etcd(t)
 	ctx := context.Background()
 	cat, err := catalog.Open(ctx, catalog.NewEtcdBackend(cli), 1)
 	if err != nil {
