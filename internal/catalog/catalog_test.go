@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stratadb/strata/internal/objstore"
 	"github.com/stratadb/strata/internal/objstore/objstoretest"
 )
 
@@ -49,5 +50,9 @@ func TestDroppedTableKeepsItsSweepUntilDone(t *testing.T) {
 	}
 	if sweeps, _ := c.Sweeps(ctx); len(sweeps) != 0 {
 		t.Fatalf("sweeps after the final one: %v", sweeps)
+	}
+	// A catalog kept in the store keeps only its newest version.
+	if objs, _ := objstore.ListAll(ctx, store, StorePrefix, 100); len(objs) != 1 {
+		t.Fatalf("%d catalog versions kept", len(objs))
 	}
 }

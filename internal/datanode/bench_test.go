@@ -1,16 +1,16 @@
-package datanode
+package datanode_test
 
 import (
 	"context"
-	"io"
-	"log/slog"
 	"slices"
 	"testing"
 	"time"
 
+	"github.com/stratadb/strata/internal/datanode"
 	"github.com/stratadb/strata/internal/objstore"
 	"github.com/stratadb/strata/internal/region"
 	"github.com/stratadb/strata/internal/row"
+	"github.com/stratadb/strata/internal/server/servertest"
 	"github.com/stratadb/strata/internal/tsbs"
 )
 
@@ -20,7 +20,7 @@ var benchStart = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 
 // loadTSBS writes rounds × hosts TSBS cpu-only rows (10 tags, 10 fields,
 // 10 s apart) into table cpu of a file:// engine and flushes them.
-func loadTSBS(b *testing.B, hosts, rounds int) *Engine {
+func loadTSBS(b *testing.B, hosts, rounds int) *datanode.Engine {
 	b.Helper()
 	ctx := context.Background()
 	s, err := objstore.Open(ctx, "file://"+b.TempDir(), objstore.Options{})
@@ -28,11 +28,7 @@ func loadTSBS(b *testing.B, hosts, rounds int) *Engine {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { s.Close() })
-	e, err := Open(ctx, s, Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { e.Close(ctx, false) })
+	e := servertest.Start(b, s, servertest.Options{}).Engine()
 	tags := make([][]row.Tag, hosts)
 	for h := range tags {
 		tags[h] = tsbs.Tags(h)
@@ -46,7 +42,7 @@ func loadTSBS(b *testing.B, hosts, rounds int) *Engine {
 			}
 			batch[h] = row.Point{Tags: slices.Clone(tags[h]), TS: benchStart.Add(time.Duration(r) * 10 * time.Second).UnixNano(), Fields: fs}
 		}
-		if _, err := e.Write(ctx, "cpu", batch, WriteOptions{CreateTable: true}); err != nil {
+		if _, err := e.Write(ctx, "cpu", batch, datanode.WriteOptions{CreateTable: true}); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -13,12 +13,6 @@ import (
 	"github.com/stratadb/strata/internal/row"
 )
 
-// ClusterOptions make an engine one datanode of a cluster.
-type ClusterOptions struct {
-	// Remote reaches the regions other datanodes host.
-	Remote Remote
-}
-
 // Remote reaches regions hosted by other datanodes.
 type Remote interface {
 	// Write writes points, all of region id and validated by the caller,
@@ -32,14 +26,6 @@ type Remote interface {
 // ErrNotHosted: the region is not hosted by this datanode (it moved, or is
 // being opened). Ask metasrv where it is and retry.
 var ErrNotHosted = errors.New("region not hosted here")
-
-func (e *Engine) remoteWrite(ctx context.Context, t *catalog.Table, i uint32, points []row.Point) (region.WriteResult, error) {
-	id := layout.RegionID{Table: t.ID, Region: i}
-	if e.opts.Cluster == nil {
-		return region.WriteResult{}, fmt.Errorf("%w: region %s", ErrNotHosted, id)
-	}
-	return e.opts.Cluster.Remote.Write(ctx, t.Name, id, points)
-}
 
 // WriteHosted writes points of region id that Engine.Write has validated
 // and routed (the Remote it called found the region hosted here after
@@ -75,8 +61,8 @@ func (e *Engine) WriteRegion(ctx context.Context, table string, id layout.Region
 		if err != nil {
 			return region.WriteResult{}, &region.PointError{Index: i, Err: fmt.Errorf("%w: %v", region.ErrInvalidWrite, err)}
 		}
-		if routeKey(key, t.Regions) != id.Region {
-			return region.WriteResult{}, &region.PointError{Index: i, Err: fmt.Errorf("%w: the point belongs to region %d, not %s", region.ErrInvalidWrite, routeKey(key, t.Regions), id)}
+		if layout.Route(key, t.Regions) != id.Region {
+			return region.WriteResult{}, &region.PointError{Index: i, Err: fmt.Errorf("%w: the point belongs to region %d, not %s", region.ErrInvalidWrite, layout.Route(key, t.Regions), id)}
 		}
 	}
 	return r.Write(ctx, points)

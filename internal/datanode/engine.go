@@ -45,12 +45,12 @@ type Options struct {
 	GCInterval     time.Duration
 	FullGCInterval time.Duration
 	GCMetrics      *gc.Metrics
-	// Catalog is where tables are kept (default: the store, standalone).
+	// Catalog is the cluster's catalog (etcd). Required.
 	Catalog catalog.Backend
-	// Cluster, if set, makes the engine host only the regions assigned to
-	// it (through Assign and Unassign) and reach the others through
-	// Cluster.Remote.
-	Cluster *ClusterOptions
+	// Remote reaches the regions this engine does not host: the engine
+	// hosts only the regions metasrv assigns it (Assign, Unassign).
+	// Required; the datanode's agent is one.
+	Remote Remote
 	// Lease, if set, binds a region opened now to the lease the node holds
 	// now: it returns the region's region.Options.Lease, which reports that
 	// lease's local deadline, and a deadline in the past once the node holds
@@ -79,9 +79,12 @@ type Engine struct {
 	gcLocks sync.Map // region id -> *sync.Mutex
 }
 
-// Open loads the catalog and opens every region of every table (replaying
-// their WALs). A table left half-dropped by a crash finishes dropping.
+// Open loads the catalog. It opens no region: regions open as metasrv
+// assigns them (Assign), each replaying its WAL.
 func Open(ctx context.Context, store objstore.Bucket, opts Options) (*Engine, error) {
+	if opts.Catalog == nil || opts.Remote == nil {
+		return nil, errors.New("datanode: an engine needs a catalog and a remote (it runs as a datanode of a cluster)")
+	}
 	if opts.DefaultRegions == 0 {
 		opts.DefaultRegions = 1
 	}
@@ -94,11 +97,7 @@ func Open(ctx context.Context, store objstore.Bucket, opts Options) (*Engine, er
 	if opts.Region.Cache == nil {
 		opts.Region.Cache = sst.NewCache(DefaultCacheBytes)
 	}
-	backend := opts.Catalog
-	if backend == nil {
-		backend = catalog.StoreBackend{Store: store}
-	}
-	cat, err := catalog.Open(ctx, backend, opts.DefaultRegions)
+	cat, err := catalog.Open(ctx, opts.Catalog, opts.DefaultRegions)
 	if err != nil {
 		return nil, err
 	}
@@ -110,24 +109,6 @@ func Open(ctx context.Context, store objstore.Bucket, opts Options) (*Engine, er
 		opts.Region.OnFlush = sched.Trigger
 	}
 	e := &Engine{store: store, opts: opts, log: opts.Logger, cat: cat, regions: map[layout.RegionID]*region.Region{}, sched: sched}
-	for _, t := range cat.State().Tables {
-		if opts.Cluster != nil {
-			break // regions open as metasrv assigns them
-		}
-		if t.Dropping {
-			if err := e.finishDrop(ctx, t.Name); err != nil {
-				e.closeAll(ctx)
-				return nil, err
-			}
-			continue
-		}
-		for i := range t.Regions {
-			if err := e.openRegion(ctx, t, i); err != nil {
-				e.closeAll(ctx)
-				return nil, err
-			}
-		}
-	}
 	bg, stop := context.WithCancel(context.Background())
 	e.stop = stop
 	if opts.GCInterval > 0 {
@@ -210,10 +191,4 @@ func (e *Engine) Close(ctx context.Context, flush bool) error {
 	}
 	wg.Wait()
 	return errors.Join(append(errs, schedErr)...)
-}
-
-func (e *Engine) closeAll(ctx context.Context) {
-	for _, r := range e.regions {
-		r.Close(ctx, region.CloseOptions{})
-	}
 }

@@ -1,4 +1,4 @@
-package datanode
+package datanode_test
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 
 	"github.com/stratadb/strata/internal/catalog"
 	"github.com/stratadb/strata/internal/compact"
+	"github.com/stratadb/strata/internal/datanode"
 	"github.com/stratadb/strata/internal/gc"
 	"github.com/stratadb/strata/internal/manifest"
 	"github.com/stratadb/strata/internal/objstore"
@@ -18,16 +19,23 @@ import (
 	"github.com/stratadb/strata/internal/region"
 	"github.com/stratadb/strata/internal/row"
 	"github.com/stratadb/strata/internal/schema"
+	"github.com/stratadb/strata/internal/server/servertest"
 )
 
-func openEngine(t *testing.T, s objstore.Bucket) *Engine {
+// openEngine runs a standalone (a one-node cluster, as the binaries run
+// the engine) over s and returns its engine.
+func openEngine(t *testing.T, s objstore.Bucket, o servertest.Options) (*servertest.Node, *Engine) {
 	t.Helper()
-	e, err := Open(context.Background(), s, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return e
+	n := servertest.Start(t, s, o)
+	return n, n.Engine()
 }
+
+// Engine and WriteOptions read as before the tests moved out of package
+// datanode.
+type (
+	Engine       = datanode.Engine
+	WriteOptions = datanode.WriteOptions
+)
 
 func pts(n int, field string, v func(i int) row.Value) []row.Point {
 	var out []row.Point
@@ -71,10 +79,12 @@ func count(t *testing.T, e *Engine, table string, req region.ScanRequest) (int, 
 func TestMultiRegionTablesPersistAndRoute(t *testing.T) {
 	ctx := context.Background()
 	s := objstoretest.Mem(t)
-	e := openEngine(t, s)
+	dir := t.TempDir()
+	n, e := openEngine(t, s, servertest.Options{Dir: dir})
 	if _, err := e.CreateTable(ctx, catalog.TableSpec{Name: "cpu", Regions: 4}); err != nil {
 		t.Fatal(err)
 	}
+	servertest.WaitHosted(t, e, "cpu")
 	if _, err := e.CreateTable(ctx, catalog.TableSpec{Name: "cpu"}); !errors.Is(err, catalog.ErrTableExists) {
 		t.Fatalf("duplicate create: %v", err)
 	}
@@ -110,12 +120,10 @@ func TestMultiRegionTablesPersistAndRoute(t *testing.T) {
 	if err := e.Flush(ctx, "cpu"); err != nil {
 		t.Fatal(err)
 	}
-	if err := e.Close(ctx, false); err != nil {
-		t.Fatal(err)
-	}
+	n.Stop()
 	// Reopen: same tables, same routing, same rows.
-	e = openEngine(t, s)
-	defer e.Close(ctx, false)
+	_, e = openEngine(t, s, servertest.Options{Dir: dir})
+	servertest.WaitHosted(t, e, "cpu")
 	if ts := e.Tables(); len(ts) != 1 || ts[0].Regions != 4 || len(ts[0].Schema.Columns) != 4 {
 		t.Fatalf("tables after reopen: %+v", ts)
 	}
@@ -130,8 +138,7 @@ func TestMultiRegionTablesPersistAndRoute(t *testing.T) {
 
 func TestWriteTablesValidatesEverythingFirst(t *testing.T) {
 	ctx := context.Background()
-	e := openEngine(t, objstoretest.Mem(t))
-	defer e.Close(ctx, false)
+	_, e := openEngine(t, objstoretest.Mem(t), servertest.Options{})
 	float := func(i int) row.Value { return row.FloatValue(1) }
 	if _, err := e.Write(ctx, "a", pts(3, "x", float), WriteOptions{}); !errors.Is(err, catalog.ErrTableNotFound) {
 		t.Fatalf("write without create: %v", err)
@@ -141,11 +148,11 @@ func TestWriteTablesValidatesEverythingFirst(t *testing.T) {
 	}
 	// catalog.Table b is fine, table a's batch conflicts: nothing is written, not
 	// even b (and b is not created).
-	_, err := e.WriteTables(ctx, []TableBatch{
+	_, err := e.WriteTables(ctx, []datanode.TableBatch{
 		{Table: "b", Points: pts(3, "y", float)},
 		{Table: "a", Points: pts(3, "x", func(int) row.Value { return row.StringValue("s") })},
 	}, WriteOptions{CreateTable: true})
-	var be *BatchError
+	var be *datanode.BatchError
 	var ce *schema.ConflictError
 	if !errors.As(err, &be) || be.Table != "a" || be.Err.Index != 0 || !errors.As(err, &ce) {
 		t.Fatalf("conflict: %v", err)
@@ -169,7 +176,8 @@ func TestWriteTablesValidatesEverythingFirst(t *testing.T) {
 func TestDropTableDeletesItsObjects(t *testing.T) {
 	ctx := context.Background()
 	s := objstoretest.Mem(t)
-	e := openEngine(t, s)
+	dir := t.TempDir()
+	n, e := openEngine(t, s, servertest.Options{Dir: dir})
 	e.Write(ctx, "gone", pts(100, "v", func(i int) row.Value { return row.IntValue(int64(i)) }), WriteOptions{CreateTable: true})
 	e.Flush(ctx, "gone")
 	tb, _ := e.Table("gone")
@@ -180,15 +188,23 @@ func TestDropTableDeletesItsObjects(t *testing.T) {
 	if err := e.DropTable(ctx, "gone"); err != nil {
 		t.Fatal(err)
 	}
-	if objs, _ := objstore.ListAll(ctx, s, prefix, 100); len(objs) != 0 {
-		t.Fatalf("%d objects left after drop", len(objs))
+	// Metasrv's leader finishes the drop: it has the regions closed, then
+	// deletes the objects.
+	for deadline := time.Now().Add(time.Minute); ; {
+		objs, err := objstore.ListAll(ctx, s, prefix, 100)
+		if err == nil && len(objs) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d objects left a minute after the drop (%v)", len(objs), err)
+		}
+		time.Sleep(50 * time.Millisecond) // metasrv sweeps in the background
 	}
 	if err := e.DropTable(ctx, "gone"); !errors.Is(err, catalog.ErrTableNotFound) {
 		t.Fatalf("second drop: %v", err)
 	}
-	e.Close(ctx, false)
-	e = openEngine(t, s)
-	defer e.Close(ctx, false)
+	n.Stop()
+	_, e = openEngine(t, s, servertest.Options{Dir: dir})
 	if len(e.Tables()) != 0 {
 		t.Fatal("dropped table came back")
 	}
@@ -197,19 +213,11 @@ func TestDropTableDeletesItsObjects(t *testing.T) {
 	if nt.ID == tb.ID {
 		t.Fatal("table id reused")
 	}
-	// Only the newest catalog version is kept.
-	if objs, _ := objstore.ListAll(ctx, s, catalog.StorePrefix, 100); len(objs) != 1 {
-		t.Fatalf("%d catalog versions kept", len(objs))
-	}
 }
 
 func TestCompactionManualAndAfterFlush(t *testing.T) {
 	ctx := context.Background()
-	s := objstoretest.Mem(t)
-	e, err := Open(ctx, s, Options{Compaction: compact.SchedulerOptions{Options: compact.Options{Trigger: 1000}}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	n, e := openEngine(t, objstoretest.Mem(t), servertest.Options{Tune: func(o *datanode.Options) { o.Compaction.Options.Trigger = 1000 }})
 	for i := range 5 {
 		e.Write(ctx, "m", pts(100, "v", func(j int) row.Value { return row.FloatValue(float64(i*1000 + j)) }), WriteOptions{CreateTable: true})
 		e.Flush(ctx, "m")
@@ -230,30 +238,25 @@ func TestCompactionManualAndAfterFlush(t *testing.T) {
 	if c, late, err := e.CancelCompaction("m"); c != 0 || late != 0 || err != nil {
 		t.Fatalf("cancel with nothing running: %d %d %v", c, late, err)
 	}
-	e.Close(ctx, false)
+	n.Stop()
 
 	// With the default triggers, the eighth flush into the window being
 	// written starts a compaction in the background.
-	e = openEngine(t, objstoretest.Mem(t))
+	_, e = openEngine(t, objstoretest.Mem(t), servertest.Options{})
 	for i := range 8 {
 		e.Write(ctx, "m", pts(100, "v", func(j int) row.Value { return row.FloatValue(float64(i*1000 + j)) }), WriteOptions{CreateTable: true})
 		e.Flush(ctx, "m")
 	}
-	e.sched.Wait()
+	e.WaitCompactions()
 	if st, _ := e.Stats("m"); st[0].Files != 1 {
 		t.Fatalf("automatic compaction: %d files", st[0].Files)
 	}
-	e.Close(ctx, false)
 }
 
 // A table's own TWCS window decides what compacts together.
 func TestPerTableCompactionWindow(t *testing.T) {
 	ctx := context.Background()
-	e, err := Open(ctx, objstoretest.Mem(t), Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer e.Close(ctx, false)
+	_, e := openEngine(t, objstoretest.Mem(t), servertest.Options{})
 	e.CreateTable(ctx, catalog.TableSpec{Name: "inferred"})
 	e.CreateTable(ctx, catalog.TableSpec{Name: "daily", CompactionWindow: 24 * time.Hour})
 	for _, table := range []string{"inferred", "daily"} {
@@ -265,7 +268,7 @@ func TestPerTableCompactionWindow(t *testing.T) {
 			e.Flush(ctx, table)
 		}
 	}
-	e.sched.Wait()
+	e.WaitCompactions()
 	files := func(table string) int { st, _ := e.Stats(table); return st[0].Files }
 	if files("inferred") != 8 {
 		t.Fatalf("hourly windows of one file each compacted: %d files", files("inferred"))
@@ -286,16 +289,15 @@ func TestTruncateCancelsCompaction(t *testing.T) {
 	s := objstoretest.Mem(t)
 	paused := make(chan struct{})
 	var once sync.Once
-	e, err := Open(ctx, s, Options{Compaction: compact.SchedulerOptions{Options: compact.Options{Trigger: 1000, OnStage: func(ctx context.Context, st compact.Stage) {
-		if st == compact.StageUploaded {
-			once.Do(func() { close(paused) })
-			<-ctx.Done()
+	_, e := openEngine(t, s, servertest.Options{Tune: func(o *datanode.Options) {
+		o.Compaction.Options.Trigger = 1000
+		o.Compaction.Options.OnStage = func(ctx context.Context, st compact.Stage) {
+			if st == compact.StageUploaded {
+				once.Do(func() { close(paused) })
+				<-ctx.Done()
+			}
 		}
-	}}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer e.Close(ctx, false)
+	}})
 	for i := range 4 {
 		e.Write(ctx, "t", pts(100, "v", func(j int) row.Value { return row.FloatValue(float64(i*1000 + j)) }), WriteOptions{CreateTable: true})
 		e.Flush(ctx, "t")
@@ -303,8 +305,7 @@ func TestTruncateCancelsCompaction(t *testing.T) {
 	compacted := make(chan error, 1)
 	go func() { _, err := e.Compact(ctx, "t", true); compacted <- err }()
 	<-paused
-	_, regions, _ := e.tableRegions("t")
-	r := regions[0]
+	r := e.LocalRegions("t")[0]
 	if err := e.TruncateTable(ctx, "t"); err != nil {
 		t.Fatal(err)
 	}

@@ -73,13 +73,13 @@ func (e *Engine) scan(ctx context.Context, table string, req region.ScanRequest,
 			continue
 		}
 		if r == nil {
-			if only != nil || e.opts.Cluster == nil {
+			if only != nil {
 				s.Close()
 				return nil, fmt.Errorf("%w: region %d/%d", ErrNotHosted, t.ID, i)
 			}
 			rreq := req
 			rreq.Fields = names
-			it, err := e.opts.Cluster.Remote.Scan(ctx, t.Name, layout.RegionID{Table: t.ID, Region: uint32(i)}, rreq)
+			it, err := e.opts.Remote.Scan(ctx, t.Name, layout.RegionID{Table: t.ID, Region: uint32(i)}, rreq)
 			if err != nil {
 				s.Close()
 				return nil, err

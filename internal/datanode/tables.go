@@ -9,11 +9,11 @@ import (
 	"github.com/stratadb/strata/internal/catalog"
 	"github.com/stratadb/strata/internal/compact"
 	"github.com/stratadb/strata/internal/layout"
-	"github.com/stratadb/strata/internal/objstore"
 	"github.com/stratadb/strata/internal/region"
 )
 
-// CreateTable creates a table and its regions.
+// CreateTable adds a table to the catalog; metasrv places its regions and
+// their owners create them.
 func (e *Engine) CreateTable(ctx context.Context, spec catalog.TableSpec) (catalog.Table, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -37,16 +37,6 @@ func (e *Engine) createLocked(ctx context.Context, spec catalog.TableSpec) (cata
 			}
 		}
 		return catalog.Table{}, err
-	}
-	if e.opts.Cluster != nil {
-		// Metasrv places the regions; their owners create them.
-		e.log.Info("table created", "table", t.Name, "id", t.ID, "regions", t.Regions)
-		return *t, nil
-	}
-	for i := range t.Regions {
-		if err := e.openRegion(ctx, t, i); err != nil {
-			return catalog.Table{}, err
-		}
 	}
 	e.log.Info("table created", "table", t.Name, "id", t.ID, "regions", t.Regions)
 	return *t, nil
@@ -77,9 +67,9 @@ func (e *Engine) Table(name string) (catalog.Table, error) {
 	return *t, nil
 }
 
-// DropTable closes a table's regions and deletes every object they own.
-// The catalog marks the table as dropping first, so a crash mid-way leaves
-// the deletion to the next Open.
+// DropTable marks a table dropping in the catalog and closes the regions
+// of it hosted here. Metasrv's leader finishes the drop: it has every
+// datanode close what it hosts of the table, then deletes its objects.
 func (e *Engine) DropTable(ctx context.Context, name string) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -100,27 +90,7 @@ func (e *Engine) DropTable(ctx context.Context, name string) error {
 			delete(e.regions, id)
 		}
 	}
-	if e.opts.Cluster != nil {
-		// Other datanodes may host regions of it: metasrv's leader has
-		// them all closed before it deletes the objects.
-		e.log.Info("table marked dropping; metasrv finishes the drop", "table", name)
-		return nil
-	}
-	return e.finishDrop(ctx, name)
-}
-
-func (e *Engine) finishDrop(ctx context.Context, name string) error {
-	t := e.cat.State().Tables[name]
-	n, err := objstore.DeletePrefix(ctx, e.store, layout.TablePrefix(t.ID))
-	if err != nil {
-		return fmt.Errorf("drop %s: %w", name, err)
-	}
-	next := e.cat.State().Clone()
-	delete(next.Tables, name)
-	if err := e.cat.Commit(ctx, next); err != nil {
-		return err
-	}
-	e.log.Info("table dropped", "table", name, "objects", n)
+	e.log.Info("table marked dropping; metasrv finishes the drop", "table", name)
 	return nil
 }
 

@@ -20,17 +20,6 @@ type WriteOptions struct {
 	CreateTable bool
 }
 
-// routeKey maps a series key to a region: FNV-1a (stable across processes
-// and versions, since it decides where data lives) modulo the region count.
-func routeKey(key []byte, regions uint32) uint32 {
-	h := uint64(14695981039346656037)
-	for _, c := range key {
-		h ^= uint64(c)
-		h *= 1099511628211
-	}
-	return uint32(h % uint64(regions))
-}
-
 // Write validates the batch against the table's schema as a whole (nothing
 // is written if any point is bad), records new columns in the catalog,
 // and writes each region's share of the batch. Each region's share is
@@ -52,7 +41,7 @@ func (e *Engine) Write(ctx context.Context, table string, points []row.Point, op
 		if err != nil {
 			return region.WriteResult{}, &region.PointError{Index: i, Err: fmt.Errorf("%w: %v", region.ErrInvalidWrite, err)}
 		}
-		n := routeKey(key, t.Regions)
+		n := layout.Route(key, t.Regions)
 		shares[n] = append(shares[n], points[i])
 	}
 	var wg sync.WaitGroup
@@ -66,7 +55,7 @@ func (e *Engine) Write(ctx context.Context, table string, points []row.Point, op
 		go func() {
 			defer wg.Done()
 			if regions[i] == nil {
-				results[i], errs[i] = e.remoteWrite(ctx, t, uint32(i), share)
+				results[i], errs[i] = e.opts.Remote.Write(ctx, t.Name, layout.RegionID{Table: t.ID, Region: uint32(i)}, share)
 				return
 			}
 			results[i], errs[i] = regions[i].Write(ctx, share)
@@ -140,7 +129,7 @@ func (e *Engine) prepareWriteOnce(ctx context.Context, table string, points []ro
 	next := e.cat.State().Clone()
 	next.Tables[table].Schema = nextSchema.Manifest()
 	if err := e.cat.Commit(ctx, next); err != nil {
-		if errors.Is(err, catalog.ErrConflict) && e.opts.Cluster != nil {
+		if errors.Is(err, catalog.ErrConflict) {
 			// Another datanode changed the catalog: reload, and let the
 			// caller validate again against what it committed.
 			if rerr := e.cat.Reload(ctx); rerr != nil {
@@ -162,7 +151,7 @@ func (e *Engine) tableRegions(table string) (*catalog.Table, []*region.Region, e
 		return nil, nil, region.ErrClosed
 	}
 	t, ok := e.cat.State().Tables[table]
-	if !ok && e.opts.Cluster != nil {
+	if !ok {
 		// Created through another datanode or metasrv since we loaded.
 		if err := e.cat.Reload(context.Background()); err != nil {
 			return nil, nil, err
@@ -205,9 +194,9 @@ func (e *Engine) Delete(ctx context.Context, table string, tags []row.Tag, start
 	if err != nil {
 		return fmt.Errorf("%w: %v", region.ErrInvalidWrite, err)
 	}
-	r := regions[routeKey(key, t.Regions)]
+	r := regions[layout.Route(key, t.Regions)]
 	if r == nil {
-		return fmt.Errorf("%w: the series is in region %d/%d: send the delete to its owner", ErrNotHosted, t.ID, routeKey(key, t.Regions))
+		return fmt.Errorf("%w: the series is in region %d/%d: send the delete to its owner", ErrNotHosted, t.ID, layout.Route(key, t.Regions))
 	}
 	return r.Delete(ctx, tags, start, end)
 }

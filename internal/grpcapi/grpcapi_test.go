@@ -1,10 +1,9 @@
-package grpcapi
+package grpcapi_test
 
 import (
 	"context"
 	"io"
 	"math"
-	"net"
 	"testing"
 
 	"google.golang.org/grpc"
@@ -13,32 +12,21 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/stratadb/strata/internal/datanode"
-	"github.com/stratadb/strata/internal/objstore"
+	"github.com/stratadb/strata/internal/objstore/objstoretest"
 	"github.com/stratadb/strata/internal/row"
+	"github.com/stratadb/strata/internal/server/servertest"
 	"github.com/stratadb/strata/internal/wire"
 	pb "github.com/stratadb/strata/proto/strata/v1"
 )
 
-func client(t *testing.T) pb.DatanodeClient {
-	ctx := context.Background()
-	s, _ := objstore.OpenBackend(ctx, "mem://")
-	e, err := datanode.Open(ctx, s, datanode.Options{})
+func client(t *testing.T) (pb.DatanodeClient, *datanode.Engine) {
+	n := servertest.Start(t, objstoretest.Mem(t), servertest.Options{})
+	conn, err := grpc.NewClient(n.GRPCAddr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	g := grpc.NewServer()
-	New(e).Register(g)
-	go g.Serve(ln)
-	conn, err := grpc.NewClient(ln.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close(); g.Stop(); e.Close(ctx, false); s.Close() })
-	return pb.NewDatanodeClient(conn)
+	t.Cleanup(func() { conn.Close() })
+	return pb.NewDatanodeClient(conn), n.Engine()
 }
 
 func scan(t *testing.T, c pb.DatanodeClient, req *pb.ScanRequest) ([]*pb.FieldInfo, []*pb.Row, [][]*pb.Tag) {
@@ -70,7 +58,7 @@ func scan(t *testing.T, c pb.DatanodeClient, req *pb.ScanRequest) ([]*pb.FieldIn
 
 func TestServiceRoundTrip(t *testing.T) {
 	ctx := context.Background()
-	c := client(t)
+	c, e := client(t)
 	vals := []row.Value{row.FloatValue(1.5), row.IntValue(math.MinInt64), row.UintValue(math.MaxUint64), row.StringValue("s"), row.BoolValue(true)}
 	var points []*pb.Point
 	for i, v := range vals {
@@ -153,6 +141,7 @@ func TestServiceRoundTrip(t *testing.T) {
 	if _, err := c.CreateTable(ctx, &pb.CreateTableRequest{Name: "u", Regions: 3, TtlSeconds: 3600}); err != nil {
 		t.Fatal(err)
 	}
+	servertest.WaitHosted(t, e, "u") // placed and opened in the background
 	d, err := c.DescribeTable(ctx, &pb.DescribeTableRequest{Name: "u"})
 	if err != nil || d.Table.Regions != 3 || d.Table.TtlSeconds != 3600 || len(d.Regions) != 3 {
 		t.Fatalf("describe: %v %v", d, err)

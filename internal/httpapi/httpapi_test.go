@@ -1,4 +1,4 @@
-package httpapi
+package httpapi_test
 
 import (
 	"bytes"
@@ -7,30 +7,21 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 
-	"github.com/prometheus/client_golang/prometheus"
-
 	"github.com/stratadb/strata/internal/datanode"
-	"github.com/stratadb/strata/internal/objstore"
+	"github.com/stratadb/strata/internal/objstore/objstoretest"
 	"github.com/stratadb/strata/internal/region"
+	"github.com/stratadb/strata/internal/server"
+	"github.com/stratadb/strata/internal/server/servertest"
 )
 
-func server(t *testing.T) (*httptest.Server, *datanode.Engine) {
-	s, err := objstore.OpenBackend(context.Background(), "mem://")
-	if err != nil {
-		t.Fatal(err)
-	}
-	e, err := datanode.Open(context.Background(), s, datanode.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	reg := prometheus.NewRegistry()
-	srv := httptest.NewServer(New(e, Options{MaxBodyBytes: 4096, Gatherer: reg, Registerer: reg}))
-	t.Cleanup(func() { srv.Close(); e.Close(context.Background(), false); s.Close() })
-	return srv, e
+// start runs a standalone (as `strata standalone` does) and returns its
+// HTTP base URL and its engine.
+func start(t *testing.T) (string, *datanode.Engine) {
+	n := servertest.Start(t, objstoretest.Mem(t), servertest.Options{Config: func(c *server.Config) { c.MaxBodyBytes = 4096 }})
+	return "http://" + n.HTTPAddr(), n.Engine()
 }
 
 func do(t *testing.T, method, url string, body io.Reader, hdr map[string]string) (int, map[string]string) {
@@ -64,8 +55,8 @@ func rows(t *testing.T, e *datanode.Engine, table string) int {
 }
 
 func TestWriteEndpoints(t *testing.T) {
-	srv, e := server(t)
-	v1, v2 := srv.URL+"/write?db=d", srv.URL+"/api/v2/write?bucket=b"
+	base, e := start(t)
+	v1, v2 := base+"/write?db=d", base+"/api/v2/write?bucket=b"
 	if code, _ := do(t, "POST", v2, strings.NewReader("m,h=a x=1 1\nn y=2i 2\n"), nil); code != 204 {
 		t.Fatalf("v2 write: %d", code)
 	}
@@ -122,13 +113,13 @@ func TestWriteEndpoints(t *testing.T) {
 		t.Fatalf("reserved table name: %d", code)
 	}
 	// Health and metrics.
-	if code, m := do(t, "GET", srv.URL+"/health", nil, nil); code != 200 || m["status"] != "pass" {
+	if code, m := do(t, "GET", base+"/health", nil, nil); code != 200 || m["status"] != "pass" {
 		t.Fatalf("health: %d %v", code, m)
 	}
-	if code, _ := do(t, "GET", srv.URL+"/ping", nil, nil); code != 204 {
+	if code, _ := do(t, "GET", base+"/ping", nil, nil); code != 204 {
 		t.Fatalf("ping: %d", code)
 	}
-	resp, _ := http.Get(srv.URL + "/metrics")
+	resp, _ := http.Get(base + "/metrics")
 	data, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
 	if !strings.Contains(string(data), `strata_http_write_requests_total{code="204"}`) {

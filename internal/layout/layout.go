@@ -110,3 +110,15 @@ func (r RegionID) ParseSSTKey(key string) (id string, ok bool) {
 	id, found = strings.CutSuffix(name, ".parquet")
 	return id, found && id != "" && !strings.Contains(id, "/")
 }
+
+// Route maps a series key (row.EncodeSeries) to one of a table's regions:
+// FNV-1a of the key modulo the region count. It decides where data lives,
+// so it must never change.
+func Route(seriesKey []byte, regions uint32) uint32 {
+	h := uint64(14695981039346656037)
+	for _, c := range seriesKey {
+		h ^= uint64(c)
+		h *= 1099511628211
+	}
+	return uint32(h % uint64(regions))
+}

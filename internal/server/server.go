@@ -46,6 +46,13 @@ type Config struct {
 	DataDir string
 	// Store is the object store URL (default file://{DataDir}/store).
 	Store string
+	// Bucket, if set, is an open store used instead of Store; the caller
+	// closes it after Shutdown (tests and embedders: a store with fault
+	// injection, or one kept across restarts).
+	Bucket objstore.Bucket
+	// Tune, if set, adjusts the engine's options before it opens (tests:
+	// compaction triggers and stage hooks).
+	Tune func(*datanode.Options)
 	// HTTPAddr and GRPCAddr are the listen addresses.
 	HTTPAddr string
 	GRPCAddr string
@@ -62,12 +69,14 @@ type Config struct {
 	// GCInterval and FullGCInterval run fast and full-listing GC on
 	// every region that often (0: never).
 	GCInterval, FullGCInterval time.Duration
-	// Etcd, if set, makes this process one datanode of a cluster: the
-	// catalog is in etcd, and it hosts the regions metasrv assigns it.
+	// Etcd makes this process one datanode of a cluster: the catalog is in
+	// etcd, and it hosts the regions metasrv assigns it.
 	Etcd []string
-	// Standalone runs an embedded etcd (under DataDir/etcd) and a metasrv
-	// in this process, with this process as the cluster's one datanode;
-	// the admin service is served on the gRPC address too.
+	// Standalone, instead of Etcd, runs an embedded etcd (under
+	// DataDir/etcd) and a metasrv in this process, with this process as
+	// the cluster's one datanode; the admin service is served on the gRPC
+	// address too. Every datanode runs as part of a cluster: one of Etcd
+	// and Standalone is required.
 	Standalone bool
 	// NodeID names the datanode (cluster); AdvertiseGRPC is the address
 	// other datanodes reach it at (default: the bound gRPC address).
@@ -87,6 +96,7 @@ type Server struct {
 	cfg      Config
 	log      *slog.Logger
 	store    objstore.Bucket
+	ownStore bool // opened here (not Config.Bucket): closed on shutdown
 	eng      *datanode.Engine
 	httpSrv  *http.Server
 	grpcSrv  *grpc.Server
@@ -113,7 +123,10 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	if cfg.ShutdownTimeout <= 0 {
 		cfg.ShutdownTimeout = time.Minute
 	}
-	if cfg.Store == "" {
+	if len(cfg.Etcd) == 0 && !cfg.Standalone {
+		return nil, errors.New("a datanode needs etcd endpoints (or run strata standalone)")
+	}
+	if cfg.Store == "" && cfg.Bucket == nil {
 		dir, err := filepath.Abs(filepath.Join(cfg.DataDir, "store"))
 		if err != nil {
 			return nil, err
@@ -125,137 +138,122 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	}
 	s := &Server{cfg: cfg, log: cfg.Logger, errc: make(chan error, 2), Registry: prometheus.NewRegistry()}
 	s.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	store, err := objstore.Open(ctx, cfg.Store, objstore.Options{Registerer: s.Registry})
-	if err != nil {
-		return nil, fmt.Errorf("open store %s: %w", cfg.Store, err)
-	}
-	s.store = store
-	if err := objstore.CheckConditionalCreate(ctx, store, cfg.Store); err != nil {
-		store.Close()
+	if err := s.start(ctx); err != nil {
+		s.abort()
 		return nil, err
 	}
+	s.log.Info("serving", "http", s.httpLn.Addr().String(), "grpc", s.grpcLn.Addr().String(), "auth", s.cfg.Auth.Enabled())
+	return s, nil
+}
+
+// start brings the server up step by step; abort undoes what a failed
+// start left running.
+func (s *Server) start(ctx context.Context) error {
+	cfg := &s.cfg
+	s.store = cfg.Bucket
+	if s.store == nil {
+		store, err := objstore.Open(ctx, cfg.Store, objstore.Options{Registerer: s.Registry})
+		if err != nil {
+			return fmt.Errorf("open store %s: %w", cfg.Store, err)
+		}
+		s.store, s.ownStore = store, true
+	}
+	if err := objstore.CheckConditionalCreate(ctx, s.store, cfg.Store); err != nil {
+		return err
+	}
+	gcInterval, fullGCInterval := cfg.GCInterval, cfg.FullGCInterval
+	if cfg.Standalone {
+		e, err := cluster.StartEtcd(filepath.Join(cfg.DataDir, "etcd"), "", cfg.Logger)
+		if err != nil {
+			return err
+		}
+		s.embedded = e
+		cfg.Etcd, cfg.NodeID = e.Endpoints, "standalone"
+	}
+	if cfg.NodeID == "" {
+		return fmt.Errorf("a datanode of a cluster needs an id")
+	}
+	cli, err := cluster.Connect(cfg.Etcd)
+	if err != nil {
+		return err
+	}
+	s.etcd = cli // the datanode and (standalone) metasrv share it
+	if cfg.Standalone {
+		if err := importCatalog(ctx, s.store, cli, cfg.Logger); err != nil {
+			return err
+		}
+		if err := initGCOptions(ctx, cli, cfg.GCInterval, cfg.FullGCInterval); err != nil {
+			return err
+		}
+		gcInterval, fullGCInterval = 0, 0 // metasrv's scheduler runs GC, not a local loop
+	}
+
+	began := time.Now()
 	ropts := region.Options{FlushBytes: cfg.FlushBytes, Metrics: region.NewMetrics(s.Registry), Logger: cfg.Logger}
 	if cfg.MemoryLimit > 0 {
 		ropts.Budget = region.NewMemoryBudget(cfg.MemoryLimit)
 	}
-	if cfg.Standalone {
-		e, err := cluster.StartEtcd(filepath.Join(cfg.DataDir, "etcd"), "", cfg.Logger)
-		if err != nil {
-			store.Close()
-			return nil, err
-		}
-		s.embedded = e
-		cfg.Etcd, cfg.NodeID = e.Endpoints, "standalone"
-		cli, err := cluster.Connect(e.Endpoints)
-		if err == nil {
-			s.etcd = cli // the datanode and metasrv below share it
-			if err = importCatalog(ctx, store, cli, cfg.Logger); err == nil {
-				err = initGCOptions(ctx, cli, cfg.GCInterval, cfg.FullGCInterval)
-			}
-		}
-		if err != nil {
-			if s.etcd != nil {
-				s.etcd.Close()
-			}
-			s.closeEmbedded()
-			store.Close()
-			return nil, err
-		}
-		// metasrv's scheduler runs GC, not a local loop.
-		cfg.GCInterval, cfg.FullGCInterval = 0, 0
-	}
-	began := time.Now()
+	s.agent = agent.New(agent.Options{Client: cli, Node: cluster.NodeInfo{ID: cfg.NodeID}, Heartbeat: cfg.Heartbeat, Lease: cfg.Lease, Logger: cfg.Logger,
+		DialOptions: cfg.Auth.DialOptions()})
 	dopts := datanode.Options{Region: ropts, DefaultRegions: cfg.DefaultRegions, Logger: cfg.Logger,
 		Compaction: compact.SchedulerOptions{Metrics: compact.NewMetrics(s.Registry)},
-		GCInterval: cfg.GCInterval, FullGCInterval: cfg.FullGCInterval, GCMetrics: gc.NewMetrics(s.Registry)}
-	if len(cfg.Etcd) > 0 {
-		if cfg.NodeID == "" {
-			store.Close()
-			return nil, fmt.Errorf("a datanode of a cluster needs an id")
-		}
-		if s.etcd == nil {
-			cli, err := cluster.Connect(cfg.Etcd)
-			if err != nil {
-				store.Close()
-				return nil, err
-			}
-			s.etcd = cli
-		}
-		cli := s.etcd
-		s.agent = agent.New(agent.Options{Client: cli, Node: cluster.NodeInfo{ID: cfg.NodeID}, Heartbeat: cfg.Heartbeat, Lease: cfg.Lease, Logger: cfg.Logger,
-			DialOptions: cfg.Auth.DialOptions()})
-		dopts.Lease = s.agent.BindLease
-		dopts.Catalog = catalog.NewEtcdBackend(cli)
-		dopts.Cluster = &datanode.ClusterOptions{Remote: s.agent}
+		GCInterval: gcInterval, FullGCInterval: fullGCInterval, GCMetrics: gc.NewMetrics(s.Registry),
+		Catalog: catalog.NewEtcdBackend(cli), Remote: s.agent, Lease: s.agent.BindLease}
+	if cfg.Tune != nil {
+		cfg.Tune(&dopts)
 	}
-	eng, err := datanode.Open(ctx, store, dopts)
-	if err != nil {
-		store.Close()
-		if s.etcd != nil {
-			s.etcd.Close()
-		}
-		s.closeEmbedded()
-		return nil, fmt.Errorf("open engine: %w", err)
+	if s.eng, err = datanode.Open(ctx, s.store, dopts); err != nil {
+		return fmt.Errorf("open engine: %w", err)
 	}
-	s.eng = eng
-	s.log.Info("engine open", "store", cfg.Store, "tables", len(eng.Tables()), "took", time.Since(began).Round(time.Millisecond))
+	s.log.Info("engine open", "store", cfg.Store, "tables", len(s.eng.Tables()), "took", time.Since(began).Round(time.Millisecond))
 
 	if s.httpLn, err = net.Listen("tcp", cfg.HTTPAddr); err != nil {
-		s.abort()
-		return nil, fmt.Errorf("listen http %s: %w", cfg.HTTPAddr, err)
+		return fmt.Errorf("listen http %s: %w", cfg.HTTPAddr, err)
 	}
 	if s.grpcLn, err = net.Listen("tcp", cfg.GRPCAddr); err != nil {
-		s.abort()
-		return nil, fmt.Errorf("listen grpc %s: %w", cfg.GRPCAddr, err)
+		return fmt.Errorf("listen grpc %s: %w", cfg.GRPCAddr, err)
 	}
-	h := httpapi.New(eng, httpapi.Options{MaxBodyBytes: cfg.MaxBodyBytes, Gatherer: s.Registry, Registerer: s.Registry, Logger: cfg.Logger, Version: Version, Pprof: cfg.Pprof})
+	h := httpapi.New(s.eng, httpapi.Options{MaxBodyBytes: cfg.MaxBodyBytes, Gatherer: s.Registry, Registerer: s.Registry, Logger: cfg.Logger, Version: Version, Pprof: cfg.Pprof})
 	s.httpSrv = &http.Server{Handler: cfg.Auth.HTTP(h), ReadHeaderTimeout: 10 * time.Second}
 	s.grpcSrv = grpc.NewServer(append([]grpc.ServerOption{grpc.MaxRecvMsgSize(64 << 20)}, cfg.Auth.ServerOptions()...)...)
-	grpcapi.New(eng).Register(s.grpcSrv)
+	grpcapi.New(s.eng).Register(s.grpcSrv)
 	if cfg.Standalone {
-		if s.meta, err = metasrv.Start(ctx, metasrv.Options{Client: s.etcd, Addr: s.grpcLn.Addr().String(), Logger: cfg.Logger, Auth: cfg.Auth,
-			DefaultRegions: cfg.DefaultRegions, Store: store}); err != nil {
-			s.abort()
-			return nil, err
+		if s.meta, err = metasrv.Start(ctx, metasrv.Options{Client: cli, Addr: s.grpcLn.Addr().String(), Logger: cfg.Logger, Auth: cfg.Auth,
+			DefaultRegions: cfg.DefaultRegions, Store: s.store}); err != nil {
+			return err
 		}
 		s.meta.Register(s.grpcSrv)
 	}
 	s.health = health.NewServer()
 	healthpb.RegisterHealthServer(s.grpcSrv, s.health)
 	reflection.Register(s.grpcSrv)
+	httpSrv, httpLn, grpcSrv, grpcLn := s.httpSrv, s.httpLn, s.grpcSrv, s.grpcLn
 	go func() {
-		if err := s.httpSrv.Serve(s.httpLn); !errors.Is(err, http.ErrServerClosed) {
+		if err := httpSrv.Serve(httpLn); !errors.Is(err, http.ErrServerClosed) {
 			s.errc <- fmt.Errorf("http: %w", err)
 		}
 	}()
 	go func() {
-		if err := s.grpcSrv.Serve(s.grpcLn); err != nil {
+		if err := grpcSrv.Serve(grpcLn); err != nil {
 			s.errc <- fmt.Errorf("grpc: %w", err)
 		}
 	}()
-	if s.agent != nil {
-		adv := cfg.AdvertiseGRPC
-		if adv == "" {
-			adv = s.grpcLn.Addr().String()
-		}
-		s.agent.SetAddrs(adv, s.httpLn.Addr().String())
-		if err := s.agent.Start(ctx, eng); err != nil {
-			s.abort()
-			return nil, err
-		}
+	adv := cfg.AdvertiseGRPC
+	if adv == "" {
+		adv = s.grpcLn.Addr().String()
 	}
-	s.log.Info("serving", "http", s.httpLn.Addr().String(), "grpc", s.grpcLn.Addr().String(), "auth", cfg.Auth.Enabled())
-	return s, nil
+	s.agent.SetAddrs(adv, s.httpLn.Addr().String())
+	return s.agent.Start(ctx, s.eng)
 }
 
-func (s *Server) closeEmbedded() {
-	if s.embedded != nil {
-		s.embedded.Close()
-		s.embedded = nil
-	}
-}
-
+// abort closes what a failed start opened, newest first.
 func (s *Server) abort() {
+	if s.grpcSrv != nil {
+		s.grpcSrv.Stop()
+	}
+	if s.httpSrv != nil {
+		s.httpSrv.Close()
+	}
 	for _, ln := range []net.Listener{s.httpLn, s.grpcLn} {
 		if ln != nil {
 			ln.Close()
@@ -267,12 +265,29 @@ func (s *Server) abort() {
 	if s.agent != nil {
 		s.agent.Close(context.Background())
 	}
-	s.eng.Close(context.Background(), false)
-	s.store.Close()
+	if s.eng != nil {
+		s.eng.Close(context.Background(), false)
+	}
 	if s.etcd != nil {
 		s.etcd.Close()
 	}
 	s.closeEmbedded()
+	s.closeStore()
+}
+
+func (s *Server) closeEmbedded() {
+	if s.embedded != nil {
+		s.embedded.Close()
+		s.embedded = nil
+	}
+}
+
+// closeStore closes the store if the server opened it.
+func (s *Server) closeStore() error {
+	if s.store == nil || !s.ownStore {
+		return nil
+	}
+	return s.store.Close()
 }
 
 // HTTPAddr and GRPCAddr are the bound addresses.
@@ -304,18 +319,14 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	if s.meta != nil {
 		s.meta.Close()
 	}
-	if s.agent != nil {
-		// Keep the lease while flushing; revoke it after, so metasrv moves
-		// the regions at once.
-		s.agent.Stop()
-	}
+	// Keep the lease while flushing; revoke it after, so metasrv moves the
+	// regions at once.
+	s.agent.Stop()
 	s.log.Info("shutting down: flushing regions")
 	errs = append(errs, s.eng.Close(ctx, true))
-	if s.agent != nil {
-		s.agent.Revoke(ctx)
-		s.etcd.Close()
-	}
-	errs = append(errs, s.store.Close())
+	s.agent.Revoke(ctx)
+	s.etcd.Close()
+	errs = append(errs, s.closeStore())
 	s.closeEmbedded()
 	err := errors.Join(errs...)
 	if err == nil {

@@ -1,9 +1,10 @@
-package server
+package server_test
 
 import (
 	"context"
 	"io"
 	"log/slog"
+	"strings"
 	"testing"
 	"time"
 
@@ -14,17 +15,21 @@ import (
 
 	"github.com/stratadb/strata/internal/catalog"
 	"github.com/stratadb/strata/internal/datanode"
+	"github.com/stratadb/strata/internal/layout"
 	"github.com/stratadb/strata/internal/objstore"
 	"github.com/stratadb/strata/internal/region"
 	"github.com/stratadb/strata/internal/row"
+	"github.com/stratadb/strata/internal/schema"
+	"github.com/stratadb/strata/internal/server"
+	"github.com/stratadb/strata/internal/server/servertest"
 	pb "github.com/stratadb/strata/proto/strata/v1"
 )
 
 func TestHealthReflectionAndFlushingShutdown(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
-	cfg := Config{DataDir: dir, HTTPAddr: "127.0.0.1:0", GRPCAddr: "127.0.0.1:0", Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
-	s, err := Start(ctx, cfg)
+	cfg := server.Config{DataDir: dir, Standalone: true, HTTPAddr: "127.0.0.1:0", GRPCAddr: "127.0.0.1:0", Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	s, err := server.Start(ctx, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -63,18 +68,23 @@ func TestHealthReflectionAndFlushingShutdown(t *testing.T) {
 	}
 	// The shutdown flushed: the restarted engine has the row in an SST and
 	// nothing in memtables.
-	s2, err := Start(ctx, cfg)
+	s2, err := server.Start(ctx, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer s2.Shutdown(ctx)
+	servertest.WaitHosted(t, s2.Engine(), "t")
 	st, err := s2.Engine().Stats("t")
 	if err != nil || st[0].Files != 1 || st[0].MemtableBytes != 0 {
 		t.Fatalf("after restart: %+v %v", st, err)
 	}
 	// Address in use: a clear error, nothing left running.
-	if _, err := Start(ctx, Config{DataDir: t.TempDir(), HTTPAddr: s2.HTTPAddr(), GRPCAddr: "127.0.0.1:0", Logger: cfg.Logger}); err == nil {
+	if _, err := server.Start(ctx, server.Config{DataDir: t.TempDir(), Standalone: true, HTTPAddr: s2.HTTPAddr(), GRPCAddr: "127.0.0.1:0", Logger: cfg.Logger}); err == nil {
 		t.Fatal("second server on a used address started")
+	}
+	// No etcd and not standalone: refused, with the fix in the message.
+	if _, err := server.Start(ctx, server.Config{DataDir: t.TempDir(), HTTPAddr: "127.0.0.1:0", GRPCAddr: "127.0.0.1:0", Logger: cfg.Logger}); err == nil || !strings.Contains(err.Error(), "standalone") {
+		t.Fatalf("a datanode without etcd: %v", err)
 	}
 }
 
@@ -90,24 +100,48 @@ func TestStandaloneRunsMetasrvAndImportsTheStoreCatalog(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	old, err := datanode.Open(ctx, store, datanode.Options{Logger: quiet})
+	// What such a standalone left: a catalog in the store, and unflushed
+	// WALs (they replay under the new owner).
+	cat, err := catalog.Open(ctx, catalog.StoreBackend{Store: store}, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := old.CreateTable(ctx, catalog.TableSpec{Name: "legacy", Regions: 3}); err != nil {
+	tb, err := cat.CreateTable(ctx, catalog.TableSpec{Name: "legacy", Regions: 3})
+	if err != nil {
 		t.Fatal(err)
 	}
 	var pts []row.Point
 	for i := range 30 {
 		pts = append(pts, row.Point{Tags: []row.Tag{{Name: "h", Value: string(rune('a' + i%7))}}, TS: int64(i), Fields: []row.Field{{Name: "v", Value: row.FloatValue(float64(i))}}})
 	}
-	if _, err := old.Write(ctx, "legacy", pts, datanode.WriteOptions{}); err != nil {
+	base, _ := schema.New(schema.DefaultTimestamp)
+	add, err := region.ValidateBatch(pts, base, false)
+	if err != nil {
 		t.Fatal(err)
 	}
-	old.Close(ctx, false) // unflushed: the WAL replays under the new owner
+	sch, _ := add.Result()
+	if err := cat.Update(ctx, func(st *catalog.State) error { st.Tables["legacy"].Schema = sch.Manifest(); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	shares := make([][]row.Point, tb.Regions)
+	for _, p := range pts {
+		key, _ := row.EncodeSeries(nil, p.Tags)
+		i := layout.Route(key, tb.Regions)
+		shares[i] = append(shares[i], p)
+	}
+	for i, share := range shares {
+		r, err := region.Open(ctx, store, layout.RegionID{Table: tb.ID, Region: uint32(i)}, region.Options{Create: true, Logger: quiet})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := r.Write(ctx, share); err != nil {
+			t.Fatal(err)
+		}
+		r.Close(ctx, region.CloseOptions{}) // unflushed
+	}
 	store.Close()
 
-	s, err := Start(ctx, Config{DataDir: dir, Standalone: true, HTTPAddr: "127.0.0.1:0", GRPCAddr: "127.0.0.1:0", Logger: quiet, GCInterval: time.Minute})
+	s, err := server.Start(ctx, server.Config{DataDir: dir, Standalone: true, HTTPAddr: "127.0.0.1:0", GRPCAddr: "127.0.0.1:0", Logger: quiet, GCInterval: time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -124,7 +158,12 @@ func TestStandaloneRunsMetasrvAndImportsTheStoreCatalog(t *testing.T) {
 	if sc.Err() != nil || n != 30 {
 		t.Fatalf("after the catalog moved: %d rows, %v", n, sc.Err())
 	}
-	if objs, _ := objstore.ListAll(ctx, s.store, catalog.StorePrefix, 100); len(objs) != 0 {
+	after, err := objstore.Open(ctx, "file://"+dir+"/store", objstore.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer after.Close()
+	if objs, _ := objstore.ListAll(ctx, after, catalog.StorePrefix, 100); len(objs) != 0 {
 		t.Fatalf("%d catalog objects left in the store", len(objs))
 	}
 	conn, err := grpc.NewClient(s.GRPCAddr(), grpc.WithTransportCredentials(insecure.NewCredentials()))

@@ -42,7 +42,7 @@ func TestAgentReopensARegionReassignedSinceItOpened(t *testing.T) {
 	}
 	agent := agent.New(agent.Options{Client: cli, Node: cluster.NodeInfo{ID: "a"}, Logger: quiet})
 	eng, err := datanode.Open(ctx, objstoretest.Mem(t), datanode.Options{Logger: quiet, Catalog: catalog.NewEtcdBackend(cli),
-		Cluster: &datanode.ClusterOptions{Remote: agent}})
+		Remote: agent})
 	if err != nil {
 		t.Fatal(err)
 	}
