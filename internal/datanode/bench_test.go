@@ -6,8 +6,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stratadb/strata/internal/catalog"
 	"github.com/stratadb/strata/internal/datanode"
 	"github.com/stratadb/strata/internal/objstore"
+	"github.com/stratadb/strata/internal/objstore/objstoretest"
 	"github.com/stratadb/strata/internal/region"
 	"github.com/stratadb/strata/internal/row"
 	"github.com/stratadb/strata/internal/server/servertest"
@@ -99,4 +101,64 @@ func BenchmarkQuery(b *testing.B) {
 		}
 		b.ReportMetric(float64(n)*float64(b.N)/b.Elapsed().Seconds(), "rows/s")
 	})
+}
+
+// BenchmarkWrite measures the engine's write path (validation, routing,
+// series keys, the regions' WAL commits) for TSBS batches of 1000 rows
+// into a table of 4 regions on a memory store, in a standalone. Each op is
+// one batch; WriteTables splits it over two tables.
+func BenchmarkWrite(b *testing.B) {
+	const hosts, batch = 4000, 1000
+	tags := make([][]row.Tag, hosts)
+	for h := range tags {
+		tags[h] = tsbs.Tags(h)
+	}
+	points := func(i int) []row.Point {
+		out := make([]row.Point, batch)
+		for j := range out {
+			k := i*batch + j
+			fs := make([]row.Field, len(benchFields))
+			for f, name := range benchFields {
+				fs[f] = row.Field{Name: name, Value: row.FloatValue(tsbs.Value(k, f))}
+			}
+			out[j] = row.Point{Tags: tags[k%hosts], TS: benchStart.UnixNano() + int64(k/hosts)*tsbs.Interval, Fields: fs}
+		}
+		return out
+	}
+	ctx := context.Background()
+	for _, multi := range []bool{false, true} {
+		name := "Write"
+		if multi {
+			name = "WriteTables"
+		}
+		b.Run(name, func(b *testing.B) {
+			e := servertest.Start(b, objstoretest.Mem(b), servertest.Options{}).Engine()
+			for _, tb := range []string{"cpu", "mem"} {
+				if _, err := e.CreateTable(ctx, catalog.TableSpec{Name: tb, Regions: 4}); err != nil {
+					b.Fatal(err)
+				}
+				servertest.WaitHosted(b, e, tb)
+			}
+			batches := make([][]row.Point, 64)
+			for i := range batches {
+				batches[i] = points(i)
+			}
+			b.ReportAllocs()
+			i := 0
+			for b.Loop() {
+				ps := batches[i%len(batches)]
+				i++
+				var err error
+				if multi {
+					_, err = e.WriteTables(ctx, []datanode.TableBatch{{Table: "cpu", Points: ps[:batch/2]}, {Table: "mem", Points: ps[batch/2:]}}, datanode.WriteOptions{})
+				} else {
+					_, err = e.Write(ctx, "cpu", ps, datanode.WriteOptions{})
+				}
+				if err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(b.N)*batch/b.Elapsed().Seconds(), "rows/s")
+		})
+	}
 }

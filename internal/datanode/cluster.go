@@ -15,9 +15,9 @@ import (
 
 // Remote reaches regions hosted by other datanodes.
 type Remote interface {
-	// Write writes points, all of region id and validated by the caller,
-	// on the region's owner (Engine.WriteHosted if that is this engine).
-	Write(ctx context.Context, table string, id layout.RegionID, points []row.Point) (region.WriteResult, error)
+	// Write writes a prepared batch, all of region id, on the region's
+	// owner (Engine.WriteHosted if that is this engine).
+	Write(ctx context.Context, table string, id layout.RegionID, b region.Batch) (region.WriteResult, error)
 	// Scan scans region id on its owner; the entries' Fields are
 	// req.Fields, in that order.
 	Scan(ctx context.Context, table string, id layout.RegionID, req region.ScanRequest) (row.Iterator, error)
@@ -27,24 +27,24 @@ type Remote interface {
 // being opened). Ask metasrv where it is and retry.
 var ErrNotHosted = errors.New("region not hosted here")
 
-// WriteHosted writes points of region id that Engine.Write has validated
+// WriteHosted writes a batch of region id that Engine.Write has prepared
 // and routed (the Remote it called found the region hosted here after
 // all): no second validation of the batch against the table.
-func (e *Engine) WriteHosted(ctx context.Context, id layout.RegionID, points []row.Point) (region.WriteResult, error) {
+func (e *Engine) WriteHosted(ctx context.Context, id layout.RegionID, b region.Batch) (region.WriteResult, error) {
 	e.mu.Lock()
 	r := e.regions[id]
 	e.mu.Unlock()
 	if r == nil {
 		return region.WriteResult{}, fmt.Errorf("%w: region %s", ErrNotHosted, id)
 	}
-	return r.Write(ctx, points)
+	return r.WriteBatch(ctx, b)
 }
 
 // WriteRegion writes points that all belong to region id, which must be
 // hosted here: the share of a batch another datanode forwarded. The batch
 // is validated against the table's schema as a whole first.
 func (e *Engine) WriteRegion(ctx context.Context, table string, id layout.RegionID, points []row.Point) (region.WriteResult, error) {
-	t, regions, err := e.prepareWrite(ctx, table, points, WriteOptions{})
+	t, regions, err := e.prepareWrite(ctx, table, points, WriteOptions{}, false)
 	if err != nil {
 		return region.WriteResult{}, err
 	}
@@ -55,17 +55,17 @@ func (e *Engine) WriteRegion(ctx context.Context, table string, id layout.Region
 	if r == nil {
 		return region.WriteResult{}, fmt.Errorf("%w: region %s", ErrNotHosted, id)
 	}
-	var key []byte
-	for i := range points {
-		key, err = row.EncodeSeries(key[:0], points[i].Tags)
-		if err != nil {
-			return region.WriteResult{}, &region.PointError{Index: i, Err: fmt.Errorf("%w: %v", region.ErrInvalidWrite, err)}
-		}
-		if layout.Route(key, t.Regions) != id.Region {
-			return region.WriteResult{}, &region.PointError{Index: i, Err: fmt.Errorf("%w: the point belongs to region %d, not %s", region.ErrInvalidWrite, layout.Route(key, t.Regions), id)}
+	sk := getKeys()
+	defer putKeys(sk)
+	if err := sk.encode(points); err != nil {
+		return region.WriteResult{}, err
+	}
+	for i, key := range sk.keys {
+		if n := layout.Route(key, t.Regions); n != id.Region {
+			return region.WriteResult{}, &region.PointError{Index: i, Err: fmt.Errorf("%w: the point belongs to region %d, not %s", region.ErrInvalidWrite, n, id)}
 		}
 	}
-	return r.Write(ctx, points)
+	return r.WriteBatch(ctx, region.Batch{Points: points, Keys: sk.keys})
 }
 
 // Assign opens region id here (creating it if it is new), with a new epoch

@@ -26,29 +26,51 @@ type WriteOptions struct {
 // atomic; if the store fails, some regions' shares may have been written
 // and a retry of the batch is safe.
 func (e *Engine) Write(ctx context.Context, table string, points []row.Point, opts WriteOptions) (region.WriteResult, error) {
-	t, regions, err := e.prepareWrite(ctx, table, points, opts)
+	return e.write(ctx, table, points, opts, false)
+}
+
+// write is Write; checked says the batch was validated already (by
+// WriteTables), so only its columns are looked at again. Each point is
+// validated once and its series key encoded once: the regions get
+// prepared batches.
+func (e *Engine) write(ctx context.Context, table string, points []row.Point, opts WriteOptions, checked bool) (region.WriteResult, error) {
+	t, regions, err := e.prepareWrite(ctx, table, points, opts, checked)
 	if err != nil {
 		return region.WriteResult{}, err
 	}
-	if len(regions) == 1 && regions[0] != nil {
-		return regions[0].Write(ctx, points)
+	sk := getKeys()
+	defer putKeys(sk) // the regions copy what they keep of a key
+	if err := sk.encode(points); err != nil {
+		return region.WriteResult{}, err
 	}
-	// Split by region: hash of the series key.
-	shares := make([][]row.Point, len(regions))
-	var key []byte
-	for i := range points {
-		key, err = row.EncodeSeries(key[:0], points[i].Tags)
-		if err != nil {
-			return region.WriteResult{}, &region.PointError{Index: i, Err: fmt.Errorf("%w: %v", region.ErrInvalidWrite, err)}
+	shares := make([]region.Batch, len(regions))
+	if len(regions) == 1 {
+		shares[0] = region.Batch{Points: points, Keys: sk.keys}
+	} else {
+		// Count each region's share first: one exact allocation each.
+		route := sk.route[:0]
+		counts := make([]int, len(regions))
+		for _, k := range sk.keys {
+			n := layout.Route(k, t.Regions)
+			route = append(route, n)
+			counts[n]++
 		}
-		n := layout.Route(key, t.Regions)
-		shares[n] = append(shares[n], points[i])
+		sk.route = route
+		for n, c := range counts {
+			if c > 0 {
+				shares[n] = region.Batch{Points: make([]row.Point, 0, c), Keys: make([][]byte, 0, c)}
+			}
+		}
+		for i, n := range route {
+			shares[n].Points = append(shares[n].Points, points[i])
+			shares[n].Keys = append(shares[n].Keys, sk.keys[i])
+		}
 	}
 	var wg sync.WaitGroup
 	results := make([]region.WriteResult, len(regions))
 	errs := make([]error, len(regions))
 	for i, share := range shares {
-		if len(share) == 0 {
+		if len(share.Points) == 0 {
 			continue
 		}
 		wg.Add(1)
@@ -58,7 +80,7 @@ func (e *Engine) Write(ctx context.Context, table string, points []row.Point, op
 				results[i], errs[i] = e.opts.Remote.Write(ctx, t.Name, layout.RegionID{Table: t.ID, Region: uint32(i)}, share)
 				return
 			}
-			results[i], errs[i] = regions[i].Write(ctx, share)
+			results[i], errs[i] = regions[i].WriteBatch(ctx, share)
 		}()
 	}
 	wg.Wait()
@@ -70,22 +92,59 @@ func (e *Engine) Write(ctx context.Context, table string, points []row.Point, op
 	return res, errors.Join(errs...)
 }
 
+// seriesKeys holds a batch's encoded series keys while the batch is
+// written: one buffer, reused across writes through a pool.
+type seriesKeys struct {
+	buf   []byte
+	keys  [][]byte
+	route []uint32
+}
+
+var keyPool = sync.Pool{New: func() any { return new(seriesKeys) }}
+
+func getKeys() *seriesKeys { return keyPool.Get().(*seriesKeys) }
+
+func putKeys(sk *seriesKeys) {
+	if cap(sk.buf) > 16<<20 {
+		return // a rare huge batch: do not keep its buffer
+	}
+	clear(sk.keys) // drop references into old buffers
+	sk.buf, sk.keys, sk.route = sk.buf[:0], sk.keys[:0], sk.route[:0]
+	keyPool.Put(sk)
+}
+
+// encode encodes each point's series key. A key points into buf, or into
+// the buffer buf grew from (which stays valid while referenced).
+func (sk *seriesKeys) encode(points []row.Point) error {
+	for i := range points {
+		start := len(sk.buf)
+		var err error
+		if sk.buf, err = row.EncodeSeries(sk.buf, points[i].Tags); err != nil {
+			return &region.PointError{Index: i, Err: fmt.Errorf("%w: %v", region.ErrInvalidWrite, err)}
+		}
+		sk.keys = append(sk.keys, sk.buf[start:len(sk.buf):len(sk.buf)])
+	}
+	return nil
+}
+
 // prepareWrite resolves the table (creating it if asked), validates the
-// batch and commits new columns to the catalog. Validation runs outside the
-// engine's lock; only a schema change takes it.
-func (e *Engine) prepareWrite(ctx context.Context, table string, points []row.Point, opts WriteOptions) (*catalog.Table, []*region.Region, error) {
+// batch (only its columns, if checked) and commits new columns to the
+// catalog. Validation runs outside the engine's lock; only a schema change
+// takes it.
+func (e *Engine) prepareWrite(ctx context.Context, table string, points []row.Point, opts WriteOptions, checked bool) (*catalog.Table, []*region.Region, error) {
 	for attempt := 0; ; attempt++ {
-		t, regions, err := e.prepareWriteOnce(ctx, table, points, opts)
+		t, regions, err := e.prepareWriteOnce(ctx, table, points, opts, checked)
 		if !errors.Is(err, errRetrySchema) || attempt == 4 {
 			if errors.Is(err, errRetrySchema) {
 				err = fmt.Errorf("table %s: record new columns: %w", table, catalog.ErrConflict)
 			}
 			return t, regions, err
 		}
+		checked = true // validated against the schema of the first attempt
 	}
 }
 
-func (e *Engine) prepareWriteOnce(ctx context.Context, table string, points []row.Point, opts WriteOptions) (*catalog.Table, []*region.Region, error) {
+func (e *Engine) prepareWriteOnce(ctx context.Context, table string, points []row.Point, opts WriteOptions, checked bool) (*catalog.Table, []*region.Region, error) {
 	t, regions, err := e.tableRegions(table)
 	if errors.Is(err, catalog.ErrTableNotFound) && opts.CreateTable {
 		e.mu.Lock()
@@ -101,14 +160,21 @@ func (e *Engine) prepareWriteOnce(ctx context.Context, table string, points []ro
 	if err != nil {
 		return nil, nil, err
 	}
-	sch, err := e.tableSchema(t)
-	if err != nil {
-		return nil, nil, err
+	check := func(t *catalog.Table) (*schema.Additions, error) {
+		sch, err := e.tableSchema(t)
+		if err != nil {
+			return nil, err
+		}
+		if checked {
+			return region.Columns(points, sch)
+		}
+		return region.ValidateBatch(points, sch, e.opts.Region.AllowNonFinite)
 	}
-	add, err := region.ValidateBatch(points, sch, e.opts.Region.AllowNonFinite)
+	add, err := check(t)
 	if err != nil || !add.Changed() {
 		return t, regions, err
 	}
+	checked = true // values are schema-independent: checked once is enough
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	cur, ok := e.cat.State().Tables[table]
@@ -116,10 +182,7 @@ func (e *Engine) prepareWriteOnce(ctx context.Context, table string, points []ro
 		return nil, nil, fmt.Errorf("%w: %s", catalog.ErrTableNotFound, table)
 	}
 	// Another write may have changed the schema meanwhile: check again.
-	if sch, err = e.tableSchema(cur); err != nil {
-		return nil, nil, err
-	}
-	if add, err = region.ValidateBatch(points, sch, e.opts.Region.AllowNonFinite); err != nil || !add.Changed() {
+	if add, err = check(cur); err != nil || !add.Changed() {
 		return t, regions, err
 	}
 	nextSchema, err := add.Result()
@@ -131,7 +194,7 @@ func (e *Engine) prepareWriteOnce(ctx context.Context, table string, points []ro
 	if err := e.cat.Commit(ctx, next); err != nil {
 		if errors.Is(err, catalog.ErrConflict) {
 			// Another datanode changed the catalog: reload, and let the
-			// caller validate again against what it committed.
+			// caller check again against what it committed.
 			if rerr := e.cat.Reload(ctx); rerr != nil {
 				return nil, nil, errors.Join(err, rerr)
 			}
@@ -244,7 +307,7 @@ func (e *Engine) WriteTables(ctx context.Context, batches []TableBatch, opts Wri
 	}
 	var total region.WriteResult
 	for _, b := range batches {
-		res, err := e.Write(ctx, b.Table, b.Points, opts)
+		res, err := e.write(ctx, b.Table, b.Points, opts, true)
 		total.Written += res.Written
 		total.Expired += res.Expired
 		if err != nil {

@@ -527,3 +527,38 @@ func TestBackgroundFlushRetries(t *testing.T) {
 	}
 	checkOwned(t, inner, st)
 }
+
+// A prepared batch is not validated again, but its new columns still are
+// checked against the region's schema, and its keys must match its points.
+func TestWriteBatchChecksColumnsOnly(t *testing.T) {
+	ctx := context.Background()
+	r := open(t, objstoretest.Mem(t), Options{})
+	defer closeRegion(t, r, false)
+	mustWrite(t, r, pt("a", 1, fl("v", 1)))
+	batch := func(points ...row.Point) Batch {
+		b := Batch{Points: points}
+		for _, p := range points {
+			k, err := row.EncodeSeries(nil, p.Tags)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b.Keys = append(b.Keys, k)
+		}
+		return b
+	}
+	if res, err := r.WriteBatch(ctx, batch(pt("b", 2, fl("v", 2), fl("w", 3)))); err != nil || res.Written != 1 {
+		t.Fatalf("prepared batch with a new column: %+v %v", res, err)
+	}
+	var ce *schema.ConflictError
+	if _, err := r.WriteBatch(ctx, batch(pt("c", 3, row.Field{Name: "v", Value: row.StringValue("x")}))); !errors.As(err, &ce) {
+		t.Fatalf("prepared batch with a type conflict: %v", err)
+	}
+	b := batch(pt("d", 4, fl("v", 4)), pt("e", 5, fl("v", 5)))
+	b.Keys = b.Keys[:1]
+	if _, err := r.WriteBatch(ctx, b); !errors.Is(err, ErrInvalidWrite) {
+		t.Fatalf("keys for half the points: %v", err)
+	}
+	if got := scanAll(t, r, ScanRequest{}); len(got) != 2 {
+		t.Fatalf("rows after the rejected batches: %q", got)
+	}
+}

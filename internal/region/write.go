@@ -35,7 +35,26 @@ type WriteResult struct {
 // wal.ErrOutcomeUnknown error means the batch may have been applied (then
 // wholly); retrying it is safe, since rows are keyed by (series, ts).
 func (r *Region) Write(ctx context.Context, points []row.Point) (WriteResult, error) {
-	res, err := r.write(ctx, points)
+	res, err := r.write(ctx, Batch{Points: points}, false)
+	r.opts.Metrics.WriteBatches.WithLabelValues(result(err)).Inc()
+	return res, err
+}
+
+// Batch is a write its caller has prepared: every point validated against
+// a schema whose column types the region's agree with (its table's, with
+// ValidateBatch), and each point's series key encoded.
+type Batch struct {
+	Points []row.Point
+	Keys   [][]byte // Keys[i] is row.EncodeSeries of Points[i].Tags
+}
+
+// WriteBatch is Write for a prepared batch: the region checks only which
+// columns are new to it, and encodes no series key again.
+func (r *Region) WriteBatch(ctx context.Context, b Batch) (WriteResult, error) {
+	if len(b.Keys) != len(b.Points) {
+		return WriteResult{}, fmt.Errorf("%w: %d series keys for %d points", ErrInvalidWrite, len(b.Keys), len(b.Points))
+	}
+	res, err := r.write(ctx, b, true)
 	r.opts.Metrics.WriteBatches.WithLabelValues(result(err)).Inc()
 	return res, err
 }
@@ -51,14 +70,15 @@ func result(err error) string {
 	}
 }
 
-func (r *Region) write(ctx context.Context, points []row.Point) (WriteResult, error) {
+func (r *Region) write(ctx context.Context, b Batch, prepared bool) (WriteResult, error) {
 	if err := r.usable(); err != nil {
 		return WriteResult{}, err
 	}
+	points := b.Points
 	if len(points) > r.opts.MaxBatchRows {
 		return WriteResult{}, fmt.Errorf("%w: %d points, the limit is %d", ErrBatchTooLarge, len(points), r.opts.MaxBatchRows)
 	}
-	sch, err := r.schemaFor(ctx, points)
+	sch, err := r.schemaFor(ctx, points, prepared)
 	if err != nil {
 		return WriteResult{}, err
 	}
@@ -80,8 +100,9 @@ func (r *Region) write(ctx context.Context, points []row.Point) (WriteResult, er
 			res.Expired++
 			continue
 		}
-		key, err = row.EncodeSeries(key[:0], p.Tags)
-		if err != nil {
+		if b.Keys != nil {
+			key = b.Keys[i]
+		} else if key, err = row.EncodeSeries(key[:0], p.Tags); err != nil {
 			return WriteResult{}, &PointError{Index: i, Err: err}
 		}
 		fields := vals[i*nf : (i+1)*nf : (i+1)*nf]
@@ -131,6 +152,39 @@ func ValidateBatch(points []row.Point, base *schema.Schema, allowNonFinite bool)
 		prev = p
 	}
 	return add, nil
+}
+
+// Columns returns the columns a batch already checked with ValidateBatch
+// (against a schema whose column types base's agree with) adds to base:
+// only each new shape's columns are looked at. A type conflict is a
+// *PointError.
+func Columns(points []row.Point, base *schema.Schema) (*schema.Additions, error) {
+	add := base.Extend()
+	var prev *row.Point
+	for i := range points {
+		p := &points[i]
+		if !sameShape(p, prev) {
+			if err := addColumns(p, add); err != nil {
+				return nil, &PointError{Index: i, Err: err}
+			}
+		}
+		prev = p
+	}
+	return add, nil
+}
+
+func addColumns(p *row.Point, add *schema.Additions) error {
+	for _, t := range p.Tags {
+		if err := add.Tag(t.Name); err != nil {
+			return err
+		}
+	}
+	for _, f := range p.Fields {
+		if err := add.Field(f.Name, f.Value.Kind()); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // sameShape reports whether p has exactly prev's tag names and field names
@@ -211,10 +265,14 @@ func validate(p *row.Point, known bool, tsName string, add *schema.Additions, al
 	return nil
 }
 
-// schemaFor validates a batch and returns a schema that has every column it
-// uses, committing new columns to the manifest first.
-func (r *Region) schemaFor(ctx context.Context, points []row.Point) (*schema.Schema, error) {
+// schemaFor validates a batch (only its columns, if prepared) and returns a
+// schema that has every column it uses, committing new columns to the
+// manifest first.
+func (r *Region) schemaFor(ctx context.Context, points []row.Point, prepared bool) (*schema.Schema, error) {
 	check := func(base *schema.Schema) (*schema.Additions, error) {
+		if prepared {
+			return Columns(points, base)
+		}
 		return ValidateBatch(points, base, r.opts.AllowNonFinite)
 	}
 	base := r.Schema()

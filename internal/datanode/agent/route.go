@@ -81,9 +81,10 @@ func retryable(err error) bool {
 	return status.Code(err) == codes.Unavailable || errors.Is(err, datanode.ErrNotHosted)
 }
 
-// Write forwards a region's points to its owner, waiting for an owner and
-// retrying while the region moves.
-func (a *Agent) Write(ctx context.Context, table string, id layout.RegionID, points []row.Point) (region.WriteResult, error) {
+// Write forwards a region's batch to its owner, waiting for an owner and
+// retrying while the region moves. Another datanode validates the points
+// again (it takes them from the network); this one does not.
+func (a *Agent) Write(ctx context.Context, table string, id layout.RegionID, b region.Batch) (region.WriteResult, error) {
 	ctx, cancel := context.WithTimeout(ctx, routeTimeout)
 	defer cancel()
 	for {
@@ -92,7 +93,7 @@ func (a *Agent) Write(ctx context.Context, table string, id layout.RegionID, poi
 			return region.WriteResult{}, err
 		}
 		if addr == "" {
-			res, err := a.eng.WriteHosted(ctx, id, points)
+			res, err := a.eng.WriteHosted(ctx, id, b)
 			if err == nil || !errors.Is(err, datanode.ErrNotHosted) {
 				return res, err
 			}
@@ -102,7 +103,7 @@ func (a *Agent) Write(ctx context.Context, table string, id layout.RegionID, poi
 		if err != nil {
 			return region.WriteResult{}, err
 		}
-		resp, err := c.Write(ctx, &pb.WriteRequest{Table: table, Region: id.String(), Points: wire.FromPoints(points)})
+		resp, err := c.Write(ctx, &pb.WriteRequest{Table: table, Region: id.String(), Points: wire.FromPoints(b.Points)})
 		if err == nil {
 			return region.WriteResult{Written: int(resp.Written), Expired: int(resp.Expired)}, nil
 		}
