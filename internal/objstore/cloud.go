@@ -20,6 +20,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
+	s3types "github.com/aws/aws-sdk-go-v2/service/s3/types"
 	"github.com/aws/smithy-go/logging"
 	"github.com/aws/smithy-go/middleware"
 	gcaws "gocloud.dev/aws"
@@ -30,12 +31,20 @@ import (
 // are off so that the Store's retry policy is the only one and its request
 // counts are real; the SDK's debug log is silenced.
 func openS3(ctx context.Context, u *url.URL) (*blob.Bucket, error) {
+	client, cfg, err := s3Client(ctx, u)
+	if err != nil {
+		return nil, err
+	}
+	return s3blob.OpenBucket(ctx, client, u.Host, &s3blob.Options{RequestChecksumCalculation: cfg.RequestChecksumCalculation})
+}
+
+func s3Client(ctx context.Context, u *url.URL) (*s3.Client, aws.Config, error) {
 	q := u.Query()
 	pathStyle := q.Get("use_path_style") == "true"
 	q.Del("use_path_style")
 	cfg, err := gcaws.V2ConfigFromURLParams(ctx, q)
 	if err != nil {
-		return nil, err
+		return nil, cfg, err
 	}
 	cfg.Logger = logging.Nop{}
 	cfg.Retryer = func() aws.Retryer { return aws.NopRetryer{} }
@@ -52,7 +61,37 @@ func openS3(ctx context.Context, u *url.URL) (*blob.Bucket, error) {
 			return st.Finalize.Add(unsignedPayload, middleware.Before)
 		})
 	})
-	return s3blob.OpenBucket(ctx, client, u.Host, &s3blob.Options{RequestChecksumCalculation: cfg.RequestChecksumCalculation})
+	return client, cfg, nil
+}
+
+// CreateBucket creates the bucket (s3://) or directory (file://) a store
+// URL names, if it does not exist yet: `strata store init`, run once
+// before the first datanode starts.
+func CreateBucket(ctx context.Context, rawURL string) error {
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		return fmt.Errorf("objstore: parse store URL: %w", err)
+	}
+	if u.Scheme != "s3" {
+		b, err := OpenBackend(ctx, rawURL) // file:// creates its directory
+		if err != nil {
+			return err
+		}
+		return b.Close()
+	}
+	client, _, err := s3Client(ctx, u)
+	if err != nil {
+		return fmt.Errorf("objstore: open %q: %w", rawURL, err)
+	}
+	if _, err := client.HeadBucket(ctx, &s3.HeadBucketInput{Bucket: aws.String(u.Host)}); err == nil {
+		return nil
+	}
+	_, err = client.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String(u.Host)})
+	var owned *s3types.BucketAlreadyOwnedByYou
+	if err != nil && !errors.As(err, &owned) {
+		return fmt.Errorf("objstore: create bucket %s: %w", u.Host, err)
+	}
+	return nil
 }
 
 // unsignedPayload marks a request's body as not part of its signature.
