@@ -1,5 +1,5 @@
 # Convenience targets; the README's test command is ./scripts/test.sh.
-.PHONY: test integration build proto
+.PHONY: test integration build proto images
 
 test:
 	./scripts/test.sh
@@ -14,3 +14,8 @@ build:
 
 proto:
 	go generate ./proto
+
+# strata:latest from binaries built here (static, on scratch); nothing is
+# pulled. docker compose up -d needs it first.
+images:
+	./scripts/images.sh

@@ -55,6 +55,7 @@ line-protocol API.`, func(cmd *cobra.Command) error {
 	fs.StringVar(&cfg.AdvertiseGRPC, "advertise-grpc", "", "gRPC address other datanodes use (default: the bound address)")
 	fs.DurationVar(&cfg.Heartbeat, "heartbeat", 3*time.Second, "lease renewal interval")
 	fs.DurationVar(&cfg.Lease, "lease", 10*time.Second, "lease TTL: regions close when it cannot be renewed in time")
+	fs.Uint32Var(&cfg.DefaultRegions, "default-regions", 1, "regions of tables a write creates (give metasrv the same)")
 	fs.Int64Var(&cfg.FlushBytes, "flush-bytes", 64<<20, "memtable size that triggers a flush")
 	fs.Int64Var(&cfg.MemoryLimit, "memory-limit", 1<<30, "bound on all memtables together, in bytes (0: none)")
 	fs.Int64Var(&cfg.MaxBodyBytes, "max-body-bytes", 64<<20, "largest line-protocol request body, after decompression")

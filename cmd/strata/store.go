@@ -80,30 +80,46 @@ func newHealth() *cobra.Command {
 		Short: "Exit 0 if a Strata server's gRPC health check reports SERVING",
 		Long: `Ask a datanode's or metasrv's gRPC health service (no auth token needed)
 whether it serves. For container health checks: the image needs no other
-tool. Exit code 0 when serving, 1 otherwise.`,
+tool. With --wait, asks again until it serves or the wait ends. Exit code
+0 when serving, 1 otherwise.`,
 		Args: exactArgs(0),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			addr, _ := cmd.Flags().GetString("server")
 			timeout, _ := cmd.Flags().GetDuration("timeout")
+			wait, _ := cmd.Flags().GetDuration("wait")
 			conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 			if err != nil {
 				return usagef("--server %q: %v", addr, err)
 			}
 			defer conn.Close()
-			ctx, cancel := context.WithTimeout(cmd.Context(), timeout)
+			wctx, cancel := context.WithTimeout(cmd.Context(), max(wait, timeout))
 			defer cancel()
-			resp, err := healthpb.NewHealthClient(conn).Check(ctx, &healthpb.HealthCheckRequest{})
-			if err != nil {
-				return fmt.Errorf("%s: %w", addr, err)
+			check := func() error {
+				ctx, cancel := context.WithTimeout(wctx, timeout)
+				defer cancel()
+				resp, err := healthpb.NewHealthClient(conn).Check(ctx, &healthpb.HealthCheckRequest{})
+				if err != nil {
+					return fmt.Errorf("%s: %w", addr, err)
+				}
+				if resp.Status != healthpb.HealthCheckResponse_SERVING {
+					return fmt.Errorf("%s: %s", addr, resp.Status)
+				}
+				return nil
 			}
-			if resp.Status != healthpb.HealthCheckResponse_SERVING {
-				return fmt.Errorf("%s: %s", addr, resp.Status)
+			if wait > 0 {
+				err = retry(wctx, check)
+			} else {
+				err = check()
+			}
+			if err != nil {
+				return err
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "%s: serving\n", addr)
 			return nil
 		},
 	}
 	cmd.Flags().String("server", "localhost:8087", "the server's gRPC address")
-	cmd.Flags().Duration("timeout", 3*time.Second, "bound on the check")
+	cmd.Flags().Duration("timeout", 3*time.Second, "bound on one check")
+	cmd.Flags().Duration("wait", 0, "keep asking until serving, for up to this long (0: ask once)")
 	return cmd
 }

@@ -237,14 +237,14 @@ func TestFailoverLosesNoAcknowledgedWrite(t *testing.T) {
 	// datanode at random.
 	survivor := dns[0]
 	var mu sync.Mutex // guards rng and compactions
-	g := startIngest(4, 50, 97, func(w int) *proc {
+	g := clustertest.StartIngest(clustertest.IngestOptions{Writers: 4, Batch: 50, Hosts: 97, Target: func(w, _ int) string {
 		if w == 0 {
-			return survivor
+			return survivor.http
 		}
 		mu.Lock()
 		defer mu.Unlock()
-		return dns[rng.IntN(len(dns))]
-	})
+		return dns[rng.IntN(len(dns))].http
+	}})
 	var stop sync.WaitGroup
 	done := make(chan struct{})
 	// Compactions of every file, again and again, through metasrv.
@@ -268,13 +268,13 @@ func TestFailoverLosesNoAcknowledgedWrite(t *testing.T) {
 			}
 		}
 	}()
-	g.waitMore(t, 2000)
+	g.WaitMore(t, 2000, 90*time.Second)
 	// kill -9 dn2 during ingest and compactions.
 	killed := time.Now()
 	dns[1].signal(syscall.SIGKILL)
 	st = placed(t, c, regions, 30*time.Second, "dn2")
 	t.Logf("dn2 killed: its regions reopened elsewhere in %v", time.Since(killed).Round(100*time.Millisecond))
-	g.waitMore(t, 2000)
+	g.WaitMore(t, 2000, 90*time.Second)
 
 	// Pause dn3 past its lease (10 s), then let it run again.
 	dns[2].signal(syscall.SIGSTOP)
@@ -282,10 +282,10 @@ func TestFailoverLosesNoAcknowledgedWrite(t *testing.T) {
 	st = placed(t, c, regions, 30*time.Second, "dn3")
 	t.Logf("dn3 paused: its regions moved in %v", time.Since(paused).Round(100*time.Millisecond))
 	dns[2].signal(syscall.SIGCONT)
-	g.waitMore(t, 2000)
+	g.WaitMore(t, 2000, 90*time.Second)
 	close(done)
 	stop.Wait()
-	acked, _ := g.stop()
+	acked, _ := g.Stop()
 
 	// Every acknowledged row is there.
 	have, missing := readBack(t, survivor.grpc, acked)
@@ -409,84 +409,6 @@ func TestMetasrvLeaderFailover(t *testing.T) {
 		}
 		time.Sleep(200 * time.Millisecond) // another process's schedule
 	}
-}
-
-// ingest writes batches of unique cpu rows over HTTP until stopped, each
-// writer to the datanode target picks, and records which rows were
-// acknowledged (a 204 acknowledges every row of its batch).
-type ingest struct {
-	mu     sync.Mutex
-	acked  map[string]bool
-	failed int // requests not acknowledged
-	seq    int64
-	done   chan struct{}
-	wg     sync.WaitGroup
-}
-
-func startIngest(writers, batch, hosts int, target func(w int) *proc) *ingest {
-	g := &ingest{acked: map[string]bool{}, done: make(chan struct{})}
-	httpc := &http.Client{Timeout: 60 * time.Second}
-	for w := range writers {
-		g.wg.Add(1)
-		go func() {
-			defer g.wg.Done()
-			for {
-				select {
-				case <-g.done:
-					return
-				default:
-				}
-				var b strings.Builder
-				var keys []string
-				g.mu.Lock()
-				for range batch {
-					g.seq++
-					host := fmt.Sprintf("h%d", g.seq%int64(hosts))
-					fmt.Fprintf(&b, "cpu,host=%s v=%d %d\n", host, g.seq, g.seq*1e9)
-					keys = append(keys, fmt.Sprintf("%s/%d", host, g.seq*1e9))
-				}
-				g.mu.Unlock()
-				resp, err := httpc.Post("http://"+target(w).http+"/write?db=x", "text/plain", strings.NewReader(b.String()))
-				ok := err == nil && resp.StatusCode == http.StatusNoContent
-				if err == nil {
-					io.Copy(io.Discard, resp.Body)
-					resp.Body.Close()
-				}
-				g.mu.Lock()
-				if ok {
-					for _, k := range keys {
-						g.acked[k] = true
-					}
-				} else {
-					g.failed++
-				}
-				g.mu.Unlock()
-			}
-		}()
-	}
-	return g
-}
-
-func (g *ingest) acks() int { g.mu.Lock(); defer g.mu.Unlock(); return len(g.acked) }
-
-// waitMore waits until n more rows are acknowledged.
-func (g *ingest) waitMore(t *testing.T, n int) {
-	t.Helper()
-	want := g.acks() + n
-	end := time.Now().Add(90 * time.Second)
-	for g.acks() < want {
-		if time.Now().After(end) {
-			t.Fatalf("ingest stalled at %d acknowledged rows (waiting for %d)", g.acks(), want)
-		}
-		time.Sleep(50 * time.Millisecond) // progress of other goroutines over HTTP
-	}
-}
-
-// stop ends the writers and returns what was acknowledged.
-func (g *ingest) stop() (map[string]bool, int) {
-	close(g.done)
-	g.wg.Wait()
-	return g.acked, g.failed
 }
 
 // readBack queries a table (cpu unless named) through the CLI on a datanode
@@ -765,7 +687,7 @@ func TestStormOverMinIO(t *testing.T) {
 	}
 	placed(t, c, regions, 30*time.Second, "")
 
-	g := startIngest(3, 40, 53, func(w int) *proc { return dns[w] })
+	g := clustertest.StartIngest(clustertest.IngestOptions{Writers: 3, Batch: 40, Hosts: 53, Target: func(w, _ int) string { return dns[w].http }})
 	var mu sync.Mutex // guards the storm's counters
 	done := make(chan struct{})
 	var wg sync.WaitGroup
@@ -811,10 +733,10 @@ func TestStormOverMinIO(t *testing.T) {
 			}
 		}()
 	}
-	g.waitMore(t, 2000)
+	g.WaitMore(t, 2000, 90*time.Second)
 	// MinIO down mid-ingest for a second; then ingest resumes.
 	minio.Restart(t, func() { time.Sleep(time.Second) })
-	g.waitMore(t, 2000)
+	g.WaitMore(t, 2000, 90*time.Second)
 	// MinIO down mid-GC.
 	gcDone := make(chan struct{})
 	go func() {
@@ -825,10 +747,10 @@ func TestStormOverMinIO(t *testing.T) {
 	}()
 	minio.Restart(t, func() { time.Sleep(500 * time.Millisecond) })
 	<-gcDone
-	g.waitMore(t, 2000)
+	g.WaitMore(t, 2000, 90*time.Second)
 	close(done)
 	wg.Wait()
-	acked, failed := g.stop()
+	acked, failed := g.Stop()
 
 	// Reclaim everything, then check.
 	ctx := context.Background()
