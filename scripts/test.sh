@@ -31,6 +31,12 @@ if command -v etcd >/dev/null 2>&1; then
   export STRATA_REQUIRE_ETCD=1
 fi
 
+# Docker: the container suite (internal/composetest) runs the compose
+# cluster wherever a daemon answers; here a missing one is then a failure.
+if command -v docker >/dev/null 2>&1 && docker info >/dev/null 2>&1; then
+  export STRATA_REQUIRE_DOCKER=1
+fi
+
 echo "go vet ./..."
 go vet ./...
 # SSTs are compressed with libzstd through cgo; without cgo a pure-Go
@@ -46,7 +52,20 @@ if [ -z "${STRATA_TEST_PKGS:-}" ]; then
   go test -count=1 -run '^TestFaultCampaign$' -v ./internal/compact | grep -E '^(fault campaign:|--- FAIL|FAIL|ok)'
   echo "go test -run TestOwnershipCampaign ./internal/gc"
   go test -count=1 -run '^TestOwnershipCampaign$' -v ./internal/gc | grep -E '^(ownership campaign:|--- FAIL|FAIL|ok)'
+  if [ "${STRATA_REQUIRE_DOCKER:-}" = 1 ]; then
+    # The container suite, alone (it builds images and runs 9 containers);
+    # its figures and summary line are printed.
+    echo "go test -run TestCompose ./internal/composetest"
+    log="$(mktemp)"
+    if ! go test -count=1 -timeout 20m -run '^TestCompose$' -v ./internal/composetest >"$log" 2>&1; then
+      tail -n 300 "$log"
+      exit 1
+    fi
+    grep -E '^(compose chaos:|    compose_test.go:[0-9]+: (healthy|partition|pause|kill|rolling|fsck|read back)|ok)' "$log"
+    rm -f "$log"
+  fi
 fi
 echo "go test ./..."
 # STRATA_TEST_PKGS narrows the packages (make integration).
-go test -count=1 -timeout 40m ${STRATA_TEST_PKGS:-./...} "$@"
+# The container suite ran above; skip it in the full run (-skip).
+go test -count=1 -timeout 40m -skip '^TestCompose$' ${STRATA_TEST_PKGS:-./...} "$@"

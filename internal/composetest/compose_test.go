@@ -73,6 +73,7 @@ func TestCompose(t *testing.T) {
 		t.Fatalf("the quickstart's status and query did not show the cluster and the row:\n%s", out)
 	}
 	upAt := s.upStamp()
+	s.run(s.dir, append(s.compose, "config", "-q")...)
 	healthy := s.waitHealthy(append([]string{"metasrv1", "metasrv2"}, datanodes...)...)
 	t.Logf("healthy cluster %.1fs after `up` (quickstart with image builds: %.0fs)", healthy.Sub(upAt).Seconds(), time.Since(began).Seconds())
 
@@ -121,6 +122,9 @@ func TestCompose(t *testing.T) {
 	s.gc(true)
 	s.docker("unpause", s.container(victim))
 	wg.Wait()
+	n := 0
+	queued.Range(func(_, _ any) bool { n++; return true })
+	t.Logf("pause: %d of 20 writes queued at the paused datanode acknowledged after it woke", n)
 	s.rejoined(victim)
 	counts["pauses"]++
 	g.WaitMore(t, 500, 2*time.Minute)
@@ -590,7 +594,7 @@ func (s *stack) killMidCompaction(g *clustertest.Ingest) bool {
 func (s *stack) fsck() *fsck.Report {
 	s.t.Helper()
 	url := "s3://strata?endpoint=http://" + s.ip("minio") + ":9000&use_path_style=true&region=us-east-1"
-	c := exec.Command(s.cli, "gc", "fsck", "--store", url, "-o", "json")
+	c := exec.Command(s.cli, "fsck", "--store", url, "-o", "json")
 	c.Env = append(os.Environ(), "AWS_ACCESS_KEY_ID="+s.dotenv["MINIO_ROOT_USER"], "AWS_SECRET_ACCESS_KEY="+s.dotenv["MINIO_ROOT_PASSWORD"])
 	var stderr strings.Builder
 	c.Stderr = &stderr

@@ -99,7 +99,7 @@ func TestComposeAndImageCommandsParse(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, m := range regexp.MustCompile(`\$\{([A-Z_]+)(:[?-])?`).FindAllStringSubmatch(string(data), -1) {
-		if !regexp.MustCompile(`(?m)^(# )?` + m[1] + `=`).Match(env) || (m[2] != ":-" && !regexp.MustCompile(`(?m)^` + m[1] + `=`).Match(env)) {
+		if !regexp.MustCompile(`(?m)^(# )?`+m[1]+`=`).Match(env) || (m[2] != ":-" && !regexp.MustCompile(`(?m)^`+m[1]+`=`).Match(env)) {
 			t.Errorf("docker-compose.yml uses ${%s}, which .env.example does not set", m[1])
 		}
 	}
