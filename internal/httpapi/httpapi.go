@@ -1,6 +1,7 @@
 // Package httpapi is the datanode's HTTP interface: InfluxDB line protocol
 // writes (/write for 1.x clients, /api/v2/write for 2.x clients and
-// Telegraf), Prometheus /metrics, and health endpoints.
+// Telegraf), the InfluxDB 1.x /query calls clients make at start,
+// Prometheus /metrics, and health endpoints.
 package httpapi
 
 import (
@@ -75,6 +76,8 @@ func New(eng *datanode.Engine, opts Options) *Handler {
 	h.mux.HandleFunc("POST /write", h.write(false))
 	h.mux.HandleFunc("POST /api/v2/write", h.write(true))
 	h.mux.Handle("GET /metrics", promhttp.HandlerFor(opts.Gatherer, promhttp.HandlerOpts{}))
+	h.mux.HandleFunc("GET /query", h.influxQuery)
+	h.mux.HandleFunc("POST /query", h.influxQuery)
 	h.mux.HandleFunc("GET /health", h.health)
 	h.mux.HandleFunc("GET /ping", h.ping)
 	h.mux.HandleFunc("HEAD /ping", h.ping)

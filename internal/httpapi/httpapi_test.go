@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"net/url"
 	"strings"
 	"testing"
 
@@ -124,5 +125,40 @@ func TestWriteEndpoints(t *testing.T) {
 	resp.Body.Close()
 	if !strings.Contains(string(data), `strata_http_write_requests_total{code="204"}`) {
 		t.Fatalf("metrics:\n%s", data)
+	}
+}
+
+// The InfluxDB 1.x /query calls loaders and Telegraf make at start answer
+// in InfluxDB's JSON; anything else is a 400 pointing to PromQL.
+func TestInfluxQueryStartUpCalls(t *testing.T) {
+	base, _ := start(t)
+	get := func(q string) (int, string) {
+		t.Helper()
+		resp, err := http.Get(base + "/query?q=" + url.QueryEscape(q))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		data, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, strings.TrimSpace(string(data))
+	}
+	if code, body := get("SHOW DATABASES"); code != 200 || body != `{"results":[{"statement_id":0,"series":[{"name":"databases","columns":["name"]}]}]}` {
+		t.Fatalf("show databases: %d %s", code, body)
+	}
+	if code, body := get(`create database "benchmark"; show databases`); code != 200 || !strings.HasPrefix(body, `{"results":[{"statement_id":0},{"statement_id":1,`) {
+		t.Fatalf("create then show: %d %s", code, body)
+	}
+	resp, err := http.PostForm(base+"/query", url.Values{"q": {"CREATE DATABASE telegraf"}})
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("form POST create database: %v %v", resp, err)
+	}
+	resp.Body.Close()
+	for _, q := range []string{"SELECT * FROM cpu", "", "DROP DATABASE x"} {
+		if code, body := get(q); code != 400 || !strings.Contains(body, `"error"`) {
+			t.Fatalf("%q: %d %s", q, code, body)
+		}
+	}
+	if _, body := get("SELECT 1"); !strings.Contains(body, "/api/v1/query") {
+		t.Fatalf("the refusal does not point to PromQL: %s", body)
 	}
 }
