@@ -38,7 +38,10 @@ if command -v docker >/dev/null 2>&1 && docker info >/dev/null 2>&1; then
 fi
 
 echo "go vet ./..."
-go vet ./...
+# internal/prom implements Prometheus' chunkenc.Iterator, whose Seek(int64)
+# ValueType is not io.Seeker's: vet's stdmethods check is off there alone.
+go vet $(go list ./... | grep -v '/internal/prom$')
+go vet -stdmethods=false ./internal/prom
 # SSTs are compressed with libzstd through cgo; without cgo a pure-Go
 # encoder takes its place (internal/sst/zstd_nocgo.go). Keep that build
 # compiling and its files readable.

@@ -1,6 +1,7 @@
 // Package httpapi is the datanode's HTTP interface: InfluxDB line protocol
 // writes (/write for 1.x clients, /api/v2/write for 2.x clients and
-// Telegraf), the InfluxDB 1.x /query calls clients make at start,
+// Telegraf), the InfluxDB 1.x /query calls clients make at start, the
+// Prometheus HTTP API (PromQL, series and labels, see package prom),
 // Prometheus /metrics, and health endpoints.
 package httpapi
 
@@ -23,6 +24,7 @@ import (
 	"github.com/stratadb/strata/internal/catalog"
 	"github.com/stratadb/strata/internal/datanode"
 	"github.com/stratadb/strata/internal/lineproto"
+	"github.com/stratadb/strata/internal/prom"
 	"github.com/stratadb/strata/internal/region"
 	"github.com/stratadb/strata/internal/schema"
 )
@@ -39,6 +41,8 @@ type Options struct {
 	Version      string
 	// Pprof serves net/http/pprof under /debug/pprof/.
 	Pprof bool
+	// Query bounds PromQL queries (the Prometheus HTTP API).
+	Query prom.Limits
 }
 
 // Handler serves the HTTP API.
@@ -76,6 +80,7 @@ func New(eng *datanode.Engine, opts Options) *Handler {
 	h.mux.HandleFunc("POST /write", h.write(false))
 	h.mux.HandleFunc("POST /api/v2/write", h.write(true))
 	h.mux.Handle("GET /metrics", promhttp.HandlerFor(opts.Gatherer, promhttp.HandlerOpts{}))
+	prom.NewAPI(eng, opts.Query, opts.Version, opts.Logger).Register(h.mux)
 	h.mux.HandleFunc("GET /query", h.influxQuery)
 	h.mux.HandleFunc("POST /query", h.influxQuery)
 	h.mux.HandleFunc("GET /health", h.health)

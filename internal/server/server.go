@@ -34,6 +34,7 @@ import (
 	"github.com/stratadb/strata/internal/httpapi"
 	"github.com/stratadb/strata/internal/metasrv"
 	"github.com/stratadb/strata/internal/objstore"
+	"github.com/stratadb/strata/internal/prom"
 	"github.com/stratadb/strata/internal/region"
 )
 
@@ -87,7 +88,9 @@ type Config struct {
 	// health checks), and sent on calls to other datanodes.
 	Auth auth.Token
 	// Pprof serves net/http/pprof on the HTTP address.
-	Pprof  bool
+	Pprof bool
+	// Query bounds PromQL queries: samples, timeout, concurrency.
+	Query  prom.Limits
 	Logger *slog.Logger
 }
 
@@ -213,7 +216,7 @@ func (s *Server) start(ctx context.Context) error {
 	if s.grpcLn, err = net.Listen("tcp", cfg.GRPCAddr); err != nil {
 		return fmt.Errorf("listen grpc %s: %w", cfg.GRPCAddr, err)
 	}
-	h := httpapi.New(s.eng, httpapi.Options{MaxBodyBytes: cfg.MaxBodyBytes, Gatherer: s.Registry, Registerer: s.Registry, Logger: cfg.Logger, Version: Version, Pprof: cfg.Pprof})
+	h := httpapi.New(s.eng, httpapi.Options{MaxBodyBytes: cfg.MaxBodyBytes, Gatherer: s.Registry, Registerer: s.Registry, Logger: cfg.Logger, Version: Version, Pprof: cfg.Pprof, Query: cfg.Query})
 	s.httpSrv = &http.Server{Handler: cfg.Auth.HTTP(h), ReadHeaderTimeout: 10 * time.Second}
 	s.grpcSrv = grpc.NewServer(append([]grpc.ServerOption{grpc.MaxRecvMsgSize(64 << 20)}, cfg.Auth.ServerOptions()...)...)
 	grpcapi.New(s.eng).Register(s.grpcSrv)

@@ -1,0 +1,469 @@
+package prom
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"net/http"
+	"sort"
+	"strconv"
+	"time"
+
+	"github.com/prometheus/common/model"
+	"github.com/prometheus/prometheus/model/labels"
+	"github.com/prometheus/prometheus/promql"
+	"github.com/prometheus/prometheus/promql/parser"
+	"github.com/prometheus/prometheus/storage"
+
+	"github.com/stratadb/strata/internal/datanode"
+)
+
+// Limits bound what one query may take.
+type Limits struct {
+	// MaxSamples is the most samples a query holds in memory at once, and
+	// the most one query reads (default 50M, Prometheus' default).
+	MaxSamples int
+	// Timeout bounds a query's evaluation (default 2 min).
+	Timeout time.Duration
+	// Concurrency is how many queries evaluate at once; more wait for a
+	// slot within their timeout (default 8).
+	Concurrency int
+}
+
+// API serves the Prometheus HTTP API's query, series, label, metadata and
+// build-info endpoints.
+type API struct {
+	q       *Queryable
+	engine  *promql.Engine
+	parser  parser.Parser
+	limits  Limits
+	slots   chan struct{}
+	version string
+	log     *slog.Logger
+}
+
+// NewAPI returns the API over an engine.
+func NewAPI(eng *datanode.Engine, limits Limits, version string, log *slog.Logger) *API {
+	if limits.MaxSamples <= 0 {
+		limits.MaxSamples = 50_000_000
+	}
+	if limits.Timeout <= 0 {
+		limits.Timeout = 2 * time.Minute
+	}
+	if limits.Concurrency <= 0 {
+		limits.Concurrency = 8
+	}
+	if log == nil {
+		log = slog.Default()
+	}
+	p := parser.NewParser(parser.Options{})
+	return &API{
+		q: &Queryable{Engine: eng, MaxSamples: limits.MaxSamples},
+		engine: promql.NewEngine(promql.EngineOpts{Logger: log, MaxSamples: limits.MaxSamples, Timeout: limits.Timeout,
+			LookbackDelta: 5 * time.Minute, EnableAtModifier: true, EnableNegativeOffset: true, Parser: p}),
+		parser: p, limits: limits, slots: make(chan struct{}, limits.Concurrency), version: version, log: log,
+	}
+}
+
+// Register adds the endpoints to mux.
+func (a *API) Register(mux *http.ServeMux) {
+	for _, m := range []string{"GET", "POST"} {
+		mux.HandleFunc(m+" /api/v1/query", a.query)
+		mux.HandleFunc(m+" /api/v1/query_range", a.queryRange)
+		mux.HandleFunc(m+" /api/v1/series", a.series)
+		mux.HandleFunc(m+" /api/v1/labels", a.labelNames)
+	}
+	mux.HandleFunc("GET /api/v1/label/{name}/values", a.labelValues)
+	mux.HandleFunc("GET /api/v1/status/buildinfo", a.buildinfo)
+	mux.HandleFunc("GET /api/v1/metadata", a.metadata)
+}
+
+// apiError is a Prometheus-format error.
+type apiError struct {
+	typ    string // bad_data, execution, timeout, canceled, internal
+	status int
+	err    error
+}
+
+func badData(err error) *apiError { return &apiError{"bad_data", http.StatusBadRequest, err} }
+
+func respond(w http.ResponseWriter, data any) {
+	w.Header().Set("Content-Type", "application/json")
+	json.NewEncoder(w).Encode(map[string]any{"status": "success", "data": data})
+}
+
+func fail(w http.ResponseWriter, e *apiError) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(e.status)
+	json.NewEncoder(w).Encode(map[string]any{"status": "error", "errorType": e.typ, "error": e.err.Error()})
+}
+
+// queryError classifies an evaluation error as Prometheus does.
+func queryError(err error) *apiError {
+	var (
+		timeout  promql.ErrQueryTimeout
+		canceled promql.ErrQueryCanceled
+		storageE promql.ErrStorage
+	)
+	switch {
+	case errors.As(err, &timeout), errors.Is(err, context.DeadlineExceeded):
+		return &apiError{"timeout", http.StatusServiceUnavailable, err}
+	case errors.As(err, &canceled), errors.Is(err, context.Canceled):
+		return &apiError{"canceled", 499, err}
+	case errors.As(err, &storageE):
+		return &apiError{"internal", http.StatusInternalServerError, err}
+	}
+	return &apiError{"execution", http.StatusUnprocessableEntity, err}
+}
+
+// acquire waits for a query slot within the query's timeout.
+func (a *API) acquire(ctx context.Context) (func(), *apiError) {
+	select {
+	case a.slots <- struct{}{}:
+		return func() { <-a.slots }, nil
+	case <-ctx.Done():
+		return nil, &apiError{"timeout", http.StatusServiceUnavailable, fmt.Errorf("no query slot free within the timeout (%d queries run at once): %w", a.limits.Concurrency, ctx.Err())}
+	}
+}
+
+func (a *API) context(r *http.Request) (context.Context, context.CancelFunc, *apiError) {
+	timeout := a.limits.Timeout
+	if s := r.FormValue("timeout"); s != "" {
+		d, err := parseDuration(s)
+		if err != nil {
+			return nil, nil, badData(fmt.Errorf("invalid parameter \"timeout\": %w", err))
+		}
+		timeout = min(timeout, d)
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), timeout)
+	return ctx, cancel, nil
+}
+
+func (a *API) query(w http.ResponseWriter, r *http.Request) {
+	ts := time.Now()
+	if s := r.FormValue("time"); s != "" {
+		var err error
+		if ts, err = parseTime(s); err != nil {
+			fail(w, badData(fmt.Errorf("invalid parameter \"time\": %w", err)))
+			return
+		}
+	}
+	a.eval(w, r, func(ctx context.Context) (promql.Query, error) {
+		return a.engine.NewInstantQuery(ctx, a.q, nil, r.FormValue("query"), ts)
+	})
+}
+
+func (a *API) queryRange(w http.ResponseWriter, r *http.Request) {
+	start, err := parseTime(r.FormValue("start"))
+	if err != nil {
+		fail(w, badData(fmt.Errorf("invalid parameter \"start\": %w", err)))
+		return
+	}
+	end, err := parseTime(r.FormValue("end"))
+	if err != nil {
+		fail(w, badData(fmt.Errorf("invalid parameter \"end\": %w", err)))
+		return
+	}
+	if end.Before(start) {
+		fail(w, badData(errors.New("invalid parameter \"end\": end timestamp must not be before start time")))
+		return
+	}
+	step, err := parseDuration(r.FormValue("step"))
+	if err != nil {
+		fail(w, badData(fmt.Errorf("invalid parameter \"step\": %w", err)))
+		return
+	}
+	if step <= 0 {
+		fail(w, badData(errors.New("zero or negative query resolution step widths are not accepted. Try a positive integer")))
+		return
+	}
+	if end.Sub(start)/step > 11000 {
+		fail(w, badData(errors.New("exceeded maximum resolution of 11,000 points per timeseries. Try decreasing the query resolution (?step=XX)")))
+		return
+	}
+	a.eval(w, r, func(ctx context.Context) (promql.Query, error) {
+		return a.engine.NewRangeQuery(ctx, a.q, nil, r.FormValue("query"), start, end, step)
+	})
+}
+
+func (a *API) eval(w http.ResponseWriter, r *http.Request, newQuery func(context.Context) (promql.Query, error)) {
+	ctx, cancel, aerr := a.context(r)
+	if aerr != nil {
+		fail(w, aerr)
+		return
+	}
+	defer cancel()
+	if r.FormValue("query") == "" {
+		fail(w, badData(errors.New("invalid parameter \"query\": empty query")))
+		return
+	}
+	release, aerr := a.acquire(ctx)
+	if aerr != nil {
+		fail(w, aerr)
+		return
+	}
+	defer release()
+	q, err := newQuery(ctx)
+	if err != nil {
+		fail(w, badData(fmt.Errorf("invalid parameter \"query\": %w", err)))
+		return
+	}
+	defer q.Close()
+	res := q.Exec(ctx)
+	if res.Err != nil {
+		if errors.Is(res.Err, ErrTooManySamples) {
+			fail(w, &apiError{"execution", http.StatusUnprocessableEntity, res.Err})
+			return
+		}
+		fail(w, queryError(res.Err))
+		return
+	}
+	respond(w, map[string]any{"resultType": res.Value.Type(), "result": encodeValue(res.Value)})
+}
+
+// sampleJSON is [seconds, "value"].
+func sampleJSON(t int64, v float64) [2]any {
+	return [2]any{json.Number(strconv.FormatFloat(float64(t)/1000, 'f', -1, 64)), formatFloat(v)}
+}
+
+func formatFloat(v float64) string {
+	switch {
+	case math.IsNaN(v):
+		return "NaN"
+	case math.IsInf(v, 1):
+		return "+Inf"
+	case math.IsInf(v, -1):
+		return "-Inf"
+	}
+	return strconv.FormatFloat(v, 'f', -1, 64)
+}
+
+func encodeValue(v parser.Value) any {
+	switch v := v.(type) {
+	case promql.Scalar:
+		return sampleJSON(v.T, v.V)
+	case promql.String:
+		return [2]any{json.Number(strconv.FormatFloat(float64(v.T)/1000, 'f', -1, 64)), v.V}
+	case promql.Vector:
+		out := make([]map[string]any, 0, len(v))
+		for _, s := range v {
+			out = append(out, map[string]any{"metric": s.Metric.Map(), "value": sampleJSON(s.T, s.F)})
+		}
+		return out
+	case promql.Matrix:
+		out := make([]map[string]any, 0, len(v))
+		for _, s := range v {
+			vals := make([][2]any, len(s.Floats))
+			for i, p := range s.Floats {
+				vals[i] = sampleJSON(p.T, p.F)
+			}
+			out = append(out, map[string]any{"metric": s.Metric.Map(), "values": vals})
+		}
+		return out
+	}
+	return nil
+}
+
+// selectors parses match[] (required says whether one must be given).
+func (a *API) selectors(r *http.Request, required bool) ([][]*labels.Matcher, *apiError) {
+	r.ParseForm()
+	ms := r.Form["match[]"]
+	if len(ms) == 0 && required {
+		return nil, badData(errors.New("no match[] parameter provided"))
+	}
+	var out [][]*labels.Matcher
+	for _, s := range ms {
+		m, err := a.parser.ParseMetricSelector(s)
+		if err != nil {
+			return nil, badData(fmt.Errorf("invalid parameter \"match[]\": %w", err))
+		}
+		out = append(out, m)
+	}
+	return out, nil
+}
+
+// window parses start and end (defaults: all time) and limit.
+func window(r *http.Request) (mint, maxt int64, limit int, aerr *apiError) {
+	mint, maxt = math.MinInt64/2, math.MaxInt64/2
+	for _, p := range []struct {
+		name string
+		dst  *int64
+	}{{"start", &mint}, {"end", &maxt}} {
+		if s := r.FormValue(p.name); s != "" {
+			t, err := parseTime(s)
+			if err != nil {
+				return 0, 0, 0, badData(fmt.Errorf("invalid parameter %q: %w", p.name, err))
+			}
+			*p.dst = t.UnixMilli()
+		}
+	}
+	if s := r.FormValue("limit"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 0 {
+			return 0, 0, 0, badData(fmt.Errorf("invalid parameter \"limit\": %q", s))
+		}
+		limit = n
+	}
+	return mint, maxt, limit, nil
+}
+
+func (a *API) series(w http.ResponseWriter, r *http.Request) {
+	sels, aerr := a.selectors(r, true)
+	if aerr == nil {
+		var mint, maxt int64
+		var limit int
+		if mint, maxt, limit, aerr = window(r); aerr == nil {
+			a.withQuerier(w, r, mint, maxt, func(ctx context.Context, q storage.Querier) (any, error) {
+				seen := map[string]bool{}
+				out := []map[string]string{}
+				for _, ms := range sels {
+					ss := q.Select(ctx, false, &storage.SelectHints{Start: mint, End: maxt, Func: "series"}, ms...)
+					for ss.Next() {
+						ls := ss.At().Labels()
+						if k := ls.String(); !seen[k] && (limit == 0 || len(out) < limit) {
+							seen[k] = true
+							out = append(out, ls.Map())
+						}
+					}
+					if err := ss.Err(); err != nil {
+						return nil, err
+					}
+				}
+				return out, nil
+			})
+			return
+		}
+	}
+	fail(w, aerr)
+}
+
+func (a *API) labelNames(w http.ResponseWriter, r *http.Request) {
+	a.labels(w, r, func(ctx context.Context, q storage.Querier, hints *storage.LabelHints, ms []*labels.Matcher) ([]string, error) {
+		names, _, err := q.LabelNames(ctx, hints, ms...)
+		return names, err
+	})
+}
+
+func (a *API) labelValues(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("name")
+	if !model.UTF8Validation.IsValidLabelName(name) {
+		fail(w, badData(fmt.Errorf("invalid label name: %q", name)))
+		return
+	}
+	a.labels(w, r, func(ctx context.Context, q storage.Querier, hints *storage.LabelHints, ms []*labels.Matcher) ([]string, error) {
+		vals, _, err := q.LabelValues(ctx, name, hints, ms...)
+		return vals, err
+	})
+}
+
+// labels answers a label endpoint: the union over every match[] (or one
+// call without matchers), sorted, at most limit.
+func (a *API) labels(w http.ResponseWriter, r *http.Request, f func(context.Context, storage.Querier, *storage.LabelHints, []*labels.Matcher) ([]string, error)) {
+	sels, aerr := a.selectors(r, false)
+	if aerr != nil {
+		fail(w, aerr)
+		return
+	}
+	mint, maxt, limit, aerr := window(r)
+	if aerr != nil {
+		fail(w, aerr)
+		return
+	}
+	if len(sels) == 0 {
+		sels = [][]*labels.Matcher{nil}
+	}
+	a.withQuerier(w, r, mint, maxt, func(ctx context.Context, q storage.Querier) (any, error) {
+		set := map[string]bool{}
+		for _, ms := range sels {
+			vs, err := f(ctx, q, &storage.LabelHints{Limit: limit}, ms)
+			if err != nil {
+				return nil, err
+			}
+			for _, v := range vs {
+				set[v] = true
+			}
+		}
+		out := make([]string, 0, len(set))
+		for v := range set {
+			out = append(out, v)
+		}
+		sort.Strings(out)
+		if limit > 0 && len(out) > limit {
+			out = out[:limit]
+		}
+		return out, nil
+	})
+}
+
+func (a *API) withQuerier(w http.ResponseWriter, r *http.Request, mint, maxt int64, f func(context.Context, storage.Querier) (any, error)) {
+	ctx, cancel, aerr := a.context(r)
+	if aerr != nil {
+		fail(w, aerr)
+		return
+	}
+	defer cancel()
+	release, aerr := a.acquire(ctx)
+	if aerr != nil {
+		fail(w, aerr)
+		return
+	}
+	defer release()
+	q, err := a.q.Querier(mint, maxt)
+	if err != nil {
+		fail(w, queryError(err))
+		return
+	}
+	defer q.Close()
+	data, err := f(ctx, q)
+	if err != nil {
+		fail(w, queryError(err))
+		return
+	}
+	respond(w, data)
+}
+
+func (a *API) buildinfo(w http.ResponseWriter, r *http.Request) {
+	respond(w, map[string]string{"version": a.version, "revision": "", "branch": "", "buildUser": "", "buildDate": "", "goVersion": "", "application": "strata"})
+}
+
+// metadata lists every series name as type unknown (Strata keeps no
+// metric types).
+func (a *API) metadata(w http.ResponseWriter, r *http.Request) {
+	out := map[string][]map[string]string{}
+	for _, m := range metrics(a.q.Engine.Tables()) {
+		if name := r.FormValue("metric"); name != "" && name != m.name {
+			continue
+		}
+		out[m.name] = []map[string]string{{"type": "unknown", "help": fmt.Sprintf("field %s of table %s", m.field, m.table), "unit": ""}}
+	}
+	respond(w, out)
+}
+
+// parseTime accepts RFC 3339 or Unix seconds (with a fraction).
+func parseTime(s string) (time.Time, error) {
+	if f, err := strconv.ParseFloat(s, 64); err == nil {
+		sec, frac := math.Modf(f)
+		return time.Unix(int64(sec), int64(math.Round(frac*1000))*int64(time.Millisecond)).UTC(), nil
+	}
+	if t, err := time.Parse(time.RFC3339Nano, s); err == nil {
+		return t, nil
+	}
+	return time.Time{}, fmt.Errorf("cannot parse %q to a valid timestamp", s)
+}
+
+// parseDuration accepts seconds (with a fraction) or a Prometheus duration.
+func parseDuration(s string) (time.Duration, error) {
+	if f, err := strconv.ParseFloat(s, 64); err == nil {
+		if f > float64(math.MaxInt64)/1e9 || f < 0 && -f > float64(math.MaxInt64)/1e9 {
+			return 0, fmt.Errorf("cannot parse %q to a valid duration: it overflows int64", s)
+		}
+		return time.Duration(math.Round(f * 1e9)), nil
+	}
+	if d, err := model.ParseDuration(s); err == nil {
+		return time.Duration(d), nil
+	}
+	return 0, fmt.Errorf("cannot parse %q to a valid duration", s)
+}

@@ -1,0 +1,400 @@
+// Package prom answers PromQL over Strata with Prometheus' own engine: a
+// storage.Queryable over the engine's scans, and the Prometheus HTTP API's
+// query, series and label endpoints. It is the one package that imports
+// github.com/prometheus/prometheus (pinned: its interfaces change between
+// minor releases).
+//
+// Series naming (VictoriaMetrics' convention): the field f of table
+// (measurement) m is the series m_f{tags}; a field named "value" is the
+// series m{tags} (what remote write stores). Names are resolved against
+// the catalog's (table, field) pairs, never by splitting on "_". Float,
+// integer, unsigned and boolean fields read as float64; string fields are
+// not series.
+package prom
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"slices"
+	"sort"
+
+	"github.com/prometheus/prometheus/model/histogram"
+	"github.com/prometheus/prometheus/model/labels"
+	"github.com/prometheus/prometheus/storage"
+	"github.com/prometheus/prometheus/tsdb/chunkenc"
+	"github.com/prometheus/prometheus/util/annotations"
+
+	"github.com/stratadb/strata/internal/catalog"
+	"github.com/stratadb/strata/internal/datanode"
+	"github.com/stratadb/strata/internal/region"
+	"github.com/stratadb/strata/internal/row"
+	"github.com/stratadb/strata/internal/schema"
+)
+
+// ValueField is the field a bare metric name reads.
+const ValueField = "value"
+
+// metric is one (table, field) pair and the name it is exposed under.
+type metric struct {
+	name  string
+	table string
+	field string
+	tags  []string // the table's tag columns
+}
+
+// metrics lists the series names the catalog defines, sorted by name.
+func metrics(tables []catalog.Table) []metric {
+	var out []metric
+	for _, t := range tables {
+		var tags []string
+		var fields []string
+		for _, c := range t.Schema.Columns {
+			switch {
+			case c.Role == schema.RoleTag:
+				tags = append(tags, c.Name)
+			case c.Role == schema.RoleField && c.Type != row.String.String():
+				fields = append(fields, c.Name)
+			}
+		}
+		for _, f := range fields {
+			name := t.Name + "_" + f
+			if f == ValueField {
+				name = t.Name
+			}
+			out = append(out, metric{name: name, table: t.Name, field: f, tags: tags})
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].name < out[j].name })
+	return out
+}
+
+// Queryable is a storage.Queryable over an engine.
+type Queryable struct {
+	Engine *datanode.Engine
+	// MaxSamples bounds the samples one Select reads (0: no bound); over
+	// it, the query fails with ErrTooManySamples.
+	MaxSamples int
+}
+
+var _ storage.Queryable = (*Queryable)(nil)
+
+// ErrTooManySamples: a query read more samples than the limit allows.
+var ErrTooManySamples = fmt.Errorf("prom: the query reads too many samples")
+
+// Querier returns a querier of [mint, maxt] (milliseconds).
+func (q *Queryable) Querier(mint, maxt int64) (storage.Querier, error) {
+	return &querier{q: q, mint: mint, maxt: maxt}, nil
+}
+
+type querier struct {
+	q          *Queryable
+	mint, maxt int64
+}
+
+func (qr *querier) Close() error { return nil }
+
+// matching returns the metrics whose name, table and tags can match ms,
+// and the matchers left to apply to each series' labels.
+func (qr *querier) matching(ms []*labels.Matcher) ([]metric, []*labels.Matcher) {
+	var rest []*labels.Matcher
+	var names []*labels.Matcher
+	for _, m := range ms {
+		if m.Name == labels.MetricName {
+			names = append(names, m)
+		} else {
+			rest = append(rest, m)
+		}
+	}
+	var out []metric
+	for _, mt := range metrics(qr.q.Engine.Tables()) {
+		ok := true
+		for _, m := range names {
+			ok = ok && m.Matches(mt.name)
+		}
+		if ok {
+			out = append(out, mt)
+		}
+	}
+	return out, rest
+}
+
+// Select reads the series of every metric the matchers name: one scan per
+// (table, field), with the time range and equality matchers pushed down
+// and only that field read; the other matchers filter the series after.
+func (qr *querier) Select(ctx context.Context, sortSeries bool, hints *storage.SelectHints, ms ...*labels.Matcher) storage.SeriesSet {
+	mint, maxt := qr.mint, qr.maxt
+	if hints != nil {
+		mint, maxt = max(mint, hints.Start), min(maxt, hints.End)
+	}
+	mts, rest := qr.matching(ms)
+	var out []storage.Series
+	samples := 0
+	for _, mt := range mts {
+		if missingTag(rest, mt.tags) {
+			continue
+		}
+		req := region.ScanRequest{Start: msToNs(mint), End: msToNs(maxt) + 1, Fields: []string{mt.field}}
+		var post []*labels.Matcher
+		for _, m := range rest {
+			if m.Type == labels.MatchEqual && slices.Contains(mt.tags, m.Name) {
+				req.Tags = append(req.Tags, row.Tag{Name: m.Name, Value: m.Value})
+			} else {
+				post = append(post, m)
+			}
+		}
+		ss, n, err := qr.scan(ctx, mt, req, post, qr.q.MaxSamples-samples)
+		if err != nil {
+			return storage.ErrSeriesSet(err)
+		}
+		samples += n
+		out = append(out, ss...)
+	}
+	if sortSeries {
+		slices.SortFunc(out, func(a, b storage.Series) int { return labels.Compare(a.Labels(), b.Labels()) })
+	}
+	return &seriesSet{series: out, pos: -1}
+}
+
+// missingTag says whether an equality matcher asks for a non-empty value of
+// a tag the table does not have: then no series of it matches.
+func missingTag(ms []*labels.Matcher, tags []string) bool {
+	for _, m := range ms {
+		if m.Type == labels.MatchEqual && m.Value != "" && !slices.Contains(tags, m.Name) {
+			return true
+		}
+	}
+	return false
+}
+
+// scan reads one metric's series; budget bounds its samples (<= 0 with a
+// limit set: none left).
+func (qr *querier) scan(ctx context.Context, mt metric, req region.ScanRequest, post []*labels.Matcher, budget int) ([]storage.Series, int, error) {
+	sc, err := qr.q.Engine.Scan(ctx, mt.table, req)
+	if err != nil {
+		return nil, 0, err
+	}
+	defer sc.Close()
+	var out []storage.Series
+	var cur *series
+	skip, first := false, true
+	var last string
+	n := 0
+	var tags []row.Tag
+	for sc.Next() {
+		for _, e := range sc.Batch() {
+			if first || e.Series != last {
+				first, last = false, e.Series
+				if tags, err = row.DecodeSeries(tags[:0], e.Series); err != nil {
+					return nil, 0, err
+				}
+				lb := labels.NewScratchBuilder(len(tags) + 1)
+				lb.Add(labels.MetricName, mt.name)
+				for _, t := range tags {
+					lb.Add(t.Name, t.Value)
+				}
+				lb.Sort()
+				ls := lb.Labels()
+				skip = false
+				for _, m := range post {
+					if !m.Matches(ls.Get(m.Name)) {
+						skip = true
+					}
+				}
+				cur = nil
+				if !skip {
+					cur = &series{labels: ls}
+					out = append(out, cur)
+				}
+			}
+			if skip {
+				continue
+			}
+			v := e.Field(0)
+			if v.IsNull() {
+				continue
+			}
+			t := nsToMs(e.TS)
+			f := floatOf(v)
+			if k := len(cur.ts); k > 0 && cur.ts[k-1] == t {
+				cur.vs[k-1] = f // two rows in one millisecond: the later wins
+				continue
+			}
+			cur.ts = append(cur.ts, t)
+			cur.vs = append(cur.vs, f)
+			n++
+			if qr.q.MaxSamples > 0 && n > budget {
+				return nil, n, fmt.Errorf("%w (limit %d)", ErrTooManySamples, qr.q.MaxSamples)
+			}
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return nil, n, err
+	}
+	// Series with no sample in range are not series of the result.
+	kept := out[:0]
+	for _, s := range out {
+		if len(s.(*series).ts) > 0 {
+			kept = append(kept, s)
+		}
+	}
+	return kept, n, nil
+}
+
+func floatOf(v row.Value) float64 {
+	switch v.Kind() {
+	case row.Float:
+		return v.Float()
+	case row.Int:
+		return float64(v.Int())
+	case row.Uint:
+		return float64(v.Uint())
+	case row.Bool:
+		if v.Bool() {
+			return 1
+		}
+		return 0
+	}
+	return math.NaN()
+}
+
+func msToNs(ms int64) int64 {
+	switch {
+	case ms > math.MaxInt64/1_000_000:
+		return math.MaxInt64 - 1
+	case ms < math.MinInt64/1_000_000:
+		return math.MinInt64
+	}
+	return ms * 1e6
+}
+
+// nsToMs floors a nanosecond timestamp to milliseconds.
+func nsToMs(ns int64) int64 {
+	ms := ns / 1e6
+	if ns%1e6 < 0 {
+		ms--
+	}
+	return ms
+}
+
+// LabelNames are __name__ and the tag columns of the tables whose metrics
+// can match: from the catalog, without reading data.
+func (qr *querier) LabelNames(ctx context.Context, hints *storage.LabelHints, ms ...*labels.Matcher) ([]string, annotations.Annotations, error) {
+	mts, _ := qr.matching(ms)
+	set := map[string]bool{}
+	for _, mt := range mts {
+		set[labels.MetricName] = true
+		for _, t := range mt.tags {
+			set[t] = true
+		}
+	}
+	out := make([]string, 0, len(set))
+	for n := range set {
+		out = append(out, n)
+	}
+	sort.Strings(out)
+	return limit(out, hints), nil, nil
+}
+
+// LabelValues of __name__ come from the catalog; of a tag, from the series
+// the matchers select.
+func (qr *querier) LabelValues(ctx context.Context, name string, hints *storage.LabelHints, ms ...*labels.Matcher) ([]string, annotations.Annotations, error) {
+	set := map[string]bool{}
+	if name == labels.MetricName {
+		mts, _ := qr.matching(ms)
+		for _, mt := range mts {
+			set[mt.name] = true
+		}
+	} else {
+		ss := qr.Select(ctx, false, nil, ms...)
+		for ss.Next() {
+			if v := ss.At().Labels().Get(name); v != "" {
+				set[v] = true
+			}
+		}
+		if err := ss.Err(); err != nil {
+			return nil, nil, err
+		}
+	}
+	out := make([]string, 0, len(set))
+	for v := range set {
+		out = append(out, v)
+	}
+	sort.Strings(out)
+	return limit(out, hints), nil, nil
+}
+
+func limit(vs []string, hints *storage.LabelHints) []string {
+	if hints != nil && hints.Limit > 0 && len(vs) > hints.Limit {
+		return vs[:hints.Limit]
+	}
+	return vs
+}
+
+// series is one series' samples, in memory.
+type series struct {
+	labels labels.Labels
+	ts     []int64
+	vs     []float64
+}
+
+func (s *series) Labels() labels.Labels { return s.labels }
+
+func (s *series) Iterator(it chunkenc.Iterator) chunkenc.Iterator {
+	if si, ok := it.(*sampleIter); ok {
+		*si = sampleIter{s: s, pos: -1}
+		return si
+	}
+	return &sampleIter{s: s, pos: -1}
+}
+
+type sampleIter struct {
+	s   *series
+	pos int
+}
+
+func (it *sampleIter) Next() chunkenc.ValueType {
+	if it.pos+1 >= len(it.s.ts) {
+		it.pos = len(it.s.ts)
+		return chunkenc.ValNone
+	}
+	it.pos++
+	return chunkenc.ValFloat
+}
+
+func (it *sampleIter) Seek(t int64) chunkenc.ValueType {
+	if it.pos < 0 {
+		it.pos = 0
+	}
+	if it.pos >= len(it.s.ts) {
+		return chunkenc.ValNone
+	}
+	if it.s.ts[it.pos] < t {
+		it.pos += sort.Search(len(it.s.ts)-it.pos, func(i int) bool { return it.s.ts[it.pos+i] >= t })
+	}
+	if it.pos >= len(it.s.ts) {
+		return chunkenc.ValNone
+	}
+	return chunkenc.ValFloat
+}
+
+func (it *sampleIter) At() (int64, float64) { return it.s.ts[it.pos], it.s.vs[it.pos] }
+func (it *sampleIter) AtHistogram(*histogram.Histogram) (int64, *histogram.Histogram) {
+	return it.s.ts[it.pos], nil
+}
+func (it *sampleIter) AtFloatHistogram(*histogram.FloatHistogram) (int64, *histogram.FloatHistogram) {
+	return it.s.ts[it.pos], nil
+}
+func (it *sampleIter) AtT() int64  { return it.s.ts[it.pos] }
+func (it *sampleIter) AtST() int64 { return 0 }
+func (it *sampleIter) Err() error  { return nil }
+
+type seriesSet struct {
+	series []storage.Series
+	pos    int
+}
+
+func (s *seriesSet) Next() bool                        { s.pos++; return s.pos < len(s.series) }
+func (s *seriesSet) At() storage.Series                { return s.series[s.pos] }
+func (s *seriesSet) Err() error                        { return nil }
+func (s *seriesSet) Warnings() annotations.Annotations { return nil }
