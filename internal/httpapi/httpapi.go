@@ -81,6 +81,7 @@ func New(eng *datanode.Engine, opts Options) *Handler {
 	h.mux.HandleFunc("POST /api/v2/write", h.write(true))
 	h.mux.Handle("GET /metrics", promhttp.HandlerFor(opts.Gatherer, promhttp.HandlerOpts{}))
 	prom.NewAPI(eng, opts.Query, opts.Version, opts.Logger).Register(h.mux)
+	h.mux.Handle("POST /api/v1/write", &prom.RemoteWrite{Engine: eng})
 	h.mux.HandleFunc("GET /query", h.influxQuery)
 	h.mux.HandleFunc("POST /query", h.influxQuery)
 	h.mux.HandleFunc("GET /health", h.health)
