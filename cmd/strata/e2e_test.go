@@ -290,6 +290,23 @@ func TestWriteWithInfluxClientQueryWithCLI(t *testing.T) {
 	if _, _, code := p.cli(t, "query", "weather", "--server", "127.0.0.1:1", "--timeout", "2s"); code != exitUnavailable {
 		t.Fatalf("unreachable server: exit %d", code)
 	}
+	// PromQL through the HTTP API: an instant and a range query.
+	httpAddr := strings.TrimPrefix(p.http, "http://")
+	recs = p.queryCSV(t, "--promql", `weather_temp{city="oslo"}`, "--end", base.Add(4*time.Minute).Format(time.RFC3339), "--http", httpAddr)
+	if len(recs) != 2 || recs[1][0] != `weather_temp{city="oslo",sensor="s 1"}` || recs[1][2] != "4.5" {
+		t.Fatalf("instant PromQL: %v", recs)
+	}
+	recs = p.queryCSV(t, "--promql", "max(weather_temp)", "--start", base.Format(time.RFC3339), "--end", base.Add(9*time.Minute).Format(time.RFC3339), "--step", "3m", "--http", httpAddr)
+	var got []string
+	for _, r := range recs[1:] {
+		got = append(got, r[2])
+	}
+	if strings.Join(got, " ") != "0.5 3.5 6.5 9.5" {
+		t.Fatalf("range PromQL: %v", recs)
+	}
+	if _, errs, code := p.cli(t, "query", "--promql", "sum(", "--http", httpAddr); code == 0 || !strings.Contains(errs, "parse error") {
+		t.Fatalf("bad PromQL: exit %d: %s", code, errs)
+	}
 }
 
 func TestCLIWriteLineProtocolAndCSV(t *testing.T) {

@@ -15,16 +15,29 @@ import (
 
 func newQuery() *cobra.Command {
 	cmd := &cobra.Command{
-		Use:   "query TABLE",
-		Short: "Read rows of a table",
-		Long: `Read rows of a table in (series, time) order.
+		Use:   "query TABLE | query --promql EXPR",
+		Short: "Read rows of a table, or evaluate PromQL",
+		Long: `Read rows of a table in (series, time) order, or, with --promql, evaluate a
+PromQL expression through the datanode's Prometheus HTTP API (--http): an
+instant query at --end (default now), or a range query from --start every
+--step. Series are named table_field{tags} (see docs/query.md).
 
 --start and --end take RFC 3339 times, integers (nanoseconds since the epoch),
 "now", or a duration before now such as -1h. --start is inclusive, --end
 exclusive. --tag name=value filters (repeatable; all must match); --fields
 chooses and orders the field columns.`,
-		Args: exactArgs(1),
-		RunE: runQuery,
+		Args: func(cmd *cobra.Command, args []string) error {
+			if p, _ := cmd.Flags().GetString("promql"); p != "" {
+				return exactArgs(0)(cmd, args)
+			}
+			return exactArgs(1)(cmd, args)
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if p, _ := cmd.Flags().GetString("promql"); p != "" {
+				return runPromQL(cmd, p)
+			}
+			return runQuery(cmd, args)
+		},
 	}
 	clientFlags(cmd)
 	outputFlag(cmd)
@@ -34,6 +47,9 @@ chooses and orders the field columns.`,
 	f.StringArray("tag", nil, "tag filter name=value (repeatable)")
 	f.StringSlice("fields", nil, "fields to return (default: all)")
 	f.Int("limit", 0, "most rows to print (0: all)")
+	f.String("promql", "", "a PromQL expression to evaluate instead of reading a table")
+	f.String("step", "1m", "--promql range queries: the resolution step")
+	f.String("http", "localhost:8086", "--promql: the datanode's HTTP address")
 	return cmd
 }
 

@@ -122,6 +122,14 @@ func (t Token) DialOptions() []grpc.DialOption {
 	return []grpc.DialOption{grpc.WithPerRPCCredentials(bearer{t.secret})}
 }
 
+// Authorize adds the token to an outgoing HTTP request (nothing when it is
+// not set).
+func (t Token) Authorize(r *http.Request) {
+	if t.Enabled() {
+		r.Header.Set("Authorization", "Token "+t.secret)
+	}
+}
+
 // HTTP wraps h so that every request but /health and /ping carries the
 // token as InfluxDB clients send it: "Authorization: Token T" (v2),
 // "Authorization: Bearer T", HTTP basic auth with password T, or the v1
