@@ -75,6 +75,8 @@ func (a *API) Register(mux *http.ServeMux) {
 		mux.HandleFunc(m+" /api/v1/query_range", a.queryRange)
 		mux.HandleFunc(m+" /api/v1/series", a.series)
 		mux.HandleFunc(m+" /api/v1/labels", a.labelNames)
+		// Grafana's Explore asks for exemplars with every query: there are none.
+		mux.HandleFunc(m+" /api/v1/query_exemplars", func(w http.ResponseWriter, r *http.Request) { respond(w, []any{}) })
 	}
 	mux.HandleFunc("GET /api/v1/label/{name}/values", a.labelValues)
 	mux.HandleFunc("GET /api/v1/status/buildinfo", a.buildinfo)

@@ -196,6 +196,9 @@ func TestQueryRangeOverLineProtocol(t *testing.T) {
 	if code, r = c.get("/api/v1/status/buildinfo", nil); code != 200 || r.Status != "success" {
 		t.Fatalf("buildinfo: %d %+v", code, r)
 	}
+	if code, r = c.get("/api/v1/query_exemplars", url.Values{"query": {"cpu_usage_user"}}); code != 200 || string(r.Data) != "[]" {
+		t.Fatalf("exemplars: %d %s", code, r.Data)
+	}
 	if code, r = c.get("/api/v1/metadata", nil); code != 200 || !strings.Contains(string(r.Data), "cpu_usage_user") {
 		t.Fatalf("metadata: %d %s", code, r.Data)
 	}
