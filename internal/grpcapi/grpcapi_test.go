@@ -89,6 +89,13 @@ func TestServiceRoundTrip(t *testing.T) {
 	if len(fields) != 1 || len(rows) != 2 || wire.ToValue(rows[0].Values[0]).Int() != math.MinInt64 {
 		t.Fatalf("projected scan: %v %v", fields, rows)
 	}
+	// Set filters travel over gRPC.
+	if _, rows, _ = scan(t, c, &pb.ScanRequest{Table: "t", In: []*pb.TagIn{{Name: "host", Values: []string{"a", "b"}}}}); len(rows) != 5 {
+		t.Fatalf("host in (a, b): %d rows", len(rows))
+	}
+	if _, rows, _ = scan(t, c, &pb.ScanRequest{Table: "t", In: []*pb.TagIn{{Name: "host", Values: []string{"b"}}}}); len(rows) != 0 {
+		t.Fatalf("host in (b): %d rows", len(rows))
+	}
 	// An empty result still names the fields.
 	fields, rows, _ = scan(t, c, &pb.ScanRequest{Table: "t", Tags: []*pb.Tag{{Name: "host", Value: "zz"}}})
 	if len(fields) != 5 || len(rows) != 0 {

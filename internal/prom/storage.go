@@ -137,9 +137,17 @@ func (qr *querier) Select(ctx context.Context, sortSeries bool, hints *storage.S
 		req := region.ScanRequest{Start: msToNs(mint), End: msToNs(maxt) + 1, Fields: []string{mt.field}}
 		var post []*labels.Matcher
 		for _, m := range rest {
-			if m.Type == labels.MatchEqual && slices.Contains(mt.tags, m.Name) {
+			switch {
+			case !slices.Contains(mt.tags, m.Name):
+				post = append(post, m)
+			case m.Type == labels.MatchEqual:
 				req.Tags = append(req.Tags, row.Tag{Name: m.Name, Value: m.Value})
-			} else {
+			case m.Type == labels.MatchRegexp && len(m.SetMatches()) > 0:
+				// An alternation (a|b|c) is a set: pushed down (the
+				// matcher is still applied after; it is cheap per series).
+				req.In = append(req.In, row.TagIn{Name: m.Name, Values: m.SetMatches()})
+				post = append(post, m)
+			default:
 				post = append(post, m)
 			}
 		}

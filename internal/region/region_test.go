@@ -100,6 +100,16 @@ func TestScanFiltersAndProjection(t *testing.T) {
 		if got := scanAll(t, r, ScanRequest{Tags: []row.Tag{{Name: "host", Value: "zzz"}}}); len(got) != 0 {
 			t.Fatalf("no such host: %q", got)
 		}
+		// Set filters: one of the values; "" is a series without the tag.
+		if got := scanAll(t, r, ScanRequest{Start: 7, End: 8, In: []row.TagIn{{Name: "host", Values: []string{"b", "zzz"}}}}); len(got) != 1 || !strings.HasPrefix(got[0], "dc=x,host=b 7") {
+			t.Fatalf("host in (b, zzz): %q", got)
+		}
+		if got := scanAll(t, r, ScanRequest{Start: 7, End: 8, In: []row.TagIn{{Name: "host", Values: []string{"a", "b"}}, {Name: "rack", Values: []string{""}}}}); len(got) != 2 {
+			t.Fatalf("host in (a, b), no rack: %q", got)
+		}
+		if got := scanAll(t, r, ScanRequest{In: []row.TagIn{{Name: "host", Values: nil}}}); len(got) != 0 {
+			t.Fatalf("host in (): %q", got)
+		}
 	}
 	// Small batches stream: every batch holds at most BatchRows rows.
 	sc, err := r.Scan(ctx, ScanRequest{Start: AllTime, End: AllTimeEnd, BatchRows: 7})

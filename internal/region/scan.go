@@ -21,6 +21,9 @@ type ScanRequest struct {
 	// Tags are equality filters, all of which must hold. An empty value
 	// matches series without that tag.
 	Tags []row.Tag
+	// In are set filters, all of which must hold: the series' tag Name is
+	// one of Values ("" matches series without the tag).
+	In []row.TagIn
 	// Fields to return, by name (nil: every field). Unknown names are an
 	// error.
 	Fields []string
@@ -80,11 +83,26 @@ func (r *Region) Scan(ctx context.Context, req ScanRequest) (*Scanner, error) {
 		names[i] = f.Name
 	}
 	var match func(string) bool
-	if len(req.Tags) > 0 {
+	if len(req.Tags) > 0 || len(req.In) > 0 {
 		tags := slices.Clone(req.Tags)
+		in := make([]struct {
+			name   string
+			values map[string]bool
+		}, len(req.In))
+		for i, f := range req.In {
+			in[i].name, in[i].values = f.Name, map[string]bool{}
+			for _, v := range f.Values {
+				in[i].values[v] = true
+			}
+		}
 		match = func(key string) bool {
 			for _, t := range tags {
 				if row.SeriesTag(key, t.Name) != t.Value {
+					return false
+				}
+			}
+			for _, f := range in {
+				if !f.values[row.SeriesTag(key, f.name)] {
 					return false
 				}
 			}

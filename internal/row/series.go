@@ -101,3 +101,10 @@ func FormatSeries(key string) string {
 	}
 	return b.String()
 }
+
+// TagIn is a set filter on a series: its tag Name is one of Values (""
+// for a series without the tag).
+type TagIn struct {
+	Name   string
+	Values []string
+}

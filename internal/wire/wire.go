@@ -89,6 +89,23 @@ func ToTags(tags []*pb.Tag) []row.Tag {
 }
 
 // FromTags converts tags.
+// ToTagIns and FromTagIns convert set filters.
+func ToTagIns(in []*pb.TagIn) []row.TagIn {
+	out := make([]row.TagIn, 0, len(in))
+	for _, f := range in {
+		out = append(out, row.TagIn{Name: f.GetName(), Values: f.GetValues()})
+	}
+	return out
+}
+
+func FromTagIns(in []row.TagIn) []*pb.TagIn {
+	out := make([]*pb.TagIn, 0, len(in))
+	for _, f := range in {
+		out = append(out, &pb.TagIn{Name: f.Name, Values: f.Values})
+	}
+	return out
+}
+
 func FromTags(tags []row.Tag) []*pb.Tag {
 	out := make([]*pb.Tag, len(tags))
 	for i, t := range tags {

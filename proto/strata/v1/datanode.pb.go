@@ -565,7 +565,10 @@ type ScanRequest struct {
 	BatchRows int32 `protobuf:"varint,6,opt,name=batch_rows,json=batchRows,proto3" json:"batch_rows,omitempty"`
 	// In a cluster: scan only this region ("table_id/region"), which the
 	// receiving datanode must host.
-	Region        string `protobuf:"bytes,7,opt,name=region,proto3" json:"region,omitempty"`
+	Region string `protobuf:"bytes,7,opt,name=region,proto3" json:"region,omitempty"`
+	// Set filters, all of which must hold: the series' tag is one of the
+	// values ("" matches series without the tag).
+	In            []*TagIn `protobuf:"bytes,8,rep,name=in,proto3" json:"in,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -649,6 +652,65 @@ func (x *ScanRequest) GetRegion() string {
 	return ""
 }
 
+func (x *ScanRequest) GetIn() []*TagIn {
+	if x != nil {
+		return x.In
+	}
+	return nil
+}
+
+type TagIn struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Values        []string               `protobuf:"bytes,2,rep,name=values,proto3" json:"values,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TagIn) Reset() {
+	*x = TagIn{}
+	mi := &file_strata_v1_datanode_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TagIn) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TagIn) ProtoMessage() {}
+
+func (x *TagIn) ProtoReflect() protoreflect.Message {
+	mi := &file_strata_v1_datanode_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TagIn.ProtoReflect.Descriptor instead.
+func (*TagIn) Descriptor() ([]byte, []int) {
+	return file_strata_v1_datanode_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *TagIn) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *TagIn) GetValues() []string {
+	if x != nil {
+		return x.Values
+	}
+	return nil
+}
+
 type Series struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Tags          []*Tag                 `protobuf:"bytes,1,rep,name=tags,proto3" json:"tags,omitempty"`
@@ -658,7 +720,7 @@ type Series struct {
 
 func (x *Series) Reset() {
 	*x = Series{}
-	mi := &file_strata_v1_datanode_proto_msgTypes[9]
+	mi := &file_strata_v1_datanode_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -670,7 +732,7 @@ func (x *Series) String() string {
 func (*Series) ProtoMessage() {}
 
 func (x *Series) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_datanode_proto_msgTypes[9]
+	mi := &file_strata_v1_datanode_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -683,7 +745,7 @@ func (x *Series) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Series.ProtoReflect.Descriptor instead.
 func (*Series) Descriptor() ([]byte, []int) {
-	return file_strata_v1_datanode_proto_rawDescGZIP(), []int{9}
+	return file_strata_v1_datanode_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *Series) GetTags() []*Tag {
@@ -707,7 +769,7 @@ type Row struct {
 
 func (x *Row) Reset() {
 	*x = Row{}
-	mi := &file_strata_v1_datanode_proto_msgTypes[10]
+	mi := &file_strata_v1_datanode_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -719,7 +781,7 @@ func (x *Row) String() string {
 func (*Row) ProtoMessage() {}
 
 func (x *Row) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_datanode_proto_msgTypes[10]
+	mi := &file_strata_v1_datanode_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -732,7 +794,7 @@ func (x *Row) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Row.ProtoReflect.Descriptor instead.
 func (*Row) Descriptor() ([]byte, []int) {
-	return file_strata_v1_datanode_proto_rawDescGZIP(), []int{10}
+	return file_strata_v1_datanode_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *Row) GetSeries() uint32 {
@@ -766,7 +828,7 @@ type FieldInfo struct {
 
 func (x *FieldInfo) Reset() {
 	*x = FieldInfo{}
-	mi := &file_strata_v1_datanode_proto_msgTypes[11]
+	mi := &file_strata_v1_datanode_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -778,7 +840,7 @@ func (x *FieldInfo) String() string {
 func (*FieldInfo) ProtoMessage() {}
 
 func (x *FieldInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_datanode_proto_msgTypes[11]
+	mi := &file_strata_v1_datanode_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -791,7 +853,7 @@ func (x *FieldInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FieldInfo.ProtoReflect.Descriptor instead.
 func (*FieldInfo) Descriptor() ([]byte, []int) {
-	return file_strata_v1_datanode_proto_rawDescGZIP(), []int{11}
+	return file_strata_v1_datanode_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *FieldInfo) GetName() string {
@@ -820,7 +882,7 @@ type ScanResponse struct {
 
 func (x *ScanResponse) Reset() {
 	*x = ScanResponse{}
-	mi := &file_strata_v1_datanode_proto_msgTypes[12]
+	mi := &file_strata_v1_datanode_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -832,7 +894,7 @@ func (x *ScanResponse) String() string {
 func (*ScanResponse) ProtoMessage() {}
 
 func (x *ScanResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_datanode_proto_msgTypes[12]
+	mi := &file_strata_v1_datanode_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -845,7 +907,7 @@ func (x *ScanResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScanResponse.ProtoReflect.Descriptor instead.
 func (*ScanResponse) Descriptor() ([]byte, []int) {
-	return file_strata_v1_datanode_proto_rawDescGZIP(), []int{12}
+	return file_strata_v1_datanode_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ScanResponse) GetFields() []*FieldInfo {
@@ -879,7 +941,7 @@ type FlushRequest struct {
 
 func (x *FlushRequest) Reset() {
 	*x = FlushRequest{}
-	mi := &file_strata_v1_datanode_proto_msgTypes[13]
+	mi := &file_strata_v1_datanode_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -891,7 +953,7 @@ func (x *FlushRequest) String() string {
 func (*FlushRequest) ProtoMessage() {}
 
 func (x *FlushRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_datanode_proto_msgTypes[13]
+	mi := &file_strata_v1_datanode_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -904,7 +966,7 @@ func (x *FlushRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FlushRequest.ProtoReflect.Descriptor instead.
 func (*FlushRequest) Descriptor() ([]byte, []int) {
-	return file_strata_v1_datanode_proto_rawDescGZIP(), []int{13}
+	return file_strata_v1_datanode_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *FlushRequest) GetTable() string {
@@ -922,7 +984,7 @@ type FlushResponse struct {
 
 func (x *FlushResponse) Reset() {
 	*x = FlushResponse{}
-	mi := &file_strata_v1_datanode_proto_msgTypes[14]
+	mi := &file_strata_v1_datanode_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -934,7 +996,7 @@ func (x *FlushResponse) String() string {
 func (*FlushResponse) ProtoMessage() {}
 
 func (x *FlushResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_datanode_proto_msgTypes[14]
+	mi := &file_strata_v1_datanode_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -947,7 +1009,7 @@ func (x *FlushResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FlushResponse.ProtoReflect.Descriptor instead.
 func (*FlushResponse) Descriptor() ([]byte, []int) {
-	return file_strata_v1_datanode_proto_rawDescGZIP(), []int{14}
+	return file_strata_v1_datanode_proto_rawDescGZIP(), []int{15}
 }
 
 type RegionStatsRequest struct {
@@ -959,7 +1021,7 @@ type RegionStatsRequest struct {
 
 func (x *RegionStatsRequest) Reset() {
 	*x = RegionStatsRequest{}
-	mi := &file_strata_v1_datanode_proto_msgTypes[15]
+	mi := &file_strata_v1_datanode_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -971,7 +1033,7 @@ func (x *RegionStatsRequest) String() string {
 func (*RegionStatsRequest) ProtoMessage() {}
 
 func (x *RegionStatsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_datanode_proto_msgTypes[15]
+	mi := &file_strata_v1_datanode_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -984,7 +1046,7 @@ func (x *RegionStatsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegionStatsRequest.ProtoReflect.Descriptor instead.
 func (*RegionStatsRequest) Descriptor() ([]byte, []int) {
-	return file_strata_v1_datanode_proto_rawDescGZIP(), []int{15}
+	return file_strata_v1_datanode_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *RegionStatsRequest) GetTable() string {
@@ -1015,7 +1077,7 @@ type RegionStat struct {
 
 func (x *RegionStat) Reset() {
 	*x = RegionStat{}
-	mi := &file_strata_v1_datanode_proto_msgTypes[16]
+	mi := &file_strata_v1_datanode_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1027,7 +1089,7 @@ func (x *RegionStat) String() string {
 func (*RegionStat) ProtoMessage() {}
 
 func (x *RegionStat) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_datanode_proto_msgTypes[16]
+	mi := &file_strata_v1_datanode_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1040,7 +1102,7 @@ func (x *RegionStat) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegionStat.ProtoReflect.Descriptor instead.
 func (*RegionStat) Descriptor() ([]byte, []int) {
-	return file_strata_v1_datanode_proto_rawDescGZIP(), []int{16}
+	return file_strata_v1_datanode_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *RegionStat) GetTableId() uint32 {
@@ -1143,7 +1205,7 @@ type RegionStatsResponse struct {
 
 func (x *RegionStatsResponse) Reset() {
 	*x = RegionStatsResponse{}
-	mi := &file_strata_v1_datanode_proto_msgTypes[17]
+	mi := &file_strata_v1_datanode_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1155,7 +1217,7 @@ func (x *RegionStatsResponse) String() string {
 func (*RegionStatsResponse) ProtoMessage() {}
 
 func (x *RegionStatsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_datanode_proto_msgTypes[17]
+	mi := &file_strata_v1_datanode_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1168,7 +1230,7 @@ func (x *RegionStatsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegionStatsResponse.ProtoReflect.Descriptor instead.
 func (*RegionStatsResponse) Descriptor() ([]byte, []int) {
-	return file_strata_v1_datanode_proto_rawDescGZIP(), []int{17}
+	return file_strata_v1_datanode_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *RegionStatsResponse) GetRegions() []*RegionStat {
@@ -1190,7 +1252,7 @@ type Column struct {
 
 func (x *Column) Reset() {
 	*x = Column{}
-	mi := &file_strata_v1_datanode_proto_msgTypes[18]
+	mi := &file_strata_v1_datanode_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1202,7 +1264,7 @@ func (x *Column) String() string {
 func (*Column) ProtoMessage() {}
 
 func (x *Column) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_datanode_proto_msgTypes[18]
+	mi := &file_strata_v1_datanode_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1215,7 +1277,7 @@ func (x *Column) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Column.ProtoReflect.Descriptor instead.
 func (*Column) Descriptor() ([]byte, []int) {
-	return file_strata_v1_datanode_proto_rawDescGZIP(), []int{18}
+	return file_strata_v1_datanode_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *Column) GetName() string {
@@ -1256,7 +1318,7 @@ type Table struct {
 
 func (x *Table) Reset() {
 	*x = Table{}
-	mi := &file_strata_v1_datanode_proto_msgTypes[19]
+	mi := &file_strata_v1_datanode_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1268,7 +1330,7 @@ func (x *Table) String() string {
 func (*Table) ProtoMessage() {}
 
 func (x *Table) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_datanode_proto_msgTypes[19]
+	mi := &file_strata_v1_datanode_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1281,7 +1343,7 @@ func (x *Table) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Table.ProtoReflect.Descriptor instead.
 func (*Table) Descriptor() ([]byte, []int) {
-	return file_strata_v1_datanode_proto_rawDescGZIP(), []int{19}
+	return file_strata_v1_datanode_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *Table) GetId() uint32 {
@@ -1346,7 +1408,7 @@ type CreateTableRequest struct {
 
 func (x *CreateTableRequest) Reset() {
 	*x = CreateTableRequest{}
-	mi := &file_strata_v1_datanode_proto_msgTypes[20]
+	mi := &file_strata_v1_datanode_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1358,7 +1420,7 @@ func (x *CreateTableRequest) String() string {
 func (*CreateTableRequest) ProtoMessage() {}
 
 func (x *CreateTableRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_datanode_proto_msgTypes[20]
+	mi := &file_strata_v1_datanode_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1371,7 +1433,7 @@ func (x *CreateTableRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateTableRequest.ProtoReflect.Descriptor instead.
 func (*CreateTableRequest) Descriptor() ([]byte, []int) {
-	return file_strata_v1_datanode_proto_rawDescGZIP(), []int{20}
+	return file_strata_v1_datanode_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *CreateTableRequest) GetName() string {
@@ -1418,7 +1480,7 @@ type CreateTableResponse struct {
 
 func (x *CreateTableResponse) Reset() {
 	*x = CreateTableResponse{}
-	mi := &file_strata_v1_datanode_proto_msgTypes[21]
+	mi := &file_strata_v1_datanode_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1430,7 +1492,7 @@ func (x *CreateTableResponse) String() string {
 func (*CreateTableResponse) ProtoMessage() {}
 
 func (x *CreateTableResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_datanode_proto_msgTypes[21]
+	mi := &file_strata_v1_datanode_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1443,7 +1505,7 @@ func (x *CreateTableResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateTableResponse.ProtoReflect.Descriptor instead.
 func (*CreateTableResponse) Descriptor() ([]byte, []int) {
-	return file_strata_v1_datanode_proto_rawDescGZIP(), []int{21}
+	return file_strata_v1_datanode_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *CreateTableResponse) GetTable() *Table {
@@ -1461,7 +1523,7 @@ type ListTablesRequest struct {
 
 func (x *ListTablesRequest) Reset() {
 	*x = ListTablesRequest{}
-	mi := &file_strata_v1_datanode_proto_msgTypes[22]
+	mi := &file_strata_v1_datanode_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1473,7 +1535,7 @@ func (x *ListTablesRequest) String() string {
 func (*ListTablesRequest) ProtoMessage() {}
 
 func (x *ListTablesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_datanode_proto_msgTypes[22]
+	mi := &file_strata_v1_datanode_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1486,7 +1548,7 @@ func (x *ListTablesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTablesRequest.ProtoReflect.Descriptor instead.
 func (*ListTablesRequest) Descriptor() ([]byte, []int) {
-	return file_strata_v1_datanode_proto_rawDescGZIP(), []int{22}
+	return file_strata_v1_datanode_proto_rawDescGZIP(), []int{23}
 }
 
 type ListTablesResponse struct {
@@ -1498,7 +1560,7 @@ type ListTablesResponse struct {
 
 func (x *ListTablesResponse) Reset() {
 	*x = ListTablesResponse{}
-	mi := &file_strata_v1_datanode_proto_msgTypes[23]
+	mi := &file_strata_v1_datanode_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1510,7 +1572,7 @@ func (x *ListTablesResponse) String() string {
 func (*ListTablesResponse) ProtoMessage() {}
 
 func (x *ListTablesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_datanode_proto_msgTypes[23]
+	mi := &file_strata_v1_datanode_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1523,7 +1585,7 @@ func (x *ListTablesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTablesResponse.ProtoReflect.Descriptor instead.
 func (*ListTablesResponse) Descriptor() ([]byte, []int) {
-	return file_strata_v1_datanode_proto_rawDescGZIP(), []int{23}
+	return file_strata_v1_datanode_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *ListTablesResponse) GetTables() []*Table {
@@ -1542,7 +1604,7 @@ type DescribeTableRequest struct {
 
 func (x *DescribeTableRequest) Reset() {
 	*x = DescribeTableRequest{}
-	mi := &file_strata_v1_datanode_proto_msgTypes[24]
+	mi := &file_strata_v1_datanode_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1554,7 +1616,7 @@ func (x *DescribeTableRequest) String() string {
 func (*DescribeTableRequest) ProtoMessage() {}
 
 func (x *DescribeTableRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_datanode_proto_msgTypes[24]
+	mi := &file_strata_v1_datanode_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1567,7 +1629,7 @@ func (x *DescribeTableRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeTableRequest.ProtoReflect.Descriptor instead.
 func (*DescribeTableRequest) Descriptor() ([]byte, []int) {
-	return file_strata_v1_datanode_proto_rawDescGZIP(), []int{24}
+	return file_strata_v1_datanode_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *DescribeTableRequest) GetName() string {
@@ -1587,7 +1649,7 @@ type DescribeTableResponse struct {
 
 func (x *DescribeTableResponse) Reset() {
 	*x = DescribeTableResponse{}
-	mi := &file_strata_v1_datanode_proto_msgTypes[25]
+	mi := &file_strata_v1_datanode_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1599,7 +1661,7 @@ func (x *DescribeTableResponse) String() string {
 func (*DescribeTableResponse) ProtoMessage() {}
 
 func (x *DescribeTableResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_datanode_proto_msgTypes[25]
+	mi := &file_strata_v1_datanode_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1612,7 +1674,7 @@ func (x *DescribeTableResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeTableResponse.ProtoReflect.Descriptor instead.
 func (*DescribeTableResponse) Descriptor() ([]byte, []int) {
-	return file_strata_v1_datanode_proto_rawDescGZIP(), []int{25}
+	return file_strata_v1_datanode_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *DescribeTableResponse) GetTable() *Table {
@@ -1638,7 +1700,7 @@ type DropTableRequest struct {
 
 func (x *DropTableRequest) Reset() {
 	*x = DropTableRequest{}
-	mi := &file_strata_v1_datanode_proto_msgTypes[26]
+	mi := &file_strata_v1_datanode_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1650,7 +1712,7 @@ func (x *DropTableRequest) String() string {
 func (*DropTableRequest) ProtoMessage() {}
 
 func (x *DropTableRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_datanode_proto_msgTypes[26]
+	mi := &file_strata_v1_datanode_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1663,7 +1725,7 @@ func (x *DropTableRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DropTableRequest.ProtoReflect.Descriptor instead.
 func (*DropTableRequest) Descriptor() ([]byte, []int) {
-	return file_strata_v1_datanode_proto_rawDescGZIP(), []int{26}
+	return file_strata_v1_datanode_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *DropTableRequest) GetName() string {
@@ -1681,7 +1743,7 @@ type DropTableResponse struct {
 
 func (x *DropTableResponse) Reset() {
 	*x = DropTableResponse{}
-	mi := &file_strata_v1_datanode_proto_msgTypes[27]
+	mi := &file_strata_v1_datanode_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1693,7 +1755,7 @@ func (x *DropTableResponse) String() string {
 func (*DropTableResponse) ProtoMessage() {}
 
 func (x *DropTableResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_datanode_proto_msgTypes[27]
+	mi := &file_strata_v1_datanode_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1706,7 +1768,7 @@ func (x *DropTableResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DropTableResponse.ProtoReflect.Descriptor instead.
 func (*DropTableResponse) Descriptor() ([]byte, []int) {
-	return file_strata_v1_datanode_proto_rawDescGZIP(), []int{27}
+	return file_strata_v1_datanode_proto_rawDescGZIP(), []int{28}
 }
 
 type CompactRequest struct {
@@ -1720,7 +1782,7 @@ type CompactRequest struct {
 
 func (x *CompactRequest) Reset() {
 	*x = CompactRequest{}
-	mi := &file_strata_v1_datanode_proto_msgTypes[28]
+	mi := &file_strata_v1_datanode_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1732,7 +1794,7 @@ func (x *CompactRequest) String() string {
 func (*CompactRequest) ProtoMessage() {}
 
 func (x *CompactRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_datanode_proto_msgTypes[28]
+	mi := &file_strata_v1_datanode_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1745,7 +1807,7 @@ func (x *CompactRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompactRequest.ProtoReflect.Descriptor instead.
 func (*CompactRequest) Descriptor() ([]byte, []int) {
-	return file_strata_v1_datanode_proto_rawDescGZIP(), []int{28}
+	return file_strata_v1_datanode_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *CompactRequest) GetTable() string {
@@ -1777,7 +1839,7 @@ type CompactionResult struct {
 
 func (x *CompactionResult) Reset() {
 	*x = CompactionResult{}
-	mi := &file_strata_v1_datanode_proto_msgTypes[29]
+	mi := &file_strata_v1_datanode_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1789,7 +1851,7 @@ func (x *CompactionResult) String() string {
 func (*CompactionResult) ProtoMessage() {}
 
 func (x *CompactionResult) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_datanode_proto_msgTypes[29]
+	mi := &file_strata_v1_datanode_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1802,7 +1864,7 @@ func (x *CompactionResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompactionResult.ProtoReflect.Descriptor instead.
 func (*CompactionResult) Descriptor() ([]byte, []int) {
-	return file_strata_v1_datanode_proto_rawDescGZIP(), []int{29}
+	return file_strata_v1_datanode_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *CompactionResult) GetInputs() int64 {
@@ -1863,7 +1925,7 @@ type CompactResponse struct {
 
 func (x *CompactResponse) Reset() {
 	*x = CompactResponse{}
-	mi := &file_strata_v1_datanode_proto_msgTypes[30]
+	mi := &file_strata_v1_datanode_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1875,7 +1937,7 @@ func (x *CompactResponse) String() string {
 func (*CompactResponse) ProtoMessage() {}
 
 func (x *CompactResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_datanode_proto_msgTypes[30]
+	mi := &file_strata_v1_datanode_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1888,7 +1950,7 @@ func (x *CompactResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompactResponse.ProtoReflect.Descriptor instead.
 func (*CompactResponse) Descriptor() ([]byte, []int) {
-	return file_strata_v1_datanode_proto_rawDescGZIP(), []int{30}
+	return file_strata_v1_datanode_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *CompactResponse) GetJobs() []*CompactionResult {
@@ -1907,7 +1969,7 @@ type CancelCompactionRequest struct {
 
 func (x *CancelCompactionRequest) Reset() {
 	*x = CancelCompactionRequest{}
-	mi := &file_strata_v1_datanode_proto_msgTypes[31]
+	mi := &file_strata_v1_datanode_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1919,7 +1981,7 @@ func (x *CancelCompactionRequest) String() string {
 func (*CancelCompactionRequest) ProtoMessage() {}
 
 func (x *CancelCompactionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_datanode_proto_msgTypes[31]
+	mi := &file_strata_v1_datanode_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1932,7 +1994,7 @@ func (x *CancelCompactionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelCompactionRequest.ProtoReflect.Descriptor instead.
 func (*CancelCompactionRequest) Descriptor() ([]byte, []int) {
-	return file_strata_v1_datanode_proto_rawDescGZIP(), []int{31}
+	return file_strata_v1_datanode_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *CancelCompactionRequest) GetTable() string {
@@ -1953,7 +2015,7 @@ type CancelCompactionResponse struct {
 
 func (x *CancelCompactionResponse) Reset() {
 	*x = CancelCompactionResponse{}
-	mi := &file_strata_v1_datanode_proto_msgTypes[32]
+	mi := &file_strata_v1_datanode_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1965,7 +2027,7 @@ func (x *CancelCompactionResponse) String() string {
 func (*CancelCompactionResponse) ProtoMessage() {}
 
 func (x *CancelCompactionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_datanode_proto_msgTypes[32]
+	mi := &file_strata_v1_datanode_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1978,7 +2040,7 @@ func (x *CancelCompactionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelCompactionResponse.ProtoReflect.Descriptor instead.
 func (*CancelCompactionResponse) Descriptor() ([]byte, []int) {
-	return file_strata_v1_datanode_proto_rawDescGZIP(), []int{32}
+	return file_strata_v1_datanode_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *CancelCompactionResponse) GetCancelled() int64 {
@@ -2004,7 +2066,7 @@ type TruncateTableRequest struct {
 
 func (x *TruncateTableRequest) Reset() {
 	*x = TruncateTableRequest{}
-	mi := &file_strata_v1_datanode_proto_msgTypes[33]
+	mi := &file_strata_v1_datanode_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2016,7 +2078,7 @@ func (x *TruncateTableRequest) String() string {
 func (*TruncateTableRequest) ProtoMessage() {}
 
 func (x *TruncateTableRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_datanode_proto_msgTypes[33]
+	mi := &file_strata_v1_datanode_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2029,7 +2091,7 @@ func (x *TruncateTableRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TruncateTableRequest.ProtoReflect.Descriptor instead.
 func (*TruncateTableRequest) Descriptor() ([]byte, []int) {
-	return file_strata_v1_datanode_proto_rawDescGZIP(), []int{33}
+	return file_strata_v1_datanode_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *TruncateTableRequest) GetName() string {
@@ -2047,7 +2109,7 @@ type TruncateTableResponse struct {
 
 func (x *TruncateTableResponse) Reset() {
 	*x = TruncateTableResponse{}
-	mi := &file_strata_v1_datanode_proto_msgTypes[34]
+	mi := &file_strata_v1_datanode_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2059,7 +2121,7 @@ func (x *TruncateTableResponse) String() string {
 func (*TruncateTableResponse) ProtoMessage() {}
 
 func (x *TruncateTableResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_datanode_proto_msgTypes[34]
+	mi := &file_strata_v1_datanode_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2072,7 +2134,7 @@ func (x *TruncateTableResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TruncateTableResponse.ProtoReflect.Descriptor instead.
 func (*TruncateTableResponse) Descriptor() ([]byte, []int) {
-	return file_strata_v1_datanode_proto_rawDescGZIP(), []int{34}
+	return file_strata_v1_datanode_proto_rawDescGZIP(), []int{35}
 }
 
 type GcRegionRequest struct {
@@ -2097,7 +2159,7 @@ type GcRegionRequest struct {
 
 func (x *GcRegionRequest) Reset() {
 	*x = GcRegionRequest{}
-	mi := &file_strata_v1_datanode_proto_msgTypes[35]
+	mi := &file_strata_v1_datanode_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2109,7 +2171,7 @@ func (x *GcRegionRequest) String() string {
 func (*GcRegionRequest) ProtoMessage() {}
 
 func (x *GcRegionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_datanode_proto_msgTypes[35]
+	mi := &file_strata_v1_datanode_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2122,7 +2184,7 @@ func (x *GcRegionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GcRegionRequest.ProtoReflect.Descriptor instead.
 func (*GcRegionRequest) Descriptor() ([]byte, []int) {
-	return file_strata_v1_datanode_proto_rawDescGZIP(), []int{35}
+	return file_strata_v1_datanode_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *GcRegionRequest) GetTable() string {
@@ -2179,7 +2241,7 @@ type GcObject struct {
 
 func (x *GcObject) Reset() {
 	*x = GcObject{}
-	mi := &file_strata_v1_datanode_proto_msgTypes[36]
+	mi := &file_strata_v1_datanode_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2191,7 +2253,7 @@ func (x *GcObject) String() string {
 func (*GcObject) ProtoMessage() {}
 
 func (x *GcObject) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_datanode_proto_msgTypes[36]
+	mi := &file_strata_v1_datanode_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2204,7 +2266,7 @@ func (x *GcObject) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GcObject.ProtoReflect.Descriptor instead.
 func (*GcObject) Descriptor() ([]byte, []int) {
-	return file_strata_v1_datanode_proto_rawDescGZIP(), []int{36}
+	return file_strata_v1_datanode_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *GcObject) GetKey() string {
@@ -2264,7 +2326,7 @@ type GcRegionResult struct {
 
 func (x *GcRegionResult) Reset() {
 	*x = GcRegionResult{}
-	mi := &file_strata_v1_datanode_proto_msgTypes[37]
+	mi := &file_strata_v1_datanode_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2276,7 +2338,7 @@ func (x *GcRegionResult) String() string {
 func (*GcRegionResult) ProtoMessage() {}
 
 func (x *GcRegionResult) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_datanode_proto_msgTypes[37]
+	mi := &file_strata_v1_datanode_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2289,7 +2351,7 @@ func (x *GcRegionResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GcRegionResult.ProtoReflect.Descriptor instead.
 func (*GcRegionResult) Descriptor() ([]byte, []int) {
-	return file_strata_v1_datanode_proto_rawDescGZIP(), []int{37}
+	return file_strata_v1_datanode_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *GcRegionResult) GetRegion() string {
@@ -2413,7 +2475,7 @@ type GcRegionResponse struct {
 
 func (x *GcRegionResponse) Reset() {
 	*x = GcRegionResponse{}
-	mi := &file_strata_v1_datanode_proto_msgTypes[38]
+	mi := &file_strata_v1_datanode_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2425,7 +2487,7 @@ func (x *GcRegionResponse) String() string {
 func (*GcRegionResponse) ProtoMessage() {}
 
 func (x *GcRegionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_datanode_proto_msgTypes[38]
+	mi := &file_strata_v1_datanode_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2438,7 +2500,7 @@ func (x *GcRegionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GcRegionResponse.ProtoReflect.Descriptor instead.
 func (*GcRegionResponse) Descriptor() ([]byte, []int) {
-	return file_strata_v1_datanode_proto_rawDescGZIP(), []int{38}
+	return file_strata_v1_datanode_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *GcRegionResponse) GetRegions() []*GcRegionResult {
@@ -2457,7 +2519,7 @@ type CloseTableRequest struct {
 
 func (x *CloseTableRequest) Reset() {
 	*x = CloseTableRequest{}
-	mi := &file_strata_v1_datanode_proto_msgTypes[39]
+	mi := &file_strata_v1_datanode_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2469,7 +2531,7 @@ func (x *CloseTableRequest) String() string {
 func (*CloseTableRequest) ProtoMessage() {}
 
 func (x *CloseTableRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_datanode_proto_msgTypes[39]
+	mi := &file_strata_v1_datanode_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2482,7 +2544,7 @@ func (x *CloseTableRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CloseTableRequest.ProtoReflect.Descriptor instead.
 func (*CloseTableRequest) Descriptor() ([]byte, []int) {
-	return file_strata_v1_datanode_proto_rawDescGZIP(), []int{39}
+	return file_strata_v1_datanode_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *CloseTableRequest) GetTableId() uint32 {
@@ -2501,7 +2563,7 @@ type CloseTableResponse struct {
 
 func (x *CloseTableResponse) Reset() {
 	*x = CloseTableResponse{}
-	mi := &file_strata_v1_datanode_proto_msgTypes[40]
+	mi := &file_strata_v1_datanode_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2513,7 +2575,7 @@ func (x *CloseTableResponse) String() string {
 func (*CloseTableResponse) ProtoMessage() {}
 
 func (x *CloseTableResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_datanode_proto_msgTypes[40]
+	mi := &file_strata_v1_datanode_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2526,7 +2588,7 @@ func (x *CloseTableResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CloseTableResponse.ProtoReflect.Descriptor instead.
 func (*CloseTableResponse) Descriptor() ([]byte, []int) {
-	return file_strata_v1_datanode_proto_rawDescGZIP(), []int{40}
+	return file_strata_v1_datanode_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *CloseTableResponse) GetClosed() int64 {
@@ -2571,7 +2633,7 @@ const file_strata_v1_datanode_proto_rawDesc = "" +
 	"\x04tags\x18\x02 \x03(\v2\x0e.strata.v1.TagR\x04tags\x12\x14\n" +
 	"\x05start\x18\x03 \x01(\x03R\x05start\x12\x10\n" +
 	"\x03end\x18\x04 \x01(\x03R\x03end\"\x10\n" +
-	"\x0eDeleteResponse\"\xbe\x01\n" +
+	"\x0eDeleteResponse\"\xe0\x01\n" +
 	"\vScanRequest\x12\x14\n" +
 	"\x05table\x18\x01 \x01(\tR\x05table\x12\x14\n" +
 	"\x05start\x18\x02 \x01(\x03R\x05start\x12\x10\n" +
@@ -2580,7 +2642,11 @@ const file_strata_v1_datanode_proto_rawDesc = "" +
 	"\x06fields\x18\x05 \x03(\tR\x06fields\x12\x1d\n" +
 	"\n" +
 	"batch_rows\x18\x06 \x01(\x05R\tbatchRows\x12\x16\n" +
-	"\x06region\x18\a \x01(\tR\x06region\",\n" +
+	"\x06region\x18\a \x01(\tR\x06region\x12 \n" +
+	"\x02in\x18\b \x03(\v2\x10.strata.v1.TagInR\x02in\"3\n" +
+	"\x05TagIn\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x16\n" +
+	"\x06values\x18\x02 \x03(\tR\x06values\",\n" +
 	"\x06Series\x12\"\n" +
 	"\x04tags\x18\x01 \x03(\v2\x0e.strata.v1.TagR\x04tags\"W\n" +
 	"\x03Row\x12\x16\n" +
@@ -2740,7 +2806,7 @@ func file_strata_v1_datanode_proto_rawDescGZIP() []byte {
 	return file_strata_v1_datanode_proto_rawDescData
 }
 
-var file_strata_v1_datanode_proto_msgTypes = make([]protoimpl.MessageInfo, 41)
+var file_strata_v1_datanode_proto_msgTypes = make([]protoimpl.MessageInfo, 42)
 var file_strata_v1_datanode_proto_goTypes = []any{
 	(*Tag)(nil),                      // 0: strata.v1.Tag
 	(*Value)(nil),                    // 1: strata.v1.Value
@@ -2751,38 +2817,39 @@ var file_strata_v1_datanode_proto_goTypes = []any{
 	(*DeleteRequest)(nil),            // 6: strata.v1.DeleteRequest
 	(*DeleteResponse)(nil),           // 7: strata.v1.DeleteResponse
 	(*ScanRequest)(nil),              // 8: strata.v1.ScanRequest
-	(*Series)(nil),                   // 9: strata.v1.Series
-	(*Row)(nil),                      // 10: strata.v1.Row
-	(*FieldInfo)(nil),                // 11: strata.v1.FieldInfo
-	(*ScanResponse)(nil),             // 12: strata.v1.ScanResponse
-	(*FlushRequest)(nil),             // 13: strata.v1.FlushRequest
-	(*FlushResponse)(nil),            // 14: strata.v1.FlushResponse
-	(*RegionStatsRequest)(nil),       // 15: strata.v1.RegionStatsRequest
-	(*RegionStat)(nil),               // 16: strata.v1.RegionStat
-	(*RegionStatsResponse)(nil),      // 17: strata.v1.RegionStatsResponse
-	(*Column)(nil),                   // 18: strata.v1.Column
-	(*Table)(nil),                    // 19: strata.v1.Table
-	(*CreateTableRequest)(nil),       // 20: strata.v1.CreateTableRequest
-	(*CreateTableResponse)(nil),      // 21: strata.v1.CreateTableResponse
-	(*ListTablesRequest)(nil),        // 22: strata.v1.ListTablesRequest
-	(*ListTablesResponse)(nil),       // 23: strata.v1.ListTablesResponse
-	(*DescribeTableRequest)(nil),     // 24: strata.v1.DescribeTableRequest
-	(*DescribeTableResponse)(nil),    // 25: strata.v1.DescribeTableResponse
-	(*DropTableRequest)(nil),         // 26: strata.v1.DropTableRequest
-	(*DropTableResponse)(nil),        // 27: strata.v1.DropTableResponse
-	(*CompactRequest)(nil),           // 28: strata.v1.CompactRequest
-	(*CompactionResult)(nil),         // 29: strata.v1.CompactionResult
-	(*CompactResponse)(nil),          // 30: strata.v1.CompactResponse
-	(*CancelCompactionRequest)(nil),  // 31: strata.v1.CancelCompactionRequest
-	(*CancelCompactionResponse)(nil), // 32: strata.v1.CancelCompactionResponse
-	(*TruncateTableRequest)(nil),     // 33: strata.v1.TruncateTableRequest
-	(*TruncateTableResponse)(nil),    // 34: strata.v1.TruncateTableResponse
-	(*GcRegionRequest)(nil),          // 35: strata.v1.GcRegionRequest
-	(*GcObject)(nil),                 // 36: strata.v1.GcObject
-	(*GcRegionResult)(nil),           // 37: strata.v1.GcRegionResult
-	(*GcRegionResponse)(nil),         // 38: strata.v1.GcRegionResponse
-	(*CloseTableRequest)(nil),        // 39: strata.v1.CloseTableRequest
-	(*CloseTableResponse)(nil),       // 40: strata.v1.CloseTableResponse
+	(*TagIn)(nil),                    // 9: strata.v1.TagIn
+	(*Series)(nil),                   // 10: strata.v1.Series
+	(*Row)(nil),                      // 11: strata.v1.Row
+	(*FieldInfo)(nil),                // 12: strata.v1.FieldInfo
+	(*ScanResponse)(nil),             // 13: strata.v1.ScanResponse
+	(*FlushRequest)(nil),             // 14: strata.v1.FlushRequest
+	(*FlushResponse)(nil),            // 15: strata.v1.FlushResponse
+	(*RegionStatsRequest)(nil),       // 16: strata.v1.RegionStatsRequest
+	(*RegionStat)(nil),               // 17: strata.v1.RegionStat
+	(*RegionStatsResponse)(nil),      // 18: strata.v1.RegionStatsResponse
+	(*Column)(nil),                   // 19: strata.v1.Column
+	(*Table)(nil),                    // 20: strata.v1.Table
+	(*CreateTableRequest)(nil),       // 21: strata.v1.CreateTableRequest
+	(*CreateTableResponse)(nil),      // 22: strata.v1.CreateTableResponse
+	(*ListTablesRequest)(nil),        // 23: strata.v1.ListTablesRequest
+	(*ListTablesResponse)(nil),       // 24: strata.v1.ListTablesResponse
+	(*DescribeTableRequest)(nil),     // 25: strata.v1.DescribeTableRequest
+	(*DescribeTableResponse)(nil),    // 26: strata.v1.DescribeTableResponse
+	(*DropTableRequest)(nil),         // 27: strata.v1.DropTableRequest
+	(*DropTableResponse)(nil),        // 28: strata.v1.DropTableResponse
+	(*CompactRequest)(nil),           // 29: strata.v1.CompactRequest
+	(*CompactionResult)(nil),         // 30: strata.v1.CompactionResult
+	(*CompactResponse)(nil),          // 31: strata.v1.CompactResponse
+	(*CancelCompactionRequest)(nil),  // 32: strata.v1.CancelCompactionRequest
+	(*CancelCompactionResponse)(nil), // 33: strata.v1.CancelCompactionResponse
+	(*TruncateTableRequest)(nil),     // 34: strata.v1.TruncateTableRequest
+	(*TruncateTableResponse)(nil),    // 35: strata.v1.TruncateTableResponse
+	(*GcRegionRequest)(nil),          // 36: strata.v1.GcRegionRequest
+	(*GcObject)(nil),                 // 37: strata.v1.GcObject
+	(*GcRegionResult)(nil),           // 38: strata.v1.GcRegionResult
+	(*GcRegionResponse)(nil),         // 39: strata.v1.GcRegionResponse
+	(*CloseTableRequest)(nil),        // 40: strata.v1.CloseTableRequest
+	(*CloseTableResponse)(nil),       // 41: strata.v1.CloseTableResponse
 }
 var file_strata_v1_datanode_proto_depIdxs = []int32{
 	1,  // 0: strata.v1.Field.value:type_name -> strata.v1.Value
@@ -2791,53 +2858,54 @@ var file_strata_v1_datanode_proto_depIdxs = []int32{
 	3,  // 3: strata.v1.WriteRequest.points:type_name -> strata.v1.Point
 	0,  // 4: strata.v1.DeleteRequest.tags:type_name -> strata.v1.Tag
 	0,  // 5: strata.v1.ScanRequest.tags:type_name -> strata.v1.Tag
-	0,  // 6: strata.v1.Series.tags:type_name -> strata.v1.Tag
-	1,  // 7: strata.v1.Row.values:type_name -> strata.v1.Value
-	11, // 8: strata.v1.ScanResponse.fields:type_name -> strata.v1.FieldInfo
-	9,  // 9: strata.v1.ScanResponse.series:type_name -> strata.v1.Series
-	10, // 10: strata.v1.ScanResponse.rows:type_name -> strata.v1.Row
-	16, // 11: strata.v1.RegionStatsResponse.regions:type_name -> strata.v1.RegionStat
-	18, // 12: strata.v1.Table.columns:type_name -> strata.v1.Column
-	19, // 13: strata.v1.CreateTableResponse.table:type_name -> strata.v1.Table
-	19, // 14: strata.v1.ListTablesResponse.tables:type_name -> strata.v1.Table
-	19, // 15: strata.v1.DescribeTableResponse.table:type_name -> strata.v1.Table
-	16, // 16: strata.v1.DescribeTableResponse.regions:type_name -> strata.v1.RegionStat
-	29, // 17: strata.v1.CompactResponse.jobs:type_name -> strata.v1.CompactionResult
-	36, // 18: strata.v1.GcRegionResult.orphans:type_name -> strata.v1.GcObject
-	37, // 19: strata.v1.GcRegionResponse.regions:type_name -> strata.v1.GcRegionResult
-	4,  // 20: strata.v1.Datanode.Write:input_type -> strata.v1.WriteRequest
-	6,  // 21: strata.v1.Datanode.Delete:input_type -> strata.v1.DeleteRequest
-	8,  // 22: strata.v1.Datanode.Scan:input_type -> strata.v1.ScanRequest
-	13, // 23: strata.v1.Datanode.Flush:input_type -> strata.v1.FlushRequest
-	15, // 24: strata.v1.Datanode.RegionStats:input_type -> strata.v1.RegionStatsRequest
-	28, // 25: strata.v1.Datanode.Compact:input_type -> strata.v1.CompactRequest
-	31, // 26: strata.v1.Datanode.CancelCompaction:input_type -> strata.v1.CancelCompactionRequest
-	20, // 27: strata.v1.Datanode.CreateTable:input_type -> strata.v1.CreateTableRequest
-	22, // 28: strata.v1.Datanode.ListTables:input_type -> strata.v1.ListTablesRequest
-	24, // 29: strata.v1.Datanode.DescribeTable:input_type -> strata.v1.DescribeTableRequest
-	26, // 30: strata.v1.Datanode.DropTable:input_type -> strata.v1.DropTableRequest
-	33, // 31: strata.v1.Datanode.TruncateTable:input_type -> strata.v1.TruncateTableRequest
-	35, // 32: strata.v1.Datanode.GcRegion:input_type -> strata.v1.GcRegionRequest
-	39, // 33: strata.v1.Datanode.CloseTable:input_type -> strata.v1.CloseTableRequest
-	5,  // 34: strata.v1.Datanode.Write:output_type -> strata.v1.WriteResponse
-	7,  // 35: strata.v1.Datanode.Delete:output_type -> strata.v1.DeleteResponse
-	12, // 36: strata.v1.Datanode.Scan:output_type -> strata.v1.ScanResponse
-	14, // 37: strata.v1.Datanode.Flush:output_type -> strata.v1.FlushResponse
-	17, // 38: strata.v1.Datanode.RegionStats:output_type -> strata.v1.RegionStatsResponse
-	30, // 39: strata.v1.Datanode.Compact:output_type -> strata.v1.CompactResponse
-	32, // 40: strata.v1.Datanode.CancelCompaction:output_type -> strata.v1.CancelCompactionResponse
-	21, // 41: strata.v1.Datanode.CreateTable:output_type -> strata.v1.CreateTableResponse
-	23, // 42: strata.v1.Datanode.ListTables:output_type -> strata.v1.ListTablesResponse
-	25, // 43: strata.v1.Datanode.DescribeTable:output_type -> strata.v1.DescribeTableResponse
-	27, // 44: strata.v1.Datanode.DropTable:output_type -> strata.v1.DropTableResponse
-	34, // 45: strata.v1.Datanode.TruncateTable:output_type -> strata.v1.TruncateTableResponse
-	38, // 46: strata.v1.Datanode.GcRegion:output_type -> strata.v1.GcRegionResponse
-	40, // 47: strata.v1.Datanode.CloseTable:output_type -> strata.v1.CloseTableResponse
-	34, // [34:48] is the sub-list for method output_type
-	20, // [20:34] is the sub-list for method input_type
-	20, // [20:20] is the sub-list for extension type_name
-	20, // [20:20] is the sub-list for extension extendee
-	0,  // [0:20] is the sub-list for field type_name
+	9,  // 6: strata.v1.ScanRequest.in:type_name -> strata.v1.TagIn
+	0,  // 7: strata.v1.Series.tags:type_name -> strata.v1.Tag
+	1,  // 8: strata.v1.Row.values:type_name -> strata.v1.Value
+	12, // 9: strata.v1.ScanResponse.fields:type_name -> strata.v1.FieldInfo
+	10, // 10: strata.v1.ScanResponse.series:type_name -> strata.v1.Series
+	11, // 11: strata.v1.ScanResponse.rows:type_name -> strata.v1.Row
+	17, // 12: strata.v1.RegionStatsResponse.regions:type_name -> strata.v1.RegionStat
+	19, // 13: strata.v1.Table.columns:type_name -> strata.v1.Column
+	20, // 14: strata.v1.CreateTableResponse.table:type_name -> strata.v1.Table
+	20, // 15: strata.v1.ListTablesResponse.tables:type_name -> strata.v1.Table
+	20, // 16: strata.v1.DescribeTableResponse.table:type_name -> strata.v1.Table
+	17, // 17: strata.v1.DescribeTableResponse.regions:type_name -> strata.v1.RegionStat
+	30, // 18: strata.v1.CompactResponse.jobs:type_name -> strata.v1.CompactionResult
+	37, // 19: strata.v1.GcRegionResult.orphans:type_name -> strata.v1.GcObject
+	38, // 20: strata.v1.GcRegionResponse.regions:type_name -> strata.v1.GcRegionResult
+	4,  // 21: strata.v1.Datanode.Write:input_type -> strata.v1.WriteRequest
+	6,  // 22: strata.v1.Datanode.Delete:input_type -> strata.v1.DeleteRequest
+	8,  // 23: strata.v1.Datanode.Scan:input_type -> strata.v1.ScanRequest
+	14, // 24: strata.v1.Datanode.Flush:input_type -> strata.v1.FlushRequest
+	16, // 25: strata.v1.Datanode.RegionStats:input_type -> strata.v1.RegionStatsRequest
+	29, // 26: strata.v1.Datanode.Compact:input_type -> strata.v1.CompactRequest
+	32, // 27: strata.v1.Datanode.CancelCompaction:input_type -> strata.v1.CancelCompactionRequest
+	21, // 28: strata.v1.Datanode.CreateTable:input_type -> strata.v1.CreateTableRequest
+	23, // 29: strata.v1.Datanode.ListTables:input_type -> strata.v1.ListTablesRequest
+	25, // 30: strata.v1.Datanode.DescribeTable:input_type -> strata.v1.DescribeTableRequest
+	27, // 31: strata.v1.Datanode.DropTable:input_type -> strata.v1.DropTableRequest
+	34, // 32: strata.v1.Datanode.TruncateTable:input_type -> strata.v1.TruncateTableRequest
+	36, // 33: strata.v1.Datanode.GcRegion:input_type -> strata.v1.GcRegionRequest
+	40, // 34: strata.v1.Datanode.CloseTable:input_type -> strata.v1.CloseTableRequest
+	5,  // 35: strata.v1.Datanode.Write:output_type -> strata.v1.WriteResponse
+	7,  // 36: strata.v1.Datanode.Delete:output_type -> strata.v1.DeleteResponse
+	13, // 37: strata.v1.Datanode.Scan:output_type -> strata.v1.ScanResponse
+	15, // 38: strata.v1.Datanode.Flush:output_type -> strata.v1.FlushResponse
+	18, // 39: strata.v1.Datanode.RegionStats:output_type -> strata.v1.RegionStatsResponse
+	31, // 40: strata.v1.Datanode.Compact:output_type -> strata.v1.CompactResponse
+	33, // 41: strata.v1.Datanode.CancelCompaction:output_type -> strata.v1.CancelCompactionResponse
+	22, // 42: strata.v1.Datanode.CreateTable:output_type -> strata.v1.CreateTableResponse
+	24, // 43: strata.v1.Datanode.ListTables:output_type -> strata.v1.ListTablesResponse
+	26, // 44: strata.v1.Datanode.DescribeTable:output_type -> strata.v1.DescribeTableResponse
+	28, // 45: strata.v1.Datanode.DropTable:output_type -> strata.v1.DropTableResponse
+	35, // 46: strata.v1.Datanode.TruncateTable:output_type -> strata.v1.TruncateTableResponse
+	39, // 47: strata.v1.Datanode.GcRegion:output_type -> strata.v1.GcRegionResponse
+	41, // 48: strata.v1.Datanode.CloseTable:output_type -> strata.v1.CloseTableResponse
+	35, // [35:49] is the sub-list for method output_type
+	21, // [21:35] is the sub-list for method input_type
+	21, // [21:21] is the sub-list for extension type_name
+	21, // [21:21] is the sub-list for extension extendee
+	0,  // [0:21] is the sub-list for field type_name
 }
 
 func init() { file_strata_v1_datanode_proto_init() }
@@ -2858,7 +2926,7 @@ func file_strata_v1_datanode_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_strata_v1_datanode_proto_rawDesc), len(file_strata_v1_datanode_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   41,
+			NumMessages:   42,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
