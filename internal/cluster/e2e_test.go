@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -293,6 +294,30 @@ func TestFailoverLosesNoAcknowledgedWrite(t *testing.T) {
 	if missing > 0 {
 		t.Fatalf("%d acknowledged rows are missing", missing)
 	}
+	// PromQL on one datanode fans out to the regions the others own: the
+	// series endpoint and a sum over every row agree with the raw scan.
+	hosts := map[string]bool{}
+	var sum float64
+	for k := range have {
+		host, ts, _ := strings.Cut(k, "/")
+		hosts[host] = true
+		n, _ := strconv.ParseInt(ts, 10, 64)
+		sum += float64(n / 1e9) // the row's v is its sequence number, its ts that many seconds
+	}
+	var series struct{ Data []map[string]string }
+	promGet(t, survivor.http, "/api/v1/series?match[]=cpu_v", &series)
+	if len(series.Data) != len(hosts) {
+		t.Fatalf("PromQL series: %d, the scan read %d hosts", len(series.Data), len(hosts))
+	}
+	var res struct {
+		Data struct {
+			Result []struct{ Value [2]any }
+		}
+	}
+	promGet(t, survivor.http, "/api/v1/query?query=sum(sum_over_time(cpu_v[100y]))&time=1000000", &res)
+	if len(res.Data.Result) != 1 || res.Data.Result[0].Value[1] != strconv.FormatFloat(sum, 'f', -1, 64) {
+		t.Fatalf("PromQL sum over every row: %+v, want %v", res.Data.Result, sum)
+	}
 	// The stale datanode closed its regions when it woke up.
 	if !strings.Contains(dns[2].logs.String(), "region lease lost") {
 		t.Fatal("dn3 did not notice it lost its lease")
@@ -408,6 +433,20 @@ func TestMetasrvLeaderFailover(t *testing.T) {
 			t.Fatalf("the new leader's scheduler did not run every region: before %v, now %v", before, now)
 		}
 		time.Sleep(200 * time.Millisecond) // another process's schedule
+	}
+}
+
+// promGet GETs a Prometheus API path from a datanode and decodes the JSON.
+func promGet(t *testing.T, httpAddr, path string, v any) {
+	t.Helper()
+	resp, err := http.Get("http://" + httpAddr + path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	data, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK || json.Unmarshal(data, v) != nil {
+		t.Fatalf("GET %s: %d %s", path, resp.StatusCode, data)
 	}
 }
 
