@@ -108,9 +108,12 @@ type batcher struct {
 	samples int
 }
 
-func (b *batcher) add(ls labels.Labels, ts int64, v float64) error {
-	if value.IsStaleNaN(v) {
-		return nil
+// series adds the n samples of one series (at returns sample i); its
+// labels become the points' tags once, shared by its points (sorted by
+// name already, as labels are).
+func (b *batcher) series(ls labels.Labels, histograms, n int, at func(i int) (int64, float64)) error {
+	if histograms > 0 {
+		return fmt.Errorf("%w: native histograms are not supported", errBadWrite)
 	}
 	name := ls.Get(labels.MetricName)
 	if name == "" {
@@ -128,11 +131,17 @@ func (b *batcher) add(ls labels.Labels, ts int64, v float64) error {
 			tags = append(tags, row.Tag{Name: l.Name, Value: l.Value})
 		}
 	})
-	if ts > math.MaxInt64/1_000_000 || ts < math.MinInt64/1_000_000 {
-		return fmt.Errorf("%w: timestamp %d ms is out of range", errBadWrite, ts)
+	for k := range n {
+		ts, v := at(k)
+		if value.IsStaleNaN(v) {
+			continue
+		}
+		if ts > math.MaxInt64/1_000_000 || ts < math.MinInt64/1_000_000 {
+			return fmt.Errorf("%w: timestamp %d ms is out of range", errBadWrite, ts)
+		}
+		b.batches[i].Points = append(b.batches[i].Points, row.Point{Tags: tags, TS: ts * 1_000_000, Fields: []row.Field{{Name: ValueField, Value: row.FloatValue(v)}}})
+		b.samples++
 	}
-	b.batches[i].Points = append(b.batches[i].Points, row.Point{Tags: tags, TS: ts * 1_000_000, Fields: []row.Field{{Name: ValueField, Value: row.FloatValue(v)}}})
-	b.samples++
 	return nil
 }
 
@@ -144,19 +153,14 @@ func decodeV1(raw []byte) ([]datanode.TableBatch, int, error) {
 	b := &batcher{byTable: map[string]int{}}
 	var sb labels.ScratchBuilder
 	for _, ts := range req.Timeseries {
-		if len(ts.Histograms) > 0 {
-			return nil, 0, fmt.Errorf("%w: native histograms are not supported", errBadWrite)
-		}
 		sb.Reset()
 		for _, l := range ts.Labels {
 			sb.Add(l.Name, l.Value)
 		}
 		sb.Sort()
-		ls := sb.Labels()
-		for _, s := range ts.Samples {
-			if err := b.add(ls, s.Timestamp, s.Value); err != nil {
-				return nil, 0, err
-			}
+		err := b.series(sb.Labels(), len(ts.Histograms), len(ts.Samples), func(i int) (int64, float64) { return ts.Samples[i].Timestamp, ts.Samples[i].Value })
+		if err != nil {
+			return nil, 0, err
 		}
 	}
 	return b.batches, b.samples, nil
@@ -170,9 +174,6 @@ func decodeV2(raw []byte) ([]datanode.TableBatch, int, error) {
 	b := &batcher{byTable: map[string]int{}}
 	var sb labels.ScratchBuilder
 	for _, ts := range req.Timeseries {
-		if len(ts.Histograms) > 0 {
-			return nil, 0, fmt.Errorf("%w: native histograms are not supported", errBadWrite)
-		}
 		refs := ts.LabelsRefs
 		if len(refs)%2 != 0 {
 			return nil, 0, fmt.Errorf("%w: odd number of label references", errBadWrite)
@@ -185,11 +186,9 @@ func decodeV2(raw []byte) ([]datanode.TableBatch, int, error) {
 			sb.Add(req.Symbols[refs[i]], req.Symbols[refs[i+1]])
 		}
 		sb.Sort()
-		ls := sb.Labels()
-		for _, s := range ts.Samples {
-			if err := b.add(ls, s.Timestamp, s.Value); err != nil {
-				return nil, 0, err
-			}
+		err := b.series(sb.Labels(), len(ts.Histograms), len(ts.Samples), func(i int) (int64, float64) { return ts.Samples[i].Timestamp, ts.Samples[i].Value })
+		if err != nil {
+			return nil, 0, err
 		}
 	}
 	return b.batches, b.samples, nil
