@@ -1,0 +1,92 @@
+package prom_test
+
+import (
+	"context"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/prometheus/prometheus/promql"
+
+	"github.com/stratadb/strata/internal/datanode"
+	"github.com/stratadb/strata/internal/objstore"
+	"github.com/stratadb/strata/internal/prom"
+	"github.com/stratadb/strata/internal/row"
+	"github.com/stratadb/strata/internal/server/servertest"
+	"github.com/stratadb/strata/internal/tsbs"
+)
+
+// BenchmarkPromQL: TSBS cpu-only rows (4000 hosts, 10 fields, 10 s apart)
+// for one hour on file://, flushed, then PromQL through Prometheus' engine
+// over Strata's Queryable: one host's max over 1 m windows for the hour,
+// 8 hosts' for the hour, and every host's hourly average. Reports p50 and
+// p99 per query.
+func BenchmarkPromQL(b *testing.B) {
+	const hosts, rounds = 4000, 360
+	ctx := context.Background()
+	store, err := objstore.Open(ctx, "file://"+b.TempDir(), objstore.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { store.Close() })
+	e := servertest.Start(b, store, servertest.Options{}).Engine()
+	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	tags := make([][]row.Tag, hosts)
+	for h := range tags {
+		tags[h] = tsbs.Tags(h)
+	}
+	for r := range rounds {
+		batch := make([]row.Point, hosts)
+		for h := range hosts {
+			fs := make([]row.Field, len(tsbs.Fields))
+			for f, name := range tsbs.Fields {
+				fs[f] = row.Field{Name: name, Value: row.FloatValue(tsbs.Value(r*hosts+h, f))}
+			}
+			batch[h] = row.Point{Tags: slices.Clone(tags[h]), TS: start.Add(time.Duration(r) * tsbs.Interval).UnixNano(), Fields: fs}
+		}
+		if _, err := e.Write(ctx, "cpu", batch, datanode.WriteOptions{CreateTable: true}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if err := e.Flush(ctx, "cpu"); err != nil {
+		b.Fatal(err)
+	}
+	engine := promql.NewEngine(promql.EngineOpts{MaxSamples: 50_000_000, Timeout: time.Minute, LookbackDelta: 5 * time.Minute})
+	q := &prom.Queryable{Engine: e}
+	end := start.Add(time.Hour)
+	for _, bc := range []struct {
+		name  string
+		expr  string
+		step  time.Duration
+		start time.Time
+	}{
+		{"1-host-1h", `max(max_over_time(cpu_usage_user{hostname="host_1"}[1m]))`, time.Minute, start},
+		{"8-hosts-1h", `max(max_over_time(cpu_usage_user{hostname=~"host_1|host_2|host_3|host_4|host_5|host_6|host_7|host_8"}[1m]))`, time.Minute, start},
+		{"all-hosts-avg-1h", `avg by (hostname) (avg_over_time(cpu_usage_user[1h]))`, 0, end},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			var lat []time.Duration
+			for b.Loop() {
+				t0 := time.Now()
+				var qry promql.Query
+				if bc.step == 0 {
+					qry, err = engine.NewInstantQuery(ctx, q, nil, bc.expr, bc.start)
+				} else {
+					qry, err = engine.NewRangeQuery(ctx, q, nil, bc.expr, bc.start, end, bc.step)
+				}
+				if err != nil {
+					b.Fatal(err)
+				}
+				res := qry.Exec(ctx)
+				if res.Err != nil {
+					b.Fatal(res.Err)
+				}
+				qry.Close()
+				lat = append(lat, time.Since(t0))
+			}
+			slices.Sort(lat)
+			b.ReportMetric(float64(lat[len(lat)/2].Microseconds())/1000, "p50-ms")
+			b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds())/1000, "p99-ms")
+		})
+	}
+}
