@@ -7,6 +7,7 @@ import (
 	"io"
 	"math"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"slices"
 	"strconv"
@@ -15,6 +16,7 @@ import (
 	"time"
 
 	"github.com/stratadb/strata/internal/objstore/objstoretest"
+	"github.com/stratadb/strata/internal/prom"
 	"github.com/stratadb/strata/internal/server"
 	"github.com/stratadb/strata/internal/server/servertest"
 )
@@ -224,4 +226,16 @@ func TestQueryRangeOverLineProtocol(t *testing.T) {
 		}
 	}
 	write(120, 121)
+
+	// Over the limit while reading (the Queryable's own count, before
+	// the engine's): also a 422, and the node goes on serving.
+	small := prom.NewAPI(n.Engine(), prom.Limits{MaxSamples: 100}, "test", nil)
+	mux := http.NewServeMux()
+	small.Register(mux)
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+	code, r = client{t, srv.URL}.get("/api/v1/query", url.Values{"query": {"count_over_time(cpu_usage_user[20m])"}, "time": {strconv.FormatInt(t0+1190, 10)}})
+	if code != 422 || r.ErrorType != "execution" || !strings.Contains(r.Error, "too many samples") {
+		t.Fatalf("over the read limit: %d %s %s", code, r.ErrorType, r.Error)
+	}
 }
