@@ -77,7 +77,11 @@ func (a *API) Register(mux *http.ServeMux) {
 		mux.HandleFunc(m+" /api/v1/labels", a.labelNames)
 		// Grafana's Explore asks for exemplars with every query: there are none.
 		mux.HandleFunc(m+" /api/v1/query_exemplars", func(w http.ResponseWriter, r *http.Request) { respond(w, []any{}) })
+		mux.HandleFunc(m+" /api/v1/format_query", a.formatQuery)
 	}
+	// Strata evaluates no rules and fires no alerts; Grafana asks anyway.
+	mux.HandleFunc("GET /api/v1/rules", func(w http.ResponseWriter, r *http.Request) { respond(w, map[string]any{"groups": []any{}}) })
+	mux.HandleFunc("GET /api/v1/alerts", func(w http.ResponseWriter, r *http.Request) { respond(w, map[string]any{"alerts": []any{}}) })
 	mux.HandleFunc("GET /api/v1/label/{name}/values", a.labelValues)
 	mux.HandleFunc("GET /api/v1/status/buildinfo", a.buildinfo)
 	mux.HandleFunc("GET /api/v1/metadata", a.metadata)
@@ -425,6 +429,17 @@ func (a *API) withQuerier(w http.ResponseWriter, r *http.Request, mint, maxt int
 		return
 	}
 	respond(w, data)
+}
+
+// formatQuery returns the expression pretty-printed (Grafana's "format
+// query" button).
+func (a *API) formatQuery(w http.ResponseWriter, r *http.Request) {
+	expr, err := a.parser.ParseExpr(r.FormValue("query"))
+	if err != nil {
+		fail(w, badData(fmt.Errorf("invalid parameter \"query\": %w", err)))
+		return
+	}
+	respond(w, parser.Prettify(expr))
 }
 
 func (a *API) buildinfo(w http.ResponseWriter, r *http.Request) {

@@ -201,6 +201,15 @@ func TestQueryRangeOverLineProtocol(t *testing.T) {
 	if code, r = c.get("/api/v1/query_exemplars", url.Values{"query": {"cpu_usage_user"}}); code != 200 || string(r.Data) != "[]" {
 		t.Fatalf("exemplars: %d %s", code, r.Data)
 	}
+	if code, r = c.get("/api/v1/format_query", url.Values{"query": {"sum(rate(x[1m]))by(a)"}}); code != 200 || string(r.Data) != `"sum by (a) (rate(x[1m]))"` {
+		t.Fatalf("format_query: %d %s", code, r.Data)
+	}
+	if code, r = c.get("/api/v1/rules", nil); code != 200 || string(r.Data) != `{"groups":[]}` {
+		t.Fatalf("rules: %d %s", code, r.Data)
+	}
+	if code, r = c.get("/api/v1/alerts", nil); code != 200 || string(r.Data) != `{"alerts":[]}` {
+		t.Fatalf("alerts: %d %s", code, r.Data)
+	}
 	if code, r = c.get("/api/v1/metadata", nil); code != 200 || !strings.Contains(string(r.Data), "cpu_usage_user") {
 		t.Fatalf("metadata: %d %s", code, r.Data)
 	}
