@@ -16,8 +16,6 @@ import (
 	"github.com/stratadb/strata/internal/tsbs"
 )
 
-var benchFields = tsbs.Fields
-
 var benchStart = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 
 // loadTSBS writes rounds × hosts TSBS cpu-only rows (10 tags, 10 fields,
@@ -38,11 +36,7 @@ func loadTSBS(b *testing.B, hosts, rounds int) *datanode.Engine {
 	for r := range rounds {
 		batch := make([]row.Point, hosts)
 		for h := range hosts {
-			fs := make([]row.Field, len(benchFields))
-			for f, name := range benchFields {
-				fs[f] = row.Field{Name: name, Value: row.FloatValue(float64((h*7+r*13+f*31)%10000) / 100)}
-			}
-			batch[h] = row.Point{Tags: slices.Clone(tags[h]), TS: benchStart.Add(time.Duration(r) * 10 * time.Second).UnixNano(), Fields: fs}
+			batch[h] = tsbs.Point(tags, r*hosts+h, benchStart.UnixNano())
 		}
 		if _, err := e.Write(ctx, "cpu", batch, datanode.WriteOptions{CreateTable: true}); err != nil {
 			b.Fatal(err)
@@ -116,12 +110,7 @@ func BenchmarkWrite(b *testing.B) {
 	points := func(i int) []row.Point {
 		out := make([]row.Point, batch)
 		for j := range out {
-			k := i*batch + j
-			fs := make([]row.Field, len(benchFields))
-			for f, name := range benchFields {
-				fs[f] = row.Field{Name: name, Value: row.FloatValue(tsbs.Value(k, f))}
-			}
-			out[j] = row.Point{Tags: tags[k%hosts], TS: benchStart.UnixNano() + int64(k/hosts)*tsbs.Interval, Fields: fs}
+			out[j] = tsbs.Point(tags, i*batch+j, benchStart.UnixNano())
 		}
 		return out
 	}

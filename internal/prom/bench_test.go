@@ -38,11 +38,7 @@ func BenchmarkPromQL(b *testing.B) {
 	for r := range rounds {
 		batch := make([]row.Point, hosts)
 		for h := range hosts {
-			fs := make([]row.Field, len(tsbs.Fields))
-			for f, name := range tsbs.Fields {
-				fs[f] = row.Field{Name: name, Value: row.FloatValue(tsbs.Value(r*hosts+h, f))}
-			}
-			batch[h] = row.Point{Tags: slices.Clone(tags[h]), TS: start.Add(time.Duration(r) * tsbs.Interval).UnixNano(), Fields: fs}
+			batch[h] = tsbs.Point(tags, r*hosts+h, start.UnixNano())
 		}
 		if _, err := e.Write(ctx, "cpu", batch, datanode.WriteOptions{CreateTable: true}); err != nil {
 			b.Fatal(err)

@@ -48,6 +48,8 @@ func (s *strataStorage) AppenderV2(ctx context.Context) storage.AppenderV2 {
 func (s *strataStorage) StartTime() (int64, error) { return math.MinInt64, nil }
 func (s *strataStorage) Close() error              { return nil } // the node stops with the test
 
+// appender is not remote write's batcher: the test files load staleness
+// markers, which the engine must see, and remote write drops them.
 type appender struct {
 	s       *strataStorage
 	ctx     context.Context

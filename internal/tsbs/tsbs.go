@@ -4,6 +4,7 @@
 package tsbs
 
 import (
+	"slices"
 	"strconv"
 	"strings"
 
@@ -58,4 +59,15 @@ func Value(k, f int) float64 {
 	x *= 0x94d049bb133111eb
 	x ^= x >> 29
 	return float64(x%1_000_000) / 10_000
+}
+
+// Point is row k of the workload, given every host's tags: host
+// k%len(tags) (its tags copied: encoding a series key sorts them in
+// place), its 10 fields, at start + k/len(tags) intervals (nanoseconds).
+func Point(tags [][]row.Tag, k int, start int64) row.Point {
+	fs := make([]row.Field, len(Fields))
+	for f, name := range Fields {
+		fs[f] = row.Field{Name: name, Value: row.FloatValue(Value(k, f))}
+	}
+	return row.Point{Tags: slices.Clone(tags[k%len(tags)]), TS: start + int64(k/len(tags))*Interval, Fields: fs}
 }
