@@ -128,14 +128,13 @@ func orphans(t testing.TB, s objstore.Bucket) (orphaned, missing []string) {
 	}
 	have := map[string]bool{}
 	for _, o := range objs {
-		id, _ := rid.ParseSSTKey(o.Key)
-		have[id] = true
-		if !st.Owns(id) {
-			orphaned = append(orphaned, id)
+		have[o.Key] = true
+		if id, ok := rid.ParseFileKey(o.Key); !ok || !st.Owns(id) {
+			orphaned = append(orphaned, strings.TrimPrefix(o.Key, rid.SSTPrefix()))
 		}
 	}
-	for id := range st.Files {
-		if !have[id] {
+	for id, f := range st.Files {
+		if !have[rid.SSTKey(id)] || (f.Series && !have[rid.SeriesKey(id)]) {
 			missing = append(missing, id)
 		}
 	}
@@ -373,7 +372,10 @@ func sstIDs(t testing.TB, s objstore.Bucket) map[string]bool {
 	}
 	out := map[string]bool{}
 	for _, o := range objs {
-		id, _ := rid.ParseSSTKey(o.Key)
+		id, ok := rid.ParseFileKey(o.Key)
+		if !ok {
+			id = o.Key // not a file's: never live
+		}
 		out[id] = true
 	}
 	return out

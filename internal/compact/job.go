@@ -33,7 +33,12 @@ const (
 	StageCommitting
 )
 
-func (s Stage) String() string { return [...]string{"reserved", "uploaded", "committing"}[s] }
+func (s Stage) String() string {
+	if names := [...]string{"reserved", "uploaded", "committing"}; int(s) < len(names) {
+		return names[s]
+	}
+	return fmt.Sprintf("stage(%d)", int(s))
+}
 
 // readBudget bounds the input row groups a job holds whole (see
 // sst.Filter.GroupBytes): with 8 inputs, row groups of up to 8 MiB are read
@@ -234,8 +239,7 @@ func (j *Job) run(ctx context.Context) (Result, error) {
 		// 2. Encode and upload at once, streaming: memory stays bounded by
 		// a few row groups, whatever the output size.
 		src.left = maxRows
-		key := j.r.ID().SSTKey(id)
-		meta, err := j.encodeAndUpload(ctx, key, at, fields, noNulls, src)
+		meta, err := j.encodeAndUpload(ctx, id, at, fields, noNulls, src)
 		if err != nil {
 			if ctx.Err() != nil {
 				err = ErrCancelled
@@ -245,7 +249,8 @@ func (j *Job) run(ctx context.Context) (Result, error) {
 		if ctx.Err() != nil {
 			return res, j.abandon(reserved, ErrCancelled)
 		}
-		outputs = append(outputs, manifest.FileMeta{ID: id, Level: 1, MinTS: meta.MinTS, MaxTS: meta.MaxTS, Rows: meta.Rows, Size: meta.Size})
+		outputs = append(outputs, manifest.FileMeta{ID: id, Level: 1, MinTS: meta.MinTS, MaxTS: meta.MaxTS, Rows: meta.Rows, Size: meta.Size, Series: true})
+		j.r.AddSeriesIndex(id, meta.SeriesIndex)
 		res.BytesOut += meta.Size
 		res.RowsOut += meta.Rows
 	}
@@ -312,7 +317,8 @@ func (j *Job) run(ctx context.Context) (Result, error) {
 // stopped only by the encoder giving up, before the upload has read the
 // end of the object, which no store turns into an object, or by the
 // upload window after the reservation at (region.UploadContext).
-func (j *Job) encodeAndUpload(ctx context.Context, key string, at time.Time, fields []schema.Field, noNulls []bool, src row.Iterator) (sst.Meta, error) {
+func (j *Job) encodeAndUpload(ctx context.Context, id string, at time.Time, fields []schema.Field, noNulls []bool, src row.Iterator) (sst.Meta, error) {
+	key := j.r.ID().SSTKey(id)
 	sp := newPipe(pipeBuffer)
 	uploaded := make(chan error, 1)
 	go func() {
@@ -326,7 +332,7 @@ func (j *Job) encodeAndUpload(ctx context.Context, key string, at time.Time, fie
 	}()
 	// NB: unbuffered: the pipe copies each write anyway, and its reader
 	// waits for a whole read's worth, however small the writes.
-	meta, err := sst.Write(sp, fields, src, sst.WriteOptions{RowGroupRows: j.opts.RowGroupRows, Parallel: runtime.GOMAXPROCS(0), NoNulls: noNulls})
+	meta, err := sst.Write(sp, fields, src, sst.WriteOptions{RowGroupRows: j.opts.RowGroupRows, Parallel: runtime.GOMAXPROCS(0), NoNulls: noNulls, SeriesIndex: true})
 	if err == nil && ctx.Err() != nil {
 		err = ErrCancelled // before the upload has read the end
 	}
@@ -341,6 +347,13 @@ func (j *Job) encodeAndUpload(ctx context.Context, key string, at time.Time, fie
 		// Not expected (the upload reads the end only once the encoder
 		// succeeded), and safe: the object is owned by the marker.
 		return sst.Meta{}, fmt.Errorf("compact %s: encode after upload: %w", j.ID, err)
+	}
+	// The series index is known once the SST is: it follows, in the same
+	// upload window.
+	uctx, cancel := j.r.UploadContext(ctx, at)
+	defer cancel()
+	if err := j.r.Store().Put(uctx, j.r.ID().SeriesKey(id), meta.SeriesIndex); err != nil {
+		return sst.Meta{}, fmt.Errorf("compact %s: upload %s: %w", j.ID, j.r.ID().SeriesKey(id), err)
 	}
 	return meta, nil
 }
@@ -464,9 +477,10 @@ func (j *Job) abandon(reserved []string, cause error) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	for _, id := range reserved {
-		key := j.r.ID().SSTKey(id)
-		if err := j.r.Store().Delete(ctx, key); err != nil && !errors.Is(err, objstore.ErrNotFound) {
-			return errors.Join(cause, fmt.Errorf("delete abandoned output %s (left to GC): %w", key, err))
+		for _, key := range j.r.ID().FileKeys(id) {
+			if err := j.r.Store().Delete(ctx, key); err != nil && !errors.Is(err, objstore.ErrNotFound) {
+				return errors.Join(cause, fmt.Errorf("delete abandoned output %s (left to GC): %w", key, err))
+			}
 		}
 	}
 	if err := j.r.Commit(ctx, manifest.Action{Resolve: &manifest.ResolvePending{JobID: j.ID}}); err != nil {

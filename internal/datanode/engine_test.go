@@ -320,12 +320,12 @@ func TestTruncateCancelsCompaction(t *testing.T) {
 	m.Close()
 	objs, _ := objstore.ListAll(ctx, s, r.ID().SSTPrefix(), 100)
 	for _, o := range objs {
-		if id, _ := r.ID().ParseSSTKey(o.Key); st.Removed[id].ID == "" {
+		if id, _ := r.ID().ParseFileKey(o.Key); st.Removed[id].ID == "" {
 			t.Fatalf("%s is not a truncated input when truncate returns", o.Key)
 		}
 	}
-	if len(st.Pending) != 0 || len(objs) != 4 {
-		t.Fatalf("when truncate returns: %d markers, %d SSTs", len(st.Pending), len(objs))
+	if len(st.Pending) != 0 || len(objs) != 8 {
+		t.Fatalf("when truncate returns: %d markers, %d objects of 4 files (SSTs and series indexes)", len(st.Pending), len(objs))
 	}
 	if err := <-compacted; !errors.Is(err, compact.ErrCancelled) {
 		t.Fatalf("compaction: %v", err)

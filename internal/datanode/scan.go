@@ -50,6 +50,9 @@ func (e *Engine) scan(ctx context.Context, table string, req region.ScanRequest,
 	}
 	// Scan every region with the table's field list, so positions agree.
 	names := req.Fields
+	if req.SeriesOnly {
+		names = []string{} // a listing has no fields
+	}
 	if names == nil {
 		for _, f := range sch.Fields() {
 			names = append(names, f.Name)

@@ -51,7 +51,8 @@ type Region struct {
 	ManifestError string `json:"manifest_error,omitempty"`
 	LiveFiles     int    `json:"live_files"`
 	LiveBytes     int64  `json:"live_bytes"`
-	// Missing are live files whose objects do not exist: data loss.
+	// Missing are live files with an object that does not exist: the SST
+	// (data loss) or its series index (the region's label queries fail).
 	Missing []string `json:"missing,omitempty"`
 	// Orphans are objects nothing owns.
 	Orphans []gc.Object `json:"orphans,omitempty"`
@@ -235,7 +236,7 @@ func checkRegion(ctx context.Context, store objstore.Bucket, id layout.RegionID,
 		have[o.Key] = true
 		switch o.Owner {
 		case gc.OwnerNone:
-			if manErr == nil || o.Kind != gc.KindSST {
+			if manErr == nil || (o.Kind != gc.KindSST && o.Kind != gc.KindSeries) {
 				g.Orphans = append(g.Orphans, o)
 			}
 		case gc.OwnerRemoved:
@@ -250,7 +251,7 @@ func checkRegion(ctx context.Context, store objstore.Bucket, id layout.RegionID,
 	for fid, f := range st.Files {
 		g.LiveFiles++
 		g.LiveBytes += f.Size
-		if !have[id.SSTKey(fid)] {
+		if !have[id.SSTKey(fid)] || (f.Series && !have[id.SeriesKey(fid)]) {
 			g.Missing = append(g.Missing, fid)
 		}
 	}

@@ -84,7 +84,7 @@ func Fast(ctx context.Context, r *region.Region, opts Options) (rep Report, err 
 		if now.Sub(f.RemovedAt) >= opts.Lingering && !r.Pinned(id) {
 			rep.RemovedFiles = append(rep.RemovedFiles, id)
 			rep.Bytes += f.Size
-			keys = append(keys, r.ID().SSTKey(id))
+			keys = append(keys, r.ID().FileKeys(id)...)
 		}
 	}
 	// 2. Markers of jobs that are not running: ours when neither a flush
@@ -118,7 +118,7 @@ func Fast(ctx context.Context, r *region.Region, opts Options) (rep Report, err 
 		rep.PendingJobs = append(rep.PendingJobs, job)
 		for _, id := range p.FileIDs {
 			rep.PendingFiles = append(rep.PendingFiles, id)
-			keys = append(keys, r.ID().SSTKey(id))
+			keys = append(keys, r.ID().FileKeys(id)...)
 		}
 	}
 	// 3. WAL segments up to the flushed segment, from where the last run

@@ -98,8 +98,9 @@ func TestFastGCReclaimsEverythingWithoutListing(t *testing.T) {
 	before := keys(t, inner)
 	st := r.Manifest()
 	// The crashed flush's row replays into the first of 4 flushes: 4
-	// removed inputs, 1 output, and the crashed flush's upload.
-	if len(st.Removed) != 4 || count(before, "sst/") != 6 {
+	// removed inputs, 1 output (each an SST and its series index), and
+	// the crashed flush's upload (both too).
+	if len(st.Removed) != 4 || count(before, "sst/") != 12 {
 		t.Fatalf("setup: %d removed, keys %v", len(st.Removed), before)
 	}
 
@@ -126,7 +127,7 @@ func TestFastGCReclaimsEverythingWithoutListing(t *testing.T) {
 	}
 	after := keys(t, inner)
 	st = r.Manifest()
-	if count(after, "sst/") != 1 || len(st.Removed) != 0 || len(st.Pending) != 0 {
+	if count(after, "sst/") != 2 || len(st.Removed) != 0 || len(st.Pending) != 0 {
 		t.Fatalf("after GC: keys %v, state removed %d pending %d", after, len(st.Removed), len(st.Pending))
 	}
 	// WAL: only segments above the flushed one, and fences, remain.

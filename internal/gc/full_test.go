@@ -112,7 +112,7 @@ func TestFullGCDeletesOnlyOldOrphans(t *testing.T) {
 			if !slices.Equal(keysOf(rep.Orphans), orphans) || len(rep.Deleted) != 0 || rep.Young != len(orphans) {
 				t.Fatalf("young orphans: found %v, deleted %v, young %d; want found %v", keysOf(rep.Orphans), keysOf(rep.Deleted), rep.Young, orphans)
 			}
-			if rep.Listed != n || rep.Owned[OwnerRemoved] != 4 || rep.Owned[OwnerLive] != 1 || rep.Owned[OwnerWAL] == 0 || rep.Owned[OwnerManifest] == 0 {
+			if rep.Listed != n || rep.Owned[OwnerRemoved] != 8 || rep.Owned[OwnerLive] != 2 || rep.Owned[OwnerWAL] == 0 || rep.Owned[OwnerManifest] == 0 {
 				t.Fatalf("listed %d of %d, owned %v", rep.Listed, n, rep.Owned)
 			}
 			if sum := rep.ByKind(); sum[KindSST].Count != 1 || sum[KindWAL].Count != 1 || sum[KindOther].Count != len(orphans)-2 {

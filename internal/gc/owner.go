@@ -11,6 +11,7 @@ type Kind string
 // Object kinds.
 const (
 	KindSST      Kind = "sst"
+	KindSeries   Kind = "series" // an SST's series index: owned with its SST
 	KindWAL      Kind = "wal"
 	KindManifest Kind = "manifest"
 	KindOther    Kind = "other" // a key Strata never writes
@@ -39,16 +40,10 @@ const (
 // reused), so deleting it is safe.
 func Classify(id layout.RegionID, st *manifest.State, key string) (Kind, Owner) {
 	if fid, ok := id.ParseSSTKey(key); ok {
-		if _, live := st.Files[fid]; live {
-			return KindSST, OwnerLive
-		}
-		if _, removed := st.Removed[fid]; removed {
-			return KindSST, OwnerRemoved
-		}
-		if st.Owns(fid) {
-			return KindSST, OwnerPending
-		}
-		return KindSST, OwnerNone
+		return KindSST, fileOwner(st, fid)
+	}
+	if fid, ok := id.ParseSeriesKey(key); ok {
+		return KindSeries, fileOwner(st, fid)
 	}
 	if n, ok := id.ParseWALKey(key); ok {
 		switch {
@@ -69,4 +64,18 @@ func Classify(id layout.RegionID, st *manifest.State, key string) (Kind, Owner) 
 		return KindManifest, OwnerManifest
 	}
 	return KindOther, OwnerNone
+}
+
+// fileOwner is the owner of file fid's objects (its SST and series index).
+func fileOwner(st *manifest.State, fid string) Owner {
+	if _, live := st.Files[fid]; live {
+		return OwnerLive
+	}
+	if _, removed := st.Removed[fid]; removed {
+		return OwnerRemoved
+	}
+	if st.Owns(fid) {
+		return OwnerPending
+	}
+	return OwnerNone
 }

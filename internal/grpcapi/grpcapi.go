@@ -89,7 +89,7 @@ func (s *Server) Scan(req *pb.ScanRequest, stream grpc.ServerStreamingServer[pb.
 	if len(fields) == 0 {
 		fields = nil
 	}
-	rreq := region.ScanRequest{Start: start, End: end, Tags: wire.ToTags(req.GetTags()), In: wire.ToTagIns(req.GetIn()), Fields: fields, BatchRows: int(req.GetBatchRows())}
+	rreq := region.ScanRequest{Start: start, End: end, Tags: wire.ToTags(req.GetTags()), In: wire.ToTagIns(req.GetIn()), Fields: fields, BatchRows: int(req.GetBatchRows()), SeriesOnly: req.GetSeriesOnly()}
 	var sc *datanode.Scanner
 	var err error
 	if req.GetRegion() != "" {

@@ -101,13 +101,39 @@ func (r RegionID) SSTPrefix() string { return r.Prefix() + "sst/" }
 // SSTKey is the key of SST file id.
 func (r RegionID) SSTKey(id string) string { return r.SSTPrefix() + id + ".parquet" }
 
+// SeriesKey is the key of SST file id's series index, its companion.
+func (r RegionID) SeriesKey(id string) string { return r.SSTPrefix() + id + ".series" }
+
+// FileKeys are the objects of file id: the SST and its series index.
+// Whatever deletes a file deletes both (files written before series
+// indexes have none; deleting a missing key is harmless).
+func (r RegionID) FileKeys(id string) []string { return []string{r.SSTKey(id), r.SeriesKey(id)} }
+
 // ParseSSTKey parses a key under SSTPrefix into a file id.
 func (r RegionID) ParseSSTKey(key string) (id string, ok bool) {
+	return r.parseFileKey(key, ".parquet")
+}
+
+// ParseSeriesKey parses a series index key into its file id.
+func (r RegionID) ParseSeriesKey(key string) (id string, ok bool) {
+	return r.parseFileKey(key, ".series")
+}
+
+// ParseFileKey parses either object key of a file (its SST or its series
+// index) into the file id.
+func (r RegionID) ParseFileKey(key string) (id string, ok bool) {
+	if id, ok = r.ParseSSTKey(key); ok {
+		return id, true
+	}
+	return r.ParseSeriesKey(key)
+}
+
+func (r RegionID) parseFileKey(key, suffix string) (id string, ok bool) {
 	name, found := strings.CutPrefix(key, r.SSTPrefix())
 	if !found {
 		return "", false
 	}
-	id, found = strings.CutSuffix(name, ".parquet")
+	id, found = strings.CutSuffix(name, suffix)
 	return id, found && id != "" && !strings.Contains(id, "/")
 }
 

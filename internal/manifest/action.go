@@ -16,6 +16,10 @@ type FileMeta struct {
 	MaxTS int64  `json:"max_ts"`
 	Rows  int64  `json:"rows"`
 	Size  int64  `json:"size"`
+	// Series: the file has a series index (layout.SeriesKey), written
+	// with it under the same reservation. Files written before series
+	// indexes existed have none.
+	Series bool `json:"series,omitempty"`
 }
 
 // RemovedFile is a file no longer live, waiting for GC past the lingering time.

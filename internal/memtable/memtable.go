@@ -23,9 +23,11 @@ type memRow struct {
 }
 
 type series struct {
-	key    string
-	rows   []memRow
-	sorted bool // rows are in (ts, seq desc) order
+	key  string
+	rows []memRow
+	// minTS and maxTS bound the rows' timestamps (a tombstone's end too).
+	minTS, maxTS int64
+	sorted       bool // rows are in (ts, seq desc) order
 
 	sortOnce sync.Once // frozen memtables sort each series once
 	frozen   []memRow
@@ -68,11 +70,16 @@ func (m *Memtable) Insert(seg uint64, entries []row.Entry) {
 	for i := range entries {
 		e := &entries[i]
 		s := m.series[e.Series]
+		hi := e.TS
+		if e.Op == row.Delete {
+			hi = e.End
+		}
 		if s == nil {
-			s = &series{key: e.Series, sorted: true}
+			s = &series{key: e.Series, sorted: true, minTS: e.TS, maxTS: hi}
 			m.series[e.Series] = s
 			m.bytes += int64(len(e.Series) + seriesOverhead)
 		}
+		s.minTS, s.maxTS = min(s.minTS, e.TS), max(s.maxTS, hi)
 		r := memRow{ts: e.TS, end: e.End, seq: e.Seq, op: e.Op, fields: e.Fields}
 		// NB: a newer version of an existing ts must sort before it, so an
 		// equal ts also breaks the order.
@@ -172,6 +179,20 @@ type Filter struct {
 	// Fields maps output positions to field ordinals (nil: all fields, by
 	// ordinal).
 	Fields []int
+}
+
+// Series lists the keys of the series f selects that have an entry in
+// f's time range (a tombstone's when its range overlaps), unsorted.
+func (m *Memtable) Series(f Filter) []string {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	var out []string
+	for k, s := range m.series {
+		if s.maxTS >= f.Start && s.minTS < f.End && (f.Series == nil || f.Series(k)) {
+			out = append(out, k)
+		}
+	}
+	return out
 }
 
 type capture struct {

@@ -151,7 +151,15 @@ func (qr *querier) Select(ctx context.Context, sortSeries bool, hints *storage.S
 				post = append(post, m)
 			}
 		}
-		ss, n, err := qr.scan(ctx, mt, req, post, qr.q.MaxSamples-samples)
+		var ss []storage.Series
+		var n int
+		var err error
+		if hints != nil && hints.Func == "series" {
+			// Labels only (the series API): from the series indexes.
+			ss, err = qr.list(ctx, mt, req, post)
+		} else {
+			ss, n, err = qr.scan(ctx, mt, req, post, qr.q.MaxSamples-samples)
+		}
 		if err != nil {
 			return storage.ErrSeriesSet(err)
 		}
@@ -175,6 +183,60 @@ func missingTag(ms []*labels.Matcher, tags []string) bool {
 	return false
 }
 
+// labeler turns series keys of one metric into label sets, dropping those
+// the post-scan matchers reject.
+type labeler struct {
+	name string
+	post []*labels.Matcher
+	tags []row.Tag
+}
+
+func (l *labeler) labels(key string) (labels.Labels, bool, error) {
+	var err error
+	if l.tags, err = row.DecodeSeries(l.tags[:0], key); err != nil {
+		return labels.EmptyLabels(), false, err
+	}
+	lb := labels.NewScratchBuilder(len(l.tags) + 1)
+	lb.Add(labels.MetricName, l.name)
+	for _, t := range l.tags {
+		lb.Add(t.Name, t.Value)
+	}
+	lb.Sort()
+	ls := lb.Labels()
+	for _, m := range l.post {
+		if !m.Matches(ls.Get(m.Name)) {
+			return ls, false, nil
+		}
+	}
+	return ls, true, nil
+}
+
+// list lists one metric's series without samples: a series-only scan,
+// answered from the regions' series indexes and memtables (no SST read).
+// A series is listed if a file or memtable holding it overlaps the range.
+func (qr *querier) list(ctx context.Context, mt metric, req region.ScanRequest, post []*labels.Matcher) ([]storage.Series, error) {
+	req.SeriesOnly = true
+	sc, err := qr.q.Engine.Scan(ctx, mt.table, req)
+	if err != nil {
+		return nil, err
+	}
+	defer sc.Close()
+	l := labeler{name: mt.name, post: post}
+	var out []storage.Series
+	for sc.Next() {
+		for _, e := range sc.Batch() {
+			ls, ok, err := l.labels(e.Series)
+			if err != nil {
+				return nil, err
+			}
+			if ok {
+				out = append(out, &series{labels: ls})
+			}
+		}
+	}
+	return out, sc.Err()
+}
+
 // scan reads one metric's series; budget bounds its samples (<= 0 with a
 // limit set: none left).
 func (qr *querier) scan(ctx context.Context, mt metric, req region.ScanRequest, post []*labels.Matcher, budget int) ([]storage.Series, int, error) {
@@ -188,27 +250,16 @@ func (qr *querier) scan(ctx context.Context, mt metric, req region.ScanRequest, 
 	skip, first := false, true
 	var last string
 	n := 0
-	var tags []row.Tag
+	l := labeler{name: mt.name, post: post}
 	for sc.Next() {
 		for _, e := range sc.Batch() {
 			if first || e.Series != last {
 				first, last = false, e.Series
-				if tags, err = row.DecodeSeries(tags[:0], e.Series); err != nil {
+				ls, ok, err := l.labels(e.Series)
+				if err != nil {
 					return nil, 0, err
 				}
-				lb := labels.NewScratchBuilder(len(tags) + 1)
-				lb.Add(labels.MetricName, mt.name)
-				for _, t := range tags {
-					lb.Add(t.Name, t.Value)
-				}
-				lb.Sort()
-				ls := lb.Labels()
-				skip = false
-				for _, m := range post {
-					if !m.Matches(ls.Get(m.Name)) {
-						skip = true
-					}
-				}
+				skip = !ok
 				cur = nil
 				if !skip {
 					cur = &series{labels: ls}
@@ -305,7 +356,7 @@ func (qr *querier) LabelNames(ctx context.Context, hints *storage.LabelHints, ms
 }
 
 // LabelValues of __name__ come from the catalog; of a tag, from the series
-// the matchers select.
+// the matchers select, listed from the series indexes (no data read).
 func (qr *querier) LabelValues(ctx context.Context, name string, hints *storage.LabelHints, ms ...*labels.Matcher) ([]string, annotations.Annotations, error) {
 	set := map[string]bool{}
 	if name == labels.MetricName {
@@ -314,7 +365,7 @@ func (qr *querier) LabelValues(ctx context.Context, name string, hints *storage.
 			set[mt.name] = true
 		}
 	} else {
-		ss := qr.Select(ctx, false, nil, ms...)
+		ss := qr.Select(ctx, false, &storage.SelectHints{Start: qr.mint, End: qr.maxt, Func: "series"}, ms...)
 		for ss.Next() {
 			if v := ss.At().Labels().Get(name); v != "" {
 				set[v] = true

@@ -14,6 +14,7 @@ import (
 	"github.com/stratadb/strata/internal/manifest"
 	"github.com/stratadb/strata/internal/memtable"
 	"github.com/stratadb/strata/internal/merge"
+	"github.com/stratadb/strata/internal/objstore"
 	"github.com/stratadb/strata/internal/row"
 	"github.com/stratadb/strata/internal/sst"
 )
@@ -73,7 +74,6 @@ func (r *Region) flushOne(ctx context.Context, mt *memtable.Memtable) (err error
 	}
 	id := ulid.Make().String()
 	job := "flush-" + id
-	key := r.id.SSTKey(id)
 	r.mu.Lock()
 	r.flushJob = job
 	r.mu.Unlock()
@@ -97,7 +97,7 @@ func (r *Region) flushOne(ctx context.Context, mt *memtable.Memtable) (err error
 	fields := r.Schema().Fields()
 	it := merge.New([]row.Iterator{mt.Iter(memtable.Filter{Start: math.MinInt64, End: math.MaxInt64})}, merge.Options{KeepTombstones: true, DropBefore: r.ttlCutoff()})
 	var buf bytes.Buffer
-	meta, werr := sst.Write(&buf, fields, it, sst.WriteOptions{RowGroupRows: r.opts.RowGroupRows, Compression: sst.CompressFast, NoNulls: mt.NullFree(len(fields))})
+	meta, werr := sst.Write(&buf, fields, it, sst.WriteOptions{RowGroupRows: r.opts.RowGroupRows, Compression: sst.CompressFast, NoNulls: mt.NullFree(len(fields)), SeriesIndex: true})
 	it.Close()
 	edit := &manifest.Edit{FlushedSeq: st.MaxSeq, FlushedSegment: st.LastSegment, Resolves: job}
 	var actions []manifest.Action
@@ -107,16 +107,14 @@ func (r *Region) flushOne(ctx context.Context, mt *memtable.Memtable) (err error
 		edit.Resolves = ""
 		actions = []manifest.Action{{Edit: edit}, {Resolve: &manifest.ResolvePending{JobID: job}}}
 	case werr != nil:
-		return r.abandon(ctx, job, key, fmt.Errorf("region %s: flush: encode: %w", r.id, werr))
+		return r.abandon(ctx, job, id, fmt.Errorf("region %s: flush: encode: %w", r.id, werr))
 	default:
-		uctx, ucancel := r.UploadContext(ctx, reservedAt)
-		err := r.store.Put(uctx, key, buf.Bytes())
-		ucancel()
-		if err != nil {
-			return r.abandon(ctx, job, key, fmt.Errorf("region %s: flush: upload %s: %w", r.id, key, err))
+		if err := r.upload(ctx, reservedAt, id, buf.Bytes(), meta.SeriesIndex); err != nil {
+			return r.abandon(ctx, job, id, fmt.Errorf("region %s: flush: %w", r.id, err))
 		}
-		edit.Add = []manifest.FileMeta{{ID: id, Level: 0, MinTS: meta.MinTS, MaxTS: meta.MaxTS, Rows: meta.Rows, Size: meta.Size}}
+		edit.Add = []manifest.FileMeta{{ID: id, Level: 0, MinTS: meta.MinTS, MaxTS: meta.MaxTS, Rows: meta.Rows, Size: meta.Size, Series: true}}
 		actions = []manifest.Action{{Edit: edit}}
+		r.seriesIdx.add(id, meta.SeriesIndex)
 	}
 
 	// 3. Commit: from here on, failure never deletes the output unless the
@@ -126,7 +124,7 @@ func (r *Region) flushOne(ctx context.Context, mt *memtable.Memtable) (err error
 			if errors.Is(err, manifest.ErrAmbiguous) || errors.Is(err, manifest.ErrFenced) {
 				return fmt.Errorf("region %s: flush: commit: %w", r.id, err)
 			}
-			return r.abandon(ctx, job, key, fmt.Errorf("region %s: flush: commit: %w", r.id, err))
+			return r.abandon(ctx, job, id, fmt.Errorf("region %s: flush: commit: %w", r.id, err))
 		}
 	}
 	r.dropFlushed(mt, st.Bytes)
@@ -180,12 +178,28 @@ func (r *Region) landed(ctx context.Context, ok func(*manifest.State) bool) bool
 	return ok(r.man.State())
 }
 
+// upload writes a reserved file: its series index, then the SST, both
+// within the upload window that began at the reservation.
+func (r *Region) upload(ctx context.Context, reservedAt time.Time, id string, data, series []byte) error {
+	uctx, cancel := r.UploadContext(ctx, reservedAt)
+	defer cancel()
+	if err := r.store.Put(uctx, r.id.SeriesKey(id), series); err != nil {
+		return fmt.Errorf("upload %s: %w", r.id.SeriesKey(id), err)
+	}
+	if err := r.store.Put(uctx, r.id.SSTKey(id), data); err != nil {
+		return fmt.Errorf("upload %s: %w", r.id.SSTKey(id), err)
+	}
+	return nil
+}
+
 // abandon cleans up a flush that failed before its edit committed: delete
-// the output (idempotent; it may not exist), then forget the marker. If
-// either step fails the marker stays, and GC finishes the job.
-func (r *Region) abandon(ctx context.Context, job, key string, cause error) error {
-	if err := r.store.Delete(ctx, key); err != nil {
-		return errors.Join(cause, fmt.Errorf("delete abandoned output %s (left to GC): %w", key, err))
+// the output's objects (idempotent; they may not exist), then forget the
+// marker. If either step fails the marker stays, and GC finishes the job.
+func (r *Region) abandon(ctx context.Context, job, id string, cause error) error {
+	for _, key := range r.id.FileKeys(id) {
+		if err := r.store.Delete(ctx, key); err != nil && !errors.Is(err, objstore.ErrNotFound) {
+			return errors.Join(cause, fmt.Errorf("delete abandoned output %s (left to GC): %w", key, err))
+		}
 	}
 	if err := r.commit(ctx, manifest.Action{Resolve: &manifest.ResolvePending{JobID: job}}); err != nil {
 		return errors.Join(cause, fmt.Errorf("resolve abandoned job %s (left to GC): %w", job, err))

@@ -92,9 +92,11 @@ func sstKeys(t testing.TB, s objstore.Bucket) map[string]bool {
 	}
 	out := map[string]bool{}
 	for _, o := range objs {
-		if id, ok := testRegion.ParseSSTKey(o.Key); ok {
-			out[id] = true
+		id, ok := testRegion.ParseFileKey(o.Key)
+		if !ok {
+			t.Fatalf("unknown object %s under the SST prefix", o.Key)
 		}
+		out[id] = true
 	}
 	return out
 }
@@ -108,9 +110,11 @@ func checkOwned(t testing.TB, s objstore.Bucket, st *manifest.State) {
 			t.Fatalf("orphan SST %s: not live, removed or pending (manifest v%d)", id, st.Version)
 		}
 	}
-	for id := range st.Files {
-		if !sstKeys(t, s)[id] {
-			t.Fatalf("live file %s has no object", id)
+	for id, f := range st.Files {
+		for _, key := range testRegion.FileKeys(id) {
+			if _, err := s.Attributes(context.Background(), key); err != nil && (f.Series || key == testRegion.SSTKey(id)) {
+				t.Fatalf("live file %s: %s: %v", id, key, err)
+			}
 		}
 	}
 }

@@ -121,7 +121,7 @@ func (r *Region) checkFence(ctx context.Context, n uint64) error {
 
 // leaseBucket gives the region's WAL and manifest writes the lease's
 // deadline, so a former owner's late write fails instead of landing after
-// its lease. SST keys pass through: their uploads have the upload window
+// its lease. SST and series index keys pass through: their uploads have the upload window
 // (UploadContext), and deleting garbage late is harmless.
 type leaseBucket struct {
 	objstore.Bucket
@@ -131,6 +131,9 @@ type leaseBucket struct {
 
 func (b *leaseBucket) bound(ctx context.Context, key string) (context.Context, context.CancelFunc, error) {
 	if _, ok := b.id.ParseSSTKey(key); ok {
+		return ctx, func() {}, nil
+	}
+	if _, ok := b.id.ParseSeriesKey(key); ok {
 		return ctx, func() {}, nil
 	}
 	d := b.deadline()

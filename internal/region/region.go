@@ -151,6 +151,7 @@ type Region struct {
 	memChanged chan struct{}        // closed and replaced when memBytes drops
 	pins       map[string]int       // file id -> scans reading it
 	flushJob   string               // the job id of the flush in progress
+	seriesIdx  seriesCache          // the live files' series
 	closed     bool
 	fatal      error // sticky: ErrFenced
 

@@ -7,6 +7,7 @@ import (
 	"math"
 	"slices"
 
+	"github.com/stratadb/strata/internal/manifest"
 	"github.com/stratadb/strata/internal/memtable"
 	"github.com/stratadb/strata/internal/merge"
 	"github.com/stratadb/strata/internal/row"
@@ -29,6 +30,60 @@ type ScanRequest struct {
 	Fields []string
 	// BatchRows is the most rows per batch (default 4096).
 	BatchRows int
+	// SeriesOnly lists the series instead: one entry per series (Series
+	// set, nothing else) of a file or memtable whose time range overlaps
+	// the scan's, read from the files' series indexes, never from an SST
+	// (but those written before series indexes existed). Fields are
+	// ignored.
+	SeriesOnly bool
+}
+
+// seriesFilter is the request's tag filter (nil: every series).
+func (req *ScanRequest) seriesFilter() func(string) bool {
+	if len(req.Tags) == 0 && len(req.In) == 0 {
+		return nil
+	}
+	tags := slices.Clone(req.Tags)
+	in := make([]struct {
+		name   string
+		values map[string]bool
+	}, len(req.In))
+	for i, f := range req.In {
+		in[i].name, in[i].values = f.Name, map[string]bool{}
+		for _, v := range f.Values {
+			in[i].values[v] = true
+		}
+	}
+	return func(key string) bool {
+		for _, t := range tags {
+			if row.SeriesTag(key, t.Name) != t.Value {
+				return false
+			}
+		}
+		for _, f := range in {
+			if !f.values[row.SeriesTag(key, f.name)] {
+				return false
+			}
+		}
+		return true
+	}
+}
+
+// snapshot takes the memtables and the files overlapping [start, end)
+// together, and pins the files (Scanner.Close unpins them).
+func (r *Region) snapshot(start, end int64) ([]*memtable.Memtable, *manifest.State, []string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	mems := append(slices.Clone(r.immutable), r.active)
+	state := r.man.State()
+	var files []string
+	for id, f := range state.Files {
+		if f.MaxTS >= start && f.MinTS < end {
+			files = append(files, id)
+			r.pins[id]++
+		}
+	}
+	return mems, state, files
 }
 
 // AllTime is the widest scan range.
@@ -82,51 +137,27 @@ func (r *Region) Scan(ctx context.Context, req ScanRequest) (*Scanner, error) {
 	for i, f := range fields {
 		names[i] = f.Name
 	}
-	var match func(string) bool
-	if len(req.Tags) > 0 || len(req.In) > 0 {
-		tags := slices.Clone(req.Tags)
-		in := make([]struct {
-			name   string
-			values map[string]bool
-		}, len(req.In))
-		for i, f := range req.In {
-			in[i].name, in[i].values = f.Name, map[string]bool{}
-			for _, v := range f.Values {
-				in[i].values[v] = true
-			}
-		}
-		match = func(key string) bool {
-			for _, t := range tags {
-				if row.SeriesTag(key, t.Name) != t.Value {
-					return false
-				}
-			}
-			for _, f := range in {
-				if !f.values[row.SeriesTag(key, f.name)] {
-					return false
-				}
-			}
-			return true
-		}
-	}
+	match := req.seriesFilter()
 	start := max(req.Start, r.ttlCutoff())
 	if start >= req.End {
 		start = req.End - 1 // everything expired: an empty but valid scan
 	}
-
-	// Snapshot memtables and files together, and pin the files.
-	r.mu.Lock()
-	mems := append(slices.Clone(r.immutable), r.active)
-	state := r.man.State()
-	var files []string
-	for id, f := range state.Files {
-		if f.MaxTS >= start && f.MinTS < req.End {
-			files = append(files, id)
-			r.pins[id]++
-		}
-	}
-	r.mu.Unlock()
+	mems, state, files := r.snapshot(start, req.End)
 	s := &Scanner{r: r, fields: fields, pinned: files, size: req.BatchRows}
+	if req.SeriesOnly {
+		keys, err := r.listSeries(ctx, mems, state, files, memtable.Filter{Series: match, Start: start, End: req.End})
+		if err != nil {
+			s.Close()
+			return nil, err
+		}
+		entries := make([]row.Entry, len(keys))
+		for i, k := range keys {
+			entries[i].Series = k
+		}
+		s.fields = nil
+		s.it = &row.SliceIter{Entries: entries}
+		return s, nil
+	}
 	inputs := make([]row.Iterator, 0, len(mems)+len(files))
 	for _, mt := range mems {
 		inputs = append(inputs, mt.Iter(memtable.Filter{Series: match, Start: start, End: req.End, Fields: ordinals}))

@@ -56,6 +56,9 @@ type WriteOptions struct {
 	// which readers ignore. Write fails with ErrUnexpectedNull if a put
 	// breaks the promise. Fields past its end may be null.
 	NoNulls []bool
+	// SeriesIndex asks for the file's series index (Meta.SeriesIndex):
+	// the bytes of its companion object.
+	SeriesIndex bool
 }
 
 // ErrUnexpectedNull: a put has no value for a field that WriteOptions.NoNulls
@@ -70,6 +73,10 @@ type Meta struct {
 	MinTS, MaxTS   int64
 	MinSeq, MaxSeq uint64
 	Size           int64
+	// Series is how many distinct series the file holds, and SeriesIndex
+	// its series index (with WriteOptions.SeriesIndex).
+	Series      int
+	SeriesIndex []byte
 }
 
 func leafFor(k row.Kind) parquet.Node {
@@ -244,6 +251,7 @@ func Write(w io.Writer, fields []schema.Field, it row.Iterator, opts WriteOption
 	var b *batch
 	var groupRows int64
 	var m Meta
+	var series seriesIndex
 	m.MinTS, m.MaxTS = math.MaxInt64, math.MinInt64
 	m.MinSeq = math.MaxUint64
 	for it.Next() {
@@ -263,6 +271,9 @@ func Write(w io.Writer, fields []schema.Field, it row.Iterator, opts WriteOption
 		if e.Op == row.Delete {
 			hi = e.End
 			m.Tombstones++
+		}
+		if opts.SeriesIndex {
+			series.add(e.Series)
 		}
 		b.add(e, &cols)
 		m.Rows++
@@ -294,6 +305,12 @@ func Write(w io.Writer, fields []schema.Field, it row.Iterator, opts WriteOption
 		return Meta{}, fmt.Errorf("sst: close writer: %w", err)
 	}
 	m.Size = cw.n
+	if opts.SeriesIndex {
+		m.Series = series.count
+		if m.SeriesIndex, err = series.encode(opts.Compression); err != nil {
+			return Meta{}, err
+		}
+	}
 	return m, nil
 }
 

@@ -146,7 +146,7 @@ func (a *Agent) Scan(ctx context.Context, table string, id layout.RegionID, req 
 	}
 	sctx, scancel := context.WithCancel(ctx)
 	stream, err := c.Scan(sctx, &pb.ScanRequest{Table: table, Region: id.String(), Start: req.Start, End: req.End,
-		Tags: wire.FromTags(req.Tags), In: wire.FromTagIns(req.In), Fields: req.Fields, BatchRows: int32(req.BatchRows)})
+		Tags: wire.FromTags(req.Tags), In: wire.FromTagIns(req.In), Fields: req.Fields, BatchRows: int32(req.BatchRows), SeriesOnly: req.SeriesOnly})
 	if err != nil {
 		scancel()
 		return nil, fmt.Errorf("scan region %s on %s: %w", id, addr, err)

@@ -568,7 +568,10 @@ type ScanRequest struct {
 	Region string `protobuf:"bytes,7,opt,name=region,proto3" json:"region,omitempty"`
 	// Set filters, all of which must hold: the series' tag is one of the
 	// values ("" matches series without the tag).
-	In            []*TagIn `protobuf:"bytes,8,rep,name=in,proto3" json:"in,omitempty"`
+	In []*TagIn `protobuf:"bytes,8,rep,name=in,proto3" json:"in,omitempty"`
+	// List the series instead of rows: one row per series, with no
+	// timestamp or fields, from the files' series indexes (no SST read).
+	SeriesOnly    bool `protobuf:"varint,9,opt,name=series_only,json=seriesOnly,proto3" json:"series_only,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -657,6 +660,13 @@ func (x *ScanRequest) GetIn() []*TagIn {
 		return x.In
 	}
 	return nil
+}
+
+func (x *ScanRequest) GetSeriesOnly() bool {
+	if x != nil {
+		return x.SeriesOnly
+	}
+	return false
 }
 
 type TagIn struct {
@@ -2633,7 +2643,7 @@ const file_strata_v1_datanode_proto_rawDesc = "" +
 	"\x04tags\x18\x02 \x03(\v2\x0e.strata.v1.TagR\x04tags\x12\x14\n" +
 	"\x05start\x18\x03 \x01(\x03R\x05start\x12\x10\n" +
 	"\x03end\x18\x04 \x01(\x03R\x03end\"\x10\n" +
-	"\x0eDeleteResponse\"\xe0\x01\n" +
+	"\x0eDeleteResponse\"\x81\x02\n" +
 	"\vScanRequest\x12\x14\n" +
 	"\x05table\x18\x01 \x01(\tR\x05table\x12\x14\n" +
 	"\x05start\x18\x02 \x01(\x03R\x05start\x12\x10\n" +
@@ -2643,7 +2653,9 @@ const file_strata_v1_datanode_proto_rawDesc = "" +
 	"\n" +
 	"batch_rows\x18\x06 \x01(\x05R\tbatchRows\x12\x16\n" +
 	"\x06region\x18\a \x01(\tR\x06region\x12 \n" +
-	"\x02in\x18\b \x03(\v2\x10.strata.v1.TagInR\x02in\"3\n" +
+	"\x02in\x18\b \x03(\v2\x10.strata.v1.TagInR\x02in\x12\x1f\n" +
+	"\vseries_only\x18\t \x01(\bR\n" +
+	"seriesOnly\"3\n" +
 	"\x05TagIn\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x16\n" +
 	"\x06values\x18\x02 \x03(\tR\x06values\",\n" +

@@ -1,0 +1,141 @@
+package region
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+
+	"github.com/stratadb/strata/internal/manifest"
+	"github.com/stratadb/strata/internal/memtable"
+	"github.com/stratadb/strata/internal/sst"
+)
+
+// seriesCache holds the series of a region's files: from the series index
+// a flush or compaction of this instance wrote, or loaded from the store on
+// first use. Files leave it once they are no longer live.
+type seriesCache struct {
+	mu    sync.Mutex
+	files map[string][]string // file id -> sorted series keys
+}
+
+// add records the series index of a file this instance wrote. An index
+// that does not decode is left to be loaded (and its error reported) on use.
+func (c *seriesCache) add(id string, index []byte) {
+	keys, err := sst.DecodeSeriesIndex(index)
+	if err != nil {
+		return
+	}
+	c.put(id, keys)
+}
+
+func (c *seriesCache) put(id string, keys []string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.files == nil {
+		c.files = map[string][]string{}
+	}
+	c.files[id] = keys
+}
+
+func (c *seriesCache) get(id string) ([]string, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	keys, ok := c.files[id]
+	return keys, ok
+}
+
+// prune forgets the files that are not live in st.
+func (c *seriesCache) prune(st *manifest.State) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for id := range c.files {
+		if _, live := st.Files[id]; !live {
+			delete(c.files, id)
+		}
+	}
+}
+
+// AddSeriesIndex records the series index of file id, which this instance
+// wrote (a compaction's output), so listing its series reads nothing.
+func (r *Region) AddSeriesIndex(id string, index []byte) { r.seriesIdx.add(id, index) }
+
+// seriesLoads bounds the series indexes one listing loads at once.
+const seriesLoads = 8
+
+// listSeries lists the sorted, distinct series of the memtables and the
+// (pinned) files that match f's series filter, with a memtable's series
+// only if it has an entry in f's time range.
+func (r *Region) listSeries(ctx context.Context, mems []*memtable.Memtable, st *manifest.State, files []string, f memtable.Filter) ([]string, error) {
+	r.seriesIdx.prune(st)
+	lists := make([][]string, len(files)+1)
+	for _, mt := range mems {
+		lists[0] = append(lists[0], mt.Series(f)...)
+	}
+	slices.Sort(lists[0])
+	var wg sync.WaitGroup
+	errs := make([]error, len(files))
+	sem := make(chan struct{}, seriesLoads)
+	for i, id := range files {
+		if keys, ok := r.seriesIdx.get(id); ok {
+			lists[i+1] = keys
+			continue
+		}
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			keys, err := r.loadSeries(ctx, id, st.Files[id])
+			lists[i+1], errs[i] = keys, err
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return nil, fmt.Errorf("region %s: list series: %w", r.id, err)
+	}
+	var out []string
+	for _, l := range lists {
+		for _, k := range l {
+			if f.Series == nil || f.Series(k) {
+				out = append(out, k)
+			}
+		}
+	}
+	slices.Sort(out)
+	return slices.Compact(out), nil
+}
+
+// loadSeries reads file id's series index and caches it. A file written
+// before series indexes existed has none: its series are read from the SST
+// itself (the only SST read a listing makes).
+func (r *Region) loadSeries(ctx context.Context, id string, f manifest.FileMeta) ([]string, error) {
+	var keys []string
+	if f.Series {
+		data, err := r.store.Get(ctx, r.id.SeriesKey(id))
+		if err != nil {
+			return nil, fmt.Errorf("read %s: %w", r.id.SeriesKey(id), err)
+		}
+		if keys, err = sst.DecodeSeriesIndex(data); err != nil {
+			return nil, fmt.Errorf("%s: %w", r.id.SeriesKey(id), err)
+		}
+	} else {
+		rd, err := r.opts.Cache.Open(ctx, r.store, r.id.SSTKey(id), f.Size)
+		if err != nil {
+			return nil, err
+		}
+		it := rd.Iter(sst.Filter{Start: AllTime, End: AllTimeEnd, Fields: []string{}})
+		for it.Next() {
+			if k := it.Entry().Series; len(keys) == 0 || keys[len(keys)-1] != k {
+				keys = append(keys, k)
+			}
+		}
+		err = it.Err()
+		it.Close()
+		if err != nil {
+			return nil, fmt.Errorf("read the series of %s: %w", r.id.SSTKey(id), err)
+		}
+	}
+	r.seriesIdx.put(id, keys)
+	return keys, nil
+}

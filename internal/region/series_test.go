@@ -1,0 +1,120 @@
+package region
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"math"
+	"slices"
+	"testing"
+
+	"github.com/oklog/ulid/v2"
+
+	"github.com/stratadb/strata/internal/manifest"
+	"github.com/stratadb/strata/internal/objstore"
+	"github.com/stratadb/strata/internal/objstore/objstoretest"
+	"github.com/stratadb/strata/internal/row"
+	"github.com/stratadb/strata/internal/sst"
+)
+
+// A series listing comes from the files' series indexes and the
+// memtables, filtered by tags and by the time ranges of files and series;
+// a file written before series indexes existed is listed from the SST; a
+// corrupt or missing index is an error, not a silently short answer.
+func TestListSeries(t *testing.T) {
+	ctx := context.Background()
+	s := objstoretest.Mem(t)
+	r := open(t, s, Options{})
+	mustWrite(t, r, pt("a", 10, fl("v", 1)), pt("b", 20, fl("v", 2)))
+	if err := r.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	mustWrite(t, r, pt("c", 100, fl("v", 3)), pt("a", 110, fl("v", 4)))
+	if err := r.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	mustWrite(t, r, pt("d", 1000, fl("v", 5)))
+	list := func(r *Region, req ScanRequest) []string {
+		t.Helper()
+		req.SeriesOnly = true
+		return scanAll(t, r, req)
+	}
+	for _, tc := range []struct {
+		req  ScanRequest
+		want []string
+	}{
+		{ScanRequest{}, []string{"host=a 0", "host=b 0", "host=c 0", "host=d 0"}},
+		{ScanRequest{Tags: []row.Tag{{Name: "host", Value: "c"}}}, []string{"host=c 0"}},
+		{ScanRequest{In: []row.TagIn{{Name: "host", Values: []string{"b", "d", "x"}}}}, []string{"host=b 0", "host=d 0"}},
+		{ScanRequest{Start: 500, End: 2000}, []string{"host=d 0"}},
+		{ScanRequest{Start: 0, End: 50}, []string{"host=a 0", "host=b 0"}},
+		{ScanRequest{Start: 2000, End: 3000}, nil},
+	} {
+		if got := list(r, tc.req); !slices.Equal(got, tc.want) {
+			t.Errorf("%+v: %q, want %q", tc.req, got, tc.want)
+		}
+	}
+	if len(r.pins) != 0 {
+		t.Fatalf("a listing left pins: %v", r.pins)
+	}
+
+	// A file with no series index (as written before they existed): its
+	// series are read from the SST.
+	key, err := row.EncodeSeries(nil, []row.Tag{{Name: "host", Value: "old"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	meta, err := sst.Write(&buf, r.Schema().Fields(), &row.SliceIter{Entries: []row.Entry{
+		{Series: string(key), TS: 5, Seq: 1, Op: row.Put, Fields: []row.Value{row.FloatValue(9)}}}}, sst.WriteOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := ulid.Make().String()
+	if err := s.Put(ctx, testRegion.SSTKey(id), buf.Bytes()); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.commit(ctx, manifest.Action{Edit: &manifest.Edit{FlushedSeq: r.man.State().FlushedSeq,
+		Add: []manifest.FileMeta{{ID: id, MinTS: meta.MinTS, MaxTS: meta.MaxTS, Rows: meta.Rows, Size: meta.Size}}}}); err != nil {
+		t.Fatal(err)
+	}
+	if got := list(r, ScanRequest{Start: 0, End: 50}); !slices.Equal(got, []string{"host=a 0", "host=b 0", "host=old 0"}) {
+		t.Fatalf("with a file without an index: %q", got)
+	}
+	closeRegion(t, r, true)
+
+	// Reopened (nothing cached): a corrupt index fails the listing, and
+	// so does a missing one.
+	st := r.man.State()
+	var victim string
+	for id, f := range st.Files {
+		if f.Series && f.MinTS == 10 {
+			victim = id
+		}
+	}
+	if err := s.Put(ctx, testRegion.SeriesKey(victim), []byte("SSER\x01junk")); err != nil {
+		t.Fatal(err)
+	}
+	r = open(t, s, Options{})
+	sc, err := r.Scan(ctx, ScanRequest{Start: math.MinInt64, End: math.MaxInt64, SeriesOnly: true})
+	if !errors.Is(err, sst.ErrCorruptSeries) {
+		t.Fatalf("corrupt index: got %v, want ErrCorruptSeries", err)
+	}
+	if sc != nil {
+		t.Fatal("a failed listing returned a scanner")
+	}
+	if err := s.Delete(ctx, testRegion.SeriesKey(victim)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Scan(ctx, ScanRequest{Start: math.MinInt64, End: math.MaxInt64, SeriesOnly: true}); !errors.Is(err, objstore.ErrNotFound) {
+		t.Fatalf("missing index: got %v, want ErrNotFound", err)
+	}
+	if len(r.pins) != 0 {
+		t.Fatalf("a failed listing left pins: %v", r.pins)
+	}
+	// Data scans do not need the index.
+	if got := scanAll(t, r, ScanRequest{Tags: []row.Tag{{Name: "host", Value: "b"}}}); !slices.Equal(got, []string{"host=b 20 v=2"}) {
+		t.Fatalf("scan: %q", got)
+	}
+	closeRegion(t, r, false)
+}
