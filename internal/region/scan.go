@@ -94,6 +94,7 @@ const AllTime, AllTimeEnd = math.MinInt64, math.MaxInt64
 // of that snapshot so GC does not delete them until Close.
 type Scanner struct {
 	r      *Region
+	ctx    context.Context // the scan's: checked at every batch
 	fields []schema.Field
 	it     row.Iterator
 	pinned []string
@@ -143,7 +144,7 @@ func (r *Region) Scan(ctx context.Context, req ScanRequest) (*Scanner, error) {
 		start = req.End - 1 // everything expired: an empty but valid scan
 	}
 	mems, state, files := r.snapshot(start, req.End)
-	s := &Scanner{r: r, fields: fields, pinned: files, size: req.BatchRows}
+	s := &Scanner{r: r, ctx: ctx, fields: fields, pinned: files, size: req.BatchRows}
 	if req.SeriesOnly {
 		keys, err := r.listSeries(ctx, mems, state, files, memtable.Filter{Series: match, Start: start, End: req.End})
 		if err != nil {
@@ -165,6 +166,17 @@ func (r *Region) Scan(ctx context.Context, req ScanRequest) (*Scanner, error) {
 	slices.Sort(files)
 	for _, id := range files {
 		f := state.Files[id]
+		keys, err := r.fileKeys(ctx, id, f, match)
+		if err != nil {
+			s.Close()
+			for _, in := range inputs {
+				in.Close()
+			}
+			return nil, fmt.Errorf("region %s: scan: %w", r.id, err)
+		}
+		if keys != nil && len(keys) == 0 {
+			continue // no series of the file matches: not opened
+		}
 		rd, err := r.opts.Cache.Open(ctx, r.store, r.id.SSTKey(id), f.Size)
 		if err != nil {
 			s.Close()
@@ -173,7 +185,7 @@ func (r *Region) Scan(ctx context.Context, req ScanRequest) (*Scanner, error) {
 			}
 			return nil, fmt.Errorf("region %s: scan: %w", r.id, err)
 		}
-		inputs = append(inputs, rd.Iter(sst.Filter{Series: match, Start: start, End: req.End, Fields: names}))
+		inputs = append(inputs, rd.Iter(sst.Filter{Series: match, Keys: keys, Start: start, End: req.End, Fields: names}))
 	}
 	s.it = merge.New(inputs, merge.Options{DropBefore: start})
 	return s, nil
@@ -188,6 +200,12 @@ func (s *Scanner) Fields() []schema.Field { return s.fields }
 // Next reads the next batch. It returns false at the end or on error.
 func (s *Scanner) Next() bool {
 	if s.closed || s.err != nil {
+		return false
+	}
+	// NB: cached SST readers read through no scan's context, so a
+	// cancelled scan stops here, at the next batch.
+	if err := s.ctx.Err(); err != nil {
+		s.err = fmt.Errorf("region %s: scan: %w", s.r.id, err)
 		return false
 	}
 	s.batch = s.batch[:0]

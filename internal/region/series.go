@@ -61,6 +61,34 @@ func (c *seriesCache) prune(st *manifest.State) {
 // wrote (a compaction's output), so listing its series reads nothing.
 func (r *Region) AddSeriesIndex(id string, index []byte) { r.seriesIdx.add(id, index) }
 
+// fileKeys are the series of file id that match selects, sorted, from its
+// series index: nil if every series is selected or the file has no index.
+// An index that cannot be read only costs the scan its help: the scan
+// reads the row groups' series dictionaries instead (fsck reports it).
+func (r *Region) fileKeys(ctx context.Context, id string, f manifest.FileMeta, match func(string) bool) ([]string, error) {
+	if match == nil || !f.Series {
+		return nil, nil
+	}
+	all, ok := r.seriesIdx.get(id)
+	if !ok {
+		var err error
+		if all, err = r.loadSeries(ctx, id, f); err != nil {
+			if ctx.Err() != nil {
+				return nil, err
+			}
+			r.log.Warn("scan without the file's series index", "file", id, "err", err)
+			return nil, nil
+		}
+	}
+	keys := []string{}
+	for _, k := range all {
+		if match(k) {
+			keys = append(keys, k)
+		}
+	}
+	return keys, nil
+}
+
 // seriesLoads bounds the series indexes one listing loads at once.
 const seriesLoads = 8
 

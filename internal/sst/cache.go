@@ -55,12 +55,12 @@ func (c *Cache) Open(ctx context.Context, store objstore.Bucket, key string, siz
 	if err != nil {
 		return nil, err
 	}
-	if _, ranged := r.ra.(*rangeReader); ranged {
-		// A ranged reader reads through the context it was opened with;
-		// it must not outlive that context in a cache.
-		return r, nil
-	}
 	cost := size
+	if rr, ranged := r.ra.(*rangeReader); ranged {
+		// A ranged reader holds the file's tail (footer and page
+		// indexes) and their parsed form, not the file.
+		cost = min(size, 4*int64(len(rr.tail)))
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if el, ok := c.byKey[key]; ok {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"sort"
 	"unsafe"
 
 	"github.com/parquet-go/parquet-go"
@@ -17,6 +18,10 @@ import (
 type Filter struct {
 	// Series, if set, selects series by key.
 	Series func(key string) bool
+	// Keys, if not nil, are the file's series that Series selects, sorted
+	// (from its series index): a row group whose __series statistics
+	// hold none of them is skipped without reading any of it.
+	Keys []string
 	// Start <= ts < End for puts; tombstones are returned when their range
 	// overlaps.
 	Start, End int64
@@ -327,7 +332,7 @@ func (it *iter) nextGroup() bool {
 	groups := it.r.file.RowGroups()
 	for it.group++; it.group < len(groups); it.group++ {
 		g := groups[it.group]
-		if it.prune(g) {
+		if it.prune(g) || it.noKeyInRange(g) {
 			it.pruned++
 			continue
 		}
@@ -515,6 +520,25 @@ func (it *iter) prune(g parquet.RowGroup) bool {
 		maxTS = max(maxTS, dhi.Int64())
 	}
 	return !it.f.Overlaps(lo.Int64(), maxTS)
+}
+
+// noKeyInRange reports whether the filter's keys are known and none lies
+// within the row group's series range (its __series statistics; rows are
+// sorted by series, so the range holds every series of the group).
+func (it *iter) noKeyInRange(g parquet.RowGroup) bool {
+	if it.f.Keys == nil {
+		return false
+	}
+	sc, ok := g.ColumnChunks()[it.r.cols[ColSeries]].(bounded)
+	if !ok {
+		return false
+	}
+	lo, hi, ok := sc.Bounds()
+	if !ok {
+		return false
+	}
+	i := sort.SearchStrings(it.f.Keys, string(lo.ByteArray()))
+	return i == len(it.f.Keys) || it.f.Keys[i] > string(hi.ByteArray())
 }
 
 // fillRun decodes the next chunk of the current series run.

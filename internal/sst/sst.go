@@ -632,6 +632,10 @@ func Open(ctx context.Context, store objstore.Bucket, key string, size int64) (*
 		if err := rr.readTail(size); err != nil {
 			return nil, err
 		}
+		// The reader outlives this call in the cache, shared by scans:
+		// its reads must not end with the context that opened it. Scans
+		// stop on their own context between batches instead.
+		rr.ctx = context.WithoutCancel(ctx)
 		ra = rr
 		opts = append(opts, parquet.ReadBufferSize(256<<10))
 	}
