@@ -446,7 +446,9 @@ func (w *windowReader) ReadAt(p []byte, off int64) (int, error) {
 // INVARIANT: Write sets no dictionary size limit, so a chunk's dictionary
 // holds every series of the chunk.
 func (it *iter) noSeriesMatch(s *colStream) (bool, error) {
-	if it.f.Series == nil {
+	if it.f.Series == nil || it.f.Keys != nil {
+		// With the keys known, the group's statistics already said it
+		// may hold one (noKeyInRange): its series column is read anyway.
 		return false, nil
 	}
 	fp, ok := s.pages.(*parquet.FilePages)
