@@ -166,7 +166,7 @@ func (r *Region) Scan(ctx context.Context, req ScanRequest) (*Scanner, error) {
 	slices.Sort(files)
 	for _, id := range files {
 		f := state.Files[id]
-		keys, err := r.fileKeys(ctx, id, f, match)
+		runs, err := r.fileRuns(ctx, id, f, match)
 		if err != nil {
 			s.Close()
 			for _, in := range inputs {
@@ -174,7 +174,7 @@ func (r *Region) Scan(ctx context.Context, req ScanRequest) (*Scanner, error) {
 			}
 			return nil, fmt.Errorf("region %s: scan: %w", r.id, err)
 		}
-		if keys != nil && len(keys) == 0 {
+		if runs != nil && len(runs) == 0 {
 			continue // no series of the file matches: not opened
 		}
 		rd, err := r.opts.Cache.Open(ctx, r.store, r.id.SSTKey(id), f.Size)
@@ -185,7 +185,7 @@ func (r *Region) Scan(ctx context.Context, req ScanRequest) (*Scanner, error) {
 			}
 			return nil, fmt.Errorf("region %s: scan: %w", r.id, err)
 		}
-		inputs = append(inputs, rd.Iter(sst.Filter{Series: match, Keys: keys, Start: start, End: req.End, Fields: names}))
+		inputs = append(inputs, rd.Iter(sst.Filter{Series: match, Runs: runs, Start: start, End: req.End, Fields: names}))
 	}
 	s.it = merge.New(inputs, merge.Options{DropBefore: start})
 	return s, nil

@@ -17,33 +17,33 @@ import (
 // first use. Files leave it once they are no longer live.
 type seriesCache struct {
 	mu    sync.Mutex
-	files map[string][]string // file id -> sorted series keys
+	files map[string]sst.SeriesIndex // by file id
 }
 
 // add records the series index of a file this instance wrote. An index
 // that does not decode is left to be loaded (and its error reported) on use.
 func (c *seriesCache) add(id string, index []byte) {
-	keys, err := sst.DecodeSeriesIndex(index)
+	x, err := sst.DecodeSeriesIndex(index)
 	if err != nil {
 		return
 	}
-	c.put(id, keys)
+	c.put(id, x)
 }
 
-func (c *seriesCache) put(id string, keys []string) {
+func (c *seriesCache) put(id string, x sst.SeriesIndex) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.files == nil {
-		c.files = map[string][]string{}
+		c.files = map[string]sst.SeriesIndex{}
 	}
-	c.files[id] = keys
+	c.files[id] = x
 }
 
-func (c *seriesCache) get(id string) ([]string, bool) {
+func (c *seriesCache) get(id string) (sst.SeriesIndex, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	keys, ok := c.files[id]
-	return keys, ok
+	x, ok := c.files[id]
+	return x, ok
 }
 
 // prune forgets the files that are not live in st.
@@ -61,18 +61,18 @@ func (c *seriesCache) prune(st *manifest.State) {
 // wrote (a compaction's output), so listing its series reads nothing.
 func (r *Region) AddSeriesIndex(id string, index []byte) { r.seriesIdx.add(id, index) }
 
-// fileKeys are the series of file id that match selects, sorted, from its
+// fileRuns are the rows of file id's series that match selects, from its
 // series index: nil if every series is selected or the file has no index.
 // An index that cannot be read only costs the scan its help: the scan
-// reads the row groups' series dictionaries instead (fsck reports it).
-func (r *Region) fileKeys(ctx context.Context, id string, f manifest.FileMeta, match func(string) bool) ([]string, error) {
+// reads the file's series column instead (fsck reports the index).
+func (r *Region) fileRuns(ctx context.Context, id string, f manifest.FileMeta, match func(string) bool) ([]sst.Run, error) {
 	if match == nil || !f.Series {
 		return nil, nil
 	}
-	all, ok := r.seriesIdx.get(id)
+	x, ok := r.seriesIdx.get(id)
 	if !ok {
 		var err error
-		if all, err = r.loadSeries(ctx, id, f); err != nil {
+		if x, err = r.loadSeries(ctx, id, f); err != nil {
 			if ctx.Err() != nil {
 				return nil, err
 			}
@@ -80,13 +80,19 @@ func (r *Region) fileKeys(ctx context.Context, id string, f manifest.FileMeta, m
 			return nil, nil
 		}
 	}
-	keys := []string{}
-	for _, k := range all {
+	runs := []sst.Run{}
+	var at int64
+	for i, k := range x.Keys {
 		if match(k) {
-			keys = append(keys, k)
+			runs = append(runs, sst.Run{Key: k, Start: at, End: at + x.Rows[i]})
 		}
+		at += x.Rows[i]
 	}
-	return keys, nil
+	if f.Rows > 0 && at != f.Rows {
+		r.log.Warn("series index disagrees with its file; scanning without it", "file", id, "index_rows", at, "file_rows", f.Rows)
+		return nil, nil
+	}
+	return runs, nil
 }
 
 // seriesLoads bounds the series indexes one listing loads at once.
@@ -106,16 +112,16 @@ func (r *Region) listSeries(ctx context.Context, mems []*memtable.Memtable, st *
 	errs := make([]error, len(files))
 	sem := make(chan struct{}, seriesLoads)
 	for i, id := range files {
-		if keys, ok := r.seriesIdx.get(id); ok {
-			lists[i+1] = keys
+		if x, ok := r.seriesIdx.get(id); ok {
+			lists[i+1] = x.Keys
 			continue
 		}
 		wg.Add(1)
 		sem <- struct{}{}
 		go func() {
 			defer func() { <-sem; wg.Done() }()
-			keys, err := r.loadSeries(ctx, id, st.Files[id])
-			lists[i+1], errs[i] = keys, err
+			x, err := r.loadSeries(ctx, id, st.Files[id])
+			lists[i+1], errs[i] = x.Keys, err
 		}()
 	}
 	wg.Wait()
@@ -137,33 +143,35 @@ func (r *Region) listSeries(ctx context.Context, mems []*memtable.Memtable, st *
 // loadSeries reads file id's series index and caches it. A file written
 // before series indexes existed has none: its series are read from the SST
 // itself (the only SST read a listing makes).
-func (r *Region) loadSeries(ctx context.Context, id string, f manifest.FileMeta) ([]string, error) {
-	var keys []string
+func (r *Region) loadSeries(ctx context.Context, id string, f manifest.FileMeta) (sst.SeriesIndex, error) {
+	var x sst.SeriesIndex
 	if f.Series {
 		data, err := r.store.Get(ctx, r.id.SeriesKey(id))
 		if err != nil {
-			return nil, fmt.Errorf("read %s: %w", r.id.SeriesKey(id), err)
+			return x, fmt.Errorf("read %s: %w", r.id.SeriesKey(id), err)
 		}
-		if keys, err = sst.DecodeSeriesIndex(data); err != nil {
-			return nil, fmt.Errorf("%s: %w", r.id.SeriesKey(id), err)
+		if x, err = sst.DecodeSeriesIndex(data); err != nil {
+			return x, fmt.Errorf("%s: %w", r.id.SeriesKey(id), err)
 		}
 	} else {
 		rd, err := r.opts.Cache.Open(ctx, r.store, r.id.SSTKey(id), f.Size)
 		if err != nil {
-			return nil, err
+			return x, err
 		}
 		it := rd.Iter(sst.Filter{Start: AllTime, End: AllTimeEnd, Fields: []string{}})
 		for it.Next() {
-			if k := it.Entry().Series; len(keys) == 0 || keys[len(keys)-1] != k {
-				keys = append(keys, k)
+			if k := it.Entry().Series; len(x.Keys) == 0 || x.Keys[len(x.Keys)-1] != k {
+				x.Keys = append(x.Keys, k)
+				x.Rows = append(x.Rows, 0)
 			}
+			x.Rows[len(x.Rows)-1]++ // NB: puts in range only; runs never use these (f.Series is false)
 		}
 		err = it.Err()
 		it.Close()
 		if err != nil {
-			return nil, fmt.Errorf("read the series of %s: %w", r.id.SSTKey(id), err)
+			return x, fmt.Errorf("read the series of %s: %w", r.id.SSTKey(id), err)
 		}
 	}
-	r.seriesIdx.put(id, keys)
-	return keys, nil
+	r.seriesIdx.put(id, x)
+	return x, nil
 }

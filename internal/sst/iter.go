@@ -18,10 +18,11 @@ import (
 type Filter struct {
 	// Series, if set, selects series by key.
 	Series func(key string) bool
-	// Keys, if not nil, are the file's series that Series selects, sorted
-	// (from its series index): a row group whose __series statistics
-	// hold none of them is skipped without reading any of it.
-	Keys []string
+	// Runs, if not nil, are the rows of the series that Series selects,
+	// sorted (from the file's series index): only row groups holding
+	// some are read, and only those rows of them, without reading the
+	// series column.
+	Runs []Run
 	// Start <= ts < End for puts; tombstones are returned when their range
 	// overlaps.
 	Start, End int64
@@ -42,6 +43,13 @@ type Filter struct {
 	GroupBytes int64
 }
 
+// Run is the rows [Start, End) of the file (counting from its first row)
+// that hold series Key.
+type Run struct {
+	Key        string
+	Start, End int64
+}
+
 // Overlaps reports whether [minTS, maxTS] may hold rows for f.
 func (f *Filter) Overlaps(minTS, maxTS int64) bool { return minTS < f.End && maxTS >= f.Start }
 
@@ -51,6 +59,13 @@ const chunkRows = 1024
 // exclude f's time range are skipped without being read.
 func (r *Reader) Iter(f Filter) row.Iterator {
 	it := &iter{r: r, f: f, group: -1}
+	if f.Runs != nil {
+		var at int64
+		for _, g := range r.file.RowGroups() {
+			it.groupStart = append(it.groupStart, at)
+			at += g.NumRows()
+		}
+	}
 	it.fieldCols = make([]int, len(f.Fields))
 	it.kinds = make([]row.Kind, len(f.Fields))
 	for i, name := range f.Fields {
@@ -270,8 +285,9 @@ type iter struct {
 	fieldCols []int
 	kinds     []row.Kind // of each output field
 
-	group  int
-	pruned int   // row groups skipped by their statistics
+	group      int
+	groupStart []int64 // with Filter.Runs: each row group's first row
+	pruned     int     // row groups skipped by their statistics
 	left   int64 // rows left in the group
 	series *colStream
 	ts     *colStream
@@ -332,7 +348,7 @@ func (it *iter) nextGroup() bool {
 	groups := it.r.file.RowGroups()
 	for it.group++; it.group < len(groups); it.group++ {
 		g := groups[it.group]
-		if it.prune(g) || it.noKeyInRange(g) {
+		if it.prune(g) || (it.f.Runs != nil && !it.groupRuns(g.NumRows())) {
 			it.pruned++
 			continue
 		}
@@ -353,16 +369,22 @@ func (it *iter) nextGroup() bool {
 			it.open = append(it.open, s)
 			return s
 		}
-		it.series = stream(it.r.cols[ColSeries])
-		if skip, err := it.noSeriesMatch(it.series); err != nil {
-			it.err = fmt.Errorf("sst: read %s row group %d: %w", it.r.key, it.group, err)
-			return false
-		} else if skip {
-			it.pruned++
-			it.closeGroup()
-			continue
+		it.series = nil
+		if it.f.Runs == nil {
+			it.series = stream(it.r.cols[ColSeries])
+			if skip, err := it.noSeriesMatch(it.series); err != nil {
+				it.err = fmt.Errorf("sst: read %s row group %d: %w", it.r.key, it.group, err)
+				return false
+			} else if skip {
+				it.pruned++
+				it.closeGroup()
+				continue
+			}
 		}
-		it.ts, it.seq, it.del = stream(it.r.cols[ColTS]), stream(it.r.cols[ColSeq]), stream(it.r.cols[ColDeleteEnd])
+		it.ts, it.seq, it.del = stream(it.r.cols[ColTS]), stream(it.r.cols[ColSeq]), nil
+		if it.tombstones() {
+			it.del = stream(it.r.cols[ColDeleteEnd])
+		}
 		it.fields = it.fields[:0]
 		for _, c := range it.fieldCols {
 			if c < 0 {
@@ -372,7 +394,7 @@ func (it *iter) nextGroup() bool {
 			}
 		}
 		it.left = g.NumRows()
-		if it.f.Series != nil {
+		if it.f.Series != nil && it.f.Runs == nil {
 			if err := it.findRuns(g.NumRows()); err != nil {
 				it.err = fmt.Errorf("sst: read %s row group %d: %w", it.r.key, it.group, err)
 				return false
@@ -446,9 +468,7 @@ func (w *windowReader) ReadAt(p []byte, off int64) (int, error) {
 // INVARIANT: Write sets no dictionary size limit, so a chunk's dictionary
 // holds every series of the chunk.
 func (it *iter) noSeriesMatch(s *colStream) (bool, error) {
-	if it.f.Series == nil || it.f.Keys != nil {
-		// With the keys known, the group's statistics already said it
-		// may hold one (noKeyInRange): its series column is read anyway.
+	if it.f.Series == nil {
 		return false, nil
 	}
 	fp, ok := s.pages.(*parquet.FilePages)
@@ -524,23 +544,27 @@ func (it *iter) prune(g parquet.RowGroup) bool {
 	return !it.f.Overlaps(lo.Int64(), maxTS)
 }
 
-// noKeyInRange reports whether the filter's keys are known and none lies
-// within the row group's series range (its __series statistics; rows are
-// sorted by series, so the range holds every series of the group).
-func (it *iter) noKeyInRange(g parquet.RowGroup) bool {
-	if it.f.Keys == nil {
-		return false
+// groupRuns sets it.runs to the filter's runs within the current row group
+// (of rows rows), relative to it, and reports whether there are any.
+func (it *iter) groupRuns(rows int64) bool {
+	lo := it.groupStart[it.group]
+	hi := lo + rows
+	it.runs, it.run = it.runs[:0], 0
+	i := sort.Search(len(it.f.Runs), func(i int) bool { return it.f.Runs[i].End > lo })
+	for ; i < len(it.f.Runs) && it.f.Runs[i].Start < hi; i++ {
+		r := it.f.Runs[i]
+		it.runs = append(it.runs, seriesRun{start: max(r.Start, lo) - lo, end: min(r.End, hi) - lo, series: r.Key})
 	}
-	sc, ok := g.ColumnChunks()[it.r.cols[ColSeries]].(bounded)
-	if !ok {
-		return false
-	}
-	lo, hi, ok := sc.Bounds()
-	if !ok {
-		return false
-	}
-	i := sort.SearchStrings(it.f.Keys, string(lo.ByteArray()))
-	return i == len(it.f.Keys) || it.f.Keys[i] > string(hi.ByteArray())
+	return len(it.runs) > 0
+}
+
+// tombstones reports whether the current row group may hold a tombstone:
+// __delete_end is not null in every row (by the chunk's statistics). A
+// group without any is read without that column.
+func (it *iter) tombstones() bool {
+	md := it.r.file.Metadata().RowGroups[it.group]
+	c := md.Columns[it.r.cols[ColDeleteEnd]].MetaData
+	return c.Statistics.NullCount != md.NumRows || c.NumValues != md.NumRows
 }
 
 // fillRun decodes the next chunk of the current series run.
@@ -577,7 +601,7 @@ func (it *iter) fill() bool {
 	if it.left == 0 && !it.nextGroup() {
 		return false
 	}
-	if it.f.Series != nil {
+	if it.f.Series != nil || it.f.Runs != nil {
 		return it.fillRun()
 	}
 	n := int(min(it.left, chunkRows))
@@ -623,7 +647,7 @@ func (it *iter) decode(n int, series func(int) string) {
 			key = it.curSeries
 		}
 		e := row.Entry{Series: key, TS: int64(it.ts.bits[i]), Seq: it.seq.bits[i]}
-		if !it.del.null[i] {
+		if it.del != nil && !it.del.null[i] {
 			e.Op, e.End = row.Delete, int64(it.del.bits[i])
 			if e.End < it.f.Start || e.TS >= it.f.End {
 				continue

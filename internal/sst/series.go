@@ -5,18 +5,21 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
+	"math"
 )
 
 // A series index is an SST's companion object ({file_id}.series, beside
-// the file): the distinct series keys of the file, sorted. Label and series
-// queries list a region's series from these without opening an SST. It is
+// the file): the distinct series keys of the file, sorted, each with its
+// row count. Label and series queries list a region's series from these
+// without opening an SST, and tag-filtered scans find the rows of the
+// series they select without reading the SST's series column. It is
 // written with its SST, under the same pending-outputs reservation, and
 // deleted with it (docs/format/sst.md, "Series index").
 //
 // Layout: the magic "SSER", a format byte (1), the CRC-32C (little endian)
 // of the rest, then one zstd frame holding each key front-coded against the
 // one before it: uvarint shared-prefix length, uvarint suffix length, the
-// suffix bytes.
+// suffix bytes, uvarint rows (puts and tombstones) of the series.
 const seriesMagic, seriesFormat = "SSER", 1
 
 // ErrCorruptSeries: a series index failed its checksum or does not parse.
@@ -24,18 +27,28 @@ var ErrCorruptSeries = errors.New("sst: corrupt series index")
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
-// seriesIndex accumulates the sorted, distinct keys of an SST as the writer
-// sees them.
+// SeriesIndex is a decoded series index: Keys sorted, and Rows[i] the
+// rows of Keys[i], which are rows [sum of Rows[:i], +Rows[i]) of the file.
+type SeriesIndex struct {
+	Keys []string
+	Rows []int64
+}
+
+// seriesIndex accumulates the sorted, distinct keys of an SST, and their
+// row counts, as the writer sees its rows.
 type seriesIndex struct {
 	body  []byte
 	last  string
+	rows  int64 // of last, not yet written
 	count int
 }
 
 func (s *seriesIndex) add(key string) {
 	if s.count > 0 && key == s.last {
+		s.rows++
 		return
 	}
+	s.flushRows()
 	shared := 0
 	for shared < len(key) && shared < len(s.last) && key[shared] == s.last[shared] {
 		shared++
@@ -43,12 +56,20 @@ func (s *seriesIndex) add(key string) {
 	s.body = binary.AppendUvarint(s.body, uint64(shared))
 	s.body = binary.AppendUvarint(s.body, uint64(len(key)-shared))
 	s.body = append(s.body, key[shared:]...)
-	s.last = key
+	s.last, s.rows = key, 1
 	s.count++
+}
+
+func (s *seriesIndex) flushRows() {
+	if s.count > 0 {
+		s.body = binary.AppendUvarint(s.body, uint64(s.rows))
+		s.rows = 0
+	}
 }
 
 // encode compresses the index into its object's bytes.
 func (s *seriesIndex) encode(c Compression) ([]byte, error) {
+	s.flushRows()
 	codec, err := codecFor(c)
 	if err != nil {
 		return nil, err
@@ -64,51 +85,58 @@ func (s *seriesIndex) encode(c Compression) ([]byte, error) {
 	return append(out, z...), nil
 }
 
-// EncodeSeriesIndex is the series index of sorted, distinct keys (tests and
-// tools; SST writers build theirs with WriteOptions.SeriesIndex).
-func EncodeSeriesIndex(keys []string) ([]byte, error) {
+// EncodeSeriesIndex encodes x, whose keys are sorted and distinct (tests
+// and tools; SST writers build theirs with WriteOptions.SeriesIndex).
+func EncodeSeriesIndex(x SeriesIndex) ([]byte, error) {
 	var s seriesIndex
-	for _, k := range keys {
+	for i, k := range x.Keys {
 		s.add(k)
+		s.rows = x.Rows[i]
 	}
 	return s.encode(CompressDefault)
 }
 
-// DecodeSeriesIndex returns the keys of a series index, sorted.
-func DecodeSeriesIndex(data []byte) ([]string, error) {
+// DecodeSeriesIndex decodes a series index.
+func DecodeSeriesIndex(data []byte) (SeriesIndex, error) {
+	var x SeriesIndex
 	if len(data) < 9 || string(data[:4]) != seriesMagic {
-		return nil, fmt.Errorf("%w: bad magic", ErrCorruptSeries)
+		return x, fmt.Errorf("%w: bad magic", ErrCorruptSeries)
 	}
 	if data[4] != seriesFormat {
-		return nil, fmt.Errorf("%w: unknown format %d", ErrCorruptSeries, data[4])
+		return x, fmt.Errorf("%w: unknown format %d", ErrCorruptSeries, data[4])
 	}
 	if crc32.Checksum(data[9:], castagnoli) != binary.LittleEndian.Uint32(data[5:9]) {
-		return nil, fmt.Errorf("%w: checksum mismatch", ErrCorruptSeries)
+		return x, fmt.Errorf("%w: checksum mismatch", ErrCorruptSeries)
 	}
 	body, err := decoder.Decode(nil, data[9:])
 	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrCorruptSeries, err)
+		return x, fmt.Errorf("%w: %w", ErrCorruptSeries, err)
 	}
-	var keys []string
 	var last string
 	for len(body) > 0 {
 		shared, n := binary.Uvarint(body)
 		if n <= 0 {
-			return nil, fmt.Errorf("%w: bad prefix length", ErrCorruptSeries)
+			return SeriesIndex{}, fmt.Errorf("%w: bad prefix length", ErrCorruptSeries)
 		}
 		body = body[n:]
 		suffix, n := binary.Uvarint(body)
 		if n <= 0 || shared > uint64(len(last)) || suffix > uint64(len(body)-n) {
-			return nil, fmt.Errorf("%w: bad key", ErrCorruptSeries)
+			return SeriesIndex{}, fmt.Errorf("%w: bad key", ErrCorruptSeries)
 		}
 		body = body[n:]
 		key := last[:shared] + string(body[:suffix])
 		body = body[suffix:]
-		if len(keys) > 0 && key <= last {
-			return nil, fmt.Errorf("%w: keys out of order", ErrCorruptSeries)
+		rows, n := binary.Uvarint(body)
+		if n <= 0 || rows == 0 || rows > math.MaxInt64 {
+			return SeriesIndex{}, fmt.Errorf("%w: bad row count", ErrCorruptSeries)
 		}
-		keys = append(keys, key)
+		body = body[n:]
+		if len(x.Keys) > 0 && key <= last {
+			return SeriesIndex{}, fmt.Errorf("%w: keys out of order", ErrCorruptSeries)
+		}
+		x.Keys = append(x.Keys, key)
+		x.Rows = append(x.Rows, int64(rows))
 		last = key
 	}
-	return keys, nil
+	return x, nil
 }

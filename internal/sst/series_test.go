@@ -15,8 +15,8 @@ func TestSeriesIndexOfWrittenFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []string{series(t, "a"), series(t, "b")}
-	if !slices.Equal(got, want) || m.Series != 2 {
-		t.Fatalf("series index %q (count %d), want %q", got, m.Series, want)
+	if !slices.Equal(got.Keys, want) || m.Series != 2 || !slices.Equal(got.Rows, []int64{300, 301}) { // b has a tombstone
+		t.Fatalf("series index %q %v (count %d), want %q [300 301]", got.Keys, got.Rows, m.Series, want)
 	}
 	if _, m := writeWith(t, es, WriteOptions{}); m.SeriesIndex != nil {
 		t.Fatal("a series index was built without WriteOptions.SeriesIndex")
@@ -24,27 +24,28 @@ func TestSeriesIndexOfWrittenFile(t *testing.T) {
 }
 
 func TestSeriesIndexRoundTripAndCorruption(t *testing.T) {
-	var keys []string
+	var x SeriesIndex
 	for i := range 5000 {
-		keys = append(keys, series(t, fmt.Sprintf("host_%05d", i)))
+		x.Keys = append(x.Keys, series(t, fmt.Sprintf("host_%05d", i)))
+		x.Rows = append(x.Rows, int64(1+i%300))
 	}
-	data, err := EncodeSeriesIndex(keys)
+	data, err := EncodeSeriesIndex(x)
 	if err != nil {
 		t.Fatal(err)
 	}
 	got, err := DecodeSeriesIndex(data)
-	if err != nil || !slices.Equal(got, keys) {
-		t.Fatalf("round trip: %d keys, err %v", len(got), err)
+	if err != nil || !slices.Equal(got.Keys, x.Keys) || !slices.Equal(got.Rows, x.Rows) {
+		t.Fatalf("round trip: %d keys, err %v", len(got.Keys), err)
 	}
 	raw := 0
-	for _, k := range keys {
+	for _, k := range x.Keys {
 		raw += len(k)
 	}
-	t.Logf("%d keys, %d bytes raw, %d encoded", len(keys), raw, len(data))
-	if empty, err := EncodeSeriesIndex(nil); err != nil {
+	t.Logf("%d keys, %d bytes raw, %d encoded", len(x.Keys), raw, len(data))
+	if empty, err := EncodeSeriesIndex(SeriesIndex{}); err != nil {
 		t.Fatal(err)
-	} else if got, err := DecodeSeriesIndex(empty); err != nil || len(got) != 0 {
-		t.Fatalf("empty index: %q, %v", got, err)
+	} else if got, err := DecodeSeriesIndex(empty); err != nil || len(got.Keys) != 0 {
+		t.Fatalf("empty index: %q, %v", got.Keys, err)
 	}
 	for name, bad := range map[string][]byte{
 		"short":     data[:5],
@@ -63,4 +64,43 @@ func flip(b []byte, i int) []byte {
 	c := slices.Clone(b)
 	c[i] ^= 0x10
 	return c
+}
+
+// A scan given its series' rows (from the series index) reads the same
+// entries as one that finds them in the series column, across row group
+// boundaries, tombstones included, and skips the row groups without any.
+func TestScanByRuns(t *testing.T) {
+	es := testEntries(t, 300)
+	data, m := writeWith(t, es, WriteOptions{RowGroupRows: 128, SeriesIndex: true})
+	x, err := DecodeSeriesIndex(m.SeriesIndex)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := openBytes(t, data)
+	for _, host := range []string{"a", "b"} {
+		key := series(t, host)
+		match := func(k string) bool { return k == key }
+		var runs []Run
+		var at int64
+		for i, k := range x.Keys {
+			if match(k) {
+				runs = append(runs, Run{Key: k, Start: at, End: at + x.Rows[i]})
+			}
+			at += x.Rows[i]
+		}
+		for _, window := range [][2]int64{{-1 << 62, 1 << 62}, {500, 1500}} {
+			f := Filter{Series: match, Start: window[0], End: window[1], Fields: names()}
+			want := collect(t, r.Iter(f))
+			f.Runs = runs
+			it := r.Iter(f)
+			got := collect(t, it)
+			equalEntries(t, got, want)
+			if len(want) == 0 {
+				t.Fatalf("host %s %v: nothing read", host, window)
+			}
+			if pruned := it.(*iter).pruned; pruned == 0 {
+				t.Fatalf("host %s %v: no row group skipped", host, window)
+			}
+		}
+	}
 }
