@@ -29,8 +29,11 @@ func newBench() *cobra.Command {
 		Long: `Generate TSBS "cpu-only" shaped data (10 tags, 10 float fields per row, N
 hosts reporting every 10 s) as line protocol, then POST it to a server's
 /api/v2/write with several workers. The data is generated before the clock
-starts. Prints rows/s, request latency percentiles and the server's peak
-resident memory (from process_resident_memory_bytes on /metrics).`,
+starts. Prints rows/s, request latency percentiles, the server's peak
+resident memory (from process_resident_memory_bytes on /metrics), and the
+object-store requests the server made during the run
+(strata_objstore_requests_total) per million rows, with what they would
+cost per day on S3 at the measured rate (docs/cost.md).`,
 		Args: exactArgs(0),
 		RunE: runBenchIngest,
 	}
@@ -137,6 +140,7 @@ func runBenchIngest(cmd *cobra.Command, args []string) error {
 			}
 		}
 	}()
+	before, berr := scrapeMetrics(ctx, client, url+"/metrics")
 	var next atomic.Int64
 	lat := make([][]time.Duration, workers)
 	errc := make(chan error, workers)
@@ -175,7 +179,8 @@ func runBenchIngest(cmd *cobra.Command, args []string) error {
 	}
 	wg.Wait()
 	elapsed := time.Since(began)
-	if v, err := scrapeRSS(context.Background(), client, url+"/metrics"); err == nil && v > peakRSS.Load() {
+	after, aerr := scrapeMetrics(context.Background(), client, url+"/metrics")
+	if v := int64(after["process_resident_memory_bytes"]); aerr == nil && v > peakRSS.Load() {
 		peakRSS.Store(v)
 	}
 	cancel()
@@ -195,24 +200,119 @@ func runBenchIngest(cmd *cobra.Command, args []string) error {
 	} else {
 		fmt.Fprintln(out, "server RSS:  unknown (no process_resident_memory_bytes on /metrics)")
 	}
+	if berr != nil || aerr != nil {
+		fmt.Fprintln(out, "requests:    unknown (no strata_objstore_requests_total on /metrics)")
+		return nil
+	}
+	reqs := requestsByOp(after).sub(requestsByOp(before))
+	fmt.Fprintf(out, "requests:    %s during the run; per million rows: %s\n", reqs, reqs.scale(1e6/float64(rows)))
+	perDay := reqs.scale(86400 / elapsed.Seconds())
+	fmt.Fprintf(out, "at this rate: %.0f PUT/s; per day $%.2f on S3 Standard, $%.2f on S3 Express One Zone (requests only; docs/cost.md)\n",
+		reqs["PUT"]/elapsed.Seconds(), perDay.price(s3Standard), perDay.price(s3Express))
 	return nil
+}
+
+// requestCounts are object-store requests by operation.
+type requestCounts map[string]float64
+
+// requestsByOp sums strata_objstore_requests_total over results, by op.
+func requestsByOp(m map[string]float64) requestCounts {
+	out := requestCounts{}
+	for k, v := range m {
+		labels, ok := strings.CutPrefix(k, "strata_objstore_requests_total{")
+		if !ok {
+			continue
+		}
+		for _, l := range strings.Split(strings.TrimSuffix(labels, "}"), ",") {
+			if op, ok := strings.CutPrefix(l, `op="`); ok {
+				out[strings.TrimSuffix(op, `"`)] += v
+			}
+		}
+	}
+	return out
+}
+
+func (r requestCounts) sub(o requestCounts) requestCounts {
+	out := requestCounts{}
+	for k, v := range r {
+		out[k] = v - o[k]
+	}
+	return out
+}
+
+func (r requestCounts) scale(f float64) requestCounts {
+	out := requestCounts{}
+	for k, v := range r {
+		out[k] = v * f
+	}
+	return out
+}
+
+func (r requestCounts) String() string {
+	var parts []string
+	for _, op := range []string{"PUT", "GET", "HEAD", "LIST", "DELETE"} {
+		parts = append(parts, fmt.Sprintf("%.0f %s", r[op], op))
+	}
+	return strings.Join(parts, ", ")
+}
+
+// requestPrices are USD per 1,000 requests by operation (DELETE is free).
+type requestPrices map[string]float64
+
+// S3 request prices, us-east-1, as published by AWS in 2025.
+var (
+	s3Standard = requestPrices{"PUT": 0.005, "LIST": 0.005, "GET": 0.0004, "HEAD": 0.0004}
+	s3Express  = requestPrices{"PUT": 0.00113, "LIST": 0.00113, "GET": 0.00003, "HEAD": 0.00003}
+)
+
+func (r requestCounts) price(p requestPrices) float64 {
+	total := 0.0
+	for op, n := range r {
+		total += n / 1000 * p[op]
+	}
+	return total
 }
 
 // scrapeRSS reads process_resident_memory_bytes from a Prometheus endpoint.
 func scrapeRSS(ctx context.Context, c *http.Client, url string) (int64, error) {
-	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	resp, err := c.Do(req)
+	m, err := scrapeMetrics(ctx, c, url)
 	if err != nil {
 		return 0, err
 	}
+	v, ok := m["process_resident_memory_bytes"]
+	if !ok {
+		return 0, fmt.Errorf("no process_resident_memory_bytes at %s", url)
+	}
+	return int64(v), nil
+}
+
+// scrapeMetrics reads a Prometheus text endpoint's samples, by their
+// name{labels} as written.
+func scrapeMetrics(ctx context.Context, c *http.Client, url string) (map[string]float64, error) {
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	resp, err := c.Do(req)
+	if err != nil {
+		return nil, err
+	}
 	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("%s: %s", url, resp.Status)
+	}
+	out := map[string]float64{}
 	sc := bufio.NewScanner(resp.Body)
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
 	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), "process_resident_memory_bytes "); ok {
-			f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
-			return int64(f), err
+		line := sc.Text()
+		if line == "" || line[0] == '#' {
+			continue
+		}
+		i := strings.LastIndexByte(line, ' ')
+		if i < 0 {
+			continue
+		}
+		if v, err := strconv.ParseFloat(line[i+1:], 64); err == nil {
+			out[line[:i]] = v
 		}
 	}
-	return 0, fmt.Errorf("no process_resident_memory_bytes at %s", url)
+	return out, sc.Err()
 }

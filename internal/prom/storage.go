@@ -134,23 +134,7 @@ func (qr *querier) Select(ctx context.Context, sortSeries bool, hints *storage.S
 		if missingTag(rest, mt.tags) {
 			continue
 		}
-		req := region.ScanRequest{Start: msToNs(mint), End: msToNs(maxt) + 1, Fields: []string{mt.field}}
-		var post []*labels.Matcher
-		for _, m := range rest {
-			switch {
-			case !slices.Contains(mt.tags, m.Name):
-				post = append(post, m)
-			case m.Type == labels.MatchEqual:
-				req.Tags = append(req.Tags, row.Tag{Name: m.Name, Value: m.Value})
-			case m.Type == labels.MatchRegexp && len(m.SetMatches()) > 0:
-				// An alternation (a|b|c) is a set: pushed down (the
-				// matcher is still applied after; it is cheap per series).
-				req.In = append(req.In, row.TagIn{Name: m.Name, Values: m.SetMatches()})
-				post = append(post, m)
-			default:
-				post = append(post, m)
-			}
-		}
+		req, post := pushDown(mt, rest, mint, maxt)
 		var ss []storage.Series
 		var n int
 		var err error
@@ -170,6 +154,30 @@ func (qr *querier) Select(ctx context.Context, sortSeries bool, hints *storage.S
 		slices.SortFunc(out, func(a, b storage.Series) int { return labels.Compare(a.Labels(), b.Labels()) })
 	}
 	return &seriesSet{series: out, pos: -1}
+}
+
+// pushDown is the scan of metric mt over [mint, maxt] (milliseconds) with
+// the tag matchers ms pushed down where the scan can apply them, and the
+// matchers left to apply to each series after.
+func pushDown(mt metric, ms []*labels.Matcher, mint, maxt int64) (region.ScanRequest, []*labels.Matcher) {
+	req := region.ScanRequest{Start: msToNs(mint), End: msToNs(maxt) + 1, Fields: []string{mt.field}}
+	var post []*labels.Matcher
+	for _, m := range ms {
+		switch {
+		case !slices.Contains(mt.tags, m.Name):
+			post = append(post, m)
+		case m.Type == labels.MatchEqual:
+			req.Tags = append(req.Tags, row.Tag{Name: m.Name, Value: m.Value})
+		case m.Type == labels.MatchRegexp && len(m.SetMatches()) > 0:
+			// An alternation (a|b|c) is a set: pushed down (the
+			// matcher is still applied after; it is cheap per series).
+			req.In = append(req.In, row.TagIn{Name: m.Name, Values: m.SetMatches()})
+			post = append(post, m)
+		default:
+			post = append(post, m)
+		}
+	}
+	return req, post
 }
 
 // missingTag says whether an equality matcher asks for a non-empty value of
@@ -364,16 +372,8 @@ func (qr *querier) LabelValues(ctx context.Context, name string, hints *storage.
 		for _, mt := range mts {
 			set[mt.name] = true
 		}
-	} else {
-		ss := qr.Select(ctx, false, &storage.SelectHints{Start: qr.mint, End: qr.maxt, Func: "series"}, ms...)
-		for ss.Next() {
-			if v := ss.At().Labels().Get(name); v != "" {
-				set[v] = true
-			}
-		}
-		if err := ss.Err(); err != nil {
-			return nil, nil, err
-		}
+	} else if err := qr.tagValues(ctx, name, ms, set); err != nil {
+		return nil, nil, err
 	}
 	out := make([]string, 0, len(set))
 	for v := range set {
@@ -381,6 +381,52 @@ func (qr *querier) LabelValues(ctx context.Context, name string, hints *storage.
 	}
 	sort.Strings(out)
 	return limit(out, hints), nil, nil
+}
+
+// tagValues adds to set the values of tag name in the series ms select,
+// from series-only scans. The tag matchers select the same series of every
+// field of a table, so each table is listed once; without matchers left to
+// apply after the scan, only the one tag of each key is decoded.
+func (qr *querier) tagValues(ctx context.Context, name string, ms []*labels.Matcher, set map[string]bool) error {
+	mts, rest := qr.matching(ms)
+	listed := map[string]bool{}
+	for _, mt := range mts {
+		if listed[mt.table] || !slices.Contains(mt.tags, name) || missingTag(rest, mt.tags) {
+			continue
+		}
+		listed[mt.table] = true
+		req, post := pushDown(mt, rest, qr.mint, qr.maxt)
+		if len(post) > 0 {
+			ss, err := qr.list(ctx, mt, req, post)
+			if err != nil {
+				return err
+			}
+			for _, s := range ss {
+				if v := s.Labels().Get(name); v != "" {
+					set[v] = true
+				}
+			}
+			continue
+		}
+		req.SeriesOnly = true
+		sc, err := qr.q.Engine.Scan(ctx, mt.table, req)
+		if err != nil {
+			return err
+		}
+		for sc.Next() {
+			for _, e := range sc.Batch() {
+				if v := row.SeriesTag(e.Series, name); v != "" && !set[v] {
+					set[v] = true
+				}
+			}
+		}
+		err = sc.Err()
+		sc.Close()
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func limit(vs []string, hints *storage.LabelHints) []string {

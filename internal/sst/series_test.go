@@ -5,6 +5,9 @@ import (
 	"fmt"
 	"slices"
 	"testing"
+
+	"github.com/stratadb/strata/internal/row"
+	"github.com/stratadb/strata/internal/tsbs"
 )
 
 func TestSeriesIndexOfWrittenFile(t *testing.T) {
@@ -42,6 +45,24 @@ func TestSeriesIndexRoundTripAndCorruption(t *testing.T) {
 		raw += len(k)
 	}
 	t.Logf("%d keys, %d bytes raw, %d encoded", len(x.Keys), raw, len(data))
+	// TSBS cpu series (10 tags), 4,320 rows each (12 hours at 10 s).
+	var tx SeriesIndex
+	raw = 0
+	for h := range 4000 {
+		k, err := row.EncodeSeries(nil, tsbs.Tags(h))
+		if err != nil {
+			t.Fatal(err)
+		}
+		tx.Keys = append(tx.Keys, string(k))
+		tx.Rows = append(tx.Rows, 4320)
+		raw += len(k)
+	}
+	slices.Sort(tx.Keys)
+	tsbsData, err := EncodeSeriesIndex(tx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("4000 TSBS cpu series: %d bytes raw, %d encoded", raw, len(tsbsData))
 	if empty, err := EncodeSeriesIndex(SeriesIndex{}); err != nil {
 		t.Fatal(err)
 	} else if got, err := DecodeSeriesIndex(empty); err != nil || len(got.Keys) != 0 {
