@@ -1,0 +1,31 @@
+package main
+
+import (
+	"math"
+	"testing"
+)
+
+func TestRequestCountsFromMetrics(t *testing.T) {
+	m := map[string]float64{
+		`strata_objstore_requests_total{op="PUT",result="ok"}`:        900,
+		`strata_objstore_requests_total{op="PUT",result="error"}`:     100,
+		`strata_objstore_requests_total{op="GET",result="not_found"}`: 10,
+		`strata_objstore_requests_total{op="GET",result="ok"}`:        2490,
+		`strata_objstore_requests_total{op="DELETE",result="ok"}`:     7,
+		`process_resident_memory_bytes`:                               1e9,
+	}
+	got := requestsByOp(m)
+	if got["PUT"] != 1000 || got["GET"] != 2500 || got["DELETE"] != 7 || len(got) != 3 {
+		t.Fatalf("by op: %v", got)
+	}
+	if d := got.sub(requestCounts{"PUT": 400}); d["PUT"] != 600 || d["GET"] != 2500 {
+		t.Fatalf("sub: %v", d)
+	}
+	// 1,000 PUTs at $0.005 per 1,000, 2,500 GETs at $0.0004, DELETE free.
+	if p := got.price(s3Standard); math.Abs(p-(0.005+0.001)) > 1e-12 {
+		t.Fatalf("price %v", p)
+	}
+	if s := got.scale(2).String(); s != "2000 PUT, 5000 GET, 0 HEAD, 0 LIST, 14 DELETE" {
+		t.Fatalf("string %q", s)
+	}
+}
