@@ -57,6 +57,7 @@ line-protocol API.`, func(cmd *cobra.Command) error {
 	fs.DurationVar(&cfg.Lease, "lease", 10*time.Second, "lease TTL: regions close when it cannot be renewed in time")
 	fs.Uint32Var(&cfg.DefaultRegions, "default-regions", 1, "regions of tables a write creates (give metasrv the same)")
 	fs.Int64Var(&cfg.FlushBytes, "flush-bytes", 64<<20, "memtable size that triggers a flush")
+	fs.DurationVar(&cfg.WALWindow, "wal-window", 10*time.Millisecond, "each region's WAL group-commit window: fewer object-store PUTs, up to this much more acknowledgement latency (docs/cost.md)")
 	fs.Int64Var(&cfg.MemoryLimit, "memory-limit", 1<<30, "bound on all memtables together, in bytes (0: none)")
 	fs.Int64Var(&cfg.MaxBodyBytes, "max-body-bytes", 64<<20, "largest line-protocol request body, after decompression")
 	fs.DurationVar(&cfg.GCInterval, "gc-interval", 0, "local fast GC of the regions hosted here (0: never; metasrv's scheduler runs GC)")

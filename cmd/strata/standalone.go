@@ -66,6 +66,7 @@ the next start replays the write-ahead log.`,
 	f.StringVar(&cfg.HTTPAddr, "http-addr", ":8086", "HTTP listen address (line protocol, /metrics, /health)")
 	f.StringVar(&cfg.GRPCAddr, "grpc-addr", ":8087", "gRPC listen address")
 	f.Int64Var(&cfg.FlushBytes, "flush-bytes", 64<<20, "memtable size that triggers a flush")
+	f.DurationVar(&cfg.WALWindow, "wal-window", 10*time.Millisecond, "each region's WAL group-commit window: fewer object-store PUTs, up to this much more acknowledgement latency (docs/cost.md)")
 	f.Int64Var(&cfg.MemoryLimit, "memory-limit", 1<<30, "bound on all memtables together, in bytes (0: none)")
 	f.Uint32Var(&cfg.DefaultRegions, "default-regions", 1, "regions of tables created by a write")
 	f.Int64Var(&cfg.MaxBodyBytes, "max-body-bytes", 64<<20, "largest line-protocol request body, after decompression")

@@ -36,6 +36,7 @@ import (
 	"github.com/stratadb/strata/internal/objstore"
 	"github.com/stratadb/strata/internal/prom"
 	"github.com/stratadb/strata/internal/region"
+	"github.com/stratadb/strata/internal/wal"
 )
 
 // Version is reported by /health and /ping.
@@ -61,6 +62,10 @@ type Config struct {
 	// bounds every region's memtables together).
 	FlushBytes  int64
 	MemoryLimit int64
+	// WALWindow is each region's WAL group-commit window: how long the
+	// first write of a group waits for others (0: no wait, the lowest
+	// latency; docs/cost.md).
+	WALWindow time.Duration
 	// DefaultRegions is the region count of tables created by writes.
 	DefaultRegions uint32
 	// MaxBodyBytes bounds a line-protocol request.
@@ -192,7 +197,7 @@ func (s *Server) start(ctx context.Context) error {
 	}
 
 	began := time.Now()
-	ropts := region.Options{FlushBytes: cfg.FlushBytes, Metrics: region.NewMetrics(s.Registry), Logger: cfg.Logger}
+	ropts := region.Options{FlushBytes: cfg.FlushBytes, WAL: wal.Options{Window: cfg.WALWindow}, Metrics: region.NewMetrics(s.Registry), Logger: cfg.Logger}
 	if cfg.MemoryLimit > 0 {
 		ropts.Budget = region.NewMemoryBudget(cfg.MemoryLimit)
 	}
