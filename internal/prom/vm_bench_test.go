@@ -267,7 +267,7 @@ func BenchmarkQueryVsVictoriaMetrics(b *testing.B) {
 	}
 	for _, store := range []string{"file", "minio"} {
 		ctx := context.Background()
-		var bucket objstore.Bucket
+		var bucket *objstore.Store
 		var err error
 		if store == "file" {
 			bucket, err = objstore.Open(ctx, "file://"+b.TempDir(), objstore.Options{})
@@ -312,7 +312,9 @@ func BenchmarkQueryVsVictoriaMetrics(b *testing.B) {
 				b.Fatalf("%s: Strata and VictoriaMetrics disagree: %v", q.name, err)
 			}
 			b.Run(store+"/"+q.name, func(b *testing.B) {
-				compare(b, strata, vm, func(base string) error { _, err := rangeQuery(base, q.expr, q.start, q.end, q.step); return err })
+				gets := bucket.Requests()[objstore.OpGet]
+				n := compare(b, strata, vm, func(base string) error { _, err := rangeQuery(base, q.expr, q.start, q.end, q.step); return err })
+				b.ReportMetric(float64(bucket.Requests()[objstore.OpGet]-gets)/float64(n), "strata-GETs/op")
 			})
 		}
 		// The label endpoints Grafana calls as a dashboard loads, over the
@@ -324,7 +326,7 @@ func BenchmarkQueryVsVictoriaMetrics(b *testing.B) {
 			{"label-hostname-values", "/api/v1/label/hostname/values" + window},
 		} {
 			b.Run(store+"/"+l.name, func(b *testing.B) {
-				compare(b, strata, vm, func(base string) error {
+				_ = compare(b, strata, vm, func(base string) error {
 					resp, err := http.Get(base + l.path)
 					if err != nil {
 						return err
@@ -344,7 +346,8 @@ func BenchmarkQueryVsVictoriaMetrics(b *testing.B) {
 
 // compare times do against Strata and VictoriaMetrics in turn, b.N times
 // each, and reports both systems' p50 and p99 and the ratio of the p50s.
-func compare(b *testing.B, strata, vm string, do func(base string) error) {
+// It returns how many times each ran.
+func compare(b *testing.B, strata, vm string, do func(base string) error) int {
 	var ls, lv []time.Duration
 	for b.Loop() {
 		for _, sys := range []struct {
@@ -368,5 +371,6 @@ func compare(b *testing.B, strata, vm string, do func(base string) error) {
 	b.ReportMetric(p(lv, 0.99), "vm-p99-ms")
 	b.ReportMetric(p(ls, 0.5)/p(lv, 0.5), "p50-ratio")
 	b.ReportMetric(0, "ns/op")
+	return len(ls)
 }
 

@@ -46,7 +46,9 @@ func (c *seriesCache) get(id string) (sst.SeriesIndex, bool) {
 	return x, ok
 }
 
-// prune forgets the files that are not live in st.
+// prune forgets the files that are not live in st. A file written after st
+// was taken may be forgotten too: the cache is only ever a copy of the
+// store's index objects, so that costs a GET on its next use, nothing more.
 func (c *seriesCache) prune(st *manifest.State) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
