@@ -373,4 +373,3 @@ func compare(b *testing.B, strata, vm string, do func(base string) error) int {
 	b.ReportMetric(0, "ns/op")
 	return len(ls)
 }
-

@@ -288,13 +288,13 @@ type iter struct {
 	group      int
 	groupStart []int64 // with Filter.Runs: each row group's first row
 	pruned     int     // row groups skipped by their statistics
-	left   int64 // rows left in the group
-	series *colStream
-	ts     *colStream
-	seq    *colStream
-	del    *colStream
-	fields []*colStream
-	open   []*colStream
+	left       int64   // rows left in the group
+	series     *colStream
+	ts         *colStream
+	seq        *colStream
+	del        *colStream
+	fields     []*colStream
+	open       []*colStream
 
 	curSeries string
 	match     bool
