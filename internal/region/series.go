@@ -162,11 +162,11 @@ func (r *Region) loadSeries(ctx context.Context, id string, f manifest.FileMeta)
 		}
 		it := rd.Iter(sst.Filter{Start: AllTime, End: AllTimeEnd, Fields: []string{}})
 		for it.Next() {
+			// Keys only: scans use a file's row counts only when it has
+			// an index (fileRuns).
 			if k := it.Entry().Series; len(x.Keys) == 0 || x.Keys[len(x.Keys)-1] != k {
 				x.Keys = append(x.Keys, k)
-				x.Rows = append(x.Rows, 0)
 			}
-			x.Rows[len(x.Rows)-1]++ // NB: puts in range only; runs never use these (f.Series is false)
 		}
 		err = it.Err()
 		it.Close()
