@@ -133,12 +133,11 @@ func (s *MinIOServer) run() error {
 	s.exited = exited
 	deadline := time.After(60 * time.Second)
 	for {
-		resp, err := http.Get(s.Endpoint + "/minio/health/ready")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return nil
-			}
+		// /minio/health/ready can answer 200 before the object layer is
+		// initialised (requests then fail with XMinioServerNotInitialized),
+		// so the server is ready only once it lists buckets.
+		if s.ready() {
+			return nil
 		}
 		select {
 		case err := <-exited:
@@ -173,17 +172,37 @@ func (s *MinIOServer) stop() {
 	os.RemoveAll(s.dir)
 }
 
-// NewBucket creates a fresh bucket and returns its s3:// store URL.
-func (s *MinIOServer) NewBucket(t testing.TB) string {
-	t.Helper()
-	name := fmt.Sprintf("strata-%d-%d", time.Now().UnixNano()%1e9, s.buckets.Add(1))
-	client := s3.New(s3.Options{
+func (s *MinIOServer) client() *s3.Client {
+	return s3.New(s3.Options{
 		BaseEndpoint: aws.String(s.Endpoint),
 		Region:       "us-east-1",
 		UsePathStyle: true,
 		Credentials:  credentials.NewStaticCredentialsProvider(minioUser, minioPassword, ""),
 	})
-	if _, err := client.CreateBucket(context.Background(), &s3.CreateBucketInput{Bucket: aws.String(name)}); err != nil {
+}
+
+// ready reports whether the server answers health checks and serves
+// requests.
+func (s *MinIOServer) ready() bool {
+	resp, err := http.Get(s.Endpoint + "/minio/health/ready")
+	if err != nil {
+		return false
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return false
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_, err = s.client().ListBuckets(ctx, &s3.ListBucketsInput{})
+	return err == nil
+}
+
+// NewBucket creates a fresh bucket and returns its s3:// store URL.
+func (s *MinIOServer) NewBucket(t testing.TB) string {
+	t.Helper()
+	name := fmt.Sprintf("strata-%d-%d", time.Now().UnixNano()%1e9, s.buckets.Add(1))
+	if _, err := s.client().CreateBucket(context.Background(), &s3.CreateBucketInput{Bucket: aws.String(name)}); err != nil {
 		t.Fatalf("create bucket %s: %v", name, err)
 	}
 	return s.URL(name)
