@@ -148,3 +148,34 @@ func Route(seriesKey []byte, regions uint32) uint32 {
 	}
 	return uint32(h % uint64(regions))
 }
+
+// StreamsPrefix is the key prefix of every shared WAL stream: a datanode's
+// log carrying several regions' entries (docs/format/wal.md, "Streams").
+// It sits beside the table prefixes, which are numbers.
+const StreamsPrefix = "wal/streams/"
+
+// StreamPrefix is the key prefix of stream id's segments.
+func StreamPrefix(stream string) string { return StreamsPrefix + stream + "/" }
+
+// StreamKey is the key of segment n of a stream.
+func StreamKey(stream string, n uint64) string {
+	return fmt.Sprintf("%s%020d.wal", StreamPrefix(stream), n)
+}
+
+// ParseStreamKey parses a stream segment key into its stream and number.
+func ParseStreamKey(key string) (stream string, segment uint64, ok bool) {
+	rest, found := strings.CutPrefix(key, StreamsPrefix)
+	if !found {
+		return "", 0, false
+	}
+	i := strings.LastIndexByte(rest, '/')
+	if i <= 0 {
+		return "", 0, false
+	}
+	num, found := strings.CutSuffix(rest[i+1:], ".wal")
+	if !found || len(num) != 20 {
+		return "", 0, false
+	}
+	n, err := strconv.ParseUint(num, 10, 64)
+	return rest[:i], n, err == nil
+}

@@ -1,0 +1,504 @@
+package wal
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/stratadb/strata/internal/layout"
+	"github.com/stratadb/strata/internal/objstore"
+	"github.com/stratadb/strata/internal/row"
+)
+
+// A Stream is one datanode's WAL: every commit window it writes one segment
+// holding the entries of every region that wrote, so the datanode's PUT rate
+// is bounded by 1/Window whatever the regions it hosts and the requests they
+// get (docs/design-decisions.md, "What an acknowledgement costs").
+//
+// Ownership works as in a region's own WAL, one level up: segments are
+// written with create-if-absent at consecutive numbers under
+// layout.StreamPrefix, and a region's new owner seals every stream its
+// manifest names with a fence segment after the last one it replayed. The
+// writer of a sealed stream finds its number taken: it rolls over to a new
+// stream, and each region it still carries records the new stream in its
+// manifest (Member's record callback) before any of its entries go in it.
+// A region that has moved away fails that commit and stops acknowledging.
+type Stream struct {
+	store objstore.Bucket
+	opts  StreamOptions
+
+	reqs    chan *streamReq
+	ctl     chan func()
+	closing chan struct{}
+	done    chan struct{}
+	once    sync.Once
+
+	// Owned by the loop goroutine.
+	unknown *streamPending // a segment whose create is ambiguous
+	buf     []byte
+
+	mu      sync.Mutex
+	id      string // the stream being written
+	next    uint64 // its next segment number
+	members map[layout.RegionID]*Member
+	stats   StreamStats
+}
+
+// StreamOptions configure a Stream.
+type StreamOptions struct {
+	// Window is how long the first write of a group waits for others; the
+	// stream writes at most one segment per Window (0: a group is whatever
+	// queued while the previous segment was written).
+	Window time.Duration
+	// MaxSegmentBytes caps a group's encoded size (default 4 MiB).
+	MaxSegmentBytes int
+	// NewID names a new stream: the first one, and each after a fence. It
+	// must never return a name used before.
+	NewID func() string
+}
+
+// StreamStats are a stream's cumulative counters.
+type StreamStats struct {
+	Segments, Entries, Bytes uint64
+	// Rollovers counts the streams sealed under this writer.
+	Rollovers uint64
+}
+
+// Member is one region's handle on a Stream.
+type Member struct {
+	s      *Stream
+	region layout.RegionID
+	epoch  uint64
+	apply  ApplyFunc
+	lease  func() error
+	record func(ctx context.Context, stream string, from uint64) error
+
+	closing chan struct{}
+	once    sync.Once
+
+	// Owned by the stream's loop.
+	nextSeq  uint64
+	recorded string // the stream the region's manifest names for its entries
+	err      error  // sticky: fenced
+	detached bool
+}
+
+type streamReq struct {
+	m       *Member
+	entries []row.Entry
+	size    int
+	done    chan error
+}
+
+type streamPending struct {
+	number uint64
+	data   []byte
+	blocks []Block
+	reqs   []*streamReq
+}
+
+// NewStream starts a stream writer.
+func NewStream(store objstore.Bucket, opts StreamOptions) *Stream {
+	if opts.MaxSegmentBytes <= 0 {
+		opts.MaxSegmentBytes = 4 << 20
+	}
+	s := &Stream{
+		store: store, opts: opts,
+		reqs: make(chan *streamReq), ctl: make(chan func()),
+		closing: make(chan struct{}), done: make(chan struct{}),
+		id: opts.NewID(), next: 1, members: map[layout.RegionID]*Member{},
+	}
+	go s.loop()
+	return s
+}
+
+// ID is the stream being written now.
+func (s *Stream) ID() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.id
+}
+
+// Stats returns the stream's counters.
+func (s *Stream) Stats() StreamStats {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.stats
+}
+
+// ErrAttached: the region already has a member on this stream.
+var ErrAttached = errors.New("wal: region already attached to the stream")
+
+// MemberOptions describe a region joining a stream.
+type MemberOptions struct {
+	Region  layout.RegionID
+	Epoch   uint64 // the owner's manifest epoch, written in its blocks
+	NextSeq uint64 // the region's next sequence (from replay)
+	// Record commits, to the region's manifest, that its entries from
+	// segment from of stream on may be in that stream. The stream calls it
+	// (on its goroutine) before the region's first entry goes into a stream
+	// it has not recorded. A fencing error fails the member for good.
+	Record func(ctx context.Context, stream string, from uint64) error
+	// Lease, if set, reports whether the owner may still acknowledge, as
+	// in Options.Lease.
+	Lease func() error
+	// Apply receives each durable block's entries before they are
+	// acknowledged.
+	Apply ApplyFunc
+}
+
+// Attach adds a region. Its writes go through the returned Member until it
+// is closed.
+func (s *Stream) Attach(o MemberOptions) (*Member, error) {
+	m := &Member{s: s, region: o.Region, epoch: o.Epoch, apply: o.Apply, lease: o.Lease, record: o.Record,
+		nextSeq: o.NextSeq, closing: make(chan struct{})}
+	var err error
+	if !s.do(func() {
+		if _, ok := s.members[o.Region]; ok {
+			err = fmt.Errorf("%w: region %s", ErrAttached, o.Region)
+			return
+		}
+		s.members[o.Region] = m
+	}) {
+		return nil, ErrClosed
+	}
+	return m, err
+}
+
+// do runs f on the loop goroutine between groups. It reports false if the
+// stream is closed.
+func (s *Stream) do(f func()) bool {
+	ran := make(chan struct{})
+	select {
+	case s.ctl <- func() { s.mu.Lock(); defer s.mu.Unlock(); f(); close(ran) }:
+		<-ran
+		return true
+	case <-s.closing:
+		return false
+	}
+}
+
+// Append makes entries durable in one segment, as Writer.Append does.
+func (m *Member) Append(ctx context.Context, entries []row.Entry) error {
+	if len(entries) == 0 {
+		return nil
+	}
+	req := &streamReq{m: m, entries: entries, done: make(chan error, 1)}
+	for i := range entries {
+		req.size += encodedSize(&entries[i])
+	}
+	select {
+	case m.s.reqs <- req:
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-m.closing:
+		return ErrClosed
+	case <-m.s.closing:
+		return ErrClosed
+	}
+	return <-req.done
+}
+
+// Close detaches the member after the group in flight: its later writes
+// fail with ErrClosed, and the stream carries none of its entries from
+// here on.
+func (m *Member) Close() {
+	m.once.Do(func() {
+		close(m.closing)
+		m.s.do(func() {
+			m.detached = true
+			if m.s.members[m.region] == m {
+				delete(m.s.members, m.region)
+			}
+		})
+	})
+}
+
+// Close stops the stream after the group in flight.
+func (s *Stream) Close() error {
+	s.once.Do(func() { close(s.closing) })
+	<-s.done
+	return nil
+}
+
+func (s *Stream) loop() {
+	defer close(s.done)
+	var timer *time.Timer
+	for {
+		var first *streamReq
+		select {
+		case first = <-s.reqs:
+		case f := <-s.ctl:
+			f()
+			continue
+		case <-s.closing:
+			return
+		}
+		group, size := []*streamReq{first}, first.size
+		if s.opts.Window > 0 {
+			if timer == nil {
+				timer = time.NewTimer(s.opts.Window)
+			} else {
+				timer.Reset(s.opts.Window)
+			}
+		collect:
+			for size < s.opts.MaxSegmentBytes {
+				select {
+				case r := <-s.reqs:
+					group, size = append(group, r), size+r.size
+				case f := <-s.ctl:
+					f() // a member joining or leaving needs no wait for the window
+				case <-timer.C:
+					break collect
+				case <-s.closing:
+					break collect
+				}
+			}
+			timer.Stop()
+		} else {
+		drain:
+			for size < s.opts.MaxSegmentBytes {
+				select {
+				case r := <-s.reqs:
+					group, size = append(group, r), size+r.size
+				default:
+					break drain
+				}
+			}
+		}
+		s.commit(group)
+	}
+}
+
+func failStream(reqs []*streamReq, err error) {
+	for _, r := range reqs {
+		r.done <- err
+	}
+}
+
+// position is the stream and segment number the next group goes to.
+func (s *Stream) position() (string, uint64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.id, s.next
+}
+
+// commit writes one group as the stream's next segment.
+func (s *Stream) commit(group []*streamReq) {
+	ctx := context.Background()
+	if s.unknown != nil {
+		s.resolve(ctx)
+	}
+	if s.unknown != nil {
+		failStream(group, fmt.Errorf("%w: an earlier segment's outcome is still unknown", ErrOutcomeUnknown))
+		return
+	}
+	for attempt := 0; len(group) > 0; attempt++ {
+		group = s.admit(ctx, group)
+		if len(group) == 0 {
+			return
+		}
+		id, number := s.position()
+		blocks := groupBlocks(group)
+		s.buf = encodeStream(s.buf[:0], false, blocks)
+		key := layout.StreamKey(id, number)
+		err := s.store.CreateIfAbsent(ctx, key, s.buf)
+		switch {
+		case err == nil:
+			s.landed(number, blocks, group, len(s.buf), true)
+			return
+		case errors.Is(err, objstore.ErrPreconditionFailed) && attempt == 0:
+			// Sealed by a region's new owner: nothing of this group
+			// landed. Roll over and try once more; every member records
+			// the new stream first, and one that moved away fails there.
+			s.resetSeqs(group, blocks)
+			s.rollover()
+		case errors.Is(err, objstore.ErrPreconditionFailed):
+			s.resetSeqs(group, blocks)
+			failStream(group, fmt.Errorf("%w: segment %s exists in a new stream", ErrFenced, key))
+			return
+		default:
+			s.unknown = &streamPending{number: number, data: slices.Clone(s.buf), blocks: blocks, reqs: group}
+			failStream(group, fmt.Errorf("%w: write segment %s: %v", ErrOutcomeUnknown, key, err))
+			return
+		}
+	}
+}
+
+// admit drops from the group the requests that cannot go into the current
+// stream, failing them: a detached or fenced member, an expired lease, a
+// stream the member could not record. It assigns nothing.
+func (s *Stream) admit(ctx context.Context, group []*streamReq) []*streamReq {
+	id, next := s.position()
+	kept := group[:0]
+	tried := map[*Member]error{}
+	for _, r := range group {
+		m := r.m
+		err, seen := tried[m]
+		if !seen {
+			err = s.admitMember(ctx, m, id, next)
+			tried[m] = err
+		}
+		if err != nil {
+			r.done <- err
+			continue
+		}
+		kept = append(kept, r)
+	}
+	return kept
+}
+
+func (s *Stream) admitMember(ctx context.Context, m *Member, id string, next uint64) error {
+	switch {
+	case m.detached:
+		return ErrClosed
+	case m.err != nil:
+		return m.err
+	}
+	if m.lease != nil {
+		if err := m.lease(); err != nil {
+			m.err = fmt.Errorf("%w: %w: %v", ErrFenced, ErrLeaseExpired, err)
+			return m.err
+		}
+	}
+	if m.recorded != id {
+		if err := m.record(ctx, id, next); err != nil {
+			if errors.Is(err, ErrFenced) || isFencingErr(err) {
+				m.err = fmt.Errorf("%w: region %s: record stream %s: %v", ErrFenced, m.region, id, err)
+				return m.err
+			}
+			return fmt.Errorf("region %s: record stream %s: %w", m.region, id, err)
+		}
+		m.recorded = id
+	}
+	return nil
+}
+
+// isFencingErr reports whether a Record callback's error says the region
+// has a newer owner. Callers wrap their own fencing errors with ErrFenced.
+func isFencingErr(err error) bool { return errors.Is(err, ErrFenced) }
+
+// groupBlocks gathers a group's entries into one block per member, in
+// arrival order, and assigns each member's sequences.
+func groupBlocks(group []*streamReq) []Block {
+	var blocks []Block
+	index := map[*Member]int{}
+	for _, r := range group {
+		i, ok := index[r.m]
+		if !ok {
+			i = len(blocks)
+			index[r.m] = i
+			blocks = append(blocks, Block{Region: r.m.region, Epoch: r.m.epoch, FirstSeq: r.m.nextSeq})
+		}
+		for j := range r.entries {
+			r.entries[j].Seq = r.m.nextSeq
+			r.m.nextSeq++
+		}
+		blocks[i].Entries = append(blocks[i].Entries, r.entries...)
+	}
+	return blocks
+}
+
+// rollover starts a new stream after the current one was sealed.
+func (s *Stream) rollover() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.id = s.opts.NewID()
+	s.next = 1
+	s.stats.Rollovers++
+}
+
+// landed applies and acknowledges a segment that exists. A member whose
+// lease expired meanwhile acknowledges nothing: its region's next owner
+// replays the block, or it lies under that owner's fence.
+// Resolved groups were answered already (ack false).
+func (s *Stream) landed(number uint64, blocks []Block, group []*streamReq, size int, ack bool) {
+	verdict := map[layout.RegionID]error{}
+	members := map[layout.RegionID]*Member{}
+	for _, r := range group {
+		m := r.m
+		if _, seen := members[m.region]; seen {
+			continue
+		}
+		members[m.region] = m
+		if m.lease == nil {
+			verdict[m.region] = nil
+			continue
+		}
+		if lerr := m.lease(); lerr != nil {
+			m.err = fmt.Errorf("%w: %w: %v", ErrFenced, ErrLeaseExpired, lerr)
+			verdict[m.region] = errors.Join(m.err, fmt.Errorf("%w: segment %d landed after the lease expired", ErrOutcomeUnknown, number))
+		}
+	}
+	var entries uint64
+	for _, b := range blocks {
+		entries += uint64(len(b.Entries))
+		if verdict[b.Region] == nil {
+			members[b.Region].apply(number, b.Entries)
+		}
+	}
+	for _, r := range group {
+		if ack {
+			r.done <- verdict[r.m.region]
+		}
+	}
+	s.mu.Lock()
+	s.next = number + 1
+	s.stats.Segments++
+	s.stats.Entries += entries
+	s.stats.Bytes += uint64(size)
+	s.mu.Unlock()
+}
+
+// resolve reads back an ambiguous segment, as Writer.resolve does.
+func (s *Stream) resolve(ctx context.Context) {
+	p := s.unknown
+	id, _ := s.position()
+	key := layout.StreamKey(id, p.number)
+	void := encodeStream(nil, false, nil) // no blocks: not a fence, and nothing to replay
+	got, err := s.store.Get(ctx, key)
+	if errors.Is(err, objstore.ErrNotFound) {
+		cerr := s.store.CreateIfAbsent(ctx, key, void)
+		switch {
+		case cerr == nil:
+			got, err = void, nil
+		case errors.Is(cerr, objstore.ErrPreconditionFailed):
+			got, err = s.store.Get(ctx, key)
+		default:
+			return
+		}
+	}
+	switch {
+	case err != nil:
+		return
+	case string(got) == string(p.data):
+		s.unknown = nil
+		s.landed(p.number, p.blocks, p.reqs, len(p.data), false)
+	case string(got) == string(void):
+		s.unknown = nil
+		s.resetSeqs(p.reqs, p.blocks)
+		s.mu.Lock()
+		s.next = p.number + 1
+		s.mu.Unlock()
+	default:
+		// Sealed by a region's new owner.
+		s.unknown = nil
+		s.resetSeqs(p.reqs, p.blocks)
+		s.rollover()
+	}
+}
+
+// resetSeqs gives the sequences of a group that never landed back to its
+// members.
+func (s *Stream) resetSeqs(reqs []*streamReq, blocks []Block) {
+	for _, r := range reqs {
+		for _, b := range blocks {
+			if b.Region == r.m.region && b.FirstSeq < r.m.nextSeq {
+				r.m.nextSeq = b.FirstSeq
+			}
+		}
+	}
+}

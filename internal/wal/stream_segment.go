@@ -1,0 +1,133 @@
+package wal
+
+import (
+	"encoding/binary"
+	"fmt"
+	"hash/crc32"
+
+	"github.com/stratadb/strata/internal/layout"
+	"github.com/stratadb/strata/internal/row"
+)
+
+// A stream segment holds the entries of several regions, one block per
+// region (docs/format/wal.md, "Streams"). The blocks' headers come first, so
+// a reader learns which regions a segment holds from its first bytes.
+const (
+	streamMagic     = "STRS"
+	streamHeaderLen = 4 + 1 + 1 + 4 // magic, version, kind, blocks
+	blockHeaderLen  = 4 + 4 + 8 + 8 + 4 + 4
+)
+
+// Block is one region's entries in a stream segment.
+type Block struct {
+	Region   layout.RegionID
+	Epoch    uint64 // the region owner's manifest epoch
+	FirstSeq uint64 // the region's sequence of Entries[0]; consecutive
+	Entries  []row.Entry
+}
+
+// StreamSegment is one decoded stream object. A fence has no blocks, or
+// only empty ones naming the regions whose new owner wrote it.
+type StreamSegment struct {
+	Number uint64
+	Fence  bool
+	Blocks []Block
+}
+
+// Block returns region's block, if the segment has one.
+func (s *StreamSegment) Block(region layout.RegionID) (*Block, bool) {
+	for i := range s.Blocks {
+		if s.Blocks[i].Region == region {
+			return &s.Blocks[i], true
+		}
+	}
+	return nil, false
+}
+
+// encodeStream appends a stream segment's bytes to dst.
+func encodeStream(dst []byte, fence bool, blocks []Block) []byte {
+	dst = append(dst, streamMagic...)
+	dst = append(dst, formatVersion)
+	if fence {
+		dst = append(dst, kindFence)
+	} else {
+		dst = append(dst, kindData)
+	}
+	dst = binary.LittleEndian.AppendUint32(dst, uint32(len(blocks)))
+	// Headers first, with each block's byte length patched in after its
+	// entries are encoded.
+	hdr := len(dst)
+	for _, b := range blocks {
+		dst = binary.LittleEndian.AppendUint32(dst, b.Region.Table)
+		dst = binary.LittleEndian.AppendUint32(dst, b.Region.Region)
+		dst = binary.LittleEndian.AppendUint64(dst, b.Epoch)
+		dst = binary.LittleEndian.AppendUint64(dst, b.FirstSeq)
+		dst = binary.LittleEndian.AppendUint32(dst, uint32(len(b.Entries)))
+		dst = binary.LittleEndian.AppendUint32(dst, 0)
+	}
+	for i := range blocks {
+		start := len(dst)
+		for j := range blocks[i].Entries {
+			dst = appendEntry(dst, &blocks[i].Entries[j])
+		}
+		binary.LittleEndian.PutUint32(dst[hdr+i*blockHeaderLen+blockHeaderLen-4:], uint32(len(dst)-start))
+	}
+	return binary.LittleEndian.AppendUint32(dst, crc32.Checksum(dst, castagnoli))
+}
+
+// DecodeStream parses a stream segment object.
+func DecodeStream(number uint64, data []byte) (*StreamSegment, error) {
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("%w %d: %s", ErrCorrupt, number, fmt.Sprintf(format, args...))
+	}
+	if len(data) < streamHeaderLen+4 {
+		return nil, bad("%d bytes is shorter than a header", len(data))
+	}
+	body, sum := data[:len(data)-4], binary.LittleEndian.Uint32(data[len(data)-4:])
+	if got := crc32.Checksum(body, castagnoli); got != sum {
+		return nil, bad("checksum %08x, want %08x", got, sum)
+	}
+	if string(body[:4]) != streamMagic {
+		return nil, bad("bad magic %q", body[:4])
+	}
+	if body[4] != formatVersion {
+		return nil, bad("unknown format version %d", body[4])
+	}
+	s := &StreamSegment{Number: number, Fence: body[5] == kindFence}
+	n := binary.LittleEndian.Uint32(body[6:])
+	if uint64(n)*blockHeaderLen > uint64(len(body)-streamHeaderLen) {
+		return nil, bad("%d blocks in %d bytes", n, len(body))
+	}
+	s.Blocks = make([]Block, n)
+	hdr := body[streamHeaderLen:]
+	d := decoder{buf: body[streamHeaderLen+int(n)*blockHeaderLen:]}
+	d.str = string(d.buf)
+	for i := range s.Blocks {
+		h := hdr[i*blockHeaderLen:]
+		b := &s.Blocks[i]
+		b.Region = layout.RegionID{Table: binary.LittleEndian.Uint32(h), Region: binary.LittleEndian.Uint32(h[4:])}
+		b.Epoch = binary.LittleEndian.Uint64(h[8:])
+		b.FirstSeq = binary.LittleEndian.Uint64(h[16:])
+		count := binary.LittleEndian.Uint32(h[24:])
+		size := int(binary.LittleEndian.Uint32(h[28:]))
+		if size > len(d.buf)-d.off || uint64(count) > uint64(size) {
+			return nil, bad("block %d: %d entries in %d bytes, %d left", i, count, size, len(d.buf)-d.off)
+		}
+		end := d.off + size
+		b.Entries = make([]row.Entry, count)
+		for j := range b.Entries {
+			e := &b.Entries[j]
+			e.Seq = b.FirstSeq + uint64(j)
+			if err := d.entry(e); err != nil {
+				return nil, bad("block %d entry %d: %v", i, j, err)
+			}
+		}
+		if d.off != end {
+			return nil, bad("block %d: %d bytes, entries took %d", i, size, d.off-(end-size))
+		}
+	}
+	if len(d.buf) != d.off {
+		return nil, bad("%d trailing bytes", len(d.buf)-d.off)
+	}
+	return s, nil
+}
