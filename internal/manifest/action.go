@@ -51,6 +51,7 @@ type Action struct {
 	Truncate *Truncate       `json:"truncate,omitempty"`
 	Epoch    *WriterEpoch    `json:"epoch,omitempty"`
 	Fences   *WALFences      `json:"fences,omitempty"`
+	Streams  *WALStreams     `json:"streams,omitempty"`
 }
 
 // SchemaChange replaces the schema with a later version.
@@ -105,6 +106,36 @@ const (
 // them makes every late append of a former owner fail, at any delay.
 type WALFences struct {
 	Segments []uint64 `json:"segments"`
+}
+
+// StreamRef names a WAL stream (wal.Stream) that may hold the region's
+// entries above the flushed sequence: those in segments From and up, below
+// End if End is set (the stream's fence, written when it was sealed).
+// LastSeq, once set, is the region's last sequence in the stream: when the
+// flushed sequence reaches it, the stream holds nothing the region needs.
+type StreamRef struct {
+	Stream  string `json:"stream"`
+	From    uint64 `json:"from"`
+	End     uint64 `json:"end,omitempty"`
+	LastSeq uint64 `json:"last_seq,omitempty"`
+}
+
+// Needs reports whether the ref covers segment n of stream.
+func (r StreamRef) Needs(stream string, n uint64) bool {
+	return r.Stream == stream && n >= r.From && (r.End == 0 || n < r.End)
+}
+
+// WALStreams replaces the region's stream references (if Refs is set;
+// an empty list forgets them all). Garbage adds
+// segment ranges the region no longer needs: GC deletes each segment of
+// them that no other region needs either, and then forgets the range
+// (Collected). Fences adds stream fences this region's owners wrote; GC
+// keeps them, as it keeps WALFences.
+type WALStreams struct {
+	Refs      *[]StreamRef `json:"refs,omitempty"`
+	Garbage   []StreamRef  `json:"garbage,omitempty"`
+	Collected []StreamRef  `json:"collected,omitempty"`
+	Fences    []StreamRef  `json:"fences,omitempty"`
 }
 
 // ResolvePending forgets a marker whose outputs were deleted (or were never

@@ -30,6 +30,24 @@ type State struct {
 	WALPurged uint64 `json:"wal_purged,omitempty"`
 	// Fences are WAL fence segments, ascending; GC keeps them (WALFences).
 	Fences []uint64 `json:"fences,omitempty"`
+	// Streams may hold entries above FlushedSeq (WALStreams), oldest first.
+	Streams []StreamRef `json:"streams,omitempty"`
+	// StreamGarbage are stream segment ranges [From, End) the region
+	// released, for GC to delete where no other region needs them.
+	StreamGarbage []StreamRef `json:"stream_garbage,omitempty"`
+	// StreamFences are stream fences (Stream, End) written by this
+	// region's owners; GC keeps them.
+	StreamFences []StreamRef `json:"stream_fences,omitempty"`
+}
+
+// NeedsStream reports whether the region may need segment n of stream.
+func (s *State) NeedsStream(stream string, n uint64) bool {
+	for _, r := range s.Streams {
+		if r.Needs(stream, n) {
+			return true
+		}
+	}
+	return false
 }
 
 // IsFence reports whether WAL segment n is a recorded fence.
@@ -47,6 +65,9 @@ func (s *State) Clone() *State {
 	c := *s
 	c.Schema.Columns = slices.Clone(s.Schema.Columns)
 	c.Fences = slices.Clone(s.Fences)
+	c.Streams = slices.Clone(s.Streams)
+	c.StreamGarbage = slices.Clone(s.StreamGarbage)
+	c.StreamFences = slices.Clone(s.StreamFences)
 	c.Files = maps.Clone(s.Files)
 	c.Removed = maps.Clone(s.Removed)
 	c.Pending = make(map[string]PendingOutputs, len(s.Pending))
@@ -60,7 +81,7 @@ func (s *State) Clone() *State {
 // apply applies one action in place; at is the delta's time.
 func (s *State) apply(a Action, at time.Time) error {
 	n := 0
-	for _, set := range []bool{a.Schema != nil, a.Edit != nil, a.Pending != nil, a.Resolve != nil, a.Purge != nil, a.Truncate != nil, a.Epoch != nil, a.Fences != nil} {
+	for _, set := range []bool{a.Schema != nil, a.Edit != nil, a.Pending != nil, a.Resolve != nil, a.Purge != nil, a.Truncate != nil, a.Epoch != nil, a.Fences != nil, a.Streams != nil} {
 		if set {
 			n++
 		}
@@ -121,6 +142,36 @@ func (s *State) apply(a Action, at time.Time) error {
 			return fmt.Errorf("%w: epoch %d is not after %d", ErrInvalidAction, a.Epoch.Epoch, s.Epoch)
 		}
 		s.Epoch = a.Epoch.Epoch
+	case a.Streams != nil:
+		w := a.Streams
+		if w.Refs != nil {
+			for _, r := range *w.Refs {
+				if r.Stream == "" || (r.End != 0 && r.End < r.From) {
+					return fmt.Errorf("%w: stream reference %+v", ErrInvalidAction, r)
+				}
+			}
+			s.Streams = slices.Clone(*w.Refs)
+		}
+		for _, g := range w.Garbage {
+			if g.Stream == "" || g.End <= g.From {
+				return fmt.Errorf("%w: stream garbage %+v needs From < End", ErrInvalidAction, g)
+			}
+			if !slices.Contains(s.StreamGarbage, g) {
+				s.StreamGarbage = append(s.StreamGarbage, g)
+			}
+		}
+		for _, g := range w.Collected {
+			i := slices.Index(s.StreamGarbage, g)
+			if i < 0 {
+				return fmt.Errorf("%w: collected stream range %+v is not garbage", ErrInvalidAction, g)
+			}
+			s.StreamGarbage = slices.Delete(s.StreamGarbage, i, i+1)
+		}
+		for _, f := range w.Fences {
+			if !slices.Contains(s.StreamFences, f) {
+				s.StreamFences = append(s.StreamFences, f)
+			}
+		}
 	case a.Fences != nil:
 		for _, n := range a.Fences.Segments {
 			if n == 0 {

@@ -118,8 +118,15 @@ func (r *Region) flushOne(ctx context.Context, mt *memtable.Memtable) (err error
 	}
 
 	// 3. Commit: from here on, failure never deletes the output unless the
-	// manifest proves the edit did not land.
-	if err := r.commit(ctx, actions...); err != nil {
+	// manifest proves the edit did not land. The same delta moves the WAL
+	// stream references past what the flush made durable.
+	r.streamMu.Lock()
+	if sc := r.streamsAfterFlush(r.man.State(), st.MaxSeq, mt); sc != nil {
+		actions = append(actions, manifest.Action{Streams: sc})
+	}
+	err = r.commit(ctx, actions...)
+	r.streamMu.Unlock()
+	if err != nil {
 		if !r.landed(ctx, func(s *manifest.State) bool { _, p := s.Pending[job]; return !p && s.FlushedSeq >= st.MaxSeq }) {
 			if errors.Is(err, manifest.ErrAmbiguous) || errors.Is(err, manifest.ErrFenced) {
 				return fmt.Errorf("region %s: flush: commit: %w", r.id, err)
@@ -153,6 +160,7 @@ func (r *Region) dropFlushed(mt *memtable.Memtable, size int64) {
 			break
 		}
 	}
+	delete(r.memPos, mt)
 	r.memBytes -= size
 	close(r.memChanged)
 	r.memChanged = make(chan struct{})

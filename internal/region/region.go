@@ -61,8 +61,11 @@ type Options struct {
 	TTL time.Duration
 	// AllowNonFinite accepts NaN and ±Inf float fields (default: rejected).
 	AllowNonFinite bool
-	// WAL configures group commit.
+	// WAL configures group commit of the region's own WAL.
 	WAL wal.Options
+	// Stream, if set, is the datanode's shared WAL stream: the region's
+	// entries go there instead of its own WAL (stream.go).
+	Stream *wal.Stream
 	// FlushBytes is the active memtable size that triggers a flush
 	// (default 64 MiB).
 	FlushBytes int64
@@ -138,8 +141,11 @@ type Region struct {
 	opts  Options
 	log   *slog.Logger
 	man   *manifest.Manifest
-	wal   *wal.Writer
+	wal   logWriter
 	epoch uint64
+
+	streamMu       sync.Mutex // serializes changes of the stream references
+	streamRecorded string     // the stream the manifest names for new entries
 
 	schemaMu sync.Mutex // serializes schema changes
 	schema   *schema.Schema
@@ -150,6 +156,7 @@ type Region struct {
 	memBytes   int64                // active + immutable
 	memChanged chan struct{}        // closed and replaced when memBytes drops
 	pins       map[string]int       // file id -> scans reading it
+	memPos     map[*memtable.Memtable]map[string]uint64 // first stream segment per stream, per memtable
 	flushJob   string               // the job id of the flush in progress
 	seriesIdx  seriesCache          // the live files' series
 	closed     bool
@@ -179,6 +186,7 @@ func Open(ctx context.Context, store objstore.Bucket, id layout.RegionID, opts O
 		id: id, store: store, opts: opts, man: man,
 		log:    opts.Logger.With("region", id.String()),
 		active: memtable.New(), memChanged: make(chan struct{}), pins: map[string]int{},
+		memPos: map[*memtable.Memtable]map[string]uint64{},
 		flushReq: make(chan struct{}, 1),
 	}
 	fail := func(err error) (*Region, error) {
@@ -221,6 +229,11 @@ func Open(ctx context.Context, store objstore.Bucket, id layout.RegionID, opts O
 	if err := r.recordFences(ctx, append(fences, next-1)); err != nil {
 		return fail(err)
 	}
+	streamSeq, err := r.openStreams(ctx, man.State())
+	if err != nil {
+		return fail(err)
+	}
+	nextSeq = max(nextSeq, streamSeq)
 	r.memBytes = r.active.Stats().Bytes
 	if opts.Budget != nil {
 		opts.Budget.add(r.memBytes)
@@ -231,7 +244,16 @@ func Open(ctx context.Context, store objstore.Bucket, id layout.RegionID, opts O
 	if opts.Lease != nil {
 		walOpts.Lease = r.leaseErr
 	}
-	r.wal = wal.NewWriter(store, id, st.Epoch, next, nextSeq, walOpts, r.applyWAL)
+	if opts.Stream != nil {
+		m, err := opts.Stream.Attach(wal.MemberOptions{Region: id, Epoch: st.Epoch, NextSeq: nextSeq,
+			Record: r.recordStream, Lease: walOpts.Lease, Apply: r.applyStream})
+		if err != nil {
+			return fail(err)
+		}
+		r.wal = m
+	} else {
+		r.wal = ownWAL{wal.NewWriter(store, id, st.Epoch, next, nextSeq, walOpts, r.applyWAL)}
+	}
 	r.ctx, r.cancel = context.WithCancel(context.Background())
 	r.wg.Add(1)
 	go r.background()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sync"
 	"time"
@@ -44,6 +45,7 @@ type Stream struct {
 	id      string // the stream being written
 	next    uint64 // its next segment number
 	members map[layout.RegionID]*Member
+	ended   map[string]uint64 // sealed streams of this writer: their fences
 	stats   StreamStats
 }
 
@@ -72,9 +74,9 @@ type Member struct {
 	s      *Stream
 	region layout.RegionID
 	epoch  uint64
-	apply  ApplyFunc
+	apply  func(stream string, segment uint64, entries []row.Entry)
 	lease  func() error
-	record func(ctx context.Context, stream string, from uint64) error
+	record func(context.Context, Recording) error
 
 	closing chan struct{}
 	once    sync.Once
@@ -109,7 +111,7 @@ func NewStream(store objstore.Bucket, opts StreamOptions) *Stream {
 		store: store, opts: opts,
 		reqs: make(chan *streamReq), ctl: make(chan func()),
 		closing: make(chan struct{}), done: make(chan struct{}),
-		id: opts.NewID(), next: 1, members: map[layout.RegionID]*Member{},
+		id: opts.NewID(), next: 1, members: map[layout.RegionID]*Member{}, ended: map[string]uint64{},
 	}
 	go s.loop()
 	return s
@@ -129,6 +131,19 @@ func (s *Stream) Stats() StreamStats {
 	return s.stats
 }
 
+// Recording tells a region that its entries from segment From of Stream on
+// may be in that stream.
+type Recording struct {
+	Stream string
+	From   uint64
+	// NextSeq is the region's next sequence: its entries in every stream
+	// recorded before are below it.
+	NextSeq uint64
+	// Ended holds the fence number of each stream this writer wrote
+	// before, sealed by a region's new owner.
+	Ended map[string]uint64
+}
+
 // ErrAttached: the region already has a member on this stream.
 var ErrAttached = errors.New("wal: region already attached to the stream")
 
@@ -137,17 +152,17 @@ type MemberOptions struct {
 	Region  layout.RegionID
 	Epoch   uint64 // the owner's manifest epoch, written in its blocks
 	NextSeq uint64 // the region's next sequence (from replay)
-	// Record commits, to the region's manifest, that its entries from
-	// segment from of stream on may be in that stream. The stream calls it
-	// (on its goroutine) before the region's first entry goes into a stream
-	// it has not recorded. A fencing error fails the member for good.
-	Record func(ctx context.Context, stream string, from uint64) error
+	// Record commits the Recording to the region's manifest. The stream
+	// calls it (on its goroutine) before the region's first entry goes into
+	// a stream the member has not recorded. An error wrapping ErrFenced
+	// fails the member for good; any other fails the writes at hand.
+	Record func(context.Context, Recording) error
 	// Lease, if set, reports whether the owner may still acknowledge, as
 	// in Options.Lease.
 	Lease func() error
-	// Apply receives each durable block's entries before they are
-	// acknowledged.
-	Apply ApplyFunc
+	// Apply receives each durable block's entries, with the stream and
+	// segment holding them, before they are acknowledged.
+	Apply func(stream string, segment uint64, entries []row.Entry)
 }
 
 // Attach adds a region. Its writes go through the returned Member until it
@@ -279,7 +294,10 @@ func failStream(reqs []*streamReq, err error) {
 	}
 }
 
-// position is the stream and segment number the next group goes to.
+// Position is the stream and segment number the next group goes to: no
+// later entry is in an earlier segment.
+func (s *Stream) Position() (string, uint64) { return s.position() }
+
 func (s *Stream) position() (string, uint64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -308,14 +326,14 @@ func (s *Stream) commit(group []*streamReq) {
 		err := s.store.CreateIfAbsent(ctx, key, s.buf)
 		switch {
 		case err == nil:
-			s.landed(number, blocks, group, len(s.buf), true)
+			s.landed(id, number, blocks, group, len(s.buf), true)
 			return
 		case errors.Is(err, objstore.ErrPreconditionFailed) && attempt == 0:
 			// Sealed by a region's new owner: nothing of this group
 			// landed. Roll over and try once more; every member records
 			// the new stream first, and one that moved away fails there.
 			s.resetSeqs(group, blocks)
-			s.rollover()
+			s.rollover(number)
 		case errors.Is(err, objstore.ErrPreconditionFailed):
 			s.resetSeqs(group, blocks)
 			failStream(group, fmt.Errorf("%w: segment %s exists in a new stream", ErrFenced, key))
@@ -365,8 +383,11 @@ func (s *Stream) admitMember(ctx context.Context, m *Member, id string, next uin
 		}
 	}
 	if m.recorded != id {
-		if err := m.record(ctx, id, next); err != nil {
-			if errors.Is(err, ErrFenced) || isFencingErr(err) {
+		s.mu.Lock()
+		rec := Recording{Stream: id, From: next, NextSeq: m.nextSeq, Ended: maps.Clone(s.ended)}
+		s.mu.Unlock()
+		if err := m.record(ctx, rec); err != nil {
+			if errors.Is(err, ErrFenced) {
 				m.err = fmt.Errorf("%w: region %s: record stream %s: %v", ErrFenced, m.region, id, err)
 				return m.err
 			}
@@ -376,10 +397,6 @@ func (s *Stream) admitMember(ctx context.Context, m *Member, id string, next uin
 	}
 	return nil
 }
-
-// isFencingErr reports whether a Record callback's error says the region
-// has a newer owner. Callers wrap their own fencing errors with ErrFenced.
-func isFencingErr(err error) bool { return errors.Is(err, ErrFenced) }
 
 // groupBlocks gathers a group's entries into one block per member, in
 // arrival order, and assigns each member's sequences.
@@ -402,10 +419,11 @@ func groupBlocks(group []*streamReq) []Block {
 	return blocks
 }
 
-// rollover starts a new stream after the current one was sealed.
-func (s *Stream) rollover() {
+// rollover starts a new stream after the current one was sealed at fence.
+func (s *Stream) rollover(fence uint64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.ended[s.id] = fence
 	s.id = s.opts.NewID()
 	s.next = 1
 	s.stats.Rollovers++
@@ -415,7 +433,7 @@ func (s *Stream) rollover() {
 // lease expired meanwhile acknowledges nothing: its region's next owner
 // replays the block, or it lies under that owner's fence.
 // Resolved groups were answered already (ack false).
-func (s *Stream) landed(number uint64, blocks []Block, group []*streamReq, size int, ack bool) {
+func (s *Stream) landed(stream string, number uint64, blocks []Block, group []*streamReq, size int, ack bool) {
 	verdict := map[layout.RegionID]error{}
 	members := map[layout.RegionID]*Member{}
 	for _, r := range group {
@@ -437,7 +455,7 @@ func (s *Stream) landed(number uint64, blocks []Block, group []*streamReq, size 
 	for _, b := range blocks {
 		entries += uint64(len(b.Entries))
 		if verdict[b.Region] == nil {
-			members[b.Region].apply(number, b.Entries)
+			members[b.Region].apply(stream, number, b.Entries)
 		}
 	}
 	for _, r := range group {
@@ -476,7 +494,7 @@ func (s *Stream) resolve(ctx context.Context) {
 		return
 	case string(got) == string(p.data):
 		s.unknown = nil
-		s.landed(p.number, p.blocks, p.reqs, len(p.data), false)
+		s.landed(id, p.number, p.blocks, p.reqs, len(p.data), false)
 	case string(got) == string(void):
 		s.unknown = nil
 		s.resetSeqs(p.reqs, p.blocks)
@@ -487,7 +505,7 @@ func (s *Stream) resolve(ctx context.Context) {
 		// Sealed by a region's new owner.
 		s.unknown = nil
 		s.resetSeqs(p.reqs, p.blocks)
-		s.rollover()
+		s.rollover(p.number)
 	}
 }
 

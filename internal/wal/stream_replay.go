@@ -12,7 +12,7 @@ import (
 
 // ReplayStream replays region's blocks in stream from segment from on, in
 // order, passing each to replay, and returns the number after the last
-// segment it read. Unless live is set it then seals the stream: a fence
+// segment it read, and whether it wrote the fence there. Unless live is set it then seals the stream: a fence
 // segment at that number (naming region), so the stream's writer, however
 // late it wakes, lands nothing more in it. A segment the writer creates
 // while ReplayStream runs is replayed too, and the fence goes above it; a
@@ -24,11 +24,11 @@ import (
 //
 // A block of a newer epoch than epoch means a newer owner of the region
 // has written it: ErrFenced.
-func ReplayStream(ctx context.Context, store objstore.Bucket, region layout.RegionID, epoch uint64, stream string, from uint64, live bool, replay func(segment uint64, b *Block) error) (end uint64, err error) {
+func ReplayStream(ctx context.Context, store objstore.Bucket, region layout.RegionID, epoch uint64, stream string, from uint64, live bool, replay func(segment uint64, b *Block) error) (end uint64, sealed bool, err error) {
 	prefix := layout.StreamPrefix(stream)
 	objs, err := objstore.ListAll(ctx, store, prefix, 1000)
 	if err != nil {
-		return 0, fmt.Errorf("wal: list %s: %w", prefix, err)
+		return 0, false, fmt.Errorf("wal: list %s: %w", prefix, err)
 	}
 	var numbers []uint64
 	for _, o := range objs {
@@ -63,39 +63,39 @@ func ReplayStream(ctx context.Context, store objstore.Bucket, region layout.Regi
 	next := from
 	for _, n := range numbers {
 		if n != next {
-			return 0, fmt.Errorf("%w: stream %s: segment %d missing, %d exists", ErrGap, stream, next, n)
+			return 0, false, fmt.Errorf("%w: stream %s: segment %d missing, %d exists", ErrGap, stream, next, n)
 		}
 		fence, err := read(n)
 		if err != nil {
-			return 0, err
+			return 0, false, err
 		}
 		if fence {
-			return n, nil
+			return n, false, nil
 		}
 		next++
 	}
 	if live {
-		return next, nil
+		return next, false, nil
 	}
 	fence := encodeStream(nil, true, []Block{{Region: region, Epoch: epoch}})
 	for {
 		err := store.CreateIfAbsent(ctx, layout.StreamKey(stream, next), fence)
 		switch {
 		case err == nil:
-			return next, nil
+			return next, true, nil
 		case errors.Is(err, objstore.ErrPreconditionFailed):
 			// The writer appended after our listing, or another new
 			// owner sealed the stream.
 			isFence, err := read(next)
 			if err != nil {
-				return 0, err
+				return 0, false, err
 			}
 			if isFence {
-				return next, nil
+				return next, false, nil
 			}
 			next++
 		default:
-			return 0, fmt.Errorf("wal: seal stream %s at %d: %w", stream, next, err)
+			return 0, false, fmt.Errorf("wal: seal stream %s at %d: %w", stream, next, err)
 		}
 	}
 }

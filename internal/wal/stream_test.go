@@ -81,6 +81,7 @@ type memberLog struct {
 	from    map[string]uint64
 	applied []row.Entry
 	fenced  bool // Record fails as a fenced region would
+	recs    []Recording
 }
 
 func newMemberLog(region layout.RegionID) *memberLog {
@@ -89,17 +90,18 @@ func newMemberLog(region layout.RegionID) *memberLog {
 
 func (r *memberLog) options(epoch, nextSeq uint64) MemberOptions {
 	return MemberOptions{Region: r.region, Epoch: epoch, NextSeq: nextSeq,
-		Record: func(_ context.Context, stream string, from uint64) error {
+		Record: func(_ context.Context, rec Recording) error {
 			r.mu.Lock()
 			defer r.mu.Unlock()
 			if r.fenced {
 				return fmt.Errorf("%w: manifest taken", ErrFenced)
 			}
-			r.refs = append(r.refs, stream)
-			r.from[stream] = from
+			r.refs = append(r.refs, rec.Stream)
+			r.from[rec.Stream] = rec.From
+			r.recs = append(r.recs, rec)
 			return nil
 		},
-		Apply: func(_ uint64, entries []row.Entry) {
+		Apply: func(_ string, _ uint64, entries []row.Entry) {
 			r.mu.Lock()
 			defer r.mu.Unlock()
 			r.applied = append(r.applied, entries...)
@@ -112,7 +114,7 @@ func (r *memberLog) replayAll(t *testing.T, store objstore.Bucket, epoch uint64)
 	t.Helper()
 	var got []row.Entry
 	for _, s := range r.refs {
-		if _, err := ReplayStream(context.Background(), store, r.region, epoch, s, r.from[s], false, func(_ uint64, b *Block) error {
+		if _, _, err := ReplayStream(context.Background(), store, r.region, epoch, s, r.from[s], false, func(_ uint64, b *Block) error {
 			got = append(got, b.Entries...)
 			return nil
 		}); err != nil {
@@ -187,7 +189,7 @@ func TestStreamSealedByNewOwner(t *testing.T) {
 	}
 	// A's new owner (epoch 2) replays and seals.
 	var replayed []row.Entry
-	end, err := ReplayStream(ctx, store, a.region, 2, a.refs[0], a.from[a.refs[0]], false, func(_ uint64, blk *Block) error {
+	end, _, err := ReplayStream(ctx, store, a.region, 2, a.refs[0], a.from[a.refs[0]], false, func(_ uint64, blk *Block) error {
 		replayed = append(replayed, blk.Entries...)
 		return nil
 	})
@@ -211,6 +213,9 @@ func TestStreamSealedByNewOwner(t *testing.T) {
 	}
 	if !slices.Equal(b.refs, []string{"dn/s1", "dn/s2"}) || b.from["dn/s2"] != 1 {
 		t.Fatalf("B recorded %v %v", b.refs, b.from)
+	}
+	if r := b.recs[1]; r.NextSeq != 4 || r.Ended["dn/s1"] != 7 {
+		t.Fatalf("B's second recording %+v: want next seq 4, dn/s1 ended at 7", r)
 	}
 	// B's entries: three in the sealed stream, one in the new; sequences
 	// continue across the rollover.
@@ -251,7 +256,7 @@ func TestStreamReplayRacesTheWriter(t *testing.T) {
 		}
 	}
 	var replayed []int64
-	end, err := ReplayStream(ctx, store, a.region, 2, "dn/s1", 1, false, func(_ uint64, blk *Block) error {
+	end, _, err := ReplayStream(ctx, store, a.region, 2, "dn/s1", 1, false, func(_ uint64, blk *Block) error {
 		for _, e := range blk.Entries {
 			replayed = append(replayed, e.TS)
 		}

@@ -1,0 +1,219 @@
+package region
+
+import (
+	"context"
+	"fmt"
+	"slices"
+
+	"github.com/stratadb/strata/internal/manifest"
+	"github.com/stratadb/strata/internal/memtable"
+	"github.com/stratadb/strata/internal/row"
+	"github.com/stratadb/strata/internal/wal"
+)
+
+// A region writes its WAL either alone (wal.Writer, its own segments under
+// its prefix) or as a member of its datanode's shared stream (wal.Stream,
+// Options.Stream). In both cases a new owner replays and seals what the
+// manifest names: the region's own segments above the flushed segment, and
+// every stream in State.Streams. A region opened without a stream after
+// one with (or the reverse) loses nothing: both logs are always replayed.
+//
+// Stream references are kept by the manifest (manifest.WALStreams):
+//
+//   - the stream writer records a stream before the region's first entry
+//     goes into it (recordStream), and marks the streams it wrote before
+//     as ended at their fence, with the region's last sequence in them;
+//   - a new owner seals each stream it replays (wal.ReplayStream) and
+//     records the fence, which GC keeps, as it keeps WAL fences;
+//   - a flush moves the live stream's From up to the oldest unflushed
+//     entry and drops ended streams it has flushed past: what it releases
+//     becomes StreamGarbage, which GC deletes where no other region's
+//     references cover it (gc.Fast).
+
+// logWriter is the region's WAL: its own or its membership in a stream.
+type logWriter interface {
+	Append(ctx context.Context, entries []row.Entry) error
+	Close()
+}
+
+type ownWAL struct{ *wal.Writer }
+
+func (w ownWAL) Close() { w.Writer.Close() }
+
+// openStreams replays the streams the manifest names into the active
+// memtable, seals each (but this process's live stream), and commits what
+// it learnt: each stream's end and the region's last sequence in it, the
+// fences it wrote, and the ranges it no longer needs. It returns the
+// region's next sequence as far as the streams know.
+func (r *Region) openStreams(ctx context.Context, st *manifest.State) (uint64, error) {
+	if len(st.Streams) == 0 {
+		return 0, nil
+	}
+	live := ""
+	if r.opts.Stream != nil {
+		live, _ = r.opts.Stream.Position()
+	}
+	var next uint64
+	change := &manifest.WALStreams{}
+	refs := []manifest.StreamRef{}
+	for _, ref := range st.Streams {
+		isLive := ref.Stream == live && ref.End == 0
+		if ref.End != 0 && ref.LastSeq != 0 && ref.LastSeq <= st.FlushedSeq {
+			change.Garbage = append(change.Garbage, manifest.StreamRef{Stream: ref.Stream, From: ref.From, End: ref.End})
+			continue
+		}
+		var last uint64
+		end, sealed, err := wal.ReplayStream(ctx, r.store, r.id, st.Epoch, ref.Stream, ref.From, isLive, func(n uint64, b *wal.Block) error {
+			if len(b.Entries) == 0 {
+				return nil
+			}
+			last = max(last, b.Entries[len(b.Entries)-1].Seq)
+			entries := b.Entries
+			for len(entries) > 0 && entries[0].Seq <= st.FlushedSeq {
+				entries = entries[1:]
+			}
+			if len(entries) > 0 {
+				r.notePos(r.active, ref.Stream, n)
+				r.active.Insert(0, entries)
+			}
+			return nil
+		})
+		if err != nil {
+			return 0, fmt.Errorf("replay stream %s: %w", ref.Stream, err)
+		}
+		next = max(next, last+1)
+		if sealed {
+			change.Fences = append(change.Fences, manifest.StreamRef{Stream: ref.Stream, End: end})
+		}
+		if isLive {
+			refs = append(refs, ref)
+			continue
+		}
+		ref.End = end
+		ref.LastSeq = max(ref.LastSeq, last, 1)
+		if ref.LastSeq <= st.FlushedSeq {
+			if end > ref.From {
+				change.Garbage = append(change.Garbage, manifest.StreamRef{Stream: ref.Stream, From: ref.From, End: end})
+			}
+			continue
+		}
+		refs = append(refs, ref)
+	}
+	change.Refs = &refs
+	if err := r.commit(ctx, manifest.Action{Streams: change}); err != nil {
+		return 0, fmt.Errorf("record replayed streams: %w", err)
+	}
+	return next, nil
+}
+
+// notePos remembers the first segment of each stream that mt holds
+// entries from. Callers hold r.mu or own mt alone.
+func (r *Region) notePos(mt *memtable.Memtable, stream string, n uint64) {
+	pos := r.memPos[mt]
+	if pos == nil {
+		pos = map[string]uint64{}
+		r.memPos[mt] = pos
+	}
+	if _, ok := pos[stream]; !ok {
+		pos[stream] = n
+	}
+}
+
+// applyStream inserts a durable stream block's entries. It runs on the
+// stream's goroutine, before the writes are acknowledged.
+func (r *Region) applyStream(stream string, n uint64, entries []row.Entry) {
+	r.mu.Lock()
+	r.notePos(r.active, stream, n)
+	r.mu.Unlock()
+	r.applyWAL(0, entries)
+}
+
+// recordStream is the stream writer's Recording callback: the region's
+// entries are about to go into rec.Stream from rec.From on.
+func (r *Region) recordStream(ctx context.Context, rec wal.Recording) error {
+	r.streamMu.Lock()
+	defer r.streamMu.Unlock()
+	st := r.man.State()
+	refs := slices.Clone(st.Streams)
+	if n := len(refs); n > 0 && refs[n-1].Stream == rec.Stream && refs[n-1].End == 0 {
+		return nil // reopened in the same process: the ref covers it
+	}
+	for i := range refs {
+		if end, ok := rec.Ended[refs[i].Stream]; ok && refs[i].End == 0 {
+			refs[i].End = end
+			refs[i].LastSeq = max(rec.NextSeq-1, 1)
+		}
+	}
+	refs = append(refs, manifest.StreamRef{Stream: rec.Stream, From: rec.From})
+	err := r.commit(ctx, manifest.Action{Streams: &manifest.WALStreams{Refs: &refs}})
+	if err != nil && !r.landed(ctx, func(s *manifest.State) bool { return slices.Equal(s.Streams, refs) }) {
+		if isFencing(err) {
+			return r.setFatal(fmt.Errorf("%w: %w", wal.ErrFenced, err))
+		}
+		return err
+	}
+	r.mu.Lock()
+	r.streamRecorded = rec.Stream
+	r.mu.Unlock()
+	return nil
+}
+
+// streamsAfterFlush is the stream change that flushing memtable flushed
+// (through flushedSeq) commits: ended streams it has passed are released,
+// and the live stream's From moves up to the oldest entry of the
+// memtables that remain. It returns nil if nothing changes. Callers hold
+// r.streamMu.
+func (r *Region) streamsAfterFlush(st *manifest.State, flushedSeq uint64, flushed *memtable.Memtable) *manifest.WALStreams {
+	if len(st.Streams) == 0 {
+		return nil
+	}
+	// The position is read before the memtables: an entry applied after it
+	// is at or above it.
+	var liveID string
+	var liveNext uint64
+	if r.opts.Stream != nil {
+		liveID, liveNext = r.opts.Stream.Position()
+	}
+	r.mu.Lock()
+	oldest := map[string]uint64{}
+	for _, mt := range append(slices.Clone(r.immutable), r.active) {
+		if mt == flushed {
+			continue
+		}
+		for stream, n := range r.memPos[mt] {
+			if o, seen := oldest[stream]; !seen || n < o {
+				oldest[stream] = n
+			}
+		}
+	}
+	r.mu.Unlock()
+	change := &manifest.WALStreams{}
+	refs := []manifest.StreamRef{}
+	changed := false
+	for _, ref := range st.Streams {
+		switch {
+		case ref.End != 0 && ref.LastSeq != 0 && ref.LastSeq <= flushedSeq:
+			if ref.End > ref.From {
+				change.Garbage = append(change.Garbage, manifest.StreamRef{Stream: ref.Stream, From: ref.From, End: ref.End})
+			}
+			changed = true
+			continue
+		case ref.End == 0 && ref.Stream == liveID:
+			from := liveNext
+			if o, ok := oldest[ref.Stream]; ok {
+				from = min(from, o)
+			}
+			if from > ref.From {
+				change.Garbage = append(change.Garbage, manifest.StreamRef{Stream: ref.Stream, From: ref.From, End: from})
+				ref.From = from
+				changed = true
+			}
+		}
+		refs = append(refs, ref)
+	}
+	if !changed {
+		return nil
+	}
+	change.Refs = &refs
+	return change
+}

@@ -1,0 +1,184 @@
+package region
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/stratadb/strata/internal/layout"
+	"github.com/stratadb/strata/internal/manifest"
+	"github.com/stratadb/strata/internal/objstore"
+	"github.com/stratadb/strata/internal/objstore/objstoretest"
+	"github.com/stratadb/strata/internal/row"
+	"github.com/stratadb/strata/internal/wal"
+)
+
+var streamSeq atomic.Int64
+
+// newStream starts a stream as one datanode process would.
+func newStream(t testing.TB, s objstore.Bucket, node string) *wal.Stream {
+	t.Helper()
+	st := wal.NewStream(s, wal.StreamOptions{NewID: func() string { return fmt.Sprintf("%s/%04d", node, streamSeq.Add(1)) }})
+	t.Cleanup(func() { st.Close() })
+	return st
+}
+
+func openAt(t testing.TB, s objstore.Bucket, id layout.RegionID, opts Options) *Region {
+	t.Helper()
+	opts.Create = true
+	opts.Logger = quiet
+	r, err := Open(context.Background(), s, id, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// TestStreamRegionsShareSegments: regions of one datanode write through
+// one stream; a new process replays each region's rows from it, exactly.
+func TestStreamRegionsShareSegments(t *testing.T) {
+	store := objstoretest.Mem(t)
+	stream := newStream(t, store, "dn1")
+	const regions, writes = 4, 25
+	var rs []*Region
+	for i := range regions {
+		rs = append(rs, openAt(t, store, layout.RegionID{Table: 9, Region: uint32(i)}, Options{Stream: stream}))
+	}
+	var wg sync.WaitGroup
+	for i, r := range rs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for w := range writes {
+				mustWrite(t, r, pt(fmt.Sprintf("h%d", i), int64(w), fl("v", float64(w))))
+			}
+		}()
+	}
+	wg.Wait()
+	if st := stream.Stats(); st.Entries != regions*writes || st.Segments > regions*writes {
+		t.Fatalf("stream stats %+v", st)
+	}
+	for _, r := range rs {
+		if n := len(r.Manifest().Streams); n != 1 {
+			t.Fatalf("region %s records %d streams, want 1", r.ID(), n)
+		}
+		closeRegion(t, r, false)
+	}
+	// Another process: its own stream; the old one is replayed and sealed.
+	stream2 := newStream(t, store, "dn2")
+	for i := range regions {
+		r := openAt(t, store, layout.RegionID{Table: 9, Region: uint32(i)}, Options{Stream: stream2})
+		got := scanAll(t, r, ScanRequest{})
+		if len(got) != writes {
+			t.Fatalf("region %d: %d rows after reopen, want %d", i, len(got), writes)
+		}
+		st := r.Manifest()
+		if len(st.Streams) != 1 || st.Streams[0].End == 0 || st.Streams[0].LastSeq != writes {
+			t.Fatalf("region %d streams %+v", i, st.Streams)
+		}
+		mustWrite(t, r, pt("x", 1000, fl("v", 1)))
+		if st := r.Manifest(); len(st.Streams) != 2 || st.Streams[1].Stream != stream2.ID() {
+			t.Fatalf("region %d after a write: streams %+v", i, st.Streams)
+		}
+		closeRegion(t, r, false)
+	}
+}
+
+// TestStreamNewOwnerWhileFormerRuns: region A moves to a second datanode
+// while the first still runs and carries region B on the same stream. The
+// new owner seals the stream; the former owner of A acknowledges nothing
+// more, B rolls over to a new stream and loses nothing; every acknowledged
+// row of both is found by their next owners.
+func TestStreamNewOwnerWhileFormerRuns(t *testing.T) {
+	store := objstoretest.Mem(t)
+	ctx := context.Background()
+	ida, idb := layout.RegionID{Table: 9, Region: 1}, layout.RegionID{Table: 9, Region: 2}
+	s1 := newStream(t, store, "dn1")
+	a1 := openAt(t, store, ida, Options{Stream: s1})
+	b1 := openAt(t, store, idb, Options{Stream: s1})
+	for i := range 5 {
+		mustWrite(t, a1, pt("a", int64(i), fl("v", 1)))
+		mustWrite(t, b1, pt("b", int64(i), fl("v", 1)))
+	}
+	// A's new owner on dn2, with dn1 still running.
+	s2 := newStream(t, store, "dn2")
+	a2 := openAt(t, store, ida, Options{Stream: s2})
+	if got := scanAll(t, a2, ScanRequest{}); len(got) != 5 {
+		t.Fatalf("new owner of A sees %d rows, want 5", len(got))
+	}
+	if _, err := a1.Write(ctx, []row.Point{pt("a", 99, fl("v", 1))}); !errors.Is(err, ErrFenced) {
+		t.Fatalf("former owner's write: %v, want ErrFenced", err)
+	}
+	// B goes on, in a new stream of dn1.
+	for i := 5; i < 8; i++ {
+		mustWrite(t, b1, pt("b", int64(i), fl("v", 1)))
+	}
+	if s1.Stats().Rollovers != 1 {
+		t.Fatalf("dn1 stream stats %+v: want one rollover", s1.Stats())
+	}
+	st := b1.Manifest()
+	if len(st.Streams) != 2 || st.Streams[0].End == 0 || st.Streams[0].LastSeq != 5 || st.Streams[1].Stream != s1.ID() {
+		t.Fatalf("B's streams after the rollover: %+v", st.Streams)
+	}
+	mustWrite(t, a2, pt("a", 100, fl("v", 1)))
+	// A third process takes both: every acknowledged row is there.
+	s3 := newStream(t, store, "dn3")
+	a3 := openAt(t, store, ida, Options{Stream: s3})
+	b3 := openAt(t, store, idb, Options{Stream: s3})
+	if got := scanAll(t, a3, ScanRequest{}); len(got) != 6 {
+		t.Fatalf("A: %d rows, want 6: %v", len(got), got)
+	}
+	if got := scanAll(t, b3, ScanRequest{}); len(got) != 8 {
+		t.Fatalf("B: %d rows, want 8: %v", len(got), got)
+	}
+	for _, r := range []*Region{a1, b1, a2, a3, b3} {
+		r.Close(ctx, CloseOptions{})
+	}
+}
+
+// TestStreamFlushReleasesSegments: a flush moves the live stream's From
+// past what it made durable and hands the range to GC; a stream that ended
+// is dropped once flushed past.
+func TestStreamFlushReleasesSegments(t *testing.T) {
+	store := objstoretest.Mem(t)
+	s1 := newStream(t, store, "dn1")
+	r := openAt(t, store, testRegion, Options{Stream: s1})
+	for i := range 3 {
+		mustWrite(t, r, pt("a", int64(i), fl("v", 1)))
+	}
+	if err := r.Flush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	st := r.Manifest()
+	_, next := s1.Position()
+	if len(st.Streams) != 1 || st.Streams[0].From != next {
+		t.Fatalf("after flush: streams %+v, stream next %d", st.Streams, next)
+	}
+	if !slices.Equal(st.StreamGarbage, []manifest.StreamRef{{Stream: s1.ID(), From: 1, End: next}}) {
+		t.Fatalf("garbage %+v", st.StreamGarbage)
+	}
+	mustWrite(t, r, pt("a", 10, fl("v", 1)))
+	closeRegion(t, r, false)
+	// The next owner seals the stream; after its flush nothing of the old
+	// stream is needed.
+	s2 := newStream(t, store, "dn2")
+	r2 := openAt(t, store, testRegion, Options{Stream: s2})
+	if got := scanAll(t, r2, ScanRequest{}); len(got) != 4 {
+		t.Fatalf("%d rows, want 4", len(got))
+	}
+	if err := r2.Flush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	st = r2.Manifest()
+	if len(st.Streams) != 0 {
+		t.Fatalf("streams after the new owner's flush: %+v", st.Streams)
+	}
+	if len(st.StreamFences) != 1 || st.StreamFences[0].Stream != s1.ID() {
+		t.Fatalf("stream fences %+v", st.StreamFences)
+	}
+	closeRegion(t, r2, false)
+}
