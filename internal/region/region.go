@@ -152,13 +152,13 @@ type Region struct {
 
 	mu         sync.Mutex
 	active     *memtable.Memtable
-	immutable  []*memtable.Memtable // oldest first; being flushed
-	memBytes   int64                // active + immutable
-	memChanged chan struct{}        // closed and replaced when memBytes drops
-	pins       map[string]int       // file id -> scans reading it
+	immutable  []*memtable.Memtable                     // oldest first; being flushed
+	memBytes   int64                                    // active + immutable
+	memChanged chan struct{}                            // closed and replaced when memBytes drops
+	pins       map[string]int                           // file id -> scans reading it
 	memPos     map[*memtable.Memtable]map[string]uint64 // first stream segment per stream, per memtable
-	flushJob   string               // the job id of the flush in progress
-	seriesIdx  seriesCache          // the live files' series
+	flushJob   string                                   // the job id of the flush in progress
+	seriesIdx  seriesCache                              // the live files' series
 	closed     bool
 	fatal      error // sticky: ErrFenced
 
@@ -186,7 +186,7 @@ func Open(ctx context.Context, store objstore.Bucket, id layout.RegionID, opts O
 		id: id, store: store, opts: opts, man: man,
 		log:    opts.Logger.With("region", id.String()),
 		active: memtable.New(), memChanged: make(chan struct{}), pins: map[string]int{},
-		memPos: map[*memtable.Memtable]map[string]uint64{},
+		memPos:   map[*memtable.Memtable]map[string]uint64{},
 		flushReq: make(chan struct{}, 1),
 	}
 	fail := func(err error) (*Region, error) {
