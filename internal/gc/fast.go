@@ -35,7 +35,11 @@ type Options struct {
 	// JobRunning reports whether a job of this process (a compaction) is
 	// running; flushes are asked of the region. Nil: none is.
 	JobRunning func(job string) bool
-	Metrics    *Metrics
+	// Peers answers for the other regions when shared WAL stream segments
+	// are collected (default: their manifests in the store, and the
+	// region's stream's index).
+	Peers   Peers
+	Metrics *Metrics
 }
 
 // Report is what a run deleted (or, dry, would delete).
@@ -44,6 +48,8 @@ type Report struct {
 	PendingJobs  []string // markers resolved
 	PendingFiles []string // their outputs deleted
 	WALSegments  int      // WAL segments deleted
+	// Stream is what collecting shared WAL stream segments did.
+	Stream StreamReport
 	// Waiting counts older owners' markers kept because their uploads
 	// may still land (within the upload window).
 	Waiting  int
@@ -133,13 +139,34 @@ func Fast(ctx context.Context, r *region.Region, opts Options) (rep Report, err 
 	slices.Sort(rep.RemovedFiles)
 	slices.Sort(rep.PendingJobs)
 	slices.Sort(rep.PendingFiles)
-	if opts.DryRun || len(keys) == 0 {
+	if len(keys) == 0 && len(st.StreamGarbage) == 0 {
 		return rep, nil
 	}
 	// Refuse on an instance that no longer owns the region (it is closed,
 	// its lease passed, or a newer owner committed).
-	if err := r.Verify(ctx); err != nil {
-		return rep, fmt.Errorf("gc %s: not the region's owner; nothing deleted: %w", r.ID(), err)
+	if !opts.DryRun {
+		if err := r.Verify(ctx); err != nil {
+			return rep, fmt.Errorf("gc %s: not the region's owner; nothing deleted: %w", r.ID(), err)
+		}
+	}
+	// 3b. Shared stream segments the region released, where no other
+	// region needs them.
+	if len(st.StreamGarbage) > 0 {
+		peers := opts.Peers
+		if s := r.WALStream(); s != nil && peers.Regions == nil {
+			peers.Regions, peers.Forget = s.Regions, s.Forget
+		}
+		var err error
+		rep.Stream, err = CollectStreams(ctx, r.Store(), r.ID(), st.StreamGarbage, peers, opts.DryRun)
+		m.Requests.WithLabelValues("fast", string(objstore.OpGet)).Add(float64(rep.Stream.Reads))
+		m.Requests.WithLabelValues("fast", string(objstore.OpDelete)).Add(float64(rep.Stream.Deleted))
+		m.ObjectsDeleted.WithLabelValues("fast", string(KindStream)).Add(float64(rep.Stream.Deleted))
+		if err != nil {
+			return rep, fmt.Errorf("gc %s: %w", r.ID(), err)
+		}
+	}
+	if opts.DryRun {
+		return rep, nil
 	}
 	rep.Requests = len(keys)
 	m.Requests.WithLabelValues("fast", string(objstore.OpDelete)).Add(float64(len(keys)))
@@ -163,8 +190,13 @@ func Fast(ctx context.Context, r *region.Region, opts Options) (rep Report, err 
 	for _, job := range rep.PendingJobs {
 		actions = append(actions, manifest.Action{Resolve: &manifest.ResolvePending{JobID: job}})
 	}
-	if err := r.Commit(ctx, actions...); err != nil {
-		return rep, fmt.Errorf("gc %s: commit: %w", r.ID(), err)
+	if len(rep.Stream.Collected) > 0 {
+		actions = append(actions, manifest.Action{Streams: &manifest.WALStreams{Collected: rep.Stream.Collected}})
+	}
+	if len(actions) > 0 {
+		if err := r.Commit(ctx, actions...); err != nil {
+			return rep, fmt.Errorf("gc %s: commit: %w", r.ID(), err)
+		}
 	}
 	m.ObjectsDeleted.WithLabelValues("fast", string(KindSST)).Add(float64(len(rep.RemovedFiles) + len(rep.PendingFiles)))
 	m.ObjectsDeleted.WithLabelValues("fast", string(KindWAL)).Add(float64(rep.WALSegments))

@@ -13,6 +13,7 @@ const (
 	KindSST      Kind = "sst"
 	KindSeries   Kind = "series" // an SST's series index: owned with its SST
 	KindWAL      Kind = "wal"
+	KindStream   Kind = "stream" // a shared WAL stream segment
 	KindManifest Kind = "manifest"
 	KindOther    Kind = "other" // a key Strata never writes
 )

@@ -3,6 +3,8 @@ package region
 import (
 	"time"
 
+	"github.com/stratadb/strata/internal/wal"
+
 	"context"
 
 	"github.com/stratadb/strata/internal/manifest"
@@ -15,6 +17,10 @@ import (
 
 // Store is the region's object store.
 func (r *Region) Store() objstore.Bucket { return r.store }
+
+// WALStream is the shared WAL stream the region writes through (nil: its
+// own WAL).
+func (r *Region) WALStream() *wal.Stream { return r.opts.Stream }
 
 // Epoch is the manifest epoch this owner opened the region with.
 func (r *Region) Epoch() uint64 { return r.epoch }

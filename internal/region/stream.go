@@ -63,7 +63,7 @@ func (r *Region) openStreams(ctx context.Context, st *manifest.State) (uint64, e
 			continue
 		}
 		var last uint64
-		end, sealed, err := wal.ReplayStream(ctx, r.store, r.id, st.Epoch, ref.Stream, ref.From, isLive, func(n uint64, b *wal.Block) error {
+		end, _, err := wal.ReplayStream(ctx, r.store, r.id, st.Epoch, ref.Stream, ref.From, isLive, func(n uint64, b *wal.Block) error {
 			if len(b.Entries) == 0 {
 				return nil
 			}
@@ -82,13 +82,14 @@ func (r *Region) openStreams(ctx context.Context, st *manifest.State) (uint64, e
 			return 0, fmt.Errorf("replay stream %s: %w", ref.Stream, err)
 		}
 		next = max(next, last+1)
-		if sealed {
-			change.Fences = append(change.Fences, manifest.StreamRef{Stream: ref.Stream, End: end})
-		}
 		if isLive {
 			refs = append(refs, ref)
 			continue
 		}
+		// The fence that ended the stream is kept while a region records
+		// it, whoever wrote it (a fence this open wrote but failed to
+		// record is recorded by the next).
+		change.Fences = append(change.Fences, manifest.StreamRef{Stream: ref.Stream, End: end})
 		ref.End = end
 		ref.LastSeq = max(ref.LastSeq, last, 1)
 		if ref.LastSeq <= st.FlushedSeq {

@@ -46,8 +46,18 @@ type Stream struct {
 	next    uint64 // its next segment number
 	members map[layout.RegionID]*Member
 	ended   map[string]uint64 // sealed streams of this writer: their fences
+	index   map[segmentKey][]layout.RegionID
 	stats   StreamStats
 }
+
+type segmentKey struct {
+	stream string
+	n      uint64
+}
+
+// maxIndexed bounds the segments whose regions a stream remembers (about
+// 100 bytes each); past it, GC reads the segments instead.
+const maxIndexed = 1 << 20
 
 // StreamOptions configure a Stream.
 type StreamOptions struct {
@@ -112,6 +122,7 @@ func NewStream(store objstore.Bucket, opts StreamOptions) *Stream {
 		reqs: make(chan *streamReq), ctl: make(chan func()),
 		closing: make(chan struct{}), done: make(chan struct{}),
 		id: opts.NewID(), next: 1, members: map[layout.RegionID]*Member{}, ended: map[string]uint64{},
+		index: map[segmentKey][]layout.RegionID{},
 	}
 	go s.loop()
 	return s
@@ -122,6 +133,22 @@ func (s *Stream) ID() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.id
+}
+
+// Regions returns the regions with entries in segment n of stream, if this
+// writer wrote it and still remembers.
+func (s *Stream) Regions(stream string, n uint64) ([]layout.RegionID, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r, ok := s.index[segmentKey{stream, n}]
+	return r, ok
+}
+
+// Forget drops segment n of stream from the index: it was deleted.
+func (s *Stream) Forget(stream string, n uint64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.index, segmentKey{stream, n})
 }
 
 // Stats returns the stream's counters.
@@ -464,6 +491,13 @@ func (s *Stream) landed(stream string, number uint64, blocks []Block, group []*s
 		}
 	}
 	s.mu.Lock()
+	if len(s.index) < maxIndexed {
+		regions := make([]layout.RegionID, len(blocks))
+		for i, b := range blocks {
+			regions[i] = b.Region
+		}
+		s.index[segmentKey{stream, number}] = regions
+	}
 	s.next = number + 1
 	s.stats.Segments++
 	s.stats.Entries += entries

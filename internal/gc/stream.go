@@ -1,0 +1,147 @@
+package gc
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/stratadb/strata/internal/layout"
+	"github.com/stratadb/strata/internal/manifest"
+	"github.com/stratadb/strata/internal/objstore"
+	"github.com/stratadb/strata/internal/wal"
+)
+
+// Shared WAL stream segments (wal.Stream) hold several regions' entries,
+// so no one region's manifest decides their deletion. A region that no
+// longer needs a range of a stream first commits it as StreamGarbage (its
+// flush or its open does), and only then asks the other regions with
+// entries in each segment whether they still need it: release, then
+// check. Of two regions releasing the same segment at once, at least the
+// later to check sees the other's release, so the segment is deleted
+// once the last region needing it lets go, and never before.
+
+// Peers answers, for stream collection, what the other regions need.
+type Peers struct {
+	// Regions lists the regions with entries in segment n of stream, if
+	// known without reading it (the writer's index); nil: read it.
+	Regions func(stream string, n uint64) ([]layout.RegionID, bool)
+	// State is a region's current manifest state (nil, nil if the region
+	// does not exist any more); nil: read from the store.
+	State func(ctx context.Context, id layout.RegionID) (*manifest.State, error)
+	// Forget, if set, hears of each segment deleted.
+	Forget func(stream string, n uint64)
+}
+
+// StreamReport is what a collection of stream garbage did.
+type StreamReport struct {
+	Deleted   int // segments deleted
+	Kept      int // segments another region still needs
+	Reads     int // segments read to learn their regions
+	Collected []manifest.StreamRef
+}
+
+// CollectStreams deletes the segments of ranges (released by region self)
+// that no other region with entries in them needs, and returns the ranges
+// it settled. A range is settled when each of its segments is deleted,
+// missing, or needed by another region (which deletes it when it lets
+// go). Fences are never in a range (a range ends below its stream's
+// fence). The caller commits the settled ranges as Collected.
+func CollectStreams(ctx context.Context, store objstore.Bucket, self layout.RegionID, ranges []manifest.StreamRef, peers Peers, dry bool) (StreamReport, error) {
+	var rep StreamReport
+	states := map[layout.RegionID]*manifest.State{}
+	state := func(id layout.RegionID) (*manifest.State, error) {
+		if st, ok := states[id]; ok {
+			return st, nil
+		}
+		var st *manifest.State
+		var err error
+		if peers.State != nil {
+			st, err = peers.State(ctx, id)
+		} else {
+			st, err = readState(ctx, store, id)
+		}
+		if err != nil {
+			return nil, err
+		}
+		states[id] = st
+		return st, nil
+	}
+	for _, g := range ranges {
+		settled := true
+		for n := g.From; n < g.End; n++ {
+			regions, known := []layout.RegionID(nil), false
+			if peers.Regions != nil {
+				regions, known = peers.Regions(g.Stream, n)
+			}
+			key := layout.StreamKey(g.Stream, n)
+			if !known {
+				data, err := store.Get(ctx, key)
+				rep.Reads++
+				if errors.Is(err, objstore.ErrNotFound) {
+					continue
+				}
+				if err != nil {
+					return rep, fmt.Errorf("read %s: %w", key, err)
+				}
+				seg, err := wal.DecodeStream(n, data)
+				if err != nil {
+					return rep, fmt.Errorf("stream %s: %w", g.Stream, err)
+				}
+				if seg.Fence {
+					continue // kept: its writer may still append there
+				}
+				for _, b := range seg.Blocks {
+					regions = append(regions, b.Region)
+				}
+			}
+			needed := false
+			for _, id := range regions {
+				if id == self {
+					continue
+				}
+				st, err := state(id)
+				if err != nil {
+					return rep, fmt.Errorf("segment %s: read region %s: %w", key, id, err)
+				}
+				if st != nil && st.NeedsStream(g.Stream, n) {
+					needed = true
+					break
+				}
+			}
+			if needed {
+				rep.Kept++
+				continue
+			}
+			if dry {
+				rep.Deleted++
+				continue
+			}
+			if err := store.Delete(ctx, key); err != nil && !errors.Is(err, objstore.ErrNotFound) {
+				settled = false
+				continue
+			}
+			rep.Deleted++
+			if peers.Forget != nil {
+				peers.Forget(g.Stream, n)
+			}
+		}
+		if settled {
+			rep.Collected = append(rep.Collected, g)
+		}
+	}
+	return rep, nil
+}
+
+// readState reads a region's manifest without taking ownership; nil if
+// the region does not exist.
+func readState(ctx context.Context, store objstore.Bucket, id layout.RegionID) (*manifest.State, error) {
+	m, err := manifest.Open(ctx, store, id, manifest.Options{ReadOnly: true})
+	if errors.Is(err, manifest.ErrRegionNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer m.Close()
+	return m.State(), nil
+}

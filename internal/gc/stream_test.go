@@ -1,0 +1,131 @@
+package gc
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"testing"
+
+	"github.com/stratadb/strata/internal/layout"
+	"github.com/stratadb/strata/internal/manifest"
+	"github.com/stratadb/strata/internal/objstore"
+	"github.com/stratadb/strata/internal/objstore/faultstore"
+	"github.com/stratadb/strata/internal/objstore/objstoretest"
+	"github.com/stratadb/strata/internal/region"
+	"github.com/stratadb/strata/internal/row"
+	"github.com/stratadb/strata/internal/wal"
+)
+
+func streamKeys(t *testing.T, s objstore.Bucket) []string {
+	t.Helper()
+	objs, err := objstore.ListAll(context.Background(), s, layout.StreamsPrefix, 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, o := range objs {
+		out = append(out, o.Key)
+	}
+	return out
+}
+
+func hostPoint(host string, ts int64) []row.Point {
+	return []row.Point{{Tags: []row.Tag{{Name: "host", Value: host}}, TS: ts, Fields: []row.Field{{Name: "v", Value: row.FloatValue(1)}}}}
+}
+
+// TestFastGCCollectsStreamSegments: two regions share a stream. A segment
+// is deleted only once every region with entries in it has flushed past
+// it: the first region's GC keeps what the second still needs, the
+// second's deletes the rest. Run with the writer's index and, from a new
+// process, without it (reading the segments).
+func TestFastGCCollectsStreamSegments(t *testing.T) {
+	for _, indexed := range []bool{true, false} {
+		t.Run(fmt.Sprintf("indexed=%v", indexed), func(t *testing.T) {
+			ctx := context.Background()
+			counted := faultstore.New(objstoretest.Mem(t))
+			n := 0
+			s1 := wal.NewStream(counted, wal.StreamOptions{NewID: func() string { n++; return fmt.Sprintf("dn1/%d", n) }})
+			defer s1.Close()
+			ida, idb := layout.RegionID{Table: 5, Region: 1}, layout.RegionID{Table: 5, Region: 2}
+			open := func(id layout.RegionID, s *wal.Stream) *region.Region {
+				r, err := region.Open(ctx, counted, id, region.Options{Create: true, Stream: s, Logger: quiet})
+				if err != nil {
+					t.Fatal(err)
+				}
+				return r
+			}
+			a, b := open(ida, s1), open(idb, s1)
+			for i := range 4 {
+				for _, r := range []*region.Region{a, b} {
+					if _, err := r.Write(ctx, hostPoint("h", int64(i))); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			segments := len(streamKeys(t, counted))
+			if segments != 8 {
+				t.Fatalf("%d stream segments, want 8", segments)
+			}
+			if err := a.Flush(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if !indexed {
+				// A new process: the writer's index is gone.
+				a.Close(ctx, region.CloseOptions{})
+				b.Close(ctx, region.CloseOptions{})
+				s2 := wal.NewStream(counted, wal.StreamOptions{NewID: func() string { return "dn2/1" }})
+				defer s2.Close()
+				a, b = open(ida, s2), open(idb, s2)
+			}
+			rep, err := Fast(ctx, a, Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			// A's four segments go; B's four stay (B needs them).
+			if rep.Stream.Deleted != 4 || rep.Stream.Kept != 4 || len(rep.Stream.Collected) == 0 {
+				t.Fatalf("A's GC: %+v", rep.Stream)
+			}
+			if indexed && rep.Stream.Reads != 0 {
+				t.Fatalf("A's GC read %d segments with the writer's index at hand", rep.Stream.Reads)
+			}
+			if len(a.Manifest().StreamGarbage) != 0 {
+				t.Fatalf("A's garbage after GC: %+v", a.Manifest().StreamGarbage)
+			}
+			want := segments - 4
+			if !indexed {
+				want++ // the new process's fence sealing the stream
+			}
+			if got := len(streamKeys(t, counted)); got != want {
+				t.Fatalf("%d stream objects after A's GC, want %d", got, want)
+			}
+			if err := b.Flush(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := Fast(ctx, b, Options{}); err != nil {
+				t.Fatal(err)
+			}
+			left := streamKeys(t, counted)
+			// What remains is the sealed stream's fence (kept) when a new
+			// process sealed it.
+			for _, k := range left {
+				data, err := counted.Get(ctx, k)
+				if err != nil {
+					t.Fatal(err)
+				}
+				_, num, _ := layout.ParseStreamKey(k)
+				seg, err := wal.DecodeStream(num, data)
+				if err != nil || !seg.Fence {
+					t.Fatalf("left after both GCs: %s (fence=%v, err %v); all %v", k, seg != nil && seg.Fence, err, left)
+				}
+				if !slices.ContainsFunc(b.Manifest().StreamFences, func(f manifest.StreamRef) bool { return f.End == num }) {
+					t.Fatalf("fence %s is not recorded by B", k)
+				}
+			}
+			if indexed && len(left) != 0 {
+				t.Fatalf("left after both GCs: %v", left)
+			}
+			a.Close(ctx, region.CloseOptions{})
+			b.Close(ctx, region.CloseOptions{})
+		})
+	}
+}
