@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/stratadb/strata/internal/fsck"
+	"github.com/stratadb/strata/internal/gc"
 	"github.com/stratadb/strata/internal/objstore"
 	pb "github.com/stratadb/strata/proto/strata/v1"
 )
@@ -206,7 +207,14 @@ Exit codes: 0 clean; 1 unowned objects found (unless --allow-orphans);
 					}
 				}
 				for _, o := range rep.Orphans {
-					fmt.Fprintf(w, "unowned %s (%d bytes, age %s): outside any known region\n", o.Key, o.Size, o.Age.Round(time.Second))
+					where := "outside any known region"
+					if o.Kind == gc.KindStream {
+						where = "a WAL stream segment no region covers"
+					}
+					fmt.Fprintf(w, "unowned %s (%d bytes, age %s): %s\n", o.Key, o.Size, o.Age.Round(time.Second), where)
+				}
+				if st := rep.Streams; st.Listed > 0 {
+					fmt.Fprintf(w, "WAL streams: %d segments: %d live, %d awaiting GC, %d fences\n", st.Listed, st.Live, st.AwaitingGC, st.Fences)
 				}
 				fmt.Fprintf(w, "%d regions, %d objects listed, %d missing, %d unowned\n", len(rep.Regions), rep.Listed, rep.Missing(), rep.OrphanCount())
 			}

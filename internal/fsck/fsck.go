@@ -71,8 +71,22 @@ type Report struct {
 	// Orphans outside any region: unknown top-level keys, and the objects
 	// of tables the catalog does not have.
 	Orphans []gc.Object `json:"orphans,omitempty"`
-	Listed  int         `json:"listed"`
-	Lists   int         `json:"lists"`
+	// Streams sums up the shared WAL stream segments (whole-store checks
+	// only); an unowned one is among Orphans.
+	Streams Streams `json:"streams"`
+	Listed  int     `json:"listed"`
+	Lists   int     `json:"lists"`
+}
+
+// Streams counts shared WAL stream segments by owner.
+type Streams struct {
+	Listed int `json:"listed"`
+	// Live segments may hold entries some region has not flushed.
+	Live int `json:"live"`
+	// AwaitingGC are released by a region, for its fast GC to delete.
+	AwaitingGC int `json:"awaiting_gc"`
+	// Fences end a sealed stream; kept while a region records them.
+	Fences int `json:"fences"`
 }
 
 // Missing counts live files missing from the store plus regions whose
@@ -131,6 +145,7 @@ func Check(ctx context.Context, store objstore.Bucket, opts Options) (*Report, e
 	// (the order full GC relies on too, see gc.Take).
 	var token []byte
 	regions := map[layout.RegionID][]objstore.Object{}
+	var streams []objstore.Object
 	now := opts.Now()
 	for {
 		p, err := store.List(ctx, prefix, token, opts.PageSize)
@@ -141,6 +156,10 @@ func Check(ctx context.Context, store objstore.Bucket, opts Options) (*Report, e
 		for _, o := range p.Objects {
 			if only == nil && strings.HasPrefix(o.Key, catalog.StorePrefix) {
 				continue // the catalog owns it
+			}
+			if _, _, ok := layout.ParseStreamKey(o.Key); ok && only == nil {
+				streams = append(streams, o) // owned by the regions' manifests: classified below
+				continue
 			}
 			id, ok := parseRegion(o.Key)
 			if ok {
@@ -181,16 +200,63 @@ func Check(ctx context.Context, store objstore.Bucket, opts Options) (*Report, e
 		}
 		return int(a.Region) - int(b.Region)
 	})
+	states := make([]*manifest.State, 0, len(ids))
 	for _, id := range ids {
-		g := checkRegion(ctx, store, id, regions[id], now)
+		g, st := checkRegion(ctx, store, id, regions[id], now)
+		states = append(states, st)
 		if t, ok := byID[id.Table]; ok {
 			g.Table = t.Name
 		}
 		rep.Listed += g.Listed
 		rep.Regions = append(rep.Regions, g)
 	}
+	if err := checkStreams(ctx, store, rep, streams, states, now); err != nil {
+		return nil, err
+	}
 	rep.Listed += len(rep.Orphans)
 	return rep, nil
+}
+
+// checkStreams classifies shared WAL stream segments against every
+// region's manifest: a segment is owned while a region's references cover
+// it (its entries may be unflushed), while a region's released ranges
+// cover it (that region's fast GC deletes it), or as a recorded fence.
+// The listing came before the manifests were read, so a segment none
+// covers may have been collected meanwhile: it is an orphan only if it
+// still exists.
+func checkStreams(ctx context.Context, store objstore.Bucket, rep *Report, listed []objstore.Object, states []*manifest.State, now time.Time) error {
+	for _, o := range listed {
+		rep.Streams.Listed++
+		stream, n, _ := layout.ParseStreamKey(o.Key)
+		var live, released, fence bool
+		for _, st := range states {
+			live = live || st.NeedsStream(stream, n)
+			for _, g := range st.StreamGarbage {
+				released = released || g.Needs(stream, n)
+			}
+			for _, f := range st.StreamFences {
+				fence = fence || (f.Stream == stream && f.End == n)
+			}
+		}
+		switch {
+		case live:
+			rep.Streams.Live++
+		case released:
+			rep.Streams.AwaitingGC++
+		case fence:
+			rep.Streams.Fences++
+		default:
+			if _, err := store.Attributes(ctx, o.Key); errors.Is(err, objstore.ErrNotFound) {
+				rep.Streams.Listed--
+				continue
+			} else if err != nil {
+				return fmt.Errorf("fsck: %s: %w", o.Key, err)
+			}
+			rep.Orphans = append(rep.Orphans, gc.Object{Key: o.Key, Kind: gc.KindStream, Size: o.Size, Age: max(0, now.Sub(o.ModTime))})
+		}
+	}
+	rep.Listed += rep.Streams.Listed
+	return nil
 }
 
 func resolveTable(tables []catalog.Table, s string) (uint32, bool) {
@@ -219,7 +285,7 @@ func parseRegion(key string) (layout.RegionID, bool) {
 	return layout.RegionID{Table: uint32(t), Region: uint32(r)}, true
 }
 
-func checkRegion(ctx context.Context, store objstore.Bucket, id layout.RegionID, listed []objstore.Object, now time.Time) Region {
+func checkRegion(ctx context.Context, store objstore.Bucket, id layout.RegionID, listed []objstore.Object, now time.Time) (Region, *manifest.State) {
 	g := Region{ID: id.String()}
 	st, manErr := readState(ctx, store, id)
 	objects := gc.ClassifyAll(id, st, listed, now)
@@ -260,7 +326,7 @@ func checkRegion(ctx context.Context, store objstore.Bucket, id layout.RegionID,
 		g.Pending = append(g.Pending, Pending{Job: job, Files: len(p.FileIDs), Epoch: p.Epoch, Age: max(0, now.Sub(p.CreatedAt))})
 	}
 	slices.SortFunc(g.Pending, func(a, b Pending) int { return strings.Compare(a.Job, b.Job) })
-	return g
+	return g, st
 }
 
 // readState reads a region's manifest read-only. If it cannot be read, it

@@ -1,11 +1,14 @@
-package gc
+package gc_test
 
 import (
 	"context"
+	"log/slog"
 	"fmt"
 	"slices"
 	"testing"
 
+	"github.com/stratadb/strata/internal/fsck"
+	"github.com/stratadb/strata/internal/gc"
 	"github.com/stratadb/strata/internal/layout"
 	"github.com/stratadb/strata/internal/manifest"
 	"github.com/stratadb/strata/internal/objstore"
@@ -48,7 +51,7 @@ func TestFastGCCollectsStreamSegments(t *testing.T) {
 			defer s1.Close()
 			ida, idb := layout.RegionID{Table: 5, Region: 1}, layout.RegionID{Table: 5, Region: 2}
 			open := func(id layout.RegionID, s *wal.Stream) *region.Region {
-				r, err := region.Open(ctx, counted, id, region.Options{Create: true, Stream: s, Logger: quiet})
+				r, err := region.Open(ctx, counted, id, region.Options{Create: true, Stream: s, Logger: slog.New(slog.DiscardHandler)})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -77,7 +80,7 @@ func TestFastGCCollectsStreamSegments(t *testing.T) {
 				defer s2.Close()
 				a, b = open(ida, s2), open(idb, s2)
 			}
-			rep, err := Fast(ctx, a, Options{})
+			rep, err := gc.Fast(ctx, a, gc.Options{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -101,7 +104,7 @@ func TestFastGCCollectsStreamSegments(t *testing.T) {
 			if err := b.Flush(ctx); err != nil {
 				t.Fatal(err)
 			}
-			if _, err := Fast(ctx, b, Options{}); err != nil {
+			if _, err := gc.Fast(ctx, b, gc.Options{}); err != nil {
 				t.Fatal(err)
 			}
 			left := streamKeys(t, counted)
@@ -123,6 +126,26 @@ func TestFastGCCollectsStreamSegments(t *testing.T) {
 			}
 			if indexed && len(left) != 0 {
 				t.Fatalf("left after both GCs: %v", left)
+			}
+			// fsck accounts for every stream object; one no region covers is
+			// an orphan.
+			rep2, err := fsck.Check(ctx, counted, fsck.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if rep2.OrphanCount() != 0 || rep2.Streams.Listed != len(left) || rep2.Streams.Fences != len(left) {
+				t.Fatalf("fsck: %d orphans %v, streams %+v", rep2.OrphanCount(), rep2.Orphans, rep2.Streams)
+			}
+			stray := layout.StreamKey("dn9/1", 1)
+			if err := counted.Put(ctx, stray, []byte("x")); err != nil {
+				t.Fatal(err)
+			}
+			rep2, err = fsck.Check(ctx, counted, fsck.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(rep2.Orphans) != 1 || rep2.Orphans[0].Key != stray || rep2.Orphans[0].Kind != gc.KindStream {
+				t.Fatalf("fsck orphans %+v, want %s", rep2.Orphans, stray)
 			}
 			a.Close(ctx, region.CloseOptions{})
 			b.Close(ctx, region.CloseOptions{})
