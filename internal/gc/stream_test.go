@@ -2,8 +2,8 @@ package gc_test
 
 import (
 	"context"
-	"log/slog"
 	"fmt"
+	"log/slog"
 	"slices"
 	"testing"
 
