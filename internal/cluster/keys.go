@@ -81,3 +81,11 @@ func ParseRegionKey(prefix, key string) (layout.RegionID, bool) {
 	}
 	return layout.RegionID{Table: uint32(tn), Region: uint32(rn)}, true
 }
+
+// DropFencesPrefix holds, per dropped table, the WAL stream fences its
+// regions recorded, for the drop's final sweep to delete (JSON list of
+// keys).
+const DropFencesPrefix = Prefix + "drop-fences/"
+
+// DropFencesKey is the key of a dropped table's stream fences.
+func DropFencesKey(table uint32) string { return fmt.Sprintf("%s%d", DropFencesPrefix, table) }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/stratadb/strata/internal/gc"
 	"github.com/stratadb/strata/internal/layout"
+	"github.com/stratadb/strata/internal/manifest"
 	"github.com/stratadb/strata/internal/region"
 )
 
@@ -95,7 +96,8 @@ func (e *Engine) GC(ctx context.Context, req GCRequest) ([]GCResult, error) {
 		} else if req.Full {
 			res.Listed, err = gc.Full(ctx, r, gc.FullOptions{MinAge: req.MinAge, DryRun: req.DryRun, Metrics: e.opts.GCMetrics})
 		} else {
-			res.Fast, err = gc.Fast(ctx, r, gc.Options{Lingering: req.Lingering, DryRun: req.DryRun, JobRunning: e.sched.JobRunning, Metrics: e.opts.GCMetrics})
+			res.Fast, err = gc.Fast(ctx, r, gc.Options{Lingering: req.Lingering, DryRun: req.DryRun, JobRunning: e.sched.JobRunning, Metrics: e.opts.GCMetrics,
+				Peers: gc.Peers{State: e.peerState}})
 		}
 		mu.(*sync.Mutex).Unlock()
 		if err != nil {
@@ -150,4 +152,19 @@ func (e *Engine) runGC(ctx context.Context, req GCRequest) {
 	if err != nil && !errors.Is(err, region.ErrClosed) {
 		e.log.Warn("periodic GC failed", "full", req.Full, "err", err)
 	}
+}
+
+// peerState is a region's manifest state for collecting shared WAL stream
+// segments: the hosted instance's if this node owns the region (it is the
+// only writer), else the store's.
+func (e *Engine) peerState(ctx context.Context, id layout.RegionID) (*manifest.State, error) {
+	e.mu.Lock()
+	r := e.regions[id]
+	e.mu.Unlock()
+	if r != nil {
+		if err := r.Settle(ctx); err == nil {
+			return r.Manifest(), nil
+		}
+	}
+	return gc.ReadState(ctx, e.store, id)
 }

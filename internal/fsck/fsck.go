@@ -18,6 +18,7 @@ import (
 	"github.com/stratadb/strata/internal/layout"
 	"github.com/stratadb/strata/internal/manifest"
 	"github.com/stratadb/strata/internal/objstore"
+	"github.com/stratadb/strata/internal/wal"
 )
 
 // Options configure a check.
@@ -246,11 +247,18 @@ func checkStreams(ctx context.Context, store objstore.Bucket, rep *Report, liste
 		case fence:
 			rep.Streams.Fences++
 		default:
-			if _, err := store.Attributes(ctx, o.Key); errors.Is(err, objstore.ErrNotFound) {
+			data, err := store.Get(ctx, o.Key)
+			if errors.Is(err, objstore.ErrNotFound) {
 				rep.Streams.Listed--
 				continue
 			} else if err != nil {
 				return fmt.Errorf("fsck: %s: %w", o.Key, err)
+			}
+			// A dropped table's fences wait for the drop's final sweep
+			// (metasrv), an upload window after the drop.
+			if seg, err := wal.DecodeStream(n, data); err == nil && seg.Fence && now.Sub(o.ModTime) < manifest.UploadWindow+2*manifest.MaxClockSkew {
+				rep.Streams.Fences++
+				continue
 			}
 			rep.Orphans = append(rep.Orphans, gc.Object{Key: o.Key, Kind: gc.KindStream, Size: o.Size, Age: max(0, now.Sub(o.ModTime))})
 		}

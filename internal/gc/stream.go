@@ -58,7 +58,7 @@ func CollectStreams(ctx context.Context, store objstore.Bucket, self layout.Regi
 		if peers.State != nil {
 			st, err = peers.State(ctx, id)
 		} else {
-			st, err = readState(ctx, store, id)
+			st, err = ReadState(ctx, store, id)
 		}
 		if err != nil {
 			return nil, err
@@ -132,9 +132,9 @@ func CollectStreams(ctx context.Context, store objstore.Bucket, self layout.Regi
 	return rep, nil
 }
 
-// readState reads a region's manifest without taking ownership; nil if
+// ReadState reads a region's manifest without taking ownership; nil if
 // the region does not exist.
-func readState(ctx context.Context, store objstore.Bucket, id layout.RegionID) (*manifest.State, error) {
+func ReadState(ctx context.Context, store objstore.Bucket, id layout.RegionID) (*manifest.State, error) {
 	m, err := manifest.Open(ctx, store, id, manifest.Options{ReadOnly: true})
 	if errors.Is(err, manifest.ErrRegionNotFound) {
 		return nil, nil

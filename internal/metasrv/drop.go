@@ -2,8 +2,10 @@ package metasrv
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"google.golang.org/grpc/codes"
@@ -11,6 +13,7 @@ import (
 
 	"github.com/stratadb/strata/internal/catalog"
 	"github.com/stratadb/strata/internal/cluster"
+	"github.com/stratadb/strata/internal/gc"
 	"github.com/stratadb/strata/internal/layout"
 	"github.com/stratadb/strata/internal/manifest"
 	"github.com/stratadb/strata/internal/objstore"
@@ -86,6 +89,9 @@ func (s *Server) finishDrop(ctx context.Context, t catalog.Table) error {
 	}); err != nil {
 		return err
 	}
+	if err := s.releaseStreams(ctx, t); err != nil {
+		return err
+	}
 	sweptAt := time.Now()
 	n, err := s.sweep(ctx, t.ID)
 	if err != nil {
@@ -121,6 +127,9 @@ func (s *Server) finalSweepAfter() time.Duration {
 // finalSweep deletes what landed under a dropped table's prefix after its
 // first sweep, then forgets the table for good.
 func (s *Server) finalSweep(ctx context.Context, id uint32) error {
+	if err := s.deleteDropFences(ctx, id); err != nil {
+		return err
+	}
 	n, err := s.sweep(ctx, id)
 	if err != nil {
 		return err
@@ -129,6 +138,89 @@ func (s *Server) finalSweep(ctx context.Context, id uint32) error {
 		s.log.Warn("final sweep of a dropped table deleted late writes of a former owner", "table_id", id, "objects", n)
 	}
 	return s.cat.SweepDone(ctx, id)
+}
+
+// releaseStreams lets go of what the table's regions hold in the nodes'
+// shared WAL streams, before their manifests go: the segments they
+// reference or released, wherever no region of another table needs them
+// (gc.CollectStreams, with the table's regions counted as gone). The
+// stream fences they recorded are left for the final sweep, once no
+// former writer can land under them; their keys wait in etcd.
+func (s *Server) releaseStreams(ctx context.Context, t catalog.Table) error {
+	store := s.opts.Store
+	peers := gc.Peers{State: func(ctx context.Context, id layout.RegionID) (*manifest.State, error) {
+		if id.Table == t.ID {
+			return nil, nil
+		}
+		return gc.ReadState(ctx, store, id)
+	}}
+	var fences []string
+	for i := range t.Regions {
+		id := layout.RegionID{Table: t.ID, Region: i}
+		st, err := gc.ReadState(ctx, store, id)
+		if err != nil {
+			return fmt.Errorf("region %s: %w", id, err)
+		}
+		if st == nil {
+			continue
+		}
+		ranges := slices.Clone(st.StreamGarbage)
+		for _, ref := range st.Streams {
+			end := ref.End
+			if end == 0 {
+				// A stream its writer may still write: what exists now
+				// is all that can hold the closed region's entries.
+				objs, err := objstore.ListAll(ctx, store, layout.StreamPrefix(ref.Stream), 1000)
+				if err != nil {
+					return fmt.Errorf("region %s: list stream %s: %w", id, ref.Stream, err)
+				}
+				for _, o := range objs {
+					if _, n, ok := layout.ParseStreamKey(o.Key); ok {
+						end = max(end, n+1)
+					}
+				}
+			}
+			if end > ref.From {
+				ranges = append(ranges, manifest.StreamRef{Stream: ref.Stream, From: ref.From, End: end})
+			}
+		}
+		if _, err := gc.CollectStreams(ctx, store, id, ranges, peers, false); err != nil {
+			return fmt.Errorf("region %s: %w", id, err)
+		}
+		for _, f := range st.StreamFences {
+			fences = append(fences, layout.StreamKey(f.Stream, f.End))
+		}
+	}
+	if len(fences) == 0 {
+		return nil
+	}
+	data, err := json.Marshal(fences)
+	if err != nil {
+		return err
+	}
+	_, err = s.opts.Client.Put(ctx, cluster.DropFencesKey(t.ID), string(data))
+	return err
+}
+
+// deleteDropFences deletes a dropped table's stream fences (final sweep).
+func (s *Server) deleteDropFences(ctx context.Context, id uint32) error {
+	resp, err := s.opts.Client.Get(ctx, cluster.DropFencesKey(id))
+	if err != nil {
+		return err
+	}
+	for _, kv := range resp.Kvs {
+		var keys []string
+		if err := json.Unmarshal(kv.Value, &keys); err != nil {
+			return fmt.Errorf("drop fences of table %d: %w", id, err)
+		}
+		for _, k := range keys {
+			if err := s.opts.Store.Delete(ctx, k); err != nil && !errors.Is(err, objstore.ErrNotFound) {
+				return err
+			}
+		}
+	}
+	_, err = s.opts.Client.Delete(ctx, cluster.DropFencesKey(id))
+	return err
 }
 
 // sweep deletes every object under a table's prefix and says how many.

@@ -246,7 +246,7 @@ func Open(ctx context.Context, store objstore.Bucket, id layout.RegionID, opts O
 	}
 	if opts.Stream != nil {
 		m, err := opts.Stream.Attach(wal.MemberOptions{Region: id, Epoch: st.Epoch, NextSeq: nextSeq,
-			Record: r.recordStream, Lease: walOpts.Lease, Apply: r.applyStream})
+			Record: r.recordStream, Lease: opts.Lease, Apply: r.applyStream})
 		if err != nil {
 			return fail(err)
 		}

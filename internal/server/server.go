@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/oklog/ulid/v2"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -62,10 +63,13 @@ type Config struct {
 	// bounds every region's memtables together).
 	FlushBytes  int64
 	MemoryLimit int64
-	// WALWindow is each region's WAL group-commit window: how long the
-	// first write of a group waits for others (0: no wait, the lowest
-	// latency; docs/cost.md).
+	// WALWindow is the WAL group-commit window: how long the first write
+	// of a group waits for others (0: no wait, the lowest latency;
+	// docs/cost.md).
 	WALWindow time.Duration
+	// OwnWAL gives each region its own WAL instead of the node's shared
+	// stream: a segment per region per window instead of one per node.
+	OwnWAL bool
 	// DefaultRegions is the region count of tables created by writes.
 	DefaultRegions uint32
 	// MaxBodyBytes bounds a line-protocol request.
@@ -106,6 +110,7 @@ type Server struct {
 	store    objstore.Bucket
 	ownStore bool // opened here (not Config.Bucket): closed on shutdown
 	eng      *datanode.Engine
+	stream   *wal.Stream // the node's shared WAL (nil with OwnWAL)
 	httpSrv  *http.Server
 	grpcSrv  *grpc.Server
 	health   *health.Server
@@ -198,6 +203,14 @@ func (s *Server) start(ctx context.Context) error {
 
 	began := time.Now()
 	ropts := region.Options{FlushBytes: cfg.FlushBytes, WAL: wal.Options{Window: cfg.WALWindow}, Metrics: region.NewMetrics(s.Registry), Logger: cfg.Logger}
+	if !cfg.OwnWAL {
+		// One WAL stream for every region of the node; each start (and
+		// each stream sealed by a region's new owner) gets a new name.
+		s.stream = wal.NewStream(s.store, wal.StreamOptions{Window: cfg.WALWindow,
+			NewID: func() string { return cfg.NodeID + "/" + ulid.Make().String() }})
+		ropts.Stream = s.stream
+		s.Registry.MustRegister(newStreamCollector(s.stream))
+	}
 	if cfg.MemoryLimit > 0 {
 		ropts.Budget = region.NewMemoryBudget(cfg.MemoryLimit)
 	}
@@ -276,6 +289,9 @@ func (s *Server) abort() {
 	if s.eng != nil {
 		s.eng.Close(context.Background(), false)
 	}
+	if s.stream != nil {
+		s.stream.Close()
+	}
 	if s.etcd != nil {
 		s.etcd.Close()
 	}
@@ -332,6 +348,9 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	s.agent.Stop()
 	s.log.Info("shutting down: flushing regions")
 	errs = append(errs, s.eng.Close(ctx, true))
+	if s.stream != nil {
+		s.stream.Close() // after every region detached
+	}
 	s.agent.Revoke(ctx)
 	s.etcd.Close()
 	errs = append(errs, s.closeStore())

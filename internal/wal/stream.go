@@ -85,7 +85,7 @@ type Member struct {
 	region layout.RegionID
 	epoch  uint64
 	apply  func(stream string, segment uint64, entries []row.Entry)
-	lease  func() error
+	lease  func() time.Time
 	record func(context.Context, Recording) error
 
 	closing chan struct{}
@@ -184,9 +184,11 @@ type MemberOptions struct {
 	// a stream the member has not recorded. An error wrapping ErrFenced
 	// fails the member for good; any other fails the writes at hand.
 	Record func(context.Context, Recording) error
-	// Lease, if set, reports whether the owner may still acknowledge, as
-	// in Options.Lease.
-	Lease func() error
+	// Lease, if set, is the local deadline of the owner's lease: past it
+	// the member acknowledges nothing, and a segment carrying its entries
+	// must land before it (the create's context ends there), so a former
+	// owner's late write cannot land long after its lease.
+	Lease func() time.Time
 	// Apply receives each durable block's entries, with the stream and
 	// segment holding them, before they are acknowledged.
 	Apply func(stream string, segment uint64, entries []row.Entry)
@@ -221,6 +223,31 @@ func (s *Stream) do(f func()) bool {
 	case <-s.closing:
 		return false
 	}
+}
+
+// leaseErr is ErrFenced once the member's lease has passed.
+func (m *Member) leaseErr() error {
+	if m.lease == nil {
+		return nil
+	}
+	if d := m.lease(); !time.Now().Before(d) {
+		return fmt.Errorf("%w: %w: region %s: the local deadline %s has passed", ErrFenced, ErrLeaseExpired, m.region, d.Format(time.RFC3339Nano))
+	}
+	return nil
+}
+
+// deadline is the earliest lease deadline of a group's members (zero:
+// none has a lease).
+func deadline(group []*streamReq) time.Time {
+	var d time.Time
+	for _, r := range group {
+		if r.m.lease != nil {
+			if md := r.m.lease(); d.IsZero() || md.Before(d) {
+				d = md
+			}
+		}
+	}
+	return d
 }
 
 // Append makes entries durable in one segment, as Writer.Append does.
@@ -350,7 +377,12 @@ func (s *Stream) commit(group []*streamReq) {
 		blocks := groupBlocks(group)
 		s.buf = encodeStream(s.buf[:0], false, blocks)
 		key := layout.StreamKey(id, number)
-		err := s.store.CreateIfAbsent(ctx, key, s.buf)
+		cctx, cancel := ctx, context.CancelFunc(func() {})
+		if d := deadline(group); !d.IsZero() {
+			cctx, cancel = context.WithDeadline(ctx, d)
+		}
+		err := s.store.CreateIfAbsent(cctx, key, s.buf)
+		cancel()
 		switch {
 		case err == nil:
 			s.landed(id, number, blocks, group, len(s.buf), true)
@@ -403,11 +435,9 @@ func (s *Stream) admitMember(ctx context.Context, m *Member, id string, next uin
 	case m.err != nil:
 		return m.err
 	}
-	if m.lease != nil {
-		if err := m.lease(); err != nil {
-			m.err = fmt.Errorf("%w: %w: %v", ErrFenced, ErrLeaseExpired, err)
-			return m.err
-		}
+	if err := m.leaseErr(); err != nil {
+		m.err = err
+		return err
 	}
 	if m.recorded != id {
 		s.mu.Lock()
@@ -469,12 +499,8 @@ func (s *Stream) landed(stream string, number uint64, blocks []Block, group []*s
 			continue
 		}
 		members[m.region] = m
-		if m.lease == nil {
-			verdict[m.region] = nil
-			continue
-		}
-		if lerr := m.lease(); lerr != nil {
-			m.err = fmt.Errorf("%w: %w: %v", ErrFenced, ErrLeaseExpired, lerr)
+		if lerr := m.leaseErr(); lerr != nil {
+			m.err = lerr
 			verdict[m.region] = errors.Join(m.err, fmt.Errorf("%w: segment %d landed after the lease expired", ErrOutcomeUnknown, number))
 		}
 	}
