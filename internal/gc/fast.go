@@ -154,7 +154,7 @@ func Fast(ctx context.Context, r *region.Region, opts Options) (rep Report, err 
 	if len(st.StreamGarbage) > 0 {
 		peers := opts.Peers
 		if s := r.WALStream(); s != nil && peers.Regions == nil {
-			peers.Regions, peers.Forget = s.Regions, s.Forget
+			peers.Regions, peers.Forget, peers.Live = s.Regions, s.Forget, s.Next
 		}
 		var err error
 		rep.Stream, err = CollectStreams(ctx, r.Store(), r.ID(), st.StreamGarbage, peers, opts.DryRun)
@@ -191,7 +191,7 @@ func Fast(ctx context.Context, r *region.Region, opts Options) (rep Report, err 
 		actions = append(actions, manifest.Action{Resolve: &manifest.ResolvePending{JobID: job}})
 	}
 	if len(rep.Stream.Collected) > 0 {
-		actions = append(actions, manifest.Action{Streams: &manifest.WALStreams{Collected: rep.Stream.Collected}})
+		actions = append(actions, manifest.Action{Streams: &manifest.WALStreams{Collected: rep.Stream.Collected, Garbage: rep.Stream.Deferred}})
 	}
 	if len(actions) > 0 {
 		if err := r.Commit(ctx, actions...); err != nil {

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/stratadb/strata/internal/compact"
+	"github.com/stratadb/strata/internal/fsck"
 	"github.com/stratadb/strata/internal/gc"
 	"github.com/stratadb/strata/internal/layout"
 	"github.com/stratadb/strata/internal/manifest"
@@ -21,6 +22,7 @@ import (
 	"github.com/stratadb/strata/internal/objstore/objstoretest"
 	"github.com/stratadb/strata/internal/region"
 	"github.com/stratadb/strata/internal/row"
+	"github.com/stratadb/strata/internal/wal"
 )
 
 // gate is the former owner's view of the store: its call number pauseAt
@@ -93,7 +95,30 @@ func (g *gate) Attributes(ctx context.Context, k string) (objstore.Attrs, error)
 	return g.Bucket.Attributes(ctx, k)
 }
 
-var orid = layout.RegionID{Table: 11, Region: 0}
+var (
+	orid = layout.RegionID{Table: 11, Region: 0}
+	nrid = layout.RegionID{Table: 11, Region: 1} // A's neighbour on its node's stream
+)
+
+// scanValues reads a region's rows as key(host, ts) -> v.
+func scanValues(t *testing.T, r *region.Region) map[string]float64 {
+	t.Helper()
+	got := map[string]float64{}
+	sc, err := r.Scan(context.Background(), region.ScanRequest{Start: region.AllTime, End: region.AllTimeEnd})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sc.Close()
+	for sc.Next() {
+		for _, e := range sc.Batch() {
+			got[key(row.SeriesTag(e.Series, "host"), e.TS)] = e.Fields[0].Float()
+		}
+	}
+	if err := sc.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return got
+}
 
 // ledger records what each owner's writes returned: acked rows must read
 // back with their value; rows of failed writes may or may not.
@@ -134,7 +159,7 @@ func (l *ledger) write(ctx context.Context, r *region.Region, rng *rand.Rand, ro
 }
 
 // campaignCounts are the campaign's verdicts, summed over its cases.
-type campaignCounts struct{ runs, lost, liveDeleted, unowned, bricked, lateAcked int }
+type campaignCounts struct{ runs, streamRuns, lost, liveDeleted, unowned, bricked, lateAcked int }
 
 // ownershipCase is one interleaving: the former owner A runs its queued
 // work and is paused at its call pauseAt; meanwhile the new owner B opens,
@@ -144,17 +169,35 @@ type campaignCounts struct{ runs, lost, liveDeleted, unowned, bricked, lateAcked
 // after its owner's lease expired); without, A never learns (a planned
 // move, or a clock that lies), and only the store's fences stop it. It
 // returns A's call count (0 once pauseAt is past A's last call).
-func ownershipCase(t *testing.T, seed uint64, pauseAt int, leased bool, c *campaignCounts) int {
+//
+// With streams, each owner is a datanode writing a shared WAL stream
+// (wal.Stream) through its own view of the store, and a neighbour region
+// shares the former owner's stream, so the new owner's seal rolls the
+// stream over under a region that stays.
+func ownershipCase(t *testing.T, seed uint64, pauseAt int, leased, streams bool, c *campaignCounts) int {
 	ctx := context.Background()
 	rng := rand.New(rand.NewPCG(seed, uint64(pauseAt)))
 	inner := objstoretest.Mem(t)
 	quiet := quietLogger()
 	base := region.Options{Logger: quiet, FlushBytes: 1 << 30, CheckpointDistance: 2 + rng.IntN(3), RowGroupRows: 16}
+	// node gives an owner its datanode's stream over store (none without
+	// streams).
+	var nodes int
+	node := func(o region.Options, store objstore.Bucket) region.Options {
+		if streams {
+			nodes++
+			name := fmt.Sprintf("dn%d", nodes)
+			var n int
+			o.Stream = wal.NewStream(store, wal.StreamOptions{NewID: func() string { n++; return fmt.Sprintf("%s/%d", name, n) }})
+			t.Cleanup(func() { o.Stream.Close() })
+		}
+		return o
+	}
 	led := &ledger{acked: map[string]float64{}, maybe: map[string]float64{}}
 	never := func() bool { return false }
 
 	// A first owner leaves files and a WAL behind.
-	o := base
+	o := node(base, inner)
 	o.Create = true
 	s, err := region.Open(ctx, inner, orid, o)
 	if err != nil {
@@ -173,10 +216,20 @@ func ownershipCase(t *testing.T, seed uint64, pauseAt int, leased bool, c *campa
 	leaseEnd := time.Now().Add(time.Hour)
 	aLease := func() time.Time { leaseMu.Lock(); defer leaseMu.Unlock(); return leaseEnd }
 	aGone := func() bool { return leased && !time.Now().Before(aLease()) }
-	ao := base
+	ao := node(base, g)
 	if leased {
 		ao.Lease = aLease
 	}
+	var neighbour *region.Region
+	if streams {
+		no := ao
+		no.Lease, no.Create = nil, true
+		if neighbour, err = region.Open(ctx, inner, nrid, no); err != nil {
+			t.Fatal(err)
+		}
+		defer neighbour.Close(ctx, region.CloseOptions{})
+	}
+	nled := &ledger{acked: map[string]float64{}, maybe: map[string]float64{}}
 	aRng := rand.New(rand.NewPCG(seed, uint64(pauseAt)+1<<32))
 	aDone := make(chan struct{})
 	go func() {
@@ -189,7 +242,12 @@ func ownershipCase(t *testing.T, seed uint64, pauseAt int, leased bool, c *campa
 		sched := compact.NewScheduler(compact.SchedulerOptions{Logger: quiet})
 		defer sched.Close()
 		steps := []func(){
-			func() { led.write(ctx, a, aRng, 3, aGone) },
+			func() {
+				if neighbour != nil {
+					nled.write(ctx, neighbour, aRng, 2, never)
+				}
+				led.write(ctx, a, aRng, 3, aGone)
+			},
 			func() { led.write(ctx, a, aRng, 3, aGone) },
 			func() { a.Flush(ctx) },
 			func() { led.write(ctx, a, aRng, 3, aGone) },
@@ -217,7 +275,8 @@ func ownershipCase(t *testing.T, seed uint64, pauseAt int, leased bool, c *campa
 		leaseEnd = time.Now()
 		leaseMu.Unlock()
 	}
-	b, err := region.Open(ctx, inner, orid, base)
+	bo := node(base, inner)
+	b, err := region.Open(ctx, inner, orid, bo)
 	if err != nil {
 		objs, _ := objstore.ListAll(ctx, inner, orid.Prefix(), 1000)
 		var ks []string
@@ -249,6 +308,12 @@ func ownershipCase(t *testing.T, seed uint64, pauseAt int, leased bool, c *campa
 	close(g.resume)
 	<-aDone
 	calls := g.Calls()
+	if neighbour != nil {
+		// The neighbour stays on A's node and goes on writing.
+		if err := nled.write(ctx, neighbour, rng, 2, never); err != nil {
+			t.Errorf("seed %d pause %d: the neighbour's write after A woke: %v", seed, pauseAt, err)
+		}
+	}
 
 	// B goes on: it still writes and flushes.
 	if err := led.write(ctx, b, rng, 4, never); err != nil && !errors.Is(err, region.ErrFenced) {
@@ -261,9 +326,12 @@ func ownershipCase(t *testing.T, seed uint64, pauseAt int, leased bool, c *campa
 	// C: an owner opening after everything, on a clock past every upload
 	// window, checks the outcome and reclaims what may be reclaimed.
 	later := func() time.Time { return time.Now().Add(manifest.UploadWindow + manifest.MaxClockSkew + time.Minute) }
-	co := base
+	co := node(base, inner)
 	co.Now = later
 	c.runs++
+	if streams {
+		c.streamRuns++
+	}
 	cr, err := region.Open(ctx, inner, orid, co)
 	if err != nil {
 		c.bricked++
@@ -322,6 +390,31 @@ func ownershipCase(t *testing.T, seed uint64, pauseAt int, leased bool, c *campa
 			t.Errorf("seed %d pause %d leased=%v: unowned %s", seed, pauseAt, leased, o.Key)
 		}
 	}
+	if streams {
+		// The neighbour's every acknowledged row is there too, read by a
+		// next owner, and fsck finds every stream segment owned.
+		neighbour.Close(ctx, region.CloseOptions{})
+		nr, err := region.Open(ctx, inner, nrid, node(base, inner))
+		if err != nil {
+			t.Fatalf("seed %d pause %d: the neighbour does not reopen: %v", seed, pauseAt, err)
+		}
+		defer nr.Close(ctx, region.CloseOptions{})
+		ngot := scanValues(t, nr)
+		for k, v := range nled.acked {
+			if g, ok := ngot[k]; !ok || g != v {
+				c.lost++
+				t.Errorf("seed %d pause %d leased=%v: the neighbour's acknowledged %s=%v reads back as %v (present %v)", seed, pauseAt, leased, k, v, g, ok)
+			}
+		}
+		rep, err := fsck.Check(ctx, inner, fsck.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, o := range rep.Orphans {
+			c.unowned++
+			t.Errorf("seed %d pause %d leased=%v: unowned %s", seed, pauseAt, leased, o.Key)
+		}
+	}
 	if err := led.write(ctx, cr, rng, 2, never); err != nil {
 		t.Errorf("seed %d pause %d leased=%v: the final owner cannot write: %v", seed, pauseAt, leased, err)
 	}
@@ -339,9 +432,9 @@ func TestOwnershipCampaign(t *testing.T) {
 	var c campaignCounts
 	for round := uint64(0); c.runs < want && round < 200; round++ {
 		seed := s0 + round
-		leased := round%2 == 1
+		leased, streams := round%2 == 1, round%4 >= 2
 		for pause := 1; ; pause++ {
-			if ownershipCase(t, seed, pause, leased, &c) == 0 {
+			if ownershipCase(t, seed, pause, leased, streams, &c) == 0 {
 				break
 			}
 			if t.Failed() && c.runs > 50 {
@@ -352,7 +445,7 @@ func TestOwnershipCampaign(t *testing.T) {
 			break
 		}
 	}
-	fmt.Printf("ownership campaign: runs=%d lost=%d live_deleted=%d unowned=%d bricked=%d\n", c.runs, c.lost, c.liveDeleted, c.unowned, c.bricked)
+	fmt.Printf("ownership campaign: runs=%d (shared WAL stream: %d) lost=%d live_deleted=%d unowned=%d bricked=%d\n", c.runs, c.streamRuns, c.lost, c.liveDeleted, c.unowned, c.bricked)
 	if c.runs < want && !t.Failed() {
 		t.Fatalf("only %d cases ran", c.runs)
 	}

@@ -30,6 +30,10 @@ type Peers struct {
 	State func(ctx context.Context, id layout.RegionID) (*manifest.State, error)
 	// Forget, if set, hears of each segment deleted.
 	Forget func(stream string, n uint64)
+	// Live reports the next segment number of a stream this process
+	// writes. The newest segment of a stream not yet sealed is never
+	// deleted: a new owner seals a stream above the last segment it lists.
+	Live func(stream string) (next uint64, ok bool)
 }
 
 // StreamReport is what a collection of stream garbage did.
@@ -38,6 +42,9 @@ type StreamReport struct {
 	Kept      int // segments another region still needs
 	Reads     int // segments read to learn their regions
 	Collected []manifest.StreamRef
+	// Deferred are the tails of ranges reaching the newest segment of a
+	// live stream: garbage for a later run.
+	Deferred []manifest.StreamRef
 }
 
 // CollectStreams deletes the segments of ranges (released by region self)
@@ -68,7 +75,17 @@ func CollectStreams(ctx context.Context, store objstore.Bucket, self layout.Regi
 	}
 	for _, g := range ranges {
 		settled := true
-		for n := g.From; n < g.End; n++ {
+		end := g.End
+		if peers.Live != nil {
+			if next, ok := peers.Live(g.Stream); ok && next > 0 && end > next-1 {
+				end = next - 1 // keep the newest segment
+				if end <= g.From {
+					continue // nothing to do yet
+				}
+				rep.Deferred = append(rep.Deferred, manifest.StreamRef{Stream: g.Stream, From: end, End: g.End})
+			}
+		}
+		for n := g.From; n < end; n++ {
 			regions, known := []layout.RegionID(nil), false
 			if peers.Regions != nil {
 				regions, known = peers.Regions(g.Stream, n)
@@ -127,6 +144,8 @@ func CollectStreams(ctx context.Context, store objstore.Bucket, self layout.Regi
 		}
 		if settled {
 			rep.Collected = append(rep.Collected, g)
+		} else if end != g.End {
+			rep.Deferred = rep.Deferred[:len(rep.Deferred)-1]
 		}
 	}
 	return rep, nil

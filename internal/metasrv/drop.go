@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"time"
 
@@ -17,6 +18,7 @@ import (
 	"github.com/stratadb/strata/internal/layout"
 	"github.com/stratadb/strata/internal/manifest"
 	"github.com/stratadb/strata/internal/objstore"
+	"github.com/stratadb/strata/internal/wal"
 	"github.com/stratadb/strata/internal/wire"
 	pb "github.com/stratadb/strata/proto/strata/v1"
 )
@@ -168,17 +170,15 @@ func (s *Server) releaseStreams(ctx context.Context, t catalog.Table) error {
 		for _, ref := range st.Streams {
 			end := ref.End
 			if end == 0 {
-				// A stream its writer may still write: what exists now
-				// is all that can hold the closed region's entries.
-				objs, err := objstore.ListAll(ctx, store, layout.StreamPrefix(ref.Stream), 1000)
+				// A stream its writer may still write: seal it, as a new
+				// owner would (its writer rolls over), so every segment
+				// of the range may go, the newest included.
+				var err error
+				end, _, err = wal.ReplayStream(ctx, store, id, math.MaxUint64, ref.Stream, ref.From, false, func(uint64, *wal.Block) error { return nil })
 				if err != nil {
-					return fmt.Errorf("region %s: list stream %s: %w", id, ref.Stream, err)
+					return fmt.Errorf("region %s: seal stream %s: %w", id, ref.Stream, err)
 				}
-				for _, o := range objs {
-					if _, n, ok := layout.ParseStreamKey(o.Key); ok {
-						end = max(end, n+1)
-					}
-				}
+				fences = append(fences, layout.StreamKey(ref.Stream, end))
 			}
 			if end > ref.From {
 				ranges = append(ranges, manifest.StreamRef{Stream: ref.Stream, From: ref.From, End: end})

@@ -144,6 +144,14 @@ func (s *Stream) Regions(stream string, n uint64) ([]layout.RegionID, bool) {
 	return r, ok
 }
 
+// Next reports the next segment number of stream if it is the one this
+// writer is writing.
+func (s *Stream) Next(stream string) (uint64, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.next, stream == s.id
+}
+
 // Forget drops segment n of stream from the index: it was deleted.
 func (s *Stream) Forget(stream string, n uint64) {
 	s.mu.Lock()
