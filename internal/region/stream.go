@@ -159,12 +159,12 @@ func (r *Region) recordStream(ctx context.Context, rec wal.Recording) error {
 	return nil
 }
 
-// streamsAfterFlush is the stream change that flushing memtable flushed
-// (through flushedSeq) commits: ended streams it has passed are released,
-// and the live stream's From moves up to the oldest entry of the
-// memtables that remain. It returns nil if nothing changes. Callers hold
-// r.streamMu.
-func (r *Region) streamsAfterFlush(st *manifest.State, flushedSeq uint64, flushed *memtable.Memtable) *manifest.WALStreams {
+// streamsAfterFlush is the stream change that flushing (or truncating) the
+// memtables done, through flushedSeq, commits: ended streams it has passed
+// are released, and the live stream's From moves up to the oldest entry of
+// the memtables that remain. It returns nil if nothing changes. Callers
+// hold r.streamMu.
+func (r *Region) streamsAfterFlush(st *manifest.State, flushedSeq uint64, done ...*memtable.Memtable) *manifest.WALStreams {
 	if len(st.Streams) == 0 {
 		return nil
 	}
@@ -178,7 +178,7 @@ func (r *Region) streamsAfterFlush(st *manifest.State, flushedSeq uint64, flushe
 	r.mu.Lock()
 	oldest := map[string]uint64{}
 	for _, mt := range append(slices.Clone(r.immutable), r.active) {
-		if mt == flushed {
+		if slices.Contains(done, mt) {
 			continue
 		}
 		for stream, n := range r.memPos[mt] {

@@ -44,7 +44,14 @@ func (r *Region) Truncate(ctx context.Context) error {
 		cut.FlushedSegment = max(cut.FlushedSegment, s.LastSegment)
 	}
 	removed := len(st.Files)
-	if err := r.commit(ctx, manifest.Action{Truncate: &cut}); err != nil {
+	actions := []manifest.Action{{Truncate: &cut}}
+	r.streamMu.Lock()
+	if sc := r.streamsAfterFlush(r.man.State(), cut.FlushedSeq, dropped...); sc != nil {
+		actions = append(actions, manifest.Action{Streams: sc})
+	}
+	err := r.commit(ctx, actions...)
+	r.streamMu.Unlock()
+	if err != nil {
 		if !r.landed(ctx, func(s *manifest.State) bool { return s.FlushedSeq >= cut.FlushedSeq && len(s.Files) == 0 }) {
 			// The frozen memtables stay and flush as usual.
 			return fmt.Errorf("region %s: truncate: %w", r.id, err)
