@@ -79,7 +79,12 @@ func BenchmarkWALCost(b *testing.B) {
 						}
 						batches := make([][]row.Point, writers)
 						for w := range batches {
+							// Each writer owns its batch, tag slices included:
+							// a write sorts its points' tags in place.
 							batches[w] = tsbsBatch(tags, w, rows)
+							for i := range batches[w] {
+								batches[w][i].Tags = slices.Clone(batches[w][i].Tags)
+							}
 						}
 						var next atomic.Int64
 						lat := make([][]time.Duration, writers)

@@ -65,7 +65,9 @@ type StreamOptions struct {
 	// stream writes at most one segment per Window (0: a group is whatever
 	// queued while the previous segment was written).
 	Window time.Duration
-	// MaxSegmentBytes caps a group's encoded size (default 4 MiB).
+	// MaxSegmentBytes caps a group's encoded size (default 16 MiB: one
+	// stream carries every region's writes, and large requests need
+	// several per PUT to keep up with one WAL per region).
 	MaxSegmentBytes int
 	// NewID names a new stream: the first one, and each after a fence. It
 	// must never return a name used before.
@@ -101,6 +103,8 @@ type Member struct {
 type streamReq struct {
 	m       *Member
 	entries []row.Entry
+	enc     []byte // the entries encoded and compressed (one zstd frame)
+	raw     int    // their encoded size before compression
 	size    int
 	done    chan error
 }
@@ -115,7 +119,7 @@ type streamPending struct {
 // NewStream starts a stream writer.
 func NewStream(store objstore.Bucket, opts StreamOptions) *Stream {
 	if opts.MaxSegmentBytes <= 0 {
-		opts.MaxSegmentBytes = 4 << 20
+		opts.MaxSegmentBytes = 16 << 20
 	}
 	s := &Stream{
 		store: store, opts: opts,
@@ -263,10 +267,11 @@ func (m *Member) Append(ctx context.Context, entries []row.Entry) error {
 	if len(entries) == 0 {
 		return nil
 	}
+	// Encoding here, on the caller's goroutine, keeps the stream's single
+	// loop to copying bytes: many writers encode in parallel.
 	req := &streamReq{m: m, entries: entries, done: make(chan error, 1)}
-	for i := range entries {
-		req.size += encodedSize(&entries[i])
-	}
+	req.enc, req.raw = encodeRequest(entries)
+	req.size = len(req.enc)
 	select {
 	case m.s.reqs <- req:
 	case <-ctx.Done():
@@ -277,6 +282,16 @@ func (m *Member) Append(ctx context.Context, entries []row.Entry) error {
 		return ErrClosed
 	}
 	return <-req.done
+}
+
+// encodeRequest encodes and compresses one append's entries (one zstd
+// frame) and returns the encoded size before compression.
+func encodeRequest(entries []row.Entry) ([]byte, int) {
+	var raw []byte
+	for i := range entries {
+		raw = appendEntry(raw, &entries[i])
+	}
+	return zenc.EncodeAll(raw, make([]byte, 0, len(raw)/4+64)), len(raw)
 }
 
 // Close detaches the member after the group in flight: its later writes
@@ -480,6 +495,8 @@ func groupBlocks(group []*streamReq) []Block {
 			r.m.nextSeq++
 		}
 		blocks[i].Entries = append(blocks[i].Entries, r.entries...)
+		blocks[i].body = append(blocks[i].body, r.enc...)
+		blocks[i].raw += r.raw
 	}
 	return blocks
 }

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"hash/crc32"
 
+	"github.com/klauspost/compress/zstd"
+
 	"github.com/stratadb/strata/internal/layout"
 	"github.com/stratadb/strata/internal/row"
 )
@@ -15,7 +17,18 @@ import (
 const (
 	streamMagic     = "STRS"
 	streamHeaderLen = 4 + 1 + 1 + 4 // magic, version, kind, blocks
-	blockHeaderLen  = 4 + 4 + 8 + 8 + 4 + 4
+	blockHeaderLen  = 4 + 4 + 8 + 8 + 4 + 4 + 1 + 4
+
+	codecRaw  = 0
+	codecZstd = 1 // the body is zstd frames of the encoded entries
+)
+
+// zstd for stream blocks: the writer compresses each append on its
+// caller's goroutine (fastest level), so a segment carries more rows per
+// PUT for the same bytes. Both are safe for concurrent use.
+var (
+	zenc, _ = zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedFastest), zstd.WithEncoderConcurrency(1))
+	zdec, _ = zstd.NewReader(nil, zstd.WithDecoderConcurrency(0))
 )
 
 // Block is one region's entries in a stream segment.
@@ -24,6 +37,11 @@ type Block struct {
 	Epoch    uint64 // the region owner's manifest epoch
 	FirstSeq uint64 // the region's sequence of Entries[0]; consecutive
 	Entries  []row.Entry
+	// body is Entries already encoded and compressed (zstd frames of raw
+	// bytes; the writer does it on each append's goroutine); nil: encode
+	// Entries, uncompressed.
+	body []byte
+	raw  int
 }
 
 // StreamSegment is one decoded stream object. A fence has no blocks, or
@@ -63,14 +81,24 @@ func encodeStream(dst []byte, fence bool, blocks []Block) []byte {
 		dst = binary.LittleEndian.AppendUint64(dst, b.Epoch)
 		dst = binary.LittleEndian.AppendUint64(dst, b.FirstSeq)
 		dst = binary.LittleEndian.AppendUint32(dst, uint32(len(b.Entries)))
-		dst = binary.LittleEndian.AppendUint32(dst, 0)
+		dst = binary.LittleEndian.AppendUint32(dst, 0) // stored length, below
+		codec := byte(codecRaw)
+		if b.body != nil {
+			codec = codecZstd
+		}
+		dst = append(dst, codec)
+		dst = binary.LittleEndian.AppendUint32(dst, uint32(b.raw))
 	}
 	for i := range blocks {
 		start := len(dst)
-		for j := range blocks[i].Entries {
-			dst = appendEntry(dst, &blocks[i].Entries[j])
+		if blocks[i].body != nil {
+			dst = append(dst, blocks[i].body...)
+		} else {
+			for j := range blocks[i].Entries {
+				dst = appendEntry(dst, &blocks[i].Entries[j])
+			}
 		}
-		binary.LittleEndian.PutUint32(dst[hdr+i*blockHeaderLen+blockHeaderLen-4:], uint32(len(dst)-start))
+		binary.LittleEndian.PutUint32(dst[hdr+i*blockHeaderLen+28:], uint32(len(dst)-start))
 	}
 	return binary.LittleEndian.AppendUint32(dst, crc32.Checksum(dst, castagnoli))
 }
@@ -100,8 +128,7 @@ func DecodeStream(number uint64, data []byte) (*StreamSegment, error) {
 	}
 	s.Blocks = make([]Block, n)
 	hdr := body[streamHeaderLen:]
-	d := decoder{buf: body[streamHeaderLen+int(n)*blockHeaderLen:]}
-	d.str = string(d.buf)
+	rest := body[streamHeaderLen+int(n)*blockHeaderLen:]
 	for i := range s.Blocks {
 		h := hdr[i*blockHeaderLen:]
 		b := &s.Blocks[i]
@@ -110,10 +137,27 @@ func DecodeStream(number uint64, data []byte) (*StreamSegment, error) {
 		b.FirstSeq = binary.LittleEndian.Uint64(h[16:])
 		count := binary.LittleEndian.Uint32(h[24:])
 		size := int(binary.LittleEndian.Uint32(h[28:]))
-		if size > len(d.buf)-d.off || uint64(count) > uint64(size) {
-			return nil, bad("block %d: %d entries in %d bytes, %d left", i, count, size, len(d.buf)-d.off)
+		codec, raw := h[32], int(binary.LittleEndian.Uint32(h[33:]))
+		if size > len(rest) {
+			return nil, bad("block %d: %d bytes, %d left", i, size, len(rest))
 		}
-		end := d.off + size
+		data := rest[:size]
+		rest = rest[size:]
+		switch codec {
+		case codecRaw:
+		case codecZstd:
+			out, err := zdec.DecodeAll(data, make([]byte, 0, raw))
+			if err != nil || len(out) != raw {
+				return nil, bad("block %d: zstd: %d bytes, want %d: %v", i, len(out), raw, err)
+			}
+			data = out
+		default:
+			return nil, bad("block %d: unknown codec %d", i, codec)
+		}
+		if uint64(count) > uint64(len(data)) {
+			return nil, bad("block %d: %d entries in %d bytes", i, count, len(data))
+		}
+		d := decoder{buf: data, str: string(data)}
 		b.Entries = make([]row.Entry, count)
 		for j := range b.Entries {
 			e := &b.Entries[j]
@@ -122,12 +166,12 @@ func DecodeStream(number uint64, data []byte) (*StreamSegment, error) {
 				return nil, bad("block %d entry %d: %v", i, j, err)
 			}
 		}
-		if d.off != end {
-			return nil, bad("block %d: %d bytes, entries took %d", i, size, d.off-(end-size))
+		if d.off != len(data) {
+			return nil, bad("block %d: %d bytes, entries took %d", i, len(data), d.off)
 		}
 	}
-	if len(d.buf) != d.off {
-		return nil, bad("%d trailing bytes", len(d.buf)-d.off)
+	if len(rest) != 0 {
+		return nil, bad("%d trailing bytes", len(rest))
 	}
 	return s, nil
 }

@@ -127,11 +127,15 @@ func (r *memberLog) replayAll(t *testing.T, store objstore.Bucket, epoch uint64)
 func TestStreamCarriesManyRegionsInOneSegment(t *testing.T) {
 	store := objstoretest.Mem(t)
 	const regions = 4
-	entry := []row.Entry{put("s", 1, 1)}
-	size := encodedSize(&entry[0])
+	write := func(i int) []row.Entry { return []row.Entry{put(fmt.Sprintf("s%d", i), int64(i), float64(i))} }
+	total := 0 // the four writes' encoded size: the segment closes when they are in
+	for i := range regions {
+		enc, _ := encodeRequest(write(i))
+		total += len(enc)
+	}
 	// The window never ends by time: the segment closes when the fourth
 	// write fills it.
-	s := NewStream(store, StreamOptions{Window: time.Hour, MaxSegmentBytes: regions * size, NewID: streamIDs()})
+	s := NewStream(store, StreamOptions{Window: time.Hour, MaxSegmentBytes: total, NewID: streamIDs()})
 	defer s.Close()
 	var recs []*memberLog
 	var wg sync.WaitGroup
@@ -147,7 +151,7 @@ func TestStreamCarriesManyRegionsInOneSegment(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			errs <- m.Append(context.Background(), []row.Entry{put(fmt.Sprintf("s%d", i), int64(i), float64(i))})
+			errs <- m.Append(context.Background(), write(i))
 		}()
 	}
 	wg.Wait()
