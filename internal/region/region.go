@@ -144,8 +144,7 @@ type Region struct {
 	wal   logWriter
 	epoch uint64
 
-	streamMu       sync.Mutex // serializes changes of the stream references
-	streamRecorded string     // the stream the manifest names for new entries
+	streamMu sync.Mutex // serializes changes of the stream references
 
 	schemaMu sync.Mutex // serializes schema changes
 	schema   *schema.Schema

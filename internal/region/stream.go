@@ -153,9 +153,6 @@ func (r *Region) recordStream(ctx context.Context, rec wal.Recording) error {
 		}
 		return err
 	}
-	r.mu.Lock()
-	r.streamRecorded = rec.Stream
-	r.mu.Unlock()
 	return nil
 }
 
