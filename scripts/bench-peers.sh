@@ -1,0 +1,129 @@
+#!/usr/bin/env bash
+# Ingest side by side: VictoriaMetrics v1.151.0, Strata standalone on file://
+# and Strata standalone on MinIO, each fresh, loaded by the same loader
+# (`strata bench ingest`, InfluxDB line protocol to /api/v2/write) with the
+# same data, in interleaved turns. Prints every run, then per server the
+# median and range of rows/s, the ratio of medians to VictoriaMetrics, and
+# peak RSS (process_resident_memory_bytes on the server's /metrics).
+#
+#   scripts/bench-peers.sh                       # 3 turns, 4 workers x 10,000 rows
+#   TURNS=5 WORKERS=8 BATCH=5000 scripts/bench-peers.sh
+#
+# Needs MinIO (scripts/test.sh installs it) and installs VictoriaMetrics into
+# ~/.cache/strata/bin the first time.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+TURNS=${TURNS:-3}
+WORKERS=${WORKERS:-4}
+BATCH=${BATCH:-10000}
+ROWS=${ROWS:-1440000}
+BIN=${STRATA_BIN_CACHE:-$HOME/.cache/strata/bin}
+mkdir -p "$BIN"
+
+if [ ! -x "$BIN/victoria-metrics" ]; then
+	echo "installing VictoriaMetrics v1.151.0 into $BIN..."
+	GOBIN="$BIN" go install github.com/VictoriaMetrics/VictoriaMetrics/app/victoria-metrics@v1.151.0
+fi
+MINIO=${STRATA_MINIO_BIN:-$BIN/minio}
+if [ ! -x "$MINIO" ]; then
+	echo "no MinIO at $MINIO: run scripts/test.sh once (it installs it) or set STRATA_MINIO_BIN" >&2
+	exit 1
+fi
+
+work=$(mktemp -d)
+pids=()
+cleanup() {
+	for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+	wait 2>/dev/null || true
+	rm -rf "$work"
+}
+trap cleanup EXIT
+
+go build -o "$work/strata" ./cmd/strata
+
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'; }
+
+wait_http() { # url
+	for _ in $(seq 1 600); do
+		if curl -fsS -o /dev/null "$1" 2>/dev/null; then return 0; fi
+		sleep 0.1 # polling a process we started: no signal exists
+	done
+	echo "timed out waiting for $1" >&2
+	return 1
+}
+
+# MinIO, shared by the MinIO turns (a fresh bucket per run).
+export AWS_ACCESS_KEY_ID=strata-bench AWS_SECRET_ACCESS_KEY=strata-bench-secret AWS_REGION=us-east-1
+mport=$(free_port)
+MINIO_ROOT_USER=$AWS_ACCESS_KEY_ID MINIO_ROOT_PASSWORD=$AWS_SECRET_ACCESS_KEY MINIO_BROWSER=off \
+	"$MINIO" server --quiet --address "127.0.0.1:$mport" --console-address "127.0.0.1:$(free_port)" "$work/minio" >"$work/minio.log" 2>&1 &
+pids+=($!)
+wait_http "http://127.0.0.1:$mport/minio/health/ready"
+
+# run NAME: start a fresh server, load it, stop it; appends "name rows/s rss_mib" to $work/results.
+run() {
+	local name=$1 port dir pid url
+	port=$(free_port)
+	dir=$(mktemp -d -p "$work")
+	case $name in
+	victoriametrics)
+		"$BIN/victoria-metrics" -storageDataPath "$dir" -httpListenAddr "127.0.0.1:$port" -loggerLevel ERROR >"$dir/log" 2>&1 &
+		pid=$!
+		wait_http "http://127.0.0.1:$port/health"
+		;;
+	strata-file | strata-minio)
+		local store="file://$dir/store"
+		if [ "$name" = strata-minio ]; then
+			local bucket="bench-$RANDOM$RANDOM"
+			store="s3://$bucket?endpoint=http%3A%2F%2F127.0.0.1%3A$mport&use_path_style=true&region=us-east-1"
+			"$work/strata" store init --store "$store" >/dev/null
+		fi
+		"$work/strata" standalone --data-dir "$dir" --store "$store" --http-addr "127.0.0.1:$port" --grpc-addr "127.0.0.1:$(free_port)" --log-level warn >"$dir/log" 2>&1 &
+		pid=$!
+		wait_http "http://127.0.0.1:$port/health"
+		;;
+	esac
+	url="http://127.0.0.1:$port"
+	"$work/strata" bench ingest --url "$url" --rows "$ROWS" --batch "$BATCH" --workers "$WORKERS" >"$dir/bench.txt" 2>&1 || {
+		cat "$dir/bench.txt" "$dir/log" >&2
+		kill "$pid"
+		return 1
+	}
+	kill "$pid"
+	wait "$pid" 2>/dev/null || true
+	local rate rss
+	rate=$(awk '/rows\/s/ { for (i = 1; i <= NF; i++) if ($i ~ /rows\/s/) { gsub(",", "", $(i-1)); print $(i-1); exit } }' "$dir/bench.txt")
+	rss=$(awk '/server RSS/ { for (i = 1; i <= NF; i++) if ($i == "MiB") { print $(i-1); exit } }' "$dir/bench.txt")
+	echo "$name ${rate:-0} ${rss:-0}" >>"$work/results"
+	printf '%-16s %10s rows/s  peak RSS %s MiB\n' "$name" "${rate:-?}" "${rss:-?}"
+	rm -rf "$dir"
+}
+
+echo "loader: strata bench ingest --rows $ROWS --batch $BATCH --workers $WORKERS; $TURNS turns"
+for turn in $(seq 1 "$TURNS"); do
+	echo "turn $turn"
+	for name in victoriametrics strata-file strata-minio; do
+		run "$name"
+	done
+done
+
+python3 - "$work/results" <<'EOF'
+import statistics, sys
+runs = {}
+for line in open(sys.argv[1]):
+    name, rate, rss = line.split()
+    runs.setdefault(name, []).append((float(rate), float(rss)))
+vm = statistics.median(r for r, _ in runs.get("victoriametrics", [(0, 0)]))
+print()
+print("| server | rows/s median | range | × VictoriaMetrics | peak RSS MiB (max) |")
+print("| --- | --- | --- | --- | --- |")
+for name in ("victoriametrics", "strata-file", "strata-minio"):
+    rs = runs.get(name, [])
+    if not rs:
+        continue
+    rates = [r for r, _ in rs]
+    med = statistics.median(rates)
+    ratio = med / vm if vm else float("nan")
+    print(f"| {name} | {med:,.0f} | {min(rates):,.0f}–{max(rates):,.0f} | {ratio:.2f} | {max(m for _, m in rs):.0f} |")
+EOF
