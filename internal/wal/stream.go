@@ -103,7 +103,7 @@ type Member struct {
 type streamReq struct {
 	m       *Member
 	entries []row.Entry
-	enc     []byte // the entries encoded and compressed (one zstd frame)
+	enc     []byte // the entries encoded and compressed (one chunk)
 	raw     int    // their encoded size before compression
 	size    int
 	done    chan error
@@ -284,14 +284,14 @@ func (m *Member) Append(ctx context.Context, entries []row.Entry) error {
 	return <-req.done
 }
 
-// encodeRequest encodes and compresses one append's entries (one zstd
-// frame) and returns the encoded size before compression.
+// encodeRequest encodes and compresses one append's entries (one chunk)
+// and returns the encoded size before compression.
 func encodeRequest(entries []row.Entry) ([]byte, int) {
 	var raw []byte
 	for i := range entries {
 		raw = appendEntry(raw, &entries[i])
 	}
-	return zenc.EncodeAll(raw, make([]byte, 0, len(raw)/4+64)), len(raw)
+	return chunk(raw), len(raw)
 }
 
 // Close detaches the member after the group in flight: its later writes
