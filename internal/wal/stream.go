@@ -329,39 +329,8 @@ func (s *Stream) loop() {
 		case <-s.closing:
 			return
 		}
-		group, size := []*streamReq{first}, first.size
-		if s.opts.Window > 0 {
-			if timer == nil {
-				timer = time.NewTimer(s.opts.Window)
-			} else {
-				timer.Reset(s.opts.Window)
-			}
-		collect:
-			for size < s.opts.MaxSegmentBytes {
-				select {
-				case r := <-s.reqs:
-					group, size = append(group, r), size+r.size
-				case f := <-s.ctl:
-					f() // a member joining or leaving needs no wait for the window
-				case <-timer.C:
-					break collect
-				case <-s.closing:
-					break collect
-				}
-			}
-			timer.Stop()
-		} else {
-		drain:
-			for size < s.opts.MaxSegmentBytes {
-				select {
-				case r := <-s.reqs:
-					group, size = append(group, r), size+r.size
-				default:
-					break drain
-				}
-			}
-		}
-		s.commit(group)
+		g := gatherer[*streamReq]{reqs: s.reqs, ctl: s.ctl, closing: s.closing, window: s.opts.Window, max: s.opts.MaxSegmentBytes, timer: &timer}
+		s.commit(g.gather(first, func(r *streamReq) int { return r.size }))
 	}
 }
 

@@ -162,38 +162,56 @@ func (w *Writer) loop() {
 		case <-w.closing:
 			return
 		}
-		group, size := []*request{first}, first.size
-		if w.opts.Window > 0 {
-			if timer == nil {
-				timer = time.NewTimer(w.opts.Window)
-			} else {
-				timer.Reset(w.opts.Window)
-			}
-		collect:
-			for size < w.opts.MaxSegmentBytes {
-				select {
-				case r := <-w.reqs:
-					group, size = append(group, r), size+r.size
-				case <-timer.C:
-					break collect
-				case <-w.closing:
-					break collect
-				}
-			}
-			timer.Stop()
-		} else {
-		drain:
-			for size < w.opts.MaxSegmentBytes {
-				select {
-				case r := <-w.reqs:
-					group, size = append(group, r), size+r.size
-				default:
-					break drain
-				}
+		g := gatherer[*request]{reqs: w.reqs, closing: w.closing, window: w.opts.Window, max: w.opts.MaxSegmentBytes, timer: &timer}
+		w.commit(g.gather(first, func(r *request) int { return r.size }))
+	}
+}
+
+// gatherer forms a group commit: the first request and whatever else
+// queued (no window), or arrived within the window, up to max bytes. ctl,
+// if set, runs between arrivals (a stream's members joining or leaving
+// need not wait for the window).
+type gatherer[R any] struct {
+	reqs    <-chan R
+	ctl     <-chan func()
+	closing <-chan struct{}
+	window  time.Duration
+	max     int
+	timer   **time.Timer // reused across groups
+}
+
+func (g gatherer[R]) gather(first R, size func(R) int) []R {
+	group, n := []R{first}, size(first)
+	if g.window <= 0 {
+		for n < g.max {
+			select {
+			case r := <-g.reqs:
+				group, n = append(group, r), n+size(r)
+			default:
+				return group
 			}
 		}
-		w.commit(group)
+		return group
 	}
+	if *g.timer == nil {
+		*g.timer = time.NewTimer(g.window)
+	} else {
+		(*g.timer).Reset(g.window)
+	}
+	defer (*g.timer).Stop()
+	for n < g.max {
+		select {
+		case r := <-g.reqs:
+			group, n = append(group, r), n+size(r)
+		case f := <-g.ctl:
+			f()
+		case <-(*g.timer).C:
+			return group
+		case <-g.closing:
+			return group
+		}
+	}
+	return group
 }
 
 func fail(reqs []*request, err error) {
