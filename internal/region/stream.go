@@ -100,6 +100,9 @@ func (r *Region) openStreams(ctx context.Context, st *manifest.State) (uint64, e
 		}
 		refs = append(refs, ref)
 	}
+	if len(change.Garbage) == 0 && len(change.Fences) == 0 && slices.Equal(refs, st.Streams) {
+		return next, nil // only this process's live stream: nothing learnt
+	}
 	change.Refs = &refs
 	if err := r.commit(ctx, manifest.Action{Streams: change}); err != nil {
 		return 0, fmt.Errorf("record replayed streams: %w", err)
