@@ -243,6 +243,9 @@ func Open(ctx context.Context, store objstore.Bucket, id layout.RegionID, opts O
 	if opts.Lease != nil {
 		walOpts.Lease = r.leaseErr
 	}
+	if walOpts.OnPut == nil {
+		walOpts.OnPut = opts.Metrics.ObserveWALPut
+	}
 	if opts.Stream != nil {
 		m, err := opts.Stream.Attach(wal.MemberOptions{Region: id, Epoch: st.Epoch, NextSeq: nextSeq,
 			Record: r.recordStream, Lease: opts.Lease, Apply: r.applyStream})

@@ -9,6 +9,8 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
 	"github.com/stratadb/strata/internal/layout"
 	"github.com/stratadb/strata/internal/manifest"
 	"github.com/stratadb/strata/internal/objstore"
@@ -181,4 +183,35 @@ func TestStreamFlushReleasesSegments(t *testing.T) {
 		t.Fatalf("stream fences %+v", st.StreamFences)
 	}
 	closeRegion(t, r2, false)
+}
+
+// TestWALMetricsCountSegments: strata_wal_segments_total, _bytes_total and
+// the PUT latency histogram count what each WAL writes, in both modes.
+func TestWALMetricsCountSegments(t *testing.T) {
+	for _, mode := range []string{"own", "stream"} {
+		t.Run(mode, func(t *testing.T) {
+			store := objstoretest.Mem(t)
+			m := NewMetrics(nil)
+			opts := Options{Metrics: m}
+			if mode == "stream" {
+				s := wal.NewStream(store, wal.StreamOptions{NewID: func() string { return "dn/1" }, OnPut: m.ObserveWALPut})
+				t.Cleanup(func() { s.Close() })
+				opts.Stream = s
+			}
+			r := openAt(t, store, testRegion, opts)
+			defer closeRegion(t, r, false)
+			for i := range 3 {
+				mustWrite(t, r, pt("a", int64(i), fl("v", 1)))
+			}
+			if got := testutil.ToFloat64(m.WALSegments); got != 3 {
+				t.Fatalf("strata_wal_segments_total %v, want 3", got)
+			}
+			if testutil.ToFloat64(m.WALBytes) <= 0 {
+				t.Fatal("strata_wal_bytes_total did not move")
+			}
+			if n := testutil.CollectAndCount(m.WALPut); n != 1 {
+				t.Fatalf("histogram series %d", n)
+			}
+		})
+	}
 }

@@ -206,7 +206,7 @@ func (s *Server) start(ctx context.Context) error {
 	if !cfg.OwnWAL {
 		// One WAL stream for every region of the node; each start (and
 		// each stream sealed by a region's new owner) gets a new name.
-		s.stream = wal.NewStream(s.store, wal.StreamOptions{Window: cfg.WALWindow,
+		s.stream = wal.NewStream(s.store, wal.StreamOptions{Window: cfg.WALWindow, OnPut: ropts.Metrics.ObserveWALPut,
 			NewID: func() string { return cfg.NodeID + "/" + ulid.Make().String() }})
 		ropts.Stream = s.stream
 		s.Registry.MustRegister(newStreamCollector(s.stream))

@@ -72,6 +72,8 @@ type StreamOptions struct {
 	// NewID names a new stream: the first one, and each after a fence. It
 	// must never return a name used before.
 	NewID func() string
+	// OnPut, if set, hears of each segment created, as Options.OnPut.
+	OnPut func(bytes int, took time.Duration)
 }
 
 // StreamStats are a stream's cumulative counters.
@@ -373,10 +375,14 @@ func (s *Stream) commit(group []*streamReq) {
 		if d := deadline(group); !d.IsZero() {
 			cctx, cancel = context.WithDeadline(ctx, d)
 		}
+		began := time.Now()
 		err := s.store.CreateIfAbsent(cctx, key, s.buf)
 		cancel()
 		switch {
 		case err == nil:
+			if s.opts.OnPut != nil {
+				s.opts.OnPut(len(s.buf), time.Since(began))
+			}
 			s.landed(id, number, blocks, group, len(s.buf), true)
 			return
 		case errors.Is(err, objstore.ErrPreconditionFailed) && attempt == 0:

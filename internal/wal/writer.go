@@ -48,6 +48,9 @@ type Options struct {
 	// the create returns: a segment that lands after the lease is never
 	// acknowledged, since a new owner may already be serving the region.
 	Lease func() error
+	// OnPut, if set, hears of each data segment created: its size and how
+	// long the create took (what an acknowledgement waited on).
+	OnPut func(bytes int, took time.Duration)
 }
 
 func (o *Options) defaults() {
@@ -254,9 +257,13 @@ func (w *Writer) commit(group []*request) {
 	}
 	w.buf = encode(w.buf[:0], false, w.epoch, first, entries)
 	key := w.region.WALKey(w.next)
+	began := time.Now()
 	err := w.store.CreateIfAbsent(ctx, key, w.buf)
 	switch {
 	case err == nil:
+		if w.opts.OnPut != nil {
+			w.opts.OnPut(len(w.buf), time.Since(began))
+		}
 		if lerr := w.leaseErr(); lerr != nil {
 			// Landed, but too late to acknowledge: the next owner may
 			// replay it (or it lies under a fence and is never read).
