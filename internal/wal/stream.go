@@ -537,21 +537,10 @@ func (s *Stream) resolve(ctx context.Context) {
 	id, _ := s.position()
 	key := layout.StreamKey(id, p.number)
 	void := encodeStream(nil, false, nil) // no blocks: not a fence, and nothing to replay
-	got, err := s.store.Get(ctx, key)
-	if errors.Is(err, objstore.ErrNotFound) {
-		cerr := s.store.CreateIfAbsent(ctx, key, void)
-		switch {
-		case cerr == nil:
-			got, err = void, nil
-		case errors.Is(cerr, objstore.ErrPreconditionFailed):
-			got, err = s.store.Get(ctx, key)
-		default:
-			return
-		}
-	}
+	got, err := readBackOrClaim(ctx, s.store, key, void)
 	switch {
 	case err != nil:
-		return
+		return // still unknown
 	case string(got) == string(p.data):
 		s.unknown = nil
 		s.landed(id, p.number, p.blocks, p.reqs, len(p.data), false)

@@ -313,18 +313,7 @@ func (w *Writer) resolve(ctx context.Context) {
 	p := w.unknown
 	key := w.region.WALKey(p.number)
 	void := encode(nil, false, w.epoch, p.entries[0].Seq, nil)
-	got, err := w.store.Get(ctx, key)
-	if errors.Is(err, objstore.ErrNotFound) {
-		cerr := w.store.CreateIfAbsent(ctx, key, void)
-		switch {
-		case cerr == nil:
-			got, err = void, nil
-		case errors.Is(cerr, objstore.ErrPreconditionFailed):
-			got, err = w.store.Get(ctx, key) // it landed meanwhile, or another writer's
-		default:
-			return // still unknown
-		}
-	}
+	got, err := readBackOrClaim(ctx, w.store, key, void)
 	switch {
 	case err != nil:
 		return // still unknown
@@ -338,6 +327,24 @@ func (w *Writer) resolve(ctx context.Context) {
 	default:
 		w.unknown = nil
 		w.err = fmt.Errorf("%w: segment %s was written by another writer", ErrFenced, key)
+	}
+}
+
+// readBackOrClaim settles an ambiguous create of key: it returns what the
+// key holds, having claimed it with void if it held nothing (so the lost
+// create can never land later). An error leaves the outcome unknown.
+func readBackOrClaim(ctx context.Context, store objstore.Bucket, key string, void []byte) ([]byte, error) {
+	got, err := store.Get(ctx, key)
+	if !errors.Is(err, objstore.ErrNotFound) {
+		return got, err
+	}
+	switch err := store.CreateIfAbsent(ctx, key, void); {
+	case err == nil:
+		return void, nil
+	case errors.Is(err, objstore.ErrPreconditionFailed):
+		return store.Get(ctx, key) // it landed meanwhile, or another writer's
+	default:
+		return nil, err
 	}
 }
 
