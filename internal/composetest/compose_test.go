@@ -604,6 +604,14 @@ func (s *stack) fsck() *fsck.Report {
 		s.t.Fatalf("fsck: %v %v\n%s%s", err, jerr, out, stderr.String())
 	}
 	s.t.Logf("fsck: %d regions, %d objects listed, %d missing, %d unowned (exit: %v)", len(rep.Regions), rep.Listed, rep.Missing(), rep.OrphanCount(), err)
+	for _, o := range rep.Orphans {
+		s.t.Logf("fsck: unowned %s %s (%d bytes, age %s)", o.Kind, o.Key, o.Size, o.Age)
+	}
+	for _, g := range rep.Regions {
+		for _, o := range g.Orphans {
+			s.t.Logf("fsck: region %s: unowned %s %s (%d bytes, age %s)", g.ID, o.Kind, o.Key, o.Size, o.Age)
+		}
+	}
 	return &rep
 }
 

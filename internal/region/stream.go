@@ -2,11 +2,14 @@ package region
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 
+	"github.com/stratadb/strata/internal/layout"
 	"github.com/stratadb/strata/internal/manifest"
 	"github.com/stratadb/strata/internal/memtable"
+	"github.com/stratadb/strata/internal/objstore"
 	"github.com/stratadb/strata/internal/row"
 	"github.com/stratadb/strata/internal/wal"
 )
@@ -54,6 +57,7 @@ func (r *Region) openStreams(ctx context.Context, st *manifest.State) (uint64, e
 		live, _ = r.opts.Stream.Position()
 	}
 	var next uint64
+	var sealed []manifest.StreamRef // fences this open wrote
 	change := &manifest.WALStreams{}
 	refs := []manifest.StreamRef{}
 	for _, ref := range st.Streams {
@@ -63,7 +67,7 @@ func (r *Region) openStreams(ctx context.Context, st *manifest.State) (uint64, e
 			continue
 		}
 		var last uint64
-		end, _, err := wal.ReplayStream(ctx, r.store, r.id, st.Epoch, ref.Stream, ref.From, isLive, func(n uint64, b *wal.Block) error {
+		end, wrote, err := wal.ReplayStream(ctx, r.store, r.id, st.Epoch, ref.Stream, ref.From, isLive, func(n uint64, b *wal.Block) error {
 			if len(b.Entries) == 0 {
 				return nil
 			}
@@ -82,6 +86,9 @@ func (r *Region) openStreams(ctx context.Context, st *manifest.State) (uint64, e
 			return 0, fmt.Errorf("replay stream %s: %w", ref.Stream, err)
 		}
 		next = max(next, last+1)
+		if wrote {
+			sealed = append(sealed, manifest.StreamRef{Stream: ref.Stream, End: end})
+		}
 		if isLive {
 			refs = append(refs, ref)
 			continue
@@ -105,9 +112,47 @@ func (r *Region) openStreams(ctx context.Context, st *manifest.State) (uint64, e
 	}
 	change.Refs = &refs
 	if err := r.commit(ctx, manifest.Action{Streams: change}); err != nil {
-		return 0, fmt.Errorf("record replayed streams: %w", err)
+		err = fmt.Errorf("record replayed streams: %w", err)
+		if isFencing(err) {
+			err = errors.Join(err, r.dropOvertakenFences(ctx, sealed))
+		}
+		return 0, err
 	}
 	return next, nil
+}
+
+// dropOvertakenFences runs when a newer owner overtook this open after it
+// sealed streams. A fence it wrote may sit in a number GC had freed (the
+// writer landed a segment there after this open listed; the newer owner
+// replayed it, sealed above it, flushed and collected it): nothing would
+// ever read or delete it. The writer never targets a number below the
+// newer seal, so such a fence is deleted, as checkFence does for the
+// region's own WAL.
+func (r *Region) dropOvertakenFences(ctx context.Context, sealed []manifest.StreamRef) error {
+	if len(sealed) == 0 {
+		return nil
+	}
+	cur, err := manifest.Open(ctx, r.store, r.id, manifest.Options{ReadOnly: true})
+	if err != nil {
+		return fmt.Errorf("read the newer owner's manifest (stream fences left to fsck): %w", err)
+	}
+	defer cur.Close()
+	st := cur.State()
+	var errs []error
+	for _, f := range sealed {
+		// Only a newer seal above ours proves the number was freed: the
+		// newer owner then listed a segment of the writer there, so the
+		// writer is past it. A newer owner still replaying may stop at our
+		// fence, which must then stay.
+		above := slices.ContainsFunc(st.StreamFences, func(g manifest.StreamRef) bool { return g.Stream == f.Stream && g.End > f.End })
+		if !above {
+			continue
+		}
+		if err := r.store.Delete(ctx, layout.StreamKey(f.Stream, f.End)); err != nil && !errors.Is(err, objstore.ErrNotFound) {
+			errs = append(errs, fmt.Errorf("delete overtaken stream fence: %w", err))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // notePos remembers the first segment of each stream that mt holds
