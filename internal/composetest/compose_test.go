@@ -22,6 +22,7 @@ import (
 	"github.com/stratadb/strata/internal/auth"
 	"github.com/stratadb/strata/internal/cluster/clustertest"
 	"github.com/stratadb/strata/internal/fsck"
+	"github.com/stratadb/strata/internal/layout"
 	pb "github.com/stratadb/strata/proto/strata/v1"
 )
 
@@ -605,7 +606,10 @@ func (s *stack) fsck() *fsck.Report {
 	}
 	s.t.Logf("fsck: %d regions, %d objects listed, %d missing, %d unowned (exit: %v)", len(rep.Regions), rep.Listed, rep.Missing(), rep.OrphanCount(), err)
 	for _, o := range rep.Orphans {
-		s.t.Logf("fsck: unowned %s %s (%d bytes, age %s)", o.Kind, o.Key, o.Size, o.Age)
+		s.t.Logf("fsck: unowned %s %s (%d bytes, age %s) %s", o.Kind, o.Key, o.Size, o.Age, o.Note)
+		if stream, _, ok := layout.ParseStreamKey(o.Key); ok {
+			s.streamLogs(stream)
+		}
 	}
 	for _, g := range rep.Regions {
 		for _, o := range g.Orphans {
@@ -613,6 +617,19 @@ func (s *stack) fsck() *fsck.Report {
 		}
 	}
 	return &rep
+}
+
+// streamLogs logs what every datanode said about a WAL stream, to explain
+// an unowned segment of it.
+func (s *stack) streamLogs(stream string) {
+	for _, dn := range datanodes {
+		out, _ := exec.Command("docker", "logs", s.container(dn)).CombinedOutput()
+		for _, line := range strings.Split(string(out), "\n") {
+			if strings.Contains(line, stream) {
+				s.t.Logf("%s: %s", dn, line)
+			}
+		}
+	}
 }
 
 // readBack queries table cpu through datanode1 from outside and returns

@@ -211,7 +211,7 @@ func Check(ctx context.Context, store objstore.Bucket, opts Options) (*Report, e
 		rep.Listed += g.Listed
 		rep.Regions = append(rep.Regions, g)
 	}
-	if err := checkStreams(ctx, store, rep, streams, states, now); err != nil {
+	if err := checkStreams(ctx, store, rep, streams, ids, states, now); err != nil {
 		return nil, err
 	}
 	rep.Listed += len(rep.Orphans)
@@ -225,7 +225,7 @@ func Check(ctx context.Context, store objstore.Bucket, opts Options) (*Report, e
 // The listing came before the manifests were read, so a segment none
 // covers may have been collected meanwhile: it is an orphan only if it
 // still exists.
-func checkStreams(ctx context.Context, store objstore.Bucket, rep *Report, listed []objstore.Object, states []*manifest.State, now time.Time) error {
+func checkStreams(ctx context.Context, store objstore.Bucket, rep *Report, listed []objstore.Object, ids []layout.RegionID, states []*manifest.State, now time.Time) error {
 	for _, o := range listed {
 		rep.Streams.Listed++
 		stream, n, _ := layout.ParseStreamKey(o.Key)
@@ -256,15 +256,57 @@ func checkStreams(ctx context.Context, store objstore.Bucket, rep *Report, liste
 			}
 			// A dropped table's fences wait for the drop's final sweep
 			// (metasrv), an upload window after the drop.
-			if seg, err := wal.DecodeStream(n, data); err == nil && seg.Fence && now.Sub(o.ModTime) < manifest.UploadWindow+2*manifest.MaxClockSkew {
+			seg, err := wal.DecodeStream(n, data)
+			if err == nil && seg.Fence && now.Sub(o.ModTime) < manifest.UploadWindow+2*manifest.MaxClockSkew {
 				rep.Streams.Fences++
 				continue
 			}
-			rep.Orphans = append(rep.Orphans, gc.Object{Key: o.Key, Kind: gc.KindStream, Size: o.Size, Age: max(0, now.Sub(o.ModTime))})
+			rep.Orphans = append(rep.Orphans, gc.Object{Key: o.Key, Kind: gc.KindStream, Size: o.Size, Age: max(0, now.Sub(o.ModTime)),
+				Note: explainStream(seg, err, stream, ids, states)})
 		}
 	}
 	rep.Listed += rep.Streams.Listed
 	return nil
+}
+
+// explainStream describes an unowned stream segment: what it holds, and
+// every reference to its stream that the manifests do have.
+func explainStream(seg *wal.StreamSegment, decodeErr error, stream string, ids []layout.RegionID, states []*manifest.State) string {
+	var b strings.Builder
+	switch {
+	case decodeErr != nil:
+		fmt.Fprintf(&b, "undecodable (%v)", decodeErr)
+	case seg.Fence:
+		b.WriteString("fence")
+	case len(seg.Blocks) == 0:
+		b.WriteString("empty (a claimed ambiguous create)")
+	default:
+		b.WriteString("blocks of")
+		for _, blk := range seg.Blocks {
+			fmt.Fprintf(&b, " %s", blk.Region)
+		}
+	}
+	refs := 0
+	for i, st := range states {
+		if st == nil {
+			continue
+		}
+		name := func(what string, list []manifest.StreamRef) {
+			for _, r := range list {
+				if r.Stream == stream {
+					fmt.Fprintf(&b, "; %s %s [%d,%d)", ids[i], what, r.From, r.End)
+					refs++
+				}
+			}
+		}
+		name("streams", st.Streams)
+		name("garbage", st.StreamGarbage)
+		name("fence", st.StreamFences)
+	}
+	if refs == 0 {
+		b.WriteString("; no manifest names the stream")
+	}
+	return b.String()
 }
 
 func resolveTable(tables []catalog.Table, s string) (uint32, bool) {

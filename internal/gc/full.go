@@ -43,6 +43,8 @@ type Object struct {
 	Owner Owner         `json:"owner,omitempty"`
 	Size  int64         `json:"size"`
 	Age   time.Duration `json:"age_ns"`
+	// Note says, where a check knows, why nothing owns the object.
+	Note string `json:"note,omitempty"`
 }
 
 // KindSummary sums the orphans of one kind.

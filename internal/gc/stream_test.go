@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/stratadb/strata/internal/fsck"
@@ -166,6 +167,9 @@ func TestFastGCCollectsStreamSegments(t *testing.T) {
 			}
 			if len(rep2.Orphans) != 1 || rep2.Orphans[0].Key != stray || rep2.Orphans[0].Kind != gc.KindStream {
 				t.Fatalf("fsck orphans %+v, want %s", rep2.Orphans, stray)
+			}
+			if note := rep2.Orphans[0].Note; !strings.HasPrefix(note, "undecodable") || !strings.HasSuffix(note, "no manifest names the stream") {
+				t.Fatalf("fsck explains the stray segment as %q", note)
 			}
 			a.Close(ctx, region.CloseOptions{})
 			b.Close(ctx, region.CloseOptions{})

@@ -89,6 +89,7 @@ func (r *Region) openStreams(ctx context.Context, st *manifest.State) (uint64, e
 		if wrote {
 			sealed = append(sealed, manifest.StreamRef{Stream: ref.Stream, End: end})
 		}
+		r.log.Info("wal stream replayed", "stream", ref.Stream, "from", ref.From, "end", end, "sealed_here", wrote, "live", isLive)
 		if isLive {
 			refs = append(refs, ref)
 			continue
@@ -148,6 +149,7 @@ func (r *Region) dropOvertakenFences(ctx context.Context, sealed []manifest.Stre
 		if !above {
 			continue
 		}
+		r.log.Warn("deleting an overtaken stream fence", "fence", layout.StreamKey(f.Stream, f.End))
 		if err := r.store.Delete(ctx, layout.StreamKey(f.Stream, f.End)); err != nil && !errors.Is(err, objstore.ErrNotFound) {
 			errs = append(errs, fmt.Errorf("delete overtaken stream fence: %w", err))
 		}

@@ -207,7 +207,7 @@ func (s *Server) start(ctx context.Context) error {
 	if cfg.WALStream {
 		// One WAL stream for every region of the node; each start (and
 		// each stream sealed by a region's new owner) gets a new name.
-		s.stream = wal.NewStream(s.store, wal.StreamOptions{Window: cfg.WALWindow, OnPut: ropts.Metrics.ObserveWALPut,
+		s.stream = wal.NewStream(s.store, wal.StreamOptions{Window: cfg.WALWindow, OnPut: ropts.Metrics.ObserveWALPut, Logger: cfg.Logger,
 			NewID: func() string { return cfg.NodeID + "/" + ulid.Make().String() }})
 		ropts.Stream = s.stream
 		s.Registry.MustRegister(newStreamCollector(s.stream))

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"maps"
 	"slices"
 	"sync"
@@ -74,6 +75,9 @@ type StreamOptions struct {
 	NewID func() string
 	// OnPut, if set, hears of each segment created, as Options.OnPut.
 	OnPut func(bytes int, took time.Duration)
+	// Logger hears of the rare events: an ambiguous create, how it was
+	// settled, and each rollover (default slog.Default()).
+	Logger *slog.Logger
 }
 
 // StreamStats are a stream's cumulative counters.
@@ -122,6 +126,9 @@ type streamPending struct {
 func NewStream(store objstore.Bucket, opts StreamOptions) *Stream {
 	if opts.MaxSegmentBytes <= 0 {
 		opts.MaxSegmentBytes = 16 << 20
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
 	}
 	s := &Stream{
 		store: store, opts: opts,
@@ -397,6 +404,7 @@ func (s *Stream) commit(group []*streamReq) {
 			return
 		default:
 			s.unknown = &streamPending{number: number, data: slices.Clone(s.buf), blocks: blocks, reqs: group}
+			s.opts.Logger.Warn("wal stream: segment outcome unknown", "segment", key, "err", err)
 			failStream(group, fmt.Errorf("%w: write segment %s: %v", ErrOutcomeUnknown, key, err))
 			return
 		}
@@ -481,9 +489,11 @@ func (s *Stream) rollover(fence uint64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.ended[s.id] = fence
+	old := s.id
 	s.id = s.opts.NewID()
 	s.next = 1
 	s.stats.Rollovers++
+	s.opts.Logger.Info("wal stream: sealed by a region's new owner; rolled over", "sealed", layout.StreamKey(old, fence), "stream", s.id)
 }
 
 // landed applies and acknowledges a segment that exists. A member whose
@@ -542,9 +552,11 @@ func (s *Stream) resolve(ctx context.Context) {
 	case err != nil:
 		return // still unknown
 	case string(got) == string(p.data):
+		s.opts.Logger.Info("wal stream: ambiguous segment had landed", "segment", key)
 		s.unknown = nil
 		s.landed(id, p.number, p.blocks, p.reqs, len(p.data), false)
 	case string(got) == string(void):
+		s.opts.Logger.Info("wal stream: ambiguous segment claimed empty", "segment", key)
 		s.unknown = nil
 		s.resetSeqs(p.reqs, p.blocks)
 		s.mu.Lock()
