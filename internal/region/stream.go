@@ -67,7 +67,7 @@ func (r *Region) openStreams(ctx context.Context, st *manifest.State) (uint64, e
 			continue
 		}
 		var last uint64
-		end, wrote, err := wal.ReplayStream(ctx, r.store, r.id, st.Epoch, ref.Stream, ref.From, isLive, func(n uint64, b *wal.Block) error {
+		end, seal, err := wal.ReplayStream(ctx, r.store, r.id, st.Epoch, ref.Stream, ref.From, isLive, func(n uint64, b *wal.Block) error {
 			if len(b.Entries) == 0 {
 				return nil
 			}
@@ -86,6 +86,12 @@ func (r *Region) openStreams(ctx context.Context, st *manifest.State) (uint64, e
 			return 0, fmt.Errorf("replay stream %s: %w", ref.Stream, err)
 		}
 		next = max(next, last+1)
+		// A fence in this process's own stream: an earlier open elsewhere
+		// sealed it and did not record the fence. The stream has ended
+		// for this region too (its writer rolls over at the fence), and
+		// the fence is recorded like any other.
+		isLive = isLive && seal == wal.Unsealed
+		wrote := seal == wal.SealWritten
 		if wrote {
 			sealed = append(sealed, manifest.StreamRef{Stream: ref.Stream, End: end})
 		}

@@ -142,6 +142,47 @@ func TestStreamNewOwnerWhileFormerRuns(t *testing.T) {
 	}
 }
 
+// TestStreamOpenRecordsFenceInOwnStream: an open elsewhere sealed this
+// process's stream and crashed before recording the fence; the region then
+// comes back to this process. Its open finds the fence in its own (live)
+// stream and records it, so the fence has an owner, and the region's
+// writes roll over to a new stream.
+func TestStreamOpenRecordsFenceInOwnStream(t *testing.T) {
+	store := objstoretest.Mem(t)
+	ctx := context.Background()
+	s1 := newStream(t, store, "dn1")
+	r := openAt(t, store, testRegion, Options{Stream: s1})
+	for i := range 3 {
+		mustWrite(t, r, pt("a", int64(i), fl("v", 1)))
+	}
+	st := r.Manifest()
+	closeRegion(t, r, false)
+	// The other open: it seals and records nothing.
+	fence, seal, err := wal.ReplayStream(ctx, store, testRegion, st.Epoch+1, s1.ID(), st.Streams[0].From, false, func(uint64, *wal.Block) error { return nil })
+	if err != nil || seal != wal.SealWritten {
+		t.Fatalf("seal: %v %v", seal, err)
+	}
+	r = openAt(t, store, testRegion, Options{Stream: s1})
+	if got := scanAll(t, r, ScanRequest{}); len(got) != 3 {
+		t.Fatalf("%d rows after reopen, want 3", len(got))
+	}
+	want := manifest.StreamRef{Stream: s1.ID(), End: fence}
+	if st := r.Manifest(); !slices.Contains(st.StreamFences, want) || st.Streams[0].End != fence {
+		t.Fatalf("the fence %d in the live stream is not recorded: fences %+v, streams %+v", fence, st.StreamFences, st.Streams)
+	}
+	sealed := s1.ID()
+	mustWrite(t, r, pt("a", 10, fl("v", 1)))
+	if s1.ID() == sealed || s1.Stats().Rollovers != 1 {
+		t.Fatalf("the write did not roll over: stream %s, stats %+v", s1.ID(), s1.Stats())
+	}
+	closeRegion(t, r, false)
+	r = openAt(t, store, testRegion, Options{Stream: newStream(t, store, "dn2")})
+	if got := scanAll(t, r, ScanRequest{}); len(got) != 4 {
+		t.Fatalf("%d rows at the next owner, want 4", len(got))
+	}
+	closeRegion(t, r, false)
+}
+
 // TestStreamFlushReleasesSegments: a flush moves the live stream's From
 // past what it made durable and hands the range to GC; a stream that ended
 // is dropped once flushed past.

@@ -10,25 +10,39 @@ import (
 	"github.com/stratadb/strata/internal/objstore"
 )
 
+// Seal says how a replayed stream ends.
+type Seal int
+
+const (
+	// Unsealed: a live stream with no fence (ReplayStream's live).
+	Unsealed Seal = iota
+	// SealFound: a fence was there already (another new owner's, or one
+	// an earlier open wrote and did not record).
+	SealFound
+	// SealWritten: this replay wrote the fence.
+	SealWritten
+)
+
 // ReplayStream replays region's blocks in stream from segment from on, in
 // order, passing each to replay, and returns the number after the last
-// segment it read, and whether it wrote the fence there. Unless live is set it then seals the stream: a fence
-// segment at that number (naming region), so the stream's writer, however
-// late it wakes, lands nothing more in it. A segment the writer creates
+// segment it read, and how the stream ends there. Unless live is set it
+// seals the stream: a fence segment at that number (naming region), so the
+// stream's writer, however late it wakes, lands nothing more in it. A segment the writer creates
 // while ReplayStream runs is replayed too, and the fence goes above it; a
 // fence already there (another region's new owner sealed the stream) ends
 // the stream as well.
 //
 // live is for the caller's own stream, written in this process by a
-// writer that no longer carries the region (its member is closed).
+// writer that no longer carries the region (its member is closed). A
+// fence found in it still ends it (SealFound).
 //
 // A block of a newer epoch than epoch means a newer owner of the region
 // has written it: ErrFenced.
-func ReplayStream(ctx context.Context, store objstore.Bucket, region layout.RegionID, epoch uint64, stream string, from uint64, live bool, replay func(segment uint64, b *Block) error) (end uint64, sealed bool, err error) {
+func ReplayStream(ctx context.Context, store objstore.Bucket, region layout.RegionID, epoch uint64, stream string, from uint64, live bool, replay func(segment uint64, b *Block) error) (end uint64, seal Seal, err error) {
 	prefix := layout.StreamPrefix(stream)
 	objs, err := objstore.ListAll(ctx, store, prefix, 1000)
 	if err != nil {
-		return 0, false, fmt.Errorf("wal: list %s: %w", prefix, err)
+		return 0, Unsealed, fmt.Errorf("wal: list %s: %w", prefix, err)
 	}
 	var numbers []uint64
 	for _, o := range objs {
@@ -69,35 +83,35 @@ func ReplayStream(ctx context.Context, store objstore.Bucket, region layout.Regi
 	for _, n := range numbers {
 		fence, err := read(n)
 		if err != nil {
-			return 0, false, err
+			return 0, Unsealed, err
 		}
 		if fence {
-			return n, false, nil
+			return n, SealFound, nil
 		}
 		next = n + 1
 	}
 	if live {
-		return next, false, nil
+		return next, Unsealed, nil
 	}
 	fence := encodeStream(nil, true, []Block{{Region: region, Epoch: epoch}})
 	for {
 		err := store.CreateIfAbsent(ctx, layout.StreamKey(stream, next), fence)
 		switch {
 		case err == nil:
-			return next, true, nil
+			return next, SealWritten, nil
 		case errors.Is(err, objstore.ErrPreconditionFailed):
 			// The writer appended after our listing, or another new
 			// owner sealed the stream.
 			isFence, err := read(next)
 			if err != nil {
-				return 0, false, err
+				return 0, Unsealed, err
 			}
 			if isFence {
-				return next, false, nil
+				return next, SealFound, nil
 			}
 			next++
 		default:
-			return 0, false, fmt.Errorf("wal: seal stream %s at %d: %w", stream, next, err)
+			return 0, Unsealed, fmt.Errorf("wal: seal stream %s at %d: %w", stream, next, err)
 		}
 	}
 }
