@@ -547,8 +547,15 @@ func (s *Stream) resolve(ctx context.Context) {
 	id, _ := s.position()
 	key := layout.StreamKey(id, p.number)
 	void := encodeStream(nil, false, nil) // no blocks: not a fence, and nothing to replay
-	got, err := readBackOrClaim(ctx, s.store, key, void)
+	got, err := readBackOrClaim(ctx, s.store, key, layout.StreamKey(id, p.number+1), void)
 	switch {
+	case errors.Is(err, errPassed):
+		// Its regions' new owners replayed it and sealed the stream at
+		// the next number.
+		s.opts.Logger.Info("wal stream: ambiguous segment had landed and was collected", "segment", key)
+		s.unknown = nil
+		s.resetSeqs(p.reqs, p.blocks)
+		s.rollover(p.number + 1)
 	case err != nil:
 		return // still unknown
 	case string(got) == string(p.data):

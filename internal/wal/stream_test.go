@@ -315,6 +315,56 @@ func TestStreamAmbiguousCreate(t *testing.T) {
 	}
 }
 
+// TestStreamAmbiguousCreateCollected: the ambiguous create landed; while
+// its writer did not know, a region's new owner replayed it, sealed the
+// stream above it and GC deleted it (what a paused datanode wakes up to).
+// Resolving it then claims nothing (an empty segment there would be owned
+// by no one): the writer rolls over, and the stream holds only the fence.
+func TestStreamAmbiguousCreateCollected(t *testing.T) {
+	inner := objstoretest.Mem(t)
+	fs := faultstore.New(inner, faultstore.Rule{Match: faultstore.KeyContains(layout.StreamsPrefix), N: 2, Action: faultstore.FailAfter})
+	s := NewStream(fs, StreamOptions{NewID: streamIDs()})
+	defer s.Close()
+	a := newMemberLog(layout.RegionID{Table: 1, Region: 1})
+	ma, _ := s.Attach(a.options(1, 1))
+	ctx := context.Background()
+	if err := ma.Append(ctx, []row.Entry{put("s", 1, 1)}); err != nil {
+		t.Fatal(err)
+	}
+	stream := s.ID()
+	if err := ma.Append(ctx, []row.Entry{put("s", 2, 2)}); !errors.Is(err, ErrOutcomeUnknown) {
+		t.Fatalf("ambiguous append: %v", err)
+	}
+	// The new owner of another region in segment 2 seals at 3, flushes,
+	// and GC deletes 1 and 2.
+	other := layout.RegionID{Table: 1, Region: 2}
+	end, seal, err := ReplayStream(ctx, inner, other, 1, stream, 1, false, func(uint64, *Block) error { return nil })
+	if err != nil || seal != SealWritten || end != 3 {
+		t.Fatalf("seal: %d %v %v", end, seal, err)
+	}
+	for n := uint64(1); n < end; n++ {
+		if err := inner.Delete(ctx, layout.StreamKey(stream, n)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := ma.Append(ctx, []row.Entry{put("s", 3, 3)}); err != nil {
+		t.Fatal(err)
+	}
+	if s.ID() == stream || s.Stats().Rollovers != 1 {
+		t.Fatalf("no rollover: stream %s, stats %+v", s.ID(), s.Stats())
+	}
+	left, err := objstore.ListAll(ctx, inner, layout.StreamPrefix(stream), 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(left) != 1 || left[0].Key != layout.StreamKey(stream, 3) {
+		t.Fatalf("sealed stream holds %v, want only its fence", left)
+	}
+	if rec := a.recs[len(a.recs)-1]; rec.Ended[stream] != 3 {
+		t.Fatalf("the new stream's recording ends the old at %d, want 3", rec.Ended[stream])
+	}
+}
+
 func TestStreamMemberClose(t *testing.T) {
 	store := objstoretest.Mem(t)
 	s := NewStream(store, StreamOptions{NewID: streamIDs()})

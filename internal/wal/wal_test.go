@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -214,6 +215,35 @@ func TestAmbiguousSegmentIsResolved(t *testing.T) {
 	}
 }
 
+// TestAmbiguousSegmentCollected: the ambiguous segment landed, a new owner
+// replayed it and wrote its fence above, and GC deleted it. The writer
+// claims nothing (an empty segment there would be owned by no one); it is
+// fenced.
+func TestAmbiguousSegmentCollected(t *testing.T) {
+	ctx := context.Background()
+	inner := objstoretest.Mem(t)
+	next, seq, _ := replayAll(t, inner, 1, 0, 0)
+	fs := faultstore.New(inner, faultstore.Rule{Match: faultstore.KeyContains(".wal"), N: 1, Action: faultstore.FailAfter})
+	w := NewWriter(fs, region, 1, next, seq, Options{}, (&recorder{}).apply)
+	defer w.Close()
+	if err := w.Append(ctx, []row.Entry{put("a", 1, 1)}); !errors.Is(err, ErrOutcomeUnknown) {
+		t.Fatalf("first append: %v", err)
+	}
+	_, _, got := replayAll(t, inner, 2, 0, 0)
+	if len(got) != 1 {
+		t.Fatalf("the new owner replayed %d entries, want 1", len(got))
+	}
+	if err := inner.Delete(ctx, region.WALKey(next)); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Append(ctx, []row.Entry{put("a", 2, 2)}); !errors.Is(err, ErrFenced) {
+		t.Fatalf("append after the collection: %v, want ErrFenced", err)
+	}
+	if _, err := inner.Get(ctx, region.WALKey(next)); !errors.Is(err, objstore.ErrNotFound) {
+		t.Fatalf("segment %d after the resolve: %v, want it absent", next, err)
+	}
+}
+
 func TestRecoverDetectsGapsAndCorruption(t *testing.T) {
 	ctx := context.Background()
 	s := objstoretest.Mem(t)
@@ -267,14 +297,12 @@ func TestAppendsQueuedBehindASegmentShareTheNext(t *testing.T) {
 	inner := objstoretest.Mem(t)
 	fs := faultstore.New(inner)
 	const writers = 16
-	var started sync.WaitGroup
-	started.Add(writers - 1)
 	var once sync.Once
 	fs.Hook = func(c faultstore.Call) {
 		if c.Op == objstore.OpPut {
-			// Hold the first segment's write until every other writer has
-			// queued its append.
-			once.Do(started.Wait)
+			// Hold the first segment's write until every writer's append
+			// is in (queued, or in this segment).
+			once.Do(func() { waitQueued(t, writers, "(*Writer).Append") })
 		}
 	}
 	rec := &recorder{}
@@ -285,9 +313,6 @@ func TestAppendsQueuedBehindASegmentShareTheNext(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if g > 0 {
-				started.Done()
-			}
 			if err := w.Append(ctx, []row.Entry{put("s", int64(g), 1)}); err != nil {
 				t.Error(err)
 			}
@@ -447,5 +472,31 @@ func TestNoAcknowledgementAfterTheLease(t *testing.T) {
 	}
 	if after, _ := objstore.ListAll(ctx, s, region.WALPrefix(), 100); len(after) != len(objs) {
 		t.Fatalf("a writer past its lease wrote a segment: %d objects, then %d", len(objs), len(after))
+	}
+}
+
+// waitQueued waits until n goroutines are blocked in fn: handing their
+// append to the writer's loop, or waiting for its outcome.
+func waitQueued(t *testing.T, n int, fn string) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	buf := make([]byte, 1<<20)
+	for {
+		stacks := string(buf[:runtime.Stack(buf, true)])
+		queued := 0
+		for _, g := range strings.Split(stacks, "\n\n") {
+			if (strings.Contains(g, "[select") || strings.Contains(g, "[chan receive")) && strings.Contains(g, fn) {
+				queued++
+			}
+		}
+		if queued >= n {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Errorf("%d of %d appends queued after a minute", queued, n)
+			return
+		}
+		runtime.Gosched()
+		time.Sleep(time.Millisecond)
 	}
 }

@@ -313,8 +313,11 @@ func (w *Writer) resolve(ctx context.Context) {
 	p := w.unknown
 	key := w.region.WALKey(p.number)
 	void := encode(nil, false, w.epoch, p.entries[0].Seq, nil)
-	got, err := readBackOrClaim(ctx, w.store, key, void)
+	got, err := readBackOrClaim(ctx, w.store, key, w.region.WALKey(p.number+1), void)
 	switch {
+	case errors.Is(err, errPassed):
+		w.unknown = nil
+		w.err = fmt.Errorf("%w: segment %s: %w", ErrFenced, key, err)
 	case err != nil:
 		return // still unknown
 	case string(got) == string(p.data):
@@ -330,13 +333,29 @@ func (w *Writer) resolve(ctx context.Context) {
 	}
 }
 
+// errPassed: an ambiguous create's number is free, but the log holds the
+// number after it. The create landed; a new owner replayed it, sealed the
+// log above it and collected it. Claiming the number now would leave an
+// object nothing owns.
+var errPassed = errors.New("wal: the segment landed and was collected; the log is sealed above it")
+
 // readBackOrClaim settles an ambiguous create of key: it returns what the
 // key holds, having claimed it with void if it held nothing (so the lost
-// create can never land later). An error leaves the outcome unknown.
-func readBackOrClaim(ctx context.Context, store objstore.Bucket, key string, void []byte) ([]byte, error) {
+// create can never land later). next is the key of the number after it: if
+// that exists, the key is free because the create landed and was collected
+// (errPassed). A create that never landed cannot have a successor: a new
+// owner seals a log at the first free number above what it lists, so at
+// key itself. Any other error leaves the outcome unknown.
+func readBackOrClaim(ctx context.Context, store objstore.Bucket, key, next string, void []byte) ([]byte, error) {
 	got, err := store.Get(ctx, key)
 	if !errors.Is(err, objstore.ErrNotFound) {
 		return got, err
+	}
+	switch _, err := store.Attributes(ctx, next); {
+	case err == nil:
+		return nil, errPassed
+	case !errors.Is(err, objstore.ErrNotFound):
+		return nil, err
 	}
 	switch err := store.CreateIfAbsent(ctx, key, void); {
 	case err == nil:
