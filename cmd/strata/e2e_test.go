@@ -536,7 +536,7 @@ func TestTruncateGCAndFsck(t *testing.T) {
 
 	store := "file://" + filepath.Join(dataDir, "store")
 	out, errs, code = p.cli(t, "fsck", "--store", store)
-	if code != 0 || !strings.Contains(out, "0 missing, 0 unowned") {
+	if code != 0 || !strings.Contains(out, "0 missing, 0 unowned") || !strings.Contains(out, "WAL streams:") {
 		t.Fatalf("fsck of a clean store: %d\n%s%s", code, out, errs)
 	}
 	// A planted unowned SST: exit 1, or 0 with --allow-orphans.

@@ -13,7 +13,6 @@ import (
 	"github.com/stratadb/strata/internal/objstore"
 	"github.com/stratadb/strata/internal/objstore/objstoretest"
 	"github.com/stratadb/strata/internal/row"
-	"github.com/stratadb/strata/internal/server"
 	"github.com/stratadb/strata/internal/server/servertest"
 	"github.com/stratadb/strata/internal/wal"
 	"github.com/stratadb/strata/internal/wire"
@@ -28,7 +27,7 @@ import (
 func TestDropReleasesStreamSegments(t *testing.T) {
 	ctx := context.Background()
 	store := objstoretest.Mem(t)
-	n := servertest.Start(t, store, servertest.Options{Config: func(c *server.Config) { c.WALStream = true }})
+	n := servertest.Start(t, store, servertest.Options{})
 	conn, err := grpc.NewClient(n.GRPCAddr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)

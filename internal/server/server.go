@@ -67,10 +67,9 @@ type Config struct {
 	// of a group waits for others (0: no wait, the lowest latency;
 	// docs/cost.md).
 	WALWindow time.Duration
-	// WALStream gives the node one shared WAL stream for all its regions
-	// instead of a WAL per region: a segment per window for the node
-	// instead of one per region.
-	WALStream bool
+	// OwnWAL gives each region its own WAL instead of the node's shared
+	// stream: a segment per region per window instead of one per node.
+	OwnWAL bool
 	// DefaultRegions is the region count of tables created by writes.
 	DefaultRegions uint32
 	// MaxBodyBytes bounds a line-protocol request.
@@ -111,7 +110,7 @@ type Server struct {
 	store    objstore.Bucket
 	ownStore bool // opened here (not Config.Bucket): closed on shutdown
 	eng      *datanode.Engine
-	stream   *wal.Stream // the node's shared WAL (nil without WALStream)
+	stream   *wal.Stream // the node's shared WAL (nil with OwnWAL)
 	httpSrv  *http.Server
 	grpcSrv  *grpc.Server
 	health   *health.Server
@@ -204,7 +203,7 @@ func (s *Server) start(ctx context.Context) error {
 
 	began := time.Now()
 	ropts := region.Options{FlushBytes: cfg.FlushBytes, WAL: wal.Options{Window: cfg.WALWindow}, Metrics: region.NewMetrics(s.Registry), Logger: cfg.Logger}
-	if cfg.WALStream {
+	if !cfg.OwnWAL {
 		// One WAL stream for every region of the node; each start (and
 		// each stream sealed by a region's new owner) gets a new name.
 		s.stream = wal.NewStream(s.store, wal.StreamOptions{Window: cfg.WALWindow, OnPut: ropts.Metrics.ObserveWALPut, Logger: cfg.Logger,
