@@ -13,11 +13,14 @@ CACHE="${STRATA_CACHE_DIR:-$HOME/.cache/strata}"
 WORK="$CACHE/images"
 rm -rf "$WORK" && mkdir -p "$WORK"
 
-# Strata: static binaries (netgo and osusergo keep glibc's NSS out).
+# Strata: static binaries (netgo and osusergo keep glibc's NSS out), with
+# the version stamped in (STRATA_VERSION, else git describe); the revision
+# comes from the checkout's VCS stamp.
+VERSION="${STRATA_VERSION:-$(git describe --tags --always --dirty 2>/dev/null || echo 0.1.0-dev)}"
 ctx="$WORK/strata"
 mkdir -p "$ctx/bin" "$ctx/rootfs/etc/ssl/certs" "$ctx/rootfs/var/lib/strata" "$ctx/rootfs/tmp"
 CGO_ENABLED=1 go build -trimpath -tags netgo,osusergo \
-  -ldflags "-s -w -linkmode external -extldflags -static" \
+  -ldflags "-s -w -X github.com/stratadb/strata/internal/version.Version=${VERSION} -linkmode external -extldflags -static" \
   -o "$ctx/bin/" ./cmd/metasrv ./cmd/datanode ./cmd/strata
 cp /etc/ssl/certs/ca-certificates.crt "$ctx/rootfs/etc/ssl/certs/"
 echo 'strata:x:65532:65532:strata:/var/lib/strata:/sbin/nologin' > "$ctx/rootfs/etc/passwd"

@@ -59,11 +59,31 @@ func newCluster() *cobra.Command {
 				w := cmd.OutOrStdout()
 				fmt.Fprintf(w, "leader %s\n\n", st.Leader)
 				var rows [][]string
-				for _, d := range st.Datanodes {
-					rows = append(rows, []string{d.Id, d.GrpcAddr, d.HttpAddr, n(d.Regions), unixOrEmpty(d.StartedUnix)})
+				for _, m := range st.Metasrvs {
+					role := "follower"
+					if m.Leader {
+						role = "leader"
+					}
+					rows = append(rows, []string{m.Addr, role, m.Version, m.Revision, unixOrEmpty(m.StartedUnix)})
 				}
-				if err := output(w, "table", []string{"datanode", "grpc", "http", "regions", "started"}, rows); err != nil {
+				if err := output(w, "table", []string{"metasrv", "role", "version", "revision", "started"}, rows); err != nil {
 					return err
+				}
+				fmt.Fprintln(w)
+				rows = nil
+				builds := map[string]bool{}
+				for _, m := range st.Metasrvs {
+					builds[m.Version+" "+m.Revision] = true
+				}
+				for _, d := range st.Datanodes {
+					rows = append(rows, []string{d.Id, d.GrpcAddr, d.HttpAddr, n(d.Regions), d.Version, d.Revision, unixOrEmpty(d.StartedUnix)})
+					builds[d.Version+" "+d.Revision] = true
+				}
+				if err := output(w, "table", []string{"datanode", "grpc", "http", "regions", "version", "revision", "started"}, rows); err != nil {
+					return err
+				}
+				if len(builds) > 1 {
+					fmt.Fprintf(w, "\nmixed versions: %d different builds are running\n", len(builds))
 				}
 				fmt.Fprintln(w)
 				rows = nil

@@ -14,12 +14,15 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/stratadb/strata/internal/version"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -37,6 +40,9 @@ import (
 
 var bins string
 
+// oldVersion is stamped into the datanode-old binary.
+const oldVersion = "v0.0.1-old"
+
 // procEnv is added to the environment of every process a test starts.
 var procEnv []string
 
@@ -52,6 +58,14 @@ func TestMain(m *testing.M) {
 			fmt.Fprintf(os.Stderr, "building %s: %v\n%s", c, err, out)
 			os.Exit(1)
 		}
+	}
+	// An older build of the datanode, for a cluster with mixed versions
+	// (only the link differs: -X stamps the version, as release builds do).
+	out, err := exec.Command("go", "build", "-ldflags", "-X github.com/stratadb/strata/internal/version.Version="+oldVersion,
+		"-o", filepath.Join(dir, "datanode-old"), "../../cmd/datanode").CombinedOutput()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "building datanode-old: %v\n%s", err, out)
+		os.Exit(1)
 	}
 	code := m.Run()
 	objstoretest.StopMinIO()
@@ -512,8 +526,8 @@ func TestClusterAdminCLI(t *testing.T) {
 	store := "file://" + storeDir
 	meta := start(t, "metasrv", "metasrv", "--data-dir", t.TempDir(), "--etcd-client-addr", etcd, "--grpc-addr", "127.0.0.1:0", "--store", store)
 	var dns []*proc
-	for i := range 2 {
-		dns = append(dns, start(t, fmt.Sprintf("dn%d", i+1), "datanode", "--id", fmt.Sprintf("dn%d", i+1), "--etcd-endpoints", "http://"+etcd,
+	for i, bin := range []string{"datanode", "datanode-old"} { // mixed versions
+		dns = append(dns, start(t, fmt.Sprintf("dn%d", i+1), bin, "--id", fmt.Sprintf("dn%d", i+1), "--etcd-endpoints", "http://"+etcd,
 			"--store", store, "--grpc-addr", "127.0.0.1:0", "--http-addr", "127.0.0.1:0"))
 	}
 	m := []string{"--metasrv", meta.grpc}
@@ -563,6 +577,34 @@ func TestClusterAdminCLI(t *testing.T) {
 	out = run("cluster", "status")
 	if !strings.Contains(out, "dn1") || !strings.Contains(out, "dn2") || strings.Contains(out, "NOT LIVE") {
 		t.Fatalf("status:\n%s", out)
+	}
+	// Every process's build is shown, and the mix is called out.
+	dev := version.Get().Version
+	if !strings.Contains(out, meta.grpc+"  leader  "+dev) || !regexp.MustCompile(`dn1 .* `+dev+` `).MatchString(out) ||
+		!regexp.MustCompile(`dn2 .* `+oldVersion+` `).MatchString(out) || !strings.Contains(out, "mixed versions: 2 different builds") {
+		t.Fatalf("status does not show every process's version:\n%s", out)
+	}
+	for _, c := range []struct {
+		path, want string
+	}{
+		{"/health", `"version":"` + oldVersion + `"`},
+		{"/metrics", `strata_build_info{goversion="` + runtime.Version() + `",revision="`},
+		{"/metrics", `",version="` + oldVersion + `"} 1`},
+	} {
+		req, _ := http.NewRequest("GET", "http://"+dns[1].http+c.path, nil)
+		req.Header.Set("Authorization", "Token cluster-test-token")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if !strings.Contains(string(body), c.want) {
+			t.Fatalf("%s of the older datanode does not hold %s:\n%.2000s", c.path, c.want, body)
+		}
+	}
+	if out, code := cli(t, "version"); code != 0 || !strings.HasPrefix(out, "strata "+dev+" (revision ") {
+		t.Fatalf("strata version: %d %q", code, out)
 	}
 	// Move 1/0 to whichever datanode does not own it.
 	st, _ := authed(t, meta.grpc).ClusterStatus(context.Background(), &pb.ClusterStatusRequest{})

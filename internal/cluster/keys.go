@@ -47,6 +47,20 @@ type NodeInfo struct {
 	GRPCAddr string    `json:"grpc_addr"`
 	HTTPAddr string    `json:"http_addr,omitempty"`
 	Started  time.Time `json:"started"`
+	Version  string    `json:"version,omitempty"` // its build (internal/version)
+	Revision string    `json:"revision,omitempty"`
+}
+
+// MetasrvPrefix holds one key per running metasrv replica (MetasrvInfo),
+// under its election session's lease.
+const MetasrvPrefix = Prefix + "metasrvs/"
+
+// MetasrvInfo describes a metasrv replica.
+type MetasrvInfo struct {
+	Addr     string    `json:"addr"`
+	Version  string    `json:"version"`
+	Revision string    `json:"revision"`
+	Started  time.Time `json:"started"`
 }
 
 // Assignment places a region on a datanode. Gen grows with every

@@ -18,6 +18,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/stratadb/strata/internal/version"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
@@ -38,7 +40,7 @@ type Options struct {
 	Gatherer     prometheus.Gatherer
 	Registerer   prometheus.Registerer
 	Logger       *slog.Logger
-	Version      string
+	Build        version.Info // reported by /health and /ping
 	// Pprof serves net/http/pprof under /debug/pprof/.
 	Pprof bool
 	// Query bounds PromQL queries (the Prometheus HTTP API).
@@ -80,7 +82,7 @@ func New(eng *datanode.Engine, opts Options) *Handler {
 	h.mux.HandleFunc("POST /write", h.write(false))
 	h.mux.HandleFunc("POST /api/v2/write", h.write(true))
 	h.mux.Handle("GET /metrics", promhttp.HandlerFor(opts.Gatherer, promhttp.HandlerOpts{}))
-	prom.NewAPI(eng, opts.Query, opts.Version, opts.Logger).Register(h.mux)
+	prom.NewAPI(eng, opts.Query, opts.Build, opts.Logger).Register(h.mux)
 	h.mux.Handle("POST /api/v1/write", &prom.RemoteWrite{Engine: eng})
 	h.mux.HandleFunc("GET /query", h.influxQuery)
 	h.mux.HandleFunc("POST /query", h.influxQuery)
@@ -101,11 +103,12 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) { h.mux.Serv
 
 func (h *Handler) health(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "application/json")
-	json.NewEncoder(w).Encode(map[string]string{"name": "strata", "status": "pass", "message": "ready for queries and writes", "version": h.opts.Version})
+	json.NewEncoder(w).Encode(map[string]string{"name": "strata", "status": "pass", "message": "ready for queries and writes",
+		"version": h.opts.Build.Version, "revision": h.opts.Build.Revision, "go_version": h.opts.Build.GoVersion})
 }
 
 func (h *Handler) ping(w http.ResponseWriter, r *http.Request) {
-	w.Header().Set("X-Influxdb-Version", "strata-"+h.opts.Version)
+	w.Header().Set("X-Influxdb-Version", "strata-"+h.opts.Build.Version)
 	w.WriteHeader(http.StatusNoContent)
 }
 

@@ -16,6 +16,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/stratadb/strata/internal/version"
+
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
 	"google.golang.org/grpc"
@@ -55,6 +57,9 @@ type Options struct {
 	// swept once more, for late writes of a paused former owner (default
 	// manifest.UploadWindow + manifest.MaxClockSkew).
 	FinalSweepAfter time.Duration
+	// Build is this replica's build, shown by ClusterStatus (default
+	// version.Get()).
+	Build version.Info
 }
 
 // Server is a metasrv replica.
@@ -68,8 +73,9 @@ type Server struct {
 	leading bool
 	conns   map[string]*grpc.ClientConn // to datanodes and the leader, by address
 
-	stop context.CancelFunc
-	wg   sync.WaitGroup
+	stop    context.CancelFunc
+	wg      sync.WaitGroup
+	started time.Time
 }
 
 // Start joins the election and, when leading, runs placement.
@@ -83,11 +89,14 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
+	if opts.Build == (version.Info{}) {
+		opts.Build = version.Get()
+	}
 	cat, err := catalog.Open(ctx, catalog.NewEtcdBackend(opts.Client), opts.DefaultRegions)
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{opts: opts, log: opts.Logger.With("metasrv", opts.Addr), cat: cat}
+	s := &Server{opts: opts, log: opts.Logger.With("metasrv", opts.Addr), cat: cat, started: time.Now().UTC()}
 	bg, stop := context.WithCancel(context.Background())
 	s.stop = stop
 	s.wg.Add(1)
@@ -150,6 +159,9 @@ func (s *Server) campaign(ctx context.Context) {
 			case <-time.After(time.Second):
 			}
 			continue
+		}
+		if err := s.announce(ctx, sess.Lease()); err != nil {
+			s.log.Warn("announcing this replica failed", "err", err)
 		}
 		el := concurrency.NewElection(sess, cluster.ElectionPrefix)
 		if err := el.Campaign(ctx, s.opts.Addr); err != nil {
@@ -467,10 +479,34 @@ func (s *Server) ClusterStatus(ctx context.Context, req *pb.ClusterStatusRequest
 		}
 	}
 	for _, n := range st.nodes {
-		out.Datanodes = append(out.Datanodes, &pb.DatanodeInfo{Id: n.ID, GrpcAddr: n.GRPCAddr, HttpAddr: n.HTTPAddr, StartedUnix: n.Started.Unix(), Regions: count[n.ID]})
+		out.Datanodes = append(out.Datanodes, &pb.DatanodeInfo{Id: n.ID, GrpcAddr: n.GRPCAddr, HttpAddr: n.HTTPAddr, StartedUnix: n.Started.Unix(), Regions: count[n.ID],
+			Version: n.Version, Revision: n.Revision})
 	}
 	slices.SortFunc(out.Datanodes, func(a, b *pb.DatanodeInfo) int { return strings.Compare(a.Id, b.Id) })
+	resp, err := s.opts.Client.Get(ctx, cluster.MetasrvPrefix, clientv3.WithPrefix())
+	if err != nil {
+		return nil, status.Error(codes.Unavailable, err.Error())
+	}
+	for _, kv := range resp.Kvs {
+		var m cluster.MetasrvInfo
+		if json.Unmarshal(kv.Value, &m) != nil {
+			continue
+		}
+		out.Metasrvs = append(out.Metasrvs, &pb.MetasrvInfo{Addr: m.Addr, Leader: m.Addr == s.opts.Addr, Version: m.Version, Revision: m.Revision, StartedUnix: m.Started.Unix()})
+	}
+	slices.SortFunc(out.Metasrvs, func(a, b *pb.MetasrvInfo) int { return strings.Compare(a.Addr, b.Addr) })
 	return out, nil
+}
+
+// announce records this replica and its build under the election
+// session's lease, so ClusterStatus lists every replica while it runs.
+func (s *Server) announce(ctx context.Context, lease clientv3.LeaseID) error {
+	data, err := json.Marshal(cluster.MetasrvInfo{Addr: s.opts.Addr, Version: s.opts.Build.Version, Revision: s.opts.Build.Revision, Started: s.started})
+	if err != nil {
+		return err
+	}
+	_, err = s.opts.Client.Put(ctx, cluster.MetasrvPrefix+s.opts.Addr, string(data), clientv3.WithLease(lease))
+	return err
 }
 
 // MoveRegion reassigns a region to a live datanode.

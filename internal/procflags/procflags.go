@@ -11,6 +11,8 @@ import (
 	"os"
 	"strings"
 
+	"github.com/stratadb/strata/internal/version"
+
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 	"go.yaml.in/yaml/v3"
@@ -98,7 +100,22 @@ func Command(use, short, long string, run func(cmd *cobra.Command) error) *cobra
 		RunE:              func(cmd *cobra.Command, _ []string) error { return run(cmd) }}
 	c.PersistentFlags().String("config", "", "YAML config file (keys are flag names)")
 	c.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return UsageError{err} })
+	AddVersion(c)
 	return c
+}
+
+// AddVersion gives a root command --version and a version subcommand,
+// both printing "NAME VERSION (revision …, go…, os/arch)".
+func AddVersion(root *cobra.Command) {
+	root.Version = version.Get().String()
+	root.SetVersionTemplate(root.Name() + " {{.Version}}\n")
+	root.AddCommand(&cobra.Command{Use: "version", Short: "Print the build: version, revision, Go version", Args: cobra.NoArgs,
+		// The version needs no configuration, so a bad config file does
+		// not hide it.
+		PersistentPreRunE: func(*cobra.Command, []string) error { return nil },
+		Run: func(cmd *cobra.Command, _ []string) {
+			fmt.Fprintf(cmd.OutOrStdout(), "%s %s\n", root.Name(), version.Get())
+		}})
 }
 
 // Exit reports err of a process's root command on stderr and returns the

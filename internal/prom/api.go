@@ -12,6 +12,8 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/stratadb/strata/internal/version"
+
 	"github.com/prometheus/common/model"
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/promql"
@@ -36,17 +38,17 @@ type Limits struct {
 // API serves the Prometheus HTTP API's query, series, label, metadata and
 // build-info endpoints.
 type API struct {
-	q       *Queryable
-	engine  *promql.Engine
-	parser  parser.Parser
-	limits  Limits
-	slots   chan struct{}
-	version string
-	log     *slog.Logger
+	q      *Queryable
+	engine *promql.Engine
+	parser parser.Parser
+	limits Limits
+	slots  chan struct{}
+	build  version.Info
+	log    *slog.Logger
 }
 
 // NewAPI returns the API over an engine.
-func NewAPI(eng *datanode.Engine, limits Limits, version string, log *slog.Logger) *API {
+func NewAPI(eng *datanode.Engine, limits Limits, build version.Info, log *slog.Logger) *API {
 	if limits.MaxSamples <= 0 {
 		limits.MaxSamples = 50_000_000
 	}
@@ -64,7 +66,7 @@ func NewAPI(eng *datanode.Engine, limits Limits, version string, log *slog.Logge
 		q: &Queryable{Engine: eng, MaxSamples: limits.MaxSamples},
 		engine: promql.NewEngine(promql.EngineOpts{Logger: log, MaxSamples: limits.MaxSamples, Timeout: limits.Timeout,
 			LookbackDelta: 5 * time.Minute, EnableAtModifier: true, EnableNegativeOffset: true, Parser: p}),
-		parser: p, limits: limits, slots: make(chan struct{}, limits.Concurrency), version: version, log: log,
+		parser: p, limits: limits, slots: make(chan struct{}, limits.Concurrency), build: build, log: log,
 	}
 }
 
@@ -443,7 +445,7 @@ func (a *API) formatQuery(w http.ResponseWriter, r *http.Request) {
 }
 
 func (a *API) buildinfo(w http.ResponseWriter, r *http.Request) {
-	respond(w, map[string]string{"version": a.version, "revision": "", "branch": "", "buildUser": "", "buildDate": "", "goVersion": "", "application": "strata"})
+	respond(w, map[string]string{"version": a.build.Version, "revision": a.build.Revision, "branch": "", "buildUser": "", "buildDate": "", "goVersion": a.build.GoVersion, "application": "strata"})
 }
 
 // metadata lists every series name as type unknown (Strata keeps no

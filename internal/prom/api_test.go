@@ -19,6 +19,7 @@ import (
 	"github.com/stratadb/strata/internal/prom"
 	"github.com/stratadb/strata/internal/server"
 	"github.com/stratadb/strata/internal/server/servertest"
+	"github.com/stratadb/strata/internal/version"
 )
 
 type apiResp struct {
@@ -238,7 +239,7 @@ func TestQueryRangeOverLineProtocol(t *testing.T) {
 
 	// Over the limit while reading (the Queryable's own count, before
 	// the engine's): also a 422, and the node goes on serving.
-	small := prom.NewAPI(n.Engine(), prom.Limits{MaxSamples: 100}, "test", nil)
+	small := prom.NewAPI(n.Engine(), prom.Limits{MaxSamples: 100}, version.Info{Version: "test"}, nil)
 	mux := http.NewServeMux()
 	small.Register(mux)
 	srv := httptest.NewServer(mux)

@@ -14,6 +14,8 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/stratadb/strata/internal/version"
+
 	"github.com/oklog/ulid/v2"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -39,9 +41,6 @@ import (
 	"github.com/stratadb/strata/internal/region"
 	"github.com/stratadb/strata/internal/wal"
 )
-
-// Version is reported by /health and /ping.
-var Version = "0.1.0-dev"
 
 // Config configures a standalone server.
 type Config struct {
@@ -101,6 +100,9 @@ type Config struct {
 	// Query bounds PromQL queries: samples, timeout, concurrency.
 	Query  prom.Limits
 	Logger *slog.Logger
+	// Build is the node's build, in /health, /metrics (strata_build_info)
+	// and its datanode registration (default version.Get()).
+	Build version.Info
 }
 
 // Server is a running standalone server.
@@ -130,6 +132,9 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	if cfg.DataDir == "" {
 		cfg.DataDir = "strata-data"
 	}
+	if cfg.Build == (version.Info{}) {
+		cfg.Build = version.Get()
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
@@ -150,7 +155,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		cfg.Store = "file://" + dir
 	}
 	s := &Server{cfg: cfg, log: cfg.Logger, errc: make(chan error, 2), Registry: prometheus.NewRegistry()}
-	s.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	s.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), version.NewCollector(cfg.Build))
 	if err := s.start(ctx); err != nil {
 		s.abort()
 		return nil, err
@@ -214,7 +219,7 @@ func (s *Server) start(ctx context.Context) error {
 	if cfg.MemoryLimit > 0 {
 		ropts.Budget = region.NewMemoryBudget(cfg.MemoryLimit)
 	}
-	s.agent = agent.New(agent.Options{Client: cli, Node: cluster.NodeInfo{ID: cfg.NodeID}, Heartbeat: cfg.Heartbeat, Lease: cfg.Lease, Logger: cfg.Logger,
+	s.agent = agent.New(agent.Options{Client: cli, Node: cluster.NodeInfo{ID: cfg.NodeID, Version: cfg.Build.Version, Revision: cfg.Build.Revision}, Heartbeat: cfg.Heartbeat, Lease: cfg.Lease, Logger: cfg.Logger,
 		DialOptions: cfg.Auth.DialOptions()})
 	dopts := datanode.Options{Region: ropts, DefaultRegions: cfg.DefaultRegions, Logger: cfg.Logger,
 		Compaction: compact.SchedulerOptions{Metrics: compact.NewMetrics(s.Registry)},
@@ -234,7 +239,7 @@ func (s *Server) start(ctx context.Context) error {
 	if s.grpcLn, err = net.Listen("tcp", cfg.GRPCAddr); err != nil {
 		return fmt.Errorf("listen grpc %s: %w", cfg.GRPCAddr, err)
 	}
-	h := httpapi.New(s.eng, httpapi.Options{MaxBodyBytes: cfg.MaxBodyBytes, Gatherer: s.Registry, Registerer: s.Registry, Logger: cfg.Logger, Version: Version, Pprof: cfg.Pprof, Query: cfg.Query})
+	h := httpapi.New(s.eng, httpapi.Options{MaxBodyBytes: cfg.MaxBodyBytes, Gatherer: s.Registry, Registerer: s.Registry, Logger: cfg.Logger, Build: cfg.Build, Pprof: cfg.Pprof, Query: cfg.Query})
 	s.httpSrv = &http.Server{Handler: cfg.Auth.HTTP(h), ReadHeaderTimeout: 10 * time.Second}
 	s.grpcSrv = grpc.NewServer(append([]grpc.ServerOption{grpc.MaxRecvMsgSize(64 << 20)}, cfg.Auth.ServerOptions()...)...)
 	grpcapi.New(s.eng).Register(s.grpcSrv)

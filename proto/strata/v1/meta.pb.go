@@ -512,6 +512,8 @@ type DatanodeInfo struct {
 	HttpAddr      string                 `protobuf:"bytes,3,opt,name=http_addr,json=httpAddr,proto3" json:"http_addr,omitempty"`
 	StartedUnix   int64                  `protobuf:"varint,4,opt,name=started_unix,json=startedUnix,proto3" json:"started_unix,omitempty"`
 	Regions       int64                  `protobuf:"varint,5,opt,name=regions,proto3" json:"regions,omitempty"`
+	Version       string                 `protobuf:"bytes,6,opt,name=version,proto3" json:"version,omitempty"` // the process's build (internal/version)
+	Revision      string                 `protobuf:"bytes,7,opt,name=revision,proto3" json:"revision,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -581,6 +583,96 @@ func (x *DatanodeInfo) GetRegions() int64 {
 	return 0
 }
 
+func (x *DatanodeInfo) GetVersion() string {
+	if x != nil {
+		return x.Version
+	}
+	return ""
+}
+
+func (x *DatanodeInfo) GetRevision() string {
+	if x != nil {
+		return x.Revision
+	}
+	return ""
+}
+
+type MetasrvInfo struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Addr          string                 `protobuf:"bytes,1,opt,name=addr,proto3" json:"addr,omitempty"` // admin gRPC address
+	Leader        bool                   `protobuf:"varint,2,opt,name=leader,proto3" json:"leader,omitempty"`
+	Version       string                 `protobuf:"bytes,3,opt,name=version,proto3" json:"version,omitempty"`
+	Revision      string                 `protobuf:"bytes,4,opt,name=revision,proto3" json:"revision,omitempty"`
+	StartedUnix   int64                  `protobuf:"varint,5,opt,name=started_unix,json=startedUnix,proto3" json:"started_unix,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MetasrvInfo) Reset() {
+	*x = MetasrvInfo{}
+	mi := &file_strata_v1_meta_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MetasrvInfo) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MetasrvInfo) ProtoMessage() {}
+
+func (x *MetasrvInfo) ProtoReflect() protoreflect.Message {
+	mi := &file_strata_v1_meta_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MetasrvInfo.ProtoReflect.Descriptor instead.
+func (*MetasrvInfo) Descriptor() ([]byte, []int) {
+	return file_strata_v1_meta_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *MetasrvInfo) GetAddr() string {
+	if x != nil {
+		return x.Addr
+	}
+	return ""
+}
+
+func (x *MetasrvInfo) GetLeader() bool {
+	if x != nil {
+		return x.Leader
+	}
+	return false
+}
+
+func (x *MetasrvInfo) GetVersion() string {
+	if x != nil {
+		return x.Version
+	}
+	return ""
+}
+
+func (x *MetasrvInfo) GetRevision() string {
+	if x != nil {
+		return x.Revision
+	}
+	return ""
+}
+
+func (x *MetasrvInfo) GetStartedUnix() int64 {
+	if x != nil {
+		return x.StartedUnix
+	}
+	return 0
+}
+
 type RegionPlacement struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Region        string                 `protobuf:"bytes,1,opt,name=region,proto3" json:"region,omitempty"` // "table_id/region"
@@ -594,7 +686,7 @@ type RegionPlacement struct {
 
 func (x *RegionPlacement) Reset() {
 	*x = RegionPlacement{}
-	mi := &file_strata_v1_meta_proto_msgTypes[9]
+	mi := &file_strata_v1_meta_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -606,7 +698,7 @@ func (x *RegionPlacement) String() string {
 func (*RegionPlacement) ProtoMessage() {}
 
 func (x *RegionPlacement) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_meta_proto_msgTypes[9]
+	mi := &file_strata_v1_meta_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -619,7 +711,7 @@ func (x *RegionPlacement) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegionPlacement.ProtoReflect.Descriptor instead.
 func (*RegionPlacement) Descriptor() ([]byte, []int) {
-	return file_strata_v1_meta_proto_rawDescGZIP(), []int{9}
+	return file_strata_v1_meta_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *RegionPlacement) GetRegion() string {
@@ -665,7 +757,7 @@ type ClusterStatusRequest struct {
 
 func (x *ClusterStatusRequest) Reset() {
 	*x = ClusterStatusRequest{}
-	mi := &file_strata_v1_meta_proto_msgTypes[10]
+	mi := &file_strata_v1_meta_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -677,7 +769,7 @@ func (x *ClusterStatusRequest) String() string {
 func (*ClusterStatusRequest) ProtoMessage() {}
 
 func (x *ClusterStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_meta_proto_msgTypes[10]
+	mi := &file_strata_v1_meta_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -690,7 +782,7 @@ func (x *ClusterStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterStatusRequest.ProtoReflect.Descriptor instead.
 func (*ClusterStatusRequest) Descriptor() ([]byte, []int) {
-	return file_strata_v1_meta_proto_rawDescGZIP(), []int{10}
+	return file_strata_v1_meta_proto_rawDescGZIP(), []int{11}
 }
 
 type ClusterStatusResponse struct {
@@ -698,13 +790,14 @@ type ClusterStatusResponse struct {
 	Leader        string                 `protobuf:"bytes,1,opt,name=leader,proto3" json:"leader,omitempty"` // the leader's admin address
 	Datanodes     []*DatanodeInfo        `protobuf:"bytes,2,rep,name=datanodes,proto3" json:"datanodes,omitempty"`
 	Regions       []*RegionPlacement     `protobuf:"bytes,3,rep,name=regions,proto3" json:"regions,omitempty"`
+	Metasrvs      []*MetasrvInfo         `protobuf:"bytes,4,rep,name=metasrvs,proto3" json:"metasrvs,omitempty"` // every replica in the election
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ClusterStatusResponse) Reset() {
 	*x = ClusterStatusResponse{}
-	mi := &file_strata_v1_meta_proto_msgTypes[11]
+	mi := &file_strata_v1_meta_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -716,7 +809,7 @@ func (x *ClusterStatusResponse) String() string {
 func (*ClusterStatusResponse) ProtoMessage() {}
 
 func (x *ClusterStatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_meta_proto_msgTypes[11]
+	mi := &file_strata_v1_meta_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -729,7 +822,7 @@ func (x *ClusterStatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterStatusResponse.ProtoReflect.Descriptor instead.
 func (*ClusterStatusResponse) Descriptor() ([]byte, []int) {
-	return file_strata_v1_meta_proto_rawDescGZIP(), []int{11}
+	return file_strata_v1_meta_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ClusterStatusResponse) GetLeader() string {
@@ -753,6 +846,13 @@ func (x *ClusterStatusResponse) GetRegions() []*RegionPlacement {
 	return nil
 }
 
+func (x *ClusterStatusResponse) GetMetasrvs() []*MetasrvInfo {
+	if x != nil {
+		return x.Metasrvs
+	}
+	return nil
+}
+
 type MoveRegionRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Region        string                 `protobuf:"bytes,1,opt,name=region,proto3" json:"region,omitempty"`
@@ -763,7 +863,7 @@ type MoveRegionRequest struct {
 
 func (x *MoveRegionRequest) Reset() {
 	*x = MoveRegionRequest{}
-	mi := &file_strata_v1_meta_proto_msgTypes[12]
+	mi := &file_strata_v1_meta_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -775,7 +875,7 @@ func (x *MoveRegionRequest) String() string {
 func (*MoveRegionRequest) ProtoMessage() {}
 
 func (x *MoveRegionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_meta_proto_msgTypes[12]
+	mi := &file_strata_v1_meta_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -788,7 +888,7 @@ func (x *MoveRegionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MoveRegionRequest.ProtoReflect.Descriptor instead.
 func (*MoveRegionRequest) Descriptor() ([]byte, []int) {
-	return file_strata_v1_meta_proto_rawDescGZIP(), []int{12}
+	return file_strata_v1_meta_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *MoveRegionRequest) GetRegion() string {
@@ -814,7 +914,7 @@ type MoveRegionResponse struct {
 
 func (x *MoveRegionResponse) Reset() {
 	*x = MoveRegionResponse{}
-	mi := &file_strata_v1_meta_proto_msgTypes[13]
+	mi := &file_strata_v1_meta_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -826,7 +926,7 @@ func (x *MoveRegionResponse) String() string {
 func (*MoveRegionResponse) ProtoMessage() {}
 
 func (x *MoveRegionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_meta_proto_msgTypes[13]
+	mi := &file_strata_v1_meta_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -839,7 +939,7 @@ func (x *MoveRegionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MoveRegionResponse.ProtoReflect.Descriptor instead.
 func (*MoveRegionResponse) Descriptor() ([]byte, []int) {
-	return file_strata_v1_meta_proto_rawDescGZIP(), []int{13}
+	return file_strata_v1_meta_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *MoveRegionResponse) GetPlacement() *RegionPlacement {
@@ -888,13 +988,21 @@ const file_strata_v1_meta_proto_rawDesc = "" +
 	"\x11lingering_seconds\x18\x04 \x01(\x03R\x10lingeringSeconds\x12&\n" +
 	"\x0fmin_age_seconds\x18\x05 \x01(\x03R\rminAgeSeconds\x12 \n" +
 	"\vconcurrency\x18\x06 \x01(\x05R\vconcurrency\x12.\n" +
-	"\x13run_timeout_seconds\x18\a \x01(\x03R\x11runTimeoutSeconds\"\x95\x01\n" +
+	"\x13run_timeout_seconds\x18\a \x01(\x03R\x11runTimeoutSeconds\"\xcb\x01\n" +
 	"\fDatanodeInfo\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1b\n" +
 	"\tgrpc_addr\x18\x02 \x01(\tR\bgrpcAddr\x12\x1b\n" +
 	"\thttp_addr\x18\x03 \x01(\tR\bhttpAddr\x12!\n" +
 	"\fstarted_unix\x18\x04 \x01(\x03R\vstartedUnix\x12\x18\n" +
-	"\aregions\x18\x05 \x01(\x03R\aregions\"\x86\x01\n" +
+	"\aregions\x18\x05 \x01(\x03R\aregions\x12\x18\n" +
+	"\aversion\x18\x06 \x01(\tR\aversion\x12\x1a\n" +
+	"\brevision\x18\a \x01(\tR\brevision\"\x92\x01\n" +
+	"\vMetasrvInfo\x12\x12\n" +
+	"\x04addr\x18\x01 \x01(\tR\x04addr\x12\x16\n" +
+	"\x06leader\x18\x02 \x01(\bR\x06leader\x12\x18\n" +
+	"\aversion\x18\x03 \x01(\tR\aversion\x12\x1a\n" +
+	"\brevision\x18\x04 \x01(\tR\brevision\x12!\n" +
+	"\fstarted_unix\x18\x05 \x01(\x03R\vstartedUnix\"\x86\x01\n" +
 	"\x0fRegionPlacement\x12\x16\n" +
 	"\x06region\x18\x01 \x01(\tR\x06region\x12\x14\n" +
 	"\x05table\x18\x02 \x01(\tR\x05table\x12\x14\n" +
@@ -902,11 +1010,12 @@ const file_strata_v1_meta_proto_rawDesc = "" +
 	"\x03gen\x18\x04 \x01(\x04R\x03gen\x12\x1d\n" +
 	"\n" +
 	"owner_live\x18\x05 \x01(\bR\townerLive\"\x16\n" +
-	"\x14ClusterStatusRequest\"\x9c\x01\n" +
+	"\x14ClusterStatusRequest\"\xd0\x01\n" +
 	"\x15ClusterStatusResponse\x12\x16\n" +
 	"\x06leader\x18\x01 \x01(\tR\x06leader\x125\n" +
 	"\tdatanodes\x18\x02 \x03(\v2\x17.strata.v1.DatanodeInfoR\tdatanodes\x124\n" +
-	"\aregions\x18\x03 \x03(\v2\x1a.strata.v1.RegionPlacementR\aregions\";\n" +
+	"\aregions\x18\x03 \x03(\v2\x1a.strata.v1.RegionPlacementR\aregions\x122\n" +
+	"\bmetasrvs\x18\x04 \x03(\v2\x16.strata.v1.MetasrvInfoR\bmetasrvs\";\n" +
 	"\x11MoveRegionRequest\x12\x16\n" +
 	"\x06region\x18\x01 \x01(\tR\x06region\x12\x0e\n" +
 	"\x02to\x18\x02 \x01(\tR\x02to\"N\n" +
@@ -941,7 +1050,7 @@ func file_strata_v1_meta_proto_rawDescGZIP() []byte {
 	return file_strata_v1_meta_proto_rawDescData
 }
 
-var file_strata_v1_meta_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
+var file_strata_v1_meta_proto_msgTypes = make([]protoimpl.MessageInfo, 15)
 var file_strata_v1_meta_proto_goTypes = []any{
 	(*ListRegionsRequest)(nil),       // 0: strata.v1.ListRegionsRequest
 	(*RegionDetail)(nil),             // 1: strata.v1.RegionDetail
@@ -952,66 +1061,68 @@ var file_strata_v1_meta_proto_goTypes = []any{
 	(*GetGcOptionsRequest)(nil),      // 6: strata.v1.GetGcOptionsRequest
 	(*GcOptions)(nil),                // 7: strata.v1.GcOptions
 	(*DatanodeInfo)(nil),             // 8: strata.v1.DatanodeInfo
-	(*RegionPlacement)(nil),          // 9: strata.v1.RegionPlacement
-	(*ClusterStatusRequest)(nil),     // 10: strata.v1.ClusterStatusRequest
-	(*ClusterStatusResponse)(nil),    // 11: strata.v1.ClusterStatusResponse
-	(*MoveRegionRequest)(nil),        // 12: strata.v1.MoveRegionRequest
-	(*MoveRegionResponse)(nil),       // 13: strata.v1.MoveRegionResponse
-	(*RegionStat)(nil),               // 14: strata.v1.RegionStat
-	(*CreateTableRequest)(nil),       // 15: strata.v1.CreateTableRequest
-	(*ListTablesRequest)(nil),        // 16: strata.v1.ListTablesRequest
-	(*DescribeTableRequest)(nil),     // 17: strata.v1.DescribeTableRequest
-	(*DropTableRequest)(nil),         // 18: strata.v1.DropTableRequest
-	(*CompactRequest)(nil),           // 19: strata.v1.CompactRequest
-	(*CancelCompactionRequest)(nil),  // 20: strata.v1.CancelCompactionRequest
-	(*GcRegionRequest)(nil),          // 21: strata.v1.GcRegionRequest
-	(*CreateTableResponse)(nil),      // 22: strata.v1.CreateTableResponse
-	(*ListTablesResponse)(nil),       // 23: strata.v1.ListTablesResponse
-	(*DescribeTableResponse)(nil),    // 24: strata.v1.DescribeTableResponse
-	(*DropTableResponse)(nil),        // 25: strata.v1.DropTableResponse
-	(*CompactResponse)(nil),          // 26: strata.v1.CompactResponse
-	(*CancelCompactionResponse)(nil), // 27: strata.v1.CancelCompactionResponse
-	(*GcRegionResponse)(nil),         // 28: strata.v1.GcRegionResponse
+	(*MetasrvInfo)(nil),              // 9: strata.v1.MetasrvInfo
+	(*RegionPlacement)(nil),          // 10: strata.v1.RegionPlacement
+	(*ClusterStatusRequest)(nil),     // 11: strata.v1.ClusterStatusRequest
+	(*ClusterStatusResponse)(nil),    // 12: strata.v1.ClusterStatusResponse
+	(*MoveRegionRequest)(nil),        // 13: strata.v1.MoveRegionRequest
+	(*MoveRegionResponse)(nil),       // 14: strata.v1.MoveRegionResponse
+	(*RegionStat)(nil),               // 15: strata.v1.RegionStat
+	(*CreateTableRequest)(nil),       // 16: strata.v1.CreateTableRequest
+	(*ListTablesRequest)(nil),        // 17: strata.v1.ListTablesRequest
+	(*DescribeTableRequest)(nil),     // 18: strata.v1.DescribeTableRequest
+	(*DropTableRequest)(nil),         // 19: strata.v1.DropTableRequest
+	(*CompactRequest)(nil),           // 20: strata.v1.CompactRequest
+	(*CancelCompactionRequest)(nil),  // 21: strata.v1.CancelCompactionRequest
+	(*GcRegionRequest)(nil),          // 22: strata.v1.GcRegionRequest
+	(*CreateTableResponse)(nil),      // 23: strata.v1.CreateTableResponse
+	(*ListTablesResponse)(nil),       // 24: strata.v1.ListTablesResponse
+	(*DescribeTableResponse)(nil),    // 25: strata.v1.DescribeTableResponse
+	(*DropTableResponse)(nil),        // 26: strata.v1.DropTableResponse
+	(*CompactResponse)(nil),          // 27: strata.v1.CompactResponse
+	(*CancelCompactionResponse)(nil), // 28: strata.v1.CancelCompactionResponse
+	(*GcRegionResponse)(nil),         // 29: strata.v1.GcRegionResponse
 }
 var file_strata_v1_meta_proto_depIdxs = []int32{
-	9,  // 0: strata.v1.RegionDetail.placement:type_name -> strata.v1.RegionPlacement
-	14, // 1: strata.v1.RegionDetail.stats:type_name -> strata.v1.RegionStat
+	10, // 0: strata.v1.RegionDetail.placement:type_name -> strata.v1.RegionPlacement
+	15, // 1: strata.v1.RegionDetail.stats:type_name -> strata.v1.RegionStat
 	1,  // 2: strata.v1.ListRegionsResponse.regions:type_name -> strata.v1.RegionDetail
 	4,  // 3: strata.v1.GcStatusResponse.regions:type_name -> strata.v1.GcRegionState
 	8,  // 4: strata.v1.ClusterStatusResponse.datanodes:type_name -> strata.v1.DatanodeInfo
-	9,  // 5: strata.v1.ClusterStatusResponse.regions:type_name -> strata.v1.RegionPlacement
-	9,  // 6: strata.v1.MoveRegionResponse.placement:type_name -> strata.v1.RegionPlacement
-	10, // 7: strata.v1.MetaAdmin.ClusterStatus:input_type -> strata.v1.ClusterStatusRequest
-	12, // 8: strata.v1.MetaAdmin.MoveRegion:input_type -> strata.v1.MoveRegionRequest
-	15, // 9: strata.v1.MetaAdmin.CreateTable:input_type -> strata.v1.CreateTableRequest
-	16, // 10: strata.v1.MetaAdmin.ListTables:input_type -> strata.v1.ListTablesRequest
-	17, // 11: strata.v1.MetaAdmin.DescribeTable:input_type -> strata.v1.DescribeTableRequest
-	18, // 12: strata.v1.MetaAdmin.DropTable:input_type -> strata.v1.DropTableRequest
-	0,  // 13: strata.v1.MetaAdmin.ListRegions:input_type -> strata.v1.ListRegionsRequest
-	19, // 14: strata.v1.MetaAdmin.Compact:input_type -> strata.v1.CompactRequest
-	20, // 15: strata.v1.MetaAdmin.CancelCompaction:input_type -> strata.v1.CancelCompactionRequest
-	21, // 16: strata.v1.MetaAdmin.GcRun:input_type -> strata.v1.GcRegionRequest
-	3,  // 17: strata.v1.MetaAdmin.GcStatus:input_type -> strata.v1.GcStatusRequest
-	6,  // 18: strata.v1.MetaAdmin.GetGcOptions:input_type -> strata.v1.GetGcOptionsRequest
-	7,  // 19: strata.v1.MetaAdmin.SetGcOptions:input_type -> strata.v1.GcOptions
-	11, // 20: strata.v1.MetaAdmin.ClusterStatus:output_type -> strata.v1.ClusterStatusResponse
-	13, // 21: strata.v1.MetaAdmin.MoveRegion:output_type -> strata.v1.MoveRegionResponse
-	22, // 22: strata.v1.MetaAdmin.CreateTable:output_type -> strata.v1.CreateTableResponse
-	23, // 23: strata.v1.MetaAdmin.ListTables:output_type -> strata.v1.ListTablesResponse
-	24, // 24: strata.v1.MetaAdmin.DescribeTable:output_type -> strata.v1.DescribeTableResponse
-	25, // 25: strata.v1.MetaAdmin.DropTable:output_type -> strata.v1.DropTableResponse
-	2,  // 26: strata.v1.MetaAdmin.ListRegions:output_type -> strata.v1.ListRegionsResponse
-	26, // 27: strata.v1.MetaAdmin.Compact:output_type -> strata.v1.CompactResponse
-	27, // 28: strata.v1.MetaAdmin.CancelCompaction:output_type -> strata.v1.CancelCompactionResponse
-	28, // 29: strata.v1.MetaAdmin.GcRun:output_type -> strata.v1.GcRegionResponse
-	5,  // 30: strata.v1.MetaAdmin.GcStatus:output_type -> strata.v1.GcStatusResponse
-	7,  // 31: strata.v1.MetaAdmin.GetGcOptions:output_type -> strata.v1.GcOptions
-	7,  // 32: strata.v1.MetaAdmin.SetGcOptions:output_type -> strata.v1.GcOptions
-	20, // [20:33] is the sub-list for method output_type
-	7,  // [7:20] is the sub-list for method input_type
-	7,  // [7:7] is the sub-list for extension type_name
-	7,  // [7:7] is the sub-list for extension extendee
-	0,  // [0:7] is the sub-list for field type_name
+	10, // 5: strata.v1.ClusterStatusResponse.regions:type_name -> strata.v1.RegionPlacement
+	9,  // 6: strata.v1.ClusterStatusResponse.metasrvs:type_name -> strata.v1.MetasrvInfo
+	10, // 7: strata.v1.MoveRegionResponse.placement:type_name -> strata.v1.RegionPlacement
+	11, // 8: strata.v1.MetaAdmin.ClusterStatus:input_type -> strata.v1.ClusterStatusRequest
+	13, // 9: strata.v1.MetaAdmin.MoveRegion:input_type -> strata.v1.MoveRegionRequest
+	16, // 10: strata.v1.MetaAdmin.CreateTable:input_type -> strata.v1.CreateTableRequest
+	17, // 11: strata.v1.MetaAdmin.ListTables:input_type -> strata.v1.ListTablesRequest
+	18, // 12: strata.v1.MetaAdmin.DescribeTable:input_type -> strata.v1.DescribeTableRequest
+	19, // 13: strata.v1.MetaAdmin.DropTable:input_type -> strata.v1.DropTableRequest
+	0,  // 14: strata.v1.MetaAdmin.ListRegions:input_type -> strata.v1.ListRegionsRequest
+	20, // 15: strata.v1.MetaAdmin.Compact:input_type -> strata.v1.CompactRequest
+	21, // 16: strata.v1.MetaAdmin.CancelCompaction:input_type -> strata.v1.CancelCompactionRequest
+	22, // 17: strata.v1.MetaAdmin.GcRun:input_type -> strata.v1.GcRegionRequest
+	3,  // 18: strata.v1.MetaAdmin.GcStatus:input_type -> strata.v1.GcStatusRequest
+	6,  // 19: strata.v1.MetaAdmin.GetGcOptions:input_type -> strata.v1.GetGcOptionsRequest
+	7,  // 20: strata.v1.MetaAdmin.SetGcOptions:input_type -> strata.v1.GcOptions
+	12, // 21: strata.v1.MetaAdmin.ClusterStatus:output_type -> strata.v1.ClusterStatusResponse
+	14, // 22: strata.v1.MetaAdmin.MoveRegion:output_type -> strata.v1.MoveRegionResponse
+	23, // 23: strata.v1.MetaAdmin.CreateTable:output_type -> strata.v1.CreateTableResponse
+	24, // 24: strata.v1.MetaAdmin.ListTables:output_type -> strata.v1.ListTablesResponse
+	25, // 25: strata.v1.MetaAdmin.DescribeTable:output_type -> strata.v1.DescribeTableResponse
+	26, // 26: strata.v1.MetaAdmin.DropTable:output_type -> strata.v1.DropTableResponse
+	2,  // 27: strata.v1.MetaAdmin.ListRegions:output_type -> strata.v1.ListRegionsResponse
+	27, // 28: strata.v1.MetaAdmin.Compact:output_type -> strata.v1.CompactResponse
+	28, // 29: strata.v1.MetaAdmin.CancelCompaction:output_type -> strata.v1.CancelCompactionResponse
+	29, // 30: strata.v1.MetaAdmin.GcRun:output_type -> strata.v1.GcRegionResponse
+	5,  // 31: strata.v1.MetaAdmin.GcStatus:output_type -> strata.v1.GcStatusResponse
+	7,  // 32: strata.v1.MetaAdmin.GetGcOptions:output_type -> strata.v1.GcOptions
+	7,  // 33: strata.v1.MetaAdmin.SetGcOptions:output_type -> strata.v1.GcOptions
+	21, // [21:34] is the sub-list for method output_type
+	8,  // [8:21] is the sub-list for method input_type
+	8,  // [8:8] is the sub-list for extension type_name
+	8,  // [8:8] is the sub-list for extension extendee
+	0,  // [0:8] is the sub-list for field type_name
 }
 
 func init() { file_strata_v1_meta_proto_init() }
@@ -1026,7 +1137,7 @@ func file_strata_v1_meta_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_strata_v1_meta_proto_rawDesc), len(file_strata_v1_meta_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   14,
+			NumMessages:   15,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
