@@ -255,7 +255,11 @@ func (j *Job) run(ctx context.Context) (Result, error) {
 		res.RowsOut += meta.Rows
 	}
 	if err := it.Err(); err != nil {
-		return res, j.abandon(append(reserved, first.wait()...), fmt.Errorf("compact %s: read inputs: %w", j.ID, err))
+		err = fmt.Errorf("compact %s: read inputs: %w", j.ID, err)
+		if ctx.Err() != nil {
+			err = ErrCancelled // a read the cancel interrupted
+		}
+		return res, j.abandon(append(reserved, first.wait()...), err)
 	}
 	// With no output at all (every row dropped), the first reservation
 	// was not needed: nothing was written under it, so the commit forgets

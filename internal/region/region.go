@@ -101,6 +101,9 @@ type Options struct {
 	UploadWindow time.Duration
 	// Now is the clock (default time.Now).
 	Now func() time.Time
+	// TTLInterval is how often the region drops expired files (default a
+	// minute; tests shorten it).
+	TTLInterval time.Duration
 	// Logger (default slog.Default()).
 	Logger *slog.Logger
 	// Metrics (default: unregistered).
@@ -125,6 +128,9 @@ func (o *Options) defaults() {
 	}
 	if o.Now == nil {
 		o.Now = time.Now
+	}
+	if o.TTLInterval <= 0 {
+		o.TTLInterval = time.Minute
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
@@ -325,7 +331,7 @@ func (r *Region) background() {
 	const minRetry, maxRetry = 100 * time.Millisecond, 10 * time.Second
 	retry := minRetry
 	var retryC <-chan time.Time
-	tick := time.NewTicker(time.Minute)
+	tick := time.NewTicker(r.opts.TTLInterval)
 	defer tick.Stop()
 	for {
 		select {
