@@ -220,7 +220,7 @@ func (s *Server) start(ctx context.Context) error {
 		ropts.Budget = region.NewMemoryBudget(cfg.MemoryLimit)
 	}
 	s.agent = agent.New(agent.Options{Client: cli, Node: cluster.NodeInfo{ID: cfg.NodeID, Version: cfg.Build.Version, Revision: cfg.Build.Revision}, Heartbeat: cfg.Heartbeat, Lease: cfg.Lease, Logger: cfg.Logger,
-		DialOptions: cfg.Auth.DialOptions()})
+		DialOptions: cfg.Auth.DialOptions(), Registerer: s.Registry})
 	dopts := datanode.Options{Region: ropts, DefaultRegions: cfg.DefaultRegions, Logger: cfg.Logger,
 		Compaction: compact.SchedulerOptions{Metrics: compact.NewMetrics(s.Registry)},
 		GCInterval: gcInterval, FullGCInterval: fullGCInterval, GCMetrics: gc.NewMetrics(s.Registry),
@@ -231,6 +231,8 @@ func (s *Server) start(ctx context.Context) error {
 	if s.eng, err = datanode.Open(ctx, s.store, dopts); err != nil {
 		return fmt.Errorf("open engine: %w", err)
 	}
+	s.Registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "strata_regions", Help: "Regions open on this datanode."},
+		func() float64 { return float64(len(s.eng.Hosted())) }))
 	s.log.Info("engine open", "store", cfg.Store, "tables", len(s.eng.Tables()), "took", time.Since(began).Round(time.Millisecond))
 
 	if s.httpLn, err = net.Listen("tcp", cfg.HTTPAddr); err != nil {

@@ -8,6 +8,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/grpc"
 
@@ -27,6 +29,8 @@ type Options struct {
 	// DialOptions are added to the options of connections to other
 	// datanodes (credentials).
 	DialOptions []grpc.DialOption
+	// Registerer, if set, gets the lease metrics.
+	Registerer prometheus.Registerer
 }
 
 // Agent is a datanode's membership of the cluster: it registers the node
@@ -58,6 +62,9 @@ type Agent struct {
 
 	stop context.CancelFunc
 	wg   sync.WaitGroup
+
+	renewals *prometheus.CounterVec // by result
+	losses   prometheus.Counter
 }
 
 // New prepares an agent; the engine is attached with Start.
@@ -71,8 +78,14 @@ func New(opts Options) *Agent {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	return &Agent{opts: opts, log: opts.Logger.With("node", opts.Node.ID), owners: map[layout.RegionID]cluster.Assignment{}, nodes: map[string]cluster.NodeInfo{},
-		changed: make(chan struct{}), opening: map[layout.RegionID]bool{}, opened: map[layout.RegionID]uint64{}, conns: map[string]*grpc.ClientConn{}}
+	a := &Agent{opts: opts, log: opts.Logger.With("node", opts.Node.ID), owners: map[layout.RegionID]cluster.Assignment{}, nodes: map[string]cluster.NodeInfo{},
+		changed: make(chan struct{}), opening: map[layout.RegionID]bool{}, opened: map[layout.RegionID]uint64{}, conns: map[string]*grpc.ClientConn{},
+		renewals: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "strata_lease_renewals_total", Help: "Renewals of the datanode's lease by result: ok or failed."}, []string{"result"}),
+		losses:   prometheus.NewCounter(prometheus.CounterOpts{Name: "strata_lease_losses_total", Help: "Times the datanode's lease ran out and it closed every region."})}
+	if opts.Registerer != nil {
+		opts.Registerer.MustRegister(a.renewals, a.losses)
+	}
+	return a
 }
 
 // BindLease returns the deadline of the lease the node holds now, for a
@@ -165,7 +178,9 @@ func (a *Agent) heartbeats(ctx context.Context) {
 				a.mu.Lock()
 				a.deadline = sent.Add(time.Duration(resp.TTL) * time.Second)
 				a.mu.Unlock()
+				a.renewals.WithLabelValues("ok").Inc()
 			} else if ctx.Err() == nil {
+				a.renewals.WithLabelValues("failed").Inc()
 				a.log.Warn("heartbeat failed", "err", err)
 			}
 		}
@@ -174,6 +189,7 @@ func (a *Agent) heartbeats(ctx context.Context) {
 
 func (a *Agent) leaseLost(ctx context.Context) {
 	hosted := a.eng.Hosted()
+	a.losses.Inc()
 	a.log.Error("region lease lost: closing every region", "regions", len(hosted))
 	for _, id := range hosted {
 		a.eng.Unassign(ctx, id, false)
