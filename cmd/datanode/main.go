@@ -67,6 +67,7 @@ line-protocol API.`, func(cmd *cobra.Command) error {
 	fs.DurationVar(&cfg.Query.Timeout, "query-timeout", 2*time.Minute, "bound on one PromQL query")
 	fs.IntVar(&cfg.Query.Concurrency, "query-concurrency", 8, "PromQL queries evaluated at once; more wait for a slot")
 	fs.DurationVar(&cfg.ShutdownTimeout, "shutdown-timeout", 0, "bound on graceful shutdown (default 1m)")
+	procflags.TLSFlags(fs, &cfg.TLS)
 	fs.StringVar(&tokenFile, "auth-token-file", "", "file holding the shared auth token (default: $STRATA_AUTH_TOKEN; neither: no auth)")
 	fs.StringVar(&level, "log-level", "info", "log level: debug, info, warn or error")
 	fs.StringVar(&format, "log-format", "text", "log format: text or json")

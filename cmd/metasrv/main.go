@@ -7,13 +7,17 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"net"
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
+
+	"github.com/stratadb/strata/internal/tlsutil"
 
 	"github.com/spf13/cobra"
 	"google.golang.org/grpc"
@@ -44,6 +48,7 @@ func command() *cobra.Command {
 	var tokenFile string
 	var level string
 	var format string
+	var tlsCfg tlsutil.Config
 	c := procflags.Command("metasrv", "Strata's coordinator", `etcd (embedded by default, data under --data-dir; external with
 --etcd-endpoints), leader election among replicas, region placement and
 failover, the GC scheduler, and the admin gRPC service.`, func(cmd *cobra.Command) error {
@@ -53,6 +58,9 @@ failover, the GC scheduler, and the admin gRPC service.`, func(cmd *cobra.Comman
 		}
 		token, err := auth.Load(tokenFile)
 		if err != nil {
+			return procflags.UsageError{Err: err}
+		}
+		if err := tlsCfg.CheckNode(); err != nil {
 			return procflags.UsageError{Err: err}
 		}
 		fail := func(err error) error {
@@ -68,7 +76,15 @@ failover, the GC scheduler, and the admin gRPC service.`, func(cmd *cobra.Comman
 			defer e.Close()
 			eps = e.Endpoints
 		}
-		cli, err := cluster.Connect(eps)
+		var etcdTLS *tls.Config
+		for _, e := range eps {
+			if strings.HasPrefix(e, "https://") && etcdTLS == nil {
+				if etcdTLS, err = tlsCfg.ClientTLS(); err != nil {
+					return fail(err)
+				}
+			}
+		}
+		cli, err := cluster.ConnectTLS(eps, etcdTLS)
 		if err != nil {
 			return fail(err)
 		}
@@ -95,18 +111,22 @@ failover, the GC scheduler, and the admin gRPC service.`, func(cmd *cobra.Comman
 		}
 		ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 		defer stop()
-		srv, err := metasrv.Start(ctx, metasrv.Options{Client: cli, Addr: addr, DefaultRegions: uint32(regions), Logger: log, Auth: token, Store: store, FinalSweepAfter: finalSweep})
+		srv, err := metasrv.Start(ctx, metasrv.Options{Client: cli, Addr: addr, DefaultRegions: uint32(regions), Logger: log, Auth: token, TLS: tlsCfg, Store: store, FinalSweepAfter: finalSweep})
 		if err != nil {
 			return fail(err)
 		}
-		g := grpc.NewServer(token.ServerOptions()...)
+		tlsOpts, err := tlsCfg.ServerOptions()
+		if err != nil {
+			return fail(err)
+		}
+		g := grpc.NewServer(append(tlsOpts, token.ServerOptions()...)...)
 		srv.Register(g)
 		hs := health.NewServer()
 		healthpb.RegisterHealthServer(g, hs)
 		reflection.Register(g)
 		errc := make(chan error, 1)
 		go func() { errc <- g.Serve(ln) }()
-		log.Info("serving", "grpc", ln.Addr().String(), "etcd", eps, "auth", token.Enabled())
+		log.Info("serving", "grpc", ln.Addr().String(), "etcd", eps, "auth", token.Enabled(), "tls", tlsCfg.Server())
 		select {
 		case <-ctx.Done():
 		case err = <-errc:
@@ -129,6 +149,7 @@ failover, the GC scheduler, and the admin gRPC service.`, func(cmd *cobra.Comman
 	fs.UintVar(&regions, "default-regions", 1, "regions of tables created without a region count")
 	fs.StringVar(&storeURL, "store", "", "the cluster's object store URL (dropping a table deletes its objects through it; without it, drops are refused)")
 	fs.DurationVar(&finalSweep, "final-sweep-after", 0, "how long after dropping a table its prefix is swept again, for late writes of a paused former owner (default: the upload window plus clock skew, 1h1m)")
+	procflags.TLSFlags(fs, &tlsCfg)
 	fs.StringVar(&tokenFile, "auth-token-file", "", "file holding the shared auth token (default: $STRATA_AUTH_TOKEN; neither: no auth)")
 	fs.StringVar(&level, "log-level", "info", "log level: debug, info, warn or error")
 	fs.StringVar(&format, "log-format", "text", "log format: text or json")

@@ -121,7 +121,13 @@ func runBenchIngest(cmd *cobra.Command, args []string) error {
 
 	ctx, cancel := context.WithCancel(cmd.Context())
 	defer cancel()
-	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: workers}}
+	tr := &http.Transport{MaxIdleConnsPerHost: workers}
+	if c := clientTLS(cmd); c.Client() {
+		if tr.TLSClientConfig, err = c.ClientTLS(); err != nil {
+			return usagef("%v", err)
+		}
+	}
+	client := &http.Client{Transport: tr}
 	var peakRSS atomic.Int64
 	var rssWG sync.WaitGroup
 	rssWG.Add(1)

@@ -6,13 +6,18 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net/http"
 	"strings"
 	"text/tabwriter"
 	"time"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/stratadb/strata/internal/tlsutil"
+
 	"github.com/spf13/cobra"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/stratadb/strata/internal/auth"
 	pb "github.com/stratadb/strata/proto/strata/v1"
@@ -34,7 +39,11 @@ func dial(cmd *cobra.Command) (pb.DatanodeClient, context.Context, func(), error
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	conn, err := grpc.NewClient(addr, append(opts, grpc.WithTransportCredentials(insecure.NewCredentials()),
+	tr, err := transport(cmd)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	conn, err := grpc.NewClient(addr, append(opts, tr,
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64<<20), grpc.MaxCallSendMsgSize(64<<20)))...)
 	if err != nil {
 		return nil, nil, nil, usagef("--server %q: %v", addr, err)
@@ -64,7 +73,16 @@ func withClient(cmd *cobra.Command, f func(ctx context.Context, c pb.DatanodeCli
 		return err
 	}
 	defer done()
-	return f(ctx, c)
+	return hintTLS(cmd, f(ctx, c))
+}
+
+// hintTLS adds to a connection failure of a plaintext client the likely
+// cause: a server that speaks TLS.
+func hintTLS(cmd *cobra.Command, err error) error {
+	if err == nil || clientTLS(cmd).Client() || status.Code(err) != codes.Unavailable {
+		return err
+	}
+	return fmt.Errorf("%w (if the server uses TLS, pass --tls-ca-file, and --tls-cert-file and --tls-key-file if it requires client certificates)", err)
 }
 
 // output renders rows as an aligned table, CSV or JSON (an array of
@@ -103,4 +121,46 @@ func output(w io.Writer, format string, header []string, rows [][]string) error 
 
 func outputFlag(cmd *cobra.Command) {
 	cmd.Flags().StringP("output", "o", "table", "output format: table, csv or json")
+}
+
+// tlsFlags adds the root's TLS flags: the CA that verifies servers, and the
+// client certificate for mutual TLS (for standalone, the certificate it
+// serves).
+func tlsFlags(root *cobra.Command) {
+	f := root.PersistentFlags()
+	f.String("tls-ca-file", "", "PEM CA that signs the servers' certificates: connect with TLS, verifying them")
+	f.String("tls-cert-file", "", "PEM certificate: presented to servers that require mutual TLS (standalone: the certificate it serves)")
+	f.String("tls-key-file", "", "PEM private key of --tls-cert-file")
+}
+
+// clientTLS is the TLS configuration of a client command.
+func clientTLS(cmd *cobra.Command) tlsutil.Config {
+	ca, _ := cmd.Flags().GetString("tls-ca-file")
+	cert, _ := cmd.Flags().GetString("tls-cert-file")
+	key, _ := cmd.Flags().GetString("tls-key-file")
+	return tlsutil.Config{CAFile: ca, CertFile: cert, KeyFile: key}
+}
+
+// transport is the gRPC transport of a client command: TLS with
+// --tls-ca-file (or a client certificate), else plaintext.
+func transport(cmd *cobra.Command) (grpc.DialOption, error) {
+	opt, err := clientTLS(cmd).DialOption()
+	if err != nil {
+		return nil, usagef("%v", err)
+	}
+	return opt, nil
+}
+
+// httpClient is the HTTP client of a client command and the scheme to
+// use: https with the TLS flags.
+func httpClient(cmd *cobra.Command, timeout time.Duration) (*http.Client, string, error) {
+	c := clientTLS(cmd)
+	if !c.Client() {
+		return &http.Client{Timeout: timeout}, "http", nil
+	}
+	cfg, err := c.ClientTLS()
+	if err != nil {
+		return nil, "", usagef("%v", err)
+	}
+	return &http.Client{Timeout: timeout, Transport: &http.Transport{TLSClientConfig: cfg}}, "https", nil
 }

@@ -8,7 +8,6 @@ import (
 
 	"github.com/spf13/cobra"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 
 	pb "github.com/stratadb/strata/proto/strata/v1"
 )
@@ -21,7 +20,11 @@ func withMeta(cmd *cobra.Command, f func(ctx context.Context, c pb.MetaAdminClie
 	if err != nil {
 		return err
 	}
-	conn, err := grpc.NewClient(addr, append(opts, grpc.WithTransportCredentials(insecure.NewCredentials()))...)
+	tr, err := transport(cmd)
+	if err != nil {
+		return err
+	}
+	conn, err := grpc.NewClient(addr, append(opts, tr)...)
 	if err != nil {
 		return usagef("--metasrv %q: %v", addr, err)
 	}
@@ -31,7 +34,7 @@ func withMeta(cmd *cobra.Command, f func(ctx context.Context, c pb.MetaAdminClie
 		ctx, cancel = context.WithTimeout(ctx, timeout)
 	}
 	defer cancel()
-	return f(ctx, pb.NewMetaAdminClient(conn))
+	return hintTLS(cmd, f(ctx, pb.NewMetaAdminClient(conn)))
 }
 
 func unixOrEmpty(s int64) string {

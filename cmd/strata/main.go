@@ -105,5 +105,6 @@ in upper case with - as _, e.g. STRATA_DATA_DIR), then the --config file
 	root.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error { return usageError{err} })
 	root.AddCommand(newStandalone(), newTable(), newWrite(), newQuery(), newAdmin(), newBench(), newFsck(), newCluster(), newStore(), newHealth())
 	procflags.AddVersion(root)
+	tlsFlags(root)
 	return root
 }

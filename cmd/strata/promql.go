@@ -67,13 +67,17 @@ func runPromQL(cmd *cobra.Command, expr string) error {
 	if err != nil {
 		return usagef("%v", err)
 	}
-	req, err := http.NewRequestWithContext(cmd.Context(), "POST", "http://"+addr+path, strings.NewReader(q.Encode()))
+	client, scheme, err := httpClient(cmd, timeout)
+	if err != nil {
+		return err
+	}
+	req, err := http.NewRequestWithContext(cmd.Context(), "POST", scheme+"://"+addr+path, strings.NewReader(q.Encode()))
 	if err != nil {
 		return usagef("--http %q: %v", addr, err)
 	}
 	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 	tok.Authorize(req)
-	resp, err := (&http.Client{Timeout: timeout}).Do(req)
+	resp, err := client.Do(req)
 	if err != nil {
 		return err
 	}

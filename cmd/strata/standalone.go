@@ -38,6 +38,11 @@ the next start replays the write-ahead log.`,
 			if cfg.Auth, err = auth.Load(tokenFile); err != nil {
 				return usagef("%v", err)
 			}
+			cfg.TLS = clientTLS(cmd)
+			cfg.TLS.ClientCAFile, _ = cmd.Flags().GetString("tls-client-ca-file")
+			if err := cfg.TLS.CheckNode(); err != nil {
+				return usagef("%v", err)
+			}
 			if gogc, _ := cmd.Flags().GetInt("gogc"); os.Getenv("GOGC") == "" {
 				// Memtables are long-lived: collecting at 2x the live heap
 				// spends CPU re-marking them for little gain.
@@ -79,6 +84,7 @@ the next start replays the write-ahead log.`,
 	f.IntVar(&cfg.Query.Concurrency, "query-concurrency", 8, "PromQL queries evaluated at once; more wait for a slot")
 	f.BoolVar(&cfg.Pprof, "pprof", false, "serve Go profiles under /debug/pprof/ on the HTTP address")
 	f.DurationVar(&cfg.ShutdownTimeout, "shutdown-timeout", 0, "bound on graceful shutdown (default 1m)")
+	f.String("tls-client-ca-file", "", "mutual TLS: require every client to present a certificate this PEM CA signed (TLS itself: --tls-cert-file, --tls-key-file and --tls-ca-file)")
 	f.String("auth-token-file", "", "require this shared token (file) on every request but health checks (default: $STRATA_AUTH_TOKEN; neither: no auth)")
 	f.DurationVar(&cfg.GCInterval, "gc-interval", 5*time.Minute, "how often fast GC runs on every region (0: never)")
 	f.DurationVar(&cfg.FullGCInterval, "full-gc-interval", 24*time.Hour, "how often full-listing GC runs on every region (0: never)")

@@ -7,7 +7,6 @@ import (
 
 	"github.com/spf13/cobra"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	"github.com/stratadb/strata/internal/objstore"
@@ -87,7 +86,11 @@ tool. With --wait, asks again until it serves or the wait ends. Exit code
 			addr, _ := cmd.Flags().GetString("server")
 			timeout, _ := cmd.Flags().GetDuration("timeout")
 			wait, _ := cmd.Flags().GetDuration("wait")
-			conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+			tr, err := transport(cmd)
+			if err != nil {
+				return err
+			}
+			conn, err := grpc.NewClient(addr, tr)
 			if err != nil {
 				return usagef("--server %q: %v", addr, err)
 			}

@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"crypto/tls"
 	"fmt"
 	"log/slog"
 	"net"
@@ -71,7 +72,13 @@ func (e *Etcd) Close() { e.e.Close() }
 
 // Connect opens a client to endpoints.
 func Connect(endpoints []string) (*clientv3.Client, error) {
-	cli, err := clientv3.New(clientv3.Config{Endpoints: endpoints, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	return ConnectTLS(endpoints, nil)
+}
+
+// ConnectTLS is Connect with a TLS configuration for https:// endpoints
+// (an external etcd with TLS; nil: plaintext).
+func ConnectTLS(endpoints []string, tlsCfg *tls.Config) (*clientv3.Client, error) {
+	cli, err := clientv3.New(clientv3.Config{Endpoints: endpoints, DialTimeout: 5 * time.Second, Logger: zap.NewNop(), TLS: tlsCfg})
 	if err != nil {
 		return nil, fmt.Errorf("connect to etcd %v: %w", endpoints, err)
 	}

@@ -16,13 +16,14 @@ import (
 	"sync"
 	"time"
 
+	"github.com/stratadb/strata/internal/tlsutil"
+
 	"github.com/stratadb/strata/internal/version"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
 	"github.com/stratadb/strata/internal/auth"
@@ -50,6 +51,9 @@ type Options struct {
 	Logger            *slog.Logger
 	// Auth is sent on calls to datanodes and to the leader.
 	Auth auth.Token
+	// TLS secures those calls (the datanodes' and replicas' CA, and this
+	// replica's certificate under mutual TLS).
+	TLS tlsutil.Config
 	// Store is the cluster's object store: dropping a table deletes its
 	// objects through it. Without it, DropTable is refused.
 	Store objstore.Bucket
@@ -112,7 +116,11 @@ func (s *Server) conn(addr string) (*grpc.ClientConn, error) {
 	if c := s.conns[addr]; c != nil {
 		return c, nil
 	}
-	opts := append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}, s.opts.Auth.DialOptions()...)
+	transport, err := s.opts.TLS.DialOption()
+	if err != nil {
+		return nil, err
+	}
+	opts := append([]grpc.DialOption{transport}, s.opts.Auth.DialOptions()...)
 	c, err := grpc.NewClient(addr, opts...)
 	if err != nil {
 		return nil, err

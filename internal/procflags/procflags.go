@@ -11,6 +11,8 @@ import (
 	"os"
 	"strings"
 
+	"github.com/stratadb/strata/internal/tlsutil"
+
 	"github.com/stratadb/strata/internal/version"
 
 	"github.com/spf13/cobra"
@@ -157,4 +159,12 @@ func Split(s string) []string {
 		}
 	}
 	return out
+}
+
+// TLSFlags adds a server process's TLS flags, filling c.
+func TLSFlags(fs *pflag.FlagSet, c *tlsutil.Config) {
+	fs.StringVar(&c.CertFile, "tls-cert-file", "", "PEM certificate this process serves over TLS (gRPC and HTTP) and presents to others under mutual TLS; reloaded when the file changes")
+	fs.StringVar(&c.KeyFile, "tls-key-file", "", "PEM private key of --tls-cert-file")
+	fs.StringVar(&c.CAFile, "tls-ca-file", "", "PEM CA that signs the other processes' certificates: turns on TLS for calls to them (and to an https:// etcd)")
+	fs.StringVar(&c.ClientCAFile, "tls-client-ca-file", "", "mutual TLS: require every client to present a certificate this PEM CA signed")
 }

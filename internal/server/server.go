@@ -5,6 +5,7 @@ package server
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -12,7 +13,10 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
+
+	"github.com/stratadb/strata/internal/tlsutil"
 
 	"github.com/stratadb/strata/internal/version"
 
@@ -95,6 +99,9 @@ type Config struct {
 	// Auth, if set, is required on every gRPC call and HTTP request (but
 	// health checks), and sent on calls to other datanodes.
 	Auth auth.Token
+	// TLS, if set, serves HTTP and gRPC over TLS and dials other datanodes
+	// (and an https:// etcd) with it (docs/configuration.md, "TLS").
+	TLS tlsutil.Config
 	// Pprof serves net/http/pprof on the HTTP address.
 	Pprof bool
 	// Query bounds PromQL queries: samples, timeout, concurrency.
@@ -160,7 +167,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		s.abort()
 		return nil, err
 	}
-	s.log.Info("serving", "http", s.httpLn.Addr().String(), "grpc", s.grpcLn.Addr().String(), "auth", s.cfg.Auth.Enabled())
+	s.log.Info("serving", "http", s.httpLn.Addr().String(), "grpc", s.grpcLn.Addr().String(), "auth", s.cfg.Auth.Enabled(), "tls", s.cfg.TLS.Server())
 	return s, nil
 }
 
@@ -191,7 +198,14 @@ func (s *Server) start(ctx context.Context) error {
 	if cfg.NodeID == "" {
 		return fmt.Errorf("a datanode of a cluster needs an id")
 	}
-	cli, err := cluster.Connect(cfg.Etcd)
+	if err := cfg.TLS.CheckNode(); err != nil {
+		return err
+	}
+	etcdTLS, err := etcdTLS(cfg.Etcd, cfg.TLS)
+	if err != nil {
+		return err
+	}
+	cli, err := cluster.ConnectTLS(cfg.Etcd, etcdTLS)
 	if err != nil {
 		return err
 	}
@@ -219,8 +233,12 @@ func (s *Server) start(ctx context.Context) error {
 	if cfg.MemoryLimit > 0 {
 		ropts.Budget = region.NewMemoryBudget(cfg.MemoryLimit)
 	}
+	transport, err := cfg.TLS.DialOption()
+	if err != nil {
+		return err
+	}
 	s.agent = agent.New(agent.Options{Client: cli, Node: cluster.NodeInfo{ID: cfg.NodeID, Version: cfg.Build.Version, Revision: cfg.Build.Revision}, Heartbeat: cfg.Heartbeat, Lease: cfg.Lease, Logger: cfg.Logger,
-		DialOptions: cfg.Auth.DialOptions(), Registerer: s.Registry})
+		DialOptions: append([]grpc.DialOption{transport}, cfg.Auth.DialOptions()...), Registerer: s.Registry})
 	dopts := datanode.Options{Region: ropts, DefaultRegions: cfg.DefaultRegions, Logger: cfg.Logger,
 		Compaction: compact.SchedulerOptions{Metrics: compact.NewMetrics(s.Registry)},
 		GCInterval: gcInterval, FullGCInterval: fullGCInterval, GCMetrics: gc.NewMetrics(s.Registry),
@@ -243,10 +261,21 @@ func (s *Server) start(ctx context.Context) error {
 	}
 	h := httpapi.New(s.eng, httpapi.Options{MaxBodyBytes: cfg.MaxBodyBytes, Gatherer: s.Registry, Registerer: s.Registry, Logger: cfg.Logger, Build: cfg.Build, Pprof: cfg.Pprof, Query: cfg.Query})
 	s.httpSrv = &http.Server{Handler: cfg.Auth.HTTP(h), ReadHeaderTimeout: 10 * time.Second}
-	s.grpcSrv = grpc.NewServer(append([]grpc.ServerOption{grpc.MaxRecvMsgSize(64 << 20)}, cfg.Auth.ServerOptions()...)...)
+	tlsOpts, err := cfg.TLS.ServerOptions()
+	if err != nil {
+		return err
+	}
+	if cfg.TLS.Server() {
+		tc, err := cfg.TLS.ServerTLS()
+		if err != nil {
+			return err
+		}
+		s.httpLn = tls.NewListener(s.httpLn, tc)
+	}
+	s.grpcSrv = grpc.NewServer(append(append([]grpc.ServerOption{grpc.MaxRecvMsgSize(64 << 20)}, tlsOpts...), cfg.Auth.ServerOptions()...)...)
 	grpcapi.New(s.eng).Register(s.grpcSrv)
 	if cfg.Standalone {
-		if s.meta, err = metasrv.Start(ctx, metasrv.Options{Client: cli, Addr: s.grpcLn.Addr().String(), Logger: cfg.Logger, Auth: cfg.Auth,
+		if s.meta, err = metasrv.Start(ctx, metasrv.Options{Client: cli, Addr: s.grpcLn.Addr().String(), Logger: cfg.Logger, Auth: cfg.Auth, TLS: cfg.TLS,
 			DefaultRegions: cfg.DefaultRegions, Store: s.store}); err != nil {
 			return err
 		}
@@ -409,4 +438,14 @@ func initGCOptions(ctx context.Context, cli *clientv3.Client, fast, full time.Du
 		o.FullInterval = full
 	}
 	return gcsched.SaveOptions(ctx, cli, o)
+}
+
+// etcdTLS is the etcd client's TLS: the process's, for https:// endpoints.
+func etcdTLS(endpoints []string, c tlsutil.Config) (*tls.Config, error) {
+	for _, e := range endpoints {
+		if strings.HasPrefix(e, "https://") {
+			return c.ClientTLS()
+		}
+	}
+	return nil, nil
 }

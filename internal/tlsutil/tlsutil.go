@@ -63,6 +63,19 @@ func (c Config) Check() error {
 	return nil
 }
 
+// CheckNode is Check for a server process, which also dials its peers
+// (and, standalone, itself): with TLS on it needs the CA that verifies
+// them.
+func (c Config) CheckNode() error {
+	if err := c.Check(); err != nil {
+		return err
+	}
+	if c.Server() && c.CAFile == "" {
+		return errors.New("tls: --tls-cert-file needs --tls-ca-file too: the node calls the others (and itself) over TLS")
+	}
+	return nil
+}
+
 func loadPool(path string) (*x509.CertPool, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {

@@ -27,7 +27,7 @@ type Options struct {
 	Heartbeat, Lease time.Duration
 	Logger           *slog.Logger
 	// DialOptions are added to the options of connections to other
-	// datanodes (credentials).
+	// datanodes: the transport (TLS; default plaintext) and credentials.
 	DialOptions []grpc.DialOption
 	// Registerer, if set, gets the lease metrics.
 	Registerer prometheus.Registerer

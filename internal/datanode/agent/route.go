@@ -63,6 +63,7 @@ func (a *Agent) conn(addr string) (pb.DatanodeClient, error) {
 	defer a.mu.Unlock()
 	c := a.conns[addr]
 	if c == nil {
+		// The transport in DialOptions, if any, comes last and wins.
 		opts := append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}, a.opts.DialOptions...)
 		var err error
 		if c, err = grpc.NewClient(addr, opts...); err != nil {
