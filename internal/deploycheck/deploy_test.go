@@ -128,6 +128,42 @@ func TestComposeAndImageCommandsParse(t *testing.T) {
 // libzstd, linked statically so that it runs on the scratch image) on
 // strata's main package, and checks that the result has no dynamic loader
 // and runs.
+// TestComposeTLSOverride: docker-compose.tls.yml sets, on Strata's
+// services only, variables that name flags their commands have.
+func TestComposeTLSOverride(t *testing.T) {
+	var base, tls compose
+	for file, c := range map[string]*compose{"../../docker-compose.yml": &base, "../../docker-compose.tls.yml": &tls} {
+		data, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := yaml.Unmarshal(data, c); err != nil {
+			t.Fatalf("%s: %v", file, err)
+		}
+	}
+	bins := build(t)
+	for name, s := range tls.Services {
+		b, ok := base.Services[name]
+		if !ok || !strings.Contains(b.Image, "strata:latest") || len(b.Command) == 0 {
+			t.Errorf("docker-compose.tls.yml: %s is not a Strata service of docker-compose.yml", name)
+			continue
+		}
+		if len(s.Environment) < 4 {
+			t.Errorf("%s: %d TLS variables, want the certificate, key, CA and client CA", name, len(s.Environment))
+		}
+		help, _ := exec.Command(filepath.Join(bins, b.Command[0]), append(b.Command[1:], "-h")...).CombinedOutput()
+		for v := range s.Environment {
+			flag := "--" + strings.ReplaceAll(strings.ToLower(strings.TrimPrefix(v, "STRATA_")), "_", "-")
+			if !strings.Contains(string(help), flag+" ") {
+				t.Errorf("%s: %s names %s, which %s does not have", name, v, flag, b.Command[0])
+			}
+		}
+	}
+	if len(tls.Services) != 5 {
+		t.Errorf("docker-compose.tls.yml covers %d services, want the two metasrv replicas and three datanodes", len(tls.Services))
+	}
+}
+
 func TestImageBuildIsStatic(t *testing.T) {
 	if testing.Short() {
 		t.Skip("a static cgo build takes about a minute")
