@@ -163,9 +163,7 @@ func runBenchIngest(cmd *cobra.Command, args []string) error {
 				}
 				t0 := time.Now()
 				req, _ := http.NewRequestWithContext(ctx, http.MethodPost, url+"/api/v2/write?bucket=bench&precision=ns", bytes.NewReader(bodies[i]))
-				if tok := os.Getenv("STRATA_AUTH_TOKEN"); tok != "" {
-					req.Header.Set("Authorization", "Token "+tok)
-				}
+				authorize(req)
 				resp, err := client.Do(req)
 				if err != nil {
 					errc <- err
@@ -279,6 +277,13 @@ func (r requestCounts) price(p requestPrices) float64 {
 	return total
 }
 
+// authorize sends $STRATA_AUTH_TOKEN, if set.
+func authorize(req *http.Request) {
+	if tok := os.Getenv("STRATA_AUTH_TOKEN"); tok != "" {
+		req.Header.Set("Authorization", "Token "+tok)
+	}
+}
+
 // scrapeRSS reads process_resident_memory_bytes from a Prometheus endpoint.
 func scrapeRSS(ctx context.Context, c *http.Client, url string) (int64, error) {
 	m, err := scrapeMetrics(ctx, c, url)
@@ -296,6 +301,7 @@ func scrapeRSS(ctx context.Context, c *http.Client, url string) (int64, error) {
 // name{labels} as written.
 func scrapeMetrics(ctx context.Context, c *http.Client, url string) (map[string]float64, error) {
 	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	authorize(req) // /metrics needs the token too
 	resp, err := c.Do(req)
 	if err != nil {
 		return nil, err
