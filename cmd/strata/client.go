@@ -2,10 +2,13 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/csv"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"strings"
 	"text/tabwriter"
@@ -73,16 +76,54 @@ func withClient(cmd *cobra.Command, f func(ctx context.Context, c pb.DatanodeCli
 		return err
 	}
 	defer done()
-	return hintTLS(cmd, f(ctx, c))
+	addr, _ := cmd.Flags().GetString("server")
+	return hintTLS(cmd, addr, f(ctx, c))
 }
 
-// hintTLS adds to a connection failure of a plaintext client the likely
-// cause: a server that speaks TLS.
-func hintTLS(cmd *cobra.Command, err error) error {
-	if err == nil || clientTLS(cmd).Client() || status.Code(err) != codes.Unavailable {
+// hintTLS explains a connection failure. A plaintext client is told that
+// the server may speak TLS. A TLS client whose certificate the server
+// refused often sees only a reset (under TLS 1.3 the server checks it
+// after the client's handshake is done), so the handshake is tried again
+// to read the server's reason.
+func hintTLS(cmd *cobra.Command, addr string, err error) error {
+	if err == nil || status.Code(err) != codes.Unavailable {
 		return err
 	}
-	return fmt.Errorf("%w (if the server uses TLS, pass --tls-ca-file, and --tls-cert-file and --tls-key-file if it requires client certificates)", err)
+	c := clientTLS(cmd)
+	if !c.Client() {
+		return fmt.Errorf("%w (if the server uses TLS, pass --tls-ca-file, and --tls-cert-file and --tls-key-file if it requires client certificates)", err)
+	}
+	if why := tlsRefusal(addr, c); why != nil {
+		return fmt.Errorf("%w (TLS: %v)", err, why)
+	}
+	return err
+}
+
+// tlsRefusal handshakes with addr and reads briefly: a server that
+// refuses the client's certificate says why in an alert.
+func tlsRefusal(addr string, c tlsutil.Config) error {
+	cfg, err := c.ClientTLS()
+	if err != nil {
+		return err
+	}
+	if host, _, err := net.SplitHostPort(addr); err == nil {
+		cfg.ServerName = host
+	}
+	cfg.NextProtos = []string{"h2"}
+	conn, err := tls.DialWithDialer(&net.Dialer{Timeout: 5 * time.Second}, "tcp", addr, cfg)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	conn.SetReadDeadline(time.Now().Add(2 * time.Second))
+	if _, err := conn.Read(make([]byte, 1)); err != nil {
+		var ne net.Error
+		if errors.As(err, &ne) && ne.Timeout() {
+			return nil // accepted: the server waits for the client to speak
+		}
+		return err
+	}
+	return nil
 }
 
 // output renders rows as an aligned table, CSV or JSON (an array of

@@ -34,7 +34,7 @@ func withMeta(cmd *cobra.Command, f func(ctx context.Context, c pb.MetaAdminClie
 		ctx, cancel = context.WithTimeout(ctx, timeout)
 	}
 	defer cancel()
-	return hintTLS(cmd, f(ctx, pb.NewMetaAdminClient(conn)))
+	return hintTLS(cmd, addr, f(ctx, pb.NewMetaAdminClient(conn)))
 }
 
 func unixOrEmpty(s int64) string {

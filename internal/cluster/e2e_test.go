@@ -22,6 +22,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stratadb/strata/internal/tlsutil"
+
 	"github.com/stratadb/strata/internal/version"
 
 	"google.golang.org/grpc"
@@ -679,7 +681,11 @@ func TestClusterAdminCLI(t *testing.T) {
 
 // externalEtcd starts Debian's etcd-server binary (the test command
 // installs it where it can), or returns "" if there is none.
-func externalEtcd(t *testing.T) string {
+func externalEtcd(t *testing.T) string { return externalEtcdTLS(t, nil) }
+
+// externalEtcdTLS is externalEtcd serving its clients over mutual TLS with
+// certs' node certificate, when certs is set.
+func externalEtcdTLS(t *testing.T, certs *tlsutil.Files) string {
 	bin, err := exec.LookPath("etcd")
 	if err != nil {
 		if os.Getenv("STRATA_REQUIRE_ETCD") != "" {
@@ -689,10 +695,21 @@ func externalEtcd(t *testing.T) string {
 	}
 	client, peer := freePort(t), freePort(t)
 	logs := &logBuf{}
-	cmd := exec.Command(bin, "--name", "e2e", "--data-dir", t.TempDir(),
-		"--listen-client-urls", "http://"+client, "--advertise-client-urls", "http://"+client,
+	scheme, hc := "http", http.DefaultClient
+	args := []string{"--name", "e2e", "--data-dir", t.TempDir()}
+	if certs != nil {
+		scheme = "https"
+		args = append(args, "--cert-file", certs.Node, "--key-file", certs.NodeKey, "--trusted-ca-file", certs.CA, "--client-cert-auth")
+		tc, err := (tlsutil.Config{CAFile: certs.CA, CertFile: certs.Client, KeyFile: certs.ClientKey}).ClientTLS()
+		if err != nil {
+			t.Fatal(err)
+		}
+		hc = &http.Client{Transport: &http.Transport{TLSClientConfig: tc}}
+	}
+	cmd := exec.Command(bin, append(args,
+		"--listen-client-urls", scheme+"://"+client, "--advertise-client-urls", scheme+"://"+client,
 		"--listen-peer-urls", "http://"+peer, "--initial-advertise-peer-urls", "http://"+peer,
-		"--initial-cluster", "e2e=http://"+peer)
+		"--initial-cluster", "e2e=http://"+peer)...)
 	cmd.Stdout, cmd.Stderr = logs, logs
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -707,11 +724,11 @@ func externalEtcd(t *testing.T) string {
 		<-exited
 	})
 	for end := time.Now().Add(30 * time.Second); ; {
-		resp, err := http.Get("http://" + client + "/health")
+		resp, err := hc.Get(scheme + "://" + client + "/health")
 		if err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
-				return "http://" + client
+				return scheme + "://" + client
 			}
 		}
 		select {

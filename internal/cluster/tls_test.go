@@ -37,12 +37,22 @@ func TestTLSCluster(t *testing.T) {
 	node := []string{"--tls-cert-file", certs.Node, "--tls-key-file", certs.NodeKey, "--tls-ca-file", certs.CA, "--tls-client-ca-file", certs.CA}
 	client := []string{"--tls-ca-file", certs.CA, "--tls-cert-file", certs.Client, "--tls-key-file", certs.ClientKey}
 
-	etcd := freePort(t)
+	// An external etcd with mutual TLS too, where Debian's etcd is
+	// installed (metasrv's embedded etcd has no TLS).
 	store := "file://" + t.TempDir()
-	meta := start(t, "metasrv", "metasrv", append([]string{"--data-dir", t.TempDir(), "--etcd-client-addr", etcd, "--grpc-addr", "127.0.0.1:0", "--store", store}, node...)...)
+	metaArgs := []string{"--data-dir", t.TempDir(), "--grpc-addr", "127.0.0.1:0", "--store", store}
+	etcd := externalEtcdTLS(t, &certs)
+	if etcd != "" {
+		metaArgs = append(metaArgs, "--etcd-endpoints", etcd)
+	} else {
+		addr := freePort(t)
+		metaArgs, etcd = append(metaArgs, "--etcd-client-addr", addr), "http://"+addr
+	}
+	t.Logf("etcd at %s", etcd)
+	meta := start(t, "metasrv", "metasrv", append(metaArgs, node...)...)
 	var dns []*proc
 	for i := range 2 {
-		dns = append(dns, start(t, fmt.Sprintf("dn%d", i+1), "datanode", append([]string{"--id", fmt.Sprintf("dn%d", i+1), "--etcd-endpoints", "http://" + etcd,
+		dns = append(dns, start(t, fmt.Sprintf("dn%d", i+1), "datanode", append([]string{"--id", fmt.Sprintf("dn%d", i+1), "--etcd-endpoints", etcd,
 			"--store", store, "--grpc-addr", "127.0.0.1:0", "--http-addr", "127.0.0.1:0"}, node...)...))
 	}
 	run := func(args ...string) string {
@@ -88,6 +98,10 @@ func TestTLSCluster(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusNoContent {
 		t.Fatalf("write over HTTPS: %s", resp.Status)
+	}
+	// metasrv asks the datanodes for their regions' statistics, over TLS.
+	if out := run(append([]string{"cluster", "regions", "-o", "csv"}, m...)...); strings.Count(out, "\n1/") != 2 || strings.Contains(out, "did not report") {
+		t.Fatalf("regions over TLS:\n%s", out)
 	}
 	if out := run("query", "cpu", "--server", dns[0].grpc, "-o", "csv"); strings.Count(out, "\n") != 201 {
 		t.Fatalf("query over TLS: %d lines, want 201:\n%.500s", strings.Count(out, "\n"), out)
