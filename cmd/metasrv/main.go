@@ -7,13 +7,11 @@ package main
 
 import (
 	"context"
-	"crypto/tls"
 	"fmt"
 	"net"
 	"os"
 	"os/signal"
 	"path/filepath"
-	"strings"
 	"syscall"
 	"time"
 
@@ -76,13 +74,9 @@ failover, the GC scheduler, and the admin gRPC service.`, func(cmd *cobra.Comman
 			defer e.Close()
 			eps = e.Endpoints
 		}
-		var etcdTLS *tls.Config
-		for _, e := range eps {
-			if strings.HasPrefix(e, "https://") && etcdTLS == nil {
-				if etcdTLS, err = tlsCfg.ClientTLS(); err != nil {
-					return fail(err)
-				}
-			}
+		etcdTLS, err := tlsCfg.ForEndpoints(eps)
+		if err != nil {
+			return fail(err)
 		}
 		cli, err := cluster.ConnectTLS(eps, etcdTLS)
 		if err != nil {

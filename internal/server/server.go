@@ -13,7 +13,6 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"strings"
 	"time"
 
 	"github.com/stratadb/strata/internal/tlsutil"
@@ -201,7 +200,7 @@ func (s *Server) start(ctx context.Context) error {
 	if err := cfg.TLS.CheckNode(); err != nil {
 		return err
 	}
-	etcdTLS, err := etcdTLS(cfg.Etcd, cfg.TLS)
+	etcdTLS, err := cfg.TLS.ForEndpoints(cfg.Etcd)
 	if err != nil {
 		return err
 	}
@@ -438,14 +437,4 @@ func initGCOptions(ctx context.Context, cli *clientv3.Client, fast, full time.Du
 		o.FullInterval = full
 	}
 	return gcsched.SaveOptions(ctx, cli, o)
-}
-
-// etcdTLS is the etcd client's TLS: the process's, for https:// endpoints.
-func etcdTLS(endpoints []string, c tlsutil.Config) (*tls.Config, error) {
-	for _, e := range endpoints {
-		if strings.HasPrefix(e, "https://") {
-			return c.ClientTLS()
-		}
-	}
-	return nil, nil
 }

@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"sync"
 	"time"
 
@@ -185,6 +186,17 @@ func (c Config) ClientTLS() (*tls.Config, error) {
 		cfg.GetClientCertificate = func(*tls.CertificateRequestInfo) (*tls.Certificate, error) { return k.get() }
 	}
 	return cfg, nil
+}
+
+// ForEndpoints is the client TLS for a set of URLs (etcd's): the
+// configuration if any is https://, else nil (plaintext).
+func (c Config) ForEndpoints(urls []string) (*tls.Config, error) {
+	for _, u := range urls {
+		if strings.HasPrefix(u, "https://") {
+			return c.ClientTLS()
+		}
+	}
+	return nil, nil
 }
 
 // ServerOptions are the gRPC server options: TLS credentials, or none.

@@ -27,10 +27,10 @@ const (
 // order, passing each to replay, and returns the number after the last
 // segment it read, and how the stream ends there. Unless live is set it
 // seals the stream: a fence segment at that number (naming region), so the
-// stream's writer, however late it wakes, lands nothing more in it. A segment the writer creates
-// while ReplayStream runs is replayed too, and the fence goes above it; a
-// fence already there (another region's new owner sealed the stream) ends
-// the stream as well.
+// stream's writer, however late it wakes, lands nothing more in it. A
+// segment the writer creates while ReplayStream runs is replayed too, and
+// the fence goes above it; a fence already there (another region's new
+// owner sealed the stream) ends the stream as well.
 //
 // live is for the caller's own stream, written in this process by a
 // writer that no longer carries the region (its member is closed). A
