@@ -21,6 +21,7 @@ type Scanner struct {
 	it      row.Iterator
 	batch   []row.Entry
 	size    int
+	last    int // rows of the last batch
 	err     error
 }
 
@@ -135,10 +136,14 @@ func (s *Scanner) Next() bool {
 	if s.err != nil {
 		return false
 	}
+	if s.batch == nil {
+		s.batch = make([]row.Entry, 0, s.last) // sized as the last (Batch hands each over)
+	}
 	s.batch = s.batch[:0]
 	for len(s.batch) < s.size && s.it.Next() {
 		s.batch = append(s.batch, *s.it.Entry())
 	}
+	s.last = len(s.batch)
 	if err := s.it.Err(); err != nil {
 		s.err = err
 		return false

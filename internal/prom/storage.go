@@ -257,6 +257,7 @@ func (qr *querier) scan(ctx context.Context, mt metric, req region.ScanRequest, 
 	var cur *series
 	skip, first := false, true
 	var last string
+	hint := 0 // samples of the last series read
 	n := 0
 	l := labeler{name: mt.name, post: post}
 	for sc.Next() {
@@ -268,9 +269,12 @@ func (qr *querier) scan(ctx context.Context, mt metric, req region.ScanRequest, 
 					return nil, 0, err
 				}
 				skip = !ok
+				if cur != nil {
+					hint = len(cur.ts) // series of a table tend to be alike
+				}
 				cur = nil
 				if !skip {
-					cur = &series{labels: ls}
+					cur = &series{labels: ls, ts: make([]int64, 0, hint), vs: make([]float64, 0, hint)}
 					out = append(out, cur)
 				}
 			}

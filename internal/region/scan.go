@@ -100,6 +100,7 @@ type Scanner struct {
 	pinned []string
 	batch  []row.Entry
 	size   int
+	last   int // rows of the last batch: the next is allocated at that size
 	err    error
 	closed bool
 }
@@ -208,10 +209,16 @@ func (s *Scanner) Next() bool {
 		s.err = fmt.Errorf("region %s: scan: %w", s.r.id, err)
 		return false
 	}
+	if s.batch == nil {
+		// Batch hands each batch to the caller, so each is new: sized as
+		// the last one was, rather than grown by doubling.
+		s.batch = make([]row.Entry, 0, s.last)
+	}
 	s.batch = s.batch[:0]
 	for len(s.batch) < s.size && s.it.Next() {
 		s.batch = append(s.batch, *s.it.Entry())
 	}
+	s.last = len(s.batch)
 	if err := s.it.Err(); err != nil {
 		s.err = fmt.Errorf("region %s: scan: %w", s.r.id, err)
 		return false
