@@ -81,7 +81,11 @@ func (e *LineError) Unwrap() error { return ErrSyntax }
 // Parser parses requests. It interns measurement, tag and field names and
 // reuses buffers between Parse calls; it is not safe for concurrent use.
 type Parser struct {
-	names  map[string]string
+	names map[string]string
+	// shape holds the names of the last line by position (measurement,
+	// tag keys, field keys): the lines of a request mostly repeat it, and
+	// comparing with it is cheaper than a map lookup.
+	shape  []string
 	buf    []byte
 	vals   []byte    // a line's tag values, one string per line
 	ends   []int     // end offsets into vals
@@ -110,6 +114,20 @@ var (
 )
 
 const slab = 4096
+
+// internAt interns the name at position i of a line.
+func (p *Parser) internAt(i int, b []byte) string {
+	if i < len(p.shape) && p.shape[i] == string(b) {
+		return p.shape[i]
+	}
+	s := p.intern(b)
+	if i < len(p.shape) {
+		p.shape[i] = s
+	} else if i == len(p.shape) && i < 1024 {
+		p.shape = append(p.shape, s)
+	}
+	return s
+}
 
 func (p *Parser) intern(b []byte) string {
 	if s, ok := p.names[string(b)]; ok {
@@ -199,7 +217,8 @@ func (p *Parser) parseLine(line []byte, precision Precision, defaultTS int64) (P
 	if len(tok) == 0 {
 		return pt, "missing measurement"
 	}
-	pt.Measurement = p.intern(tok)
+	pt.Measurement = p.internAt(0, tok)
+	pos := 1
 	if len(p.tags) < 64 {
 		p.tags = make([]row.Tag, slab)
 	}
@@ -218,7 +237,8 @@ func (p *Parser) parseLine(line []byte, precision Precision, defaultTS int64) (P
 		if len(rest) == 0 || rest[0] != '=' {
 			return pt, fmt.Sprintf("missing tag value for %q", key)
 		}
-		name := p.intern(key)
+		name := p.internAt(pos, key)
+		pos++
 		val, rest, _ = p.scan(rest[1:], stopTagValue)
 		if len(val) == 0 {
 			return pt, fmt.Sprintf("missing tag value for %q", name)
@@ -255,7 +275,8 @@ func (p *Parser) parseLine(line []byte, precision Precision, defaultTS int64) (P
 		if len(rest) == 0 || rest[0] != '=' {
 			return pt, fmt.Sprintf("missing value for field %q", key)
 		}
-		name := p.intern(key)
+		name := p.internAt(pos, key)
+		pos++
 		rest = rest[1:]
 		var v row.Value
 		var reason string
