@@ -62,7 +62,12 @@ func TestEveryMetricMoves(t *testing.T) {
 		}
 	}
 	n := servertest.Start(t, fs, servertest.Options{
-		Tune:   func(o *datanode.Options) { o.Region.TTLInterval = 20 * time.Millisecond },
+		Tune: func(o *datanode.Options) {
+			o.Region.TTLInterval = 20 * time.Millisecond
+			// No compaction in the background: the armed read must hold
+			// the one the test cancels.
+			o.Region.OnFlush = func(*region.Region) {}
+		},
 		Config: func(c *server.Config) { c.Heartbeat = 20 * time.Millisecond }, // renewals during the workload
 	})
 	e := n.Engine()
