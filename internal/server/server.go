@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"time"
 
 	"github.com/stratadb/strata/internal/tlsutil"
@@ -298,8 +299,23 @@ func (s *Server) start(ctx context.Context) error {
 	if adv == "" {
 		adv = s.grpcLn.Addr().String()
 	}
-	s.agent.SetAddrs(adv, s.httpLn.Addr().String())
+	s.agent.SetAddrs(adv, advertiseHTTP(adv, s.httpLn.Addr()))
 	return s.agent.Start(ctx, s.eng)
+}
+
+// advertiseHTTP is the HTTP address others are told: the bound one, but
+// on the advertised gRPC host when bound to every interface (":8086" is
+// "[::]:8086", which no one can reach).
+func advertiseHTTP(grpcAdv string, bound net.Addr) string {
+	tcp, ok := bound.(*net.TCPAddr)
+	if !ok || !tcp.IP.IsUnspecified() {
+		return bound.String()
+	}
+	host, _, err := net.SplitHostPort(grpcAdv)
+	if err != nil {
+		return bound.String()
+	}
+	return net.JoinHostPort(host, strconv.Itoa(tcp.Port))
 }
 
 // abort closes what a failed start opened, newest first.
