@@ -16,6 +16,8 @@ import (
 	"strconv"
 	"time"
 
+	"google.golang.org/grpc/credentials"
+
 	"github.com/stratadb/strata/internal/tlsutil"
 
 	"github.com/stratadb/strata/internal/version"
@@ -261,18 +263,17 @@ func (s *Server) start(ctx context.Context) error {
 	}
 	h := httpapi.New(s.eng, httpapi.Options{MaxBodyBytes: cfg.MaxBodyBytes, Gatherer: s.Registry, Registerer: s.Registry, Logger: cfg.Logger, Build: cfg.Build, Pprof: cfg.Pprof, Query: cfg.Query})
 	s.httpSrv = &http.Server{Handler: cfg.Auth.HTTP(h), ReadHeaderTimeout: 10 * time.Second}
-	tlsOpts, err := cfg.TLS.ServerOptions()
-	if err != nil {
-		return err
-	}
+	opts := []grpc.ServerOption{grpc.MaxRecvMsgSize(64 << 20)}
 	if cfg.TLS.Server() {
+		// One configuration (and one certificate reloader) for both servers.
 		tc, err := cfg.TLS.ServerTLS()
 		if err != nil {
 			return err
 		}
 		s.httpLn = tls.NewListener(s.httpLn, tc)
+		opts = append(opts, grpc.Creds(credentials.NewTLS(tc)))
 	}
-	s.grpcSrv = grpc.NewServer(append(append([]grpc.ServerOption{grpc.MaxRecvMsgSize(64 << 20)}, tlsOpts...), cfg.Auth.ServerOptions()...)...)
+	s.grpcSrv = grpc.NewServer(append(opts, cfg.Auth.ServerOptions()...)...)
 	grpcapi.New(s.eng).Register(s.grpcSrv)
 	if cfg.Standalone {
 		if s.meta, err = metasrv.Start(ctx, metasrv.Options{Client: cli, Addr: s.grpcLn.Addr().String(), Logger: cfg.Logger, Auth: cfg.Auth, TLS: cfg.TLS,
