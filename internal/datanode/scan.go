@@ -247,3 +247,49 @@ func (it *batchIter) Close() error {
 	}
 	return it.close()
 }
+
+// ScanColumns reads one numeric field of a table's series, column by
+// column (region.Region.ScanColumns): each region hosted here directly,
+// each hosted elsewhere through its owner's row scan. Regions hold disjoint
+// series, so a series' Columns all come from one region, under its order.
+func (e *Engine) ScanColumns(ctx context.Context, table string, req region.ScanRequest, emit func(*region.Column) error) error {
+	if len(req.Fields) != 1 || req.SeriesOnly {
+		return fmt.Errorf("%w: a column scan reads exactly one field", region.ErrInvalidScan)
+	}
+	t, regions, err := e.tableRegions(table)
+	if err != nil {
+		return err
+	}
+	sch, err := e.tableSchema(t)
+	if err != nil {
+		return err
+	}
+	o, ok := sch.FieldOrdinal(req.Fields[0])
+	if !ok {
+		return fmt.Errorf("%w: unknown field %q", region.ErrInvalidScan, req.Fields[0])
+	}
+	kind := sch.Fields()[o].Kind
+	for i, r := range regions {
+		if r == nil {
+			it, err := e.opts.Remote.Scan(ctx, t.Name, layout.RegionID{Table: t.ID, Region: uint32(i)}, req)
+			if err != nil {
+				return err
+			}
+			err = region.ColumnsOf(it, kind, emit)
+			if cerr := it.Close(); err == nil {
+				err = cerr
+			}
+			if err != nil {
+				return err
+			}
+			continue
+		}
+		if _, ok := r.Schema().FieldOrdinal(req.Fields[0]); !ok {
+			continue // the region has no values of the field yet
+		}
+		if err := r.ScanColumns(ctx, req, emit); err != nil {
+			return err
+		}
+	}
+	return nil
+}

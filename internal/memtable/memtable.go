@@ -39,6 +39,7 @@ type Memtable struct {
 	series      map[string]*series
 	bytes       int64
 	entries     int64
+	deletes     int64
 	minSeq      uint64
 	maxSeq      uint64
 	minTS       int64
@@ -97,6 +98,7 @@ func (m *Memtable) Insert(seg uint64, entries []row.Entry) {
 		m.maxTS = max(m.maxTS, e.TS)
 		if e.Op == row.Delete {
 			m.maxTS = max(m.maxTS, e.End)
+			m.deletes++
 		} else {
 			m.notePut(e.Fields)
 		}
@@ -155,6 +157,7 @@ func (m *Memtable) Freeze() {
 // Stats describe a memtable.
 type Stats struct {
 	Bytes, Entries int64
+	Deletes        int64 // tombstones among the entries
 	Series         int
 	MinSeq, MaxSeq uint64
 	MinTS, MaxTS   int64 // covers tombstone ranges
@@ -165,7 +168,7 @@ type Stats struct {
 func (m *Memtable) Stats() Stats {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
-	return Stats{Bytes: m.bytes, Entries: m.entries, Series: len(m.series), MinSeq: m.minSeq, MaxSeq: m.maxSeq,
+	return Stats{Bytes: m.bytes, Entries: m.entries, Deletes: m.deletes, Series: len(m.series), MinSeq: m.minSeq, MaxSeq: m.maxSeq,
 		MinTS: m.minTS, MaxTS: m.maxTS, LastSegment: m.lastSegment}
 }
 

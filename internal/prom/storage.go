@@ -18,6 +18,7 @@ import (
 	"math"
 	"slices"
 	"sort"
+	"sync"
 
 	"github.com/prometheus/prometheus/model/histogram"
 	"github.com/prometheus/prometheus/model/labels"
@@ -160,7 +161,12 @@ func (qr *querier) Select(ctx context.Context, sortSeries bool, hints *storage.S
 // the tag matchers ms pushed down where the scan can apply them, and the
 // matchers left to apply to each series after.
 func pushDown(mt metric, ms []*labels.Matcher, mint, maxt int64) (region.ScanRequest, []*labels.Matcher) {
-	req := region.ScanRequest{Start: msToNs(mint), End: msToNs(maxt) + 1, Fields: []string{mt.field}}
+	// Rows in maxt's millisecond floor to it: the scan ends at the next.
+	end := msToNs(maxt)
+	if end < math.MaxInt64-1e6 {
+		end += 1e6
+	}
+	req := region.ScanRequest{Start: msToNs(mint), End: end, Fields: []string{mt.field}}
 	var post []*labels.Matcher
 	for _, m := range ms {
 		switch {
@@ -245,88 +251,128 @@ func (qr *querier) list(ctx context.Context, mt metric, req region.ScanRequest, 
 	return out, sc.Err()
 }
 
-// scan reads one metric's series; budget bounds its samples (<= 0 with a
-// limit set: none left).
+// scan reads one metric's series, column by column; budget bounds its
+// samples (<= 0 with a limit set: none left).
 func (qr *querier) scan(ctx context.Context, mt metric, req region.ScanRequest, post []*labels.Matcher, budget int) ([]storage.Series, int, error) {
-	sc, err := qr.q.Engine.Scan(ctx, mt.table, req)
-	if err != nil {
-		return nil, 0, err
-	}
-	defer sc.Close()
-	var out []storage.Series
-	var cur *series
-	skip, first := false, true
-	var last string
-	hint := 0 // samples of the last series read
+	byKey := map[string]*series{} // nil: a series the post-scan matchers reject
+	var out []*series
 	n := 0
 	l := labeler{name: mt.name, post: post}
-	for sc.Next() {
-		for _, e := range sc.Batch() {
-			if first || e.Series != last {
-				first, last = false, e.Series
-				ls, ok, err := l.labels(e.Series)
-				if err != nil {
-					return nil, 0, err
-				}
-				skip = !ok
-				if cur != nil {
-					hint = len(cur.ts) // series of a table tend to be alike
-				}
-				cur = nil
-				if !skip {
-					cur = &series{labels: ls, ts: make([]int64, 0, hint), vs: make([]float64, 0, hint)}
-					out = append(out, cur)
-				}
+	var mu sync.Mutex // emit is called from several goroutines; a series from one at a time
+	err := qr.q.Engine.ScanColumns(ctx, mt.table, req, func(c *region.Column) error {
+		mu.Lock()
+		s, seen := byKey[c.Series]
+		if !seen {
+			ls, ok, err := l.labels(c.Series)
+			if err != nil {
+				mu.Unlock()
+				return err
 			}
-			if skip {
-				continue
+			if ok {
+				s = &series{labels: ls}
+				out = append(out, s)
 			}
-			v := e.Field(0)
-			if v.IsNull() {
-				continue
-			}
-			t := nsToMs(e.TS)
-			f := floatOf(v)
-			if k := len(cur.ts); k > 0 && cur.ts[k-1] == t {
-				cur.vs[k-1] = f // two rows in one millisecond: the later wins
-				continue
-			}
-			cur.ts = append(cur.ts, t)
-			cur.vs = append(cur.vs, f)
-			n++
-			if qr.q.MaxSamples > 0 && n > budget {
-				return nil, n, fmt.Errorf("%w (limit %d)", ErrTooManySamples, qr.q.MaxSamples)
-			}
+			byKey[c.Series] = s
 		}
-	}
-	if err := sc.Err(); err != nil {
+		mu.Unlock()
+		if s == nil {
+			return nil
+		}
+		before := len(s.ts)
+		conv := floats(c.Kind)
+		if before == 0 || s.ts[before-1] < c.TS[0] {
+			// After the series' samples (its first Column, mostly):
+			// straight onto its arrays.
+			if before == 0 {
+				s.ts, s.vs = make([]int64, 0, len(c.TS)), make([]float64, 0, len(c.TS))
+			}
+			for i, t := range c.TS {
+				if c.Null == nil || !c.Null[i] {
+					s.ts, s.vs = append(s.ts, t), append(s.vs, conv(c.Bits[i]))
+				}
+			}
+		} else {
+			s.merge(c, conv)
+		}
+		mu.Lock()
+		n += len(s.ts) - before
+		over := qr.q.MaxSamples > 0 && n > budget
+		mu.Unlock()
+		if over {
+			return fmt.Errorf("%w (limit %d)", ErrTooManySamples, qr.q.MaxSamples)
+		}
+		return nil
+	})
+	if err != nil {
 		return nil, n, err
 	}
 	// Series with no sample in range are not series of the result.
-	kept := out[:0]
+	kept := make([]storage.Series, 0, len(out))
 	for _, s := range out {
-		if len(s.(*series).ts) > 0 {
+		if s.toMillis(); len(s.ts) > 0 {
 			kept = append(kept, s)
 		}
 	}
 	return kept, n, nil
 }
 
-func floatOf(v row.Value) float64 {
-	switch v.Kind() {
-	case row.Float:
-		return v.Float()
+// floats converts payloads of values of kind k to float64.
+func floats(k row.Kind) func(uint64) float64 {
+	switch k {
 	case row.Int:
-		return float64(v.Int())
+		return func(b uint64) float64 { return float64(int64(b)) }
 	case row.Uint:
-		return float64(v.Uint())
+		return func(b uint64) float64 { return float64(b) }
 	case row.Bool:
-		if v.Bool() {
-			return 1
+		return func(b uint64) float64 {
+			if b != 0 {
+				return 1
+			}
+			return 0
 		}
-		return 0
 	}
-	return math.NaN()
+	return math.Float64frombits
+}
+
+// merge merges a Column newer than the series' samples into them, as a
+// scan merges rows: at a ts both have, the Column's row stands, and if it
+// has no value, neither has the series.
+func (s *series) merge(c *region.Column, conv func(uint64) float64) {
+	mts := make([]int64, 0, len(s.ts)+len(c.TS))
+	mvs := make([]float64, 0, len(s.ts)+len(c.TS))
+	i, j := 0, 0
+	for i < len(s.ts) || j < len(c.TS) {
+		if j == len(c.TS) || i < len(s.ts) && s.ts[i] < c.TS[j] {
+			mts, mvs = append(mts, s.ts[i]), append(mvs, s.vs[i])
+			i++
+			continue
+		}
+		if i < len(s.ts) && s.ts[i] == c.TS[j] {
+			i++ // an older version of the row
+		}
+		if c.Null == nil || !c.Null[j] {
+			mts, mvs = append(mts, c.TS[j]), append(mvs, conv(c.Bits[j]))
+		}
+		j++
+	}
+	s.ts, s.vs = mts, mvs
+}
+
+// toMillis turns the series' timestamps from nanoseconds into
+// milliseconds, in place: of two samples in one millisecond, the later
+// stands.
+func (s *series) toMillis() {
+	k := 0
+	for i, t := range s.ts {
+		ms := nsToMs(t)
+		if k > 0 && s.ts[k-1] == ms {
+			s.vs[k-1] = s.vs[i]
+			continue
+		}
+		s.ts[k], s.vs[k] = ms, s.vs[i]
+		k++
+	}
+	s.ts, s.vs = s.ts[:k], s.vs[:k]
 }
 
 func msToNs(ms int64) int64 {

@@ -105,8 +105,21 @@ type Scanner struct {
 	closed bool
 }
 
-// Scan starts a scan.
-func (r *Region) Scan(ctx context.Context, req ScanRequest) (*Scanner, error) {
+// scanPlan is what a scan reads: the fields, the series filter, the time
+// range (after TTL) and a snapshot of memtables and pinned files.
+type scanPlan struct {
+	fields     []schema.Field
+	ordinals   []int    // the fields' ordinals in the region's schema
+	names      []string // the fields' names
+	match      func(string) bool
+	start, end int64
+	mems       []*memtable.Memtable
+	state      *manifest.State
+	files      []string // pinned: unpin them when done
+}
+
+// plan checks req and takes the snapshot it reads, pinning its files.
+func (r *Region) plan(req *ScanRequest) (*scanPlan, error) {
 	if err := r.usable(); err != nil {
 		return nil, err
 	}
@@ -117,13 +130,12 @@ func (r *Region) Scan(ctx context.Context, req ScanRequest) (*Scanner, error) {
 		req.BatchRows = 4096
 	}
 	sch := r.Schema()
-	var ordinals []int
-	var fields []schema.Field
+	p := &scanPlan{}
 	if req.Fields == nil {
-		fields = sch.Fields()
-		ordinals = make([]int, len(fields))
-		for i := range ordinals {
-			ordinals[i] = i
+		p.fields = sch.Fields()
+		p.ordinals = make([]int, len(p.fields))
+		for i := range p.ordinals {
+			p.ordinals[i] = i
 		}
 	} else {
 		for _, name := range req.Fields {
@@ -131,23 +143,33 @@ func (r *Region) Scan(ctx context.Context, req ScanRequest) (*Scanner, error) {
 			if !ok {
 				return nil, fmt.Errorf("%w: unknown field %q", ErrInvalidScan, name)
 			}
-			ordinals = append(ordinals, ord)
-			fields = append(fields, sch.Fields()[ord])
+			p.ordinals = append(p.ordinals, ord)
+			p.fields = append(p.fields, sch.Fields()[ord])
 		}
 	}
-	names := make([]string, len(fields))
-	for i, f := range fields {
-		names[i] = f.Name
+	p.names = make([]string, len(p.fields))
+	for i, f := range p.fields {
+		p.names[i] = f.Name
 	}
-	match := req.seriesFilter()
-	start := max(req.Start, r.ttlCutoff())
-	if start >= req.End {
-		start = req.End - 1 // everything expired: an empty but valid scan
+	p.match = req.seriesFilter()
+	p.start, p.end = max(req.Start, r.ttlCutoff()), req.End
+	if p.start >= p.end {
+		p.start = p.end - 1 // everything expired: an empty but valid scan
 	}
-	mems, state, files := r.snapshot(start, req.End)
-	s := &Scanner{r: r, ctx: ctx, fields: fields, pinned: files, size: req.BatchRows}
+	p.mems, p.state, p.files = r.snapshot(p.start, p.end)
+	slices.Sort(p.files)
+	return p, nil
+}
+
+// Scan starts a scan.
+func (r *Region) Scan(ctx context.Context, req ScanRequest) (*Scanner, error) {
+	p, err := r.plan(&req)
+	if err != nil {
+		return nil, err
+	}
+	s := &Scanner{r: r, ctx: ctx, fields: p.fields, pinned: p.files, size: req.BatchRows}
 	if req.SeriesOnly {
-		keys, err := r.listSeries(ctx, mems, state, files, memtable.Filter{Series: match, Start: start, End: req.End})
+		keys, err := r.listSeries(ctx, p.mems, p.state, p.files, memtable.Filter{Series: p.match, Start: p.start, End: p.end})
 		if err != nil {
 			s.Close()
 			return nil, err
@@ -160,14 +182,13 @@ func (r *Region) Scan(ctx context.Context, req ScanRequest) (*Scanner, error) {
 		s.it = &row.SliceIter{Entries: entries}
 		return s, nil
 	}
-	inputs := make([]row.Iterator, 0, len(mems)+len(files))
-	for _, mt := range mems {
-		inputs = append(inputs, mt.Iter(memtable.Filter{Series: match, Start: start, End: req.End, Fields: ordinals}))
+	inputs := make([]row.Iterator, 0, len(p.mems)+len(p.files))
+	for _, mt := range p.mems {
+		inputs = append(inputs, mt.Iter(memtable.Filter{Series: p.match, Start: p.start, End: p.end, Fields: p.ordinals}))
 	}
-	slices.Sort(files)
-	for _, id := range files {
-		f := state.Files[id]
-		runs, err := r.fileRuns(ctx, id, f, match)
+	for _, id := range p.files {
+		f := p.state.Files[id]
+		runs, err := r.fileRuns(ctx, id, f, p.match)
 		if err != nil {
 			s.Close()
 			for _, in := range inputs {
@@ -186,9 +207,9 @@ func (r *Region) Scan(ctx context.Context, req ScanRequest) (*Scanner, error) {
 			}
 			return nil, fmt.Errorf("region %s: scan: %w", r.id, err)
 		}
-		inputs = append(inputs, rd.Iter(sst.Filter{Series: match, Runs: runs, Start: start, End: req.End, Fields: names}))
+		inputs = append(inputs, rd.Iter(sst.Filter{Series: p.match, Runs: runs, Start: p.start, End: p.end, Fields: p.names}))
 	}
-	s.it = merge.New(inputs, merge.Options{DropBefore: start})
+	s.it = merge.New(inputs, merge.Options{DropBefore: p.start})
 	return s, nil
 }
 
@@ -247,14 +268,19 @@ func (s *Scanner) Close() error {
 	if s.it != nil {
 		err = s.it.Close()
 	}
-	s.r.mu.Lock()
-	for _, id := range s.pinned {
-		if s.r.pins[id]--; s.r.pins[id] <= 0 {
-			delete(s.r.pins, id)
+	s.r.unpin(s.pinned)
+	return err
+}
+
+// unpin releases the pins snapshot took on files.
+func (r *Region) unpin(files []string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, id := range files {
+		if r.pins[id]--; r.pins[id] <= 0 {
+			delete(r.pins, id)
 		}
 	}
-	s.r.mu.Unlock()
-	return err
 }
 
 // Pinned reports whether an in-flight scan reads file id.

@@ -1,0 +1,305 @@
+package region
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"runtime"
+	"slices"
+	"sync"
+	"sync/atomic"
+
+	"github.com/stratadb/strata/internal/memtable"
+	"github.com/stratadb/strata/internal/row"
+	"github.com/stratadb/strata/internal/sst"
+)
+
+// Column is one series' values of one field from one input of a column
+// scan, in ts order (strictly increasing): the payloads of values of Kind
+// (row.NumberValue(Kind, Bits[i])), Null[i] set for rows without one. Its
+// slices are valid only while the callback it was passed to runs.
+type Column struct {
+	Kind row.Kind
+	sst.SeriesColumn
+}
+
+// ScanColumns reads one numeric field (req.Fields names it) of the series
+// and time range req selects, and calls emit with each series' values
+// column by column, without the row pipeline a Scan goes through.
+//
+// A series may come in more than one Column (one per file or memtable that
+// holds it), oldest input first: where two hold the same ts, the value of
+// the later one stands. emit may be called from several goroutines at once
+// (parts of a file are read in parallel), never for one series at once. Where the inputs' ages cannot be told apart by
+// sequence number, or any holds a tombstone the range touches, the scan
+// merges rows as Scan does and each series comes once. Rows of files
+// written before the field existed are left out: they have no value of it,
+// and are older than every row that has one.
+func (r *Region) ScanColumns(ctx context.Context, req ScanRequest, emit func(*Column) error) error {
+	if len(req.Fields) != 1 || req.SeriesOnly {
+		return fmt.Errorf("%w: a column scan reads exactly one field", ErrInvalidScan)
+	}
+	p, err := r.plan(&req)
+	if err != nil {
+		return err
+	}
+	kind := p.fields[0].Kind
+	switch kind {
+	case row.Float, row.Int, row.Uint, row.Bool:
+	default:
+		r.unpin(p.files)
+		return fmt.Errorf("%w: field %q is not numeric", ErrInvalidScan, p.names[0])
+	}
+	inputs, ok, err := r.columnInputs(ctx, p)
+	if err != nil {
+		r.unpin(p.files)
+		return fmt.Errorf("region %s: scan: %w", r.id, err)
+	}
+	if !ok {
+		// Rows merged as a Scan merges them: one Column per series.
+		r.unpin(p.files)
+		sc, err := r.Scan(ctx, req)
+		if err != nil {
+			return err
+		}
+		defer sc.Close()
+		return ColumnsOf(&scanIter{s: sc, i: -1}, kind, emit)
+	}
+	defer r.unpin(p.files)
+	counted := func(c *Column) error {
+		r.opts.Metrics.ScanRows.Add(float64(len(c.TS)))
+		return emit(c)
+	}
+	for _, in := range inputs {
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("region %s: scan: %w", r.id, err)
+		}
+		if in.mem != nil {
+			it := in.mem.Iter(memtable.Filter{Series: p.match, Start: p.start, End: p.end, Fields: p.ordinals})
+			if err := ColumnsOf(it, kind, counted); err != nil {
+				return err
+			}
+			continue
+		}
+		if err := readColumns(ctx, in, p, kind, counted); err != nil {
+			return fmt.Errorf("region %s: scan: %w", r.id, err)
+		}
+	}
+	return nil
+}
+
+// columnWorkers is how many parts of a file a column scan reads at once:
+// decoding is CPU work, and a file in the object store is read in ranges,
+// one request after another within a part.
+var columnWorkers = max(4, runtime.GOMAXPROCS(0))
+
+// minPartRows is the fewest rows worth a part of their own (a variable
+// for tests).
+var minPartRows int64 = 64 << 10
+
+// readColumns reads a file input's runs in up to columnWorkers parts of
+// whole series at once. emit may be called from several parts at once,
+// but a series is in one part only.
+func readColumns(ctx context.Context, in columnInput, p *scanPlan, kind row.Kind, emit func(*Column) error) error {
+	parts := splitRuns(in.runs, columnWorkers, minPartRows)
+	errs := make([]error, len(parts))
+	var failed atomic.Bool
+	var wg sync.WaitGroup
+	for i, part := range parts {
+		read := func() {
+			col := Column{Kind: kind}
+			errs[i] = in.file.ReadColumns(part, p.names[0], p.start, p.end, func(c *sst.SeriesColumn) error {
+				if failed.Load() {
+					return errStopped
+				}
+				if err := ctx.Err(); err != nil {
+					return err
+				}
+				col.SeriesColumn = *c
+				return emit(&col)
+			})
+			if errs[i] != nil {
+				failed.Store(true)
+			}
+		}
+		if len(parts) == 1 {
+			read()
+			break
+		}
+		wg.Go(read)
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil && !errors.Is(err, errStopped) {
+			return err
+		}
+	}
+	return nil
+}
+
+// errStopped ends a part because another part failed.
+var errStopped = errors.New("region: stopped: another part of the scan failed")
+
+// splitRuns cuts runs (sorted) into at most n parts of about equal rows,
+// at series boundaries, none under minRows rows unless it is the only one.
+func splitRuns(runs []sst.Run, n int, minRows int64) [][]sst.Run {
+	var total int64
+	for _, r := range runs {
+		total += r.End - r.Start
+	}
+	n = int(max(1, min(int64(n), total/max(1, minRows))))
+	if n == 1 {
+		return [][]sst.Run{runs}
+	}
+	parts := make([][]sst.Run, 0, n)
+	per := (total + int64(n) - 1) / int64(n)
+	var at int64
+	from := 0
+	for i, r := range runs {
+		at += r.End - r.Start
+		if at >= per && len(parts) < n-1 {
+			parts = append(parts, runs[from:i+1])
+			from, at = i+1, 0
+		}
+	}
+	if from < len(runs) {
+		parts = append(parts, runs[from:])
+	}
+	return parts
+}
+
+// columnInput is a memtable or a file a column scan reads, and the range of
+// its rows' sequence numbers.
+type columnInput struct {
+	lo, hi uint64
+	mem    *memtable.Memtable
+	file   *sst.Reader
+	runs   []sst.Run
+}
+
+// columnInputs lists the inputs of p that hold rows for its field, oldest
+// first, and reports whether they can be read column by column: no
+// tombstone in range, every file with a series index and its field in
+// 64-bit numbers, and the inputs' sequence ranges apart, so that their
+// order is the order of their rows' ages.
+func (r *Region) columnInputs(ctx context.Context, p *scanPlan) ([]columnInput, bool, error) {
+	var inputs []columnInput
+	for _, mt := range p.mems {
+		st := mt.Stats()
+		if st.Entries == 0 || st.MaxTS < p.start || st.MinTS >= p.end {
+			continue
+		}
+		if st.Deletes > 0 {
+			return nil, false, nil
+		}
+		inputs = append(inputs, columnInput{lo: st.MinSeq, hi: st.MaxSeq, mem: mt})
+	}
+	match := p.match
+	if match == nil {
+		match = func(string) bool { return true }
+	}
+	for _, id := range p.files {
+		f := p.state.Files[id]
+		runs, err := r.fileRuns(ctx, id, f, match)
+		if err != nil {
+			return nil, false, err
+		}
+		if runs == nil {
+			return nil, false, nil // no series index
+		}
+		if len(runs) == 0 {
+			continue
+		}
+		rd, err := r.opts.Cache.Open(ctx, r.store, r.id.SSTKey(id), f.Size)
+		if err != nil {
+			return nil, false, err
+		}
+		if rd.Tombstones(p.start, p.end) {
+			return nil, false, nil
+		}
+		k, has := rd.FieldKind(p.names[0])
+		if !has {
+			continue // written before the field existed: no values
+		}
+		lo, hi, known := rd.SeqRange()
+		if !known || k != p.fields[0].Kind || !rd.NumericField(p.names[0]) {
+			return nil, false, nil
+		}
+		inputs = append(inputs, columnInput{lo: lo, hi: hi, file: rd, runs: runs})
+	}
+	slices.SortFunc(inputs, func(a, b columnInput) int { return cmp.Compare(a.lo, b.lo) })
+	for i := 1; i < len(inputs); i++ {
+		if inputs[i].lo <= inputs[i-1].hi {
+			return nil, false, nil
+		}
+	}
+	return inputs, true, nil
+}
+
+// ColumnsOf calls emit with the values of field 0 of it's puts, a Column
+// per run of entries of one series, each (series, ts) once: the first of
+// its entries, which a merge's or a memtable's order makes the newest.
+// Tombstones are skipped: it is for inputs that hold none, or whose
+// tombstones a merge applied.
+func ColumnsOf(it row.Iterator, kind row.Kind, emit func(*Column) error) error {
+	col := Column{Kind: kind}
+	nulls := false
+	flush := func() error {
+		if len(col.TS) == 0 {
+			return nil
+		}
+		if !nulls {
+			col.Null = nil
+		}
+		err := emit(&col)
+		col.TS, col.Bits, col.Null, nulls = col.TS[:0], col.Bits[:0], col.Null[:0], false
+		return err
+	}
+	for it.Next() {
+		e := it.Entry()
+		if e.Op != row.Put {
+			continue
+		}
+		if e.Series != col.Series {
+			if err := flush(); err != nil {
+				return err
+			}
+			col.Series = e.Series
+		}
+		if n := len(col.TS); n > 0 && col.TS[n-1] == e.TS {
+			continue // an older version
+		}
+		v := e.Field(0)
+		col.TS = append(col.TS, e.TS)
+		col.Bits = append(col.Bits, v.Bits())
+		col.Null = append(col.Null, v.IsNull())
+		nulls = nulls || v.IsNull()
+	}
+	if err := it.Err(); err != nil {
+		return err
+	}
+	return flush()
+}
+
+// scanIter walks a Scanner's batches as a row.Iterator.
+type scanIter struct {
+	s     *Scanner
+	batch []row.Entry
+	i     int
+}
+
+func (it *scanIter) Next() bool {
+	it.i++
+	for it.i >= len(it.batch) {
+		if !it.s.Next() {
+			return false
+		}
+		it.batch, it.i = it.s.Batch(), 0
+	}
+	return true
+}
+
+func (it *scanIter) Entry() *row.Entry { return &it.batch[it.i] }
+func (it *scanIter) Err() error        { return it.s.Err() }
+func (it *scanIter) Close() error      { return nil }

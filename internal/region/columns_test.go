@@ -1,0 +1,163 @@
+package region
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"math/rand"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stratadb/strata/internal/objstore/objstoretest"
+	"github.com/stratadb/strata/internal/row"
+	"github.com/stratadb/strata/internal/sst"
+)
+
+// TestScanColumnsMatchesScan: a column scan, its Columns resolved as its
+// contract says (later Columns of a series stand over earlier ones at the
+// same ts), reads exactly what a row scan of the same field reads, over
+// random histories of overwrites, nulls, a field added after some flushes,
+// tombstones (which make it merge rows) and files read in ranges and in
+// parallel parts.
+func TestScanColumnsMatchesScan(t *testing.T) {
+	seed := time.Now().UnixNano()
+	t.Logf("seed %d", seed)
+	rng := rand.New(rand.NewSource(seed))
+	oldLimit, oldPart := sst.WholeFileLimit, minPartRows
+	t.Cleanup(func() { sst.WholeFileLimit, minPartRows = oldLimit, oldPart })
+	ctx := context.Background()
+	for round := range 12 {
+		deletes := round%3 == 2
+		sst.WholeFileLimit = []int64{oldLimit, 1024}[round%2] // whole files, then ranged reads
+		minPartRows = int64(1 + rng.Intn(40))
+		r := open(t, objstoretest.Mem(t), Options{RowGroupRows: int64(5 + rng.Intn(40))})
+		hosts := []string{"a", "b", "c", "d", "e"}
+		for step := range 8 {
+			var pts []row.Point
+			for range 20 + rng.Intn(60) {
+				p := pt(hosts[rng.Intn(len(hosts))], int64(rng.Intn(300))*1_000_000+int64(rng.Intn(2))*500)
+				if rng.Intn(5) > 0 {
+					p.Fields = append(p.Fields, fl("cpu", float64(rng.Intn(1000))))
+				}
+				if step >= 3 { // the field exists only from the fourth step on
+					p.Fields = append(p.Fields, row.Field{Name: "mem", Value: row.IntValue(int64(rng.Intn(1000)))})
+				}
+				if len(p.Fields) == 0 {
+					p.Fields = append(p.Fields, fl("cpu", 1))
+				}
+				pts = append(pts, p)
+			}
+			mustWrite(t, r, pts...)
+			if deletes && rng.Intn(3) == 0 {
+				lo := int64(rng.Intn(300)) * 1_000_000
+				if err := r.Delete(ctx, []row.Tag{{Name: "host", Value: hosts[rng.Intn(len(hosts))]}}, lo, lo+int64(rng.Intn(50))*1_000_000); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if rng.Intn(2) == 0 {
+				if err := r.Flush(ctx); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		for q := range 10 {
+			req := ScanRequest{Start: int64(rng.Intn(150)) * 1_000_000, Fields: []string{[]string{"cpu", "mem"}[rng.Intn(2)]}}
+			req.End = req.Start + int64(1+rng.Intn(200))*1_000_000
+			switch rng.Intn(3) {
+			case 1:
+				req.Tags = []row.Tag{{Name: "host", Value: hosts[rng.Intn(len(hosts))]}}
+			case 2:
+				req.In = []row.TagIn{{Name: "host", Values: []string{"b", "d", "zz"}}}
+			}
+			want := rowScan(t, r, req)
+			got := columnScan(t, r, req)
+			if !slices.Equal(got, want) {
+				t.Fatalf("round %d query %d %+v (deletes %v):\ncolumns %q\nrows    %q", round, q, req, deletes, got, want)
+			}
+			p, err := r.plan(&req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, columnar, err := r.columnInputs(ctx, p)
+			r.unpin(p.files)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !deletes && !columnar {
+				t.Fatalf("round %d query %d: flushes and memtables without tombstones were not read by column", round, q)
+			}
+		}
+		closeRegion(t, r, false)
+	}
+}
+
+// rowScan is a row scan's "series ts value" lines of req's one field, for
+// the rows that have a value of it.
+func rowScan(t *testing.T, r *Region, req ScanRequest) []string {
+	t.Helper()
+	sc, err := r.Scan(context.Background(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sc.Close()
+	var out []string
+	for sc.Next() {
+		for _, e := range sc.Batch() {
+			if !e.Field(0).IsNull() {
+				out = append(out, line(e.Series, e.TS, e.Field(0).Bits()))
+			}
+		}
+	}
+	if err := sc.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// columnScan is a column scan's lines, its Columns resolved: a later
+// Column's row of a series stands over an earlier one's at the same ts,
+// even without a value.
+func columnScan(t *testing.T, r *Region, req ScanRequest) []string {
+	t.Helper()
+	type val struct {
+		bits uint64
+		null bool
+	}
+	var mu sync.Mutex
+	rows := map[string]map[int64]val{}
+	err := r.ScanColumns(context.Background(), req, func(c *Column) error {
+		mu.Lock()
+		defer mu.Unlock()
+		if len(c.TS) == 0 || len(c.Bits) != len(c.TS) || c.Null != nil && len(c.Null) != len(c.TS) {
+			return fmt.Errorf("column of %d timestamps, %d values, %d nulls", len(c.TS), len(c.Bits), len(c.Null))
+		}
+		if rows[c.Series] == nil {
+			rows[c.Series] = map[int64]val{}
+		}
+		for i, ts := range c.TS {
+			if i > 0 && ts <= c.TS[i-1] || ts < req.Start || ts >= req.End {
+				return fmt.Errorf("series %s: ts %d out of order or range", c.Series, ts)
+			}
+			rows[c.Series][ts] = val{c.Bits[i], c.Null != nil && c.Null[i]}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, k := range slices.Sorted(maps.Keys(rows)) {
+		for _, ts := range slices.Sorted(maps.Keys(rows[k])) {
+			if v := rows[k][ts]; !v.null {
+				out = append(out, line(k, ts, v.bits))
+			}
+		}
+	}
+	return out
+}
+
+func line(series string, ts int64, bits uint64) string {
+	return fmt.Sprintf("%s %d %x", series, ts, bits)
+}

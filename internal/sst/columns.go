@@ -1,0 +1,185 @@
+package sst
+
+import (
+	"fmt"
+	"math"
+	"sort"
+)
+
+// SeriesColumn is one series' values of one numeric field, in ts order:
+// TS[i] and Bits[i] (the value's payload, row.NumberValue(kind, Bits[i]))
+// of row i, which has no value if Null is set and Null[i] is true. The
+// slices belong to the reader and are valid only until the callback it was
+// passed to returns.
+type SeriesColumn struct {
+	Series string
+	TS     []int64
+	Bits   []uint64
+	Null   []bool // nil: every row has a value
+}
+
+// NumericField reports whether field's column holds 64-bit numbers
+// (float, int, uint), which ReadColumns reads.
+func (r *Reader) NumericField(field string) bool {
+	c, ok := r.cols[field]
+	_, isField := r.kinds[field]
+	return ok && isField && r.numeric[c]
+}
+
+// Tombstones reports whether a row group that [start, end) touches may hold
+// a tombstone.
+func (r *Reader) Tombstones(start, end int64) bool {
+	it := iter{r: r, f: Filter{Start: start, End: end}}
+	for i, g := range r.file.RowGroups() {
+		it.group = i
+		if !it.prune(g) && it.tombstones() {
+			return true
+		}
+	}
+	return false
+}
+
+// SeqRange bounds the sequence numbers of the file's rows (ok false if the
+// statistics do not say).
+func (r *Reader) SeqRange() (lo, hi uint64, ok bool) {
+	lo, hi = math.MaxUint64, 0
+	for _, g := range r.file.RowGroups() {
+		b, isBounded := g.ColumnChunks()[r.cols[ColSeq]].(bounded)
+		if !isBounded {
+			return 0, 0, false
+		}
+		least, most, has := b.Bounds()
+		if !has {
+			return 0, 0, false
+		}
+		lo, hi = min(lo, uint64(least.Int64())), max(hi, uint64(most.Int64()))
+	}
+	return lo, hi, lo <= hi
+}
+
+// columnStep is how many rows ReadColumns decodes at a time.
+const columnStep = 8192
+
+// ReadColumns calls emit with the rows in [start, end) of each run (sorted
+// by Start, as a file's series index gives them) that has any, reading only
+// the timestamp column and field's, page values copied straight into the
+// column. Field must be a NumericField, and the file hold no Tombstones in
+// [start, end): rows are taken as they are (a file holds one version of
+// each (series, ts)).
+func (r *Reader) ReadColumns(runs []Run, field string, start, end int64, emit func(*SeriesColumn) error) error {
+	fc := r.cols[field]
+	groups := r.file.RowGroups()
+	first := make([]int64, len(groups)+1) // each group's first row; the last is the file's end
+	for i, g := range groups {
+		first[i+1] = first[i] + g.NumRows()
+	}
+	cr := columnReader{r: r, field: fc, filter: Filter{Start: start, End: end}, group: -1}
+	defer cr.close()
+	var col SeriesColumn
+	optional := r.optional[fc]
+	for _, run := range runs {
+		col.Series, col.TS, col.Bits, col.Null = run.Key, col.TS[:0], col.Bits[:0], col.Null[:0]
+		for at := run.Start; at < run.End; {
+			g := sort.Search(len(groups), func(i int) bool { return first[i+1] > at })
+			if g == len(groups) {
+				return fmt.Errorf("%w: %s: series %q runs past the file's %d rows", ErrCorrupt, r.key, run.Key, first[len(groups)])
+			}
+			upto := min(run.End, first[g+1])
+			open, err := cr.open(g)
+			if err != nil {
+				return err
+			}
+			if !open { // the group's times are outside the range
+				at = upto
+				continue
+			}
+			if err := cr.seek(at - first[g]); err != nil {
+				return err
+			}
+			for at < upto {
+				n := int(min(upto-at, columnStep))
+				if err := cr.read(n); err != nil {
+					return err
+				}
+				at += int64(n)
+				ts, bits, null := cr.ts.bits[:n], cr.vals.bits[:n], cr.vals.null[:n]
+				for i, t := range ts {
+					if int64(t) < start || int64(t) >= end {
+						continue
+					}
+					col.TS = append(col.TS, int64(t))
+					col.Bits = append(col.Bits, bits[i])
+					if optional {
+						col.Null = append(col.Null, null[i])
+					}
+				}
+			}
+		}
+		if len(col.TS) == 0 {
+			continue
+		}
+		if !optional {
+			col.Null = nil
+		}
+		if err := emit(&col); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// columnReader reads the timestamp column and one field column of one row
+// group at a time.
+type columnReader struct {
+	r        *Reader
+	field    int
+	filter   Filter
+	group    int
+	inRange  bool
+	ts, vals *colStream
+}
+
+// open makes g the group being read, and reports whether its times may
+// overlap the filter's range.
+func (c *columnReader) open(g int) (bool, error) {
+	if g == c.group {
+		return c.inRange, nil
+	}
+	c.close()
+	c.group = g
+	rg := c.r.file.RowGroups()[g]
+	it := iter{r: c.r, f: c.filter, group: g}
+	if c.inRange = !it.prune(rg); !c.inRange {
+		return false, nil
+	}
+	chunks := rg.ColumnChunks()
+	c.ts = &colStream{pages: chunks[c.r.cols[ColTS]].Pages(), numeric: true}
+	c.vals = &colStream{pages: chunks[c.field].Pages(), numeric: true}
+	return true, nil
+}
+
+func (c *columnReader) seek(row int64) error {
+	for _, s := range []*colStream{c.ts, c.vals} {
+		if err := s.seek(row); err != nil {
+			return fmt.Errorf("sst: seek %s row group %d: %w", c.r.key, c.group, err)
+		}
+	}
+	return nil
+}
+
+func (c *columnReader) read(n int) error {
+	for _, s := range []*colStream{c.ts, c.vals} {
+		if err := s.read(n); err != nil {
+			return fmt.Errorf("sst: read %s row group %d: %w", c.r.key, c.group, err)
+		}
+	}
+	return nil
+}
+
+func (c *columnReader) close() {
+	if c.ts != nil {
+		c.ts.close()
+		c.vals.close()
+		c.ts, c.vals = nil, nil
+	}
+}
