@@ -102,7 +102,12 @@ var minPartRows int64 = 64 << 10
 // whole series at once. emit may be called from several parts at once,
 // but a series is in one part only.
 func readColumns(ctx context.Context, in columnInput, p *scanPlan, kind row.Kind, emit func(*Column) error) error {
-	parts := splitRuns(in.runs, columnWorkers, minPartRows)
+	least := minPartRows
+	if in.file.Ranged() {
+		// Each part waits on its own requests: worth it for fewer rows.
+		least = max(1, least/16)
+	}
+	parts := splitRuns(in.runs, columnWorkers, least)
 	errs := make([]error, len(parts))
 	var failed atomic.Bool
 	var wg sync.WaitGroup

@@ -39,6 +39,13 @@ func (r *Reader) Tombstones(start, end int64) bool {
 	return false
 }
 
+// Ranged reports whether the file is read from the store in ranges, as it
+// is needed, rather than held whole (files over WholeFileLimit).
+func (r *Reader) Ranged() bool {
+	_, ok := r.ra.(*rangeReader)
+	return ok
+}
+
 // SeqRange bounds the sequence numbers of the file's rows (ok false if the
 // statistics do not say).
 func (r *Reader) SeqRange() (lo, hi uint64, ok bool) {
