@@ -43,7 +43,7 @@ func TestColumnScanAfterCompaction(t *testing.T) {
 			}
 		}
 		fs := SortedFiles(r.Manifest().Files) // by age
-		if _, err := NewJob(r, []manifest.FileMeta{fs[0], fs[2]}, Options{RowGroupRows: 32}).Run(ctx); err != nil {
+		if _, err := NewJob(r, []manifest.FileMeta{fs[0], fs[2]}, Options{RowGroupRows: 32, MaxOutputBytes: int64(1+rng.IntN(4)) * 2048}).Run(ctx); err != nil {
 			t.Fatalf("seed %d: %v", sd, err)
 		}
 		req := region.ScanRequest{Start: region.AllTime, End: region.AllTimeEnd, Fields: []string{"v"}}

@@ -31,11 +31,14 @@ type Column struct {
 // A series may come in more than one Column (one per file or memtable that
 // holds it), oldest input first: where two hold the same ts, the value of
 // the later one stands. emit may be called from several goroutines at once
-// (parts of a file are read in parallel), never for one series at once. Where the inputs' ages cannot be told apart by
-// sequence number, or any holds a tombstone the range touches, the scan
-// merges rows as Scan does and each series comes once. Rows of files
-// written before the field existed are left out: they have no value of it,
-// and are older than every row that has one.
+// (parts of a file are read in parallel), never for one series at once.
+// A series that two inputs of overlapping sequence ranges hold (a
+// compaction's outputs split one series between them; a compaction of
+// files that were not neighbours in write order overlaps the files it
+// skipped) is merged as rows, as Scan merges them, and comes once. So is
+// every series if an input holds a tombstone the range touches. Rows of
+// files written before the field existed are left out: they have no value
+// of it, and are older than every row that has one.
 func (r *Region) ScanColumns(ctx context.Context, req ScanRequest, emit func(*Column) error) error {
 	if len(req.Fields) != 1 || req.SeriesOnly {
 		return fmt.Errorf("%w: a column scan reads exactly one field", ErrInvalidScan)
@@ -51,15 +54,14 @@ func (r *Region) ScanColumns(ctx context.Context, req ScanRequest, emit func(*Co
 		r.unpin(p.files)
 		return fmt.Errorf("%w: field %q is not numeric", ErrInvalidScan, p.names[0])
 	}
-	inputs, ok, err := r.columnInputs(ctx, p)
+	inputs, contested, ok, err := r.columnInputs(ctx, p)
 	if err != nil {
 		r.unpin(p.files)
 		return fmt.Errorf("region %s: scan: %w", r.id, err)
 	}
 	if !ok {
-		// Rows merged as a Scan merges them: one Column per series.
-		r.unpin(p.files)
-		sc, err := r.Scan(ctx, req)
+		// Every series merged as rows.
+		sc, err := r.rows(ctx, p, req.BatchRows, p.files)
 		if err != nil {
 			return err
 		}
@@ -67,6 +69,21 @@ func (r *Region) ScanColumns(ctx context.Context, req ScanRequest, emit func(*Co
 		return ColumnsOf(&scanIter{s: sc, i: -1}, kind, emit)
 	}
 	defer r.unpin(p.files)
+	match := p.match
+	if len(contested) > 0 {
+		q := *p
+		q.match = func(k string) bool { return contested[k] }
+		sc, err := r.rows(ctx, &q, req.BatchRows, nil)
+		if err != nil {
+			return err
+		}
+		err = ColumnsOf(&scanIter{s: sc, i: -1}, kind, emit)
+		sc.Close()
+		if err != nil {
+			return err
+		}
+		match = func(k string) bool { return !contested[k] && (p.match == nil || p.match(k)) }
+	}
 	counted := func(c *Column) error {
 		r.opts.Metrics.ScanRows.Add(float64(len(c.TS)))
 		return emit(c)
@@ -76,7 +93,7 @@ func (r *Region) ScanColumns(ctx context.Context, req ScanRequest, emit func(*Co
 			return fmt.Errorf("region %s: scan: %w", r.id, err)
 		}
 		if in.mem != nil {
-			it := in.mem.Iter(memtable.Filter{Series: p.match, Start: p.start, End: p.end, Fields: p.ordinals})
+			it := in.mem.Iter(memtable.Filter{Series: match, Start: p.start, End: p.end, Fields: p.ordinals})
 			if err := ColumnsOf(it, kind, counted); err != nil {
 				return err
 			}
@@ -87,6 +104,109 @@ func (r *Region) ScanColumns(ctx context.Context, req ScanRequest, emit func(*Co
 		}
 	}
 	return nil
+}
+
+// columnInput is a memtable or a file a column scan reads, and the range of
+// its rows' sequence numbers.
+type columnInput struct {
+	lo, hi uint64
+	mem    *memtable.Memtable
+	file   *sst.Reader
+	runs   []sst.Run
+	keys   []string // the series it holds that the scan selects, sorted (once known)
+}
+
+// columnInputs lists the inputs of p that hold rows for its field, oldest
+// first, and the contested series: those that two inputs with overlapping
+// sequence ranges both hold, whose rows only a merge by sequence number can
+// order; the inputs' runs leave them out. It reports whether the inputs
+// can be read column by column at all: no tombstone in range, every file
+// with a series index and its field in 64-bit numbers.
+func (r *Region) columnInputs(ctx context.Context, p *scanPlan) ([]columnInput, map[string]bool, bool, error) {
+	var inputs []columnInput
+	mf := memtable.Filter{Series: p.match, Start: p.start, End: p.end}
+	for _, mt := range p.mems {
+		st := mt.Stats()
+		if st.Entries == 0 || st.MaxTS < p.start || st.MinTS >= p.end {
+			continue
+		}
+		if st.Deletes > 0 {
+			return nil, nil, false, nil
+		}
+		inputs = append(inputs, columnInput{lo: st.MinSeq, hi: st.MaxSeq, mem: mt})
+	}
+	match := p.match
+	if match == nil {
+		match = func(string) bool { return true }
+	}
+	for _, id := range p.files {
+		f := p.state.Files[id]
+		runs, err := r.fileRuns(ctx, id, f, match)
+		if err != nil {
+			return nil, nil, false, err
+		}
+		if runs == nil {
+			return nil, nil, false, nil // no series index
+		}
+		if len(runs) == 0 {
+			continue
+		}
+		rd, err := r.opts.Cache.Open(ctx, r.store, r.id.SSTKey(id), f.Size)
+		if err != nil {
+			return nil, nil, false, err
+		}
+		if rd.Tombstones(p.start, p.end) {
+			return nil, nil, false, nil
+		}
+		k, has := rd.FieldKind(p.names[0])
+		if !has {
+			continue // written before the field existed: no values
+		}
+		lo, hi, known := rd.SeqRange()
+		if !known || k != p.fields[0].Kind || !rd.NumericField(p.names[0]) {
+			return nil, nil, false, nil
+		}
+		inputs = append(inputs, columnInput{lo: lo, hi: hi, file: rd, runs: runs})
+	}
+	slices.SortFunc(inputs, func(a, b columnInput) int { return cmp.Compare(a.lo, b.lo) })
+	keys := func(in *columnInput) []string {
+		if in.keys == nil {
+			if in.mem != nil {
+				in.keys = in.mem.Series(mf)
+				slices.Sort(in.keys)
+			} else {
+				in.keys = make([]string, len(in.runs))
+				for i, r := range in.runs {
+					in.keys[i] = r.Key
+				}
+			}
+		}
+		return in.keys
+	}
+	contested := map[string]bool{}
+	for i := range inputs {
+		for j := i + 1; j < len(inputs) && inputs[j].lo <= inputs[i].hi; j++ {
+			a, b := keys(&inputs[i]), keys(&inputs[j])
+			for x, y := 0, 0; x < len(a) && y < len(b); {
+				switch c := cmp.Compare(a[x], b[y]); {
+				case c < 0:
+					x++
+				case c > 0:
+					y++
+				default:
+					contested[a[x]] = true
+					x++
+					y++
+				}
+			}
+		}
+	}
+	if len(contested) > 0 {
+		for i := range inputs {
+			inputs[i].runs = slices.DeleteFunc(slices.Clone(inputs[i].runs), func(r sst.Run) bool { return contested[r.Key] })
+		}
+	}
+	return inputs, contested, true, nil
 }
 
 // columnWorkers is how many parts of a file a column scan reads at once:
@@ -172,74 +292,6 @@ func splitRuns(runs []sst.Run, n int, minRows int64) [][]sst.Run {
 		parts = append(parts, runs[from:])
 	}
 	return parts
-}
-
-// columnInput is a memtable or a file a column scan reads, and the range of
-// its rows' sequence numbers.
-type columnInput struct {
-	lo, hi uint64
-	mem    *memtable.Memtable
-	file   *sst.Reader
-	runs   []sst.Run
-}
-
-// columnInputs lists the inputs of p that hold rows for its field, oldest
-// first, and reports whether they can be read column by column: no
-// tombstone in range, every file with a series index and its field in
-// 64-bit numbers, and the inputs' sequence ranges apart, so that their
-// order is the order of their rows' ages.
-func (r *Region) columnInputs(ctx context.Context, p *scanPlan) ([]columnInput, bool, error) {
-	var inputs []columnInput
-	for _, mt := range p.mems {
-		st := mt.Stats()
-		if st.Entries == 0 || st.MaxTS < p.start || st.MinTS >= p.end {
-			continue
-		}
-		if st.Deletes > 0 {
-			return nil, false, nil
-		}
-		inputs = append(inputs, columnInput{lo: st.MinSeq, hi: st.MaxSeq, mem: mt})
-	}
-	match := p.match
-	if match == nil {
-		match = func(string) bool { return true }
-	}
-	for _, id := range p.files {
-		f := p.state.Files[id]
-		runs, err := r.fileRuns(ctx, id, f, match)
-		if err != nil {
-			return nil, false, err
-		}
-		if runs == nil {
-			return nil, false, nil // no series index
-		}
-		if len(runs) == 0 {
-			continue
-		}
-		rd, err := r.opts.Cache.Open(ctx, r.store, r.id.SSTKey(id), f.Size)
-		if err != nil {
-			return nil, false, err
-		}
-		if rd.Tombstones(p.start, p.end) {
-			return nil, false, nil
-		}
-		k, has := rd.FieldKind(p.names[0])
-		if !has {
-			continue // written before the field existed: no values
-		}
-		lo, hi, known := rd.SeqRange()
-		if !known || k != p.fields[0].Kind || !rd.NumericField(p.names[0]) {
-			return nil, false, nil
-		}
-		inputs = append(inputs, columnInput{lo: lo, hi: hi, file: rd, runs: runs})
-	}
-	slices.SortFunc(inputs, func(a, b columnInput) int { return cmp.Compare(a.lo, b.lo) })
-	for i := 1; i < len(inputs); i++ {
-		if inputs[i].lo <= inputs[i-1].hi {
-			return nil, false, nil
-		}
-	}
-	return inputs, true, nil
 }
 
 // ColumnsOf calls emit with the values of field 0 of it's puts, a Column

@@ -80,7 +80,7 @@ func TestScanColumnsMatchesScan(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			_, columnar, err := r.columnInputs(ctx, p)
+			_, _, columnar, err := r.columnInputs(ctx, p)
 			r.unpin(p.files)
 			if err != nil {
 				t.Fatal(err)

@@ -167,21 +167,27 @@ func (r *Region) Scan(ctx context.Context, req ScanRequest) (*Scanner, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Scanner{r: r, ctx: ctx, fields: p.fields, pinned: p.files, size: req.BatchRows}
-	if req.SeriesOnly {
-		keys, err := r.listSeries(ctx, p.mems, p.state, p.files, memtable.Filter{Series: p.match, Start: p.start, End: p.end})
-		if err != nil {
-			s.Close()
-			return nil, err
-		}
-		entries := make([]row.Entry, len(keys))
-		for i, k := range keys {
-			entries[i].Series = k
-		}
-		s.fields = nil
-		s.it = &row.SliceIter{Entries: entries}
-		return s, nil
+	if !req.SeriesOnly {
+		return r.rows(ctx, p, req.BatchRows, p.files)
 	}
+	s := &Scanner{r: r, ctx: ctx, pinned: p.files, size: req.BatchRows}
+	keys, err := r.listSeries(ctx, p.mems, p.state, p.files, memtable.Filter{Series: p.match, Start: p.start, End: p.end})
+	if err != nil {
+		s.Close()
+		return nil, err
+	}
+	entries := make([]row.Entry, len(keys))
+	for i, k := range keys {
+		entries[i].Series = k
+	}
+	s.it = &row.SliceIter{Entries: entries}
+	return s, nil
+}
+
+// rows starts a scan of p's rows, merged. The Scanner takes over the pins
+// of pinned, which its Close (or a failure here) releases.
+func (r *Region) rows(ctx context.Context, p *scanPlan, batchRows int, pinned []string) (*Scanner, error) {
+	s := &Scanner{r: r, ctx: ctx, fields: p.fields, pinned: pinned, size: batchRows}
 	inputs := make([]row.Iterator, 0, len(p.mems)+len(p.files))
 	for _, mt := range p.mems {
 		inputs = append(inputs, mt.Iter(memtable.Filter{Series: p.match, Start: p.start, End: p.end, Fields: p.ordinals}))
