@@ -233,10 +233,17 @@ func (c *capture) sortedRows(frozen bool) []memRow {
 		return c.rows
 	}
 	if frozen {
-		c.s.sortOnce.Do(func() { c.s.frozen = slices.SortedStableFunc(slices.Values(c.s.rows), cmpRow) })
+		c.s.sortOnce.Do(func() { c.s.frozen = sortedCopy(c.s.rows) })
 		return c.s.frozen
 	}
-	return slices.SortedStableFunc(slices.Values(c.rows), cmpRow)
+	return sortedCopy(c.rows)
+}
+
+// sortedCopy is rows in (ts, seq desc) order, in a copy allocated once.
+func sortedCopy(rows []memRow) []memRow {
+	out := slices.Clone(rows)
+	slices.SortStableFunc(out, cmpRow)
+	return out
 }
 
 type iter struct {
