@@ -19,6 +19,7 @@ import (
 	"slices"
 	"sort"
 	"sync"
+	"unsafe"
 
 	"github.com/prometheus/prometheus/model/histogram"
 	"github.com/prometheus/prometheus/model/labels"
@@ -286,9 +287,15 @@ func (qr *querier) scan(ctx context.Context, mt metric, req region.ScanRequest, 
 			if before == 0 {
 				s.ts, s.vs = make([]int64, 0, len(c.TS)), make([]float64, 0, len(c.TS))
 			}
-			for i, t := range c.TS {
-				if c.Null == nil || !c.Null[i] {
-					s.ts, s.vs = append(s.ts, t), append(s.vs, conv(c.Bits[i]))
+			if c.Null == nil && c.Kind == row.Float {
+				// Float payloads are the float64s' bits: two copies.
+				s.ts = append(s.ts, c.TS...)
+				s.vs = append(s.vs, unsafe.Slice((*float64)(unsafe.Pointer(unsafe.SliceData(c.Bits))), len(c.Bits))...)
+			} else {
+				for i, t := range c.TS {
+					if c.Null == nil || !c.Null[i] {
+						s.ts, s.vs = append(s.ts, t), append(s.vs, conv(c.Bits[i]))
+					}
 				}
 			}
 		} else {
