@@ -160,7 +160,7 @@ func (a *API) query(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	a.eval(w, r, func(ctx context.Context) (promql.Query, error) {
-		return a.engine.NewInstantQuery(ctx, a.q, nil, r.FormValue("query"), ts)
+		return a.engine.NewInstantQuery(ctx, a.queryable(r.FormValue("query")), nil, r.FormValue("query"), ts)
 	})
 }
 
@@ -193,8 +193,20 @@ func (a *API) queryRange(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	a.eval(w, r, func(ctx context.Context) (promql.Query, error) {
-		return a.engine.NewRangeQuery(ctx, a.q, nil, r.FormValue("query"), start, end, step)
+		return a.engine.NewRangeQuery(ctx, a.queryable(r.FormValue("query")), nil, r.FormValue("query"), start, end, step)
 	})
+}
+
+// queryable is the Queryable for query: one that computes range
+// functions in the scan if the expression allows it (RollupSafe).
+func (a *API) queryable(query string) *Queryable {
+	expr, err := a.parser.ParseExpr(query)
+	if err != nil || !RollupSafe(expr) {
+		return a.q // a bad expression fails in the engine, with its message
+	}
+	q := *a.q
+	q.Rollups = true
+	return &q
 }
 
 func (a *API) eval(w http.ResponseWriter, r *http.Request, newQuery func(context.Context) (promql.Query, error)) {

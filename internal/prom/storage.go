@@ -77,6 +77,9 @@ type Queryable struct {
 	// MaxSamples bounds the samples one Select reads (0: no bound); over
 	// it, the query fails with ErrTooManySamples.
 	MaxSamples int
+	// Rollups computes the range functions the Select hints name in the
+	// scan (rollup.go): only for queries RollupSafe passes.
+	Rollups bool
 }
 
 var _ storage.Queryable = (*Queryable)(nil)
@@ -144,7 +147,7 @@ func (qr *querier) Select(ctx context.Context, sortSeries bool, hints *storage.S
 			// Labels only (the series API): from the series indexes.
 			ss, err = qr.list(ctx, mt, req, post)
 		} else {
-			ss, n, err = qr.scan(ctx, mt, req, post, qr.q.MaxSamples-samples)
+			ss, n, err = qr.scan(ctx, mt, req, post, qr.q.MaxSamples-samples, hints)
 		}
 		if err != nil {
 			return storage.ErrSeriesSet(err)
@@ -254,7 +257,7 @@ func (qr *querier) list(ctx context.Context, mt metric, req region.ScanRequest, 
 
 // scan reads one metric's series, column by column; budget bounds its
 // samples (<= 0 with a limit set: none left).
-func (qr *querier) scan(ctx context.Context, mt metric, req region.ScanRequest, post []*labels.Matcher, budget int) ([]storage.Series, int, error) {
+func (qr *querier) scan(ctx context.Context, mt metric, req region.ScanRequest, post []*labels.Matcher, budget int, hints *storage.SelectHints) ([]storage.Series, int, error) {
 	byKey := map[string]*series{} // nil: a series the post-scan matchers reject
 	var out []*series
 	n := 0
@@ -313,10 +316,17 @@ func (qr *querier) scan(ctx context.Context, mt metric, req region.ScanRequest, 
 	if err != nil {
 		return nil, n, err
 	}
+	var fn func([]float64) float64
+	if qr.q.Rollups {
+		fn = rollupOf(hints)
+	}
 	// Series with no sample in range are not series of the result.
 	kept := make([]storage.Series, 0, len(out))
 	for _, s := range out {
-		if s.toMillis(); len(s.ts) > 0 {
+		if s.toMillis(); fn != nil {
+			s.rollup(hints, fn)
+		}
+		if len(s.ts) > 0 {
 			kept = append(kept, s)
 		}
 	}
