@@ -16,6 +16,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/stratadb/strata/internal/auth"
+	"github.com/stratadb/strata/internal/datanode"
 	"github.com/stratadb/strata/internal/procflags"
 	"github.com/stratadb/strata/internal/server"
 )
@@ -60,6 +61,7 @@ line-protocol API.`, func(cmd *cobra.Command) error {
 	fs.DurationVar(&cfg.WALWindow, "wal-window", 10*time.Millisecond, "WAL group-commit window: the node writes at most one WAL object per window (per region with --own-wal); fewer object-store PUTs, up to this much more acknowledgement latency (docs/cost.md)")
 	fs.BoolVar(&cfg.OwnWAL, "own-wal", false, "give each region its own WAL instead of the node's shared WAL stream (a PUT per region per window; docs/cost.md)")
 	fs.Int64Var(&cfg.MemoryLimit, "memory-limit", 1<<30, "bound on all memtables together, in bytes (0: none)")
+	fs.Int64Var(&cfg.CacheBytes, "cache-bytes", datanode.DefaultCacheBytes, "bound on the SST cache (open files, and blocks of large files that queries read), in bytes")
 	fs.Int64Var(&cfg.MaxBodyBytes, "max-body-bytes", 64<<20, "largest line-protocol request body, after decompression")
 	fs.DurationVar(&cfg.GCInterval, "gc-interval", 0, "local fast GC of the regions hosted here (0: never; metasrv's scheduler runs GC)")
 	fs.DurationVar(&cfg.FullGCInterval, "full-gc-interval", 0, "local full-listing GC of the regions hosted here (0: never)")

@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/stratadb/strata/internal/auth"
+	"github.com/stratadb/strata/internal/datanode"
 	"github.com/stratadb/strata/internal/server"
 )
 
@@ -74,6 +75,7 @@ the next start replays the write-ahead log.`,
 	f.DurationVar(&cfg.WALWindow, "wal-window", 10*time.Millisecond, "WAL group-commit window: the node writes at most one WAL object per window (per region with --own-wal); fewer object-store PUTs, up to this much more acknowledgement latency (docs/cost.md)")
 	f.BoolVar(&cfg.OwnWAL, "own-wal", false, "give each region its own WAL instead of the node's shared WAL stream (a PUT per region per window; docs/cost.md)")
 	f.Int64Var(&cfg.MemoryLimit, "memory-limit", 1<<30, "bound on all memtables together, in bytes (0: none)")
+	f.Int64Var(&cfg.CacheBytes, "cache-bytes", datanode.DefaultCacheBytes, "bound on the SST cache (open files, and blocks of large files that queries read), in bytes")
 	f.Uint32Var(&cfg.DefaultRegions, "default-regions", 1, "regions of tables created by a write")
 	f.Int64Var(&cfg.MaxBodyBytes, "max-body-bytes", 64<<20, "largest line-protocol request body, after decompression")
 	f.Int("gogc", 200, "Go GC target percentage (the GOGC variable wins if set)")

@@ -27,11 +27,18 @@ func TestMain(m *testing.M) {
 // BenchmarkCompaction compacts TSBS-shaped SSTs (4000 hosts, 10 fields)
 // totalling STRATA_BENCH_COMPACT_MB of input (default 128) in 8 files into
 // one job's outputs, and reports MB/s of input and the peak heap. Run with
-// -benchtime 1x: one op is one whole compaction.
+// -benchtime 1x: one op is one whole compaction. STRATA_BENCH_PAGE_KB
+// sets the outputs' page size (default DefaultPageBytes).
 func BenchmarkCompaction(b *testing.B) {
 	mb := 128
 	if v := os.Getenv("STRATA_BENCH_COMPACT_MB"); v != "" {
 		mb, _ = strconv.Atoi(v)
+	}
+	if v := os.Getenv("STRATA_BENCH_PAGE_KB"); v != "" {
+		kb, _ := strconv.Atoi(v)
+		old := DefaultPageBytes
+		DefaultPageBytes = kb << 10
+		b.Cleanup(func() { DefaultPageBytes = old })
 	}
 	for _, bk := range objstoretest.BenchBackends() {
 		b.Run(bk.Name, func(b *testing.B) {

@@ -141,7 +141,7 @@ func (r *Region) columnInputs(ctx context.Context, p *scanPlan) ([]columnInput, 
 	}
 	for _, id := range p.files {
 		f := p.state.Files[id]
-		runs, err := r.fileRuns(ctx, id, f, match)
+		runs, err := r.fileRuns(ctx, id, f, p, match)
 		if err != nil {
 			return nil, nil, false, err
 		}

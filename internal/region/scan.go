@@ -112,6 +112,8 @@ type scanPlan struct {
 	ordinals   []int    // the fields' ordinals in the region's schema
 	names      []string // the fields' names
 	match      func(string) bool
+	tags       []row.Tag   // match's filters, which files' postings narrow
+	in         []row.TagIn // (fileRuns)
 	start, end int64
 	mems       []*memtable.Memtable
 	state      *manifest.State
@@ -151,7 +153,7 @@ func (r *Region) plan(req *ScanRequest) (*scanPlan, error) {
 	for i, f := range p.fields {
 		p.names[i] = f.Name
 	}
-	p.match = req.seriesFilter()
+	p.match, p.tags, p.in = req.seriesFilter(), req.Tags, req.In
 	p.start, p.end = max(req.Start, r.ttlCutoff()), req.End
 	if p.start >= p.end {
 		p.start = p.end - 1 // everything expired: an empty but valid scan
@@ -194,7 +196,7 @@ func (r *Region) rows(ctx context.Context, p *scanPlan, batchRows int, pinned []
 	}
 	for _, id := range p.files {
 		f := p.state.Files[id]
-		runs, err := r.fileRuns(ctx, id, f, p.match)
+		runs, err := r.fileRuns(ctx, id, f, p, p.match)
 		if err != nil {
 			s.Close()
 			for _, in := range inputs {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/stratadb/strata/internal/manifest"
 	"github.com/stratadb/strata/internal/memtable"
+	"github.com/stratadb/strata/internal/row"
 	"github.com/stratadb/strata/internal/sst"
 )
 
@@ -17,7 +18,103 @@ import (
 // first use. Files leave it once they are no longer live.
 type seriesCache struct {
 	mu    sync.Mutex
-	files map[string]sst.SeriesIndex // by file id
+	files map[string]*fileSeries // by file id
+}
+
+// fileSeries is a file's series index, with what filtered scans look up in
+// it: each series' first row, and the series of each tag value (built on a
+// filtered scan's first use, so a narrow query does not decode every key of
+// the file each time).
+type fileSeries struct {
+	sst.SeriesIndex
+	starts []int64 // starts[i]: Keys[i]'s first row; starts[len(Keys)]: the rows (nil without row counts)
+
+	once     sync.Once
+	postings map[string]map[string][]int32 // tag name -> value -> ordinals of Keys, ascending
+}
+
+func newFileSeries(x sst.SeriesIndex) *fileSeries {
+	fs := &fileSeries{SeriesIndex: x}
+	if len(x.Rows) == len(x.Keys) {
+		fs.starts = make([]int64, len(x.Keys)+1)
+		for i, n := range x.Rows {
+			fs.starts[i+1] = fs.starts[i] + n
+		}
+	}
+	return fs
+}
+
+// candidates returns the ordinals, ascending, of the keys that may pass the
+// filter's tags and in: a superset of those that do (the scan's own match
+// decides). all is true when no filter narrows the set.
+func (fs *fileSeries) candidates(tags []row.Tag, in []row.TagIn) (ords []int32, all bool) {
+	var lists [][]int32
+	for _, t := range tags {
+		if t.Value == "" {
+			continue // series without the tag: no posting lists them
+		}
+		lists = append(lists, fs.lookup(t.Name, t.Value))
+	}
+	for _, f := range in {
+		if slices.Contains(f.Values, "") {
+			continue
+		}
+		var u []int32
+		for _, v := range f.Values {
+			u = append(u, fs.lookup(f.Name, v)...)
+		}
+		slices.Sort(u)
+		lists = append(lists, slices.Compact(u))
+	}
+	if len(lists) == 0 {
+		return nil, true
+	}
+	slices.SortFunc(lists, func(a, b []int32) int { return len(a) - len(b) })
+	ords = slices.Clone(lists[0])
+	for _, l := range lists[1:] {
+		ords = intersect(ords, l)
+	}
+	return ords, false
+}
+
+func (fs *fileSeries) lookup(name, value string) []int32 {
+	fs.once.Do(fs.index)
+	return fs.postings[name][value]
+}
+
+// index builds the postings. A key that does not decode is in none: the
+// scan's match, which decodes it the same way, would not select it either.
+func (fs *fileSeries) index() {
+	fs.postings = map[string]map[string][]int32{}
+	var tags []row.Tag
+	for i, k := range fs.Keys {
+		var err error
+		if tags, err = row.DecodeSeries(tags[:0], k); err != nil {
+			continue
+		}
+		for _, t := range tags {
+			vs := fs.postings[t.Name]
+			if vs == nil {
+				vs = map[string][]int32{}
+				fs.postings[t.Name] = vs
+			}
+			vs[t.Value] = append(vs[t.Value], int32(i))
+		}
+	}
+}
+
+// intersect keeps the elements of a (ascending) that are in b (ascending).
+func intersect(a, b []int32) []int32 {
+	out, j := a[:0], 0
+	for _, v := range a {
+		for j < len(b) && b[j] < v {
+			j++
+		}
+		if j < len(b) && b[j] == v {
+			out = append(out, v)
+		}
+	}
+	return out
 }
 
 // add records the series index of a file this instance wrote. An index
@@ -27,19 +124,19 @@ func (c *seriesCache) add(id string, index []byte) {
 	if err != nil {
 		return
 	}
-	c.put(id, x)
+	c.put(id, newFileSeries(x))
 }
 
-func (c *seriesCache) put(id string, x sst.SeriesIndex) {
+func (c *seriesCache) put(id string, x *fileSeries) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.files == nil {
-		c.files = map[string]sst.SeriesIndex{}
+		c.files = map[string]*fileSeries{}
 	}
 	c.files[id] = x
 }
 
-func (c *seriesCache) get(id string) (sst.SeriesIndex, bool) {
+func (c *seriesCache) get(id string) (*fileSeries, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	x, ok := c.files[id]
@@ -63,11 +160,11 @@ func (c *seriesCache) prune(st *manifest.State) {
 // wrote (a compaction's output), so listing its series reads nothing.
 func (r *Region) AddSeriesIndex(id string, index []byte) { r.seriesIdx.add(id, index) }
 
-// fileRuns are the rows of file id's series that match selects, from its
-// series index: nil if every series is selected or the file has no index.
-// An index that cannot be read only costs the scan its help: the scan
-// reads the file's series column instead (fsck reports the index).
-func (r *Region) fileRuns(ctx context.Context, id string, f manifest.FileMeta, match func(string) bool) ([]sst.Run, error) {
+// fileRuns are the rows of file id's series that p's filter and match
+// select, from its series index: nil if every series is selected or the
+// file has no index. An index that cannot be read only costs the scan its
+// help: the scan then filters the file's rows itself.
+func (r *Region) fileRuns(ctx context.Context, id string, f manifest.FileMeta, p *scanPlan, match func(string) bool) ([]sst.Run, error) {
 	if match == nil || !f.Series {
 		return nil, nil
 	}
@@ -82,17 +179,27 @@ func (r *Region) fileRuns(ctx context.Context, id string, f manifest.FileMeta, m
 			return nil, nil
 		}
 	}
-	runs := []sst.Run{}
-	var at int64
-	for i, k := range x.Keys {
-		if match(k) {
-			runs = append(runs, sst.Run{Key: k, Start: at, End: at + x.Rows[i]})
-		}
-		at += x.Rows[i]
+	if x.starts == nil {
+		return nil, nil // keys read from the SST itself: no row counts
 	}
-	if f.Rows > 0 && at != f.Rows {
-		r.log.Warn("series index disagrees with its file; scanning without it", "file", id, "index_rows", at, "file_rows", f.Rows)
+	if rows := x.starts[len(x.Keys)]; f.Rows > 0 && rows != f.Rows {
+		r.log.Warn("series index disagrees with its file; scanning without it", "file", id, "index_rows", rows, "file_rows", f.Rows)
 		return nil, nil
+	}
+	runs := []sst.Run{}
+	add := func(i int) {
+		if k := x.Keys[i]; match(k) {
+			runs = append(runs, sst.Run{Key: k, Start: x.starts[i], End: x.starts[i+1]})
+		}
+	}
+	if ords, all := x.candidates(p.tags, p.in); all {
+		for i := range x.Keys {
+			add(i)
+		}
+	} else {
+		for _, i := range ords {
+			add(int(i))
+		}
 	}
 	return runs, nil
 }
@@ -123,7 +230,11 @@ func (r *Region) listSeries(ctx context.Context, mems []*memtable.Memtable, st *
 		go func() {
 			defer func() { <-sem; wg.Done() }()
 			x, err := r.loadSeries(ctx, id, st.Files[id])
-			lists[i+1], errs[i] = x.Keys, err
+			if err != nil {
+				errs[i] = err
+				return
+			}
+			lists[i+1] = x.Keys
 		}()
 	}
 	wg.Wait()
@@ -145,20 +256,20 @@ func (r *Region) listSeries(ctx context.Context, mems []*memtable.Memtable, st *
 // loadSeries reads file id's series index and caches it. A file written
 // before series indexes existed has none: its series are read from the SST
 // itself (the only SST read a listing makes).
-func (r *Region) loadSeries(ctx context.Context, id string, f manifest.FileMeta) (sst.SeriesIndex, error) {
+func (r *Region) loadSeries(ctx context.Context, id string, f manifest.FileMeta) (*fileSeries, error) {
 	var x sst.SeriesIndex
 	if f.Series {
 		data, err := r.store.Get(ctx, r.id.SeriesKey(id))
 		if err != nil {
-			return x, fmt.Errorf("read %s: %w", r.id.SeriesKey(id), err)
+			return nil, fmt.Errorf("read %s: %w", r.id.SeriesKey(id), err)
 		}
 		if x, err = sst.DecodeSeriesIndex(data); err != nil {
-			return x, fmt.Errorf("%s: %w", r.id.SeriesKey(id), err)
+			return nil, fmt.Errorf("%s: %w", r.id.SeriesKey(id), err)
 		}
 	} else {
 		rd, err := r.opts.Cache.Open(ctx, r.store, r.id.SSTKey(id), f.Size)
 		if err != nil {
-			return x, err
+			return nil, err
 		}
 		it := rd.Iter(sst.Filter{Start: AllTime, End: AllTimeEnd, Fields: []string{}})
 		for it.Next() {
@@ -171,9 +282,10 @@ func (r *Region) loadSeries(ctx context.Context, id string, f manifest.FileMeta)
 		err = it.Err()
 		it.Close()
 		if err != nil {
-			return x, fmt.Errorf("read the series of %s: %w", r.id.SSTKey(id), err)
+			return nil, fmt.Errorf("read the series of %s: %w", r.id.SSTKey(id), err)
 		}
 	}
-	r.seriesIdx.put(id, x)
-	return x, nil
+	fs := newFileSeries(x)
+	r.seriesIdx.put(id, fs)
+	return fs, nil
 }

@@ -4,9 +4,12 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"math"
+	"math/rand"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/oklog/ulid/v2"
 
@@ -117,4 +120,76 @@ func TestListSeries(t *testing.T) {
 		t.Fatalf("scan: %q", got)
 	}
 	closeRegion(t, r, false)
+}
+
+// A file's postings narrow a filtered scan to the series its filter
+// selects: for random keys (tags present or absent) and random filters
+// (equalities, sets, "" for an absent tag), the runs fileRuns returns are
+// exactly those of the keys the filter matches, in key order.
+func TestPostingsSelectWhatTheFilterMatches(t *testing.T) {
+	seed := time.Now().UnixNano()
+	t.Logf("seed %d", seed)
+	rng := rand.New(rand.NewSource(seed))
+	vals := []string{"", "a", "b", "c", "d"}
+	names := []string{"dc", "host", "rack"}
+	r := &Region{}
+	for round := range 200 {
+		set := map[string]bool{}
+		for range 1 + rng.Intn(60) {
+			var tags []row.Tag
+			for _, n := range names {
+				if v := vals[rng.Intn(len(vals))]; v != "" {
+					tags = append(tags, row.Tag{Name: n, Value: v})
+				}
+			}
+			k, err := row.EncodeSeries(nil, tags)
+			if err != nil {
+				t.Fatal(err)
+			}
+			set[string(k)] = true
+		}
+		var x sst.SeriesIndex
+		for k := range set {
+			x.Keys = append(x.Keys, k)
+		}
+		slices.Sort(x.Keys)
+		var rows int64
+		for range x.Keys {
+			n := int64(1 + rng.Intn(5))
+			x.Rows, rows = append(x.Rows, n), rows+n
+		}
+		var req ScanRequest
+		for range rng.Intn(3) {
+			req.Tags = append(req.Tags, row.Tag{Name: names[rng.Intn(3)], Value: vals[rng.Intn(len(vals))]})
+		}
+		for range rng.Intn(3) {
+			f := row.TagIn{Name: names[rng.Intn(3)]}
+			for range rng.Intn(4) {
+				f.Values = append(f.Values, vals[rng.Intn(len(vals))])
+			}
+			req.In = append(req.In, f)
+		}
+		match := req.seriesFilter()
+		if match == nil {
+			continue
+		}
+		id := fmt.Sprint(round)
+		r.seriesIdx.put(id, newFileSeries(x))
+		p := &scanPlan{match: match, tags: req.Tags, in: req.In}
+		got, err := r.fileRuns(context.Background(), id, manifest.FileMeta{Series: true, Rows: rows}, p, match)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := []sst.Run{}
+		var at int64
+		for i, k := range x.Keys {
+			if match(k) {
+				want = append(want, sst.Run{Key: k, Start: at, End: at + x.Rows[i]})
+			}
+			at += x.Rows[i]
+		}
+		if !slices.Equal(got, want) {
+			t.Fatalf("round %d, filter %+v over %q:\ngot  %v\nwant %v", round, req, x.Keys, got, want)
+		}
+	}
 }

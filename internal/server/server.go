@@ -4,6 +4,7 @@
 package server
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -18,6 +19,7 @@ import (
 
 	"google.golang.org/grpc/credentials"
 
+	"github.com/stratadb/strata/internal/sst"
 	"github.com/stratadb/strata/internal/tlsutil"
 
 	"github.com/stratadb/strata/internal/version"
@@ -68,6 +70,9 @@ type Config struct {
 	// bounds every region's memtables together).
 	FlushBytes  int64
 	MemoryLimit int64
+	// CacheBytes bounds the SST cache: open files, and the blocks scans
+	// read of files read in ranges (0: datanode.DefaultCacheBytes).
+	CacheBytes int64
 	// WALWindow is the WAL group-commit window: how long the first write
 	// of a group waits for others (0: no wait, the lowest latency;
 	// docs/cost.md).
@@ -235,6 +240,8 @@ func (s *Server) start(ctx context.Context) error {
 	if cfg.MemoryLimit > 0 {
 		ropts.Budget = region.NewMemoryBudget(cfg.MemoryLimit)
 	}
+	ropts.Cache = sst.NewCache(cmp.Or(cfg.CacheBytes, datanode.DefaultCacheBytes))
+	s.Registry.MustRegister(newCacheCollector(ropts.Cache))
 	transport, err := cfg.TLS.DialOption()
 	if err != nil {
 		return err

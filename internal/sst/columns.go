@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"math"
 	"sort"
+
+	"github.com/parquet-go/parquet-go"
 )
 
 // SeriesColumn is one series' values of one numeric field, in ts order:
@@ -160,8 +162,8 @@ func (c *columnReader) open(g int) (bool, error) {
 		return false, nil
 	}
 	chunks := rg.ColumnChunks()
-	c.ts = &colStream{pages: chunks[c.r.cols[ColTS]].Pages(), numeric: true}
-	c.vals = &colStream{pages: chunks[c.field].Pages(), numeric: true}
+	c.ts = &colStream{pages: c.r.scanPages(chunks[c.r.cols[ColTS]]), numeric: true}
+	c.vals = &colStream{pages: c.r.scanPages(chunks[c.field]), numeric: true}
 	return true, nil
 }
 
@@ -189,4 +191,13 @@ func (c *columnReader) close() {
 		c.vals.close()
 		c.ts, c.vals = nil, nil
 	}
+}
+
+// scanPages returns a column chunk's pages, read through the reader's
+// cache for a ranged file that a Cache opened.
+func (r *Reader) scanPages(c parquet.ColumnChunk) parquet.Pages {
+	if fc, ok := c.(*parquet.FileColumnChunk); ok && r.pages != r.ra {
+		return fc.PagesFrom(r.pages)
+	}
+	return c.Pages()
 }

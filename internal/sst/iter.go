@@ -39,7 +39,9 @@ type Filter struct {
 	// request of the store, instead of one or more per column, and holds
 	// it while the group is read: for reads of every row of every column
 	// (compaction), it saves round trips and per-request costs. Larger row
-	// groups are read per column, through a 256 KiB buffer each.
+	// groups are read per column, through a 256 KiB buffer each. Either
+	// way these reads bypass the cache's blocks (Cache), which other
+	// scans of ranged files read through.
 	GroupBytes int64
 }
 
@@ -362,8 +364,10 @@ func (it *iter) nextGroup() bool {
 			var pages parquet.Pages
 			if fc, ok := chunks[c].(*parquet.FileColumnChunk); ok && group != nil {
 				pages = fc.PagesFrom(group)
+			} else if it.f.GroupBytes > 0 {
+				pages = chunks[c].Pages() // compaction's: not cached
 			} else {
-				pages = chunks[c].Pages()
+				pages = it.r.scanPages(chunks[c])
 			}
 			s := &colStream{pages: pages, numeric: it.r.numeric[c]}
 			it.open = append(it.open, s)

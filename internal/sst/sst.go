@@ -605,6 +605,9 @@ type Reader struct {
 	cols  map[string]int      // leaf column index by name
 	kinds map[string]row.Kind // field kinds
 	ra    io.ReaderAt         // what file reads from: whole bytes, or a *rangeReader
+	// pages is what scans read pages from: ra, or a ranged file's blocks
+	// through the cache that opened it.
+	pages io.ReaderAt
 	// numeric[c]: leaf column c is a top-level Double or Int64 column,
 	// which the iterator reads from pages' values directly (colStream).
 	numeric []bool
@@ -628,7 +631,7 @@ func Open(ctx context.Context, store objstore.Bucket, key string, size int64) (*
 		}
 		ra = bytes.NewReader(data)
 	} else {
-		rr := &rangeReader{ctx: ctx, store: store, key: key}
+		rr := &rangeReader{ctx: ctx, store: store, key: key, size: size}
 		if err := rr.readTail(size); err != nil {
 			return nil, err
 		}
@@ -646,7 +649,7 @@ func Open(ctx context.Context, store objstore.Bucket, key string, size int64) (*
 	if v, _ := f.Lookup(formatKey); v != formatValue {
 		return nil, fmt.Errorf("%w: %s has format %q, want %q", ErrCorrupt, key, v, formatValue)
 	}
-	r := &Reader{key: key, file: f, cols: map[string]int{}, kinds: map[string]row.Kind{}, ra: ra,
+	r := &Reader{key: key, file: f, cols: map[string]int{}, kinds: map[string]row.Kind{}, ra: ra, pages: ra,
 		numeric: make([]bool, len(f.Schema().Columns())), optional: make([]bool, len(f.Schema().Columns()))}
 	for _, leaf := range f.Root().Columns() {
 		r.cols[leaf.Name()] = leaf.Index()
@@ -723,6 +726,7 @@ type rangeReader struct {
 	ctx   context.Context
 	store objstore.Bucket
 	key   string
+	size  int64
 	// The file's last bytes, from tailOff: the footer and page indexes,
 	// which opening reads piece by piece (five reads of the store,
 	// one after another, without it).
