@@ -4,13 +4,15 @@ import (
 	"os"
 	"runtime/pprof"
 	"runtime/trace"
+	"strings"
 	"testing"
 )
 
 // ProfileEnv names a file that StartProfile writes a CPU profile of the
 // measured section to. Unlike go test -cpuprofile, it leaves out the
 // benchmark's set-up (loading data, flushing), which often costs more
-// than the operation measured.
+// than the operation measured. A "%s" in it is replaced by the
+// benchmark's name, for one file per sub-benchmark.
 const ProfileEnv = "STRATA_BENCH_CPUPROFILE"
 
 // TraceEnv names a file that StartProfile writes an execution trace of the
@@ -26,6 +28,8 @@ func StartProfile(b *testing.B) (stop func()) {
 	if path == "" {
 		return stopTrace
 	}
+	// One file per (sub-)benchmark when the path asks for its name.
+	path = strings.ReplaceAll(path, "%s", strings.ReplaceAll(b.Name(), "/", "_"))
 	f, err := os.Create(path)
 	if err != nil {
 		b.Fatalf("benchutil: cpu profile: %v", err)

@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/prometheus/storage"
 	"github.com/prometheus/prometheus/util/annotations"
 
+	"github.com/stratadb/strata/internal/benchutil"
 	"github.com/stratadb/strata/internal/compact"
 	"github.com/stratadb/strata/internal/datanode"
 	"github.com/stratadb/strata/internal/objstore"
@@ -97,6 +98,8 @@ func BenchmarkPromQL(b *testing.B) {
 				q = &heldQueryable{q: q}
 			}
 			var lat []time.Duration
+			stop := benchutil.StartProfile(b)
+			defer stop()
 			for b.Loop() {
 				t0 := time.Now()
 				var qry promql.Query

@@ -2,12 +2,12 @@ package prom
 
 import (
 	"math"
-	"sort"
 
 	"github.com/prometheus/prometheus/model/value"
 	"github.com/prometheus/prometheus/promql/parser"
 	"github.com/prometheus/prometheus/storage"
 	"github.com/prometheus/prometheus/util/kahansum"
+	"github.com/stratadb/strata/internal/row"
 )
 
 // Range functions computed in the scan ("rollups").
@@ -71,51 +71,122 @@ func rollupOf(hints *storage.SelectHints) func([]float64) float64 {
 	return rollups[hints.Func]
 }
 
+// roller computes a rollup over a series' samples as they come, in time
+// order (milliseconds): it holds only the open window's values, so a wide
+// query does not build every sample's arrays first.
+type roller struct {
+	fn         func([]float64) float64
+	step, rng  int64
+	end        int64
+	t          int64     // the open window's evaluation time: its window is (t - rng, t]
+	done       bool      // past the last window
+	win        []float64 // the open window's values, stale markers left out
+	ts         []int64   // the closed windows' times and values
+	vs         []float64
+	pending    bool // a sample not yet placed: a later one in its millisecond replaces it
+	lastT      int64
+	lastV      float64
+	lastNs     int64 // the last sample's time as given to addNs
+	anySamples bool
+}
+
+func newRoller(hints *storage.SelectHints, fn func([]float64) float64) *roller {
+	r := &roller{fn: fn, step: hints.Step, rng: hints.Range, end: hints.End, t: hints.Start + hints.Range - 1}
+	r.done = r.t > r.end
+	return r
+}
+
+// add takes the next sample, at ms t (not before the last one's).
+func (r *roller) add(t int64, v float64) {
+	if r.pending && t == r.lastT {
+		r.lastV = v // of two samples in one millisecond, the later stands
+		return
+	}
+	r.place()
+	r.pending, r.lastT, r.lastV = true, t, v
+}
+
+// addColumn takes a column's samples (ns, the payloads of kind k; none
+// where null), all after every earlier sample.
+func (r *roller) addColumn(ts []int64, bits []uint64, null []bool, k row.Kind) int {
+	if len(ts) > 0 {
+		r.lastNs, r.anySamples = ts[len(ts)-1], true
+	}
+	if null != nil || k != row.Float {
+		conv, n := floats(k), 0
+		for i, t := range ts {
+			if null == nil || !null[i] {
+				r.add(nsToMs(t), conv(bits[i]))
+				n++
+			}
+		}
+		return n
+	}
+	// Floats without nulls, the common column: add and place inlined.
+	for i, t := range ts {
+		ms, v := nsToMs(t), math.Float64frombits(bits[i])
+		if r.pending && ms == r.lastT {
+			r.lastV = v
+			continue
+		}
+		if r.pending {
+			r.place()
+		}
+		r.pending, r.lastT, r.lastV = true, ms, v
+	}
+	return len(ts)
+}
+
+// place puts the pending sample in its window, closing the windows before.
+func (r *roller) place() {
+	if !r.pending {
+		return
+	}
+	r.pending = false
+	if r.lastT > r.t {
+		for !r.done && r.lastT > r.t {
+			r.close()
+		}
+	}
+	if r.done || r.lastT <= r.t-r.rng || value.IsStaleNaN(r.lastV) {
+		return // between windows, past the last, or a stale marker
+	}
+	r.win = append(r.win, r.lastV)
+}
+
+// close closes the open window and opens the next.
+func (r *roller) close() {
+	if len(r.win) > 0 {
+		r.ts, r.vs = append(r.ts, r.t), append(r.vs, r.fn(r.win))
+		r.win = r.win[:0]
+	}
+	if r.step == 0 {
+		r.done = true
+		return
+	}
+	r.t += r.step
+	r.done = r.t > r.end
+}
+
+// finish closes the open window and returns the windows' samples.
+func (r *roller) finish() ([]int64, []float64) {
+	r.place()
+	if !r.done {
+		r.close()
+	}
+	return r.ts, r.vs
+}
+
 // rollup replaces the series' samples (in milliseconds) by one a window
 // of hints' evaluation times that holds any, at that time, holding fn of
 // the window's samples. Stale markers are left out, as the engine leaves
 // them out of range selectors.
 func (s *series) rollup(hints *storage.SelectHints, fn func([]float64) float64) {
-	first := hints.Start + hints.Range - 1 // the first evaluation time
-	var ts []int64
-	var vs []float64
-	i := 0
-	for t := first; t <= hints.End; t += max(hints.Step, 1) {
-		// The window (t - range, t].
-		i += sort.Search(len(s.ts)-i, func(k int) bool { return s.ts[i+k] > t-hints.Range })
-		j := i
-		for j < len(s.ts) && s.ts[j] <= t {
-			j++
-		}
-		win := s.vs[i:j:j]
-		if stale := countStale(win); stale > 0 {
-			clean := make([]float64, 0, len(win)-stale)
-			for _, v := range win {
-				if !value.IsStaleNaN(v) {
-					clean = append(clean, v)
-				}
-			}
-			win = clean
-		}
-		if len(win) > 0 {
-			ts, vs = append(ts, t), append(vs, fn(win))
-		}
-		i = j
-		if hints.Step == 0 {
-			break
-		}
+	r := newRoller(hints, fn)
+	for i, t := range s.ts {
+		r.add(t, s.vs[i])
 	}
-	s.ts, s.vs = ts, vs
-}
-
-func countStale(vs []float64) int {
-	n := 0
-	for _, v := range vs {
-		if value.IsStaleNaN(v) {
-			n++
-		}
-	}
-	return n
+	s.ts, s.vs = r.finish()
 }
 
 func sumOverTime(vs []float64) float64 {

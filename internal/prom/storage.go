@@ -14,11 +14,13 @@ package prom
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"slices"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"unsafe"
 
 	"github.com/prometheus/prometheus/model/histogram"
@@ -256,13 +258,48 @@ func (qr *querier) list(ctx context.Context, mt metric, req region.ScanRequest, 
 }
 
 // scan reads one metric's series, column by column; budget bounds its
-// samples (<= 0 with a limit set: none left).
+// samples (<= 0 with a limit set: none left). With a rollup to compute,
+// each series' columns are rolled up as they come if they come in time
+// order, as they do unless rows were written out of order across files;
+// if not, the scan is read again with the samples kept.
 func (qr *querier) scan(ctx context.Context, mt metric, req region.ScanRequest, post []*labels.Matcher, budget int, hints *storage.SelectHints) ([]storage.Series, int, error) {
+	var fn func([]float64) float64
+	if qr.q.Rollups {
+		fn = rollupOf(hints)
+	}
+	if fn != nil {
+		ss, n, err := qr.scanWith(ctx, mt, req, post, budget, hints, fn, true)
+		if !errors.Is(err, errUnordered) {
+			return ss, n, err
+		}
+		unorderedRescans.Add(1)
+	}
+	return qr.scanWith(ctx, mt, req, post, budget, hints, fn, false)
+}
+
+// errUnordered: a series' column came before its samples so far, which a
+// rollup computed as the columns come cannot take.
+var errUnordered = errors.New("prom: a series' columns out of time order")
+
+var unorderedRescans atomic.Int64
+
+func (qr *querier) scanWith(ctx context.Context, mt metric, req region.ScanRequest, post []*labels.Matcher, budget int, hints *storage.SelectHints, fn func([]float64) float64, fused bool) ([]storage.Series, int, error) {
 	byKey := map[string]*series{} // nil: a series the post-scan matchers reject
 	var out []*series
 	n := 0
 	l := labeler{name: mt.name, post: post}
 	var mu sync.Mutex // emit is called from several goroutines; a series from one at a time
+	// count adds a column's samples to the query's, within its budget.
+	count := func(added int) error {
+		mu.Lock()
+		n += added
+		over := qr.q.MaxSamples > 0 && n > budget
+		mu.Unlock()
+		if over {
+			return fmt.Errorf("%w (limit %d)", ErrTooManySamples, qr.q.MaxSamples)
+		}
+		return nil
+	}
 	err := qr.q.Engine.ScanColumns(ctx, mt.table, req, func(c *region.Column) error {
 		mu.Lock()
 		s, seen := byKey[c.Series]
@@ -281,6 +318,14 @@ func (qr *querier) scan(ctx context.Context, mt metric, req region.ScanRequest, 
 		mu.Unlock()
 		if s == nil {
 			return nil
+		}
+		if fused {
+			if s.roll == nil {
+				s.roll = newRoller(hints, fn)
+			} else if s.roll.anySamples && c.TS[0] <= s.roll.lastNs {
+				return errUnordered
+			}
+			return count(s.roll.addColumn(c.TS, c.Bits, c.Null, c.Kind))
 		}
 		before := len(s.ts)
 		conv := floats(c.Kind)
@@ -304,27 +349,23 @@ func (qr *querier) scan(ctx context.Context, mt metric, req region.ScanRequest, 
 		} else {
 			s.merge(c, conv)
 		}
-		mu.Lock()
-		n += len(s.ts) - before
-		over := qr.q.MaxSamples > 0 && n > budget
-		mu.Unlock()
-		if over {
-			return fmt.Errorf("%w (limit %d)", ErrTooManySamples, qr.q.MaxSamples)
-		}
-		return nil
+		return count(len(s.ts) - before)
 	})
 	if err != nil {
 		return nil, n, err
 	}
-	var fn func([]float64) float64
-	if qr.q.Rollups {
-		fn = rollupOf(hints)
-	}
 	// Series with no sample in range are not series of the result.
 	kept := make([]storage.Series, 0, len(out))
 	for _, s := range out {
-		if s.toMillis(); fn != nil {
+		switch {
+		case s.roll != nil:
+			s.ts, s.vs = s.roll.finish()
+			s.roll = nil
+		case fn != nil:
+			s.toMillis()
 			s.rollup(hints, fn)
+		default:
+			s.toMillis()
 		}
 		if len(s.ts) > 0 {
 			kept = append(kept, s)
@@ -508,6 +549,7 @@ type series struct {
 	labels labels.Labels
 	ts     []int64
 	vs     []float64
+	roll   *roller // while a scan rolls the series up as its columns come
 }
 
 func (s *series) Labels() labels.Labels { return s.labels }
