@@ -15,6 +15,7 @@ import (
 	"github.com/stratadb/strata/internal/objstore/objstoretest"
 	"github.com/stratadb/strata/internal/region"
 	"github.com/stratadb/strata/internal/row"
+	"github.com/stratadb/strata/internal/sst"
 	"github.com/stratadb/strata/internal/tsbs"
 )
 
@@ -28,7 +29,7 @@ func TestMain(m *testing.M) {
 // totalling STRATA_BENCH_COMPACT_MB of input (default 128) in 8 files into
 // one job's outputs, and reports MB/s of input and the peak heap. Run with
 // -benchtime 1x: one op is one whole compaction. STRATA_BENCH_PAGE_KB
-// sets the outputs' page size (default DefaultPageBytes).
+// sets the page size (default sst.DefaultPageBytes).
 func BenchmarkCompaction(b *testing.B) {
 	mb := 128
 	if v := os.Getenv("STRATA_BENCH_COMPACT_MB"); v != "" {
@@ -36,9 +37,9 @@ func BenchmarkCompaction(b *testing.B) {
 	}
 	if v := os.Getenv("STRATA_BENCH_PAGE_KB"); v != "" {
 		kb, _ := strconv.Atoi(v)
-		old := DefaultPageBytes
-		DefaultPageBytes = kb << 10
-		b.Cleanup(func() { DefaultPageBytes = old })
+		old := sst.DefaultPageBytes
+		sst.DefaultPageBytes = kb << 10
+		b.Cleanup(func() { sst.DefaultPageBytes = old })
 	}
 	for _, bk := range objstoretest.BenchBackends() {
 		b.Run(bk.Name, func(b *testing.B) {

@@ -336,7 +336,7 @@ func (j *Job) encodeAndUpload(ctx context.Context, id string, at time.Time, fiel
 	}()
 	// NB: unbuffered: the pipe copies each write anyway, and its reader
 	// waits for a whole read's worth, however small the writes.
-	meta, err := sst.Write(sp, fields, src, sst.WriteOptions{RowGroupRows: j.opts.RowGroupRows, PageBytes: j.opts.PageBytes, Parallel: runtime.GOMAXPROCS(0), NoNulls: noNulls, SeriesIndex: true})
+	meta, err := sst.Write(sp, fields, src, sst.WriteOptions{RowGroupRows: j.opts.RowGroupRows, Parallel: runtime.GOMAXPROCS(0), NoNulls: noNulls, SeriesIndex: true})
 	if err == nil && ctx.Err() != nil {
 		err = ErrCancelled // before the upload has read the end
 	}

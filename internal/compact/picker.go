@@ -40,9 +40,6 @@ type Options struct {
 	MaxOutputBytes int64
 	// RowGroupRows is the outputs' row group size (default 100k).
 	RowGroupRows int64
-	// PageBytes is the uncompressed size the outputs' pages are cut at
-	// (default DefaultPageBytes).
-	PageBytes int
 	// OnStage, if set, is called as the job passes each stage, with the
 	// job's context (cancelled when the job is). Tests pause jobs here.
 	OnStage func(ctx context.Context, s Stage)
@@ -61,17 +58,7 @@ func (o *Options) defaults() {
 	if o.MaxOutputBytes <= 0 {
 		o.MaxOutputBytes = DefaultMaxOutputBytes
 	}
-	if o.PageBytes <= 0 {
-		o.PageBytes = DefaultPageBytes
-	}
 }
-
-// DefaultPageBytes cuts compaction outputs' pages at 64 KiB, not
-// parquet-go's 256 KiB: a query for a few series decodes a page of each
-// column it reads per series, and at 256 KiB a page of timestamps holds
-// hundreds of thousands of rows (docs/design-decisions.md, "Compaction
-// writes small pages").
-var DefaultPageBytes = 64 << 10
 
 // windowLadder are the windows Strata infers from.
 var windowLadder = []time.Duration{time.Hour, 2 * time.Hour, 12 * time.Hour, 24 * time.Hour, 7 * 24 * time.Hour, 30 * 24 * time.Hour, 365 * 24 * time.Hour}

@@ -6,6 +6,7 @@ package sst
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -47,7 +48,7 @@ type WriteOptions struct {
 	// the faster level lets flushes keep up with ingest.
 	Compression Compression
 	// PageBytes is the uncompressed size a page is cut at (default
-	// parquet-go's, 256 KiB).
+	// DefaultPageBytes).
 	PageBytes int
 	// NoNulls[j] promises that field j has a value in every put (what a
 	// memtable or the inputs' statistics show): its column is then
@@ -170,9 +171,7 @@ func Write(w io.Writer, fields []schema.Field, it row.Iterator, opts WriteOption
 		parquet.KeyValueMetadata(formatKey, formatValue),
 		parquet.CreatedBy("strata", "1", ""),
 	}
-	if opts.PageBytes > 0 {
-		wopts = append(wopts, parquet.PageBufferSize(opts.PageBytes))
-	}
+	wopts = append(wopts, parquet.PageBufferSize(cmp.Or(opts.PageBytes, DefaultPageBytes)))
 	pw := parquet.NewWriter(cw, wopts...)
 	// The calling goroutine only copies entries into small batches; each
 	// row group has a worker that turns its batches into column values,
@@ -592,6 +591,13 @@ func (c *countingWriter) Write(p []byte) (int, error) {
 	c.n += int64(n)
 	return n, err
 }
+
+// DefaultPageBytes cuts pages at 64 KiB, not parquet-go's 256 KiB: a
+// query for a few series decodes a page of each column it reads per series
+// and file, and at 256 KiB a page of values holds 32,768 rows (of a dozen
+// series at a 10 s interval over 12 h). A variable for benchmarks
+// (STRATA_BENCH_PAGE_KB); docs/design-decisions.md, "Pages of 64 KiB".
+var DefaultPageBytes = 64 << 10
 
 // WholeFileLimit: SSTs up to this size are read with one GET; larger ones
 // with ranged GETs through a 1 MiB read buffer, which bounds a scan's memory
