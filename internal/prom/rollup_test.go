@@ -26,7 +26,9 @@ import (
 // engine's own results to the bit, for range and instant queries, with
 // steps from the range up, under aggregations and in binary expressions,
 // over series with irregular and sub-millisecond timestamps, sums that
-// overflow and overwrites, in files and memtables. Queries that
+// overflow and overwrites, in files and memtables: over a table whose
+// files hold apart stretches of time (rolled up as its columns come) and
+// one whose files overlap (read again, keeping every sample). Queries that
 // cannot be rolled up (steps under the range, other functions) must match
 // too, and RollupSafe must refuse subqueries, @ and offsets.
 func TestRollupsMatchEngine(t *testing.T) {
