@@ -19,6 +19,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/stratadb/strata/internal/row"
 	"github.com/stratadb/strata/internal/version"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -217,18 +218,29 @@ func (h *Handler) serveWrite(w http.ResponseWriter, r *http.Request, v2 bool) in
 		return fail(apiError{http.StatusBadRequest, "invalid", fmt.Sprintf("unable to parse %d of %d lines, nothing written: %s%s",
 			len(errs), len(errs)+len(points), strings.Join(msgs, "; "), more)})
 	}
-	// Group by table, keeping each point's line for error messages.
+	// Group by table, keeping each point's line for error messages; each
+	// table's slices sized once (grown by doubling, they were a tenth of
+	// a write's allocation).
 	var batches []datanode.TableBatch
 	var lines [][]int
 	idx := map[string]int{}
+	var counts []int
+	for i := range points {
+		j, ok := idx[points[i].Measurement]
+		if !ok {
+			j = len(counts)
+			idx[points[i].Measurement] = j
+			counts = append(counts, 0)
+		}
+		counts[j]++
+	}
+	batches, lines = make([]datanode.TableBatch, len(counts)), make([][]int, len(counts))
 	for i := range points {
 		pt := &points[i]
-		j, ok := idx[pt.Measurement]
-		if !ok {
-			j = len(batches)
-			idx[pt.Measurement] = j
-			batches = append(batches, datanode.TableBatch{Table: pt.Measurement})
-			lines = append(lines, nil)
+		j := idx[pt.Measurement]
+		if batches[j].Points == nil {
+			batches[j] = datanode.TableBatch{Table: pt.Measurement, Points: make([]row.Point, 0, counts[j])}
+			lines[j] = make([]int, 0, counts[j])
 		}
 		batches[j].Points = append(batches[j].Points, pt.Point)
 		lines[j] = append(lines[j], pt.Line)
