@@ -86,7 +86,7 @@ type roller struct {
 	pending    bool // a sample not yet placed: a later one in its millisecond replaces it
 	lastT      int64
 	lastV      float64
-	lastNs     int64 // the last sample's time as given to addNs
+	lastNs     int64 // the last sample's time as given to addColumn (ns)
 	anySamples bool
 }
 
@@ -129,9 +129,7 @@ func (r *roller) addColumn(ts []int64, bits []uint64, null []bool, k row.Kind) i
 			r.lastV = v
 			continue
 		}
-		if r.pending {
-			r.place()
-		}
+		r.place()
 		r.pending, r.lastT, r.lastV = true, ms, v
 	}
 	return len(ts)
@@ -143,10 +141,8 @@ func (r *roller) place() {
 		return
 	}
 	r.pending = false
-	if r.lastT > r.t {
-		for !r.done && r.lastT > r.t {
-			r.close()
-		}
+	for !r.done && r.lastT > r.t {
+		r.close()
 	}
 	if r.done || r.lastT <= r.t-r.rng || value.IsStaleNaN(r.lastV) {
 		return // between windows, past the last, or a stale marker

@@ -281,6 +281,8 @@ func (qr *querier) scan(ctx context.Context, mt metric, req region.ScanRequest, 
 // rollup computed as the columns come cannot take.
 var errUnordered = errors.New("prom: a series' columns out of time order")
 
+// unorderedRescans counts scans read again for errUnordered (tests check
+// which path a query took).
 var unorderedRescans atomic.Int64
 
 func (qr *querier) scanWith(ctx context.Context, mt metric, req region.ScanRequest, post []*labels.Matcher, budget int, hints *storage.SelectHints, fn func([]float64) float64, fused bool) ([]storage.Series, int, error) {
@@ -322,7 +324,7 @@ func (qr *querier) scanWith(ctx context.Context, mt metric, req region.ScanReque
 		if fused {
 			if s.roll == nil {
 				s.roll = newRoller(hints, fn)
-			} else if s.roll.anySamples && c.TS[0] <= s.roll.lastNs {
+			} else if s.roll.anySamples && len(c.TS) > 0 && c.TS[0] <= s.roll.lastNs {
 				return errUnordered
 			}
 			return count(s.roll.addColumn(c.TS, c.Bits, c.Null, c.Kind))

@@ -82,16 +82,14 @@ func (fs *fileSeries) lookup(name, value string) []int32 {
 	return fs.postings[name][value]
 }
 
-// index builds the postings. A key that does not decode is in none: the
-// scan's match, which decodes it the same way, would not select it either.
+// index builds the postings. Of a key that does not decode, the tags
+// before the fault are listed: the scan's match (row.SeriesTag) finds
+// those, and no others.
 func (fs *fileSeries) index() {
 	fs.postings = map[string]map[string][]int32{}
 	var tags []row.Tag
 	for i, k := range fs.Keys {
-		var err error
-		if tags, err = row.DecodeSeries(tags[:0], k); err != nil {
-			continue
-		}
+		tags, _ = row.DecodeSeries(tags[:0], k)
 		for _, t := range tags {
 			vs := fs.postings[t.Name]
 			if vs == nil {
