@@ -2,11 +2,15 @@
 package benchutil
 
 import (
+	"os"
 	"runtime/metrics"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/stratadb/strata/internal/sst"
 )
 
 // PeakHeap samples the heap every few milliseconds until Report: the live
@@ -52,4 +56,23 @@ func (p *PeakHeap) Report(b *testing.B) {
 	p.done.Wait()
 	b.ReportMetric(float64(p.peak.Load())/(1<<20), "peak-heap-MiB")
 	b.ReportMetric(float64(p.live.Load())/(1<<20), "peak-live-MiB")
+}
+
+// PageKBEnv names the SST page size, in KiB, that SetPageBytes applies.
+const PageKBEnv = "STRATA_BENCH_PAGE_KB"
+
+// SetPageBytes sets sst.DefaultPageBytes from PageKBEnv, if set, for the
+// benchmark's duration.
+func SetPageBytes(b *testing.B) {
+	v := os.Getenv(PageKBEnv)
+	if v == "" {
+		return
+	}
+	kb, err := strconv.Atoi(v)
+	if err != nil || kb <= 0 {
+		b.Fatalf("%s=%q: want a positive number of KiB", PageKBEnv, v)
+	}
+	old := sst.DefaultPageBytes
+	sst.DefaultPageBytes = kb << 10
+	b.Cleanup(func() { sst.DefaultPageBytes = old })
 }

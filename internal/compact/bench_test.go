@@ -15,7 +15,6 @@ import (
 	"github.com/stratadb/strata/internal/objstore/objstoretest"
 	"github.com/stratadb/strata/internal/region"
 	"github.com/stratadb/strata/internal/row"
-	"github.com/stratadb/strata/internal/sst"
 	"github.com/stratadb/strata/internal/tsbs"
 )
 
@@ -35,12 +34,7 @@ func BenchmarkCompaction(b *testing.B) {
 	if v := os.Getenv("STRATA_BENCH_COMPACT_MB"); v != "" {
 		mb, _ = strconv.Atoi(v)
 	}
-	if v := os.Getenv("STRATA_BENCH_PAGE_KB"); v != "" {
-		kb, _ := strconv.Atoi(v)
-		old := sst.DefaultPageBytes
-		sst.DefaultPageBytes = kb << 10
-		b.Cleanup(func() { sst.DefaultPageBytes = old })
-	}
+	benchutil.SetPageBytes(b)
 	for _, bk := range objstoretest.BenchBackends() {
 		b.Run(bk.Name, func(b *testing.B) {
 			ctx := context.Background()

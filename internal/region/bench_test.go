@@ -4,7 +4,6 @@ import (
 	"context"
 	"os"
 	"runtime"
-	"strconv"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -15,7 +14,6 @@ import (
 	"github.com/stratadb/strata/internal/objstore"
 	"github.com/stratadb/strata/internal/objstore/objstoretest"
 	"github.com/stratadb/strata/internal/row"
-	"github.com/stratadb/strata/internal/sst"
 	"github.com/stratadb/strata/internal/tsbs"
 )
 
@@ -170,12 +168,7 @@ func countScan(b *testing.B, r *Region, req ScanRequest) int {
 // Parquet SST and committing it. MB/s is of the SST written.
 // STRATA_BENCH_PAGE_KB sets the page size (default sst.DefaultPageBytes).
 func BenchmarkFlush(b *testing.B) {
-	if v := os.Getenv("STRATA_BENCH_PAGE_KB"); v != "" {
-		kb, _ := strconv.Atoi(v)
-		old := sst.DefaultPageBytes
-		sst.DefaultPageBytes = kb << 10
-		b.Cleanup(func() { sst.DefaultPageBytes = old })
-	}
+	benchutil.SetPageBytes(b)
 	for _, bk := range objstoretest.BenchBackends() {
 		b.Run(bk.Name, func(b *testing.B) {
 			ctx := context.Background()

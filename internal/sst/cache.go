@@ -155,8 +155,8 @@ type cachedRange struct {
 
 func (cr *cachedRange) ReadAt(p []byte, off int64) (int, error) {
 	rr := cr.rr
-	if off >= rr.tailOff && off+int64(len(p)) <= rr.tailOff+int64(len(rr.tail)) {
-		return copy(p, rr.tail[off-rr.tailOff:]), nil
+	if n, ok := rr.fromTail(p, off); ok {
+		return n, nil
 	}
 	if off < 0 || off >= rr.size {
 		return 0, io.EOF

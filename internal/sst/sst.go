@@ -761,9 +761,17 @@ func (r *rangeReader) readTail(size int64) error {
 	return nil
 }
 
-func (r *rangeReader) ReadAt(p []byte, off int64) (int, error) {
+// fromTail serves a read that lies within the tail.
+func (r *rangeReader) fromTail(p []byte, off int64) (int, bool) {
 	if off >= r.tailOff && off+int64(len(p)) <= r.tailOff+int64(len(r.tail)) {
-		return copy(p, r.tail[off-r.tailOff:]), nil
+		return copy(p, r.tail[off-r.tailOff:]), true
+	}
+	return 0, false
+}
+
+func (r *rangeReader) ReadAt(p []byte, off int64) (int, error) {
+	if n, ok := r.fromTail(p, off); ok {
+		return n, nil
 	}
 	n, err := r.store.ReadRange(r.ctx, r.key, off, p)
 	if err != nil {
