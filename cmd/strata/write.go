@@ -152,18 +152,18 @@ func writeLP(name string, in io.Reader, prec lineproto.Precision, batch int, sen
 	var chunk []byte
 	lineBase := 0
 	flush := func(data []byte, lines int) error {
-		pts, errs := p.Parse(nil, data, prec, time.Now())
+		b, errs := p.Parse(data, prec, time.Now())
 		if len(errs) > 0 {
 			e := errs[0]
 			return usagef("%s: line %d: %s: %q (nothing from this batch was written)", name, lineBase+e.Line, e.Reason, e.Text)
 		}
 		groups := map[string][]row.Point{}
 		var order []string
-		for _, pt := range pts {
-			if _, ok := groups[pt.Measurement]; !ok {
-				order = append(order, pt.Measurement)
+		for i, m := range b.Measurements {
+			if _, ok := groups[m]; !ok {
+				order = append(order, m)
 			}
-			groups[pt.Measurement] = append(groups[pt.Measurement], pt.Point)
+			groups[m] = append(groups[m], b.Points[i])
 		}
 		for _, t := range order {
 			if err := send(t, groups[t]); err != nil {

@@ -15,6 +15,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/pprof"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -201,9 +202,15 @@ func (h *Handler) serveWrite(w http.ResponseWriter, r *http.Request, v2 bool) in
 	if int64(len(data)) > h.opts.MaxBodyBytes {
 		return fail(apiError{http.StatusRequestEntityTooLarge, "request too large", fmt.Sprintf("request body exceeds %d bytes", h.opts.MaxBodyBytes)})
 	}
+	// The parser's memory holds the points until the write is done; a
+	// parser that took a body too large to pool is not kept either.
 	p := h.parsers.Get().(*lineproto.Parser)
-	points, errs := p.Parse(nil, data, prec, time.Now())
-	h.parsers.Put(p)
+	defer func() {
+		if len(data) <= maxPooledBody {
+			h.parsers.Put(p)
+		}
+	}()
+	b, errs := p.Parse(data, prec, time.Now())
 	if len(errs) > 0 {
 		// The whole request is rejected (InfluxDB 2.x behaviour): nothing
 		// is written, so a retry of the fixed request cannot duplicate.
@@ -216,35 +223,9 @@ func (h *Handler) serveWrite(w http.ResponseWriter, r *http.Request, v2 bool) in
 			more = fmt.Sprintf(" (and %d more)", len(errs)-10)
 		}
 		return fail(apiError{http.StatusBadRequest, "invalid", fmt.Sprintf("unable to parse %d of %d lines, nothing written: %s%s",
-			len(errs), len(errs)+len(points), strings.Join(msgs, "; "), more)})
+			len(errs), len(errs)+b.Len(), strings.Join(msgs, "; "), more)})
 	}
-	// Group by table, keeping each point's line for error messages; each
-	// table's slices sized once (grown by doubling, they were a tenth of
-	// a write's allocation).
-	var batches []datanode.TableBatch
-	var lines [][]int
-	idx := map[string]int{}
-	var counts []int
-	for i := range points {
-		j, ok := idx[points[i].Measurement]
-		if !ok {
-			j = len(counts)
-			idx[points[i].Measurement] = j
-			counts = append(counts, 0)
-		}
-		counts[j]++
-	}
-	batches, lines = make([]datanode.TableBatch, len(counts)), make([][]int, len(counts))
-	for i := range points {
-		pt := &points[i]
-		j := idx[pt.Measurement]
-		if batches[j].Points == nil {
-			batches[j] = datanode.TableBatch{Table: pt.Measurement, Points: make([]row.Point, 0, counts[j])}
-			lines[j] = make([]int, 0, counts[j])
-		}
-		batches[j].Points = append(batches[j].Points, pt.Point)
-		lines[j] = append(lines[j], pt.Line)
-	}
+	batches, lines := byTable(b)
 	res, err := h.eng.WriteTables(r.Context(), batches, datanode.WriteOptions{CreateTable: true})
 	h.rows.Add(float64(res.Written))
 	if err != nil {
@@ -252,7 +233,7 @@ func (h *Handler) serveWrite(w http.ResponseWriter, r *http.Request, v2 bool) in
 		var ce *schema.ConflictError
 		switch {
 		case errors.As(err, &be):
-			line := lines[idx[be.Table]][be.Err.Index]
+			line := lines[be.Table][be.Err.Index]
 			msg := fmt.Sprintf("line %d: table %s: %v; nothing written", line, be.Table, be.Err.Err)
 			if errors.As(err, &ce) {
 				msg = fmt.Sprintf("line %d: field type conflict: table %s: %v; nothing written", line, be.Table, ce)
@@ -273,4 +254,41 @@ func (h *Handler) serveWrite(w http.ResponseWriter, r *http.Request, v2 bool) in
 	}
 	w.WriteHeader(http.StatusNoContent)
 	return http.StatusNoContent
+}
+
+// byTable splits a request's points by table, keeping each point's line
+// for error messages. A request of one table (the usual case) is passed
+// on as it is; otherwise each table's slices are sized once.
+func byTable(b *lineproto.Batch) ([]datanode.TableBatch, map[string][]int) {
+	if b.Len() == 0 {
+		return nil, nil
+	}
+	first := b.Measurements[0]
+	if !slices.ContainsFunc(b.Measurements, func(m string) bool { return m != first }) {
+		return []datanode.TableBatch{{Table: first, Points: b.Points}}, map[string][]int{first: b.Lines}
+	}
+	counts := map[string]int{}
+	var order []string
+	for _, m := range b.Measurements {
+		if counts[m] == 0 {
+			order = append(order, m)
+		}
+		counts[m]++
+	}
+	batches := make([]datanode.TableBatch, len(order))
+	lines := make(map[string][]int, len(order))
+	for i, m := range order {
+		batches[i] = datanode.TableBatch{Table: m, Points: make([]row.Point, 0, counts[m])}
+		lines[m] = make([]int, 0, counts[m])
+	}
+	idx := make(map[string]int, len(order))
+	for i, m := range order {
+		idx[m] = i
+	}
+	for i, m := range b.Measurements {
+		j := idx[m]
+		batches[j].Points = append(batches[j].Points, b.Points[i])
+		lines[m] = append(lines[m], b.Lines[i])
+	}
+	return batches, lines
 }

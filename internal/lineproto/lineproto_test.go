@@ -3,6 +3,8 @@ package lineproto
 import (
 	"fmt"
 	"math"
+	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -10,9 +12,9 @@ import (
 	"github.com/stratadb/strata/internal/row"
 )
 
-func format(p Point) string {
+func format(m string, p row.Point) string {
 	var b strings.Builder
-	b.WriteString(p.Measurement)
+	b.WriteString(m)
 	for _, t := range p.Tags {
 		fmt.Fprintf(&b, "|%s=%s", t.Name, t.Value)
 	}
@@ -38,12 +40,12 @@ func TestParse(t *testing.T) {
 		{`m  x=1   7`, `m x:float64=1 @7`},
 	}
 	for _, c := range cases {
-		pts, errs := NewParser().Parse(nil, []byte(c.in), Nanosecond, now)
-		if len(errs) != 0 || len(pts) != 1 {
+		b, errs := NewParser().Parse([]byte(c.in), Nanosecond, now)
+		if len(errs) != 0 || b.Len() != 1 {
 			t.Errorf("%s: %v", c.in, errs)
 			continue
 		}
-		if got := format(pts[0]); got != c.want {
+		if got := format(b.Measurements[0], b.Points[0]); got != c.want {
 			t.Errorf("%s:\n got %s\nwant %s", c.in, got, c.want)
 		}
 	}
@@ -58,20 +60,20 @@ func TestPrecisions(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		pts, errs := NewParser().Parse(nil, []byte("m x=1 7"), prec, time.Now())
-		if len(errs) != 0 || pts[0].TS != c.want {
-			t.Errorf("precision %q: %v %v", c.p, pts, errs)
+		b, errs := NewParser().Parse([]byte("m x=1 7"), prec, time.Now())
+		if len(errs) != 0 || b.Points[0].TS != c.want {
+			t.Errorf("precision %q: %v %v", c.p, b.Points, errs)
 		}
 	}
 	if _, err := ParsePrecision("d"); err == nil {
 		t.Error("precision d accepted")
 	}
 	// A point without a timestamp gets now, truncated to the precision.
-	pts, _ := NewParser().Parse(nil, []byte("m x=1"), Second, time.Unix(5, 999))
-	if pts[0].TS != 5e9 {
-		t.Errorf("default timestamp %d", pts[0].TS)
+	b, _ := NewParser().Parse([]byte("m x=1"), Second, time.Unix(5, 999))
+	if b.Points[0].TS != 5e9 {
+		t.Errorf("default timestamp %d", b.Points[0].TS)
 	}
-	if _, errs := NewParser().Parse(nil, []byte("m x=1 9223372036854775807"), Second, time.Now()); len(errs) != 1 {
+	if _, errs := NewParser().Parse([]byte("m x=1 9223372036854775807"), Second, time.Now()); len(errs) != 1 {
 		t.Error("overflowing timestamp accepted")
 	}
 }
@@ -93,9 +95,9 @@ func TestErrorsNameTheLine(t *testing.T) {
 		"m x=0x10",
 		"ok2 y=2i 2",
 	}, "\n")
-	pts, errs := NewParser().Parse(nil, []byte(in), Nanosecond, time.Now())
-	if len(pts) != 2 || pts[0].Measurement != "ok" || pts[1].Measurement != "ok2" {
-		t.Fatalf("valid points: %v", pts)
+	b, errs := NewParser().Parse([]byte(in), Nanosecond, time.Now())
+	if b.Len() != 2 || b.Measurements[0] != "ok" || b.Measurements[1] != "ok2" || b.Lines[0] != 2 || b.Lines[1] != 14 {
+		t.Fatalf("valid points: %v %v %v", b.Measurements, b.Lines, b.Points)
 	}
 	wantLines := []int{4, 5, 6, 7, 8, 9, 10, 11, 12, 13}
 	if len(errs) != len(wantLines) {
@@ -109,9 +111,9 @@ func TestErrorsNameTheLine(t *testing.T) {
 }
 
 func TestValuesRoundTripExtremes(t *testing.T) {
-	pts, errs := NewParser().Parse(nil, []byte(fmt.Sprintf("m a=%di,b=%v,c=-0.0", int64(math.MinInt64), math.MaxFloat64)), Nanosecond, time.Now())
-	if len(errs) != 0 || pts[0].Fields[0].Value.Int() != math.MinInt64 || pts[0].Fields[1].Value.Float() != math.MaxFloat64 {
-		t.Fatalf("%v %v", pts, errs)
+	b, errs := NewParser().Parse([]byte(fmt.Sprintf("m a=%di,b=%v,c=-0.0", int64(math.MinInt64), math.MaxFloat64)), Nanosecond, time.Now())
+	if len(errs) != 0 || b.Points[0].Fields[0].Value.Int() != math.MinInt64 || b.Points[0].Fields[1].Value.Float() != math.MaxFloat64 {
+		t.Fatalf("%v %v", b.Points, errs)
 	}
 }
 
@@ -119,10 +121,66 @@ func BenchmarkParseTSBS(b *testing.B) {
 	line := "cpu,hostname=host_0,region=eu-central-1,datacenter=eu-central-1a,rack=6,os=Ubuntu15.10,arch=x86,team=SF,service=19,service_version=1,service_environment=test usage_user=58.1,usage_system=2.6,usage_idle=24.9,usage_nice=61.1,usage_iowait=22.9,usage_irq=63.9,usage_softirq=6.4,usage_steal=44.8,usage_guest=80.6,usage_guest_nice=38.3 1451606400000000000\n"
 	data := []byte(strings.Repeat(line, 1000))
 	p := NewParser()
-	var pts []Point
 	b.SetBytes(int64(len(data)))
 	for b.Loop() {
-		pts, _ = p.Parse(pts[:0], data, Nanosecond, time.Now())
+		p.Parse(data, Nanosecond, time.Now())
 	}
 	b.ReportMetric(float64(1000*b.N)/b.Elapsed().Seconds(), "lines/s")
+}
+
+// One parser across requests of changing shapes, with malformed lines
+// between good ones, parses each request as a fresh parser does; and a
+// request like the last one is parsed into the same memory.
+func TestParserReusesItsMemory(t *testing.T) {
+	seed := time.Now().UnixNano()
+	t.Logf("seed %d", seed)
+	rng := rand.New(rand.NewPCG(uint64(seed), 0))
+	request := func() []byte {
+		var b strings.Builder
+		for range 1 + rng.IntN(300) {
+			if rng.IntN(20) == 0 {
+				b.WriteString("broken line\n")
+				continue
+			}
+			fmt.Fprintf(&b, "m%d", rng.IntN(3))
+			for i := range rng.IntN(12) {
+				fmt.Fprintf(&b, ",t%d=v%d", i, rng.IntN(50))
+			}
+			for i := range 1 + rng.IntN(12) {
+				sep := ","
+				if i == 0 {
+					sep = " "
+				}
+				fmt.Fprintf(&b, "%sf%d=%d", sep, i, rng.IntN(1000))
+			}
+			fmt.Fprintf(&b, " %d\n", rng.IntN(1e6))
+		}
+		return []byte(b.String())
+	}
+	render := func(b *Batch, errs []*LineError) []string {
+		var out []string
+		for i := range b.Points {
+			out = append(out, fmt.Sprintf("%d:%s", b.Lines[i], format(b.Measurements[i], b.Points[i])))
+		}
+		for _, e := range errs {
+			out = append(out, e.Error())
+		}
+		return out
+	}
+	reused := NewParser()
+	for i := range 50 {
+		data := request()
+		got := render(reused.Parse(data, Nanosecond, time.Unix(0, 0)))
+		want := render(NewParser().Parse(data, Nanosecond, time.Unix(0, 0)))
+		if !slices.Equal(got, want) {
+			t.Fatalf("request %d:\n got %q\nwant %q", i, got, want)
+		}
+	}
+	data := []byte(strings.Repeat("m,a=1,b=2 x=1,y=2 5\n", 100))
+	first, _ := reused.Parse(data, Nanosecond, time.Now())
+	tags, fields := &first.Points[0].Tags[0], &first.Points[0].Fields[0]
+	second, _ := reused.Parse(data, Nanosecond, time.Now())
+	if &second.Points[0].Tags[0] != tags || &second.Points[0].Fields[0] != fields {
+		t.Error("a request like the last one was parsed into new memory")
+	}
 }

@@ -300,10 +300,13 @@ func encodeRequest(entries []row.Entry) ([]byte, int) {
 	for i := range entries {
 		n += encodedSize(&entries[i])
 	}
-	raw := make([]byte, 0, n) // grown from empty, the copies cost 7% of a write's CPU
+	bp := getScratch() // sized once: grown from empty, the copies cost 7% of a write's CPU
+	defer putScratch(bp)
+	raw := slices.Grow((*bp)[:0], n)
 	for i := range entries {
 		raw = appendEntry(raw, &entries[i])
 	}
+	*bp = raw
 	return chunk(raw), len(raw)
 }
 
@@ -482,7 +485,7 @@ func groupBlocks(group []*streamReq) []Block {
 			r.m.nextSeq++
 		}
 		blocks[i].Entries = append(blocks[i].Entries, r.entries...)
-		blocks[i].body = append(blocks[i].body, r.enc...)
+		blocks[i].chunks = append(blocks[i].chunks, r.enc)
 		blocks[i].raw += r.raw
 	}
 	return blocks

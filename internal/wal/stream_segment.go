@@ -4,6 +4,8 @@ import (
 	"encoding/binary"
 	"fmt"
 	"hash/crc32"
+	"slices"
+	"sync"
 
 	"github.com/klauspost/compress/s2"
 
@@ -29,11 +31,11 @@ type Block struct {
 	Epoch    uint64 // the region owner's manifest epoch
 	FirstSeq uint64 // the region's sequence of Entries[0]; consecutive
 	Entries  []row.Entry
-	// body is Entries already encoded and compressed (S2 chunks of raw
-	// bytes; the writer does it on each append's goroutine); nil: encode
-	// Entries, uncompressed.
-	body []byte
-	raw  int
+	// chunks are Entries already encoded and compressed, an S2 chunk of
+	// raw bytes per append (the writer compresses on each append's
+	// goroutine); nil: encode Entries, uncompressed.
+	chunks [][]byte
+	raw    int
 }
 
 // StreamSegment is one decoded stream object. A fence has no blocks, or
@@ -75,7 +77,7 @@ func encodeStream(dst []byte, fence bool, blocks []Block) []byte {
 		dst = binary.LittleEndian.AppendUint32(dst, uint32(len(b.Entries)))
 		dst = binary.LittleEndian.AppendUint32(dst, 0) // stored length, below
 		codec := byte(codecRaw)
-		if b.body != nil {
+		if b.chunks != nil {
 			codec = codecS2
 		}
 		dst = append(dst, codec)
@@ -83,8 +85,10 @@ func encodeStream(dst []byte, fence bool, blocks []Block) []byte {
 	}
 	for i := range blocks {
 		start := len(dst)
-		if blocks[i].body != nil {
-			dst = append(dst, blocks[i].body...)
+		if blocks[i].chunks != nil {
+			for _, c := range blocks[i].chunks {
+				dst = append(dst, c...)
+			}
 		} else {
 			for j := range blocks[i].Entries {
 				dst = appendEntry(dst, &blocks[i].Entries[j])
@@ -103,13 +107,38 @@ func encodeStream(dst []byte, fence bool, blocks []Block) []byte {
 
 // chunk compresses src as one chunk: its uvarint length, then the S2
 // block.
+// It compresses into a pooled buffer and returns an exact copy: a chunk
+// waits for its group's PUT, and a buffer of S2's worst case, zeroed for
+// each append, cost more than the copy.
 func chunk(src []byte) []byte {
-	const pre = binary.MaxVarintLen64
-	buf := make([]byte, pre+s2.MaxEncodedLen(len(src)))
-	enc := s2.Encode(buf[pre:], src)
-	start := pre - len(binary.AppendUvarint(nil, uint64(len(enc))))
-	binary.PutUvarint(buf[start:], uint64(len(enc)))
-	return buf[start : pre+len(enc)]
+	bp := getScratch()
+	defer putScratch(bp)
+	buf := slices.Grow((*bp)[:0], s2.MaxEncodedLen(len(src)))
+	enc := s2.Encode(buf[:cap(buf)], src)
+	*bp = enc
+	out := make([]byte, 0, binary.MaxVarintLen64+len(enc))
+	out = binary.AppendUvarint(out, uint64(len(enc)))
+	return append(out, enc...)
+}
+
+// scratch holds the encoding buffers of appends: the raw entries and
+// their S2 block, both garbage once a chunk is made.
+var scratch sync.Pool
+
+const maxScratch = 16 << 20 // larger buffers are not kept
+
+func getScratch() *[]byte {
+	if bp, ok := scratch.Get().(*[]byte); ok {
+		return bp
+	}
+	return new([]byte)
+}
+
+func putScratch(bp *[]byte) {
+	if cap(*bp) <= maxScratch {
+		*bp = (*bp)[:0]
+		scratch.Put(bp)
+	}
 }
 
 // decodeChunks decompresses a chunked body of raw bytes.
