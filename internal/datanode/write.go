@@ -98,6 +98,7 @@ type seriesKeys struct {
 	buf   []byte
 	keys  [][]byte
 	route []uint32
+	enc   row.SeriesEncoder
 }
 
 var keyPool = sync.Pool{New: func() any { return new(seriesKeys) }}
@@ -115,14 +116,19 @@ func putKeys(sk *seriesKeys) {
 
 // encode encodes each point's series key. A key points into buf, or into
 // the buffer buf grew from (which stays valid while referenced).
+// The buffer is sized from the first key.
 func (sk *seriesKeys) encode(points []row.Point) error {
+	sk.keys = slices.Grow(sk.keys, len(points))
 	for i := range points {
 		start := len(sk.buf)
 		var err error
-		if sk.buf, err = row.EncodeSeries(sk.buf, points[i].Tags); err != nil {
+		if sk.buf, err = sk.enc.Append(sk.buf, points[i].Tags); err != nil {
 			return &region.PointError{Index: i, Err: fmt.Errorf("%w: %v", region.ErrInvalidWrite, err)}
 		}
 		sk.keys = append(sk.keys, sk.buf[start:len(sk.buf):len(sk.buf)])
+		if i == 0 {
+			sk.buf = slices.Grow(sk.buf, (len(sk.buf)-start)*(len(points)-1)*5/4)
+		}
 	}
 	return nil
 }

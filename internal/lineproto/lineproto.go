@@ -91,8 +91,10 @@ type Parser struct {
 	// comparing with it is cheaper than a map lookup.
 	shape []string
 	buf   []byte
-	vals  []byte // a line's tag values, one string per line
-	ends  []int  // end offsets into vals
+	// The request's tag values back to back, and where each tag's ends
+	// (by its index in tags): made one string when the request is parsed.
+	vals []byte
+	ends []int
 	// The batch Parse returns, and the arenas its points' Tags and Fields
 	// are cut from: rewound by the next Parse, so a steady stream of
 	// requests writes into the same memory (fresh slabs were a third of
@@ -166,7 +168,7 @@ func (p *Parser) Parse(data []byte, precision Precision, now time.Time) (*Batch,
 	b.Points, b.Measurements, b.Lines = grow(b.Points, lines), grow(b.Measurements, lines), grow(b.Lines, lines)
 	p.tags, p.fields = grow(p.tags, lines*p.perLine(len(p.tags), len(b.Points))), grow(p.fields, lines*p.perLine(len(p.fields), len(b.Points)))
 	b.Points, b.Measurements, b.Lines = b.Points[:0], b.Measurements[:0], b.Lines[:0]
-	p.tags, p.fields = p.tags[:0], p.fields[:0]
+	p.tags, p.fields, p.vals, p.ends = p.tags[:0], p.fields[:0], p.vals[:0], p.ends[:0]
 	lineNo := 0
 	defaultTS := now.UnixNano()
 	defaultTS -= defaultTS % int64(precision)
@@ -183,10 +185,10 @@ func (p *Parser) Parse(data []byte, precision Precision, now time.Time) (*Batch,
 		if len(line) == 0 || line[0] == '#' {
 			continue
 		}
-		nt, nf := len(p.tags), len(p.fields)
+		nt, nf, nv := len(p.tags), len(p.fields), len(p.vals)
 		m, pt, reason := p.parseLine(line, precision, defaultTS)
 		if reason != "" {
-			p.tags, p.fields = p.tags[:nt], p.fields[:nf]
+			p.tags, p.fields, p.vals, p.ends = p.tags[:nt], p.fields[:nf], p.vals[:nv], p.ends[:nt]
 			text := line
 			if len(text) > 256 {
 				text = text[:256]
@@ -194,11 +196,44 @@ func (p *Parser) Parse(data []byte, precision Precision, now time.Time) (*Batch,
 			errs = append(errs, &LineError{Line: lineNo, Text: string(text), Reason: reason})
 			continue
 		}
+		if len(b.Points) == 0 {
+			p.reserve(lines, len(pt.Tags), len(pt.Fields))
+		}
 		b.Points = append(b.Points, pt)
 		b.Measurements = append(b.Measurements, m)
 		b.Lines = append(b.Lines, lineNo)
 	}
+	p.setTagValues()
 	return b, errs
+}
+
+// reserve makes room in the arenas for a request of lines like its first
+// valid one (tags tags and fields fields), if the last request did not.
+func (p *Parser) reserve(lines, tags, fields int) {
+	if n := lines * tags; cap(p.tags) < n {
+		p.tags = append(make([]row.Tag, 0, n), p.tags...)
+		p.ends = append(make([]int, 0, n), p.ends...)
+	}
+	if n := lines * fields; cap(p.fields) < n {
+		p.fields = append(make([]row.Field, 0, n), p.fields...)
+	}
+}
+
+// setTagValues gives the points their tag values, cut from one string:
+// one allocation a request rather than one a line. Tags are numbered in
+// the order the valid lines put them into the arena, which is the
+// points' order (an arena that grew left earlier points' tags in the old
+// array: they are reached through the points).
+func (p *Parser) setTagValues() {
+	all, k, start := string(p.vals), 0, 0
+	for i := range p.batch.Points {
+		tags := p.batch.Points[i].Tags
+		for j := range tags {
+			tags[j].Value = all[start:p.ends[k]]
+			start = p.ends[k]
+			k++
+		}
+	}
 }
 
 // perLine is the mean of n items over lines, rounded up (at least 1).
@@ -263,7 +298,6 @@ func (p *Parser) parseLine(line []byte, precision Precision, defaultTS int64) (s
 	m := p.internAt(0, tok)
 	pos := 1
 	nt := len(p.tags)
-	p.vals, p.ends = p.vals[:0], p.ends[:0]
 	// Tags.
 	for len(rest) > 0 && rest[0] == ',' {
 		var key, val []byte
@@ -284,14 +318,8 @@ func (p *Parser) parseLine(line []byte, precision Precision, defaultTS int64) (s
 		p.ends = append(p.ends, len(p.vals))
 		p.tags = append(p.tags, row.Tag{Name: name})
 	}
-	if len(p.tags) > nt {
-		tags := p.tags[nt:len(p.tags):len(p.tags)]
-		all, start := string(p.vals), 0
-		for i, end := range p.ends {
-			tags[i].Value = all[start:end]
-			start = end
-		}
-		pt.Tags = tags
+	if len(p.tags) > nt { // their values are set once the request is parsed
+		pt.Tags = p.tags[nt:len(p.tags):len(p.tags)]
 	}
 	nf := len(p.fields)
 	if len(rest) == 0 || rest[0] != ' ' {

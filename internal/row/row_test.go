@@ -1,10 +1,13 @@
 package row
 
 import (
+	"bytes"
 	"errors"
 	"math"
+	"math/rand/v2"
 	"slices"
 	"testing"
+	"time"
 )
 
 func TestSeriesKeyRoundTripAndOrder(t *testing.T) {
@@ -72,5 +75,37 @@ func TestValuesAndOrder(t *testing.T) {
 	}
 	if (&Entry{Fields: []Value{IntValue(1)}}).Field(3).Kind() != Null {
 		t.Fatal("a missing field is null")
+	}
+}
+
+// A SeriesEncoder gives EncodeSeries' keys and errors for runs of tag
+// sets whose names repeat, change order, change count and hold
+// duplicates, and leaves the tags as given.
+func TestSeriesEncoderMatchesEncodeSeries(t *testing.T) {
+	seed := time.Now().UnixNano()
+	t.Logf("seed %d", seed)
+	rng := rand.New(rand.NewPCG(uint64(seed), 0))
+	names := []string{"host", "region", "az", "rack", "os", "a", "zz"}
+	var enc SeriesEncoder
+	var tags []Tag
+	for i := range 2000 {
+		if i == 0 || rng.IntN(10) == 0 { // a new list of names
+			tags = tags[:0]
+			for range rng.IntN(6) {
+				tags = append(tags, Tag{Name: names[rng.IntN(len(names))]})
+			}
+		}
+		for j := range tags {
+			tags[j].Value = []string{"", "x", "y", "long value"}[rng.IntN(4)]
+		}
+		given := slices.Clone(tags)
+		got, gotErr := enc.Append([]byte("prefix"), tags)
+		want, wantErr := EncodeSeries([]byte("prefix"), slices.Clone(tags))
+		if (gotErr == nil) != (wantErr == nil) || gotErr == nil && !bytes.Equal(got, want) {
+			t.Fatalf("point %d, tags %v: got %q, %v; want %q, %v", i, given, got, gotErr, want, wantErr)
+		}
+		if !slices.Equal(tags, given) {
+			t.Fatalf("point %d: tags changed to %v", i, tags)
+		}
 	}
 }
