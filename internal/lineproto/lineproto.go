@@ -439,11 +439,57 @@ func parseValue(b []byte) (row.Value, []byte, string) {
 		}
 		return row.UintValue(n), rest, ""
 	}
+	if f, ok := decimal(tok); ok {
+		return row.FloatValue(f), rest, ""
+	}
 	f, err := strconv.ParseFloat(string(tok), 64)
 	if err != nil || !isNumber(tok) {
 		return row.Value{}, rest, fmt.Sprintf("bad value %q", tok)
 	}
 	return row.FloatValue(f), rest, ""
+}
+
+// pow10 are the powers of ten a float64 holds exactly.
+var pow10 = [...]float64{1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11,
+	1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22}
+
+// decimal parses the form most float fields take, [-]digits[.digits]
+// with at most 19 digits, when its value is an integer of at most 2^53
+// over a power of ten up to 10^22: one IEEE division of two exact values
+// is then correctly rounded, so it gives strconv.ParseFloat's result
+// bit for bit (which takes the same path, after more general scanning:
+// half of its time). ok is false for anything else.
+func decimal(b []byte) (f float64, ok bool) {
+	neg := len(b) > 0 && b[0] == '-'
+	if neg {
+		b = b[1:]
+	}
+	var mant uint64
+	digits, scale, dot := 0, 0, false
+	for _, c := range b {
+		switch {
+		case c >= '0' && c <= '9':
+			if digits++; digits > 19 {
+				return 0, false
+			}
+			mant = mant*10 + uint64(c-'0')
+			if dot {
+				scale++
+			}
+		case c == '.' && !dot:
+			dot = true
+		default:
+			return 0, false
+		}
+	}
+	if digits == 0 || mant > 1<<53 || scale >= len(pow10) {
+		return 0, false
+	}
+	f = float64(mant) / pow10[scale]
+	if neg {
+		f = -f
+	}
+	return f, true
 }
 
 // isNumber rejects the forms strconv accepts but line protocol does not

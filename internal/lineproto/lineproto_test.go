@@ -5,6 +5,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -182,5 +183,57 @@ func TestParserReusesItsMemory(t *testing.T) {
 	second, _ := reused.Parse(data, Nanosecond, time.Now())
 	if &second.Points[0].Tags[0] != tags || &second.Points[0].Fields[0] != fields {
 		t.Error("a request like the last one was parsed into new memory")
+	}
+}
+
+// decimal agrees with strconv.ParseFloat to the bit wherever it answers,
+// and answers for the usual forms.
+func TestDecimalMatchesParseFloat(t *testing.T) {
+	seed := time.Now().UnixNano()
+	t.Logf("seed %d", seed)
+	rng := rand.New(rand.NewPCG(uint64(seed), 0))
+	check := func(s string) {
+		t.Helper()
+		got, ok := decimal([]byte(s))
+		if !ok {
+			return
+		}
+		want, err := strconv.ParseFloat(s, 64)
+		if err != nil || math.Float64bits(got) != math.Float64bits(want) {
+			t.Fatalf("%q: decimal %v (%x), strconv %v (%x) %v", s, got, math.Float64bits(got), want, math.Float64bits(want), err)
+		}
+	}
+	for _, s := range []string{"0", "-0", "-0.0", "0.1", "1.", ".5", "58.1", "-2.6", "9007199254740992", "9007199254740993",
+		"1234567890123456789", "0.0000000000000000000001", "123.4567890123456789", "4503599627370497.5"} {
+		check(s)
+	}
+	for _, s := range []string{"", "-", ".", "1.2.3", "1e3", "+1", "0x10", "inf", "1_000", "12345678901234567890"} {
+		if _, ok := decimal([]byte(s)); ok {
+			t.Errorf("%q: decimal answered", s)
+		}
+	}
+	for _, s := range []string{"58.1", "-2.6", "100", "0.25"} {
+		if _, ok := decimal([]byte(s)); !ok {
+			t.Errorf("%q: left to strconv", s)
+		}
+	}
+	for range 200_000 {
+		var s string
+		switch rng.IntN(3) {
+		case 0: // how clients print float64s
+			s = strconv.FormatFloat(rng.NormFloat64()*math.Pow(10, float64(rng.IntN(30)-15)), 'f', -1, 64)
+		case 1: // fixed decimals
+			s = strconv.FormatFloat(rng.Float64()*1000, 'f', rng.IntN(8), 64)
+		default: // digit strings
+			b := make([]byte, 1+rng.IntN(21))
+			for i := range b {
+				b[i] = byte('0' + rng.IntN(10))
+			}
+			if k := rng.IntN(len(b) + 1); k < len(b) {
+				b[k] = '.'
+			}
+			s = string(b)
+		}
+		check(s)
 	}
 }
