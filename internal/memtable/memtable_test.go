@@ -97,3 +97,28 @@ func TestNullFree(t *testing.T) {
 	put(4, row.IntValue(3), row.FloatValue(3)) // too short for ordinal 2
 	want(true, false, false)
 }
+
+// A successor allocates a new series' rows at its predecessor's mean rows
+// a series, and holds what is inserted as any memtable does.
+func TestSuccessorExpectsThePredecessorsRows(t *testing.T) {
+	m := New()
+	seq := uint64(0)
+	for ts := range int64(40) {
+		for _, s := range []string{"a", "b", "c", "d"} {
+			seq++
+			m.Insert(1, []row.Entry{{Series: s, TS: ts, Seq: seq, Op: row.Put, Fields: []row.Value{row.FloatValue(1)}}})
+		}
+	}
+	n := m.Successor()
+	seq++
+	n.Insert(2, []row.Entry{{Series: "z", TS: 1, Seq: seq, Op: row.Put, Fields: []row.Value{row.FloatValue(2)}}})
+	if c := cap(n.series["z"].rows); c != 40 {
+		t.Errorf("a new series' rows have capacity %d, want 40", c)
+	}
+	if got := entries(n.Iter(all)); len(got) != 1 || got[0].Series != "z" || got[0].Fields[0].Float() != 2 {
+		t.Errorf("successor holds %v", got)
+	}
+	if h := New().Successor().rowsHint; h != 0 {
+		t.Errorf("the successor of an empty memtable expects %d rows a series", h)
+	}
+}

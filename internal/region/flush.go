@@ -38,7 +38,7 @@ func (r *Region) flushAll(ctx context.Context) error {
 	if r.active.Stats().Entries > 0 {
 		r.active.Freeze()
 		r.immutable = append(r.immutable, r.active)
-		r.active = memtable.New()
+		r.active = r.active.Successor()
 	}
 	todo := append([]*memtable.Memtable(nil), r.immutable...)
 	r.mu.Unlock()
@@ -96,7 +96,9 @@ func (r *Region) flushOne(ctx context.Context, mt *memtable.Memtable) (err error
 	// 2. Encode and upload.
 	fields := r.Schema().Fields()
 	it := merge.New([]row.Iterator{mt.Iter(memtable.Filter{Start: math.MinInt64, End: math.MaxInt64})}, merge.Options{KeepTombstones: true, DropBefore: r.ttlCutoff()})
+	// Sized from the last flush's file, not grown by doubling to it.
 	var buf bytes.Buffer
+	buf.Grow(int(r.lastFlushSize.Load()) * 9 / 8)
 	meta, werr := sst.Write(&buf, fields, it, sst.WriteOptions{RowGroupRows: r.opts.RowGroupRows, Compression: sst.CompressFast, NoNulls: mt.NullFree(len(fields)), SeriesIndex: true})
 	it.Close()
 	edit := &manifest.Edit{FlushedSeq: st.MaxSeq, FlushedSegment: st.LastSegment, Resolves: job}
@@ -135,6 +137,7 @@ func (r *Region) flushOne(ctx context.Context, mt *memtable.Memtable) (err error
 		}
 	}
 	r.dropFlushed(mt, st.Bytes)
+	r.lastFlushSize.Store(meta.Size)
 	m.FlushBytes.Add(float64(meta.Size))
 	m.FlushRows.Add(float64(meta.Rows))
 	r.log.Debug("flushed", "file", id, "rows", meta.Rows, "bytes", meta.Size, "flushed_seq", st.MaxSeq, "took", time.Since(began))

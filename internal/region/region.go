@@ -19,6 +19,7 @@ import (
 	"log/slog"
 	"math"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/stratadb/strata/internal/layout"
@@ -167,11 +168,12 @@ type Region struct {
 	closed     bool
 	fatal      error // sticky: ErrFenced
 
-	flushMu  sync.Mutex // one flush at a time
-	flushReq chan struct{}
-	ctx      context.Context // the region's lifetime; cancelled by Close
-	cancel   context.CancelFunc
-	wg       sync.WaitGroup
+	flushMu       sync.Mutex   // one flush at a time
+	lastFlushSize atomic.Int64 // bytes of the last flush's file
+	flushReq      chan struct{}
+	ctx           context.Context // the region's lifetime; cancelled by Close
+	cancel        context.CancelFunc
+	wg            sync.WaitGroup
 }
 
 // Open opens (or with Create, creates) a region: it reads the manifest
