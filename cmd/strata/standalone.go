@@ -13,6 +13,7 @@ import (
 
 	"github.com/stratadb/strata/internal/auth"
 	"github.com/stratadb/strata/internal/datanode"
+	"github.com/stratadb/strata/internal/region"
 	"github.com/stratadb/strata/internal/server"
 )
 
@@ -45,8 +46,6 @@ the next start replays the write-ahead log.`,
 				return usagef("%v", err)
 			}
 			if gogc, _ := cmd.Flags().GetInt("gogc"); os.Getenv("GOGC") == "" {
-				// Memtables are long-lived: collecting at 2x the live heap
-				// spends CPU re-marking them for little gain.
 				debug.SetGCPercent(gogc)
 			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
@@ -71,14 +70,14 @@ the next start replays the write-ahead log.`,
 	f.StringVar(&cfg.Store, "store", "", "object store URL (default file://{data-dir}/store; s3://bucket?endpoint=...)")
 	f.StringVar(&cfg.HTTPAddr, "http-addr", ":8086", "HTTP listen address (line protocol, /metrics, /health)")
 	f.StringVar(&cfg.GRPCAddr, "grpc-addr", ":8087", "gRPC listen address")
-	f.Int64Var(&cfg.FlushBytes, "flush-bytes", 64<<20, "memtable size that triggers a flush")
+	f.Int64Var(&cfg.FlushBytes, "flush-bytes", region.DefaultFlushBytes, "memtable size that triggers a flush")
 	f.DurationVar(&cfg.WALWindow, "wal-window", 10*time.Millisecond, "WAL group-commit window: the node writes at most one WAL object per window (per region with --own-wal); fewer object-store PUTs, up to this much more acknowledgement latency (docs/cost.md)")
 	f.BoolVar(&cfg.OwnWAL, "own-wal", false, "give each region its own WAL instead of the node's shared WAL stream (a PUT per region per window; docs/cost.md)")
 	f.Int64Var(&cfg.MemoryLimit, "memory-limit", 1<<30, "bound on all memtables together, in bytes (0: none)")
 	f.Int64Var(&cfg.CacheBytes, "cache-bytes", datanode.DefaultCacheBytes, "bound on the SST cache (open files, and blocks of large files that queries read), in bytes")
 	f.Uint32Var(&cfg.DefaultRegions, "default-regions", 1, "regions of tables created by a write")
 	f.Int64Var(&cfg.MaxBodyBytes, "max-body-bytes", 64<<20, "largest line-protocol request body, after decompression")
-	f.Int("gogc", 200, "Go GC target percentage (the GOGC variable wins if set)")
+	f.Int("gogc", 100, "Go GC target percentage (the GOGC variable wins if set)")
 	f.String("log-level", "info", "log level: debug, info, warn or error")
 	f.String("log-format", "text", "log format: text or json")
 	f.IntVar(&cfg.Query.MaxSamples, "query-max-samples", 50_000_000, "most samples one PromQL query may read or hold")

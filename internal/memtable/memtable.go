@@ -15,11 +15,44 @@ import (
 	"github.com/stratadb/strata/internal/row"
 )
 
+// memRow is one entry, its field values stored compactly: a Value is 32
+// bytes with a pointer the collector must scan, a payload here is 8
+// bytes in pointer-free memory, and the kinds are shared by every row of
+// one shape. (Rows held as Values made the memtable three times the size
+// of its data, and each write allocated them anew.)
 type memRow struct {
 	ts, end int64
 	seq     uint64
 	op      row.Op
-	fields  []row.Value
+	vals    []uint64   // field payloads by ordinal: Value.Bits, or a string's index in strs
+	kinds   *[]row.Kind // field kinds by ordinal (row.Null: no value), interned
+	strs    []string   // the row's string values, if any
+}
+
+// rowBytes approximates a row's memory.
+func rowBytes(r *memRow) int64 {
+	n := int64(88 + 8*len(r.vals))
+	for _, s := range r.strs {
+		n += int64(16 + len(s))
+	}
+	return n
+}
+
+// field returns the value of ordinal j.
+func (r *memRow) field(j int) row.Value {
+	if j >= len(r.vals) {
+		return row.Value{}
+	}
+	switch k := (*r.kinds)[j]; k {
+	case row.Null:
+		return row.Value{}
+	case row.String:
+		return row.StringValue(r.strs[r.vals[j]])
+	case row.Bool:
+		return row.BoolValue(r.vals[j] != 0)
+	default:
+		return row.NumberValue(k, r.vals[j])
+	}
 }
 
 type series struct {
@@ -54,6 +87,55 @@ type Memtable struct {
 	nulls    []bool
 
 	rowsHint int // capacity of a new series' rows (see Successor)
+
+	// Rows' payloads are cut from slab; their kinds are interned.
+	slab  []uint64
+	kinds map[string]*[]row.Kind
+	last  *[]row.Kind
+}
+
+const slabValues = 1 << 15
+
+// store returns fs as a row's payloads, kinds and strings.
+func (m *Memtable) store(fs []row.Value) ([]uint64, *[]row.Kind, []string) {
+	if len(m.slab) < len(fs) {
+		m.slab = make([]uint64, max(slabValues, len(fs)))
+	}
+	vals := m.slab[:len(fs):len(fs)]
+	m.slab = m.slab[len(fs):]
+	var strs []string
+	same := m.last != nil && len(*m.last) == len(fs)
+	for j := range fs {
+		k := fs[j].Kind()
+		if same && (*m.last)[j] != k {
+			same = false
+		}
+		if k == row.String {
+			vals[j] = uint64(len(strs))
+			strs = append(strs, fs[j].Str())
+			continue
+		}
+		vals[j] = fs[j].Bits()
+	}
+	if !same {
+		ks := make([]row.Kind, len(fs))
+		for j := range fs {
+			ks[j] = fs[j].Kind()
+		}
+		if m.kinds == nil {
+			m.kinds = map[string]*[]row.Kind{}
+		}
+		kb := make([]byte, len(ks))
+		for j, k := range ks {
+			kb[j] = byte(k)
+		}
+		key := string(kb)
+		if m.last = m.kinds[key]; m.last == nil {
+			m.last = &ks
+			m.kinds[key] = &ks
+		}
+	}
+	return vals, m.last, strs
 }
 
 // New returns an empty memtable.
@@ -96,14 +178,17 @@ func (m *Memtable) Insert(seg uint64, entries []row.Entry) {
 			m.bytes += int64(len(e.Series) + seriesOverhead)
 		}
 		s.minTS, s.maxTS = min(s.minTS, e.TS), max(s.maxTS, hi)
-		r := memRow{ts: e.TS, end: e.End, seq: e.Seq, op: e.Op, fields: e.Fields}
+		r := memRow{ts: e.TS, end: e.End, seq: e.Seq, op: e.Op}
+		if e.Op == row.Put {
+			r.vals, r.kinds, r.strs = m.store(e.Fields)
+		}
 		// NB: a newer version of an existing ts must sort before it, so an
 		// equal ts also breaks the order.
 		if n := len(s.rows); n > 0 && r.ts <= s.rows[n-1].ts {
 			s.sorted = false
 		}
 		s.rows = append(s.rows, r)
-		m.bytes += int64(e.Size())
+		m.bytes += rowBytes(&r)
 		if m.entries == 0 {
 			m.minSeq, m.minTS, m.maxTS = e.Seq, e.TS, e.TS
 		}
@@ -197,6 +282,12 @@ type Filter struct {
 	// Fields maps output positions to field ordinals (nil: all fields, by
 	// ordinal).
 	Fields []int
+	// ReuseFields lets the iterator reuse the memory of the Fields it
+	// returned: an entry's Fields stay valid until the second Next after
+	// it (two buffers take turns, so a merge may hold one entry while its
+	// input moves to the next). For readers that copy what they keep
+	// (a flush's SST writer).
+	ReuseFields bool
 }
 
 // Series lists the keys of the series f selects that have an entry in
@@ -270,6 +361,8 @@ type iter struct {
 	pos    int
 	e      row.Entry
 	buf    []row.Value
+	bufs   [2][]row.Value // ReuseFields: the buffers that take turns
+	turn   int
 }
 
 func (it *iter) Next() bool {
@@ -283,9 +376,9 @@ func (it *iter) Next() bool {
 			if r.op == row.Delete && (r.end < it.f.Start || r.ts >= it.f.End) {
 				continue
 			}
-			it.e = row.Entry{Series: it.caps[it.idx].key, TS: r.ts, End: r.end, Seq: r.seq, Op: r.op, Fields: r.fields}
-			if it.f.Fields != nil && r.op == row.Put {
-				it.e.Fields = it.project(r.fields)
+			it.e = row.Entry{Series: it.caps[it.idx].key, TS: r.ts, End: r.end, Seq: r.seq, Op: r.op}
+			if r.op == row.Put {
+				it.e.Fields = it.fields(r)
 			}
 			return true
 		}
@@ -297,18 +390,35 @@ func (it *iter) Next() bool {
 	}
 }
 
-func (it *iter) project(fields []row.Value) []row.Value {
-	if len(it.buf) < len(it.f.Fields) {
-		it.buf = make([]row.Value, 256*max(1, len(it.f.Fields)))
+// fields returns r's values for the filter's fields, in memory cut from a
+// slab (or, with ReuseFields, in one of two buffers by turns).
+func (it *iter) fields(r *memRow) []row.Value {
+	n := len(r.vals)
+	if it.f.Fields != nil {
+		n = len(it.f.Fields)
 	}
-	out := it.buf[:len(it.f.Fields):len(it.f.Fields)]
-	it.buf = it.buf[len(it.f.Fields):]
-	for i, ord := range it.f.Fields {
-		if ord < len(fields) {
-			out[i] = fields[ord]
-		} else {
-			out[i] = row.Value{}
+	var out []row.Value
+	if it.f.ReuseFields {
+		it.turn = 1 - it.turn
+		if cap(it.bufs[it.turn]) < n {
+			it.bufs[it.turn] = make([]row.Value, n)
 		}
+		out = it.bufs[it.turn][:n:n]
+	} else {
+		if len(it.buf) < n {
+			it.buf = make([]row.Value, 256*max(1, n))
+		}
+		out = it.buf[:n:n]
+		it.buf = it.buf[n:]
+	}
+	if it.f.Fields == nil {
+		for j := range out {
+			out[j] = r.field(j)
+		}
+		return out
+	}
+	for i, ord := range it.f.Fields {
+		out[i] = r.field(ord)
 	}
 	return out
 }

@@ -1,9 +1,12 @@
 package memtable
 
 import (
+	"fmt"
 	"math"
+	"math/rand/v2"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/stratadb/strata/internal/row"
 )
@@ -121,4 +124,86 @@ func TestSuccessorExpectsThePredecessorsRows(t *testing.T) {
 	if h := New().Successor().rowsHint; h != 0 {
 		t.Errorf("the successor of an empty memtable expects %d rows a series", h)
 	}
+}
+
+// Rows of every kind, nulls, varying widths and shapes and tombstones
+// come back as inserted: whole, projected, and with ReuseFields read the
+// way a merge reads (each entry held while the next is read).
+func TestValuesRoundTrip(t *testing.T) {
+	seed := time.Now().UnixNano()
+	t.Logf("seed %d", seed)
+	rng := rand.New(rand.NewPCG(uint64(seed), 0))
+	value := func() row.Value {
+		switch rng.IntN(7) {
+		case 0:
+			return row.Value{}
+		case 1:
+			return row.IntValue(rng.Int64() - rng.Int64())
+		case 2:
+			return row.UintValue(rng.Uint64())
+		case 3:
+			return row.BoolValue(rng.IntN(2) == 0)
+		case 4:
+			return row.StringValue(fmt.Sprint("s", rng.IntN(100)))
+		default:
+			return row.FloatValue(rng.NormFloat64())
+		}
+	}
+	m := New()
+	want := map[[2]int64]row.Entry{} // (series, seq) -> entry
+	seq := uint64(0)
+	for range 3000 {
+		seq++
+		s := rng.IntN(20)
+		e := row.Entry{Series: fmt.Sprint("k", s), TS: rng.Int64N(1000), Seq: seq, Op: row.Put}
+		if rng.IntN(30) == 0 {
+			e.Op, e.End = row.Delete, e.TS+rng.Int64N(50)
+		} else {
+			for range 1 + rng.IntN(6) {
+				e.Fields = append(e.Fields, value())
+			}
+		}
+		m.Insert(1, []row.Entry{e})
+		want[[2]int64{int64(s), int64(seq)}] = e
+	}
+	check := func(name string, f Filter, keepPrev bool) {
+		it := m.Iter(f)
+		defer it.Close()
+		var prev, prevCopy row.Entry
+		n := 0
+		for it.Next() {
+			e := *it.Entry()
+			var s int64
+			fmt.Sscanf(e.Series, "k%d", &s)
+			w := want[[2]int64{s, int64(e.Seq)}]
+			if e.TS != w.TS || e.Op != w.Op || e.End != w.End {
+				t.Fatalf("%s: got %v, want %v", name, e, w)
+			}
+			for i := range max(len(e.Fields), len(f.Fields)) {
+				ord := i
+				if f.Fields != nil {
+					ord = f.Fields[i]
+				}
+				if e.Op == row.Put && !e.Field(i).Equal(w.Field(ord)) {
+					t.Fatalf("%s: %v field %d (ordinal %d) is %v, want %v", name, e, i, ord, e.Field(i), w.Field(ord))
+				}
+			}
+			if e.Op == row.Put && f.Fields == nil && len(e.Fields) != len(w.Fields) {
+				t.Fatalf("%s: %v has %d fields, want %d", name, e, len(e.Fields), len(w.Fields))
+			}
+			if keepPrev && prev.Fields != nil && !slices.EqualFunc(prev.Fields, prevCopy.Fields, row.Value.Equal) {
+				t.Fatalf("%s: the previous entry's fields changed once the next was read", name)
+			}
+			prev, prevCopy = e, row.Entry{Fields: slices.Clone(e.Fields)}
+			n++
+		}
+		if n != len(want) {
+			t.Fatalf("%s: %d entries, want %d", name, n, len(want))
+		}
+	}
+	check("whole", all, false)
+	check("projected", Filter{Start: math.MinInt64, End: math.MaxInt64, Fields: []int{4, 0, 9, 2}}, false)
+	check("reused", Filter{Start: math.MinInt64, End: math.MaxInt64, ReuseFields: true}, true)
+	m.Freeze()
+	check("frozen", all, false)
 }

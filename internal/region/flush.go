@@ -95,7 +95,7 @@ func (r *Region) flushOne(ctx context.Context, mt *memtable.Memtable) (err error
 
 	// 2. Encode and upload.
 	fields := r.Schema().Fields()
-	it := merge.New([]row.Iterator{mt.Iter(memtable.Filter{Start: math.MinInt64, End: math.MaxInt64})}, merge.Options{KeepTombstones: true, DropBefore: r.ttlCutoff()})
+	it := merge.New([]row.Iterator{mt.Iter(memtable.Filter{Start: math.MinInt64, End: math.MaxInt64, ReuseFields: true})}, merge.Options{KeepTombstones: true, DropBefore: r.ttlCutoff()})
 	// Sized from the last flush's file, not grown by doubling to it.
 	var buf bytes.Buffer
 	buf.Grow(int(r.lastFlushSize.Load()) * 9 / 8)

@@ -68,7 +68,7 @@ type Options struct {
 	// entries go there instead of its own WAL (stream.go).
 	Stream *wal.Stream
 	// FlushBytes is the active memtable size that triggers a flush
-	// (default 64 MiB).
+	// (default DefaultFlushBytes).
 	FlushBytes int64
 	// MaxMemtableBytes is the region's memtable memory (active plus those
 	// being flushed) above which writes stall (default 2 × FlushBytes).
@@ -111,12 +111,17 @@ type Options struct {
 	Metrics *Metrics
 }
 
+// DefaultFlushBytes is the memtable size that starts a flush: about
+// 200,000 TSBS cpu rows (a memtable holds a row of 10 float fields in
+// about 170 bytes, docs/region.md).
+const DefaultFlushBytes = 32 << 20
+
 func (o *Options) defaults() {
 	if o.Timestamp == "" {
 		o.Timestamp = schema.DefaultTimestamp
 	}
 	if o.FlushBytes <= 0 {
-		o.FlushBytes = 64 << 20
+		o.FlushBytes = DefaultFlushBytes
 	}
 	if o.MaxMemtableBytes <= 0 {
 		o.MaxMemtableBytes = 2 * o.FlushBytes

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
+	"sync"
 	"time"
 
 	"github.com/stratadb/strata/internal/manifest"
@@ -83,12 +85,12 @@ func (r *Region) write(ctx context.Context, b Batch, prepared bool) (WriteResult
 		return WriteResult{}, err
 	}
 	cutoff := r.ttlCutoff()
-	entries := make([]row.Entry, 0, len(points))
 	var res WriteResult
 	var size int64
 	var key []byte
 	nf := len(sch.Fields())
-	vals := make([]row.Value, len(points)*nf)
+	sc := getScratch(len(points), nf)
+	entries, vals := sc.entries, sc.vals
 	r.mu.Lock()
 	active := r.active
 	r.mu.Unlock()
@@ -131,10 +133,47 @@ func (r *Region) write(ctx context.Context, b Batch, prepared bool) (WriteResult
 		return WriteResult{}, fmt.Errorf("%w: about %d bytes, the limit is %d", ErrBatchTooLarge, size, r.opts.MaxBatchBytes)
 	}
 	if err := r.append(ctx, entries); err != nil {
-		return WriteResult{}, err
+		return WriteResult{}, err // the WAL may still hold the entries: not reused
 	}
 	res.Written = len(entries)
+	sc.entries = entries
+	putScratch(sc)
 	return res, nil
+}
+
+// scratch is a write's entries and their field values. Once the WAL took
+// a write, the memtable holds a copy of it, so the next write may reuse
+// them (allocated for each write, they were a third of its allocations).
+type scratch struct {
+	entries []row.Entry
+	vals    []row.Value
+}
+
+var scratches sync.Pool
+
+const maxScratchValues = 1 << 20 // larger scratches are not kept
+
+func getScratch(points, fields int) *scratch {
+	sc, _ := scratches.Get().(*scratch)
+	if sc == nil {
+		sc = &scratch{}
+	}
+	sc.entries = slices.Grow(sc.entries[:0], points)
+	if n := points * fields; cap(sc.vals) < n {
+		sc.vals = make([]row.Value, n)
+	} else {
+		sc.vals = sc.vals[:n]
+		clear(sc.vals)
+	}
+	return sc
+}
+
+func putScratch(sc *scratch) {
+	if cap(sc.vals) > maxScratchValues {
+		return
+	}
+	clear(sc.entries) // drop the series keys
+	scratches.Put(sc)
 }
 
 // ValidateBatch checks every point of a batch against base and returns the

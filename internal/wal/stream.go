@@ -271,7 +271,8 @@ func deadline(group []*streamReq) time.Time {
 	return d
 }
 
-// Append makes entries durable in one segment, as Writer.Append does.
+// Append makes entries durable in one segment, as Writer.Append does
+// (and, as it, keeps none of them once it has returned nil).
 func (m *Member) Append(ctx context.Context, entries []row.Entry) error {
 	if len(entries) == 0 {
 		return nil

@@ -120,7 +120,8 @@ func NewWriter(store objstore.Bucket, region layout.RegionID, epoch, next, nextS
 
 // Append makes entries durable in one segment and returns once they are (or
 // the write failed). It sets each entry's Seq. The entries belong to the
-// writer from the call on. Once queued, a write is carried out even if ctx
+// writer from the call on; once Append has returned nil, it keeps none of
+// them (or their Fields), so the caller may reuse them. Once queued, a write is carried out even if ctx
 // is cancelled: Append then waits for the outcome.
 func (w *Writer) Append(ctx context.Context, entries []row.Entry) error {
 	if len(entries) == 0 {
