@@ -24,9 +24,9 @@ type memRow struct {
 	ts, end int64
 	seq     uint64
 	op      row.Op
-	vals    []uint64   // field payloads by ordinal: Value.Bits, or a string's index in strs
+	vals    []uint64    // field payloads by ordinal: Value.Bits, or a string's index in strs
 	kinds   *[]row.Kind // field kinds by ordinal (row.Null: no value), interned
-	strs    []string   // the row's string values, if any
+	strs    []string    // the row's string values, if any
 }
 
 // rowBytes approximates a row's memory.
