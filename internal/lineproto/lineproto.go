@@ -102,6 +102,11 @@ type Parser struct {
 	batch  Batch
 	tags   []row.Tag
 	fields []row.Field
+	// The shape of the last valid line (see row.Point.Shape): its id, and
+	// whether the names of the line being parsed all matched shape.
+	shapeID uint32
+	last    row.Point
+	miss    bool
 }
 
 // NewParser returns a parser.
@@ -129,6 +134,7 @@ func (p *Parser) internAt(i int, b []byte) string {
 	if i < len(p.shape) && p.shape[i] == string(b) {
 		return p.shape[i]
 	}
+	p.miss = true
 	s := p.intern(b)
 	if i < len(p.shape) {
 		p.shape[i] = s
@@ -169,6 +175,7 @@ func (p *Parser) Parse(data []byte, precision Precision, now time.Time) (*Batch,
 	p.tags, p.fields = grow(p.tags, lines*p.perLine(len(p.tags), len(b.Points))), grow(p.fields, lines*p.perLine(len(p.fields), len(b.Points)))
 	b.Points, b.Measurements, b.Lines = b.Points[:0], b.Measurements[:0], b.Lines[:0]
 	p.tags, p.fields, p.vals, p.ends = p.tags[:0], p.fields[:0], p.vals[:0], p.ends[:0]
+	p.shapeID++ // the last point's memory is this request's now
 	lineNo := 0
 	defaultTS := now.UnixNano()
 	defaultTS -= defaultTS % int64(precision)
@@ -186,8 +193,10 @@ func (p *Parser) Parse(data []byte, precision Precision, now time.Time) (*Batch,
 			continue
 		}
 		nt, nf, nv := len(p.tags), len(p.fields), len(p.vals)
+		p.miss = false
 		m, pt, reason := p.parseLine(line, precision, defaultTS)
 		if reason != "" {
+			p.shapeID++ // the names it left in shape are not the last point's
 			p.tags, p.fields, p.vals, p.ends = p.tags[:nt], p.fields[:nf], p.vals[:nv], p.ends[:nt]
 			text := line
 			if len(text) > 256 {
@@ -199,6 +208,7 @@ func (p *Parser) Parse(data []byte, precision Precision, now time.Time) (*Batch,
 		if len(b.Points) == 0 {
 			p.reserve(lines, len(pt.Tags), len(pt.Fields))
 		}
+		pt.Shape = p.shapeOf(&pt)
 		b.Points = append(b.Points, pt)
 		b.Measurements = append(b.Measurements, m)
 		b.Lines = append(b.Lines, lineNo)
@@ -234,6 +244,24 @@ func (p *Parser) setTagValues() {
 			k++
 		}
 	}
+}
+
+// shapeOf returns the shape id of a point just parsed: the last valid
+// line's if every name of this one matched the names at its position in
+// that line (p.miss false), with as many tags and fields and the same
+// field kinds; otherwise a new one.
+func (p *Parser) shapeOf(pt *row.Point) uint32 {
+	same := !p.miss && p.shapeID != 0 && len(pt.Tags) == len(p.last.Tags) && len(pt.Fields) == len(p.last.Fields)
+	for i := 0; same && i < len(pt.Fields); i++ {
+		same = pt.Fields[i].Value.Kind() == p.last.Fields[i].Value.Kind()
+	}
+	if !same {
+		if p.shapeID++; p.shapeID == 0 {
+			p.shapeID = 1
+		}
+	}
+	p.last = *pt
+	return p.shapeID
 }
 
 // perLine is the mean of n items over lines, rounded up (at least 1).

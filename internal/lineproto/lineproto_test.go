@@ -237,3 +237,68 @@ func TestDecimalMatchesParseFloat(t *testing.T) {
 		check(s)
 	}
 }
+
+// Two points of a request have the same Shape only if they have the same
+// tag names and field names and kinds in the same order; consecutive
+// points of one shape share it.
+func TestShapes(t *testing.T) {
+	seed := time.Now().UnixNano()
+	t.Logf("seed %d", seed)
+	rng := rand.New(rand.NewPCG(uint64(seed), 0))
+	shapeKey := func(m string, pt row.Point) string {
+		k := m
+		for _, tg := range pt.Tags {
+			k += "|" + tg.Name
+		}
+		for _, f := range pt.Fields {
+			k += fmt.Sprintf(" %s:%v", f.Name, f.Value.Kind())
+		}
+		return k
+	}
+	p := NewParser()
+	// A malformed line between two points leaves its names behind.
+	batch, _ := p.Parse([]byte("m0,a=v,c=v x=1 1\nm0,a=v,b=v x=1,broken\nm0,a=v,b=v x=1 1\n"), Nanosecond, time.Now())
+	if batch.Len() != 2 || batch.Points[0].Shape == batch.Points[1].Shape {
+		t.Fatalf("points of two shapes around a malformed line: %v", batch.Points)
+	}
+	for range 30 {
+		var b strings.Builder
+		for range 1 + rng.IntN(200) {
+			switch rng.IntN(15) {
+			case 0:
+				b.WriteString("m0,a=v,b=v x=1,broken\n")
+				continue
+			case 1:
+				b.WriteString("m1,b=v,c=v y=1 notatime\n")
+				continue
+			}
+			fmt.Fprintf(&b, "m%d", rng.IntN(2))
+			for i := range rng.IntN(3) {
+				fmt.Fprintf(&b, ",%c=v", 'a'+rng.IntN(3)+i)
+			}
+			for i := range 1 + rng.IntN(2) {
+				sep := ","
+				if i == 0 {
+					sep = " "
+				}
+				fmt.Fprintf(&b, "%s%c=%s", sep, 'x'+rng.IntN(2)+i, []string{"1", "1i", "t", `"s"`}[rng.IntN(4)])
+			}
+			b.WriteString(" 1\n")
+		}
+		batch, _ = p.Parse([]byte(b.String()), Nanosecond, time.Now())
+		byShape := map[uint32]string{}
+		for i, pt := range batch.Points {
+			if pt.Shape == 0 {
+				t.Fatalf("line %d: no shape", batch.Lines[i])
+			}
+			k := shapeKey(batch.Measurements[i], pt)
+			if prev, ok := byShape[pt.Shape]; ok && prev != k {
+				t.Fatalf("line %d: shape %d is %q and %q", batch.Lines[i], pt.Shape, prev, k)
+			}
+			byShape[pt.Shape] = k
+			if i > 0 && batch.Lines[i] == batch.Lines[i-1]+1 && k == shapeKey(batch.Measurements[i-1], batch.Points[i-1]) && pt.Shape != batch.Points[i-1].Shape {
+				t.Fatalf("line %d: the shape of the line before, with another id", batch.Lines[i])
+			}
+		}
+	}
+}

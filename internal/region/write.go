@@ -233,6 +233,9 @@ func sameShape(p, prev *row.Point) bool {
 	if prev == nil || len(p.Tags) != len(prev.Tags) || len(p.Fields) != len(prev.Fields) {
 		return false
 	}
+	if p.Shape != 0 && p.Shape == prev.Shape {
+		return true
+	}
 	for i := range p.Tags {
 		if p.Tags[i].Name != prev.Tags[i].Name {
 			return false

@@ -10,6 +10,11 @@ type Point struct {
 	Tags   []Tag
 	TS     int64 // ns since the epoch
 	Fields []Field
+	// Shape, if not zero, says that points of a batch with the same Shape
+	// have the same tag names and the same field names and kinds, in the
+	// same order (a parser knows it from comparing names it reads anyway);
+	// checks of a point's columns then compare one number. Zero: unknown.
+	Shape uint32
 }
 
 // Field is one named field value of a Point.
