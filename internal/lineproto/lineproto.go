@@ -112,12 +112,19 @@ type Parser struct {
 // NewParser returns a parser.
 func NewParser() *Parser { return &Parser{names: map[string]string{}} }
 
-type stopSet [256]bool
+// stopSet marks the bytes that end a token (stop) and the escape byte
+// (escape), so scanning looks up each byte once.
+type stopSet [256]uint8
+
+const (
+	stop   = 1
+	escape = 2
+)
 
 func stops(chars string) *stopSet {
-	var s stopSet
+	s := stopSet{'\\': escape}
 	for i := range len(chars) {
-		s[chars[i]] = true
+		s[chars[i]] = stop
 	}
 	return &s
 }
@@ -187,8 +194,10 @@ func (p *Parser) Parse(data []byte, precision Precision, now time.Time) (*Batch,
 		} else {
 			line, data = data, nil
 		}
-		line = bytes.TrimRight(line, "\r")
-		line = bytes.TrimLeft(line, " \t")
+		for len(line) > 0 && line[len(line)-1] == '\r' {
+			line = line[:len(line)-1]
+		}
+		line = trimSpace(line, true)
 		if len(line) == 0 || line[0] == '#' {
 			continue
 		}
@@ -283,19 +292,28 @@ func grow[T any](s []T, n int) []T {
 
 // scan returns the bytes up to the first unescaped byte of stop (or the
 // end), unescaped, and the rest starting at that byte.
-func (p *Parser) scan(b []byte, stop *stopSet) (tok []byte, rest []byte, escaped bool) {
+func (p *Parser) scan(b []byte, set *stopSet) (tok []byte, rest []byte, escaped bool) {
 	for i := 0; i < len(b); i++ {
-		c := b[i]
-		if c == '\\' && i+1 < len(b) {
-			escaped = true
-			i++
-			continue
-		}
-		if stop[c] {
+		switch set[b[i]] {
+		case 0:
+		case escape:
+			if i+1 < len(b) {
+				escaped = true
+				i++
+			}
+		default:
 			return p.unescape(b[:i], escaped), b[i:], escaped
 		}
 	}
 	return p.unescape(b, escaped), nil, escaped
+}
+
+// trimSpace drops leading spaces (and tabs, if tabs).
+func trimSpace(b []byte, tabs bool) []byte {
+	for len(b) > 0 && (b[0] == ' ' || tabs && b[0] == '\t') {
+		b = b[1:]
+	}
+	return b
 }
 
 // unescape removes the backslash of `\,`, `\=`, `\ ` (other backslashes
@@ -353,7 +371,7 @@ func (p *Parser) parseLine(line []byte, precision Precision, defaultTS int64) (s
 	if len(rest) == 0 || rest[0] != ' ' {
 		return "", pt, "missing fields"
 	}
-	rest = bytes.TrimLeft(rest, " ")
+	rest = trimSpace(rest, false)
 	// Fields.
 	for {
 		var key []byte
@@ -384,7 +402,7 @@ func (p *Parser) parseLine(line []byte, precision Precision, defaultTS int64) (s
 	}
 	pt.Fields = p.fields[nf:len(p.fields):len(p.fields)]
 	// Timestamp.
-	rest = bytes.TrimLeft(rest, " ")
+	rest = trimSpace(rest, false)
 	if len(rest) == 0 {
 		pt.TS = defaultTS
 		return m, pt, ""

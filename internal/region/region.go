@@ -294,9 +294,23 @@ func (r *Region) Manifest() *manifest.State { return r.man.State() }
 // applyWAL inserts a durable segment's entries into the active memtable. It
 // runs on the WAL writer's goroutine, before the writes are acknowledged.
 func (r *Region) applyWAL(seg uint64, entries []row.Entry) {
+	r.apply(seg, [][]row.Entry{entries}, nil)
+}
+
+// apply inserts lists of entries into the active memtable under one hold
+// of r.mu, after note (if any): a flush's cut falls between segments,
+// never inside one.
+func (r *Region) apply(seg uint64, lists [][]row.Entry, note func()) {
 	r.mu.Lock()
+	if note != nil {
+		note()
+	}
 	before := r.active.Stats().Bytes
-	r.active.Insert(seg, entries)
+	rows := 0
+	for _, entries := range lists {
+		r.active.Insert(seg, entries)
+		rows += len(entries)
+	}
 	after := r.active.Stats().Bytes
 	r.memBytes += after - before
 	r.mu.Unlock()
@@ -305,7 +319,7 @@ func (r *Region) applyWAL(seg uint64, entries []row.Entry) {
 	}
 	m := r.opts.Metrics
 	m.MemtableBytes.Add(float64(after - before))
-	m.WriteRows.Add(float64(len(entries)))
+	m.WriteRows.Add(float64(rows))
 	if after >= r.opts.FlushBytes {
 		r.requestFlush()
 	}

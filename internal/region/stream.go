@@ -178,11 +178,8 @@ func (r *Region) notePos(mt *memtable.Memtable, stream string, n uint64) {
 
 // applyStream inserts a durable stream block's entries. It runs on the
 // stream's goroutine, before the writes are acknowledged.
-func (r *Region) applyStream(stream string, n uint64, entries []row.Entry) {
-	r.mu.Lock()
-	r.notePos(r.active, stream, n)
-	r.mu.Unlock()
-	r.applyWAL(0, entries)
+func (r *Region) applyStream(stream string, n uint64, appends [][]row.Entry) {
+	r.apply(0, appends, func() { r.notePos(r.active, stream, n) })
 }
 
 // recordStream is the stream writer's Recording callback: the region's

@@ -92,7 +92,7 @@ type Member struct {
 	s      *Stream
 	region layout.RegionID
 	epoch  uint64
-	apply  func(stream string, segment uint64, entries []row.Entry)
+	apply  func(stream string, segment uint64, appends [][]row.Entry)
 	lease  func() time.Time
 	record func(context.Context, Recording) error
 
@@ -211,8 +211,9 @@ type MemberOptions struct {
 	// owner's late write cannot land long after its lease.
 	Lease func() time.Time
 	// Apply receives each durable block's entries, with the stream and
-	// segment holding them, before they are acknowledged.
-	Apply func(stream string, segment uint64, entries []row.Entry)
+	// segment holding them, before they are acknowledged: in one call,
+	// as the appends gave them (in order, their sequences consecutive).
+	Apply func(stream string, segment uint64, appends [][]row.Entry)
 }
 
 // Attach adds a region. Its writes go through the returned Member until it
@@ -485,7 +486,7 @@ func groupBlocks(group []*streamReq) []Block {
 			r.entries[j].Seq = r.m.nextSeq
 			r.m.nextSeq++
 		}
-		blocks[i].Entries = append(blocks[i].Entries, r.entries...)
+		blocks[i].count += len(r.entries)
 		blocks[i].chunks = append(blocks[i].chunks, r.enc)
 		blocks[i].raw += r.raw
 	}
@@ -524,10 +525,24 @@ func (s *Stream) landed(stream string, number uint64, blocks []Block, group []*s
 	}
 	var entries uint64
 	for _, b := range blocks {
-		entries += uint64(len(b.Entries))
-		if verdict[b.Region] == nil {
-			members[b.Region].apply(stream, number, b.Entries)
+		entries += uint64(b.entries())
+	}
+	// A block's entries go to its member at once (a region's flush cuts
+	// between segments), as the appends hold them, in arrival order: not
+	// copied into one slice a block.
+	appends := map[*Member][][]row.Entry{}
+	var order []*Member
+	for _, r := range group {
+		if verdict[r.m.region] != nil {
+			continue
 		}
+		if _, ok := appends[r.m]; !ok {
+			order = append(order, r.m)
+		}
+		appends[r.m] = append(appends[r.m], r.entries)
+	}
+	for _, m := range order {
+		m.apply(stream, number, appends[m])
 	}
 	for _, r := range group {
 		if ack {

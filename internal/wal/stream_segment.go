@@ -31,11 +31,21 @@ type Block struct {
 	Epoch    uint64 // the region owner's manifest epoch
 	FirstSeq uint64 // the region's sequence of Entries[0]; consecutive
 	Entries  []row.Entry
-	// chunks are Entries already encoded and compressed, an S2 chunk of
-	// raw bytes per append (the writer compresses on each append's
-	// goroutine); nil: encode Entries, uncompressed.
+	// chunks are the entries already encoded and compressed, an S2
+	// chunk of raw bytes per append (the writer compresses on each
+	// append's goroutine), count entries in all; Entries is then empty
+	// (the appends hold them). nil: encode Entries, uncompressed.
 	chunks [][]byte
+	count  int
 	raw    int
+}
+
+// entries is the number of entries the block holds.
+func (b *Block) entries() int {
+	if b.chunks != nil {
+		return b.count
+	}
+	return len(b.Entries)
 }
 
 // StreamSegment is one decoded stream object. A fence has no blocks, or
@@ -74,7 +84,7 @@ func encodeStream(dst []byte, fence bool, blocks []Block) []byte {
 		dst = binary.LittleEndian.AppendUint32(dst, b.Region.Region)
 		dst = binary.LittleEndian.AppendUint64(dst, b.Epoch)
 		dst = binary.LittleEndian.AppendUint64(dst, b.FirstSeq)
-		dst = binary.LittleEndian.AppendUint32(dst, uint32(len(b.Entries)))
+		dst = binary.LittleEndian.AppendUint32(dst, uint32(b.entries()))
 		dst = binary.LittleEndian.AppendUint32(dst, 0) // stored length, below
 		codec := byte(codecRaw)
 		if b.chunks != nil {

@@ -101,7 +101,8 @@ func (r *memberLog) options(epoch, nextSeq uint64) MemberOptions {
 			r.recs = append(r.recs, rec)
 			return nil
 		},
-		Apply: func(_ string, _ uint64, entries []row.Entry) {
+		Apply: func(_ string, _ uint64, appends [][]row.Entry) {
+			entries := slices.Concat(appends...)
 			r.mu.Lock()
 			defer r.mu.Unlock()
 			r.applied = append(r.applied, entries...)
@@ -395,4 +396,62 @@ func (h *hookStore) List(ctx context.Context, prefix string, token []byte, n int
 	p, err := h.Bucket.List(ctx, prefix, token, n)
 	h.afterList()
 	return p, err
+}
+
+// Appends of one region that share a segment reach it in one Apply call,
+// in their order, with consecutive sequences: a region's flush cuts
+// between segments, never inside one.
+func TestStreamAppliesABlockAtOnce(t *testing.T) {
+	store := objstoretest.Mem(t)
+	const appends = 4
+	write := func(i int) []row.Entry {
+		return []row.Entry{put(fmt.Sprintf("s%d", i), int64(i), float64(i)), put(fmt.Sprintf("t%d", i), int64(i), float64(i))}
+	}
+	total := 0
+	for i := range appends {
+		enc, _ := encodeRequest(write(i))
+		total += len(enc)
+	}
+	s := NewStream(store, StreamOptions{Window: time.Hour, MaxSegmentBytes: total, NewID: streamIDs()})
+	defer s.Close()
+	rec := newMemberLog(layout.RegionID{Table: 1, Region: 0})
+	opts := rec.options(1, 1)
+	var calls [][][]row.Entry
+	apply := opts.Apply
+	opts.Apply = func(stream string, n uint64, lists [][]row.Entry) {
+		calls = append(calls, lists) // on the stream's goroutine, before the acknowledgements
+		apply(stream, n, lists)
+	}
+	m, err := s.Attach(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	var wg sync.WaitGroup
+	errs := make(chan error, appends)
+	for i := range appends {
+		wg.Go(func() { errs <- m.Append(context.Background(), write(i)) })
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if st := s.Stats(); st.Segments != 1 || len(calls) != 1 || len(calls[0]) != appends {
+		t.Fatalf("stats %+v, %d apply calls: want one segment applied in one call of %d appends", st, len(calls), appends)
+	}
+	seq := uint64(1)
+	for _, list := range calls[0] {
+		for _, e := range list {
+			if e.Seq != seq {
+				t.Fatalf("applied %v: sequence %d, want %d", calls[0], e.Seq, seq)
+			}
+			seq++
+		}
+	}
+	if got := rec.replayAll(t, store, 1); len(got) != 2*appends {
+		t.Fatalf("replayed %v", got)
+	}
 }
