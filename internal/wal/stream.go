@@ -109,8 +109,9 @@ type Member struct {
 type streamReq struct {
 	m       *Member
 	entries []row.Entry
-	enc     []byte // the entries encoded and compressed (one chunk)
-	raw     int    // their encoded size before compression
+	enc     []byte  // the entries encoded and compressed (one chunk)
+	encBuf  *[]byte // the pooled buffer enc is in, given back by commit
+	raw     int     // their encoded size before compression
 	size    int
 	done    chan error
 }
@@ -281,7 +282,7 @@ func (m *Member) Append(ctx context.Context, entries []row.Entry) error {
 	// Encoding here, on the caller's goroutine, keeps the stream's single
 	// loop to copying bytes: many writers encode in parallel.
 	req := &streamReq{m: m, entries: entries, done: make(chan error, 1)}
-	req.enc, req.raw = encodeRequest(entries)
+	req.enc, req.encBuf, req.raw = encodeRequest(entries)
 	req.size = len(req.enc)
 	select {
 	case m.s.reqs <- req:
@@ -297,7 +298,7 @@ func (m *Member) Append(ctx context.Context, entries []row.Entry) error {
 
 // encodeRequest encodes and compresses one append's entries (one chunk)
 // and returns the encoded size before compression.
-func encodeRequest(entries []row.Entry) ([]byte, int) {
+func encodeRequest(entries []row.Entry) ([]byte, *[]byte, int) {
 	n := 0
 	for i := range entries {
 		n += encodedSize(&entries[i])
@@ -309,7 +310,8 @@ func encodeRequest(entries []row.Entry) ([]byte, int) {
 		raw = appendEntry(raw, &entries[i])
 	}
 	*bp = raw
-	return chunk(raw), len(raw)
+	enc, buf := chunk(raw)
+	return enc, buf, len(raw)
 }
 
 // Close detaches the member after the group in flight: its later writes
@@ -370,6 +372,18 @@ func (s *Stream) position() (string, uint64) {
 
 // commit writes one group as the stream's next segment.
 func (s *Stream) commit(group []*streamReq) {
+	// Every request's chunk buffer goes back to the pool once the group
+	// is done with (the segment bytes are copied, or the requests failed).
+	all := group
+	defer func() {
+		for _, r := range all {
+			if r.encBuf != nil {
+				putScratch(r.encBuf)
+			}
+			r.enc, r.encBuf = nil, nil
+		}
+	}()
+	group = slices.Clone(group) // admit filters in place
 	ctx := context.Background()
 	if s.unknown != nil {
 		s.resolve(ctx)
@@ -386,6 +400,9 @@ func (s *Stream) commit(group []*streamReq) {
 		id, number := s.position()
 		blocks := groupBlocks(group)
 		s.buf = encodeStream(s.buf[:0], false, blocks)
+		for i := range blocks {
+			blocks[i].chunks = nil // in s.buf now; their buffers go back
+		}
 		key := layout.StreamKey(id, number)
 		cctx, cancel := ctx, context.CancelFunc(func() {})
 		if d := deadline(group); !d.IsZero() {

@@ -34,19 +34,16 @@ type Block struct {
 	// chunks are the entries already encoded and compressed, an S2
 	// chunk of raw bytes per append (the writer compresses on each
 	// append's goroutine), count entries in all; Entries is then empty
-	// (the appends hold them). nil: encode Entries, uncompressed.
+	// (the appends hold them). nil: encode Entries, uncompressed. The
+	// chunks are the appends' pooled buffers: valid until the segment's
+	// bytes are made, then dropped.
 	chunks [][]byte
 	count  int
 	raw    int
 }
 
 // entries is the number of entries the block holds.
-func (b *Block) entries() int {
-	if b.chunks != nil {
-		return b.count
-	}
-	return len(b.Entries)
-}
+func (b *Block) entries() int { return max(b.count, len(b.Entries)) }
 
 // StreamSegment is one decoded stream object. A fence has no blocks, or
 // only empty ones naming the regions whose new owner wrote it.
@@ -117,18 +114,20 @@ func encodeStream(dst []byte, fence bool, blocks []Block) []byte {
 
 // chunk compresses src as one chunk: its uvarint length, then the S2
 // block.
-// It compresses into a pooled buffer and returns an exact copy: a chunk
-// waits for its group's PUT, and a buffer of S2's worst case, zeroed for
-// each append, cost more than the copy.
-func chunk(src []byte) []byte {
+// The chunk is in a pooled buffer, which it returns: the stream gives it
+// back once the chunk is in a segment's bytes (a buffer of S2's worst
+// case, allocated for each append, or a copy of the chunk, were most of
+// the WAL's allocations).
+func chunk(src []byte) ([]byte, *[]byte) {
+	const pre = binary.MaxVarintLen64
 	bp := getScratch()
-	defer putScratch(bp)
-	buf := slices.Grow((*bp)[:0], s2.MaxEncodedLen(len(src)))
-	enc := s2.Encode(buf[:cap(buf)], src)
-	*bp = enc
-	out := make([]byte, 0, binary.MaxVarintLen64+len(enc))
-	out = binary.AppendUvarint(out, uint64(len(enc)))
-	return append(out, enc...)
+	buf := slices.Grow((*bp)[:0], pre+s2.MaxEncodedLen(len(src)))
+	buf = buf[:cap(buf)]
+	enc := s2.Encode(buf[pre:], src)
+	start := pre - len(binary.AppendUvarint(nil, uint64(len(enc))))
+	binary.PutUvarint(buf[start:], uint64(len(enc)))
+	*bp = buf
+	return buf[start : pre+len(enc)], bp
 }
 
 // scratch holds the encoding buffers of appends: the raw entries and

@@ -131,7 +131,7 @@ func TestStreamCarriesManyRegionsInOneSegment(t *testing.T) {
 	write := func(i int) []row.Entry { return []row.Entry{put(fmt.Sprintf("s%d", i), int64(i), float64(i))} }
 	total := 0 // the four writes' encoded size: the segment closes when they are in
 	for i := range regions {
-		enc, _ := encodeRequest(write(i))
+		enc, _, _ := encodeRequest(write(i))
 		total += len(enc)
 	}
 	// The window never ends by time: the segment closes when the fourth
@@ -409,7 +409,7 @@ func TestStreamAppliesABlockAtOnce(t *testing.T) {
 	}
 	total := 0
 	for i := range appends {
-		enc, _ := encodeRequest(write(i))
+		enc, _, _ := encodeRequest(write(i))
 		total += len(enc)
 	}
 	s := NewStream(store, StreamOptions{Window: time.Hour, MaxSegmentBytes: total, NewID: streamIDs()})
