@@ -10,6 +10,7 @@ package memtable
 import (
 	"cmp"
 	"slices"
+	"strings"
 	"sync"
 
 	"github.com/stratadb/strata/internal/row"
@@ -173,8 +174,11 @@ func (m *Memtable) Insert(seg uint64, entries []row.Entry) {
 			hi = e.End
 		}
 		if s == nil {
-			s = &series{key: e.Series, sorted: true, minTS: e.TS, maxTS: hi, rows: make([]memRow, 0, max(1, m.rowsHint))}
-			m.series[e.Series] = s
+			// A copy of the key: a replayed entry's is cut from its
+			// WAL segment's one string, which the memtable would
+			// otherwise keep whole.
+			s = &series{key: strings.Clone(e.Series), sorted: true, minTS: e.TS, maxTS: hi, rows: make([]memRow, 0, max(1, m.rowsHint))}
+			m.series[s.key] = s
 			m.bytes += int64(len(e.Series) + seriesOverhead)
 		}
 		s.minTS, s.maxTS = min(s.minTS, e.TS), max(s.maxTS, hi)

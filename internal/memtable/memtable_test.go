@@ -5,8 +5,10 @@ import (
 	"math"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/stratadb/strata/internal/row"
 )
@@ -206,4 +208,17 @@ func TestValuesRoundTrip(t *testing.T) {
 	check("reused", Filter{Start: math.MinInt64, End: math.MaxInt64, ReuseFields: true}, true)
 	m.Freeze()
 	check("frozen", all, false)
+}
+
+// A series keeps a copy of its key, not the string the entry's key was
+// cut from (a whole write's keys, or a WAL segment's).
+func TestSeriesKeepsACopyOfItsKey(t *testing.T) {
+	all := strings.Repeat("k", 1<<20)
+	m := New()
+	m.Insert(1, []row.Entry{{Series: all[:5], TS: 1, Seq: 1, Op: row.Put, Fields: []row.Value{row.FloatValue(1)}}})
+	for k, s := range m.series {
+		if unsafe.StringData(k) == unsafe.StringData(all) || unsafe.StringData(s.key) == unsafe.StringData(all) {
+			t.Fatal("the memtable keeps the string its entry's key was cut from")
+		}
+	}
 }
