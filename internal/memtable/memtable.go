@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"unsafe"
 
 	"github.com/stratadb/strata/internal/row"
 )
@@ -21,26 +22,34 @@ import (
 // bytes in pointer-free memory, and the kinds are shared by every row of
 // one shape. (Rows held as Values made the memtable three times the size
 // of its data, and each write allocated them anew.)
+//
+// A put's vals are its field payloads by ordinal (Value.Bits, or a
+// string's index in the memtable's strings) and kinds its field kinds
+// (row.Null: no value); a tombstone has no kinds and its end in vals[0].
 type memRow struct {
-	ts, end int64
-	seq     uint64
-	op      row.Op
-	vals    []uint64    // field payloads by ordinal: Value.Bits, or a string's index in strs
-	kinds   *[]row.Kind // field kinds by ordinal (row.Null: no value), interned
-	strs    []string    // the row's string values, if any
+	ts    int64
+	seq   uint64
+	vals  []uint64
+	kinds *[]row.Kind // interned; nil: a tombstone
 }
 
-// rowBytes approximates a row's memory.
-func rowBytes(r *memRow) int64 {
-	n := int64(88 + 8*len(r.vals))
-	for _, s := range r.strs {
-		n += int64(16 + len(s))
+func (r *memRow) op() row.Op {
+	if r.kinds == nil {
+		return row.Delete
 	}
-	return n
+	return row.Put
 }
 
-// field returns the value of ordinal j.
-func (r *memRow) field(j int) row.Value {
+// end is a tombstone's last deleted ts (0 for a put).
+func (r *memRow) end() int64 {
+	if r.kinds == nil {
+		return int64(r.vals[0])
+	}
+	return 0
+}
+
+// field returns the value of ordinal j, its strings in strs.
+func (r *memRow) field(j int, strs []string) row.Value {
 	if j >= len(r.vals) {
 		return row.Value{}
 	}
@@ -48,7 +57,7 @@ func (r *memRow) field(j int) row.Value {
 	case row.Null:
 		return row.Value{}
 	case row.String:
-		return row.StringValue(r.strs[r.vals[j]])
+		return row.StringValue(strs[r.vals[j]])
 	case row.Bool:
 		return row.BoolValue(r.vals[j] != 0)
 	default:
@@ -93,18 +102,29 @@ type Memtable struct {
 	slab  []uint64
 	kinds map[string]*[]row.Kind
 	last  *[]row.Kind
+	strs  []string // string field values; only appended to
 }
 
 const slabValues = 1 << 15
 
-// store returns fs as a row's payloads, kinds and strings.
-func (m *Memtable) store(fs []row.Value) ([]uint64, *[]row.Kind, []string) {
-	if len(m.slab) < len(fs) {
-		m.slab = make([]uint64, max(slabValues, len(fs)))
+// rowSize is a memRow's size, its payloads aside.
+const rowSize = int64(unsafe.Sizeof(memRow{}))
+
+// payloads returns n payloads cut from the slab.
+func (m *Memtable) payloads(n int) []uint64 {
+	if len(m.slab) < n {
+		m.slab = make([]uint64, max(slabValues, n))
 	}
-	vals := m.slab[:len(fs):len(fs)]
-	m.slab = m.slab[len(fs):]
-	var strs []string
+	vals := m.slab[:n:n]
+	m.slab = m.slab[n:]
+	return vals
+}
+
+// store returns fs as a row's payloads and kinds, and the bytes its
+// strings take.
+func (m *Memtable) store(fs []row.Value) ([]uint64, *[]row.Kind, int64) {
+	vals := m.payloads(len(fs))
+	var strBytes int64
 	same := m.last != nil && len(*m.last) == len(fs)
 	for j := range fs {
 		k := fs[j].Kind()
@@ -112,8 +132,9 @@ func (m *Memtable) store(fs []row.Value) ([]uint64, *[]row.Kind, []string) {
 			same = false
 		}
 		if k == row.String {
-			vals[j] = uint64(len(strs))
-			strs = append(strs, fs[j].Str())
+			vals[j] = uint64(len(m.strs))
+			m.strs = append(m.strs, fs[j].Str())
+			strBytes += int64(16 + len(fs[j].Str()))
 			continue
 		}
 		vals[j] = fs[j].Bits()
@@ -136,7 +157,7 @@ func (m *Memtable) store(fs []row.Value) ([]uint64, *[]row.Kind, []string) {
 			m.kinds[key] = &ks
 		}
 	}
-	return vals, m.last, strs
+	return vals, m.last, strBytes
 }
 
 // New returns an empty memtable.
@@ -182,9 +203,16 @@ func (m *Memtable) Insert(seg uint64, entries []row.Entry) {
 			m.bytes += int64(len(e.Series) + seriesOverhead)
 		}
 		s.minTS, s.maxTS = min(s.minTS, e.TS), max(s.maxTS, hi)
-		r := memRow{ts: e.TS, end: e.End, seq: e.Seq, op: e.Op}
+		r := memRow{ts: e.TS, seq: e.Seq}
+		size := int64(rowSize)
 		if e.Op == row.Put {
-			r.vals, r.kinds, r.strs = m.store(e.Fields)
+			var strBytes int64
+			r.vals, r.kinds, strBytes = m.store(e.Fields)
+			size += 8*int64(len(r.vals)) + strBytes
+		} else {
+			r.vals = m.payloads(1)
+			r.vals[0] = uint64(e.End)
+			size += 8
 		}
 		// NB: a newer version of an existing ts must sort before it, so an
 		// equal ts also breaks the order.
@@ -192,7 +220,7 @@ func (m *Memtable) Insert(seg uint64, entries []row.Entry) {
 			s.sorted = false
 		}
 		s.rows = append(s.rows, r)
-		m.bytes += rowBytes(&r)
+		m.bytes += size
 		if m.entries == 0 {
 			m.minSeq, m.minTS, m.maxTS = e.Seq, e.TS, e.TS
 		}
@@ -325,9 +353,10 @@ func (m *Memtable) Iter(f Filter) row.Iterator {
 			caps = append(caps, capture{key: k, s: s, rows: s.rows, sorted: s.sorted})
 		}
 	}
+	strs := m.strs // appended to only: holds every string of the rows captured
 	m.mu.RUnlock()
 	slices.SortFunc(caps, func(a, b capture) int { return cmp.Compare(a.key, b.key) })
-	return &iter{caps: caps, f: f, frozen: frozen, idx: -1}
+	return &iter{caps: caps, f: f, frozen: frozen, idx: -1, strs: strs}
 }
 
 func cmpRow(a, b memRow) int {
@@ -365,6 +394,7 @@ type iter struct {
 	pos    int
 	e      row.Entry
 	buf    []row.Value
+	strs   []string       // the memtable's strings as of Iter
 	bufs   [2][]row.Value // ReuseFields: the buffers that take turns
 	turn   int
 }
@@ -374,14 +404,15 @@ func (it *iter) Next() bool {
 		for it.pos < len(it.rows) {
 			r := &it.rows[it.pos]
 			it.pos++
-			if r.op == row.Put && (r.ts < it.f.Start || r.ts >= it.f.End) {
+			op := r.op()
+			if op == row.Put && (r.ts < it.f.Start || r.ts >= it.f.End) {
 				continue
 			}
-			if r.op == row.Delete && (r.end < it.f.Start || r.ts >= it.f.End) {
+			if op == row.Delete && (r.end() < it.f.Start || r.ts >= it.f.End) {
 				continue
 			}
-			it.e = row.Entry{Series: it.caps[it.idx].key, TS: r.ts, End: r.end, Seq: r.seq, Op: r.op}
-			if r.op == row.Put {
+			it.e = row.Entry{Series: it.caps[it.idx].key, TS: r.ts, End: r.end(), Seq: r.seq, Op: op}
+			if op == row.Put {
 				it.e.Fields = it.fields(r)
 			}
 			return true
@@ -417,12 +448,12 @@ func (it *iter) fields(r *memRow) []row.Value {
 	}
 	if it.f.Fields == nil {
 		for j := range out {
-			out[j] = r.field(j)
+			out[j] = r.field(j, it.strs)
 		}
 		return out
 	}
 	for i, ord := range it.f.Fields {
-		out[i] = r.field(ord)
+		out[i] = r.field(ord, it.strs)
 	}
 	return out
 }
