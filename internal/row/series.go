@@ -25,15 +25,20 @@ func EncodeSeries(dst []byte, tags []Tag) ([]byte, error) {
 		if i > 0 && tags[i-1].Name == t.Name {
 			return dst, errors.New("tag " + t.Name + " appears twice")
 		}
-		if t.Value == "" {
-			continue
-		}
-		dst = binary.AppendUvarint(dst, uint64(len(t.Name)))
-		dst = append(dst, t.Name...)
-		dst = binary.AppendUvarint(dst, uint64(len(t.Value)))
-		dst = append(dst, t.Value...)
+		dst = appendTag(dst, &tags[i])
 	}
 	return dst, nil
+}
+
+// appendTag appends one tag of a series key (none for an empty value).
+func appendTag(dst []byte, t *Tag) []byte {
+	if t.Value == "" {
+		return dst
+	}
+	dst = binary.AppendUvarint(dst, uint64(len(t.Name)))
+	dst = append(dst, t.Name...)
+	dst = binary.AppendUvarint(dst, uint64(len(t.Value)))
+	return append(dst, t.Value...)
 }
 
 func cmpTag(a, b Tag) int { return strings.Compare(a.Name, b.Name) }
@@ -58,14 +63,7 @@ func (e *SeriesEncoder) Append(dst []byte, tags []Tag) ([]byte, error) {
 		return dst, errors.New("tag " + e.dup + " appears twice")
 	}
 	for _, i := range e.order {
-		t := &tags[i]
-		if t.Value == "" {
-			continue
-		}
-		dst = binary.AppendUvarint(dst, uint64(len(t.Name)))
-		dst = append(dst, t.Name...)
-		dst = binary.AppendUvarint(dst, uint64(len(t.Value)))
-		dst = append(dst, t.Value...)
+		dst = appendTag(dst, &tags[i])
 	}
 	return dst, nil
 }
