@@ -267,23 +267,22 @@ func byTable(b *lineproto.Batch) ([]datanode.TableBatch, map[string][]int) {
 	if !slices.ContainsFunc(b.Measurements, func(m string) bool { return m != first }) {
 		return []datanode.TableBatch{{Table: first, Points: b.Points}}, map[string][]int{first: b.Lines}
 	}
-	counts := map[string]int{}
-	var order []string
+	idx := map[string]int{} // table -> its place in batches
+	var counts []int
 	for _, m := range b.Measurements {
-		if counts[m] == 0 {
-			order = append(order, m)
+		j, ok := idx[m]
+		if !ok {
+			j = len(counts)
+			idx[m] = j
+			counts = append(counts, 0)
 		}
-		counts[m]++
+		counts[j]++
 	}
-	batches := make([]datanode.TableBatch, len(order))
-	lines := make(map[string][]int, len(order))
-	for i, m := range order {
-		batches[i] = datanode.TableBatch{Table: m, Points: make([]row.Point, 0, counts[m])}
-		lines[m] = make([]int, 0, counts[m])
-	}
-	idx := make(map[string]int, len(order))
-	for i, m := range order {
-		idx[m] = i
+	batches := make([]datanode.TableBatch, len(counts))
+	lines := make(map[string][]int, len(counts))
+	for m, j := range idx {
+		batches[j] = datanode.TableBatch{Table: m, Points: make([]row.Point, 0, counts[j])}
+		lines[m] = make([]int, 0, counts[j])
 	}
 	for i, m := range b.Measurements {
 		j := idx[m]

@@ -64,8 +64,17 @@ func TestWriteEndpoints(t *testing.T) {
 	if rows(t, e, "m") != 1 || rows(t, e, "n") != 1 {
 		t.Fatal("rows missing")
 	}
+	// A rejected point of a request of several tables is named by its
+	// line (the second point of table n, the request's fourth line).
+	code, m := do(t, "POST", v2, strings.NewReader("# two tables\nn y=3i 7\nm,h=a x=2 5\nn y=1.5 6\n"), nil)
+	if code != 400 || !strings.Contains(m["message"], "line 4") || !strings.Contains(m["message"], "conflict") {
+		t.Fatalf("type conflict in a two-table request: %d %v", code, m)
+	}
+	if rows(t, e, "m") != 1 || rows(t, e, "n") != 1 {
+		t.Fatal("a rejected request wrote rows")
+	}
 	// Error formats: 1.x {"error"}, 2.x {"code","message"}.
-	code, m := do(t, "POST", v1, strings.NewReader("m x=1 1\nbad\n"), nil)
+	code, m = do(t, "POST", v1, strings.NewReader("m x=1 1\nbad\n"), nil)
 	if code != 400 || !strings.Contains(m["error"], "line 2") {
 		t.Fatalf("v1 parse error: %d %v", code, m)
 	}

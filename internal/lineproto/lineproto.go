@@ -174,12 +174,11 @@ var newline = []byte{'\n'}
 func (p *Parser) Parse(data []byte, precision Precision, now time.Time) (*Batch, []*LineError) {
 	var errs []*LineError
 	// A point a line: sized once, not grown by doubling (a tenth of the
-	// parse for a 10,000-line request), and the arenas from the shape of
-	// the last request's lines.
+	// parse for a 10,000-line request); the arenas are sized from the
+	// first valid line (reserve).
 	lines := bytes.Count(data, newline) + 1
 	b := &p.batch
 	b.Points, b.Measurements, b.Lines = grow(b.Points, lines), grow(b.Measurements, lines), grow(b.Lines, lines)
-	p.tags, p.fields = grow(p.tags, lines*p.perLine(len(p.tags), len(b.Points))), grow(p.fields, lines*p.perLine(len(p.fields), len(b.Points)))
 	b.Points, b.Measurements, b.Lines = b.Points[:0], b.Measurements[:0], b.Lines[:0]
 	p.tags, p.fields, p.vals, p.ends = p.tags[:0], p.fields[:0], p.vals[:0], p.ends[:0]
 	p.shapeID++ // the last point's memory is this request's now
@@ -271,14 +270,6 @@ func (p *Parser) shapeOf(pt *row.Point) uint32 {
 	}
 	p.last = *pt
 	return p.shapeID
-}
-
-// perLine is the mean of n items over lines, rounded up (at least 1).
-func (p *Parser) perLine(n, lines int) int {
-	if lines == 0 {
-		return 1
-	}
-	return max(1, (n+lines-1)/lines)
 }
 
 // grow returns s with room for n elements, reallocated only if it has

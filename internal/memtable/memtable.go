@@ -140,21 +140,20 @@ func (m *Memtable) store(fs []row.Value) ([]uint64, *[]row.Kind, int64) {
 		vals[j] = fs[j].Bits()
 	}
 	if !same {
-		ks := make([]row.Kind, len(fs))
+		key := make([]byte, len(fs)) // a Kind is a byte
 		for j := range fs {
-			ks[j] = fs[j].Kind()
+			key[j] = byte(fs[j].Kind())
 		}
-		if m.kinds == nil {
-			m.kinds = map[string]*[]row.Kind{}
-		}
-		kb := make([]byte, len(ks))
-		for j, k := range ks {
-			kb[j] = byte(k)
-		}
-		key := string(kb)
-		if m.last = m.kinds[key]; m.last == nil {
+		if m.last = m.kinds[string(key)]; m.last == nil {
+			ks := make([]row.Kind, len(fs))
+			for j := range fs {
+				ks[j] = fs[j].Kind()
+			}
+			if m.kinds == nil {
+				m.kinds = map[string]*[]row.Kind{}
+			}
 			m.last = &ks
-			m.kinds[key] = &ks
+			m.kinds[string(key)] = &ks
 		}
 	}
 	return vals, m.last, strBytes
