@@ -11,6 +11,7 @@ import (
 
 	"github.com/oklog/ulid/v2"
 
+	"github.com/stratadb/strata/internal/decimal"
 	"github.com/stratadb/strata/internal/manifest"
 	"github.com/stratadb/strata/internal/merge"
 	"github.com/stratadb/strata/internal/objstore"
@@ -200,11 +201,12 @@ func (j *Job) run(ctx context.Context) (Result, error) {
 	var reserved []string // ids the marker names
 	var outputs []manifest.FileMeta
 	var noNulls []bool
+	var scales []int8
 	src := &limitIter{ctx: ctx, it: it}
 	for src.more() {
 		if noNulls == nil {
 			// Every input is open once the merge yields.
-			noNulls = nullFree(fields, opening)
+			noNulls, scales = nullFree(fields, opening), decimals(fields, opening)
 		}
 		// 1. Reserve the output before any byte of it exists.
 		var id string
@@ -239,7 +241,7 @@ func (j *Job) run(ctx context.Context) (Result, error) {
 		// 2. Encode and upload at once, streaming: memory stays bounded by
 		// a few row groups, whatever the output size.
 		src.left = maxRows
-		meta, err := j.encodeAndUpload(ctx, id, at, fields, noNulls, src)
+		meta, err := j.encodeAndUpload(ctx, id, at, fields, sst.WriteOptions{NoNulls: noNulls, Decimals: scales}, src)
 		if err != nil {
 			if ctx.Err() != nil {
 				err = ErrCancelled
@@ -321,7 +323,7 @@ func (j *Job) run(ctx context.Context) (Result, error) {
 // stopped only by the encoder giving up, before the upload has read the
 // end of the object, which no store turns into an object, or by the
 // upload window after the reservation at (region.UploadContext).
-func (j *Job) encodeAndUpload(ctx context.Context, id string, at time.Time, fields []schema.Field, noNulls []bool, src row.Iterator) (sst.Meta, error) {
+func (j *Job) encodeAndUpload(ctx context.Context, id string, at time.Time, fields []schema.Field, wopts sst.WriteOptions, src row.Iterator) (sst.Meta, error) {
 	key := j.r.ID().SSTKey(id)
 	sp := newPipe(pipeBuffer)
 	uploaded := make(chan error, 1)
@@ -336,7 +338,8 @@ func (j *Job) encodeAndUpload(ctx context.Context, id string, at time.Time, fiel
 	}()
 	// NB: unbuffered: the pipe copies each write anyway, and its reader
 	// waits for a whole read's worth, however small the writes.
-	meta, err := sst.Write(sp, fields, src, sst.WriteOptions{RowGroupRows: j.opts.RowGroupRows, Parallel: runtime.GOMAXPROCS(0), NoNulls: noNulls, SeriesIndex: true})
+	wopts.RowGroupRows, wopts.Parallel, wopts.SeriesIndex = j.opts.RowGroupRows, runtime.GOMAXPROCS(0), true
+	meta, err := sst.Write(sp, fields, src, wopts)
 	if err == nil && ctx.Err() != nil {
 		err = ErrCancelled // before the upload has read the end
 	}
@@ -374,6 +377,56 @@ func nullFree(fields []schema.Field, inputs []*openingInput) []bool {
 		}
 	}
 	return free
+}
+
+// decimals is the scale each float field is written at (decimal.None: as
+// doubles): the largest of the inputs', if every input that has the field
+// holds it as decimals, and each input's mantissas stay under the limit at
+// it. Inputs are not read for this: a field any input holds as doubles
+// stays doubles.
+func decimals(fields []schema.Field, inputs []*openingInput) []int8 {
+	scales := make([]int8, len(fields))
+	for i, f := range fields {
+		scales[i] = decimal.None
+		if f.Kind != row.Float {
+			continue
+		}
+		type held struct {
+			scale  int8
+			maxAbs int64
+		}
+		var hs []held
+		for _, in := range inputs {
+			if in.rd == nil {
+				hs = nil
+				break
+			}
+			if _, has := in.rd.FieldKind(f.Name); !has {
+				continue // the field was added after the file was written
+			}
+			scale, maxAbs, ok := in.rd.Decimals(f.Name)
+			if !ok {
+				hs = nil
+				break
+			}
+			hs = append(hs, held{scale, maxAbs})
+		}
+		if len(hs) == 0 {
+			continue
+		}
+		top := hs[0].scale
+		for _, h := range hs {
+			top = max(top, h.scale)
+		}
+		fits := true
+		for _, h := range hs {
+			fits = fits && decimal.Rescale(h.maxAbs, h.scale, top)
+		}
+		if fits {
+			scales[i] = top
+		}
+	}
+	return scales
 }
 
 // openingInput is an input SST that opens on its first Next, so that the

@@ -9,11 +9,13 @@ package memtable
 
 import (
 	"cmp"
+	"math"
 	"slices"
 	"strings"
 	"sync"
 	"unsafe"
 
+	"github.com/stratadb/strata/internal/decimal"
 	"github.com/stratadb/strata/internal/row"
 )
 
@@ -264,6 +266,43 @@ func (m *Memtable) NullFree(width int) []bool {
 		free[j] = !m.nulls[j]
 	}
 	return free
+}
+
+// Decimals returns, for each of the first width field ordinals, the least
+// decimal scale at which each of its values has a mantissa (package
+// decimal), or decimal.None if one has none or is not a float: what an SST
+// writer may write the field as (sst.WriteOptions.Decimals).
+func (m *Memtable) Decimals(width int) []int8 {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	scans := make([]decimal.Scan, width)
+	other := make([]bool, width) // a value of another kind
+	for _, s := range m.series {
+		for i := range s.rows {
+			r := &s.rows[i]
+			if r.kinds == nil {
+				continue // a tombstone
+			}
+			kinds := *r.kinds
+			for j := range min(width, len(kinds)) {
+				switch kinds[j] {
+				case row.Float:
+					scans[j].Add(math.Float64frombits(r.vals[j]))
+				case row.Null:
+				default:
+					other[j] = true
+				}
+			}
+		}
+	}
+	out := make([]int8, width)
+	for j := range out {
+		out[j] = scans[j].Scale()
+		if other[j] {
+			out[j] = decimal.None
+		}
+	}
+	return out
 }
 
 // Key returns the memtable's copy of a series key, if it holds the series,

@@ -2,6 +2,7 @@ package prom
 
 import (
 	"math"
+	"unsafe"
 
 	"github.com/prometheus/prometheus/model/value"
 	"github.com/prometheus/prometheus/promql/parser"
@@ -122,17 +123,83 @@ func (r *roller) addColumn(ts []int64, bits []uint64, null []bool, k row.Kind) i
 		}
 		return n
 	}
-	// Floats without nulls, the common column: add and place inlined.
-	for i, t := range ts {
-		ms, v := nsToMs(t), math.Float64frombits(bits[i])
-		if r.pending && ms == r.lastT {
-			r.lastV = v
-			continue
-		}
+	// Floats without nulls, the common column.
+	vs := unsafe.Slice((*float64)(unsafe.Pointer(unsafe.SliceData(bits))), len(bits))
+	if len(ts) > 1 && r.apart(ts) {
+		last := len(ts) - 1
+		r.add(nsToMs(ts[0]), vs[0])
 		r.place()
-		r.pending, r.lastT, r.lastV = true, ms, v
+		r.addApart(ts[1:last], vs[1:last])
+		r.pending, r.lastT, r.lastV = true, nsToMs(ts[last]), vs[last]
+		return len(ts)
+	}
+	for i, t := range ts {
+		r.add(nsToMs(t), vs[i])
 	}
 	return len(ts)
+}
+
+// apart reports whether ts's samples are each in a millisecond of their
+// own (at least 1 ms apart), so none replaces another.
+func (r *roller) apart(ts []int64) bool {
+	for i := 1; i < len(ts); i++ {
+		if ts[i]-ts[i-1] < 1e6 {
+			return false
+		}
+	}
+	return true
+}
+
+// addApart places samples (ns) that are each in a millisecond of their
+// own and after the last one placed, none pending: a window's samples are
+// found by comparing nanoseconds to its bounds, and handed to fn where
+// they lie when the window holds nothing else.
+func (r *roller) addApart(ts []int64, vs []float64) {
+	for len(ts) > 0 && !r.done {
+		// The open window is (t - rng, t] in ms: [lo, hi) in ns.
+		lo, hi := msToNs(r.t-r.rng+1), msToNs(r.t+1)
+		i := 0
+		for i < len(ts) && ts[i] < lo {
+			i++ // between windows
+		}
+		j, stale := i, false
+		for j < len(ts) && ts[j] < hi {
+			stale = stale || value.IsStaleNaN(vs[j])
+			j++
+		}
+		if j == len(ts) { // the window stays open
+			r.collect(vs[i:j], stale)
+			return
+		}
+		if len(r.win) == 0 && !stale && i < j {
+			r.ts, r.vs = append(r.ts, r.t), append(r.vs, r.fn(vs[i:j]))
+			r.advance()
+		} else {
+			r.collect(vs[i:j], stale)
+			r.close()
+		}
+		ts, vs = ts[j:], vs[j:]
+		if len(r.win) == 0 && !r.done {
+			// Skip the windows before the next sample's.
+			if ms := nsToMs(ts[0]); ms > r.t && r.step > 0 {
+				r.t += (ms - r.t - 1) / r.step * r.step
+				r.done = r.t > r.end
+			}
+		}
+	}
+}
+
+// collect adds vs to the open window, stale markers left out.
+func (r *roller) collect(vs []float64, stale bool) {
+	if !stale {
+		r.win = append(r.win, vs...)
+		return
+	}
+	for _, v := range vs {
+		if !value.IsStaleNaN(v) {
+			r.win = append(r.win, v)
+		}
+	}
 }
 
 // place puts the pending sample in its window, closing the windows before.
@@ -156,6 +223,11 @@ func (r *roller) close() {
 		r.ts, r.vs = append(r.ts, r.t), append(r.vs, r.fn(r.win))
 		r.win = r.win[:0]
 	}
+	r.advance()
+}
+
+// advance opens the next window.
+func (r *roller) advance() {
 	if r.step == 0 {
 		r.done = true
 		return
@@ -188,7 +260,7 @@ func (s *series) rollup(hints *storage.SelectHints, fn func([]float64) float64) 
 func sumOverTime(vs []float64) float64 {
 	var sum, c float64
 	for _, v := range vs {
-		sum, c = kahansum.Inc(v, sum, c)
+		sum, c = kahanAdd(v, sum, c)
 	}
 	if math.IsInf(sum, 0) {
 		return sum
@@ -196,7 +268,47 @@ func sumOverTime(vs []float64) float64 {
 	return sum + c
 }
 
+// kahanAdd is kahansum.Inc, which Prometheus keeps from being inlined so
+// that no multiplication around it is fused with its additions: callers
+// here pass it plain values, so inlining it changes no bit.
+func kahanAdd(inc, sum, c float64) (float64, float64) {
+	t := sum + inc
+	switch {
+	case math.IsInf(t, 0):
+		c = 0
+	case math.Abs(sum) >= math.Abs(inc):
+		c += (sum - t) + inc
+	default:
+		c += (inc - t) + sum
+	}
+	return t, c
+}
+
+// avgOverTime is Prometheus' average: a Kahan sum divided by the count,
+// unless the sum overflows, when it starts again with an incremental mean
+// (avgIncremental).
 func avgOverTime(vs []float64) float64 {
+	sum, c := vs[0], 0.
+	for _, f := range vs[1:] {
+		// kahanAdd, written out: the compiler does not inline it.
+		t := sum + f
+		if t > math.MaxFloat64 || t < -math.MaxFloat64 {
+			return avgIncremental(vs)
+		}
+		if math.Abs(sum) >= math.Abs(f) {
+			c += (sum - t) + f
+		} else {
+			c += (f - t) + sum
+		}
+		sum = t
+	}
+	count := float64(len(vs))
+	return sum/count + c/count
+}
+
+// avgIncremental is Prometheus' avg_over_time as it is written
+// (promql/functions.go), for windows whose sum overflows.
+func avgIncremental(vs []float64) float64 {
 	var (
 		sum, count      = vs[0], 1.
 		mean, kahanC    float64

@@ -11,11 +11,13 @@ import (
 
 	"github.com/oklog/ulid/v2"
 
+	"github.com/stratadb/strata/internal/decimal"
 	"github.com/stratadb/strata/internal/manifest"
 	"github.com/stratadb/strata/internal/memtable"
 	"github.com/stratadb/strata/internal/merge"
 	"github.com/stratadb/strata/internal/objstore"
 	"github.com/stratadb/strata/internal/row"
+	"github.com/stratadb/strata/internal/schema"
 	"github.com/stratadb/strata/internal/sst"
 )
 
@@ -95,12 +97,12 @@ func (r *Region) flushOne(ctx context.Context, mt *memtable.Memtable) (err error
 
 	// 2. Encode and upload.
 	fields := r.Schema().Fields()
-	it := merge.New([]row.Iterator{mt.Iter(memtable.Filter{Start: math.MinInt64, End: math.MaxInt64, ReuseFields: true})}, merge.Options{KeepTombstones: true, DropBefore: r.ttlCutoff()})
 	// Sized from the last flush's file, not grown by doubling to it.
 	var buf bytes.Buffer
 	buf.Grow(int(r.lastFlushSize.Load()) * 9 / 8)
-	meta, werr := sst.Write(&buf, fields, it, sst.WriteOptions{RowGroupRows: r.opts.RowGroupRows, Compression: sst.CompressFast, NoNulls: mt.NullFree(len(fields)), SeriesIndex: true})
-	it.Close()
+	wopts := sst.WriteOptions{RowGroupRows: r.opts.RowGroupRows, Compression: sst.CompressFast, NoNulls: mt.NullFree(len(fields)), SeriesIndex: true,
+		Decimals: decimalsOf(mt, len(fields))}
+	meta, werr := r.encode(&buf, fields, mt, wopts)
 	edit := &manifest.Edit{FlushedSeq: st.MaxSeq, FlushedSegment: st.LastSegment, Resolves: job}
 	var actions []manifest.Action
 	switch {
@@ -216,4 +218,27 @@ func (r *Region) abandon(ctx context.Context, job, id string, cause error) error
 		return errors.Join(cause, fmt.Errorf("resolve abandoned job %s (left to GC): %w", job, err))
 	}
 	return cause
+}
+
+// decimalsOf is how a flush finds the scale of each float field's values;
+// a variable so that tests can make it wrong.
+var decimalsOf = (*memtable.Memtable).Decimals
+
+// encode writes mt as an SST into buf. A field found decimal whose value
+// turns out not to be (never expected: memtable.Decimals checks every
+// value) is written again as doubles rather than fail the flush.
+func (r *Region) encode(buf *bytes.Buffer, fields []schema.Field, mt *memtable.Memtable, wopts sst.WriteOptions) (sst.Meta, error) {
+	for {
+		it := merge.New([]row.Iterator{mt.Iter(memtable.Filter{Start: math.MinInt64, End: math.MaxInt64, ReuseFields: true})}, merge.Options{KeepTombstones: true, DropBefore: r.ttlCutoff()})
+		meta, err := sst.Write(buf, fields, it, wopts)
+		it.Close()
+		var nd *sst.NotDecimalField
+		if !errors.As(err, &nd) || nd.Field >= len(wopts.Decimals) || wopts.Decimals[nd.Field] < 0 {
+			return meta, err
+		}
+		r.log.Warn("flush: a field found decimal is not; writing it as doubles", "err", err)
+		wopts.Decimals = slices.Clone(wopts.Decimals)
+		wopts.Decimals[nd.Field] = decimal.None
+		buf.Reset()
+	}
 }

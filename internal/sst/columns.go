@@ -3,7 +3,9 @@ package sst
 import (
 	"fmt"
 	"math"
+	"slices"
 	"sort"
+	"unsafe"
 
 	"github.com/parquet-go/parquet-go"
 )
@@ -111,16 +113,15 @@ func (r *Reader) ReadColumns(runs []Run, field string, start, end int64, emit fu
 					return err
 				}
 				at += int64(n)
-				ts, bits, null := cr.ts.bits[:n], cr.vals.bits[:n], cr.vals.null[:n]
-				for i, t := range ts {
-					if int64(t) < start || int64(t) >= end {
-						continue
-					}
-					col.TS = append(col.TS, int64(t))
-					col.Bits = append(col.Bits, bits[i])
-					if optional {
-						col.Null = append(col.Null, null[i])
-					}
+				// A run is in ts order: the rows in range are a stretch.
+				ts := unsafe.Slice((*int64)(unsafe.Pointer(unsafe.SliceData(cr.ts.bits))), n)
+				lo, _ := slices.BinarySearch(ts, start)
+				hi, _ := slices.BinarySearch(ts[lo:], end)
+				hi += lo
+				col.TS = append(col.TS, ts[lo:hi]...)
+				col.Bits = append(col.Bits, cr.vals.bits[lo:hi]...)
+				if optional {
+					col.Null = append(col.Null, cr.vals.null[lo:hi]...)
 				}
 			}
 		}
@@ -162,8 +163,9 @@ func (c *columnReader) open(g int) (bool, error) {
 		return false, nil
 	}
 	chunks := rg.ColumnChunks()
-	c.ts = &colStream{pages: c.r.scanPages(chunks[c.r.cols[ColTS]]), numeric: true}
-	c.vals = &colStream{pages: c.r.scanPages(chunks[c.field]), numeric: true}
+	c.ts = &colStream{pages: c.r.scanPages(chunks[c.r.cols[ColTS]]), numeric: true, noNull: true}
+	c.vals = &colStream{pages: c.r.scanPages(chunks[c.field]), numeric: true, noNull: !c.r.optional[c.field],
+		decimals: c.r.scales[c.field] >= 0, scale: c.r.scales[c.field]}
 	return true, nil
 }
 

@@ -11,6 +11,7 @@ import (
 	"github.com/parquet-go/parquet-go"
 	"github.com/parquet-go/parquet-go/encoding"
 
+	"github.com/stratadb/strata/internal/decimal"
 	"github.com/stratadb/strata/internal/row"
 )
 
@@ -99,6 +100,11 @@ type colStream struct {
 	bits    []uint64            // numeric: the payloads read (0 for a null)
 	null    []bool              // numeric: which of them are null
 	pos     int64               // rows consumed in the row group
+	noNull  bool                // numeric: the reader never looks at null (a required column's stays unset)
+	// decimals: numeric, a float column written as mantissas at scale,
+	// which each page's values are turned from into float64 bits.
+	decimals bool
+	scale    int8
 
 	// numeric: the page's definition levels (nil if required), its
 	// non-null payloads, and how many of its rows and payloads are read.
@@ -253,8 +259,16 @@ func (s *colStream) readNumeric(n int) error {
 		k := min(n-got, s.prows-s.prow)
 		bits, null := s.bits[got:got+k], s.null[got:got+k]
 		if s.pdefs == nil { // required: every row has a value
-			copy(bits, s.pvals[s.pval:s.pval+k])
-			clear(null)
+			if s.decimals {
+				// NB: not in the page's buffer, which parquet-go may
+				// hand out again on a seek within the page.
+				decimal.FloatsInto(bits, s.pvals[s.pval:s.pval+k], s.scale)
+			} else {
+				copy(bits, s.pvals[s.pval:s.pval+k])
+			}
+			if !s.noNull {
+				clear(null)
+			}
 			s.pval += k
 		} else {
 			vals, v := s.pvals, s.pval
@@ -270,6 +284,9 @@ func (s *colStream) readNumeric(n int) error {
 				v++
 			}
 			s.pval = v
+			if s.decimals {
+				decimal.Floats(bits, s.scale) // the copies, not the page
+			}
 		}
 		s.prow += k
 		got += k
@@ -369,7 +386,7 @@ func (it *iter) nextGroup() bool {
 			} else {
 				pages = it.r.scanPages(chunks[c])
 			}
-			s := &colStream{pages: pages, numeric: it.r.numeric[c]}
+			s := &colStream{pages: pages, numeric: it.r.numeric[c], decimals: it.r.scales[c] >= 0, scale: it.r.scales[c]}
 			it.open = append(it.open, s)
 			return s
 		}

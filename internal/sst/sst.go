@@ -12,12 +12,15 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"unsafe"
 
 	"github.com/parquet-go/parquet-go"
+
 	"github.com/parquet-go/parquet-go/format"
+	"github.com/stratadb/strata/internal/decimal"
 
 	"github.com/stratadb/strata/internal/objstore"
 	"github.com/stratadb/strata/internal/row"
@@ -35,7 +38,14 @@ const (
 // DefaultRowGroupRows is the row group size.
 const DefaultRowGroupRows = 100_000
 
-const formatKey, formatValue = "strata.sst.format", "1"
+// The format's version: 2 is 1 with float fields written as decimals
+// (WriteOptions.Decimals), which a reader of 1 would take for integers. A
+// file without such a column is written as 1.
+const (
+	formatKey           = "strata.sst.format"
+	formatValue         = "1"
+	formatDecimalsValue = "2"
+)
 
 // WriteOptions configure an SST.
 type WriteOptions struct {
@@ -60,7 +70,27 @@ type WriteOptions struct {
 	// SeriesIndex asks for the file's series index (Meta.SeriesIndex):
 	// the bytes of its companion object.
 	SeriesIndex bool
+	// Decimals[j] >= 0 writes float field j as decimals at that scale:
+	// each value's mantissa (package decimal), in an INT64 DECIMAL column,
+	// delta bit-packed and not compressed. Write fails with ErrNotDecimal
+	// if a value has none at the scale. Fields past its end, and those at
+	// decimal.None, are written as doubles.
+	Decimals []int8
 }
+
+// ErrNotDecimal: a value of a field written as decimals has no mantissa at
+// the field's scale (WriteOptions.Decimals).
+var ErrNotDecimal = errors.New("sst: value not a decimal at its column's scale")
+
+// NotDecimalField is an ErrNotDecimal, naming the field.
+type NotDecimalField struct {
+	Field int // ordinal
+	what  string
+}
+
+func (e *NotDecimalField) Error() string { return fmt.Sprintf("%v: %s", ErrNotDecimal, e.what) }
+
+func (e *NotDecimalField) Unwrap() error { return ErrNotDecimal }
 
 // ErrUnexpectedNull: a put has no value for a field that WriteOptions.NoNulls
 // said always has one.
@@ -95,6 +125,24 @@ func leafFor(k row.Kind) parquet.Node {
 	}
 }
 
+// decimalScale is the scale of an INT64 DECIMAL leaf: a float field
+// written as decimals.
+func decimalScale(col *parquet.Column) (int8, bool) {
+	t := col.Type()
+	if t.Kind() != parquet.Int64 {
+		return 0, false
+	}
+	lt := t.LogicalType()
+	if lt == nil {
+		return 0, false
+	}
+	d, ok := lt.Value.(*format.DecimalType)
+	if !ok {
+		return 0, false
+	}
+	return int8(min(max(d.Scale, -1), 127)), true
+}
+
 // kindOf maps a Parquet leaf back to a field kind.
 func kindOf(col *parquet.Column) (row.Kind, bool) {
 	t := col.Type()
@@ -126,9 +174,20 @@ var fieldNode = func(k row.Kind, required bool) parquet.Node {
 	return parquet.Optional(leafFor(k))
 }
 
+// decimalNode is the column of a float field written as decimals at scale:
+// its mantissas delta bit-packed, not compressed (zstd finds little more
+// in them, and skipping it is what makes these pages fast to read).
+func decimalNode(scale int8, required bool) parquet.Node {
+	n := parquet.Compressed(parquet.Encoded(parquet.Decimal(int(scale), 18, parquet.Int64Type), &parquet.DeltaBinaryPacked), &parquet.Uncompressed)
+	if required {
+		return n
+	}
+	return parquet.Optional(n)
+}
+
 // buildSchema is the schema of a file of fields; required[j] makes field
-// j's column required.
-func buildSchema(fields []schema.Field, required []bool) *parquet.Schema {
+// j's column required, and scales[j] >= 0 a float field's decimal.
+func buildSchema(fields []schema.Field, required []bool, scales []int8) *parquet.Schema {
 	g := parquet.Group{
 		ColSeries:    parquet.Encoded(parquet.Leaf(parquet.ByteArrayType), &parquet.RLEDictionary),
 		ColTS:        parquet.Encoded(parquet.Timestamp(parquet.Nanosecond), &parquet.DeltaBinaryPacked),
@@ -136,6 +195,10 @@ func buildSchema(fields []schema.Field, required []bool) *parquet.Schema {
 		ColDeleteEnd: parquet.Optional(parquet.Int(64)),
 	}
 	for j, f := range fields {
+		if scales[j] >= 0 {
+			g[f.Name] = decimalNode(scales[j], required[j])
+			continue
+		}
 		g[f.Name] = fieldNode(f.Kind, required[j])
 	}
 	return parquet.NewSchema("strata", g)
@@ -153,7 +216,21 @@ func Write(w io.Writer, fields []schema.Field, it row.Iterator, opts WriteOption
 	}
 	required := make([]bool, len(fields))
 	copy(required, opts.NoNulls)
-	sch := buildSchema(fields, required)
+	scales := make([]int8, len(fields))
+	for j, f := range fields {
+		scales[j] = decimal.None
+		if j < len(opts.Decimals) && f.Kind == row.Float && opts.Decimals[j] >= 0 {
+			if opts.Decimals[j] > decimal.MaxScale {
+				return Meta{}, fmt.Errorf("sst: field %q: decimal scale %d over %d", f.Name, opts.Decimals[j], decimal.MaxScale)
+			}
+			scales[j] = opts.Decimals[j]
+		}
+	}
+	sch := buildSchema(fields, required, scales)
+	version := formatValue
+	if slices.ContainsFunc(scales, func(s int8) bool { return s >= 0 }) {
+		version = formatDecimalsValue
+	}
 	col := func(name string) int {
 		leaf, _ := sch.Lookup(name)
 		return leaf.ColumnIndex
@@ -168,7 +245,7 @@ func Write(w io.Writer, fields []schema.Field, it row.Iterator, opts WriteOption
 	wopts := []parquet.WriterOption{
 		sch,
 		parquet.Compression(codec),
-		parquet.KeyValueMetadata(formatKey, formatValue),
+		parquet.KeyValueMetadata(formatKey, version),
 		parquet.CreatedBy("strata", "1", ""),
 	}
 	wopts = append(wopts, parquet.PageBufferSize(cmp.Or(opts.PageBytes, DefaultPageBytes)))
@@ -188,19 +265,23 @@ func Write(w io.Writer, fields []schema.Field, it row.Iterator, opts WriteOption
 	parallel := max(1, opts.Parallel)
 	pool := &batchPool{fields: len(fields)}
 	queued := max(2, int(opts.RowGroupRows/batchRows)+1)
-	cols := batchColumns{series: cSeries, ts: cTS, seq: cSeq, del: cDel, fields: cFields, names: make([]string, len(fields)), kinds: kinds,
+	cols := batchColumns{series: cSeries, ts: cTS, seq: cSeq, del: cDel, fields: cFields, names: make([]string, len(fields)), kinds: kinds, scales: scales,
 		defs: make([]byte, len(fields)), stamps: make([]stamper, len(fields)), nulls: make([]parquet.Value, len(fields))}
 	for i, k := range kinds {
 		cols.names[i] = fields[i].Name
 		if !required[i] {
 			cols.defs[i] = 1
 		}
+		stored := k // as the column holds it
+		if scales[i] >= 0 {
+			stored = row.Int
+		}
 		cols.nulls[i] = fieldValue(row.Value{}, cFields[i], cols.defs[i])
 		if required[i] {
-			cols.nulls[i] = fieldValue(zeroOf(k), cFields[i], 0)
+			cols.nulls[i] = fieldValue(zeroOf(stored), cFields[i], 0)
 		}
 		tmpl := fieldValue(row.FloatValue(0), cFields[i], cols.defs[i])
-		if k == row.Int || k == row.Uint {
+		if stored == row.Int || stored == row.Uint {
 			tmpl = fieldValue(row.IntValue(0), cFields[i], cols.defs[i])
 		}
 		cols.stamps[i] = stamperOf(tmpl)
@@ -385,6 +466,9 @@ func (b *batch) addOther(j, i int, v parquet.Value) {
 func (b *batch) values(j, lo int, c *batchColumns, out []parquet.Value) error {
 	tags, bits := b.tags[j][lo:lo+len(out)], b.bits[j][lo:lo+len(out)]
 	st, null, required := c.stamps[j], c.nulls[j], c.defs[j] == 0
+	if scale := c.scales[j]; scale >= 0 {
+		return b.decimals(j, lo, c, out, scale)
+	}
 	for i, t := range tags {
 		switch {
 		case t == tagNull:
@@ -403,6 +487,37 @@ func (b *batch) values(j, lo int, c *batchColumns, out []parquet.Value) error {
 			out[i] = parquet.DoubleValue(math.Float64frombits(bits[i])).Level(0, int(c.defs[j]), c.fields[j])
 		default:
 			out[i] = parquet.Int64Value(int64(bits[i])).Level(0, int(c.defs[j]), c.fields[j])
+		}
+	}
+	return nil
+}
+
+// decimals is values for a float field written as decimals at scale: the
+// column's values are the mantissas.
+func (b *batch) decimals(j, lo int, c *batchColumns, out []parquet.Value, scale int8) error {
+	tags, bits := b.tags[j][lo:lo+len(out)], b.bits[j][lo:lo+len(out)]
+	st, null, def := c.stamps[j], c.nulls[j], int(c.defs[j])
+	for i, t := range tags {
+		switch t {
+		case tagNull:
+			if def == 0 && b.entries[lo+i].Op != row.Delete {
+				e := &b.entries[lo+i]
+				return fmt.Errorf("%w: field %q of %q at %d", ErrUnexpectedNull, c.names[j], e.Series, e.TS)
+			}
+			out[i] = null
+		case tagStamp:
+			v := math.Float64frombits(bits[i])
+			m, ok := decimal.Mantissa(v, scale)
+			if !ok {
+				return &NotDecimalField{Field: j, what: fmt.Sprintf("field %q value %v at scale %d", c.names[j], v, scale)}
+			}
+			if stampOK {
+				st.put(&out[i], uint64(m))
+			} else {
+				out[i] = parquet.Int64Value(m).Level(0, def, c.fields[j])
+			}
+		default: // a value not of the field's kind
+			return &NotDecimalField{Field: j, what: fmt.Sprintf("field %q has a value that is not a float", c.names[j])}
 		}
 	}
 	return nil
@@ -477,6 +592,7 @@ type batchColumns struct {
 	fields               []int
 	names                []string        // of each field
 	kinds                []row.Kind      // of each field
+	scales               []int8          // of each field written as decimals, decimal.None for others
 	defs                 []byte          // each field's definition level for a value: 0 if required
 	stamps               []stamper       // of each field's column
 	nulls                []parquet.Value // the null of each field's column (a required column's: its zero value)
@@ -619,6 +735,9 @@ type Reader struct {
 	numeric []bool
 	// optional[c]: leaf column c may hold nulls.
 	optional []bool
+	// scales[c]: the scale of leaf column c, a float field written as
+	// decimals; decimal.None for every other column.
+	scales []int8
 }
 
 // Open opens the SST at key, whose size is size.
@@ -652,11 +771,14 @@ func Open(ctx context.Context, store objstore.Bucket, key string, size int64) (*
 	if err != nil {
 		return nil, fmt.Errorf("%w: open %s: %w", ErrCorrupt, key, err)
 	}
-	if v, _ := f.Lookup(formatKey); v != formatValue {
-		return nil, fmt.Errorf("%w: %s has format %q, want %q", ErrCorrupt, key, v, formatValue)
+	if v, _ := f.Lookup(formatKey); v != formatValue && v != formatDecimalsValue {
+		return nil, fmt.Errorf("%w: %s has format %q, want %q or %q", ErrCorrupt, key, v, formatValue, formatDecimalsValue)
 	}
 	r := &Reader{key: key, file: f, cols: map[string]int{}, kinds: map[string]row.Kind{}, ra: ra, pages: ra,
-		numeric: make([]bool, len(f.Schema().Columns())), optional: make([]bool, len(f.Schema().Columns()))}
+		numeric: make([]bool, len(f.Schema().Columns())), optional: make([]bool, len(f.Schema().Columns())), scales: make([]int8, len(f.Schema().Columns()))}
+	for c := range r.scales {
+		r.scales[c] = decimal.None
+	}
 	for _, leaf := range f.Root().Columns() {
 		r.cols[leaf.Name()] = leaf.Index()
 		if c := leaf.Index(); c >= 0 && c < len(r.numeric) {
@@ -671,6 +793,12 @@ func Open(ctx context.Context, store objstore.Bucket, key string, size int64) (*
 		k, ok := kindOf(leaf)
 		if !ok {
 			return nil, fmt.Errorf("%w: %s: column %q has unsupported type %s", ErrCorrupt, key, leaf.Name(), leaf.Type())
+		}
+		if scale, ok := decimalScale(leaf); ok {
+			if c := leaf.Index(); c < 0 || c >= len(r.scales) || !r.numeric[c] || scale < 0 || scale > decimal.MaxScale {
+				return nil, fmt.Errorf("%w: %s: column %q is an unsupported decimal %s", ErrCorrupt, key, leaf.Name(), leaf.Type())
+			}
+			r.scales[leaf.Index()], k = scale, row.Float
 		}
 		r.kinds[leaf.Name()] = k
 	}
@@ -718,6 +846,41 @@ func (r *Reader) NullFree(name string) bool {
 		}
 	}
 	return true
+}
+
+// Decimals reports how the file holds float field name's values: as
+// decimals at scale, none over maxAbs in magnitude (from each row group's
+// statistics). ok is false if the column holds doubles, or the statistics
+// do not say.
+func (r *Reader) Decimals(name string) (scale int8, maxAbs int64, ok bool) {
+	c, has := r.cols[name]
+	if !has || r.scales[c] < 0 {
+		return decimal.None, 0, false
+	}
+	for i, g := range r.file.RowGroups() {
+		meta := r.file.Metadata().RowGroups[i].Columns[c].MetaData
+		if meta.Statistics.NullCount == meta.NumValues {
+			continue // no values
+		}
+		b, isBounded := g.ColumnChunks()[c].(bounded)
+		if !isBounded {
+			return decimal.None, 0, false
+		}
+		least, most, bounds := b.Bounds()
+		if !bounds {
+			return decimal.None, 0, false
+		}
+		for _, v := range []int64{least.Int64(), most.Int64()} {
+			if v < 0 {
+				v = -v
+			}
+			if v < 0 { // MinInt64
+				return decimal.None, 0, false
+			}
+			maxAbs = max(maxAbs, v)
+		}
+	}
+	return r.scales[c], maxAbs, true
 }
 
 // Required reports whether the file has a column for field name that
