@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stratadb/strata/internal/decimal"
 	"github.com/stratadb/strata/internal/gc"
 	"github.com/stratadb/strata/internal/layout"
 	"github.com/stratadb/strata/internal/manifest"
@@ -551,5 +552,78 @@ func TestCancelIsPerInstance(t *testing.T) {
 	close(release)
 	if err := <-done; !errors.Is(err, ErrCancelled) {
 		t.Fatalf("the job ended with %v, want ErrCancelled", err)
+	}
+}
+
+// TestCompactionKeepsDecimals: an output holds a float field as decimals
+// at the largest of its inputs' scales when every input that has the field
+// holds it so and their mantissas stay under the limit there; as doubles
+// otherwise. Every value reads back as it was written.
+func TestCompactionKeepsDecimals(t *testing.T) {
+	ctx := context.Background()
+	r := openRegion(t, objstoretest.Mem(t))
+	file := func(ts int64, fields ...row.Field) {
+		t.Helper()
+		p := row.Point{Tags: []row.Tag{{Name: "host", Value: "a"}}, TS: ts, Fields: fields}
+		if _, err := r.Write(ctx, []row.Point{p}); err != nil {
+			t.Fatal(err)
+		}
+		if err := r.Flush(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f := func(name string, v float64) row.Field { return row.Field{Name: name, Value: row.FloatValue(v)} }
+	scale := func(m manifest.FileMeta, field string) int8 {
+		t.Helper()
+		rd, err := r.OpenSST(ctx, m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s, _, ok := rd.Decimals(field)
+		if !ok {
+			return decimal.None
+		}
+		return s
+	}
+	compact := func() manifest.FileMeta {
+		t.Helper()
+		before, err := scanLines(ctx, r, region.ScanRequest{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := NewJob(r, SortedFiles(r.Manifest().Files), Options{MaxOutputBytes: 1 << 30}).Run(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		after, err := scanLines(ctx, r, region.ScanRequest{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(after, before) || len(res.Outputs) != 1 {
+			t.Fatalf("compaction into %d files changed the rows:\n%q\nwant %q", len(res.Outputs), after, before)
+		}
+		return res.Outputs[0]
+	}
+	file(1, f("v", 2.5), f("w", 1.0/3))
+	file(2, f("v", -7.125)) // scale 3, and no w
+	file(3, f("v", 4))
+	out := compact()
+	if s := scale(out, "v"); s != 3 {
+		t.Fatalf("v at scale %d, want 3", s)
+	}
+	if s := scale(out, "w"); s != decimal.None {
+		t.Fatalf("w (1/3) at scale %d, want doubles", s)
+	}
+	file(4, f("v", 2e11)) // 2e14 at scale 3: under the limit
+	if s := scale(compact(), "v"); s != 3 {
+		t.Fatalf("v at scale %d, want 3", s)
+	}
+	file(5, f("v", 2e12)) // 2e15 at scale 3: over it
+	if s := scale(compact(), "v"); s != decimal.None {
+		t.Fatalf("v at scale %d, want doubles (a mantissa over the limit)", s)
+	}
+	file(6, f("v", 1.5)) // a doubles input keeps the output doubles
+	if s := scale(compact(), "v"); s != decimal.None {
+		t.Fatalf("v at scale %d, want doubles (an input of doubles)", s)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/stratadb/strata/internal/decimal"
 	"github.com/stratadb/strata/internal/row"
 )
 
@@ -101,6 +102,30 @@ func TestNullFree(t *testing.T) {
 	want(true, false, true)
 	put(4, row.IntValue(3), row.FloatValue(3)) // too short for ordinal 2
 	want(true, false, false)
+}
+
+// TestDecimals: each float ordinal's least scale over every put's value,
+// tombstones and nulls aside; None once a value is no decimal, or a value
+// of another kind is there.
+func TestDecimals(t *testing.T) {
+	m := New()
+	put := func(series string, seq uint64, fs ...row.Value) {
+		m.Insert(1, []row.Entry{{Series: series, TS: int64(seq), Seq: seq, Op: row.Put, Fields: fs}})
+	}
+	want := func(want ...int8) {
+		t.Helper()
+		if got := m.Decimals(len(want)); !slices.Equal(got, want) {
+			t.Fatalf("Decimals = %v, want %v", got, want)
+		}
+	}
+	want(0, 0)
+	put("a", 1, row.FloatValue(1), row.FloatValue(2.5), row.FloatValue(3))
+	m.Insert(1, []row.Entry{{Series: "a", TS: 0, End: 10, Seq: 2, Op: row.Delete}})
+	want(0, 1, 0, 0)
+	put("b", 3, row.FloatValue(0.125), row.Value{}, row.IntValue(7))
+	want(3, 1, decimal.None)
+	put("a", 4, row.FloatValue(1.0/3), row.FloatValue(-99.25))
+	want(decimal.None, 2, decimal.None)
 }
 
 // A successor allocates a new series' rows at its predecessor's mean rows

@@ -1,12 +1,16 @@
 package sst
 
 import (
+	"bytes"
 	"errors"
+	"fmt"
 	"math"
 	"slices"
 	"strconv"
 	"testing"
 
+	"github.com/parquet-go/parquet-go/format"
+	"github.com/stratadb/strata/internal/decimal"
 	"github.com/stratadb/strata/internal/row"
 )
 
@@ -86,3 +90,75 @@ func TestReadColumns(t *testing.T) {
 		t.Fatalf("emit's error: %v", err)
 	}
 }
+
+// TestDecimalColumns: a float field written as decimals is an uncompressed,
+// delta-packed INT64 DECIMAL column in a file of format 2, read back (by
+// rows and by columns) exactly as the same file with doubles; its statistics
+// bound its mantissas; a value that is no decimal at the scale fails the
+// write, naming the field; scales for other kinds are ignored.
+func TestDecimalColumns(t *testing.T) {
+	es := testEntries(t, 50) // f = i + 0.5: scale 1
+	doubles, _ := write(t, es, 7)
+	data, _ := writeWith(t, es, WriteOptions{RowGroupRows: 7, Decimals: []int8{1, 0}})
+	r, d := openBytes(t, data), openBytes(t, doubles)
+	if v, _ := r.file.Lookup(formatKey); v != formatDecimalsValue {
+		t.Fatalf("format %q, want %q", v, formatDecimalsValue)
+	}
+	if v, _ := d.file.Lookup(formatKey); v != formatValue {
+		t.Fatalf("a file without decimals has format %q, want %q", v, formatValue)
+	}
+	md := r.file.Metadata().RowGroups[0].Columns[r.cols["f"]].MetaData
+	if md.Type != format.Int64 || md.Codec != format.Uncompressed || !slices.Contains(md.Encoding, format.DeltaBinaryPacked) {
+		t.Fatalf("column f: type %v codec %v encodings %v", md.Type, md.Codec, md.Encoding)
+	}
+	if k, _ := r.FieldKind("f"); k != row.Float {
+		t.Fatalf("field f reads as %v", k)
+	}
+	if k, _ := r.FieldKind("i"); k != row.Int || r.scales[r.cols["i"]] != decimal.None {
+		t.Fatalf("field i reads as %v at scale %d: a scale for an int field is ignored", k, r.scales[r.cols["i"]])
+	}
+	if scale, maxAbs, ok := r.Decimals("f"); !ok || scale != 1 || maxAbs != 495 {
+		t.Fatalf("Decimals(f) = %d, %d, %v; want 1, 495 (49.5), true", scale, maxAbs, ok)
+	}
+	for _, f := range []string{"i", "nope"} {
+		if _, _, ok := r.Decimals(f); ok {
+			t.Fatalf("Decimals(%s) ok", f)
+		}
+	}
+	if _, _, ok := d.Decimals("f"); ok {
+		t.Fatal("Decimals(f) ok for doubles")
+	}
+	all := Filter{Start: math.MinInt64, End: math.MaxInt64, Fields: names()}
+	equalEntries(t, collect(t, r.Iter(all)), collect(t, d.Iter(all)))
+	puts := slices.DeleteFunc(slices.Clone(es), func(e row.Entry) bool { return e.Op == row.Delete })
+	pr, pd := openBytes(t, must(writeWith(t, puts, WriteOptions{RowGroupRows: 7, Decimals: []int8{1}}))), openBytes(t, must(write(t, puts, 7)))
+	runs := []Run{{Key: series(t, "a"), Start: 0, End: 50}, {Key: series(t, "b"), Start: 50, End: 100}}
+	read := func(r *Reader) []string {
+		var out []string
+		err := r.ReadColumns(runs, "f", 15, 305, func(c *SeriesColumn) error {
+			for k, ts := range c.TS {
+				out = append(out, fmt.Sprint(c.Series, ts, c.Bits[k]))
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	if got, want := read(pr), read(pd); len(want) == 0 || !slices.Equal(got, want) {
+		t.Fatalf("columns of decimals %q\nof doubles %q", got, want)
+	}
+
+	var buf bytes.Buffer
+	_, err := Write(&buf, testFields, &row.SliceIter{Entries: es}, WriteOptions{Decimals: []int8{0}})
+	var nd *NotDecimalField
+	if !errors.Is(err, ErrNotDecimal) || !errors.As(err, &nd) || nd.Field != 0 {
+		t.Fatalf("0.5 at scale 0: %v", err)
+	}
+	if _, err := Write(&buf, testFields, &row.SliceIter{Entries: es}, WriteOptions{Decimals: []int8{decimal.MaxScale + 1}}); err == nil {
+		t.Fatal("a scale over the maximum was taken")
+	}
+}
+
+func must(data []byte, _ Meta) []byte { return data }

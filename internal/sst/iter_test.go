@@ -10,6 +10,7 @@ import (
 	"github.com/parquet-go/parquet-go"
 	"github.com/parquet-go/parquet-go/format"
 
+	"github.com/stratadb/strata/internal/decimal"
 	"github.com/stratadb/strata/internal/row"
 )
 
@@ -51,14 +52,16 @@ func randomEntries(t testing.TB, rng *rand.Rand, n int, nulls bool) []row.Entry 
 // values directly) where pages end inside a chunk of rows and chunks end
 // inside pages, with nulls in runs (or, in required columns, none),
 // through every read path: whole scans, reused fields, series-filtered
-// seeks, and pages another writer might dictionary-encode.
+// seeks, and pages another writer might dictionary-encode; with floats as
+// doubles and as decimals (WriteOptions.Decimals).
 func TestNumericColumnsAcrossPages(t *testing.T) {
 	seed := rand.Uint64()
 	t.Logf("seed %d", seed)
 	rng := rand.New(rand.NewPCG(seed, 0))
-	for _, tc := range []struct{ dict, required bool }{{false, false}, {true, false}, {false, true}, {true, true}} {
+	for _, tc := range []struct{ dict, required, decimals bool }{{false, false, false}, {true, false, false}, {false, true, false}, {true, true, false},
+		{false, false, true}, {false, true, true}} {
 		dict := tc.dict
-		t.Run(fmt.Sprintf("dictionary=%v/required=%v", dict, tc.required), func(t *testing.T) {
+		t.Run(fmt.Sprintf("dictionary=%v/required=%v/decimals=%v", dict, tc.required, tc.decimals), func(t *testing.T) {
 			if dict {
 				old := fieldNode
 				fieldNode = func(k row.Kind, required bool) parquet.Node {
@@ -83,6 +86,24 @@ func TestNumericColumnsAcrossPages(t *testing.T) {
 			if tc.required {
 				opts.NoNulls = []bool{true, true, true, true, true}
 			}
+			scale := int8(rng.IntN(decimal.MaxScale + 1))
+			if tc.decimals {
+				// Decimals at scale, of every size the limit allows there.
+				digits := int64(1)
+				for range 15 - int(scale) {
+					digits *= 10
+				}
+				for i := range es {
+					if es[i].Op == row.Put && es[i].Fields[0].Kind() == row.Float {
+						m := rng.Int64N(2*digits) - digits
+						if rng.IntN(2) == 0 {
+							m = rng.Int64N(2000) - 1000
+						}
+						es[i].Fields[0] = row.FloatValue(decimal.Float(m, scale))
+					}
+				}
+				opts.Decimals = []int8{scale}
+			}
 			// Pages are cut between writes of writeChunk rows; cut them at
 			// row counts that the reader's 1024-row chunks do not share.
 			oldChunk := writeChunk
@@ -102,6 +123,9 @@ func TestNumericColumnsAcrossPages(t *testing.T) {
 				if r.optional[r.cols[c]] == tc.required {
 					t.Fatalf("column %s: optional %v", c, r.optional[r.cols[c]])
 				}
+			}
+			if got := r.scales[r.cols["f"]]; tc.decimals && got != scale || !tc.decimals && got != decimal.None {
+				t.Fatalf("column f has scale %d", got)
 			}
 			most := 0
 			for _, g := range r.file.RowGroups() {
