@@ -241,50 +241,7 @@ func (a *API) eval(w http.ResponseWriter, r *http.Request, newQuery func(context
 		fail(w, queryError(res.Err))
 		return
 	}
-	respond(w, map[string]any{"resultType": res.Value.Type(), "result": encodeValue(res.Value)})
-}
-
-// sampleJSON is [seconds, "value"].
-func sampleJSON(t int64, v float64) [2]any {
-	return [2]any{json.Number(strconv.FormatFloat(float64(t)/1000, 'f', -1, 64)), formatFloat(v)}
-}
-
-func formatFloat(v float64) string {
-	switch {
-	case math.IsNaN(v):
-		return "NaN"
-	case math.IsInf(v, 1):
-		return "+Inf"
-	case math.IsInf(v, -1):
-		return "-Inf"
-	}
-	return strconv.FormatFloat(v, 'f', -1, 64)
-}
-
-func encodeValue(v parser.Value) any {
-	switch v := v.(type) {
-	case promql.Scalar:
-		return sampleJSON(v.T, v.V)
-	case promql.String:
-		return [2]any{json.Number(strconv.FormatFloat(float64(v.T)/1000, 'f', -1, 64)), v.V}
-	case promql.Vector:
-		out := make([]map[string]any, 0, len(v))
-		for _, s := range v {
-			out = append(out, map[string]any{"metric": s.Metric.Map(), "value": sampleJSON(s.T, s.F)})
-		}
-		return out
-	case promql.Matrix:
-		out := make([]map[string]any, 0, len(v))
-		for _, s := range v {
-			vals := make([][2]any, len(s.Floats))
-			for i, p := range s.Floats {
-				vals[i] = sampleJSON(p.T, p.F)
-			}
-			out = append(out, map[string]any{"metric": s.Metric.Map(), "values": vals})
-		}
-		return out
-	}
-	return nil
+	respondValue(w, res.Value)
 }
 
 // selectors parses match[] (required says whether one must be given).

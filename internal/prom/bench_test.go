@@ -47,7 +47,8 @@ func BenchmarkPromQL(b *testing.B) {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { store.Close() })
-	e := servertest.Start(b, store, servertest.Options{}).Engine()
+	node := servertest.Start(b, store, servertest.Options{})
+	e := node.Engine()
 	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	tags := make([][]row.Tag, hosts)
 	for h := range tags {
@@ -86,11 +87,15 @@ func BenchmarkPromQL(b *testing.B) {
 		step  time.Duration
 		start time.Time
 		held  bool // the engine alone: over the series the first Select read, held in memory
+		http  bool // through the node's /api/v1/query_range, the response read whole
 	}{
-		{"1-host-1h", `max(max_over_time(cpu_usage_user{hostname="host_1"}[1m]))`, time.Minute, end.Add(-time.Hour), false},
-		{"8-hosts", `max(max_over_time(cpu_usage_user{hostname=~"host_1|host_2|host_3|host_4|host_5|host_6|host_7|host_8"}[1m]))`, time.Minute, start, false},
-		{"all-hosts-avg", `avg by (hostname) (avg_over_time(cpu_usage_user[1h]))`, time.Hour, start.Add(time.Hour), false},
-		{"all-hosts-avg-engine-only", `avg by (hostname) (avg_over_time(cpu_usage_user[1h]))`, time.Hour, start.Add(time.Hour), true},
+		{"1-host-1h", `max(max_over_time(cpu_usage_user{hostname="host_1"}[1m]))`, time.Minute, end.Add(-time.Hour), false, false},
+		{"8-hosts", `max(max_over_time(cpu_usage_user{hostname=~"host_1|host_2|host_3|host_4|host_5|host_6|host_7|host_8"}[1m]))`, time.Minute, start, false, false},
+		{"all-hosts-avg", `avg by (hostname) (avg_over_time(cpu_usage_user[1h]))`, time.Hour, start.Add(time.Hour), false, false},
+		{"all-hosts-avg-engine-only", `avg by (hostname) (avg_over_time(cpu_usage_user[1h]))`, time.Hour, start.Add(time.Hour), true, false},
+		{"1-host-1h-http", `max(max_over_time(cpu_usage_user{hostname="host_1"}[1m]))`, time.Minute, end.Add(-time.Hour), false, true},
+		{"8-hosts-http", `max(max_over_time(cpu_usage_user{hostname=~"host_1|host_2|host_3|host_4|host_5|host_6|host_7|host_8"}[1m]))`, time.Minute, start, false, true},
+		{"all-hosts-avg-http", `avg by (hostname) (avg_over_time(cpu_usage_user[1h]))`, time.Hour, start.Add(time.Hour), false, true},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
 			var q storage.Queryable = q
@@ -102,6 +107,13 @@ func BenchmarkPromQL(b *testing.B) {
 			defer stop()
 			for b.Loop() {
 				t0 := time.Now()
+				if bc.http {
+					if err := fetchRange(ctx, "http://"+node.HTTPAddr(), bc.expr, bc.start, end, bc.step); err != nil {
+						b.Fatal(err)
+					}
+					lat = append(lat, time.Since(t0))
+					continue
+				}
 				var qry promql.Query
 				if bc.step == 0 {
 					qry, err = engine.NewInstantQuery(ctx, q, nil, bc.expr, bc.start)

@@ -160,14 +160,10 @@ func load(b *testing.B, hosts, rounds int, start int64, bases ...string) {
 // rangeQuery runs a query_range and returns each series' values keyed by
 // its labels, for comparing the two systems' answers.
 func rangeQuery(base, expr string, start, end time.Time, step time.Duration) (map[string][]string, error) {
-	q := url.Values{"query": {expr}, "start": {strconv.FormatInt(start.Unix(), 10)}, "end": {strconv.FormatInt(end.Unix(), 10)},
-		"step": {strconv.FormatInt(int64(step/time.Second), 10)}}
-	resp, err := http.PostForm(base+"/api/v1/query_range", q)
+	resp, data, err := postRange(context.Background(), base, expr, start, end, step)
 	if err != nil {
 		return nil, err
 	}
-	defer resp.Body.Close()
-	data, _ := io.ReadAll(resp.Body)
 	var r struct {
 		Status string `json:"status"`
 		Error  string `json:"error"`
@@ -313,7 +309,7 @@ func BenchmarkQueryVsVictoriaMetrics(b *testing.B) {
 			}
 			b.Run(store+"/"+q.name, func(b *testing.B) {
 				gets := bucket.Requests()[objstore.OpGet]
-				n := compare(b, strata, vm, func(base string) error { _, err := rangeQuery(base, q.expr, q.start, q.end, q.step); return err })
+				n := compare(b, strata, vm, func(base string) error { return fetchRange(ctx, base, q.expr, q.start, q.end, q.step) })
 				b.ReportMetric(float64(bucket.Requests()[objstore.OpGet]-gets)/float64(n), "strata-GETs/op")
 			})
 		}
@@ -342,6 +338,34 @@ func BenchmarkQueryVsVictoriaMetrics(b *testing.B) {
 		}
 		n.Stop()
 	}
+}
+
+// postRange asks base's /api/v1/query_range and reads the response whole.
+func postRange(ctx context.Context, base, expr string, start, end time.Time, step time.Duration) (*http.Response, []byte, error) {
+	q := url.Values{"query": {expr}, "start": {strconv.FormatInt(start.Unix(), 10)}, "end": {strconv.FormatInt(end.Unix(), 10)},
+		"step": {strconv.FormatInt(int64(step/time.Second), 10)}}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+"/api/v1/query_range", strings.NewReader(q.Encode()))
+	if err != nil {
+		return nil, nil, err
+	}
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(resp.Body)
+	return resp, data, err
+}
+
+// fetchRange is a timed query: the request, and the response read whole
+// (not decoded: that is the client's work, not the server's).
+func fetchRange(ctx context.Context, base, expr string, start, end time.Time, step time.Duration) error {
+	resp, data, err := postRange(ctx, base, expr, start, end, step)
+	if err == nil && resp.StatusCode != http.StatusOK {
+		err = fmt.Errorf("%s: %s: %.300s", expr, resp.Status, data)
+	}
+	return err
 }
 
 // compare times do against Strata and VictoriaMetrics in turn, b.N times
