@@ -9,7 +9,10 @@
 // decimals").
 package decimal
 
-import "math"
+import (
+	"math"
+	"slices"
+)
 
 // MaxScale is the largest scale used: a mantissa below 2^53 has at most
 // 16 digits, and Parquet's INT64 decimals hold 18.
@@ -60,6 +63,14 @@ func FloatsInto(dst, src []uint64, scale int8) {
 	for i, m := range src {
 		dst[i] = math.Float64bits(float64(int64(m)) / d)
 	}
+}
+
+// AppendFloats appends the float64 bits of mantissas src at scale to dst.
+func AppendFloats(dst, src []uint64, scale int8) []uint64 {
+	n := len(dst)
+	dst = slices.Grow(dst, len(src))[:n+len(src)]
+	FloatsInto(dst[n:], src, scale)
+	return dst
 }
 
 // Scan finds the least scale at which every value it is given has a

@@ -31,14 +31,10 @@ import (
 // also their value over that one value: computed as Prometheus computes
 // them (promql/functions.go), so the results are the same to the bit.
 var rollups = map[string]func([]float64) float64{
-	"avg_over_time": avgOverTime,
-	"sum_over_time": sumOverTime,
-	"min_over_time": func(vs []float64) float64 {
-		return compareOverTime(vs, func(cur, m float64) bool { return cur < m || math.IsNaN(m) })
-	},
-	"max_over_time": func(vs []float64) float64 {
-		return compareOverTime(vs, func(cur, m float64) bool { return cur > m || math.IsNaN(m) })
-	},
+	"avg_over_time":  avgOverTime,
+	"sum_over_time":  sumOverTime,
+	"min_over_time":  minOverTime,
+	"max_over_time":  maxOverTime,
 	"last_over_time": func(vs []float64) float64 { return vs[len(vs)-1] },
 }
 
@@ -335,10 +331,22 @@ func avgIncremental(vs []float64) float64 {
 	return sum/count + kahanC/count
 }
 
-func compareOverTime(vs []float64, better func(cur, m float64) bool) float64 {
+// minOverTime and maxOverTime are Prometheus' compareOverTime with its
+// comparisons written in: a NaN gives way to any later value.
+func minOverTime(vs []float64) float64 {
 	m := vs[0]
 	for _, v := range vs {
-		if better(v, m) {
+		if v < m || math.IsNaN(m) {
+			m = v
+		}
+	}
+	return m
+}
+
+func maxOverTime(vs []float64) float64 {
+	m := vs[0]
+	for _, v := range vs {
+		if v > m || math.IsNaN(m) {
 			m = v
 		}
 	}

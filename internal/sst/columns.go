@@ -109,8 +109,8 @@ func (r *Reader) ReadColumns(runs []Run, field string, start, end int64, emit fu
 			}
 			for at < upto {
 				n := int(min(upto-at, columnStep))
-				if err := cr.read(n); err != nil {
-					return err
+				if err := cr.ts.read(n); err != nil {
+					return cr.fail(err)
 				}
 				at += int64(n)
 				// A run is in ts order: the rows in range are a stretch.
@@ -119,10 +119,19 @@ func (r *Reader) ReadColumns(runs []Run, field string, start, end int64, emit fu
 				hi, _ := slices.BinarySearch(ts[lo:], end)
 				hi += lo
 				col.TS = append(col.TS, ts[lo:hi]...)
-				col.Bits = append(col.Bits, cr.vals.bits[lo:hi]...)
-				if optional {
-					col.Null = append(col.Null, cr.vals.null[lo:hi]...)
+				if !optional {
+					// Straight from the pages: one copy, not two.
+					var err error
+					if col.Bits, err = cr.vals.appendRequired(col.Bits, n, lo, hi); err != nil {
+						return cr.fail(err)
+					}
+					continue
 				}
+				if err := cr.vals.read(n); err != nil {
+					return cr.fail(err)
+				}
+				col.Bits = append(col.Bits, cr.vals.bits[lo:hi]...)
+				col.Null = append(col.Null, cr.vals.null[lo:hi]...)
 			}
 		}
 		if len(col.TS) == 0 {
@@ -178,13 +187,8 @@ func (c *columnReader) seek(row int64) error {
 	return nil
 }
 
-func (c *columnReader) read(n int) error {
-	for _, s := range []*colStream{c.ts, c.vals} {
-		if err := s.read(n); err != nil {
-			return fmt.Errorf("sst: read %s row group %d: %w", c.r.key, c.group, err)
-		}
-	}
-	return nil
+func (c *columnReader) fail(err error) error {
+	return fmt.Errorf("sst: read %s row group %d: %w", c.r.key, c.group, err)
 }
 
 func (c *columnReader) close() {

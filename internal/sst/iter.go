@@ -298,6 +298,41 @@ func (s *colStream) readNumeric(n int) error {
 	return nil
 }
 
+// appendRequired consumes the next n rows of a required numeric column,
+// appending the payloads of rows [lo, hi) of them to dst (decimals as
+// float64 bits) straight from the pages.
+func (s *colStream) appendRequired(dst []uint64, n, lo, hi int) ([]uint64, error) {
+	s.release()
+	s.pos += int64(n)
+	for got := 0; got < n; {
+		if s.page == nil {
+			if err := s.nextPage(); err != nil {
+				return dst, err
+			}
+			if s.pdefs != nil {
+				return dst, fmt.Errorf("%w: a required column's page has definition levels", ErrCorrupt)
+			}
+		}
+		k := min(n-got, s.prows-s.prow)
+		if a, b := max(lo, got), min(hi, got+k); a < b {
+			src := s.pvals[s.pval+a-got : s.pval+b-got]
+			if s.decimals {
+				dst = decimal.AppendFloats(dst, src, s.scale)
+			} else {
+				dst = append(dst, src...)
+			}
+		}
+		s.pval += k
+		s.prow += k
+		got += k
+		if s.prow == s.prows {
+			s.done = append(s.done, s.page)
+			s.page = nil
+		}
+	}
+	return dst, nil
+}
+
 type iter struct {
 	r         *Reader
 	f         Filter
