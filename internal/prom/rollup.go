@@ -256,28 +256,12 @@ func (s *series) rollup(hints *storage.SelectHints, fn func([]float64) float64) 
 func sumOverTime(vs []float64) float64 {
 	var sum, c float64
 	for _, v := range vs {
-		sum, c = kahanAdd(v, sum, c)
+		sum, c = kahansum.Inc(v, sum, c)
 	}
 	if math.IsInf(sum, 0) {
 		return sum
 	}
 	return sum + c
-}
-
-// kahanAdd is kahansum.Inc, which Prometheus keeps from being inlined so
-// that no multiplication around it is fused with its additions: callers
-// here pass it plain values, so inlining it changes no bit.
-func kahanAdd(inc, sum, c float64) (float64, float64) {
-	t := sum + inc
-	switch {
-	case math.IsInf(t, 0):
-		c = 0
-	case math.Abs(sum) >= math.Abs(inc):
-		c += (sum - t) + inc
-	default:
-		c += (inc - t) + sum
-	}
-	return t, c
 }
 
 // avgOverTime is Prometheus' average: a Kahan sum divided by the count,
@@ -286,7 +270,10 @@ func kahanAdd(inc, sum, c float64) (float64, float64) {
 func avgOverTime(vs []float64) float64 {
 	sum, c := vs[0], 0.
 	for _, f := range vs[1:] {
-		// kahanAdd, written out: the compiler does not inline it.
+		// kahansum.Inc, written out: Prometheus keeps it from being
+		// inlined (so that no multiplication around it is fused with its
+		// additions); there is none here, and the calls were more than
+		// half of the average's time.
 		t := sum + f
 		if t > math.MaxFloat64 || t < -math.MaxFloat64 {
 			return avgIncremental(vs)
