@@ -2,7 +2,6 @@ package sst
 
 import (
 	"fmt"
-	"math"
 	"slices"
 	"sort"
 	"unsafe"
@@ -33,10 +32,9 @@ func (r *Reader) NumericField(field string) bool {
 // Tombstones reports whether a row group that [start, end) touches may hold
 // a tombstone.
 func (r *Reader) Tombstones(start, end int64) bool {
-	it := iter{r: r, f: Filter{Start: start, End: end}}
-	for i, g := range r.file.RowGroups() {
-		it.group = i
-		if !it.prune(g) && it.tombstones() {
+	f := Filter{Start: start, End: end}
+	for _, g := range r.groups {
+		if g.tombstones && !g.excludes(f) {
 			return true
 		}
 	}
@@ -53,19 +51,10 @@ func (r *Reader) Ranged() bool {
 // SeqRange bounds the sequence numbers of the file's rows (ok false if the
 // statistics do not say).
 func (r *Reader) SeqRange() (lo, hi uint64, ok bool) {
-	lo, hi = math.MaxUint64, 0
-	for _, g := range r.file.RowGroups() {
-		b, isBounded := g.ColumnChunks()[r.cols[ColSeq]].(bounded)
-		if !isBounded {
-			return 0, 0, false
-		}
-		least, most, has := b.Bounds()
-		if !has {
-			return 0, 0, false
-		}
-		lo, hi = min(lo, uint64(least.Int64())), max(hi, uint64(most.Int64()))
+	if !r.seqKnown {
+		return 0, 0, false
 	}
-	return lo, hi, lo <= hi
+	return r.seqLo, r.seqHi, true
 }
 
 // columnStep is how many rows ReadColumns decodes at a time.
@@ -166,12 +155,10 @@ func (c *columnReader) open(g int) (bool, error) {
 	}
 	c.close()
 	c.group = g
-	rg := c.r.file.RowGroups()[g]
-	it := iter{r: c.r, f: c.filter, group: g}
-	if c.inRange = !it.prune(rg); !c.inRange {
+	if c.inRange = !c.r.groups[g].excludes(c.filter); !c.inRange {
 		return false, nil
 	}
-	chunks := rg.ColumnChunks()
+	chunks := c.r.file.RowGroups()[g].ColumnChunks()
 	c.ts = &colStream{pages: c.r.scanPages(chunks[c.r.cols[ColTS]]), numeric: true, noNull: true}
 	c.vals = &colStream{pages: c.r.scanPages(chunks[c.field]), numeric: true, noNull: !c.r.optional[c.field],
 		decimals: c.r.scales[c.field] >= 0, scale: c.r.scales[c.field]}

@@ -402,7 +402,7 @@ func (it *iter) nextGroup() bool {
 	groups := it.r.file.RowGroups()
 	for it.group++; it.group < len(groups); it.group++ {
 		g := groups[it.group]
-		if it.prune(g) || (it.f.Runs != nil && !it.groupRuns(g.NumRows())) {
+		if it.prune() || (it.f.Runs != nil && !it.groupRuns(g.NumRows())) {
 			it.pruned++
 			continue
 		}
@@ -582,23 +582,7 @@ type bounded interface {
 }
 
 // prune reports whether a row group's statistics exclude the filter.
-func (it *iter) prune(g parquet.RowGroup) bool {
-	chunks := g.ColumnChunks()
-	tsc, ok1 := chunks[it.r.cols[ColTS]].(bounded)
-	dc, ok2 := chunks[it.r.cols[ColDeleteEnd]].(bounded)
-	if !ok1 || !ok2 {
-		return false
-	}
-	lo, hi, ok := tsc.Bounds()
-	if !ok {
-		return false
-	}
-	maxTS := hi.Int64()
-	if _, dhi, ok := dc.Bounds(); ok {
-		maxTS = max(maxTS, dhi.Int64())
-	}
-	return !it.f.Overlaps(lo.Int64(), maxTS)
-}
+func (it *iter) prune() bool { return it.r.groups[it.group].excludes(it.f) }
 
 // groupRuns sets it.runs to the filter's runs within the current row group
 // (of rows rows), relative to it, and reports whether there are any.
@@ -617,11 +601,7 @@ func (it *iter) groupRuns(rows int64) bool {
 // tombstones reports whether the current row group may hold a tombstone:
 // __delete_end is not null in every row (by the chunk's statistics). A
 // group without any is read without that column.
-func (it *iter) tombstones() bool {
-	md := it.r.file.Metadata().RowGroups[it.group]
-	c := md.Columns[it.r.cols[ColDeleteEnd]].MetaData
-	return c.Statistics.NullCount != md.NumRows || c.NumValues != md.NumRows
-}
+func (it *iter) tombstones() bool { return it.r.groups[it.group].tombstones }
 
 // fillRun decodes the next chunk of the current series run.
 func (it *iter) fillRun() bool {

@@ -738,7 +738,26 @@ type Reader struct {
 	// scales[c]: the scale of leaf column c, a float field written as
 	// decimals; decimal.None for every other column.
 	scales []int8
+	// groups summarises each row group's statistics, read once at open:
+	// every scan consults them, and parquet-go parses a chunk's bounds
+	// from its statistics on each call.
+	groups []groupStats
+	// seqLo, seqHi bound the rows' sequence numbers (seqKnown: the
+	// statistics say).
+	seqLo, seqHi uint64
+	seqKnown     bool
 }
+
+// groupStats is what a row group's statistics say about its rows.
+type groupStats struct {
+	bounded    bool  // the timestamp statistics are there: minTS, maxTS hold
+	minTS      int64 // least timestamp
+	maxTS      int64 // greatest timestamp or tombstone end
+	tombstones bool  // __delete_end is not null in every row
+}
+
+// excludes reports whether the group's statistics rule out f's range.
+func (g *groupStats) excludes(f Filter) bool { return g.bounded && !f.Overlaps(g.minTS, g.maxTS) }
 
 // Open opens the SST at key, whose size is size.
 func Open(ctx context.Context, store objstore.Bucket, key string, size int64) (*Reader, error) {
@@ -807,7 +826,44 @@ func Open(ctx context.Context, store objstore.Bucket, key string, size int64) (*
 			return nil, fmt.Errorf("%w: %s has no column %s", ErrCorrupt, key, c)
 		}
 	}
+	r.summarise()
 	return r, nil
+}
+
+// summarise reads the row groups' statistics into r.groups and the
+// sequence range.
+func (r *Reader) summarise() {
+	md := r.file.Metadata()
+	r.seqLo, r.seqHi, r.seqKnown = math.MaxUint64, 0, true
+	for i, g := range r.file.RowGroups() {
+		chunks := g.ColumnChunks()
+		var gs groupStats
+		tsc, ok1 := chunks[r.cols[ColTS]].(bounded)
+		dc, ok2 := chunks[r.cols[ColDeleteEnd]].(bounded)
+		if ok1 && ok2 {
+			if lo, hi, ok := tsc.Bounds(); ok {
+				gs.bounded, gs.minTS, gs.maxTS = true, lo.Int64(), hi.Int64()
+				if _, dhi, ok := dc.Bounds(); ok {
+					gs.maxTS = max(gs.maxTS, dhi.Int64())
+				}
+			}
+		}
+		rg := md.RowGroups[i]
+		c := rg.Columns[r.cols[ColDeleteEnd]].MetaData
+		gs.tombstones = c.Statistics.NullCount != rg.NumRows || c.NumValues != rg.NumRows
+		r.groups = append(r.groups, gs)
+		b, ok := chunks[r.cols[ColSeq]].(bounded)
+		var least, most parquet.Value
+		if ok {
+			least, most, ok = b.Bounds()
+		}
+		if !ok {
+			r.seqKnown = false
+			continue
+		}
+		r.seqLo, r.seqHi = min(r.seqLo, uint64(least.Int64())), max(r.seqHi, uint64(most.Int64()))
+	}
+	r.seqKnown = r.seqKnown && r.seqLo <= r.seqHi
 }
 
 // ErrCorrupt: an SST does not decode or does not match its manifest entry.
