@@ -159,8 +159,9 @@ func (a *API) query(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	a.eval(w, r, func(ctx context.Context) (promql.Query, error) {
-		return a.engine.NewInstantQuery(ctx, a.queryable(r.FormValue("query")), nil, r.FormValue("query"), ts)
+	a.eval(w, r, func(ctx context.Context) (evaluation, error) {
+		q, _ := a.queryable(r.FormValue("query"))
+		return a.engine.NewInstantQuery(ctx, q, nil, r.FormValue("query"), ts)
 	})
 }
 
@@ -192,24 +193,35 @@ func (a *API) queryRange(w http.ResponseWriter, r *http.Request) {
 		fail(w, badData(errors.New("exceeded maximum resolution of 11,000 points per timeseries. Try decreasing the query resolution (?step=XX)")))
 		return
 	}
-	a.eval(w, r, func(ctx context.Context) (promql.Query, error) {
-		return a.engine.NewRangeQuery(ctx, a.queryable(r.FormValue("query")), nil, r.FormValue("query"), start, end, step)
+	a.eval(w, r, func(ctx context.Context) (evaluation, error) {
+		q, expr := a.queryable(r.FormValue("query"))
+		if p := planDirect(expr, step); p != nil {
+			return &directQuery{plan: p, q: q, start: start, end: end, step: step}, nil
+		}
+		return a.engine.NewRangeQuery(ctx, q, nil, r.FormValue("query"), start, end, step)
 	})
 }
 
-// queryable is the Queryable for query: one that computes range
-// functions in the scan if the expression allows it (RollupSafe).
-func (a *API) queryable(query string) *Queryable {
+// queryable is the Queryable for query, and the parsed query if it is
+// RollupSafe: then the Queryable computes range functions in the scan.
+func (a *API) queryable(query string) (*Queryable, parser.Expr) {
 	expr, err := a.parser.ParseExpr(query)
 	if err != nil || !RollupSafe(expr) {
-		return a.q // a bad expression fails in the engine, with its message
+		return a.q, nil // a bad expression fails in the engine, with its message
 	}
 	q := *a.q
 	q.Rollups = true
-	return &q
+	return &q, expr
 }
 
-func (a *API) eval(w http.ResponseWriter, r *http.Request, newQuery func(context.Context) (promql.Query, error)) {
+// evaluation is a query to run: the engine's (a promql.Query) or a
+// directQuery.
+type evaluation interface {
+	Exec(ctx context.Context) *promql.Result
+	Close()
+}
+
+func (a *API) eval(w http.ResponseWriter, r *http.Request, newQuery func(context.Context) (evaluation, error)) {
 	ctx, cancel, aerr := a.context(r)
 	if aerr != nil {
 		fail(w, aerr)

@@ -90,12 +90,14 @@ func TestRollupsMatchEngine(t *testing.T) {
 	p := parser.NewParser(parser.Options{})
 	funcs := []string{"avg_over_time", "sum_over_time", "min_over_time", "max_over_time", "last_over_time", "count_over_time"}
 	ranges := []time.Duration{10 * time.Second, 30 * time.Second, time.Minute, 3 * time.Minute}
-	rolledUp, inOrder := 0, 0
+	aggs := []string{"sum", "avg", "min", "max", "count"}
+	rolledUp, inOrder, direct := 0, 0, 0
 	for range 300 {
 		f, r := funcs[rng.Intn(len(funcs))], ranges[rng.Intn(len(ranges))]
 		metric := []string{"m_v", "n_v"}[rng.Intn(2)]
 		inner := fmt.Sprintf("%s(%s[%s])", f, metric, model(r))
-		expr := []string{inner, "avg by (host) (" + inner + ")", "max(" + inner + ")", inner + " - " + inner}[rng.Intn(4)]
+		agg := aggs[rng.Intn(len(aggs))]
+		expr := []string{inner, agg + " by (host) (" + inner + ")", agg + "(" + inner + ")", "(" + agg + " by (host, nope) ((" + inner + ")))", inner + " - " + inner}[rng.Intn(5)]
 		parsed, err := p.ParseExpr(expr)
 		if err != nil || !prom.RollupSafe(parsed) {
 			t.Fatalf("%s: %v, safe %v", expr, err, err == nil)
@@ -142,6 +144,15 @@ func TestRollupsMatchEngine(t *testing.T) {
 		if got := run(rolled); want != got {
 			t.Fatalf("%s from %s to %s step %s (instant %v):\nrolled up %s\nengine    %s", expr, start, end, step, instant, got, want)
 		}
+		// The API evaluates aggregations of rollups itself.
+		if m, ok, err := prom.EvalDirect(ctx, rolled, parsed, start, end, step); err != nil {
+			t.Fatalf("%s: %v", expr, err)
+		} else if ok && !instant {
+			if got := render(m); got != want {
+				t.Fatalf("%s from %s to %s step %s:\nwithout the engine %s\nengine             %s", expr, start, end, step, got, want)
+			}
+			direct++
+		}
 		if f != "count_over_time" && (step >= r || instant) {
 			rolledUp++
 			if rescanned := prom.UnorderedRescans.Load() > rescans; metric == "n_v" && rescanned {
@@ -151,8 +162,8 @@ func TestRollupsMatchEngine(t *testing.T) {
 			}
 		}
 	}
-	if rolledUp < 75 || inOrder < 25 {
-		t.Fatalf("only %d of 300 queries could be rolled up, %d as their columns came", rolledUp, inOrder)
+	if rolledUp < 75 || inOrder < 25 || direct < 30 {
+		t.Fatalf("only %d of 300 queries could be rolled up, %d as their columns came, %d evaluated without the engine", rolledUp, inOrder, direct)
 	}
 	if prom.UnorderedRescans.Load() == 0 {
 		t.Fatal("no scan of table m was read again for columns out of time order")
