@@ -52,6 +52,11 @@ type CacheStats struct {
 // other with one request.
 const BlockBytes = 64 << 10
 
+// readAhead is how many blocks past a read that misses the cache are
+// fetched with it (if not cached): a scan's sequential reads then take one
+// request per 256 KiB, as with a read buffer that size.
+const readAhead = 3
+
 // NewCache returns a cache of about limit bytes.
 func NewCache(limit int64) *Cache {
 	return &Cache{limit: limit, lru: list.New(), byKey: map[cacheKey]*list.Element{}}
@@ -177,7 +182,19 @@ func (cr *cachedRange) ReadAt(p []byte, off int64) (int, error) {
 		for j < len(blocks) && blocks[j] == nil {
 			j++
 		}
-		lo, hi := (first+int64(i))*BlockBytes, min((first+int64(j))*BlockBytes, rr.size)
+		// A stretch that reaches the read's end takes the missing blocks
+		// after it too, up to readAhead: scans read on, and pages are read
+		// through a buffer smaller than one request is worth.
+		ahead := 0
+		if j == len(blocks) {
+			for ahead < readAhead && (last+int64(ahead)+1)*BlockBytes < rr.size {
+				if _, ok := cr.cache.block(rr.key, last+int64(ahead)+1); ok {
+					break
+				}
+				ahead++
+			}
+		}
+		lo, hi := (first+int64(i))*BlockBytes, min((first+int64(j+ahead))*BlockBytes, rr.size)
 		buf := make([]byte, hi-lo)
 		n, err := rr.store.ReadRange(rr.ctx, rr.key, lo, buf)
 		if err != nil {
@@ -186,11 +203,14 @@ func (cr *cachedRange) ReadAt(p []byte, off int64) (int, error) {
 		if int64(n) != hi-lo {
 			return 0, fmt.Errorf("%w: %s is shorter than the manifest's %d bytes", ErrCorrupt, rr.key, rr.size)
 		}
-		for k := i; k < j; k++ {
+		for k := i; k < j+ahead; k++ {
 			b := buf[int64(k-i)*BlockBytes : min(int64(k-i+1)*BlockBytes, hi-lo)]
 			// Each block its own allocation, so evicting one frees it.
-			blocks[k] = append([]byte(nil), b...)
-			cr.cache.putBlock(rr.key, first+int64(k), blocks[k])
+			b = append([]byte(nil), b...)
+			cr.cache.putBlock(rr.key, first+int64(k), b)
+			if k < j {
+				blocks[k] = b
+			}
 		}
 		i = j
 	}

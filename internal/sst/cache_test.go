@@ -95,6 +95,19 @@ func TestCacheBlocks(t *testing.T) {
 		t.Fatalf("a second scan made %d requests", got)
 	}
 
+	// A cold scan reads ahead: a request per 4 blocks (the tail, read at
+	// open, aside), not one per refill of the page reader's buffer.
+	cold := NewCache(64 << 20)
+	calls = fs.Calls()
+	r2, err := cold.Open(ctx, fs, "x.parquet", size)
+	if err != nil {
+		t.Fatal(err)
+	}
+	scan(r2, Filter{})
+	if got, most := fs.Calls()-calls, 2+int((size+4*BlockBytes-1)/(4*BlockBytes)); got > most {
+		t.Fatalf("a cold scan of %d bytes made %d requests, want at most %d", size, got, most)
+	}
+
 	// Compaction reads around the blocks, whether it fetches whole row
 	// groups or, for groups over its budget, column by column.
 	for _, budget := range []int64{size, 1} {
