@@ -9,7 +9,6 @@ package memtable
 
 import (
 	"cmp"
-	"math"
 	"slices"
 	"strings"
 	"sync"
@@ -97,6 +96,10 @@ type Memtable struct {
 	puts     int64
 	putWidth int
 	nulls    []bool
+	// Each field's decimal scan over every put's float value (row data is
+	// hot here, not when a flush asks), and whether one held another kind.
+	scans []decimal.Scan
+	other []bool
 
 	rowsHint int // capacity of a new series' rows (see Successor)
 
@@ -239,7 +242,8 @@ func (m *Memtable) Insert(seg uint64, entries []row.Entry) {
 	m.lastSegment = max(m.lastSegment, seg)
 }
 
-// notePut records which of a put's fields are null.
+// notePut records which of a put's fields are null, and scans its floats
+// for Decimals.
 func (m *Memtable) notePut(fs []row.Value) {
 	if m.puts == 0 || len(fs) < m.putWidth {
 		m.putWidth = len(fs)
@@ -247,10 +251,17 @@ func (m *Memtable) notePut(fs []row.Value) {
 	m.puts++
 	if len(m.nulls) < len(fs) {
 		m.nulls = append(m.nulls, make([]bool, len(fs)-len(m.nulls))...)
+		m.scans = append(m.scans, make([]decimal.Scan, len(fs)-len(m.scans))...)
+		m.other = append(m.other, make([]bool, len(fs)-len(m.other))...)
 	}
 	for j := range fs {
-		if fs[j].Kind() == row.Null {
+		switch fs[j].Kind() {
+		case row.Float:
+			m.scans[j].Add(fs[j].Float())
+		case row.Null:
 			m.nulls[j] = true
+		default:
+			m.other[j] = true
 		}
 	}
 }
@@ -275,30 +286,10 @@ func (m *Memtable) NullFree(width int) []bool {
 func (m *Memtable) Decimals(width int) []int8 {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
-	scans := make([]decimal.Scan, width)
-	other := make([]bool, width) // a value of another kind
-	for _, s := range m.series {
-		for i := range s.rows {
-			r := &s.rows[i]
-			if r.kinds == nil {
-				continue // a tombstone
-			}
-			kinds := *r.kinds
-			for j := range min(width, len(kinds)) {
-				switch kinds[j] {
-				case row.Float:
-					scans[j].Add(math.Float64frombits(r.vals[j]))
-				case row.Null:
-				default:
-					other[j] = true
-				}
-			}
-		}
-	}
 	out := make([]int8, width)
-	for j := range out {
-		out[j] = scans[j].Scale()
-		if other[j] {
+	for j := range min(width, len(m.scans)) {
+		out[j] = m.scans[j].Scale()
+		if m.other[j] {
 			out[j] = decimal.None
 		}
 	}
