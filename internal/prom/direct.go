@@ -163,7 +163,7 @@ func (p *directPlan) eval(ctx context.Context, q *Queryable, start, end time.Tim
 		ss = append(ss, s)
 	}
 	if err := set.Err(); err != nil {
-		return nil, err
+		return nil, fmt.Errorf("expanding series: %w", err) // as the engine says it
 	}
 	return p.aggregate(ctx, ss, startMs, endMs, interval)
 }
