@@ -248,4 +248,17 @@ func TestQueryRangeOverLineProtocol(t *testing.T) {
 	if code != 422 || r.ErrorType != "execution" || !strings.Contains(r.Error, "too many samples") {
 		t.Fatalf("over the read limit: %d %s %s", code, r.ErrorType, r.Error)
 	}
+	// The same for an aggregation of a rollup, which the API evaluates
+	// without the engine; and its timeout is Prometheus' 503.
+	window := url.Values{"start": {strconv.FormatInt(t0, 10)}, "end": {strconv.FormatInt(t0+1190, 10)}, "step": {"1200"}}
+	window.Set("query", "sum(max_over_time(cpu_usage_user[20m]))")
+	code, r = client{t, srv.URL}.get("/api/v1/query_range", window)
+	if code != 422 || r.ErrorType != "execution" || !strings.Contains(r.Error, "too many samples") {
+		t.Fatalf("over the read limit without the engine: %d %s %s", code, r.ErrorType, r.Error)
+	}
+	window.Set("timeout", "0.000000001") // 1 ns: over before it starts
+	code, r = c.get("/api/v1/query_range", window)
+	if code != 503 || r.ErrorType != "timeout" {
+		t.Fatalf("timed out without the engine: %d %s %s", code, r.ErrorType, r.Error)
+	}
 }
