@@ -22,3 +22,6 @@ func EvalDirect(ctx context.Context, q *Queryable, expr parser.Expr, start, end 
 	m, err = p.eval(ctx, q, start, end, step)
 	return m, true, err
 }
+
+// RenderBits prints a result exactly: every value's bits.
+var RenderBits = renderBits

@@ -3,7 +3,6 @@ package prom_test
 import (
 	"context"
 	"fmt"
-	"math"
 	"math/rand"
 	"slices"
 	"testing"
@@ -127,14 +126,14 @@ func TestRollupsMatchEngine(t *testing.T) {
 			}
 			switch v := res.Value.(type) {
 			case promql.Matrix:
-				return render(v)
+				return prom.RenderBits(v)
 			case promql.Vector:
 				m := promql.Matrix{}
 				for _, s := range v {
 					m = append(m, promql.Series{Metric: s.Metric, Floats: []promql.FPoint{{T: s.T, F: s.F}}})
 				}
 				slices.SortFunc(m, func(a, b promql.Series) int { return labels.Compare(a.Metric, b.Metric) })
-				return render(m)
+				return prom.RenderBits(m)
 			}
 			t.Fatalf("%s: a %T", expr, res.Value)
 			return ""
@@ -148,7 +147,7 @@ func TestRollupsMatchEngine(t *testing.T) {
 		if m, ok, err := prom.EvalDirect(ctx, rolled, parsed, start, end, step); err != nil {
 			t.Fatalf("%s: %v", expr, err)
 		} else if ok && !instant {
-			if got := render(m); got != want {
+			if got := prom.RenderBits(m); got != want {
 				t.Fatalf("%s from %s to %s step %s:\nwithout the engine %s\nengine             %s", expr, start, end, step, got, want)
 			}
 			direct++
@@ -194,17 +193,4 @@ func model(d time.Duration) string {
 		return fmt.Sprintf("%dm", d/time.Minute)
 	}
 	return fmt.Sprintf("%ds", d/time.Second)
-}
-
-// render prints a result exactly: every value's bits.
-func render(m promql.Matrix) string {
-	out := ""
-	for _, s := range m {
-		out += s.Metric.String() + ":"
-		for _, p := range s.Floats {
-			out += fmt.Sprintf(" %d=%x", p.T, math.Float64bits(p.F))
-		}
-		out += "\n"
-	}
-	return out
 }
