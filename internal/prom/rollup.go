@@ -2,6 +2,7 @@ package prom
 
 import (
 	"math"
+	"slices"
 	"unsafe"
 
 	"github.com/prometheus/prometheus/model/value"
@@ -30,12 +31,21 @@ import (
 // rollups are the range functions whose value over a window's samples is
 // also their value over that one value: computed as Prometheus computes
 // them (promql/functions.go), so the results are the same to the bit.
-var rollups = map[string]func([]float64) float64{
-	"avg_over_time":  avgOverTime,
-	"sum_over_time":  sumOverTime,
-	"min_over_time":  minOverTime,
-	"max_over_time":  maxOverTime,
-	"last_over_time": func(vs []float64) float64 { return vs[len(vs)-1] },
+var rollups = map[string]*rollup{
+	"avg_over_time":  {one: avgOverTime, two: avgOverTime2},
+	"sum_over_time":  {one: sumOverTime},
+	"min_over_time":  {one: minOverTime},
+	"max_over_time":  {one: maxOverTime},
+	"last_over_time": {one: func(vs []float64) float64 { return vs[len(vs)-1] }},
+}
+
+// rollup is a range function over a window's values; two, if set, is it
+// over two windows at once, to the bit as one computes each: where one is
+// a chain of dependent additions, two chains side by side take little
+// longer than one.
+type rollup struct {
+	one func([]float64) float64
+	two func(a, b []float64) (float64, float64)
 }
 
 // RollupSafe reports whether Select may compute range functions for expr:
@@ -61,7 +71,7 @@ func RollupSafe(expr parser.Expr) bool {
 // rollupOf is the function Select computes for hints, or nil: a rollup
 // function directly over a range selector, evaluated at steps no closer
 // than its range.
-func rollupOf(hints *storage.SelectHints) func([]float64) float64 {
+func rollupOf(hints *storage.SelectHints) *rollup {
 	if hints == nil || hints.Range <= 0 || hints.Step != 0 && hints.Step < hints.Range {
 		return nil
 	}
@@ -72,7 +82,7 @@ func rollupOf(hints *storage.SelectHints) func([]float64) float64 {
 // order (milliseconds): it holds only the open window's values, so a wide
 // query does not build every sample's arrays first.
 type roller struct {
-	fn         func([]float64) float64
+	fn         *rollup
 	step, rng  int64
 	end        int64
 	t          int64     // the open window's evaluation time: its window is (t - rng, t]
@@ -85,12 +95,31 @@ type roller struct {
 	lastV      float64
 	lastNs     int64 // the last sample's time as given to addColumn (ns)
 	anySamples bool
+	// a window addApart found whole in a column, its value not yet
+	// computed (into vs[held]: fn.two takes the next with it), or held -1
+	held   int
+	heldVs []float64
 }
 
-func newRoller(hints *storage.SelectHints, fn func([]float64) float64) *roller {
-	r := &roller{fn: fn, step: hints.Step, rng: hints.Range, end: hints.End, t: hints.Start + hints.Range - 1}
+func newRoller(hints *storage.SelectHints, fn *rollup) *roller {
+	r := &roller{fn: fn, step: hints.Step, rng: hints.Range, end: hints.End, t: hints.Start + hints.Range - 1, held: -1}
 	r.done = r.t > r.end
+	if n := r.windows(); n > 0 {
+		r.ts, r.vs = make([]int64, 0, n), make([]float64, 0, n)
+	}
 	return r
+}
+
+// windows is how many windows a series may fill, at most a few thousand
+// (for an output slice's capacity).
+func (r *roller) windows() int {
+	if r.done {
+		return 0
+	}
+	if r.step == 0 {
+		return 1
+	}
+	return int(min((r.end-r.t)/r.step+1, 4096))
 }
 
 // add takes the next sample, at ms t (not before the last one's).
@@ -148,27 +177,23 @@ func (r *roller) apart(ts []int64) bool {
 
 // addApart places samples (ns) that are each in a millisecond of their
 // own and after the last one placed, none pending: a window's samples are
-// found by comparing nanoseconds to its bounds, and handed to fn where
-// they lie when the window holds nothing else.
+// found by comparing nanoseconds to its bounds, and where the window holds
+// nothing else, fn is computed over them where they lie.
 func (r *roller) addApart(ts []int64, vs []float64) {
+	defer r.computeHeld()
 	for len(ts) > 0 && !r.done {
 		// The open window is (t - rng, t] in ms: [lo, hi) in ns.
 		lo, hi := msToNs(r.t-r.rng+1), msToNs(r.t+1)
-		i := 0
-		for i < len(ts) && ts[i] < lo {
-			i++ // between windows
-		}
-		j, stale := i, false
-		for j < len(ts) && ts[j] < hi {
-			stale = stale || value.IsStaleNaN(vs[j])
-			j++
-		}
+		i := searchFrom(ts, 0, lo) // those before are between windows
+		j := searchFrom(ts, i, hi)
+		stale := anyStale(vs[i:j])
 		if j == len(ts) { // the window stays open
 			r.collect(vs[i:j], stale)
 			return
 		}
 		if len(r.win) == 0 && !stale && i < j {
-			r.ts, r.vs = append(r.ts, r.t), append(r.vs, r.fn(vs[i:j]))
+			r.ts, r.vs = append(r.ts, r.t), append(r.vs, 0)
+			r.computeWhole(len(r.vs)-1, vs[i:j])
 			r.advance()
 		} else {
 			r.collect(vs[i:j], stale)
@@ -183,6 +208,59 @@ func (r *roller) addApart(ts []int64, vs []float64) {
 			}
 		}
 	}
+}
+
+// computeWhole computes fn over window values ws into vs[at], or holds
+// them to compute with the next window's by fn.two.
+func (r *roller) computeWhole(at int, ws []float64) {
+	switch {
+	case r.fn.two == nil:
+		r.vs[at] = r.fn.one(ws)
+	case r.held < 0:
+		r.held, r.heldVs = at, ws
+	default:
+		r.vs[r.held], r.vs[at] = r.fn.two(r.heldVs, ws)
+		r.held, r.heldVs = -1, nil
+	}
+}
+
+// computeHeld computes the window held, if any: its values are valid only
+// until addApart returns.
+func (r *roller) computeHeld() {
+	if r.held >= 0 {
+		r.vs[r.held] = r.fn.one(r.heldVs)
+		r.held, r.heldVs = -1, nil
+	}
+}
+
+// searchFrom returns the index of the first of ts[from:] (sorted) not
+// below x: galloping from from, as the next window's end is most often
+// near.
+func searchFrom(ts []int64, from int, x int64) int {
+	if from == len(ts) || ts[from] >= x {
+		return from
+	}
+	// ts[lo] < x; find hi with ts[hi] >= x (or the end) by doubling.
+	lo, step := from, 1
+	hi := lo + step
+	for hi < len(ts) && ts[hi] < x {
+		lo, step = hi, step*2
+		hi = lo + step
+	}
+	hi = min(hi, len(ts))
+	k, _ := slices.BinarySearch(ts[lo+1:hi], x)
+	return lo + 1 + k
+}
+
+// anyStale reports whether vs holds a stale marker.
+func anyStale(vs []float64) bool {
+	bs := unsafe.Slice((*uint64)(unsafe.Pointer(unsafe.SliceData(vs))), len(vs))
+	for _, b := range bs {
+		if b == value.StaleNaN {
+			return true
+		}
+	}
+	return false
 }
 
 // collect adds vs to the open window, stale markers left out.
@@ -216,7 +294,7 @@ func (r *roller) place() {
 // close closes the open window and opens the next.
 func (r *roller) close() {
 	if len(r.win) > 0 {
-		r.ts, r.vs = append(r.ts, r.t), append(r.vs, r.fn(r.win))
+		r.ts, r.vs = append(r.ts, r.t), append(r.vs, r.fn.one(r.win))
 		r.win = r.win[:0]
 	}
 	r.advance()
@@ -245,7 +323,7 @@ func (r *roller) finish() ([]int64, []float64) {
 // of hints' evaluation times that holds any, at that time, holding fn of
 // the window's samples. Stale markers are left out, as the engine leaves
 // them out of range selectors.
-func (s *series) rollup(hints *storage.SelectHints, fn func([]float64) float64) {
+func (s *series) rollup(hints *storage.SelectHints, fn *rollup) {
 	r := newRoller(hints, fn)
 	for i, t := range s.ts {
 		r.add(t, s.vs[i])
@@ -284,6 +362,51 @@ func avgOverTime(vs []float64) float64 {
 			c += (f - t) + sum
 		}
 		sum = t
+	}
+	count := float64(len(vs))
+	return sum/count + c/count
+}
+
+// avgOverTime2 is avgOverTime of a and of b, their Kahan sums computed
+// side by side. Without avgOverTime's test for an overflow at each
+// addition: a running sum that overflows stays infinite or turns NaN, so a
+// finite sum at the end means there was none, and a window whose sum is
+// not finite is computed again by avgOverTime.
+func avgOverTime2(a, b []float64) (float64, float64) {
+	n := min(len(a), len(b))
+	sa, ca, sb, cb := a[0], 0., b[0], 0.
+	for i := 1; i < n; i++ {
+		fa, fb := a[i], b[i]
+		ta, tb := sa+fa, sb+fb
+		if math.Abs(sa) >= math.Abs(fa) {
+			ca += (sa - ta) + fa
+		} else {
+			ca += (fa - ta) + sa
+		}
+		if math.Abs(sb) >= math.Abs(fb) {
+			cb += (sb - tb) + fb
+		} else {
+			cb += (fb - tb) + sb
+		}
+		sa, sb = ta, tb
+	}
+	return avgFinish(a, n, sa, ca), avgFinish(b, n, sb, cb)
+}
+
+// avgFinish goes on with avgOverTime2's sum and compensation of vs from
+// vs[from] on, and returns the average.
+func avgFinish(vs []float64, from int, sum, c float64) float64 {
+	for _, f := range vs[from:] {
+		t := sum + f
+		if math.Abs(sum) >= math.Abs(f) {
+			c += (sum - t) + f
+		} else {
+			c += (f - t) + sum
+		}
+		sum = t
+	}
+	if math.IsInf(sum, 0) || math.IsNaN(sum) {
+		return avgOverTime(vs)
 	}
 	count := float64(len(vs))
 	return sum/count + c/count

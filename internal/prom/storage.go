@@ -263,7 +263,7 @@ func (qr *querier) list(ctx context.Context, mt metric, req region.ScanRequest, 
 // order, as they do unless rows were written out of order across files;
 // if not, the scan is read again with the samples kept.
 func (qr *querier) scan(ctx context.Context, mt metric, req region.ScanRequest, post []*labels.Matcher, budget int, hints *storage.SelectHints) ([]storage.Series, int, error) {
-	var fn func([]float64) float64
+	var fn *rollup
 	if qr.q.Rollups {
 		fn = rollupOf(hints)
 	}
@@ -285,7 +285,7 @@ var errUnordered = errors.New("prom: a series' columns out of time order")
 // which path a query took).
 var unorderedRescans atomic.Int64
 
-func (qr *querier) scanWith(ctx context.Context, mt metric, req region.ScanRequest, post []*labels.Matcher, budget int, hints *storage.SelectHints, fn func([]float64) float64, fused bool) ([]storage.Series, int, error) {
+func (qr *querier) scanWith(ctx context.Context, mt metric, req region.ScanRequest, post []*labels.Matcher, budget int, hints *storage.SelectHints, fn *rollup, fused bool) ([]storage.Series, int, error) {
 	byKey := map[string]*series{} // nil: a series the post-scan matchers reject
 	var out []*series
 	n := 0

@@ -145,6 +145,9 @@ type columnReader struct {
 	group    int
 	inRange  bool
 	ts, vals *colStream
+	// the last group's streams' buffers, for the next group's
+	tsBits, valBits []uint64
+	valNull         []bool
 }
 
 // open makes g the group being read, and reports whether its times may
@@ -159,9 +162,9 @@ func (c *columnReader) open(g int) (bool, error) {
 		return false, nil
 	}
 	chunks := c.r.file.RowGroups()[g].ColumnChunks()
-	c.ts = &colStream{pages: c.r.scanPages(chunks[c.r.cols[ColTS]]), numeric: true, noNull: true}
+	c.ts = &colStream{pages: c.r.scanPages(chunks[c.r.cols[ColTS]]), numeric: true, noNull: true, bits: c.tsBits}
 	c.vals = &colStream{pages: c.r.scanPages(chunks[c.field]), numeric: true, noNull: !c.r.optional[c.field],
-		decimals: c.r.scales[c.field] >= 0, scale: c.r.scales[c.field]}
+		decimals: c.r.scales[c.field] >= 0, scale: c.r.scales[c.field], bits: c.valBits, null: c.valNull}
 	return true, nil
 }
 
@@ -182,6 +185,7 @@ func (c *columnReader) close() {
 	if c.ts != nil {
 		c.ts.close()
 		c.vals.close()
+		c.tsBits, c.valBits, c.valNull = c.ts.bits, c.vals.bits, c.vals.null
 		c.ts, c.vals = nil, nil
 	}
 }

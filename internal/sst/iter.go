@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"slices"
 	"sort"
 	"unsafe"
 
@@ -98,7 +99,7 @@ type colStream struct {
 	done    []parquet.Page      // read to the end; buf may still point into them
 	buf     []parquet.Value     // !numeric: the values read
 	bits    []uint64            // numeric: the payloads read (0 for a null)
-	null    []bool              // numeric: which of them are null
+	null    []bool              // numeric: which of them are null (unset if noNull)
 	pos     int64               // rows consumed in the row group
 	noNull  bool                // numeric: the reader never looks at null (a required column's stays unset)
 	// decimals: numeric, a float column written as mantissas at scale,
@@ -246,18 +247,21 @@ func (s *colStream) read(n int) error {
 }
 
 func (s *colStream) readNumeric(n int) error {
-	if cap(s.bits) < n {
-		s.bits, s.null = make([]uint64, n), make([]bool, n)
+	s.bits = slices.Grow(s.bits[:0], n)[:n]
+	if !s.noNull {
+		s.null = slices.Grow(s.null[:0], n)[:n]
 	}
-	s.bits, s.null = s.bits[:n], s.null[:n]
 	for got := 0; got < n; {
 		if s.page == nil {
 			if err := s.nextPage(); err != nil {
 				return err
 			}
+			if s.noNull && s.pdefs != nil {
+				return fmt.Errorf("%w: a required column's page has definition levels", ErrCorrupt)
+			}
 		}
 		k := min(n-got, s.prows-s.prow)
-		bits, null := s.bits[got:got+k], s.null[got:got+k]
+		bits := s.bits[got : got+k]
 		if s.pdefs == nil { // required: every row has a value
 			if s.decimals {
 				// NB: not in the page's buffer, which parquet-go may
@@ -267,10 +271,11 @@ func (s *colStream) readNumeric(n int) error {
 				copy(bits, s.pvals[s.pval:s.pval+k])
 			}
 			if !s.noNull {
-				clear(null)
+				clear(s.null[got : got+k])
 			}
 			s.pval += k
 		} else {
+			null := s.null[got : got+k]
 			vals, v := s.pvals, s.pval
 			for i, d := range s.pdefs[s.prow : s.prow+k] {
 				if d == 0 {
