@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"math"
 	"net/http"
-	"sort"
 	"strconv"
 	"time"
 
@@ -365,21 +364,17 @@ func (a *API) labels(w http.ResponseWriter, r *http.Request, f func(context.Cont
 		sels = [][]*labels.Matcher{nil}
 	}
 	a.withQuerier(w, r, mint, maxt, func(ctx context.Context, q storage.Querier) (any, error) {
-		set := map[string]bool{}
+		out := []string{} // [], not null, when there is none
 		for _, ms := range sels {
 			vs, err := f(ctx, q, &storage.LabelHints{Limit: limit}, ms)
 			if err != nil {
 				return nil, err
 			}
-			for _, v := range vs {
-				set[v] = true
-			}
+			out = append(out, vs...)
 		}
-		out := make([]string, 0, len(set))
-		for v := range set {
-			out = append(out, v)
+		if len(sels) > 1 { // each answer is sorted and unique; their union is not
+			out = sortedSet(out)
 		}
-		sort.Strings(out)
 		if limit > 0 && len(out) > limit {
 			out = out[:limit]
 		}

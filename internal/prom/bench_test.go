@@ -30,7 +30,8 @@ import (
 // engine over Strata's Queryable, in process: one host's max over 1 m
 // windows for the last hour, 8 hosts' for every hour, every host's hourly
 // average, and that again over series held in memory (the engine's own
-// share). Reports p50 and p99 per query.
+// share); then some of these and /api/v1/label/hostname/values through the
+// node's HTTP API. Reports p50 and p99 per query.
 func BenchmarkPromQL(b *testing.B) {
 	const hosts = 4000
 	hours := 1
@@ -86,16 +87,19 @@ func BenchmarkPromQL(b *testing.B) {
 		expr  string
 		step  time.Duration
 		start time.Time
-		held  bool // the engine alone: over the series the first Select read, held in memory
-		http  bool // through the node's /api/v1/query_range, the response read whole
+		held  bool   // the engine alone: over the series the first Select read, held in memory
+		http  bool   // through the node's /api/v1/query_range, the response read whole
+		path  string // a GET of this path through the node's HTTP API instead
 	}{
-		{"1-host-1h", `max(max_over_time(cpu_usage_user{hostname="host_1"}[1m]))`, time.Minute, end.Add(-time.Hour), false, false},
-		{"8-hosts", `max(max_over_time(cpu_usage_user{hostname=~"host_1|host_2|host_3|host_4|host_5|host_6|host_7|host_8"}[1m]))`, time.Minute, start, false, false},
-		{"all-hosts-avg", `avg by (hostname) (avg_over_time(cpu_usage_user[1h]))`, time.Hour, start.Add(time.Hour), false, false},
-		{"all-hosts-avg-engine-only", `avg by (hostname) (avg_over_time(cpu_usage_user[1h]))`, time.Hour, start.Add(time.Hour), true, false},
-		{"1-host-1h-http", `max(max_over_time(cpu_usage_user{hostname="host_1"}[1m]))`, time.Minute, end.Add(-time.Hour), false, true},
-		{"8-hosts-http", `max(max_over_time(cpu_usage_user{hostname=~"host_1|host_2|host_3|host_4|host_5|host_6|host_7|host_8"}[1m]))`, time.Minute, start, false, true},
-		{"all-hosts-avg-http", `avg by (hostname) (avg_over_time(cpu_usage_user[1h]))`, time.Hour, start.Add(time.Hour), false, true},
+		{"1-host-1h", `max(max_over_time(cpu_usage_user{hostname="host_1"}[1m]))`, time.Minute, end.Add(-time.Hour), false, false, ""},
+		{"8-hosts", `max(max_over_time(cpu_usage_user{hostname=~"host_1|host_2|host_3|host_4|host_5|host_6|host_7|host_8"}[1m]))`, time.Minute, start, false, false, ""},
+		{"all-hosts-avg", `avg by (hostname) (avg_over_time(cpu_usage_user[1h]))`, time.Hour, start.Add(time.Hour), false, false, ""},
+		{"all-hosts-avg-engine-only", `avg by (hostname) (avg_over_time(cpu_usage_user[1h]))`, time.Hour, start.Add(time.Hour), true, false, ""},
+		{"1-host-1h-http", `max(max_over_time(cpu_usage_user{hostname="host_1"}[1m]))`, time.Minute, end.Add(-time.Hour), false, true, ""},
+		{"8-hosts-http", `max(max_over_time(cpu_usage_user{hostname=~"host_1|host_2|host_3|host_4|host_5|host_6|host_7|host_8"}[1m]))`, time.Minute, start, false, true, ""},
+		{"all-hosts-avg-http", `avg by (hostname) (avg_over_time(cpu_usage_user[1h]))`, time.Hour, start.Add(time.Hour), false, true, ""},
+		{"label-values-http", "", 0, start, false, false, "/api/v1/label/hostname/values?start=" + strconv.FormatInt(start.Unix(), 10) +
+			"&end=" + strconv.FormatInt(end.Unix(), 10)},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
 			var q storage.Queryable = q
@@ -107,6 +111,13 @@ func BenchmarkPromQL(b *testing.B) {
 			defer stop()
 			for b.Loop() {
 				t0 := time.Now()
+				if bc.path != "" {
+					if err := fetchPath(ctx, "http://"+node.HTTPAddr()+bc.path, "host_3999"); err != nil {
+						b.Fatal(err)
+					}
+					lat = append(lat, time.Since(t0))
+					continue
+				}
 				if bc.http {
 					if err := fetchRange(ctx, "http://"+node.HTTPAddr(), bc.expr, bc.start, end, bc.step); err != nil {
 						b.Fatal(err)

@@ -133,6 +133,14 @@ func TestLabelsReadNoSST(t *testing.T) {
 	if got := values("/api/v1/label/rack/values", url.Values{"match[]": {`cpu_usage_user{hostname=~"host_3|host_4|host_202"}`}}); !slices.Equal(got, []string{"r3", "r4", "r6"}) {
 		t.Fatalf("rack values of three hosts: %v", got)
 	}
+	// Two selectors: the union of their answers, each value once.
+	if got := values("/api/v1/label/rack/values", url.Values{"match[]": {`cpu_usage_user{hostname=~"host_3|host_4"}`, `cpu_usage_user{hostname=~"host_4|host_202"}`}}); !slices.Equal(got, []string{"r3", "r4", "r6"}) {
+		t.Fatalf("rack values of two selectors: %v", got)
+	}
+	// None: an empty list, not null.
+	if code, r := c.get("/api/v1/label/nope/values", nil); code != 200 || string(r.Data) != "[]" {
+		t.Fatalf("values of a label no series has: %d %s", code, r.Data)
+	}
 	code, r := c.get("/api/v1/series", url.Values{"match[]": {`cpu_usage_user{rack="r0"}`}})
 	var series []map[string]string
 	if err := json.Unmarshal(r.Data, &series); code != 200 || err != nil {

@@ -458,46 +458,43 @@ func nsToMs(ns int64) int64 {
 // can match: from the catalog, without reading data.
 func (qr *querier) LabelNames(ctx context.Context, hints *storage.LabelHints, ms ...*labels.Matcher) ([]string, annotations.Annotations, error) {
 	mts, _ := qr.matching(ms)
-	set := map[string]bool{}
+	var out []string
 	for _, mt := range mts {
-		set[labels.MetricName] = true
-		for _, t := range mt.tags {
-			set[t] = true
-		}
+		out = append(out, labels.MetricName)
+		out = append(out, mt.tags...)
 	}
-	out := make([]string, 0, len(set))
-	for n := range set {
-		out = append(out, n)
-	}
-	sort.Strings(out)
-	return limit(out, hints), nil, nil
+	return limit(sortedSet(out), hints), nil, nil
 }
 
 // LabelValues of __name__ come from the catalog; of a tag, from the series
 // the matchers select, listed from the series indexes (no data read).
 func (qr *querier) LabelValues(ctx context.Context, name string, hints *storage.LabelHints, ms ...*labels.Matcher) ([]string, annotations.Annotations, error) {
-	set := map[string]bool{}
+	var out []string
 	if name == labels.MetricName {
 		mts, _ := qr.matching(ms)
 		for _, mt := range mts {
-			set[mt.name] = true
+			out = append(out, mt.name)
 		}
-	} else if err := qr.tagValues(ctx, name, ms, set); err != nil {
+	} else if err := qr.tagValues(ctx, name, ms, &out); err != nil {
 		return nil, nil, err
 	}
-	out := make([]string, 0, len(set))
-	for v := range set {
-		out = append(out, v)
-	}
-	sort.Strings(out)
-	return limit(out, hints), nil, nil
+	return limit(sortedSet(out), hints), nil, nil
 }
 
-// tagValues adds to set the values of tag name in the series ms select,
-// from series-only scans. The tag matchers select the same series of every
-// field of a table, so each table is listed once; without matchers left to
-// apply after the scan, only the one tag of each key is decoded.
-func (qr *querier) tagValues(ctx context.Context, name string, ms []*labels.Matcher, set map[string]bool) error {
+// sortedSet sorts vs and drops its repeats, in place. (For thousands of
+// values, sorting a slice was measured at half the time of a map to
+// dedupe and a sort after.)
+func sortedSet(vs []string) []string {
+	slices.Sort(vs)
+	return slices.Compact(vs)
+}
+
+// tagValues appends to out the values of tag name in the series ms select
+// (repeats and all), from series-only scans. The tag matchers select the
+// same series of every field of a table, so each table is listed once;
+// without matchers left to apply after the scan, only the one tag of each
+// key is decoded.
+func (qr *querier) tagValues(ctx context.Context, name string, ms []*labels.Matcher, out *[]string) error {
 	mts, rest := qr.matching(ms)
 	listed := map[string]bool{}
 	for _, mt := range mts {
@@ -513,7 +510,7 @@ func (qr *querier) tagValues(ctx context.Context, name string, ms []*labels.Matc
 			}
 			for _, s := range ss {
 				if v := s.Labels().Get(name); v != "" {
-					set[v] = true
+					*out = append(*out, v)
 				}
 			}
 			continue
@@ -523,10 +520,11 @@ func (qr *querier) tagValues(ctx context.Context, name string, ms []*labels.Matc
 		if err != nil {
 			return err
 		}
+		last := ""
 		for sc.Next() {
 			for _, e := range sc.Batch() {
-				if v := row.SeriesTag(e.Series, name); v != "" && !set[v] {
-					set[v] = true
+				if v := row.SeriesTag(e.Series, name); v != "" && v != last {
+					*out, last = append(*out, v), v
 				}
 			}
 		}
