@@ -8,6 +8,7 @@ import (
 	"sync"
 
 	"github.com/stratadb/strata/internal/catalog"
+	"github.com/stratadb/strata/internal/freelist"
 	"github.com/stratadb/strata/internal/layout"
 	"github.com/stratadb/strata/internal/region"
 	"github.com/stratadb/strata/internal/row"
@@ -101,9 +102,16 @@ type seriesKeys struct {
 	enc   row.SeriesEncoder
 }
 
-var keyPool = sync.Pool{New: func() any { return new(seriesKeys) }}
+// keyLists are kept for the next writes (freelist: a sync.Pool's were
+// mostly gone by the next write on a busy node).
+var keyLists = freelist.New[*seriesKeys](16)
 
-func getKeys() *seriesKeys { return keyPool.Get().(*seriesKeys) }
+func getKeys() *seriesKeys {
+	if sk, ok := keyLists.Get(); ok {
+		return sk
+	}
+	return new(seriesKeys)
+}
 
 func putKeys(sk *seriesKeys) {
 	if cap(sk.buf) > 16<<20 {
@@ -111,7 +119,7 @@ func putKeys(sk *seriesKeys) {
 	}
 	clear(sk.keys) // drop references into old buffers
 	sk.buf, sk.keys, sk.route = sk.buf[:0], sk.keys[:0], sk.route[:0]
-	keyPool.Put(sk)
+	keyLists.Put(sk)
 }
 
 // encode encodes each point's series key. A key points into buf, or into

@@ -17,9 +17,9 @@ import (
 	"net/http/pprof"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
+	"github.com/stratadb/strata/internal/freelist"
 	"github.com/stratadb/strata/internal/row"
 	"github.com/stratadb/strata/internal/version"
 
@@ -40,6 +40,12 @@ const DefaultMaxBodyBytes = 64 << 20
 // maxPooledBody is the largest body buffer kept for the next request.
 const maxPooledBody = 16 << 20
 
+// keptWrites is how many body buffers and parsers are kept for the next
+// requests: as many as writes usually run at once. What they hold is
+// bounded by maxPooledBody each (a parser's arenas grow with the body it
+// parsed), a few tens of MiB for the usual requests of a few MiB.
+const keptWrites = 8
+
 // Options configure the handler.
 type Options struct {
 	MaxBodyBytes int64 // default DefaultMaxBodyBytes
@@ -58,8 +64,8 @@ type Handler struct {
 	eng     *datanode.Engine
 	opts    Options
 	mux     *http.ServeMux
-	parsers sync.Pool
-	bodies  sync.Pool // *bytes.Buffer: request bodies, up to maxPooledBody
+	parsers *freelist.List[*lineproto.Parser]
+	bodies  *freelist.List[*bytes.Buffer] // request bodies, up to maxPooledBody
 	reqs    *prometheus.CounterVec
 	rows    prometheus.Counter
 	latency *prometheus.HistogramVec
@@ -85,8 +91,7 @@ func New(eng *datanode.Engine, opts Options) *Handler {
 	if opts.Registerer != nil {
 		opts.Registerer.MustRegister(h.reqs, h.rows, h.latency)
 	}
-	h.parsers.New = func() any { return lineproto.NewParser() }
-	h.bodies.New = func() any { return new(bytes.Buffer) }
+	h.parsers, h.bodies = freelist.New[*lineproto.Parser](keptWrites), freelist.New[*bytes.Buffer](keptWrites)
 	h.mux.HandleFunc("POST /write", h.write(false))
 	h.mux.HandleFunc("POST /api/v2/write", h.write(true))
 	h.mux.Handle("GET /metrics", promhttp.HandlerFor(opts.Gatherer, promhttp.HandlerOpts{}))
@@ -184,7 +189,10 @@ func (h *Handler) serveWrite(w http.ResponseWriter, r *http.Request, v2 bool) in
 	// when it is given: the parser copies what it keeps, so the buffer is
 	// free again once the body is parsed. (Reading with io.ReadAll grew
 	// and copied it, about a tenth of a write's CPU.)
-	buf := h.bodies.Get().(*bytes.Buffer)
+	buf, ok := h.bodies.Get()
+	if !ok {
+		buf = new(bytes.Buffer)
+	}
 	defer func() {
 		if buf.Cap() <= maxPooledBody {
 			buf.Reset()
@@ -204,7 +212,10 @@ func (h *Handler) serveWrite(w http.ResponseWriter, r *http.Request, v2 bool) in
 	}
 	// The parser's memory holds the points until the write is done; a
 	// parser that took a body too large to pool is not kept either.
-	p := h.parsers.Get().(*lineproto.Parser)
+	p, ok := h.parsers.Get()
+	if !ok {
+		p = lineproto.NewParser()
+	}
 	defer func() {
 		if len(data) <= maxPooledBody {
 			h.parsers.Put(p)

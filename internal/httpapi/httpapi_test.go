@@ -5,6 +5,7 @@ import (
 	"compress/gzip"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/url"
@@ -14,8 +15,10 @@ import (
 	"github.com/stratadb/strata/internal/datanode"
 	"github.com/stratadb/strata/internal/objstore/objstoretest"
 	"github.com/stratadb/strata/internal/region"
+	"github.com/stratadb/strata/internal/row"
 	"github.com/stratadb/strata/internal/server"
 	"github.com/stratadb/strata/internal/server/servertest"
+	"golang.org/x/sync/errgroup"
 )
 
 // start runs a standalone (as `strata standalone` does) and returns its
@@ -135,6 +138,79 @@ func TestWriteEndpoints(t *testing.T) {
 	if !strings.Contains(string(data), `strata_http_write_requests_total{code="204"}`) {
 		t.Fatalf("metrics:\n%s", data)
 	}
+}
+
+// A parser's and a body buffer's memory is reused by the next request
+// (tag values are cut from the parser's buffer): requests whose tag values
+// all have one length, back to back and at once, must store exactly their
+// own series, before and after a flush.
+func TestRequestsReuseParserMemory(t *testing.T) {
+	base, e := start(t)
+	const requests, lines = 48, 20
+	body := func(r int) string {
+		var b strings.Builder
+		for l := range lines {
+			fmt.Fprintf(&b, "m,h=r%03d_l%02d,k=v%03d x=%d %d\n", r, l, r, r*lines+l, r*lines+l+1)
+		}
+		return b.String()
+	}
+	send := func(r int) error {
+		resp, err := http.Post(base+"/api/v2/write?bucket=b", "text/plain", strings.NewReader(body(r)))
+		if err != nil {
+			return err
+		}
+		resp.Body.Close()
+		if resp.StatusCode != 204 {
+			return fmt.Errorf("request %d: %s", r, resp.Status)
+		}
+		return nil
+	}
+	for r := range requests / 2 { // one at a time: the same parser each time
+		if err := send(r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var g errgroup.Group
+	for w := range 4 {
+		g.Go(func() error {
+			for r := requests/2 + w; r < requests; r += 4 {
+				if err := send(r); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	check := func(when string) {
+		t.Helper()
+		sc, err := e.Scan(context.Background(), "m", region.ScanRequest{Start: region.AllTime, End: region.AllTimeEnd})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer sc.Close()
+		got := 0
+		for sc.Next() {
+			for _, en := range sc.Batch() {
+				x := int(en.Fields[0].Float())
+				r, l := x/lines, x%lines
+				if h, k := row.SeriesTag(en.Series, "h"), row.SeriesTag(en.Series, "k"); h != fmt.Sprintf("r%03d_l%02d", r, l) || k != fmt.Sprintf("v%03d", r) {
+					t.Fatalf("%s: the row of x=%d has tags h=%q k=%q", when, x, h, k)
+				}
+				got++
+			}
+		}
+		if err := sc.Err(); err != nil || got != requests*lines {
+			t.Fatalf("%s: %d rows, want %d (%v)", when, got, requests*lines, err)
+		}
+	}
+	check("in memtables")
+	if err := e.Flush(context.Background(), "m"); err != nil {
+		t.Fatal(err)
+	}
+	check("flushed")
 }
 
 // The InfluxDB 1.x /query calls loaders and Telegraf make at start answer

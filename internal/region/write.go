@@ -6,9 +6,9 @@ import (
 	"fmt"
 	"math"
 	"slices"
-	"sync"
 	"time"
 
+	"github.com/stratadb/strata/internal/freelist"
 	"github.com/stratadb/strata/internal/manifest"
 	"github.com/stratadb/strata/internal/row"
 	"github.com/stratadb/strata/internal/schema"
@@ -149,13 +149,15 @@ type scratch struct {
 	vals    []row.Value
 }
 
-var scratches sync.Pool
+// scratches are kept for the next writes (freelist: a sync.Pool's were
+// mostly gone by the next write on a busy node).
+var scratches = freelist.New[*scratch](16)
 
 const maxScratchValues = 1 << 20 // larger scratches are not kept
 
 func getScratch(points, fields int) *scratch {
-	sc, _ := scratches.Get().(*scratch)
-	if sc == nil {
+	sc, ok := scratches.Get()
+	if !ok {
 		sc = &scratch{}
 	}
 	sc.entries = slices.Grow(sc.entries[:0], points)

@@ -5,10 +5,10 @@ import (
 	"fmt"
 	"hash/crc32"
 	"slices"
-	"sync"
 
 	"github.com/klauspost/compress/s2"
 
+	"github.com/stratadb/strata/internal/freelist"
 	"github.com/stratadb/strata/internal/layout"
 	"github.com/stratadb/strata/internal/row"
 )
@@ -131,13 +131,15 @@ func chunk(src []byte) ([]byte, *[]byte) {
 }
 
 // scratch holds the encoding buffers of appends: the raw entries and
-// their S2 block, both garbage once a chunk is made.
-var scratch sync.Pool
+// their S2 block, both garbage once a chunk is made. They are kept for the
+// next appends (freelist: a sync.Pool's were mostly gone by the next
+// append on a busy node, and megabytes allocated again).
+var scratch = freelist.New[*[]byte](16)
 
 const maxScratch = 16 << 20 // larger buffers are not kept
 
 func getScratch() *[]byte {
-	if bp, ok := scratch.Get().(*[]byte); ok {
+	if bp, ok := scratch.Get(); ok {
 		return bp
 	}
 	return new([]byte)
