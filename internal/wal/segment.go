@@ -70,8 +70,14 @@ func appendEntry(dst []byte, e *row.Entry) []byte {
 	if e.Op == row.Delete {
 		return binary.AppendVarint(dst, e.End)
 	}
-	dst = binary.AppendUvarint(dst, uint64(len(e.Fields)))
-	for _, v := range e.Fields {
+	return appendFields(dst, e.Fields)
+}
+
+// appendFields appends a put's field values: their count, then each
+// value's kind and payload.
+func appendFields(dst []byte, fields []row.Value) []byte {
+	dst = binary.AppendUvarint(dst, uint64(len(fields)))
+	for _, v := range fields {
 		dst = append(dst, byte(v.Kind()))
 		switch v.Kind() {
 		case row.Float:
@@ -203,6 +209,13 @@ func (d *decoder) entry(e *row.Entry) error {
 	if e.TS, err = d.varint(); err != nil {
 		return err
 	}
+	return d.rest(e, op)
+}
+
+// rest decodes what follows an entry's timestamp: a tombstone's end, or a
+// put's field values.
+func (d *decoder) rest(e *row.Entry, op byte) error {
+	var err error
 	switch e.Op {
 	case row.Delete:
 		e.End, err = d.varint()

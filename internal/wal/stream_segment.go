@@ -23,6 +23,10 @@ const (
 
 	codecRaw = 0
 	codecS2  = 1 // the body is chunks: uvarint length, then an S2 block
+	// The body is chunks as codecS2's, each of compact entries
+	// (compact.go). The writer writes only this one; codecS2 is read,
+	// for segments an earlier version wrote.
+	codecS2Compact = 2
 )
 
 // Block is one region's entries in a stream segment.
@@ -85,7 +89,7 @@ func encodeStream(dst []byte, fence bool, blocks []Block) []byte {
 		dst = binary.LittleEndian.AppendUint32(dst, 0) // stored length, below
 		codec := byte(codecRaw)
 		if b.chunks != nil {
-			codec = codecS2
+			codec = codecS2Compact
 		}
 		dst = append(dst, codec)
 		dst = binary.LittleEndian.AppendUint32(dst, uint32(b.raw))
@@ -152,8 +156,9 @@ func putScratch(bp *[]byte) {
 	}
 }
 
-// decodeChunks decompresses a chunked body of raw bytes.
-func decodeChunks(data []byte, raw int) ([]byte, error) {
+// decodeChunks decompresses a chunked body of raw bytes, calling each (if
+// set) with each chunk's bytes as they are decompressed.
+func decodeChunks(data []byte, raw int, each func([]byte) error) ([]byte, error) {
 	out := make([]byte, 0, raw)
 	for len(data) > 0 {
 		n, k := binary.Uvarint(data)
@@ -171,6 +176,11 @@ func decodeChunks(data []byte, raw int) ([]byte, error) {
 			return nil, fmt.Errorf("s2: %w", err)
 		}
 		out = out[:len(out)+len(d)]
+		if each != nil {
+			if err := each(d); err != nil {
+				return nil, err
+			}
+		}
 	}
 	if len(out) != raw {
 		return nil, fmt.Errorf("%d bytes decompressed, want %d", len(out), raw)
@@ -221,11 +231,33 @@ func DecodeStream(number uint64, data []byte) (*StreamSegment, error) {
 		switch codec {
 		case codecRaw:
 		case codecS2:
-			out, err := decodeChunks(data, raw)
+			out, err := decodeChunks(data, raw, nil)
 			if err != nil {
 				return nil, bad("block %d: %v", i, err)
 			}
 			data = out
+		case codecS2Compact:
+			if uint64(count) > uint64(raw) {
+				return nil, bad("block %d: %d entries in %d bytes", i, count, raw)
+			}
+			// Each chunk's entries refer only to the chunk's own.
+			b.Entries = make([]row.Entry, 0, count)
+			_, err := decodeChunks(data, raw, func(chunk []byte) (err error) {
+				if b.Entries, err = decodeCompactChunk(b.Entries, chunk); err != nil {
+					return fmt.Errorf("entry %d: %w", len(b.Entries), err)
+				}
+				return nil
+			})
+			if err != nil {
+				return nil, bad("block %d: %v", i, err)
+			}
+			if len(b.Entries) != int(count) {
+				return nil, bad("block %d: %d entries, the header says %d", i, len(b.Entries), count)
+			}
+			for j := range b.Entries {
+				b.Entries[j].Seq = b.FirstSeq + uint64(j)
+			}
+			continue
 		default:
 			return nil, bad("block %d: unknown codec %d", i, codec)
 		}
