@@ -9,13 +9,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stratadb/strata/internal/decimal"
 	"github.com/stratadb/strata/internal/layout"
 	"github.com/stratadb/strata/internal/row"
 )
 
-// randomEntries are puts of every kind of value (nulls among them) and
-// tombstones, over a few series that repeat, with timestamps that go back
-// and forth (negative too).
+// randomEntries are puts of every kind of value (nulls among them; floats
+// that are short decimals and floats that are not) and tombstones, over a
+// few series that repeat, with timestamps that go back and forth
+// (negative too).
 func randomEntries(rng *rand.Rand, n int) []row.Entry {
 	series := []string{"", "a", "host=h1", string(make([]byte, 300))}
 	for range 5 {
@@ -31,8 +33,15 @@ func randomEntries(rng *rand.Rand, n int) []row.Entry {
 			for range rng.Intn(5) {
 				var v row.Value
 				switch rng.Intn(6) {
-				case 1:
-					v = row.FloatValue(rng.NormFloat64() * math.Pow(10, float64(rng.Intn(20)-10)))
+				case 1: // doubles, short decimals at scales that rise and fall, -0, huge
+					switch rng.Intn(4) {
+					case 0:
+						v = row.FloatValue(rng.NormFloat64() * math.Pow(10, float64(rng.Intn(20)-10)))
+					case 1, 2:
+						v = row.FloatValue(decimal.Float(rng.Int63n(1<<40)-1<<39, int8(rng.Intn(7))))
+					default:
+						v = row.FloatValue([]float64{math.Copysign(0, -1), 0, 1e300, -3, 5e-324}[rng.Intn(5)])
+					}
 				case 2:
 					v = row.IntValue(rng.Int63() - 1<<62)
 				case 3:

@@ -15,6 +15,7 @@ import (
 	"hash/crc32"
 	"math"
 
+	"github.com/stratadb/strata/internal/decimal"
 	"github.com/stratadb/strata/internal/row"
 )
 
@@ -78,20 +79,26 @@ func appendEntry(dst []byte, e *row.Entry) []byte {
 func appendFields(dst []byte, fields []row.Value) []byte {
 	dst = binary.AppendUvarint(dst, uint64(len(fields)))
 	for _, v := range fields {
-		dst = append(dst, byte(v.Kind()))
-		switch v.Kind() {
-		case row.Float:
-			dst = binary.LittleEndian.AppendUint64(dst, v.Bits())
-		case row.Int:
-			dst = binary.AppendVarint(dst, v.Int())
-		case row.Uint:
-			dst = binary.AppendUvarint(dst, v.Uint())
-		case row.Bool:
-			dst = append(dst, byte(v.Bits()))
-		case row.String:
-			dst = binary.AppendUvarint(dst, uint64(len(v.Str())))
-			dst = append(dst, v.Str()...)
-		}
+		dst = appendValue(dst, v)
+	}
+	return dst
+}
+
+// appendValue appends a value's kind and payload.
+func appendValue(dst []byte, v row.Value) []byte {
+	dst = append(dst, byte(v.Kind()))
+	switch v.Kind() {
+	case row.Float:
+		dst = binary.LittleEndian.AppendUint64(dst, v.Bits())
+	case row.Int:
+		dst = binary.AppendVarint(dst, v.Int())
+	case row.Uint:
+		dst = binary.AppendUvarint(dst, v.Uint())
+	case row.Bool:
+		dst = append(dst, byte(v.Bits()))
+	case row.String:
+		dst = binary.AppendUvarint(dst, uint64(len(v.Str())))
+		dst = append(dst, v.Str()...)
 	}
 	return dst
 }
@@ -209,12 +216,12 @@ func (d *decoder) entry(e *row.Entry) error {
 	if e.TS, err = d.varint(); err != nil {
 		return err
 	}
-	return d.rest(e, op)
+	return d.rest(e, op, false)
 }
 
 // rest decodes what follows an entry's timestamp: a tombstone's end, or a
-// put's field values.
-func (d *decoder) rest(e *row.Entry, op byte) error {
+// put's field values (compact: floats may be decimals, compact.go).
+func (d *decoder) rest(e *row.Entry, op byte, compact bool) error {
 	var err error
 	switch e.Op {
 	case row.Delete:
@@ -236,6 +243,14 @@ func (d *decoder) rest(e *row.Entry, op byte) error {
 		k, err := d.byte()
 		if err != nil {
 			return err
+		}
+		if compact && k >= kindDecimal && k <= kindDecimal+decimal.MaxScale {
+			m, err := d.varint()
+			if err != nil {
+				return err
+			}
+			e.Fields[i] = row.FloatValue(decimal.Float(m, int8(k-kindDecimal)))
+			continue
 		}
 		switch row.Kind(k) {
 		case row.Null:
