@@ -134,7 +134,7 @@ func (r *roller) add(t int64, v float64) {
 
 // addColumn takes a column's samples (ns, the payloads of kind k; none
 // where null), all after every earlier sample.
-func (r *roller) addColumn(ts []int64, bits []uint64, null []bool, k row.Kind) int {
+func (r *roller) addColumn(ts []int64, bits []uint64, null []bool, k row.Kind, finite bool) int {
 	if len(ts) > 0 {
 		r.lastNs, r.anySamples = ts[len(ts)-1], true
 	}
@@ -154,7 +154,7 @@ func (r *roller) addColumn(ts []int64, bits []uint64, null []bool, k row.Kind) i
 		last := len(ts) - 1
 		r.add(nsToMs(ts[0]), vs[0])
 		r.place()
-		r.addApart(ts[1:last], vs[1:last])
+		r.addApart(ts[1:last], vs[1:last], finite)
 		r.pending, r.lastT, r.lastV = true, nsToMs(ts[last]), vs[last]
 		return len(ts)
 	}
@@ -178,15 +178,16 @@ func (r *roller) apart(ts []int64) bool {
 // addApart places samples (ns) that are each in a millisecond of their
 // own and after the last one placed, none pending: a window's samples are
 // found by comparing nanoseconds to its bounds, and where the window holds
-// nothing else, fn is computed over them where they lie.
-func (r *roller) addApart(ts []int64, vs []float64) {
+// nothing else, fn is computed over them where they lie. Finite: no value
+// is NaN, so none is a stale marker.
+func (r *roller) addApart(ts []int64, vs []float64, finite bool) {
 	defer r.computeHeld()
 	for len(ts) > 0 && !r.done {
 		// The open window is (t - rng, t] in ms: [lo, hi) in ns.
 		lo, hi := msToNs(r.t-r.rng+1), msToNs(r.t+1)
 		i := searchFrom(ts, 0, lo) // those before are between windows
 		j := searchFrom(ts, i, hi)
-		stale := anyStale(vs[i:j])
+		stale := !finite && anyStale(vs[i:j])
 		if j == len(ts) { // the window stays open
 			r.collect(vs[i:j], stale)
 			return

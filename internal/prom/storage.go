@@ -327,7 +327,7 @@ func (qr *querier) scanWith(ctx context.Context, mt metric, req region.ScanReque
 			} else if s.roll.anySamples && len(c.TS) > 0 && c.TS[0] <= s.roll.lastNs {
 				return errUnordered
 			}
-			return count(s.roll.addColumn(c.TS, c.Bits, c.Null, c.Kind))
+			return count(s.roll.addColumn(c.TS, c.Bits, c.Null, c.Kind, c.Finite))
 		}
 		before := len(s.ts)
 		conv := floats(c.Kind)

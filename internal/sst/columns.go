@@ -19,6 +19,9 @@ type SeriesColumn struct {
 	TS     []int64
 	Bits   []uint64
 	Null   []bool // nil: every row has a value
+	// Finite: every value is a finite float (a column of decimals), so
+	// none is NaN, a stale marker among them.
+	Finite bool
 }
 
 // NumericField reports whether field's column holds 64-bit numbers
@@ -75,7 +78,7 @@ func (r *Reader) ReadColumns(runs []Run, field string, start, end int64, emit fu
 	}
 	cr := columnReader{r: r, field: fc, filter: Filter{Start: start, End: end}, group: -1}
 	defer cr.close()
-	var col SeriesColumn
+	col := SeriesColumn{Finite: r.scales[fc] >= 0}
 	optional := r.optional[fc]
 	for _, run := range runs {
 		col.Series, col.TS, col.Bits, col.Null = run.Key, col.TS[:0], col.Bits[:0], col.Null[:0]

@@ -136,6 +136,9 @@ func TestDecimalColumns(t *testing.T) {
 	read := func(r *Reader) []string {
 		var out []string
 		err := r.ReadColumns(runs, "f", 15, 305, func(c *SeriesColumn) error {
+			if c.Finite != (r == pr) { // decimals are finite; doubles may be NaN
+				t.Fatalf("a column of %s says Finite %v", map[bool]string{true: "decimals", false: "doubles"}[r == pr], c.Finite)
+			}
 			for k, ts := range c.TS {
 				out = append(out, fmt.Sprint(c.Series, ts, c.Bits[k]))
 			}
