@@ -94,7 +94,7 @@ func (e *Engine) write(ctx context.Context, table string, points []row.Point, op
 }
 
 // seriesKeys holds a batch's encoded series keys while the batch is
-// written: one buffer, reused across writes through a pool.
+// written: one buffer, reused across writes through a free list.
 type seriesKeys struct {
 	buf   []byte
 	keys  [][]byte
