@@ -39,11 +39,12 @@ import (
 // (row kinds are below it).
 const kindDecimal = 0x20
 
-// compactState is a chunk's encoding state: where each series last was,
-// the last entry's ts, and each field's decimal scale (by its place in an
-// entry's values; decimal.None once a value was no decimal).
+// compactState is a chunk's encoding state: where each series first was
+// (a reference to the first, not the last, costs a byte or so more and a
+// hash less), the last entry's ts, and each field's decimal scale (by its
+// place in an entry's values; decimal.None once a value was no decimal).
 type compactState struct {
-	last   map[string]int
+	first  map[string]int
 	n      int
 	ts     int64
 	scales []int8
@@ -55,14 +56,14 @@ func getCompactState() *compactState {
 	if st, ok := compactStates.Get(); ok {
 		return st
 	}
-	return &compactState{last: map[string]int{}}
+	return &compactState{first: map[string]int{}}
 }
 
 func putCompactState(st *compactState) {
-	if len(st.last) > 1<<16 {
+	if len(st.first) > 1<<16 {
 		return // a rare huge chunk: do not keep its map
 	}
-	clear(st.last)
+	clear(st.first)
 	st.n, st.ts, st.scales = 0, 0, st.scales[:0]
 	compactStates.Put(st)
 }
@@ -70,14 +71,14 @@ func putCompactState(st *compactState) {
 // appendCompact appends e, the chunk's next entry, in compact form.
 func appendCompact(dst []byte, e *row.Entry, st *compactState) []byte {
 	dst = append(dst, byte(e.Op))
-	if at, ok := st.last[e.Series]; ok {
+	if at, ok := st.first[e.Series]; ok {
 		dst = binary.AppendUvarint(dst, uint64(st.n-at))
 	} else {
 		dst = append(dst, 0)
 		dst = binary.AppendUvarint(dst, uint64(len(e.Series)))
 		dst = append(dst, e.Series...)
+		st.first[e.Series] = st.n
 	}
-	st.last[e.Series] = st.n
 	st.n++
 	dst = binary.AppendVarint(dst, e.TS-st.ts)
 	st.ts = e.TS
