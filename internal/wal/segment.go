@@ -71,14 +71,8 @@ func appendEntry(dst []byte, e *row.Entry) []byte {
 	if e.Op == row.Delete {
 		return binary.AppendVarint(dst, e.End)
 	}
-	return appendFields(dst, e.Fields)
-}
-
-// appendFields appends a put's field values: their count, then each
-// value's kind and payload.
-func appendFields(dst []byte, fields []row.Value) []byte {
-	dst = binary.AppendUvarint(dst, uint64(len(fields)))
-	for _, v := range fields {
+	dst = binary.AppendUvarint(dst, uint64(len(e.Fields)))
+	for _, v := range e.Fields {
 		dst = appendValue(dst, v)
 	}
 	return dst
