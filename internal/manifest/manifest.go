@@ -189,6 +189,16 @@ func (m *Manifest) State() *State {
 	return m.state.Clone()
 }
 
+// View returns the current state itself, which the caller must not
+// modify: an open manifest never changes a state it has published (a
+// commit applies its actions to a copy and then swaps it in), so a reader
+// on a hot path (every scan) need not copy every file's entry.
+func (m *Manifest) View() *State {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.state
+}
+
 // Commit applies actions atomically as the next delta and returns its
 // version. It returns ErrInvalidAction (nothing written) if they do not apply,
 // ErrFenced if another writer owns the region, and ErrAmbiguous if the outcome

@@ -56,7 +56,10 @@ func TestCommitCheckpointRecover(t *testing.T) {
 	ctx := context.Background()
 	b := objstoretest.Mem(t)
 	m := mustOpen(t, b, Options{Create: true, CheckpointDistance: 10, Now: fixedClock()})
+	views := map[string]*State{} // View()s taken along the way, and how each looked
 	for i := range 24 {
+		v := m.View()
+		views[stateJSON(v)] = v
 		id := fmt.Sprintf("f%03d", i)
 		job := "job-" + id
 		if _, err := m.Commit(ctx, Action{Pending: &PendingOutputs{JobID: job, FileIDs: []string{id}, Epoch: 1}}); err != nil {
@@ -70,7 +73,17 @@ func TestCommitCheckpointRecover(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// A commit publishes a new state: the views taken before are as they
+	// were (View hands out the state itself, which scans read unlocked).
+	for was, v := range views {
+		if now := stateJSON(v); now != was {
+			t.Fatalf("a state View returned changed after commits:\n%s\nwas\n%s", now, was)
+		}
+	}
 	want := m.State()
+	if stateJSON(m.View()) != stateJSON(want) {
+		t.Fatal("View and State differ")
+	}
 	if want.Version != 49 || len(want.Files) != 1 || len(want.Removed) != 23 || len(want.Pending) != 0 || want.FlushedSeq != 24 {
 		t.Fatalf("state after commits: version %d files %d removed %d pending %d flushed %d",
 			want.Version, len(want.Files), len(want.Removed), len(want.Pending), want.FlushedSeq)

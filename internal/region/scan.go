@@ -75,7 +75,7 @@ func (r *Region) snapshot(start, end int64) ([]*memtable.Memtable, *manifest.Sta
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	mems := append(slices.Clone(r.immutable), r.active)
-	state := r.man.State()
+	state := r.man.View() // read only
 	var files []string
 	for id, f := range state.Files {
 		if f.MaxTS >= start && f.MinTS < end {

@@ -7,6 +7,7 @@ import (
 	"unsafe"
 
 	"github.com/parquet-go/parquet-go"
+	"github.com/stratadb/strata/internal/freelist"
 )
 
 // SeriesColumn is one series' values of one numeric field, in ts order:
@@ -72,13 +73,11 @@ const columnStep = 8192
 func (r *Reader) ReadColumns(runs []Run, field string, start, end int64, emit func(*SeriesColumn) error) error {
 	fc := r.cols[field]
 	groups := r.file.RowGroups()
-	first := make([]int64, len(groups)+1) // each group's first row; the last is the file's end
-	for i, g := range groups {
-		first[i+1] = first[i] + g.NumRows()
-	}
-	cr := columnReader{r: r, field: fc, filter: Filter{Start: start, End: end}, group: -1}
-	defer cr.close()
-	col := SeriesColumn{Finite: r.scales[fc] >= 0}
+	first := r.groupFirst
+	cr := getColumnReader(r, fc, Filter{Start: start, End: end})
+	defer cr.release()
+	col := &cr.col
+	col.Finite = r.scales[fc] >= 0
 	optional := r.optional[fc]
 	for _, run := range runs {
 		col.Series, col.TS, col.Bits, col.Null = run.Key, col.TS[:0], col.Bits[:0], col.Null[:0]
@@ -106,7 +105,8 @@ func (r *Reader) ReadColumns(runs []Run, field string, start, end int64, emit fu
 				}
 				at += int64(n)
 				// A run is in ts order: the rows in range are a stretch.
-				ts := unsafe.Slice((*int64)(unsafe.Pointer(unsafe.SliceData(cr.ts.bits))), n)
+				tsBits := cr.ts.payloads()
+				ts := unsafe.Slice((*int64)(unsafe.Pointer(unsafe.SliceData(tsBits))), n)
 				lo, _ := slices.BinarySearch(ts, start)
 				hi, _ := slices.BinarySearch(ts[lo:], end)
 				hi += lo
@@ -119,11 +119,12 @@ func (r *Reader) ReadColumns(runs []Run, field string, start, end int64, emit fu
 					}
 					continue
 				}
-				if err := cr.vals.read(n); err != nil {
+				vals := cr.vals.(*colStream) // rawPages reads required columns only
+				if err := vals.read(n); err != nil {
 					return cr.fail(err)
 				}
-				col.Bits = append(col.Bits, cr.vals.bits[lo:hi]...)
-				col.Null = append(col.Null, cr.vals.null[lo:hi]...)
+				col.Bits = append(col.Bits, vals.bits[lo:hi]...)
+				col.Null = append(col.Null, vals.null[lo:hi]...)
 			}
 		}
 		if len(col.TS) == 0 {
@@ -132,7 +133,7 @@ func (r *Reader) ReadColumns(runs []Run, field string, start, end int64, emit fu
 		if !optional {
 			col.Null = nil
 		}
-		if err := emit(&col); err != nil {
+		if err := emit(col); err != nil {
 			return err
 		}
 	}
@@ -147,10 +148,56 @@ type columnReader struct {
 	filter   Filter
 	group    int
 	inRange  bool
-	ts, vals *colStream
+	ts, vals numericStream
 	// the last group's streams' buffers, for the next group's
 	tsBits, valBits []uint64
 	valNull         []bool
+	rawTS, rawVals  rawPages
+	col             SeriesColumn // what ReadColumns emits
+}
+
+// columnReaders keeps columnReaders' buffers (pages read and decompressed,
+// the columns emitted) from one ReadColumns to the next: a narrow query
+// otherwise allocates and clears them anew for every file it reads.
+var columnReaders = freelist.New[*columnReader](8)
+
+// keptRows bounds the rows a kept columnReader's buffers may hold.
+const keptRows = 1 << 20
+
+func getColumnReader(r *Reader, field int, f Filter) *columnReader {
+	cr, ok := columnReaders.Get()
+	if !ok {
+		cr = new(columnReader)
+	}
+	cr.r, cr.field, cr.filter, cr.group = r, field, f, -1
+	return cr
+}
+
+// release closes the group being read and keeps cr's buffers, unless they
+// grew large, for the next ReadColumns.
+func (c *columnReader) release() {
+	c.close()
+	c.r, c.rawTS, c.rawVals = nil, rawPages{delta: c.rawTS.delta, raw: c.rawTS.raw, unz: c.rawTS.unz, bits: c.rawTS.bits},
+		rawPages{delta: c.rawVals.delta, raw: c.rawVals.raw, unz: c.rawVals.unz, bits: c.rawVals.bits}
+	c.rawTS.delta.data, c.rawTS.delta.src, c.rawVals.delta.data, c.rawVals.delta.src = nil, nil, nil, nil
+	c.col = SeriesColumn{TS: c.col.TS[:0], Bits: c.col.Bits[:0], Null: c.col.Null[:0]}
+	if max(cap(c.col.TS), cap(c.col.Bits), cap(c.tsBits), cap(c.valBits), cap(c.rawTS.bits), cap(c.rawVals.bits)) <= keptRows &&
+		max(cap(c.rawTS.raw), cap(c.rawTS.unz), cap(c.rawVals.raw), cap(c.rawVals.unz)) <= 8*keptRows {
+		columnReaders.Put(c)
+	}
+}
+
+// numericStream reads a numeric column chunk: a colStream, or a rawPages
+// for a required column whose pages it decodes.
+type numericStream interface {
+	seek(row int64) error
+	// read reads the next n rows' payloads into payloads().
+	read(n int) error
+	payloads() []uint64
+	// appendRequired consumes the next n rows of a required column,
+	// appending rows [lo, hi) of them to dst.
+	appendRequired(dst []uint64, n, lo, hi int) ([]uint64, error)
+	close()
 }
 
 // open makes g the group being read, and reports whether its times may
@@ -165,14 +212,22 @@ func (c *columnReader) open(g int) (bool, error) {
 		return false, nil
 	}
 	chunks := c.r.file.RowGroups()[g].ColumnChunks()
-	c.ts = &colStream{pages: c.r.scanPages(chunks[c.r.cols[ColTS]]), numeric: true, noNull: true, bits: c.tsBits}
-	c.vals = &colStream{pages: c.r.scanPages(chunks[c.field]), numeric: true, noNull: !c.r.optional[c.field],
-		decimals: c.r.scales[c.field] >= 0, scale: c.r.scales[c.field], bits: c.valBits, null: c.valNull}
+	if tc := c.r.cols[ColTS]; c.r.openRaw(g, tc, &c.rawTS) {
+		c.ts = &c.rawTS
+	} else {
+		c.ts = &colStream{pages: c.r.scanPages(chunks[tc]), numeric: true, noNull: true, bits: c.tsBits}
+	}
+	if c.r.openRaw(g, c.field, &c.rawVals) {
+		c.vals = &c.rawVals
+	} else {
+		c.vals = &colStream{pages: c.r.scanPages(chunks[c.field]), numeric: true, noNull: !c.r.optional[c.field],
+			decimals: c.r.scales[c.field] >= 0, scale: c.r.scales[c.field], bits: c.valBits, null: c.valNull}
+	}
 	return true, nil
 }
 
 func (c *columnReader) seek(row int64) error {
-	for _, s := range []*colStream{c.ts, c.vals} {
+	for _, s := range []numericStream{c.ts, c.vals} {
 		if err := s.seek(row); err != nil {
 			return fmt.Errorf("sst: seek %s row group %d: %w", c.r.key, c.group, err)
 		}
@@ -188,7 +243,12 @@ func (c *columnReader) close() {
 	if c.ts != nil {
 		c.ts.close()
 		c.vals.close()
-		c.tsBits, c.valBits, c.valNull = c.ts.bits, c.vals.bits, c.vals.null
+		if s, ok := c.ts.(*colStream); ok {
+			c.tsBits = s.bits
+		}
+		if s, ok := c.vals.(*colStream); ok {
+			c.valBits, c.valNull = s.bits, s.null
+		}
 		c.ts, c.vals = nil, nil
 	}
 }

@@ -64,11 +64,7 @@ const chunkRows = 1024
 func (r *Reader) Iter(f Filter) row.Iterator {
 	it := &iter{r: r, f: f, group: -1}
 	if f.Runs != nil {
-		var at int64
-		for _, g := range r.file.RowGroups() {
-			it.groupStart = append(it.groupStart, at)
-			at += g.NumRows()
-		}
+		it.groupStart = r.groupFirst
 	}
 	it.fieldCols = make([]int, len(f.Fields))
 	it.kinds = make([]row.Kind, len(f.Fields))
@@ -751,3 +747,5 @@ func toValue(v parquet.Value, k row.Kind) row.Value {
 	}
 	return row.Value{}
 }
+
+func (s *colStream) payloads() []uint64 { return s.bits }

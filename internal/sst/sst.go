@@ -742,6 +742,9 @@ type Reader struct {
 	// every scan consults them, and parquet-go parses a chunk's bounds
 	// from its statistics on each call.
 	groups []groupStats
+	// groupFirst[g] is row group g's first row; its last element is the
+	// file's row count.
+	groupFirst []int64
 	// seqLo, seqHi bound the rows' sequence numbers (seqKnown: the
 	// statistics say).
 	seqLo, seqHi uint64
@@ -839,7 +842,9 @@ func Open(ctx context.Context, store objstore.Bucket, key string, size int64) (*
 func (r *Reader) summarise() {
 	md := r.file.Metadata()
 	r.seqLo, r.seqHi, r.seqKnown = math.MaxUint64, 0, true
+	r.groupFirst = []int64{0}
 	for i, g := range r.file.RowGroups() {
+		r.groupFirst = append(r.groupFirst, r.groupFirst[i]+g.NumRows())
 		chunks := g.ColumnChunks()
 		var gs groupStats
 		tsc, ok1 := chunks[r.cols[ColTS]].(bounded)

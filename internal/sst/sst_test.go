@@ -70,8 +70,12 @@ func write(t testing.TB, es []row.Entry, groupRows int64) ([]byte, Meta) {
 }
 
 func writeWith(t testing.TB, es []row.Entry, opts WriteOptions) ([]byte, Meta) {
+	return writeFields(t, testFields, es, opts)
+}
+
+func writeFields(t testing.TB, fields []schema.Field, es []row.Entry, opts WriteOptions) ([]byte, Meta) {
 	var buf bytes.Buffer
-	m, err := Write(&buf, testFields, &row.SliceIter{Entries: es}, opts)
+	m, err := Write(&buf, fields, &row.SliceIter{Entries: es}, opts)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,269 @@
+package sst
+
+import (
+	"encoding/binary"
+	"fmt"
+
+	"github.com/parquet-go/parquet-go/format"
+)
+
+// pageHeader is what rawPages needs of a Parquet page header. It is read
+// by hand from Thrift's compact protocol: parquet-go's reflective decoder
+// of the whole header (statistics included) cost a twentieth of a narrow
+// query's time.
+type pageHeader struct {
+	typ          format.PageType
+	uncompressed int32
+	compressed   int32
+	crc          int32
+	hasCRC       bool
+	// The data page header, of either version (v2 sets the levels'
+	// lengths and may leave its values uncompressed).
+	data, v2     bool
+	numValues    int32
+	numNulls     int32
+	numRows      int32
+	encoding     format.Encoding
+	defLen       int32
+	repLen       int32
+	isCompressed bool
+}
+
+// Thrift compact protocol types.
+const (
+	tBoolTrue  = 1
+	tBoolFalse = 2
+	tByte      = 3
+	tI16       = 4
+	tI32       = 5
+	tI64       = 6
+	tDouble    = 7
+	tBinary    = 8
+	tList      = 9
+	tSet       = 10
+	tMap       = 11
+	tStruct    = 12
+)
+
+// compactReader reads Thrift's compact protocol from a byte slice; the
+// first malformed or truncated read sets err, and every read after it
+// returns zero.
+type compactReader struct {
+	b   []byte
+	pos int
+	err error
+}
+
+func (r *compactReader) fail(what string) {
+	if r.err == nil {
+		r.err = fmt.Errorf("%w: page header: %s at byte %d", ErrCorrupt, what, r.pos)
+	}
+}
+
+func (r *compactReader) byte() byte {
+	if r.err != nil || r.pos >= len(r.b) {
+		r.fail("truncated")
+		return 0
+	}
+	c := r.b[r.pos]
+	r.pos++
+	return c
+}
+
+func (r *compactReader) uvarint() uint64 {
+	if r.err != nil {
+		return 0
+	}
+	v, n := binary.Uvarint(r.b[r.pos:])
+	if n <= 0 {
+		r.fail("bad varint")
+		return 0
+	}
+	r.pos += n
+	return v
+}
+
+// int is a zigzag varint (i16, i32, i64).
+func (r *compactReader) int() int64 {
+	u := r.uvarint()
+	return int64(u>>1) ^ -int64(u&1)
+}
+
+func (r *compactReader) i32() int32 {
+	v := r.int()
+	if int64(int32(v)) != v {
+		r.fail("i32 out of range")
+		return 0
+	}
+	return int32(v)
+}
+
+// field reads a field header of a struct whose last field was last: the
+// field's id and type, or typ 0 at the struct's end.
+func (r *compactReader) field(last int16) (id int16, typ byte) {
+	c := r.byte()
+	if c == 0 || r.err != nil {
+		return 0, 0
+	}
+	typ = c & 0x0f
+	if d := int16(c >> 4); d != 0 {
+		return last + d, typ
+	}
+	v := r.int()
+	if int64(int16(v)) != v {
+		r.fail("field id out of range")
+	}
+	return int16(v), typ
+}
+
+// skip skips a value of type typ (depth bounds nesting).
+func (r *compactReader) skip(typ byte, depth int) {
+	if depth > 16 {
+		r.fail("nested too deep")
+		return
+	}
+	switch typ {
+	case tBoolTrue, tBoolFalse:
+		// The value is the type of a field; a list's booleans are bytes
+		// (skipElements).
+	case tByte:
+		r.byte()
+	case tI16, tI32, tI64:
+		r.uvarint()
+	case tDouble:
+		r.bytes(8)
+	case tBinary:
+		n := r.uvarint()
+		if n > uint64(len(r.b)) {
+			r.fail("binary longer than the header")
+			return
+		}
+		r.bytes(int(n))
+	case tList, tSet:
+		c := r.byte()
+		n := uint64(c >> 4)
+		if n == 15 {
+			n = r.uvarint()
+		}
+		r.skipElements(c&0x0f, n, depth)
+	case tMap:
+		n := r.uvarint()
+		if n == 0 {
+			return
+		}
+		kv := r.byte()
+		for i := uint64(0); i < n && r.err == nil; i++ {
+			r.skipElements(kv>>4, 1, depth)
+			r.skipElements(kv&0x0f, 1, depth)
+		}
+	case tStruct:
+		var last int16
+		for r.err == nil {
+			id, t := r.field(last)
+			if t == 0 {
+				return
+			}
+			r.skip(t, depth+1)
+			last = id
+		}
+	default:
+		r.fail(fmt.Sprintf("type %d", typ))
+	}
+}
+
+// skipElements skips n elements of type typ in a list, set or map.
+func (r *compactReader) skipElements(typ byte, n uint64, depth int) {
+	if n > uint64(len(r.b)) { // every element takes a byte at least
+		r.fail("collection longer than the header")
+		return
+	}
+	for i := uint64(0); i < n && r.err == nil; i++ {
+		if typ == tBoolTrue || typ == tBoolFalse {
+			r.byte()
+			continue
+		}
+		r.skip(typ, depth+1)
+	}
+}
+
+func (r *compactReader) bytes(n int) {
+	if r.err == nil && len(r.b)-r.pos < n {
+		r.fail("truncated")
+		return
+	}
+	r.pos += n
+}
+
+// parsePageHeader reads the page header at the start of b and returns it
+// and its length in bytes.
+func parsePageHeader(b []byte) (pageHeader, int, error) {
+	r := compactReader{b: b}
+	h := pageHeader{isCompressed: true}
+	var last int16
+	var seen uint8
+	for r.err == nil {
+		id, typ := r.field(last)
+		if typ == 0 {
+			break
+		}
+		last = id
+		switch {
+		case id == 1 && typ == tI32:
+			h.typ, seen = format.PageType(r.i32()), seen|1
+		case id == 2 && typ == tI32:
+			h.uncompressed, seen = r.i32(), seen|2
+		case id == 3 && typ == tI32:
+			h.compressed, seen = r.i32(), seen|4
+		case id == 4 && typ == tI32:
+			h.crc, h.hasCRC = r.i32(), true
+		case id == 5 && typ == tStruct:
+			h.data = true
+			r.dataPageHeader(&h, false)
+		case id == 8 && typ == tStruct:
+			h.data, h.v2 = true, true
+			r.dataPageHeader(&h, true)
+		default:
+			r.skip(typ, 0)
+		}
+	}
+	if r.err != nil {
+		return h, 0, r.err
+	}
+	if seen != 7 {
+		return h, 0, fmt.Errorf("%w: page header lacks a required field", ErrCorrupt)
+	}
+	if h.uncompressed < 0 || h.compressed < 0 || h.numValues < 0 || h.numNulls < 0 || h.numRows < 0 || h.defLen < 0 || h.repLen < 0 {
+		return h, 0, fmt.Errorf("%w: page header has a negative size or count", ErrCorrupt)
+	}
+	return h, r.pos, nil
+}
+
+// dataPageHeader reads a DataPageHeader (v2: a DataPageHeaderV2) into h.
+func (r *compactReader) dataPageHeader(h *pageHeader, v2 bool) {
+	var last int16
+	for r.err == nil {
+		id, typ := r.field(last)
+		if typ == 0 {
+			return
+		}
+		last = id
+		switch {
+		case id == 1 && typ == tI32:
+			h.numValues = r.i32()
+		case v2 && id == 2 && typ == tI32:
+			h.numNulls = r.i32()
+		case v2 && id == 3 && typ == tI32:
+			h.numRows = r.i32()
+		case (v2 && id == 4 || !v2 && id == 2) && typ == tI32:
+			h.encoding = format.Encoding(r.i32())
+		case v2 && id == 5 && typ == tI32:
+			h.defLen = r.i32()
+		case v2 && id == 6 && typ == tI32:
+			h.repLen = r.i32()
+		case v2 && id == 7 && (typ == tBoolTrue || typ == tBoolFalse):
+			h.isCompressed = typ == tBoolTrue
+		default:
+			r.skip(typ, 1)
+		}
+	}
+}

@@ -1,0 +1,207 @@
+package sst
+
+import (
+	"fmt"
+	"hash/crc32"
+	"slices"
+	"unsafe"
+
+	"github.com/parquet-go/bitpack"
+	"github.com/parquet-go/parquet-go"
+	"github.com/parquet-go/parquet-go/format"
+
+	"github.com/stratadb/strata/internal/decimal"
+)
+
+// rawPages reads a required 64-bit column chunk (timestamps, a numeric
+// field) of one row group page by page, without parquet-go's page
+// decoding: it finds a row's page through the offset index, reads the
+// page, checks its CRC, decompresses it, and decodes only the rows asked
+// for (deltaCursor). ReadColumns uses it where a chunk's metadata shows
+// only what it decodes (data pages of PLAIN or DELTA_BINARY_PACKED values,
+// zstd or uncompressed); any other chunk is read through parquet-go
+// (colStream).
+type rawPages struct {
+	r        *Reader
+	index    parquet.OffsetIndex
+	rows     int64 // the chunk's rows
+	codec    format.CompressionCodec
+	decimals bool // mantissas at scale, read as float64 bits
+	scale    int8
+
+	page       int   // the page loaded, -1 none
+	start, end int64 // its rows, within the row group
+	enc        format.Encoding
+	values     []byte // its values section, with padding past its end
+	delta      deltaCursor
+	raw, unz   []byte // read and decompressed bytes, reused
+
+	// the seek/read interface ReadColumns shares with colStream
+	pos  int64
+	bits []uint64
+}
+
+// padding is what bitpack may read past a miniblock.
+const padding = bitpack.PaddingInt64
+
+// rawPagesOff makes every chunk read through parquet-go, for tests that
+// compare the two readers.
+var rawPagesOff = false
+
+// openRaw sets p to read column c of row group g (keeping p's buffers),
+// and reports false if the chunk may hold anything rawPages does not
+// decode.
+func (r *Reader) openRaw(g, c int, p *rawPages) bool {
+	if rawPagesOff || r.optional[c] || !r.numeric[c] {
+		return false
+	}
+	fc, ok := r.file.RowGroups()[g].ColumnChunks()[c].(*parquet.FileColumnChunk)
+	if !ok {
+		return false
+	}
+	md := &r.file.Metadata().RowGroups[g].Columns[c].MetaData
+	if md.DictionaryPageOffset != 0 || md.Codec != format.Uncompressed && md.Codec != format.Zstd {
+		return false
+	}
+	for _, e := range md.Encoding {
+		switch e {
+		case format.Plain, format.DeltaBinaryPacked, format.RLE, format.BitPacked:
+		default:
+			return false
+		}
+	}
+	index, err := fc.OffsetIndexFrom(r.pages)
+	if err != nil || index.NumPages() == 0 {
+		return false
+	}
+	*p = rawPages{r: r, index: index, rows: fc.NumValues(), codec: md.Codec, page: -1,
+		decimals: r.scales[c] >= 0, scale: r.scales[c],
+		delta: deltaCursor{held: p.delta.held, deltas: p.delta.deltas}, raw: p.raw, unz: p.unz, bits: p.bits}
+	return true
+}
+
+func (p *rawPages) seek(row int64) error { p.pos = row; return nil }
+
+// read reads the next n rows into p.bits.
+func (p *rawPages) read(n int) error {
+	var err error
+	p.bits, err = p.appendRows(p.bits[:0], p.pos, p.pos+int64(n))
+	p.pos += int64(n)
+	return err
+}
+
+// appendRequired consumes the next n rows, appending rows [lo, hi) of
+// them to dst.
+func (p *rawPages) appendRequired(dst []uint64, n, lo, hi int) ([]uint64, error) {
+	dst, err := p.appendRows(dst, p.pos+int64(lo), p.pos+int64(hi))
+	p.pos += int64(n)
+	return dst, err
+}
+
+// appendRows appends the payloads of rows [from, to) of the row group.
+func (p *rawPages) appendRows(dst []uint64, from, to int64) ([]uint64, error) {
+	if from < 0 || to > p.rows {
+		return dst, fmt.Errorf("%w: rows [%d, %d) of a chunk of %d", ErrCorrupt, from, to, p.rows)
+	}
+	for from < to {
+		if p.page < 0 || from < p.start || from >= p.end {
+			if err := p.load(p.pageOf(from)); err != nil {
+				return dst, err
+			}
+		}
+		k := min(to, p.end)
+		a, b := int(from-p.start), int(k-p.start)
+		n := len(dst)
+		if p.enc == format.DeltaBinaryPacked {
+			var err error
+			if dst, err = p.delta.appendRange(dst, a, b); err != nil {
+				return dst, err
+			}
+		} else {
+			vals := unsafe.Slice((*uint64)(unsafe.Pointer(unsafe.SliceData(p.values))), len(p.values)/8)
+			dst = append(dst, vals[a:b]...)
+		}
+		if p.decimals {
+			decimal.Floats(dst[n:], p.scale)
+		}
+		from = k
+	}
+	return dst, nil
+}
+
+// pageOf returns the page holding row.
+func (p *rawPages) pageOf(row int64) int {
+	lo, hi := 0, p.index.NumPages() // the last page whose first row <= row
+	for hi-lo > 1 {
+		m := int(uint(lo+hi) >> 1)
+		if p.index.FirstRowIndex(m) <= row {
+			lo = m
+		} else {
+			hi = m
+		}
+	}
+	return lo
+}
+
+// load reads, checks and decompresses page i.
+func (p *rawPages) load(i int) error {
+	p.page = -1
+	start, end := p.index.FirstRowIndex(i), p.rows
+	if i+1 < p.index.NumPages() {
+		end = p.index.FirstRowIndex(i + 1)
+	}
+	off, size := p.index.Offset(i), p.index.CompressedPageSize(i)
+	if start < 0 || end <= start || off < 0 || size <= 0 || size > 1<<30 {
+		return fmt.Errorf("%w: offset index entry %d: rows [%d, %d), %d bytes at %d", ErrCorrupt, i, start, end, size, off)
+	}
+	p.raw = slices.Grow(p.raw[:0], int(size)+padding)[:size]
+	if _, err := p.r.pages.ReadAt(p.raw, off); err != nil {
+		return fmt.Errorf("sst: read page at %d: %w", off, err)
+	}
+	h, hn, err := parsePageHeader(p.raw)
+	if err != nil {
+		return err
+	}
+	body := p.raw[hn:]
+	rows := int32(end - start)
+	switch {
+	case !h.data:
+		return fmt.Errorf("%w: page %d is of type %d, not data", ErrCorrupt, i, h.typ)
+	case int(h.compressed) != len(body):
+		return fmt.Errorf("%w: page %d holds %d bytes, its offset index entry %d", ErrCorrupt, i, h.compressed, len(body))
+	case h.numValues != rows || h.v2 && (h.numRows != rows || h.numNulls != 0):
+		return fmt.Errorf("%w: page %d holds %d values, its offset index %d rows", ErrCorrupt, i, h.numValues, rows)
+	case h.repLen != 0 || h.defLen != 0:
+		return fmt.Errorf("%w: page %d of a required column has levels", ErrCorrupt, i)
+	case h.encoding != format.Plain && h.encoding != format.DeltaBinaryPacked:
+		return fmt.Errorf("%w: page %d has encoding %d, which its chunk's metadata does not list", ErrCorrupt, i, h.encoding)
+	}
+	if h.hasCRC && crc32.ChecksumIEEE(body) != uint32(h.crc) {
+		return fmt.Errorf("%w: page %d fails its checksum", ErrCorrupt, i)
+	}
+	p.values = body
+	if p.codec == format.Zstd && (!h.v2 || h.isCompressed) {
+		p.unz = slices.Grow(p.unz[:0], int(h.uncompressed)+padding)
+		if p.unz, err = decoder.Decode(p.unz, body); err != nil {
+			return fmt.Errorf("%w: page %d: %w", ErrCorrupt, i, err)
+		}
+		if len(p.unz) != int(h.uncompressed) {
+			return fmt.Errorf("%w: page %d decompresses to %d bytes, not %d", ErrCorrupt, i, len(p.unz), h.uncompressed)
+		}
+		p.unz = slices.Grow(p.unz, padding)
+		p.values = p.unz
+	}
+	if h.encoding == format.DeltaBinaryPacked {
+		if err := p.delta.reset(p.values, int(rows)); err != nil {
+			return fmt.Errorf("page %d: %w", i, err)
+		}
+	} else if len(p.values) != 8*int(rows) {
+		return fmt.Errorf("%w: page %d of %d rows holds %d bytes of plain values", ErrCorrupt, i, rows, len(p.values))
+	}
+	p.page, p.start, p.end, p.enc = i, start, end, h.encoding
+	return nil
+}
+
+func (p *rawPages) payloads() []uint64 { return p.bits }
+
+func (p *rawPages) close() {}
