@@ -91,6 +91,7 @@ type Parser struct {
 	// tag keys, field keys): the lines of a request mostly repeat it, and
 	// comparing with it is cheaper than a map lookup.
 	shape []string
+	clean []bool // shape[i] has no byte that ends or escapes a token
 	buf   []byte
 	// The request's tag values back to back, and where each tag's ends
 	// (by its index in tags): the values are cut from it when the request
@@ -136,6 +137,7 @@ var (
 	stopTagKey      = stops("=, ")
 	stopTagValue    = stops(", ")
 	stopFieldKey    = stops("= ,")
+	stopEquals      = stops("=") // after a key known from the last line
 )
 
 // internAt interns the name at position i of a line.
@@ -145,12 +147,29 @@ func (p *Parser) internAt(i int, b []byte) string {
 	}
 	p.miss = true
 	s := p.intern(b)
+	clean := !bytes.ContainsAny(b, ",= \\")
 	if i < len(p.shape) {
-		p.shape[i] = s
+		p.shape[i], p.clean[i] = s, clean
 	} else if i == len(p.shape) && i < 1024 {
-		p.shape = append(p.shape, s)
+		p.shape, p.clean = append(p.shape, s), append(p.clean, clean)
 	}
 	return s
+}
+
+// shaped returns the name at position i of the last line, and what
+// follows it, if rest starts with it and then a byte of end: then a scan
+// would find the same name (it has no byte that ends or escapes a token),
+// and a line like the last one is read without scanning and comparing
+// its names byte by byte twice.
+func (p *Parser) shaped(i int, rest []byte, end *stopSet) (string, []byte, bool) {
+	if i >= len(p.shape) || !p.clean[i] {
+		return "", rest, false
+	}
+	s := p.shape[i]
+	if len(rest) <= len(s) || end[rest[len(s)]] != stop || string(rest[:len(s)]) != s {
+		return "", rest, false
+	}
+	return s, rest[len(s):], true
 }
 
 func (p *Parser) intern(b []byte) string {
@@ -334,25 +353,35 @@ func (p *Parser) unescape(b []byte, escaped bool) []byte {
 // appended to the parser's arenas, and returns its measurement.
 func (p *Parser) parseLine(line []byte, precision Precision, defaultTS int64) (string, row.Point, string) {
 	var pt row.Point
-	tok, rest, _ := p.scan(line, stopMeasurement)
-	if len(tok) == 0 {
-		return "", pt, "missing measurement"
+	m, rest, ok := p.shaped(0, line, stopMeasurement)
+	if !ok {
+		var tok []byte
+		tok, rest, _ = p.scan(line, stopMeasurement)
+		if len(tok) == 0 {
+			return "", pt, "missing measurement"
+		}
+		m = p.internAt(0, tok)
 	}
-	m := p.internAt(0, tok)
 	pos := 1
 	nt := len(p.tags)
 	// Tags.
 	for len(rest) > 0 && rest[0] == ',' {
-		var key, val []byte
-		key, rest, _ = p.scan(rest[1:], stopTagKey)
-		if len(key) == 0 {
-			return "", pt, "missing tag key"
+		name, after, ok := p.shaped(pos, rest[1:], stopEquals)
+		if ok {
+			rest = after
+		} else {
+			var key []byte
+			key, rest, _ = p.scan(rest[1:], stopTagKey)
+			if len(key) == 0 {
+				return "", pt, "missing tag key"
+			}
+			if len(rest) == 0 || rest[0] != '=' {
+				return "", pt, fmt.Sprintf("missing tag value for %q", key)
+			}
+			name = p.internAt(pos, key)
 		}
-		if len(rest) == 0 || rest[0] != '=' {
-			return "", pt, fmt.Sprintf("missing tag value for %q", key)
-		}
-		name := p.internAt(pos, key)
 		pos++
+		var val []byte
 		val, rest, _ = p.scan(rest[1:], stopTagValue)
 		if len(val) == 0 {
 			return "", pt, fmt.Sprintf("missing tag value for %q", name)
@@ -371,15 +400,20 @@ func (p *Parser) parseLine(line []byte, precision Precision, defaultTS int64) (s
 	rest = trimSpace(rest, false)
 	// Fields.
 	for {
-		var key []byte
-		key, rest, _ = p.scan(rest, stopFieldKey)
-		if len(key) == 0 {
-			return "", pt, "missing field key"
+		name, after, ok := p.shaped(pos, rest, stopEquals)
+		if ok {
+			rest = after
+		} else {
+			var key []byte
+			key, rest, _ = p.scan(rest, stopFieldKey)
+			if len(key) == 0 {
+				return "", pt, "missing field key"
+			}
+			if len(rest) == 0 || rest[0] != '=' {
+				return "", pt, fmt.Sprintf("missing value for field %q", key)
+			}
+			name = p.internAt(pos, key)
 		}
-		if len(rest) == 0 || rest[0] != '=' {
-			return "", pt, fmt.Sprintf("missing value for field %q", key)
-		}
-		name := p.internAt(pos, key)
 		pos++
 		rest = rest[1:]
 		var v row.Value
@@ -454,6 +488,9 @@ func parseValue(b []byte) (row.Value, []byte, string) {
 		}
 		return row.Value{}, nil, "unterminated string"
 	}
+	if f, n, ok := decimalToken(b); ok {
+		return row.FloatValue(f), b[n:], ""
+	}
 	end := 0
 	for end < len(b) && b[end] != ',' && b[end] != ' ' {
 		end++
@@ -482,9 +519,6 @@ func parseValue(b []byte) (row.Value, []byte, string) {
 		}
 		return row.UintValue(n), rest, ""
 	}
-	if f, ok := decimal(tok); ok {
-		return row.FloatValue(f), rest, ""
-	}
 	f, err := strconv.ParseFloat(string(tok), 64)
 	if err != nil || !isNumber(tok) {
 		return row.Value{}, rest, fmt.Sprintf("bad value %q", tok)
@@ -502,37 +536,45 @@ var pow10 = [...]float64{1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10,
 // is then correctly rounded, so it gives strconv.ParseFloat's result
 // bit for bit (which takes the same path, after more general scanning:
 // half of its time). ok is false for anything else.
-func decimal(b []byte) (f float64, ok bool) {
+func decimal(b []byte) (float64, bool) {
+	f, n, ok := decimalToken(b)
+	return f, ok && n == len(b)
+}
+
+// decimalToken is decimal for a field value ended by ',' or ' ' or the
+// end of b, and returns its length too: it scans the value once, where
+// finding its end and then parsing it took two passes.
+func decimalToken(b []byte) (f float64, n int, ok bool) {
+	i := 0
 	neg := len(b) > 0 && b[0] == '-'
 	if neg {
-		b = b[1:]
+		i++
 	}
 	var mant uint64
-	digits, scale, dot := 0, 0, false
-	for _, c := range b {
-		switch {
-		case c >= '0' && c <= '9':
-			if digits++; digits > 19 {
-				return 0, false
-			}
-			mant = mant*10 + uint64(c-'0')
-			if dot {
-				scale++
-			}
-		case c == '.' && !dot:
-			dot = true
-		default:
-			return 0, false
-		}
+	start := i
+	for i < len(b) && b[i]-'0' <= 9 {
+		mant = mant*10 + uint64(b[i]-'0')
+		i++
 	}
-	if digits == 0 || mant > 1<<53 || scale >= len(pow10) {
-		return 0, false
+	digits, scale := i-start, 0
+	if i < len(b) && b[i] == '.' {
+		i++
+		fstart := i
+		for i < len(b) && b[i]-'0' <= 9 {
+			mant = mant*10 + uint64(b[i]-'0')
+			i++
+		}
+		scale = i - fstart
+		digits += scale
+	}
+	if i < len(b) && b[i] != ',' && b[i] != ' ' || digits == 0 || digits > 19 || mant > 1<<53 || scale >= len(pow10) {
+		return 0, 0, false
 	}
 	f = float64(mant) / pow10[scale]
 	if neg {
 		f = -f
 	}
-	return f, true
+	return f, i, true
 }
 
 // isNumber rejects the forms strconv accepts but line protocol does not

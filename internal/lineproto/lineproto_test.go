@@ -302,3 +302,73 @@ func TestShapes(t *testing.T) {
 		}
 	}
 }
+
+// TestShapedNamesMatchScans: a request's lines read with the names of the
+// line before them at hand (Parser.shaped) give what each line read alone
+// gives, for names that are prefixes of each other, escaped names, names
+// that repeat at other positions, and malformed lines in between.
+func TestShapedNamesMatchScans(t *testing.T) {
+	seed := time.Now().UnixNano()
+	t.Logf("seed %d", seed)
+	rng := rand.New(rand.NewPCG(uint64(seed), 1))
+	names := []string{"host", "hostname", "h", `ho\ st`, `ho\,st`, `a\=b`, "cpu", "cpu_usage", `c\\d`}
+	pick := func() string { return names[rng.IntN(len(names))] }
+	show := func(m string, pt row.Point) string {
+		return fmt.Sprint(m, pt.Tags, pt.Fields, pt.TS)
+	}
+	p := NewParser()
+	for round := range 200 {
+		var lines []string
+		var last string
+		for range 1 + rng.IntN(40) {
+			if last != "" && rng.IntN(3) > 0 { // mostly the last line's shape, as requests are
+				lines = append(lines, last)
+				continue
+			}
+			var b strings.Builder
+			b.WriteString(pick())
+			for range rng.IntN(4) {
+				fmt.Fprintf(&b, ",%s=v%d", pick(), rng.IntN(3))
+			}
+			for i := range 1 + rng.IntN(3) {
+				sep := ","
+				if i == 0 {
+					sep = " "
+				}
+				fmt.Fprintf(&b, "%s%s=%s", sep, pick(), []string{"1", "2.5", "-3i", "t", `"s"`, "1e3", "x"}[rng.IntN(7)])
+			}
+			fmt.Fprintf(&b, " %d", rng.IntN(100))
+			last = b.String()
+			lines = append(lines, last)
+		}
+		// Vary the values of repeated lines, keeping their names.
+		for i := range lines {
+			lines[i] = strings.Replace(lines[i], "=v1", fmt.Sprintf("=v%d", rng.IntN(5)), 1)
+		}
+		now := time.Now()
+		batch, errs := p.Parse([]byte(strings.Join(lines, "\n")), Nanosecond, now)
+		var got []string
+		for i, pt := range batch.Points {
+			got = append(got, fmt.Sprint(batch.Lines[i], " ", show(batch.Measurements[i], pt)))
+		}
+		for _, e := range errs {
+			got = append(got, fmt.Sprint(e.Line, " ", e.Reason))
+		}
+		var want []string
+		var wantErrs []string
+		for i, l := range lines {
+			alone := NewParser()
+			b, es := alone.Parse([]byte(l), Nanosecond, now)
+			for _, pt := range b.Points {
+				want = append(want, fmt.Sprint(i+1, " ", show(b.Measurements[0], pt)))
+			}
+			for _, e := range es {
+				wantErrs = append(wantErrs, fmt.Sprint(i+1, " ", e.Reason))
+			}
+		}
+		want = append(want, wantErrs...)
+		if !slices.Equal(got, want) {
+			t.Fatalf("round %d: request\n%s\nread as\n%s\nits lines alone\n%s", round, strings.Join(lines, "\n"), strings.Join(got, "\n"), strings.Join(want, "\n"))
+		}
+	}
+}
