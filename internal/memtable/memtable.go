@@ -79,8 +79,13 @@ type series struct {
 
 // Memtable is one region's in-memory rows.
 type Memtable struct {
-	mu          sync.RWMutex
-	series      map[string]*series
+	mu     sync.RWMutex
+	series map[string]*series
+	// byAddr finds a series by the address of its key's bytes: the
+	// entries of a write share the memtable's keys (ShareKeys), and
+	// hashing an address is cheaper than hashing a key of a hundred bytes
+	// or more.
+	byAddr      map[*byte]*series
 	bytes       int64
 	entries     int64
 	deletes     int64
@@ -165,7 +170,7 @@ func (m *Memtable) store(fs []row.Value) ([]uint64, *[]row.Kind, int64) {
 }
 
 // New returns an empty memtable.
-func New() *Memtable { return &Memtable{series: map[string]*series{}} }
+func New() *Memtable { return &Memtable{series: map[string]*series{}, byAddr: map[*byte]*series{}} }
 
 // Successor returns an empty memtable that expects the writes m had: a
 // new series' rows are allocated at m's mean rows a series (capped), not
@@ -193,7 +198,10 @@ func (m *Memtable) Insert(seg uint64, entries []row.Entry) {
 	}
 	for i := range entries {
 		e := &entries[i]
-		s := m.series[e.Series]
+		s := m.byAddr[unsafe.StringData(e.Series)]
+		if s == nil || len(s.key) != len(e.Series) {
+			s = m.series[e.Series]
+		}
 		hi := e.TS
 		if e.Op == row.Delete {
 			hi = e.End
@@ -204,6 +212,7 @@ func (m *Memtable) Insert(seg uint64, entries []row.Entry) {
 			// otherwise keep whole.
 			s = &series{key: strings.Clone(e.Series), sorted: true, minTS: e.TS, maxTS: hi, rows: make([]memRow, 0, max(1, m.rowsHint))}
 			m.series[s.key] = s
+			m.byAddr[unsafe.StringData(s.key)] = s
 			m.bytes += int64(len(e.Series) + seriesOverhead)
 		}
 		s.minTS, s.maxTS = min(s.minTS, e.TS), max(s.maxTS, hi)
@@ -296,16 +305,30 @@ func (m *Memtable) Decimals(width int) []int8 {
 	return out
 }
 
-// Key returns the memtable's copy of a series key, if it holds the series,
-// so callers can share it rather than allocate their own.
-func (m *Memtable) Key(b []byte) (string, bool) {
+// ShareKeys sets each entry's Series to the series key keys[i] as a
+// string: the memtable's copy where it holds the series, so the write
+// shares it rather than allocate its own (and Insert finds it by its
+// address); otherwise a new string, one for each key the batch repeats.
+// One lock for the batch: a read lock a row cost as much as the lookups.
+func (m *Memtable) ShareKeys(entries []row.Entry, keys [][]byte) {
+	var fresh map[string]string
 	m.mu.RLock()
-	s, ok := m.series[string(b)]
-	m.mu.RUnlock()
-	if !ok {
-		return "", false
+	defer m.mu.RUnlock()
+	for i, k := range keys {
+		if s, ok := m.series[string(k)]; ok {
+			entries[i].Series = s.key
+			continue
+		}
+		if fresh == nil {
+			fresh = map[string]string{}
+		}
+		key, ok := fresh[string(k)]
+		if !ok {
+			key = string(k)
+			fresh[key] = key
+		}
+		entries[i].Series = key
 	}
-	return s.key, true
 }
 
 // Freeze makes the memtable read-only.

@@ -87,10 +87,10 @@ func (r *Region) write(ctx context.Context, b Batch, prepared bool) (WriteResult
 	cutoff := r.ttlCutoff()
 	var res WriteResult
 	var size int64
-	var key []byte
+	var key, kbuf []byte
 	nf := len(sch.Fields())
 	sc := getScratch(len(points), nf)
-	entries, vals := sc.entries, sc.vals
+	entries, vals, keys := sc.entries, sc.vals, sc.keys[:0]
 	r.mu.Lock()
 	active := r.active
 	r.mu.Unlock()
@@ -104,8 +104,12 @@ func (r *Region) write(ctx context.Context, b Batch, prepared bool) (WriteResult
 		}
 		if b.Keys != nil {
 			key = b.Keys[i]
-		} else if key, err = row.EncodeSeries(key[:0], p.Tags); err != nil {
-			return WriteResult{}, &PointError{Index: i, Err: err}
+		} else {
+			start := len(kbuf) // one buffer for the batch's keys
+			if kbuf, err = row.EncodeSeries(kbuf, p.Tags); err != nil {
+				return WriteResult{}, &PointError{Index: i, Err: err}
+			}
+			key = kbuf[start:len(kbuf):len(kbuf)]
 		}
 		fields := vals[i*nf : (i+1)*nf : (i+1)*nf]
 		if !sameShape(p, prev) {
@@ -121,14 +125,12 @@ func (r *Region) write(ctx context.Context, b Batch, prepared bool) (WriteResult
 			fields[ords[j]] = f.Value
 			width = max(width, ords[j]+1)
 		}
-		series, ok := active.Key(key) // share the memtable's copy of the key
-		if !ok {
-			series = string(key)
-		}
-		e := row.Entry{Series: series, TS: p.TS, Op: row.Put, Fields: fields[:width:width]}
-		size += int64(e.Size() + len(e.Series))
+		keys = append(keys, key)
+		e := row.Entry{TS: p.TS, Op: row.Put, Fields: fields[:width:width]}
+		size += int64(e.Size() + len(key))
 		entries = append(entries, e)
 	}
+	active.ShareKeys(entries, keys)
 	if size > r.opts.MaxBatchBytes {
 		return WriteResult{}, fmt.Errorf("%w: about %d bytes, the limit is %d", ErrBatchTooLarge, size, r.opts.MaxBatchBytes)
 	}
@@ -136,7 +138,8 @@ func (r *Region) write(ctx context.Context, b Batch, prepared bool) (WriteResult
 		return WriteResult{}, err // the WAL may still hold the entries: not reused
 	}
 	res.Written = len(entries)
-	sc.entries = entries
+	clear(keys) // drop references into the write's buffers
+	sc.entries, sc.keys = entries, keys
 	putScratch(sc)
 	return res, nil
 }
@@ -147,6 +150,7 @@ func (r *Region) write(ctx context.Context, b Batch, prepared bool) (WriteResult
 type scratch struct {
 	entries []row.Entry
 	vals    []row.Value
+	keys    [][]byte // the entries' series keys, until ShareKeys
 }
 
 // scratches are kept for the next writes (freelist: a sync.Pool's were

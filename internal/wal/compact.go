@@ -3,6 +3,7 @@ package wal
 import (
 	"encoding/binary"
 	"fmt"
+	"unsafe"
 
 	"github.com/stratadb/strata/internal/decimal"
 
@@ -44,10 +45,20 @@ const kindDecimal = 0x20
 // hash less), the last entry's ts, and each field's decimal scale (by its
 // place in an entry's values; decimal.None once a value was no decimal).
 type compactState struct {
-	first  map[string]int
+	// first is keyed by the address and length of an entry's series
+	// key: a write's entries share one string a series (the memtable's,
+	// memtable.ShareKeys), and hashing the address is cheaper than the
+	// key. Two strings of one series merely both write the key out.
+	first  map[keyAddr]int
 	n      int
 	ts     int64
 	scales []int8
+}
+
+// keyAddr is where a string's bytes are, and how many.
+type keyAddr struct {
+	p *byte
+	n int
 }
 
 var compactStates = freelist.New[*compactState](16)
@@ -56,7 +67,7 @@ func getCompactState() *compactState {
 	if st, ok := compactStates.Get(); ok {
 		return st
 	}
-	return &compactState{first: map[string]int{}}
+	return &compactState{first: map[keyAddr]int{}}
 }
 
 func putCompactState(st *compactState) {
@@ -71,13 +82,14 @@ func putCompactState(st *compactState) {
 // appendCompact appends e, the chunk's next entry, in compact form.
 func appendCompact(dst []byte, e *row.Entry, st *compactState) []byte {
 	dst = append(dst, byte(e.Op))
-	if at, ok := st.first[e.Series]; ok {
+	addr := keyAddr{unsafe.StringData(e.Series), len(e.Series)}
+	if at, ok := st.first[addr]; ok {
 		dst = binary.AppendUvarint(dst, uint64(st.n-at))
 	} else {
 		dst = append(dst, 0)
 		dst = binary.AppendUvarint(dst, uint64(len(e.Series)))
 		dst = append(dst, e.Series...)
-		st.first[e.Series] = st.n
+		st.first[addr] = st.n
 	}
 	st.n++
 	dst = binary.AppendVarint(dst, e.TS-st.ts)

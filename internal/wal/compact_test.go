@@ -6,6 +6,7 @@ import (
 	"hash/crc32"
 	"math"
 	"math/rand"
+	"strings"
 	"testing"
 	"time"
 
@@ -26,6 +27,9 @@ func randomEntries(rng *rand.Rand, n int) []row.Entry {
 	out := make([]row.Entry, n)
 	for i := range out {
 		e := row.Entry{Series: series[rng.Intn(len(series))], TS: rng.Int63n(1<<40) - 1<<39}
+		if rng.Intn(4) == 0 { // the same series in a string of its own
+			e.Series = strings.Clone(e.Series)
+		}
 		if rng.Intn(10) == 0 {
 			e.Op, e.End = row.Delete, e.TS+rng.Int63n(1000)
 		} else {
@@ -107,6 +111,34 @@ func TestCompactChunksRoundTrip(t *testing.T) {
 		for i, b := range seg.Blocks {
 			sameEntries(t, b.Entries, want[i], blocks[i].FirstSeq)
 		}
+	}
+}
+
+// TestCompactKeysByAddress: a chunk writes a series key once when its
+// entries share the key's string (as a write's entries share the
+// memtable's), and in full for each string of it otherwise; both decode
+// to the same entries.
+func TestCompactKeysByAddress(t *testing.T) {
+	key := strings.Repeat("k", 200)
+	shared, apart := make([]row.Entry, 50), make([]row.Entry, 50)
+	for i := range shared {
+		shared[i] = row.Entry{Series: key, TS: int64(i), Op: row.Delete, End: int64(i)}
+		apart[i] = shared[i]
+		apart[i].Series = strings.Clone(key)
+	}
+	_, _, sharedRaw := encodeRequest(shared)
+	_, _, apartRaw := encodeRequest(apart)
+	if sharedRaw > len(key)+50*8 || apartRaw < 50*len(key) {
+		t.Fatalf("raw bytes: %d for one shared key, %d for 50 strings of it (key of %d bytes)", sharedRaw, apartRaw, len(key))
+	}
+	for _, es := range [][]row.Entry{shared, apart} {
+		enc, _, raw := encodeRequest(es)
+		blocks := []Block{{Region: layout.RegionID{Table: 1, Region: 1}, Epoch: 1, FirstSeq: 1, chunks: [][]byte{enc}, count: len(es), raw: raw}}
+		seg, err := DecodeStream(1, encodeStream(nil, false, blocks))
+		if err != nil {
+			t.Fatal(err)
+		}
+		sameEntries(t, seg.Blocks[0].Entries, es, 1)
 	}
 }
 
