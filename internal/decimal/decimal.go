@@ -43,7 +43,12 @@ func Mantissa(v float64, scale int8) (int64, bool) {
 	if !(x > -limit && x < limit) {
 		return 0, false
 	}
-	m := int64(math.Round(x))
+	// Rounded to the nearest integer by adding and taking away 1.5 * 2^52
+	// (exact for |x| < 2^51), twice as fast as math.Round, whose ties
+	// away from zero it need not match: when v is the decimal m / 10^s,
+	// x is within a quarter of m, far from a tie.
+	const magic = 0x1.8p52
+	m := int64((x + magic) - magic)
 	// Both operands are exact and IEEE division rounds correctly, so this
 	// is the float64 nearest m / 10^scale: v itself, if v is that decimal.
 	return m, math.Float64bits(float64(m)/pow10[scale]) == math.Float64bits(v)

@@ -113,3 +113,38 @@ func TestFloatsInto(t *testing.T) {
 		}
 	}
 }
+
+// TestMantissaAsRounded: Mantissa answers as it did when it rounded with
+// math.Round (ties away from zero), for decimals, values half an integer
+// away from one at some scale, and random doubles.
+func TestMantissaAsRounded(t *testing.T) {
+	seed := time.Now().UnixNano()
+	t.Logf("seed %d", seed)
+	rng := rand.New(rand.NewSource(seed))
+	byRound := func(v float64, scale int8) (int64, bool) {
+		x := v * pow10[scale]
+		if !(x > -limit && x < limit) {
+			return 0, false
+		}
+		m := int64(math.Round(x))
+		return m, math.Float64bits(float64(m)/pow10[scale]) == math.Float64bits(v)
+	}
+	for i := range 300_000 {
+		var v float64
+		switch i % 3 {
+		case 0:
+			v = Float(rng.Int63n(2_000_001)-1_000_000, int8(rng.Intn(MaxScale+1)))
+		case 1: // (k + 1/2) / 10^s: a tie at scale s
+			v = (float64(rng.Int63n(1<<20)-1<<19) + 0.5) / pow10[rng.Intn(MaxScale+1)]
+		default:
+			v = rng.NormFloat64() * math.Pow(10, float64(rng.Intn(30)-15))
+		}
+		for s := int8(0); s <= MaxScale; s++ {
+			m, ok := Mantissa(v, s)
+			wm, wok := byRound(v, s)
+			if ok != wok || ok && m != wm {
+				t.Fatalf("Mantissa(%v, %d) = %d, %v; with math.Round %d, %v", v, s, m, ok, wm, wok)
+			}
+		}
+	}
+}
