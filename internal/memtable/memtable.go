@@ -22,47 +22,70 @@ import (
 // bytes with a pointer the collector must scan, a payload here is 8
 // bytes in pointer-free memory, and the kinds are shared by every row of
 // one shape. (Rows held as Values made the memtable three times the size
-// of its data, and each write allocated them anew.)
+// of its data, and each write allocated them anew.) A row holds no
+// pointer either: its payloads and kinds are found by index in the
+// memtable's slabs and kind sets (rowData), so the collector does not
+// scan the rows, the bulk of a node's heap, in every cycle.
 //
-// A put's vals are its field payloads by ordinal (Value.Bits, or a
-// string's index in the memtable's strings) and kinds its field kinds
-// (row.Null: no value); a tombstone has no kinds and its end in vals[0].
+// A put's payloads are its field values by ordinal (Value.Bits, or a
+// string's index in the memtable's strings) and its kind set their kinds
+// (row.Null: no value); a tombstone has no kind set and its end as its one
+// payload.
 type memRow struct {
-	ts    int64
-	seq   uint64
-	vals  []uint64
-	kinds *[]row.Kind // interned; nil: a tombstone
+	ts        int64
+	seq       uint64
+	slab, off uint32 // the payloads start at slabs[slab][off]
+	kinds     uint32 // 1 + the index of the kind set; 0: a tombstone
 }
 
 func (r *memRow) op() row.Op {
-	if r.kinds == nil {
+	if r.kinds == 0 {
 		return row.Delete
 	}
 	return row.Put
 }
 
+// rowData is what rows' payloads, kinds and strings are read from: a
+// memtable's, as of a moment (each is only appended to, and a row only
+// refers to what was there when it was inserted).
+type rowData struct {
+	slabs    [][]uint64
+	kindSets [][]row.Kind
+	strs     []string
+}
+
+// vals returns r's payloads.
+func (d *rowData) vals(r *memRow) []uint64 {
+	n := 1
+	if r.kinds != 0 {
+		n = len(d.kindSets[r.kinds-1])
+	}
+	return d.slabs[r.slab][r.off : int(r.off)+n : int(r.off)+n]
+}
+
 // end is a tombstone's last deleted ts (0 for a put).
-func (r *memRow) end() int64 {
-	if r.kinds == nil {
-		return int64(r.vals[0])
+func (d *rowData) end(r *memRow) int64 {
+	if r.kinds == 0 {
+		return int64(d.slabs[r.slab][r.off])
 	}
 	return 0
 }
 
-// field returns the value of ordinal j, its strings in strs.
-func (r *memRow) field(j int, strs []string) row.Value {
-	if j >= len(r.vals) {
+// field returns the value of ordinal j of a put's payloads and kinds,
+// its strings in strs.
+func field(vals []uint64, kinds []row.Kind, j int, strs []string) row.Value {
+	if j >= len(vals) {
 		return row.Value{}
 	}
-	switch k := (*r.kinds)[j]; k {
+	switch k := kinds[j]; k {
 	case row.Null:
 		return row.Value{}
 	case row.String:
-		return row.StringValue(strs[r.vals[j]])
+		return row.StringValue(strs[vals[j]])
 	case row.Bool:
-		return row.BoolValue(r.vals[j] != 0)
+		return row.BoolValue(vals[j] != 0)
 	default:
-		return row.NumberValue(k, r.vals[j])
+		return row.NumberValue(k, vals[j])
 	}
 }
 
@@ -108,11 +131,13 @@ type Memtable struct {
 
 	rowsHint int // capacity of a new series' rows (see Successor)
 
-	// Rows' payloads are cut from slab; their kinds are interned.
-	slab  []uint64
-	kinds map[string]*[]row.Kind
-	last  *[]row.Kind
-	strs  []string // string field values; only appended to
+	// Rows' payloads are cut from the last of the slabs (used of it so
+	// far); their kinds are interned in kindSets (1 + index by the kinds
+	// as bytes in kinds; last is the last row's).
+	rowData
+	used  int
+	kinds map[string]uint32
+	last  uint32
 }
 
 const slabValues = 1 << 15
@@ -120,25 +145,27 @@ const slabValues = 1 << 15
 // rowSize is a memRow's size, its payloads aside.
 const rowSize = int64(unsafe.Sizeof(memRow{}))
 
-// payloads returns n payloads cut from the slab.
-func (m *Memtable) payloads(n int) []uint64 {
-	if len(m.slab) < n {
-		m.slab = make([]uint64, max(slabValues, n))
+// payloads returns n payloads cut from the last slab, and where they are.
+func (m *Memtable) payloads(n int) (slab, off uint32, vals []uint64) {
+	if len(m.slabs) == 0 || len(m.slabs[len(m.slabs)-1])-m.used < n {
+		m.slabs = append(m.slabs, make([]uint64, max(slabValues, n)))
+		m.used = 0
 	}
-	vals := m.slab[:n:n]
-	m.slab = m.slab[n:]
-	return vals
+	i, at := len(m.slabs)-1, m.used
+	m.used += n
+	return uint32(i), uint32(at), m.slabs[i][at : at+n : at+n]
 }
 
-// store returns fs as a row's payloads and kinds, and the bytes its
+// store stores fs as r's payloads and kinds, and returns the bytes its
 // strings take.
-func (m *Memtable) store(fs []row.Value) ([]uint64, *[]row.Kind, int64) {
-	vals := m.payloads(len(fs))
+func (m *Memtable) store(r *memRow, fs []row.Value) int64 {
+	var vals []uint64
+	r.slab, r.off, vals = m.payloads(len(fs))
 	var strBytes int64
-	same := m.last != nil && len(*m.last) == len(fs)
+	same := m.last != 0 && len(m.kindSets[m.last-1]) == len(fs)
 	for j := range fs {
 		k := fs[j].Kind()
-		if same && (*m.last)[j] != k {
+		if same && m.kindSets[m.last-1][j] != k {
 			same = false
 		}
 		if k == row.String {
@@ -154,19 +181,21 @@ func (m *Memtable) store(fs []row.Value) ([]uint64, *[]row.Kind, int64) {
 		for j := range fs {
 			key[j] = byte(fs[j].Kind())
 		}
-		if m.last = m.kinds[string(key)]; m.last == nil {
+		if m.last = m.kinds[string(key)]; m.last == 0 {
 			ks := make([]row.Kind, len(fs))
 			for j := range fs {
 				ks[j] = fs[j].Kind()
 			}
 			if m.kinds == nil {
-				m.kinds = map[string]*[]row.Kind{}
+				m.kinds = map[string]uint32{}
 			}
-			m.last = &ks
-			m.kinds[string(key)] = &ks
+			m.kindSets = append(m.kindSets, ks)
+			m.last = uint32(len(m.kindSets))
+			m.kinds[string(key)] = m.last
 		}
 	}
-	return vals, m.last, strBytes
+	r.kinds = m.last
+	return strBytes
 }
 
 // New returns an empty memtable.
@@ -219,12 +248,11 @@ func (m *Memtable) Insert(seg uint64, entries []row.Entry) {
 		r := memRow{ts: e.TS, seq: e.Seq}
 		size := int64(rowSize)
 		if e.Op == row.Put {
-			var strBytes int64
-			r.vals, r.kinds, strBytes = m.store(e.Fields)
-			size += 8*int64(len(r.vals)) + strBytes
+			size += 8*int64(len(e.Fields)) + m.store(&r, e.Fields)
 		} else {
-			r.vals = m.payloads(1)
-			r.vals[0] = uint64(e.End)
+			var vals []uint64
+			r.slab, r.off, vals = m.payloads(1)
+			vals[0] = uint64(e.End)
 			size += 8
 		}
 		// NB: a newer version of an existing ts must sort before it, so an
@@ -405,10 +433,10 @@ func (m *Memtable) Iter(f Filter) row.Iterator {
 			caps = append(caps, capture{key: k, s: s, rows: s.rows, sorted: s.sorted})
 		}
 	}
-	strs := m.strs // appended to only: holds every string of the rows captured
+	data := m.rowData // appended to only: holds what the rows captured refer to
 	m.mu.RUnlock()
 	slices.SortFunc(caps, func(a, b capture) int { return cmp.Compare(a.key, b.key) })
-	return &iter{caps: caps, f: f, frozen: frozen, idx: -1, strs: strs}
+	return &iter{caps: caps, f: f, frozen: frozen, idx: -1, data: data}
 }
 
 func cmpRow(a, b memRow) int {
@@ -446,7 +474,7 @@ type iter struct {
 	pos    int
 	e      row.Entry
 	buf    []row.Value
-	strs   []string       // the memtable's strings as of Iter
+	data   rowData        // the memtable's as of Iter
 	bufs   [2][]row.Value // ReuseFields: the buffers that take turns
 	turn   int
 }
@@ -456,14 +484,14 @@ func (it *iter) Next() bool {
 		for it.pos < len(it.rows) {
 			r := &it.rows[it.pos]
 			it.pos++
-			op := r.op()
+			op, end := r.op(), it.data.end(r)
 			if op == row.Put && (r.ts < it.f.Start || r.ts >= it.f.End) {
 				continue
 			}
-			if op == row.Delete && (r.end() < it.f.Start || r.ts >= it.f.End) {
+			if op == row.Delete && (end < it.f.Start || r.ts >= it.f.End) {
 				continue
 			}
-			it.e = row.Entry{Series: it.caps[it.idx].key, TS: r.ts, End: r.end(), Seq: r.seq, Op: op}
+			it.e = row.Entry{Series: it.caps[it.idx].key, TS: r.ts, End: end, Seq: r.seq, Op: op}
 			if op == row.Put {
 				it.e.Fields = it.fields(r)
 			}
@@ -480,7 +508,8 @@ func (it *iter) Next() bool {
 // fields returns r's values for the filter's fields, in memory cut from a
 // slab (or, with ReuseFields, in one of two buffers by turns).
 func (it *iter) fields(r *memRow) []row.Value {
-	n := len(r.vals)
+	vals, kinds := it.data.vals(r), it.data.kindSets[r.kinds-1]
+	n := len(vals)
 	if it.f.Fields != nil {
 		n = len(it.f.Fields)
 	}
@@ -500,12 +529,12 @@ func (it *iter) fields(r *memRow) []row.Value {
 	}
 	if it.f.Fields == nil {
 		for j := range out {
-			out[j] = r.field(j, it.strs)
+			out[j] = field(vals, kinds, j, it.data.strs)
 		}
 		return out
 	}
 	for i, ord := range it.f.Fields {
-		out[i] = r.field(ord, it.strs)
+		out[i] = field(vals, kinds, ord, it.data.strs)
 	}
 	return out
 }
