@@ -45,21 +45,19 @@ const kindDecimal = 0x20
 // hash less), the last entry's ts, and each field's decimal scale (by its
 // place in an entry's values; decimal.None once a value was no decimal).
 type compactState struct {
-	// first is keyed by the address and length of an entry's series
-	// key: a write's entries share one string a series (the memtable's,
-	// memtable.ShareKeys), and hashing the address is cheaper than the
-	// key. Two strings of one series merely both write the key out.
-	first  map[keyAddr]int
+	// first is keyed by the address of an entry's series key (and holds
+	// its length): a write's entries share one string a series (the
+	// memtable's, memtable.ShareKeys), and hashing the address is cheaper
+	// than the key. Two strings of one series merely both write it out.
+	first  map[*byte]firstEntry
 	n      int
 	ts     int64
 	scales []int8
 }
 
-// keyAddr is where a string's bytes are, and how many.
-type keyAddr struct {
-	p *byte
-	n int
-}
+// firstEntry is the entry of a chunk a series key first was in, and the
+// key's length.
+type firstEntry struct{ at, n int }
 
 var compactStates = freelist.New[*compactState](16)
 
@@ -67,7 +65,7 @@ func getCompactState() *compactState {
 	if st, ok := compactStates.Get(); ok {
 		return st
 	}
-	return &compactState{first: map[keyAddr]int{}}
+	return &compactState{first: map[*byte]firstEntry{}}
 }
 
 func putCompactState(st *compactState) {
@@ -82,14 +80,16 @@ func putCompactState(st *compactState) {
 // appendCompact appends e, the chunk's next entry, in compact form.
 func appendCompact(dst []byte, e *row.Entry, st *compactState) []byte {
 	dst = append(dst, byte(e.Op))
-	addr := keyAddr{unsafe.StringData(e.Series), len(e.Series)}
-	if at, ok := st.first[addr]; ok {
-		dst = binary.AppendUvarint(dst, uint64(st.n-at))
+	addr := unsafe.StringData(e.Series)
+	if f, ok := st.first[addr]; ok && f.n == len(e.Series) {
+		dst = binary.AppendUvarint(dst, uint64(st.n-f.at))
 	} else {
 		dst = append(dst, 0)
 		dst = binary.AppendUvarint(dst, uint64(len(e.Series)))
 		dst = append(dst, e.Series...)
-		st.first[addr] = st.n
+		if !ok {
+			st.first[addr] = firstEntry{at: st.n, n: len(e.Series)}
+		}
 	}
 	st.n++
 	dst = binary.AppendVarint(dst, e.TS-st.ts)
