@@ -477,6 +477,8 @@ type iter struct {
 	data   rowData        // the memtable's as of Iter
 	bufs   [2][]row.Value // ReuseFields: the buffers that take turns
 	turn   int
+	// touched sums the payloads touch loaded (nothing reads it)
+	touched uint64
 }
 
 func (it *iter) Next() bool {
@@ -502,7 +504,24 @@ func (it *iter) Next() bool {
 			return false
 		}
 		it.rows, it.pos = it.caps[it.idx].sortedRows(it.frozen), 0
+		it.touch()
 	}
+}
+
+// touch loads the first payload of each of the series' rows (up to 512)
+// before they are read. The rows' payloads lie in arrival order, a cache
+// miss each; the loads of this short loop overlap, where those of the
+// reading (a row at a time through a merge and the SST writer) waited one
+// after another. A flush spent about 6% of a write's CPU in those misses.
+func (it *iter) touch() {
+	var sum uint64
+	for i := range it.rows[:min(len(it.rows), 512)] {
+		r := &it.rows[i]
+		if s := it.data.slabs[r.slab]; int(r.off) < len(s) {
+			sum += s[r.off]
+		}
+	}
+	it.touched += sum // kept, so the loads are not optimised away
 }
 
 // fields returns r's values for the filter's fields, in memory cut from a
