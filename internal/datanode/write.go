@@ -128,13 +128,17 @@ func putKeys(sk *seriesKeys) {
 func (sk *seriesKeys) encode(points []row.Point) error {
 	sk.keys = slices.Grow(sk.keys, len(points))
 	for i := range points {
+		if k := points[i].Series; k != nil { // the parser knew it
+			sk.keys = append(sk.keys, k)
+			continue
+		}
 		start := len(sk.buf)
 		var err error
 		if sk.buf, err = sk.enc.Append(sk.buf, points[i].Tags); err != nil {
 			return &region.PointError{Index: i, Err: fmt.Errorf("%w: %v", region.ErrInvalidWrite, err)}
 		}
 		sk.keys = append(sk.keys, sk.buf[start:len(sk.buf):len(sk.buf)])
-		if i == 0 {
+		if start == 0 {
 			sk.buf = slices.Grow(sk.buf, (len(sk.buf)-start)*(len(points)-1)*5/4)
 		}
 	}

@@ -17,6 +17,7 @@ import (
 	"fmt"
 	"math"
 	"strconv"
+	"strings"
 	"time"
 	"unsafe"
 
@@ -110,10 +111,33 @@ type Parser struct {
 	shapeID uint32
 	last    row.Point
 	miss    bool
+	// tagSets holds the tag sets of earlier lines by their text (from the
+	// first ',' after the measurement to the space before the fields),
+	// parsed, with their series keys: a source sends the same series
+	// request after request, and a line whose tag text is known skips
+	// reading its tags and encoding its key. segs is each point's tag
+	// text, to be added once its values are set (nil: known or not kept).
+	tagSets map[string]*tagSet
+	segs    [][]byte
+	seg     []byte // the tag text parseLine read, for Parse
 }
 
+// tagSet is a parsed tag set: its tags (names interned, values owned) and
+// its series key (row.EncodeSeries), which points share and must not
+// change.
+type tagSet struct {
+	tags []row.Tag
+	key  []byte
+}
+
+// maxTagSets bounds the tag sets a parser keeps (it forgets them all at
+// once when full).
+const maxTagSets = 1 << 16
+
 // NewParser returns a parser.
-func NewParser() *Parser { return &Parser{names: map[string]string{}} }
+func NewParser() *Parser {
+	return &Parser{names: map[string]string{}, tagSets: map[string]*tagSet{}}
+}
 
 // stopSet marks the bytes that end a token (stop) and the escape byte
 // (escape), so scanning looks up each byte once.
@@ -154,6 +178,21 @@ func (p *Parser) internAt(i int, b []byte) string {
 		p.shape, p.clean = append(p.shape, s), append(p.clean, clean)
 	}
 	return s
+}
+
+// knownAt records s, an interned name, at position i of the line (as
+// internAt does for a name read).
+func (p *Parser) knownAt(i int, s string) {
+	if i < len(p.shape) && p.shape[i] == s {
+		return
+	}
+	p.miss = true
+	clean := !strings.ContainsAny(s, ",= \\")
+	if i < len(p.shape) {
+		p.shape[i], p.clean[i] = s, clean
+	} else if i == len(p.shape) && i < 1024 {
+		p.shape, p.clean = append(p.shape, s), append(p.clean, clean)
+	}
 }
 
 // shaped returns the name at position i of the last line, and what
@@ -204,6 +243,8 @@ func (p *Parser) Parse(data []byte, precision Precision, now time.Time) (*Batch,
 	b.Points, b.Measurements, b.Lines = grow(b.Points, lines), grow(b.Measurements, lines), grow(b.Lines, lines)
 	b.Points, b.Measurements, b.Lines = b.Points[:0], b.Measurements[:0], b.Lines[:0]
 	p.tags, p.fields, p.vals, p.ends = p.tags[:0], p.fields[:0], p.vals[:0], p.ends[:0]
+	clear(p.segs)
+	p.segs = grow(p.segs, lines)[:0]
 	p.shapeID++ // the last point's memory is this request's now
 	lineNo := 0
 	defaultTS := now.UnixNano()
@@ -241,6 +282,7 @@ func (p *Parser) Parse(data []byte, precision Precision, now time.Time) (*Batch,
 		}
 		pt.Shape = p.shapeOf(&pt)
 		b.Points = append(b.Points, pt)
+		p.segs = append(p.segs, p.seg)
 		b.Measurements = append(b.Measurements, m)
 		b.Lines = append(b.Lines, lineNo)
 	}
@@ -270,13 +312,42 @@ func (p *Parser) reserve(lines, tags, fields int) {
 func (p *Parser) setTagValues() {
 	all, k, start := unsafe.String(unsafe.SliceData(p.vals), len(p.vals)), 0, 0
 	for i := range p.batch.Points {
-		tags := p.batch.Points[i].Tags
-		for j := range tags {
-			tags[j].Value = all[start:p.ends[k]]
+		pt := &p.batch.Points[i]
+		if pt.Series != nil {
+			continue // a known tag set's
+		}
+		for j := range pt.Tags {
+			pt.Tags[j].Value = all[start:p.ends[k]]
 			start = p.ends[k]
 			k++
 		}
+		if seg := p.segs[i]; seg != nil {
+			p.keep(seg, pt)
+		}
 	}
+}
+
+// keep adds the tag set of pt, whose text is seg, to the known ones, and
+// gives pt the kept copy and its series key (unless the key does not
+// encode: the writer reports that).
+func (p *Parser) keep(seg []byte, pt *row.Point) {
+	if ts, ok := p.tagSets[string(seg)]; ok { // twice in one request
+		pt.Tags, pt.Series = ts.tags, ts.key
+		return
+	}
+	key, err := row.EncodeSeries(nil, pt.Tags)
+	if err != nil {
+		return
+	}
+	if len(p.tagSets) >= maxTagSets {
+		clear(p.tagSets)
+	}
+	ts := &tagSet{tags: make([]row.Tag, len(pt.Tags)), key: key[:len(key):len(key)]}
+	for j, tg := range pt.Tags {
+		ts.tags[j] = row.Tag{Name: tg.Name, Value: strings.Clone(tg.Value)}
+	}
+	p.tagSets[string(seg)] = ts
+	pt.Tags, pt.Series = ts.tags, ts.key
 }
 
 // shapeOf returns the shape id of a point just parsed: the last valid
@@ -364,7 +435,22 @@ func (p *Parser) parseLine(line []byte, precision Precision, defaultTS int64) (s
 	}
 	pos := 1
 	nt := len(p.tags)
-	// Tags.
+	// Tags: a known tag text, or read one by one (and known from the end
+	// of the request on, if it has no escapes).
+	p.seg = nil
+	if len(rest) > 0 && rest[0] == ',' {
+		if end := bytes.IndexByte(rest, ' '); end > 0 && bytes.IndexByte(rest[:end], '\\') < 0 {
+			if ts, ok := p.tagSets[string(rest[:end])]; ok {
+				for _, tg := range ts.tags {
+					p.knownAt(pos, tg.Name)
+					pos++
+				}
+				pt.Tags, pt.Series, rest = ts.tags, ts.key, rest[end:]
+			} else {
+				p.seg = rest[:end]
+			}
+		}
+	}
 	for len(rest) > 0 && rest[0] == ',' {
 		name, after, ok := p.shaped(pos, rest[1:], stopEquals)
 		if ok {

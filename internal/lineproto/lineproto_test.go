@@ -317,6 +317,12 @@ func TestShapedNamesMatchScans(t *testing.T) {
 		return fmt.Sprint(m, pt.Tags, pt.Fields, pt.TS)
 	}
 	p := NewParser()
+	hits := 0
+	defer func() {
+		if hits == 0 {
+			t.Error("no point came with its series key")
+		}
+	}()
 	for round := range 200 {
 		var lines []string
 		var last string
@@ -350,6 +356,13 @@ func TestShapedNamesMatchScans(t *testing.T) {
 		var got []string
 		for i, pt := range batch.Points {
 			got = append(got, fmt.Sprint(batch.Lines[i], " ", show(batch.Measurements[i], pt)))
+			if pt.Series == nil {
+				continue
+			}
+			hits++
+			if key, err := row.EncodeSeries(nil, pt.Tags); err != nil || string(key) != string(pt.Series) {
+				t.Fatalf("round %d, line %d: series key %q, its tags %v encode to %q (%v)", round, batch.Lines[i], pt.Series, pt.Tags, key, err)
+			}
 		}
 		for _, e := range errs {
 			got = append(got, fmt.Sprint(e.Line, " ", e.Reason))

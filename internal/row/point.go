@@ -15,6 +15,10 @@ type Point struct {
 	// same order (a parser knows it from comparing names it reads anyway);
 	// checks of a point's columns then compare one number. Zero: unknown.
 	Shape uint32
+	// Series, if not nil, is the series key of Tags (EncodeSeries), as a
+	// parser that has seen the tag set before knows it: writers use it
+	// rather than encode the key again. Shared: never to be changed.
+	Series []byte
 }
 
 // Field is one named field value of a Point.
