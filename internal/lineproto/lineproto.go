@@ -232,7 +232,9 @@ var newline = []byte{'\n'}
 // the parser's memory: they are valid until its next Parse (callers keep
 // the parser until they are done with the points, and copy what they keep
 // of a tag's value, as a series key does). Names and string field values
-// are strings of their own.
+// are strings of their own. A point of a tag set the parser has seen
+// before shares the kept set's Tags and series key (row.Point.Series)
+// with other points: neither may be changed.
 func (p *Parser) Parse(data []byte, precision Precision, now time.Time) (*Batch, []*LineError) {
 	var errs []*LineError
 	// A point a line: sized once, not grown by doubling (a tenth of the
