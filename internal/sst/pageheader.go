@@ -157,17 +157,25 @@ func (r *compactReader) skip(typ byte, depth int) {
 			r.skipElements(kv&0x0f, 1, depth)
 		}
 	case tStruct:
-		var last int16
-		for r.err == nil {
-			id, t := r.field(last)
-			if t == 0 {
-				return
-			}
-			r.skip(t, depth+1)
-			last = id
-		}
+		r.fields(depth+1, func(int16, byte) bool { return false })
 	default:
 		r.fail(fmt.Sprintf("type %d", typ))
+	}
+}
+
+// fields reads a struct's fields to its end: read reads a field's value
+// and reports true, or reports false to have it skipped (at depth).
+func (r *compactReader) fields(depth int, read func(id int16, typ byte) bool) {
+	var last int16
+	for r.err == nil {
+		id, typ := r.field(last)
+		if typ == 0 {
+			return
+		}
+		last = id
+		if !read(id, typ) {
+			r.skip(typ, depth)
+		}
 	}
 }
 
@@ -199,14 +207,8 @@ func (r *compactReader) bytes(n int) {
 func parsePageHeader(b []byte) (pageHeader, int, error) {
 	r := compactReader{b: b}
 	h := pageHeader{isCompressed: true}
-	var last int16
 	var seen uint8
-	for r.err == nil {
-		id, typ := r.field(last)
-		if typ == 0 {
-			break
-		}
-		last = id
+	r.fields(0, func(id int16, typ byte) bool {
 		switch {
 		case id == 1 && typ == tI32:
 			h.typ, seen = format.PageType(r.i32()), seen|1
@@ -223,9 +225,10 @@ func parsePageHeader(b []byte) (pageHeader, int, error) {
 			h.data, h.v2 = true, true
 			r.dataPageHeader(&h, true)
 		default:
-			r.skip(typ, 0)
+			return false
 		}
-	}
+		return true
+	})
 	if r.err != nil {
 		return h, 0, r.err
 	}
@@ -240,13 +243,7 @@ func parsePageHeader(b []byte) (pageHeader, int, error) {
 
 // dataPageHeader reads a DataPageHeader (v2: a DataPageHeaderV2) into h.
 func (r *compactReader) dataPageHeader(h *pageHeader, v2 bool) {
-	var last int16
-	for r.err == nil {
-		id, typ := r.field(last)
-		if typ == 0 {
-			return
-		}
-		last = id
+	r.fields(1, func(id int16, typ byte) bool {
 		switch {
 		case id == 1 && typ == tI32:
 			h.numValues = r.i32()
@@ -263,7 +260,8 @@ func (r *compactReader) dataPageHeader(h *pageHeader, v2 bool) {
 		case v2 && id == 7 && (typ == tBoolTrue || typ == tBoolFalse):
 			h.isCompressed = typ == tBoolTrue
 		default:
-			r.skip(typ, 1)
+			return false
 		}
-	}
+		return true
+	})
 }
