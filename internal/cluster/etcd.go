@@ -2,10 +2,13 @@ package cluster
 
 import (
 	"crypto/tls"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"net/url"
+	"strings"
+	"syscall"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -19,8 +22,9 @@ type Etcd struct {
 	Endpoints []string
 }
 
-// freeAddr returns a loopback address with a free port.
-func freeAddr() (string, error) {
+// freeAddr returns a loopback address with a free port (a variable, so
+// tests can hand out one that is taken).
+var freeAddr = func() (string, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return "", err
@@ -32,30 +36,24 @@ func freeAddr() (string, error) {
 // StartEtcd starts an embedded etcd with its data under dir, serving
 // clients on clientAddr (host:port; empty: a free loopback port).
 func StartEtcd(dir, clientAddr string, log *slog.Logger) (*Etcd, error) {
-	cfg := embed.NewConfig()
-	cfg.Dir = dir
-	cfg.Name = "metasrv"
-	cfg.LogLevel = "error"
-	cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(zap.NewNop())
-	if clientAddr == "" {
-		a, err := freeAddr()
-		if err != nil {
-			return nil, err
+	var e *embed.Etcd
+	var cu *url.URL
+	// A free port found here can be taken by another process before etcd
+	// binds it (tests start many servers at once): the ports this picked
+	// are picked again (not a client address it was given). etcd binds its
+	// listeners before it writes anything under dir, and closes them when
+	// it fails, so a failed start leaves nothing behind.
+	for attempt := 1; ; attempt++ {
+		var err error
+		e, cu, err = startEtcd(dir, clientAddr)
+		if err == nil {
+			break
 		}
-		clientAddr = a
-	}
-	peer, err := freeAddr()
-	if err != nil {
-		return nil, err
-	}
-	cu, _ := url.Parse("http://" + clientAddr)
-	pu, _ := url.Parse("http://" + peer)
-	cfg.ListenClientUrls, cfg.AdvertiseClientUrls = []url.URL{*cu}, []url.URL{*cu}
-	cfg.ListenPeerUrls, cfg.AdvertisePeerUrls = []url.URL{*pu}, []url.URL{*pu}
-	cfg.InitialCluster = cfg.InitialClusterFromName(cfg.Name)
-	e, err := embed.StartEtcd(cfg)
-	if err != nil {
-		return nil, fmt.Errorf("start embedded etcd: %w", err)
+		inUse := errors.Is(err, syscall.EADDRINUSE) || strings.Contains(err.Error(), "address already in use")
+		if !inUse || clientAddr != "" && strings.Contains(err.Error(), clientAddr) || attempt == 5 {
+			return nil, fmt.Errorf("start embedded etcd: %w", err)
+		}
+		log.Warn("embedded etcd: a port it picked was taken before it bound it; picking again", "err", err)
 	}
 	select {
 	case <-e.Server.ReadyNotify():
@@ -65,6 +63,32 @@ func StartEtcd(dir, clientAddr string, log *slog.Logger) (*Etcd, error) {
 	}
 	log.Info("embedded etcd ready", "client", cu.String(), "dir", dir)
 	return &Etcd{e: e, Endpoints: []string{cu.String()}}, nil
+}
+
+// startEtcd starts etcd once, on clientAddr (empty: a free port) and a
+// free peer port.
+func startEtcd(dir, clientAddr string) (e *embed.Etcd, cu *url.URL, err error) {
+	cfg := embed.NewConfig()
+	cfg.Dir = dir
+	cfg.Name = "metasrv"
+	cfg.LogLevel = "error"
+	cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(zap.NewNop())
+	if clientAddr == "" {
+		if clientAddr, err = freeAddr(); err != nil {
+			return nil, nil, err
+		}
+	}
+	peer, err := freeAddr()
+	if err != nil {
+		return nil, nil, err
+	}
+	cu, _ = url.Parse("http://" + clientAddr)
+	pu, _ := url.Parse("http://" + peer)
+	cfg.ListenClientUrls, cfg.AdvertiseClientUrls = []url.URL{*cu}, []url.URL{*cu}
+	cfg.ListenPeerUrls, cfg.AdvertisePeerUrls = []url.URL{*pu}, []url.URL{*pu}
+	cfg.InitialCluster = cfg.InitialClusterFromName(cfg.Name)
+	e, err = embed.StartEtcd(cfg)
+	return e, cu, err
 }
 
 // Close stops etcd.
