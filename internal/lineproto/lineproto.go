@@ -169,14 +169,8 @@ func (p *Parser) internAt(i int, b []byte) string {
 	if i < len(p.shape) && p.shape[i] == string(b) {
 		return p.shape[i]
 	}
-	p.miss = true
 	s := p.intern(b)
-	clean := !bytes.ContainsAny(b, ",= \\")
-	if i < len(p.shape) {
-		p.shape[i], p.clean[i] = s, clean
-	} else if i == len(p.shape) && i < 1024 {
-		p.shape, p.clean = append(p.shape, s), append(p.clean, clean)
-	}
+	p.knownAt(i, s)
 	return s
 }
 

@@ -177,9 +177,7 @@ func getColumnReader(r *Reader, field int, f Filter) *columnReader {
 // grew large, for the next ReadColumns.
 func (c *columnReader) release() {
 	c.close()
-	c.r, c.rawTS, c.rawVals = nil, rawPages{delta: c.rawTS.delta, raw: c.rawTS.raw, unz: c.rawTS.unz, bits: c.rawTS.bits},
-		rawPages{delta: c.rawVals.delta, raw: c.rawVals.raw, unz: c.rawVals.unz, bits: c.rawVals.bits}
-	c.rawTS.delta.data, c.rawTS.delta.src, c.rawVals.delta.data, c.rawVals.delta.src = nil, nil, nil, nil
+	c.r, c.rawTS, c.rawVals = nil, c.rawTS.buffers(), c.rawVals.buffers() // no file is held
 	c.col = SeriesColumn{TS: c.col.TS[:0], Bits: c.col.Bits[:0], Null: c.col.Null[:0]}
 	if max(cap(c.col.TS), cap(c.col.Bits), cap(c.tsBits), cap(c.valBits), cap(c.rawTS.bits), cap(c.rawVals.bits)) <= keptRows &&
 		max(cap(c.rawTS.raw), cap(c.rawTS.unz), cap(c.rawVals.raw), cap(c.rawVals.unz)) <= 8*keptRows {

@@ -74,10 +74,15 @@ func (r *Reader) openRaw(g, c int, p *rawPages) bool {
 	if err != nil || index.NumPages() == 0 {
 		return false
 	}
-	*p = rawPages{r: r, index: index, rows: fc.NumValues(), codec: md.Codec, page: -1,
-		decimals: r.scales[c] >= 0, scale: r.scales[c],
-		delta: deltaCursor{held: p.delta.held, deltas: p.delta.deltas}, raw: p.raw, unz: p.unz, bits: p.bits}
+	*p = p.buffers()
+	p.r, p.index, p.rows, p.codec, p.page = r, index, fc.NumValues(), md.Codec, -1
+	p.decimals, p.scale = r.scales[c] >= 0, r.scales[c]
 	return true
+}
+
+// buffers is an empty rawPages holding p's buffers, to be reused.
+func (p *rawPages) buffers() rawPages {
+	return rawPages{delta: deltaCursor{held: p.delta.held, deltas: p.delta.deltas}, raw: p.raw, unz: p.unz, bits: p.bits}
 }
 
 func (p *rawPages) seek(row int64) error { p.pos = row; return nil }
