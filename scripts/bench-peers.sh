@@ -4,7 +4,9 @@
 # (`strata bench ingest`, InfluxDB line protocol to /api/v2/write) with the
 # same data, in interleaved turns. Prints every run, then per server the
 # median and range of rows/s, the ratio of medians to VictoriaMetrics, and
-# peak RSS (process_resident_memory_bytes on the server's /metrics).
+# peak RSS (process_resident_memory_bytes on the server's /metrics), and the
+# CPU the server and the loader spent during the run (MinIO's own CPU is not
+# in strata-minio's server figure).
 #
 #   scripts/bench-peers.sh                       # 3 turns, 4 workers x 10,000 rows
 #   TURNS=5 WORKERS=8 BATCH=5000 scripts/bench-peers.sh
@@ -92,11 +94,13 @@ run() {
 	}
 	kill "$pid"
 	wait "$pid" 2>/dev/null || true
-	local rate rss
+	local rate rss scpu ccpu
 	rate=$(awk '/rows\/s/ { for (i = 1; i <= NF; i++) if ($i ~ /rows\/s/) { gsub(",", "", $(i-1)); print $(i-1); exit } }' "$dir/bench.txt")
 	rss=$(awk '/server RSS/ { for (i = 1; i <= NF; i++) if ($i == "MiB") { print $(i-1); exit } }' "$dir/bench.txt")
-	echo "$name ${rate:-0} ${rss:-0}" >>"$work/results"
-	printf '%-16s %10s rows/s  peak RSS %s MiB\n' "$name" "${rate:-?}" "${rss:-?}"
+	scpu=$(awk '/^CPU:/ { for (i = 1; i <= NF; i++) if ($i == "server") { print $(i+1); exit } }' "$dir/bench.txt")
+	ccpu=$(awk '/^CPU:/ { for (i = 1; i <= NF; i++) if ($i == "client") { print $(i+1); exit } }' "$dir/bench.txt")
+	echo "$name ${rate:-0} ${rss:-0} ${scpu:-0} ${ccpu:-0}" >>"$work/results"
+	printf '%-16s %10s rows/s  peak RSS %s MiB  CPU server %s s, loader %s s\n' "$name" "${rate:-?}" "${rss:-?}" "${scpu:-?}" "${ccpu:-?}"
 	rm -rf "$dir"
 }
 
@@ -112,18 +116,20 @@ python3 - "$work/results" <<'EOF'
 import statistics, sys
 runs = {}
 for line in open(sys.argv[1]):
-    name, rate, rss = line.split()
-    runs.setdefault(name, []).append((float(rate), float(rss)))
-vm = statistics.median(r for r, _ in runs.get("victoriametrics", [(0, 0)]))
+    name, rate, rss, scpu, ccpu = line.split()
+    runs.setdefault(name, []).append((float(rate), float(rss), float(scpu), float(ccpu)))
+vm = statistics.median(r[0] for r in runs.get("victoriametrics", [(0,)]))
 print()
-print("| server | rows/s median | range | × VictoriaMetrics | peak RSS MiB (max) |")
-print("| --- | --- | --- | --- | --- |")
+print("| server | rows/s median | range | × VictoriaMetrics | peak RSS MiB (max) | server CPU s a run (median) | loader CPU s |")
+print("| --- | --- | --- | --- | --- | --- | --- |")
 for name in ("victoriametrics", "strata-file", "strata-minio"):
     rs = runs.get(name, [])
     if not rs:
         continue
-    rates = [r for r, _ in rs]
+    rates = [r[0] for r in rs]
     med = statistics.median(rates)
     ratio = med / vm if vm else float("nan")
-    print(f"| {name} | {med:,.0f} | {min(rates):,.0f}–{max(rates):,.0f} | {ratio:.2f} | {max(m for _, m in rs):.0f} |")
+    scpu = statistics.median(r[2] for r in rs)
+    ccpu = statistics.median(r[3] for r in rs)
+    print(f"| {name} | {med:,.0f} | {min(rates):,.0f}–{max(rates):,.0f} | {ratio:.2f} | {max(r[1] for r in rs):.0f} | {scpu:.2f} | {ccpu:.2f} |")
 EOF

@@ -14,6 +14,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -150,7 +151,7 @@ func runBenchIngest(cmd *cobra.Command, args []string) error {
 	var next atomic.Int64
 	lat := make([][]time.Duration, workers)
 	errc := make(chan error, workers)
-	began := time.Now()
+	began, clientCPU0 := time.Now(), processCPU()
 	var wg sync.WaitGroup
 	for w := range workers {
 		wg.Add(1)
@@ -182,7 +183,7 @@ func runBenchIngest(cmd *cobra.Command, args []string) error {
 		}()
 	}
 	wg.Wait()
-	elapsed := time.Since(began)
+	elapsed, clientCPU := time.Since(began), processCPU()-clientCPU0
 	after, aerr := scrapeMetrics(context.Background(), client, url+"/metrics")
 	if v := int64(after["process_resident_memory_bytes"]); aerr == nil && v > peakRSS.Load() {
 		peakRSS.Store(v)
@@ -204,6 +205,15 @@ func runBenchIngest(cmd *cobra.Command, args []string) error {
 	} else {
 		fmt.Fprintln(out, "server RSS:  unknown (no process_resident_memory_bytes on /metrics)")
 	}
+	// The loader shares the machine with the server: its CPU is printed
+	// apart, so what the server spent a row is read on its own.
+	cpu := fmt.Sprintf("client %.2f s", clientCPU.Seconds())
+	if s, ok := serverCPU(before, after); berr == nil && aerr == nil && ok {
+		cpu += fmt.Sprintf(", server %.2f s (%.2f µs a row)", s, s/float64(rows)*1e6)
+	} else {
+		cpu += ", server unknown (no process_cpu_seconds_total on /metrics)"
+	}
+	fmt.Fprintf(out, "CPU:         %s during the run\n", cpu)
 	if berr != nil || aerr != nil {
 		fmt.Fprintln(out, "requests:    unknown (no strata_objstore_requests_total on /metrics)")
 		return nil
@@ -214,6 +224,24 @@ func runBenchIngest(cmd *cobra.Command, args []string) error {
 	fmt.Fprintf(out, "at this rate: %.0f PUT/s; per day $%.2f on S3 Standard, $%.2f on S3 Express One Zone (requests only; docs/cost.md)\n",
 		reqs["PUT"]/elapsed.Seconds(), perDay.price(s3Standard), perDay.price(s3Express))
 	return nil
+}
+
+// serverCPU is the server's CPU seconds between two scrapes of its
+// /metrics (process_cpu_seconds_total, which Strata and VictoriaMetrics
+// both export), and whether both had it.
+func serverCPU(before, after map[string]float64) (float64, bool) {
+	b, okb := before["process_cpu_seconds_total"]
+	a, oka := after["process_cpu_seconds_total"]
+	return a - b, okb && oka
+}
+
+// processCPU is the user and system CPU this process has used.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // requestCounts are object-store requests by operation.

@@ -29,3 +29,27 @@ func TestRequestCountsFromMetrics(t *testing.T) {
 		t.Fatalf("string %q", s)
 	}
 }
+
+func TestBenchCPU(t *testing.T) {
+	before := map[string]float64{"process_cpu_seconds_total": 12.5}
+	after := map[string]float64{"process_cpu_seconds_total": 15.75, "process_resident_memory_bytes": 1e9}
+	if s, ok := serverCPU(before, after); !ok || s != 3.25 {
+		t.Fatalf("server CPU %v, %v; want 3.25, true", s, ok)
+	}
+	if _, ok := serverCPU(before, map[string]float64{}); ok {
+		t.Fatal("server CPU known without the metric after the run")
+	}
+	// The loader's own CPU grows while it works.
+	c0 := processCPU()
+	if c0 <= 0 {
+		t.Fatalf("process CPU %v", c0)
+	}
+	x := 1
+	for i := 0; processCPU() == c0; i++ {
+		x = x*31 + i
+	}
+	if processCPU() < c0 {
+		t.Fatal("process CPU went back")
+	}
+	_ = x
+}
