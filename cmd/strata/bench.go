@@ -151,7 +151,7 @@ func runBenchIngest(cmd *cobra.Command, args []string) error {
 	var next atomic.Int64
 	lat := make([][]time.Duration, workers)
 	errc := make(chan error, workers)
-	began, clientCPU0 := time.Now(), processCPU()
+	began, clientCPU0, idle0 := time.Now(), processCPU(), machineIdle()
 	var wg sync.WaitGroup
 	for w := range workers {
 		wg.Add(1)
@@ -183,7 +183,7 @@ func runBenchIngest(cmd *cobra.Command, args []string) error {
 		}()
 	}
 	wg.Wait()
-	elapsed, clientCPU := time.Since(began), processCPU()-clientCPU0
+	elapsed, clientCPU, idle1 := time.Since(began), processCPU()-clientCPU0, machineIdle()
 	after, aerr := scrapeMetrics(context.Background(), client, url+"/metrics")
 	if v := int64(after["process_resident_memory_bytes"]); aerr == nil && v > peakRSS.Load() {
 		peakRSS.Store(v)
@@ -212,6 +212,9 @@ func runBenchIngest(cmd *cobra.Command, args []string) error {
 		cpu += fmt.Sprintf(", server %.2f s (%.2f µs a row)", s, s/float64(rows)*1e6)
 	} else {
 		cpu += ", server unknown (no process_cpu_seconds_total on /metrics)"
+	}
+	if idle0.ok && idle1.ok && idle1.total > idle0.total {
+		cpu += fmt.Sprintf("; the machine was %.0f%% idle", 100*float64(idle1.idle-idle0.idle)/float64(idle1.total-idle0.total))
 	}
 	fmt.Fprintf(out, "CPU:         %s during the run\n", cpu)
 	if berr != nil || aerr != nil {
@@ -242,6 +245,47 @@ func processCPU() time.Duration {
 		return 0
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// cpuTicks are the machine's CPU time, all of it and idle, in clock ticks
+// (the first line of /proc/stat; ok false where there is none).
+type cpuTicks struct {
+	idle, total uint64
+	ok          bool
+}
+
+// machineIdle reads the machine's CPU ticks: whether a run left CPU idle
+// (then it waited on something) or used it all.
+func machineIdle() cpuTicks {
+	data, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return cpuTicks{}
+	}
+	return parseCPUTicks(string(data))
+}
+
+func parseCPUTicks(stat string) cpuTicks {
+	line, _, _ := strings.Cut(stat, "\n")
+	f := strings.Fields(line)
+	if len(f) < 5 || f[0] != "cpu" {
+		return cpuTicks{}
+	}
+	var t cpuTicks
+	for i, v := range f[1:] {
+		n, err := strconv.ParseUint(v, 10, 64)
+		if err != nil {
+			return cpuTicks{}
+		}
+		if i >= 8 {
+			break // guest time, counted in user time already
+		}
+		t.total += n
+		if i == 3 || i == 4 { // idle, iowait
+			t.idle += n
+		}
+	}
+	t.ok = true
+	return t
 }
 
 // requestCounts are object-store requests by operation.

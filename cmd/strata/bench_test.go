@@ -53,3 +53,16 @@ func TestBenchCPU(t *testing.T) {
 	}
 	_ = x
 }
+
+func TestParseCPUTicks(t *testing.T) {
+	// user nice system idle iowait irq softirq steal guest guest_nice
+	got := parseCPUTicks("cpu  100 5 50 800 20 1 2 3 40 4\ncpu0 1 2 3 4 5 6 7 8 9 10\n")
+	if !got.ok || got.idle != 820 || got.total != 981 {
+		t.Fatalf("%+v: want idle 820 of 981", got)
+	}
+	for _, bad := range []string{"", "intr 1 2 3", "cpu 1 2 x 4 5", "cpu 1 2"} {
+		if parseCPUTicks(bad).ok {
+			t.Fatalf("%q parsed", bad)
+		}
+	}
+}
