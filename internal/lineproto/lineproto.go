@@ -120,6 +120,10 @@ type Parser struct {
 	tagSets map[string]*tagSet
 	segs    [][]byte
 	seg     []byte // the tag text parseLine read, for Parse
+	// The known tag set of the last line, if it had one: its successor
+	// (tagSet.next) is tried before the map, as sources send their series
+	// in the same order request after request.
+	prev *tagSet
 }
 
 // tagSet is a parsed tag set: its tags (names interned, values owned) and
@@ -128,6 +132,11 @@ type Parser struct {
 type tagSet struct {
 	tags []row.Tag
 	key  []byte
+	text string // the tag text it is known by (no backslash)
+	// next is the known tag set of the line that followed one of this
+	// set the last time: a line's tag text is compared with it before
+	// it is looked up, which costs a hash and a scan for its end.
+	next *tagSet
 }
 
 // maxTagSets bounds the tag sets a parser keeps (it forgets them all at
@@ -336,13 +345,17 @@ func (p *Parser) keep(seg []byte, pt *row.Point) {
 		return
 	}
 	if len(p.tagSets) >= maxTagSets {
+		// Forgotten all at once; no set of them is the last line's
+		// (this runs after the request is parsed), so none is reached
+		// through a successor either.
 		clear(p.tagSets)
+		p.prev = nil
 	}
-	ts := &tagSet{tags: make([]row.Tag, len(pt.Tags)), key: key[:len(key):len(key)]}
+	ts := &tagSet{tags: make([]row.Tag, len(pt.Tags)), key: key[:len(key):len(key)], text: string(seg)}
 	for j, tg := range pt.Tags {
 		ts.tags[j] = row.Tag{Name: tg.Name, Value: strings.Clone(tg.Value)}
 	}
-	p.tagSets[string(seg)] = ts
+	p.tagSets[ts.text] = ts
 	pt.Tags, pt.Series = ts.tags, ts.key
 }
 
@@ -434,17 +447,33 @@ func (p *Parser) parseLine(line []byte, precision Precision, defaultTS int64) (s
 	// Tags: a known tag text, or read one by one (and known from the end
 	// of the request on, if it has no escapes).
 	p.seg = nil
+	prev := p.prev
+	p.prev = nil
 	if len(rest) > 0 && rest[0] == ',' {
-		if end := bytes.IndexByte(rest, ' '); end > 0 && bytes.IndexByte(rest[:end], '\\') < 0 {
-			if ts, ok := p.tagSets[string(rest[:end])]; ok {
-				for _, tg := range ts.tags {
-					p.knownAt(pos, tg.Name)
-					pos++
-				}
-				pt.Tags, pt.Series, rest = ts.tags, ts.key, rest[end:]
-			} else {
-				p.seg = rest[:end]
+		var known *tagSet
+		if prev != nil && prev.next != nil {
+			// The same text, and then the space a scan would stop at (the
+			// text has no byte a scan would stop at or unescape before).
+			if t := prev.next.text; len(rest) > len(t) && rest[len(t)] == ' ' && string(rest[:len(t)]) == t {
+				known = prev.next
 			}
+		}
+		if known == nil {
+			if end := bytes.IndexByte(rest, ' '); end > 0 && bytes.IndexByte(rest[:end], '\\') < 0 {
+				if known = p.tagSets[string(rest[:end])]; known == nil {
+					p.seg = rest[:end]
+				} else if prev != nil {
+					prev.next = known
+				}
+			}
+		}
+		if known != nil {
+			for _, tg := range known.tags {
+				p.knownAt(pos, tg.Name)
+				pos++
+			}
+			pt.Tags, pt.Series, rest = known.tags, known.key, rest[len(known.text):]
+			p.prev = known
 		}
 	}
 	for len(rest) > 0 && rest[0] == ',' {

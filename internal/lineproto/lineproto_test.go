@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/stratadb/strata/internal/row"
+	"github.com/stratadb/strata/internal/tsbs"
 )
 
 func format(m string, p row.Point) string {
@@ -127,6 +128,39 @@ func BenchmarkParseTSBS(b *testing.B) {
 		p.Parse(data, Nanosecond, time.Now())
 	}
 	b.ReportMetric(float64(1000*b.N)/b.Elapsed().Seconds(), "lines/s")
+}
+
+// BenchmarkParseTSBSHosts parses requests as `strata bench ingest` sends
+// them: 10,000 lines a request over 4,000 hosts in turn, each request
+// going on where the last ended, so a parser sees every host's tag set
+// again and again, in the same order.
+func BenchmarkParseTSBSHosts(b *testing.B) {
+	const hosts, lines, requests = 4000, 10_000, 4
+	rng := rand.New(rand.NewPCG(1, 2))
+	var bodies [][]byte
+	for r := range requests {
+		var sb strings.Builder
+		for i := r * lines; i < (r+1)*lines; i++ {
+			sb.WriteString("cpu" + tsbs.LineTags(i%hosts))
+			for j, f := range tsbs.Fields {
+				sep := ","
+				if j == 0 {
+					sep = " "
+				}
+				fmt.Fprintf(&sb, "%s%s=%.2f", sep, f, rng.Float64()*100)
+			}
+			fmt.Fprintf(&sb, " %d\n", 1451606400000000000+int64(i/hosts)*10_000_000_000)
+		}
+		bodies = append(bodies, []byte(sb.String()))
+	}
+	p := NewParser()
+	b.SetBytes(int64(len(bodies[0])))
+	n := 0
+	for b.Loop() {
+		p.Parse(bodies[n%requests], Nanosecond, time.Now())
+		n++
+	}
+	b.ReportMetric(float64(lines*b.N)/b.Elapsed().Seconds(), "lines/s")
 }
 
 // One parser across requests of changing shapes, with malformed lines
