@@ -283,7 +283,11 @@ func (p *Parser) Parse(data []byte, precision Precision, now time.Time) (*Batch,
 			continue
 		}
 		if len(b.Points) == 0 {
-			p.reserve(lines, len(pt.Tags), len(pt.Fields))
+			tags := len(pt.Tags)
+			if pt.Series != nil {
+				tags = 0 // a known tag set: the arena holds no tags of its lines
+			}
+			p.reserve(lines, tags, len(pt.Fields))
 		}
 		pt.Shape = p.shapeOf(&pt)
 		b.Points = append(b.Points, pt)
