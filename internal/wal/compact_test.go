@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/stratadb/strata/internal/decimal"
 	"github.com/stratadb/strata/internal/layout"
@@ -26,6 +27,7 @@ func randomEntries(rng *rand.Rand, n int) []row.Entry {
 		series = append(series, fmt.Sprintf("s%d", rng.Intn(1000)))
 	}
 	out := make([]row.Entry, n)
+	var last []row.Kind // the last put's kinds
 	for i := range out {
 		e := row.Entry{Series: series[rng.Intn(len(series))], TS: rng.Int63n(1<<40) - 1<<39}
 		if rng.Intn(4) == 0 { // the same series in a string of its own
@@ -35,10 +37,20 @@ func randomEntries(rng *rand.Rand, n int) []row.Entry {
 			e.Op, e.End = row.Delete, e.TS+rng.Int63n(1000)
 		} else {
 			e.Op = row.Put
-			for range rng.Intn(5) {
+			// Mostly the kinds of the put before, as sources send them
+			// (a float's decimal scale may still change).
+			kinds := last
+			if last == nil || rng.Intn(3) == 0 {
+				kinds = nil
+				for range rng.Intn(5) {
+					kinds = append(kinds, []row.Kind{row.Null, row.Float, row.Int, row.Uint, row.Bool, row.String}[rng.Intn(6)])
+				}
+			}
+			last = kinds
+			for _, kind := range kinds {
 				var v row.Value
-				switch rng.Intn(6) {
-				case 1: // doubles, short decimals at scales that rise and fall, -0, huge
+				switch kind {
+				case row.Float: // doubles, short decimals at scales that rise and fall, -0, huge
 					switch rng.Intn(4) {
 					case 0:
 						v = row.FloatValue(rng.NormFloat64() * math.Pow(10, float64(rng.Intn(20)-10)))
@@ -47,13 +59,13 @@ func randomEntries(rng *rand.Rand, n int) []row.Entry {
 					default:
 						v = row.FloatValue([]float64{math.Copysign(0, -1), 0, 1e300, -3, 5e-324}[rng.Intn(5)])
 					}
-				case 2:
+				case row.Int:
 					v = row.IntValue(rng.Int63() - 1<<62)
-				case 3:
+				case row.Uint:
 					v = row.UintValue(rng.Uint64())
-				case 4:
+				case row.Bool:
 					v = row.BoolValue(rng.Intn(2) == 0)
-				case 5:
+				case row.String:
 					v = row.StringValue(fmt.Sprint("v", rng.Intn(100)))
 				}
 				e.Fields = append(e.Fields, v)
@@ -188,18 +200,26 @@ func FuzzDecodeCompactChunk(f *testing.F) {
 	for range 8 {
 		es := randomEntries(rng, 1+rng.Intn(20))
 		st := getCompactState()
-		var raw []byte
+		var raw, old []byte
 		for i := range es {
 			raw = appendCompact(raw, &es[i], st)
 		}
 		putCompactState(st)
-		f.Add(raw)
+		st = getCompactState()
+		for i := range es {
+			old = appendCompactEach(old, &es[i], st)
+		}
+		putCompactState(st)
+		f.Add(raw, true)
+		f.Add(old, false)
 	}
-	f.Add([]byte{0, 5, 0})             // a reference past the chunk's start
-	f.Add([]byte{0, 0, 3, 'a'})        // a key cut short
-	f.Add([]byte{0, 0, 0, 2, 9, 0x2f}) // a decimal without its mantissa
-	f.Fuzz(func(t *testing.T, raw []byte) {
-		es, err := decodeCompactChunk(nil, raw)
+	f.Add([]byte{0, 5, 0}, true)                      // a reference past the chunk's start
+	f.Add([]byte{0, 0, 3, 'a'}, true)                 // a key cut short
+	f.Add([]byte{0, 0, 0, 2, 9, 0x2f}, false)         // a decimal without its mantissa
+	f.Add([]byte{0, 0, 0, 3}, true)                   // kinds of a put before the first
+	f.Add([]byte{0, 0, 0, 2, 1, 1, 0, 0, 0, 5}, true) // one value of the last put's kinds, which had none
+	f.Fuzz(func(t *testing.T, raw []byte, carried bool) {
+		es, err := decodeCompactChunk(nil, raw, carried)
 		if err != nil {
 			return
 		}
@@ -210,7 +230,7 @@ func FuzzDecodeCompactChunk(f *testing.F) {
 		for i := range es {
 			again = appendCompact(again, &es[i], st)
 		}
-		back, err := decodeCompactChunk(nil, again)
+		back, err := decodeCompactChunk(nil, again, true)
 		if err != nil {
 			t.Fatalf("re-encoded chunk does not decode: %v", err)
 		}
@@ -219,4 +239,145 @@ func FuzzDecodeCompactChunk(f *testing.F) {
 		}
 		sameEntries(t, back, es, 0)
 	})
+}
+
+// appendCompactEach is appendCompact as it was for codecS2Compact, every
+// value with its kind: what earlier versions wrote, kept to check that
+// their blocks still decode.
+func appendCompactEach(dst []byte, e *row.Entry, st *compactState) []byte {
+	dst = append(dst, byte(e.Op))
+	addr := unsafe.StringData(e.Series)
+	if f, ok := st.first[addr]; ok && f.n == len(e.Series) {
+		dst = binary.AppendUvarint(dst, uint64(st.n-f.at))
+	} else {
+		dst = append(dst, 0)
+		dst = binary.AppendUvarint(dst, uint64(len(e.Series)))
+		dst = append(dst, e.Series...)
+		if !ok {
+			st.first[addr] = firstEntry{at: st.n, n: len(e.Series)}
+		}
+	}
+	st.n++
+	dst = binary.AppendVarint(dst, e.TS-st.ts)
+	st.ts = e.TS
+	if e.Op == row.Delete {
+		return binary.AppendVarint(dst, e.End)
+	}
+	dst = binary.AppendUvarint(dst, uint64(len(e.Fields)))
+	for len(st.scales) < len(e.Fields) {
+		st.scales = append(st.scales, 0)
+	}
+	for j, v := range e.Fields {
+		if v.Kind() == row.Float && st.scales[j] != decimal.None {
+			if m, ok := st.mantissa(j, v.Float()); ok {
+				dst = append(dst, byte(kindDecimal+st.scales[j]))
+				dst = binary.AppendVarint(dst, m)
+				continue
+			}
+		}
+		dst = appendValue(dst, v)
+	}
+	return dst
+}
+
+// A block of codecS2Compact chunks, as earlier versions wrote, still
+// decodes; the same chunks read as carried kinds do not decode to the
+// entries written (the codec is not a formality).
+func TestStreamReadsCompactBlocksOfEveryKind(t *testing.T) {
+	seed := time.Now().UnixNano()
+	t.Logf("seed %d", seed)
+	rng := rand.New(rand.NewSource(seed))
+	for round := range 50 {
+		es := randomEntries(rng, 1+rng.Intn(300))
+		st := getCompactState()
+		var raw []byte
+		for i := range es {
+			raw = appendCompactEach(raw, &es[i], st)
+		}
+		putCompactState(st)
+		enc, _ := chunk(raw)
+		blocks := []Block{{Region: layout.RegionID{Table: 3, Region: 1}, Epoch: 1, FirstSeq: 5, chunks: [][]byte{enc}, count: len(es), raw: len(raw)}}
+		data := encodeStream(nil, false, blocks)
+		if data[streamHeaderLen+32] != codecS2Kinds {
+			t.Fatalf("the writer wrote codec %d", data[streamHeaderLen+32])
+		}
+		reseal := func(codec byte) {
+			data[streamHeaderLen+32] = codec
+			binary.LittleEndian.PutUint32(data[len(data)-4:], crc32.Checksum(data[:len(data)-4], castagnoli))
+		}
+		reseal(codecS2Compact)
+		seg, err := DecodeStream(1, data)
+		if err != nil {
+			t.Fatalf("round %d: %v", round, err)
+		}
+		sameEntries(t, seg.Blocks[0].Entries, es, 5)
+		if round == 0 {
+			// Enough puts that read as carried kinds they cannot all decode
+			// as written.
+			es = randomEntries(rng, 200)
+			st, raw = getCompactState(), nil
+			for i := range es {
+				raw = appendCompactEach(raw, &es[i], st)
+			}
+			putCompactState(st)
+			if got, err := decodeCompactChunk(nil, raw, true); err == nil && equalEntries(got, es) {
+				t.Fatal("a chunk of kinds with every value decoded as carried kinds")
+			}
+		}
+	}
+}
+
+// Puts of the kinds of the put before write their kinds once: a TSBS-like
+// chunk of ten decimal floats a row takes at least a byte a value less
+// than with every value's kind, and decodes to the same entries.
+func TestCompactCarriesKinds(t *testing.T) {
+	rng := rand.New(rand.NewSource(3))
+	es := make([]row.Entry, 1000)
+	for i := range es {
+		fs := make([]row.Value, 10)
+		for j := range fs {
+			fs[j] = row.FloatValue(decimal.Float(rng.Int63n(10000), 2))
+		}
+		es[i] = row.Entry{Series: fmt.Sprint("host_", i%400), TS: int64(i / 400), Op: row.Put, Fields: fs}
+	}
+	es[500].Fields[3] = row.FloatValue(1.5e-300) // no decimal: the kinds change for the rest
+	es[700].Fields = es[700].Fields[:4]          // fewer values: written with their kinds
+	encode := func(appendFn func([]byte, *row.Entry, *compactState) []byte) []byte {
+		st := getCompactState()
+		defer putCompactState(st)
+		var raw []byte
+		for i := range es {
+			raw = appendFn(raw, &es[i], st)
+		}
+		return raw
+	}
+	carried, each := encode(appendCompact), encode(appendCompactEach)
+	if len(each)-len(carried) < 9*len(es) {
+		t.Fatalf("%d bytes with kinds carried, %d with every value's: want at least %d less", len(carried), len(each), 9*len(es))
+	}
+	got, err := decodeCompactChunk(nil, carried, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range got {
+		got[i].Seq = uint64(i)
+	}
+	sameEntries(t, got, es, 0)
+}
+
+func equalEntries(a, b []row.Entry) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i].Op != b[i].Op || a[i].Series != b[i].Series || a[i].TS != b[i].TS || a[i].End != b[i].End || len(a[i].Fields) != len(b[i].Fields) {
+			return false
+		}
+		for j := range a[i].Fields {
+			if !a[i].Fields[j].Equal(b[i].Fields[j]) {
+				return false
+			}
+		}
+	}
+	return true
 }

@@ -80,7 +80,11 @@ func appendEntry(dst []byte, e *row.Entry) []byte {
 
 // appendValue appends a value's kind and payload.
 func appendValue(dst []byte, v row.Value) []byte {
-	dst = append(dst, byte(v.Kind()))
+	return appendPayload(append(dst, byte(v.Kind())), v)
+}
+
+// appendPayload appends a value's payload: what follows its kind.
+func appendPayload(dst []byte, v row.Value) []byte {
 	switch v.Kind() {
 	case row.Float:
 		dst = binary.LittleEndian.AppendUint64(dst, v.Bits())
@@ -238,49 +242,44 @@ func (d *decoder) rest(e *row.Entry, op byte, compact bool) error {
 		if err != nil {
 			return err
 		}
-		if compact && k >= kindDecimal && k <= kindDecimal+decimal.MaxScale {
-			m, err := d.varint()
-			if err != nil {
-				return err
-			}
-			e.Fields[i] = row.FloatValue(decimal.Float(m, int8(k-kindDecimal)))
-			continue
-		}
-		switch row.Kind(k) {
-		case row.Null:
-		case row.Float:
-			if len(d.buf)-d.off < 8 {
-				return errShort
-			}
-			e.Fields[i] = row.FloatValue(math.Float64frombits(binary.LittleEndian.Uint64(d.buf[d.off:])))
-			d.off += 8
-		case row.Int:
-			v, err := d.varint()
-			if err != nil {
-				return err
-			}
-			e.Fields[i] = row.IntValue(v)
-		case row.Uint:
-			v, err := d.uvarint()
-			if err != nil {
-				return err
-			}
-			e.Fields[i] = row.UintValue(v)
-		case row.Bool:
-			b, err := d.byte()
-			if err != nil {
-				return err
-			}
-			e.Fields[i] = row.BoolValue(b != 0)
-		case row.String:
-			s, err := d.string()
-			if err != nil {
-				return err
-			}
-			e.Fields[i] = row.StringValue(s)
-		default:
-			return fmt.Errorf("unknown value kind %d", k)
+		if e.Fields[i], err = d.value(k, compact); err != nil {
+			return err
 		}
 	}
 	return nil
+}
+
+// value decodes the payload of a value of kind k (compact: k may be a
+// decimal's, compact.go).
+func (d *decoder) value(k byte, compact bool) (row.Value, error) {
+	if compact && k >= kindDecimal && k <= kindDecimal+decimal.MaxScale {
+		m, err := d.varint()
+		if err != nil {
+			return row.Value{}, err
+		}
+		return row.FloatValue(decimal.Float(m, int8(k-kindDecimal))), nil
+	}
+	switch row.Kind(k) {
+	case row.Null:
+		return row.Value{}, nil
+	case row.Float:
+		if len(d.buf)-d.off < 8 {
+			return row.Value{}, errShort
+		}
+		d.off += 8
+		return row.FloatValue(math.Float64frombits(binary.LittleEndian.Uint64(d.buf[d.off-8:]))), nil
+	case row.Int:
+		v, err := d.varint()
+		return row.IntValue(v), err
+	case row.Uint:
+		v, err := d.uvarint()
+		return row.UintValue(v), err
+	case row.Bool:
+		b, err := d.byte()
+		return row.BoolValue(b != 0), err
+	case row.String:
+		s, err := d.string()
+		return row.StringValue(s), err
+	}
+	return row.Value{}, fmt.Errorf("unknown value kind %d", k)
 }

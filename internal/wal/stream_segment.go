@@ -24,9 +24,12 @@ const (
 	codecRaw = 0
 	codecS2  = 1 // the body is chunks: uvarint length, then an S2 block
 	// The body is chunks as codecS2's, each of compact entries
-	// (compact.go). The writer writes only this one; codecS2 is read,
-	// for segments an earlier version wrote.
+	// (compact.go), every value with its kind.
 	codecS2Compact = 2
+	// As codecS2Compact, a put's kinds carried from the put before when
+	// they are the same (compact.go). The writer writes only this one;
+	// the others are read, for segments earlier versions wrote.
+	codecS2Kinds = 3
 )
 
 // Block is one region's entries in a stream segment.
@@ -89,7 +92,7 @@ func encodeStream(dst []byte, fence bool, blocks []Block) []byte {
 		dst = binary.LittleEndian.AppendUint32(dst, 0) // stored length, below
 		codec := byte(codecRaw)
 		if b.chunks != nil {
-			codec = codecS2Compact
+			codec = codecS2Kinds
 		}
 		dst = append(dst, codec)
 		dst = binary.LittleEndian.AppendUint32(dst, uint32(b.raw))
@@ -236,14 +239,14 @@ func DecodeStream(number uint64, data []byte) (*StreamSegment, error) {
 				return nil, bad("block %d: %v", i, err)
 			}
 			data = out
-		case codecS2Compact:
+		case codecS2Compact, codecS2Kinds:
 			if uint64(count) > uint64(raw) {
 				return nil, bad("block %d: %d entries in %d bytes", i, count, raw)
 			}
 			// Each chunk's entries refer only to the chunk's own.
 			b.Entries = make([]row.Entry, 0, count)
 			_, err := decodeChunks(data, raw, func(chunk []byte) (err error) {
-				if b.Entries, err = decodeCompactChunk(b.Entries, chunk); err != nil {
+				if b.Entries, err = decodeCompactChunk(b.Entries, chunk, codec == codecS2Kinds); err != nil {
 					return fmt.Errorf("entry %d: %w", len(b.Entries), err)
 				}
 				return nil
