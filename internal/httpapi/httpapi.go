@@ -40,6 +40,20 @@ const DefaultMaxBodyBytes = 64 << 20
 // maxPooledBody is the largest body buffer kept for the next request.
 const maxPooledBody = 16 << 20
 
+// sized returns buf, or a buffer in its place, with room for a body of n
+// bytes and the bytes.MinRead that ReadFrom wants free at its end. A
+// pooled buffer too small is replaced by one of about that size: grown,
+// bytes.Buffer doubles it, and requests that vary a little in size left
+// every pooled buffer twice the size of one (memory that a node faults in
+// and keeps).
+func sized(buf *bytes.Buffer, n int64) *bytes.Buffer {
+	need := int(n) + bytes.MinRead
+	if buf.Cap() >= need {
+		return buf
+	}
+	return bytes.NewBuffer(make([]byte, 0, need+need/8))
+}
+
 // keptWrites is how many body buffers and parsers are kept for the next
 // requests: as many as writes usually run at once. What they hold is
 // bounded by maxPooledBody each (a parser's arenas grow with the body it
@@ -201,7 +215,7 @@ func (h *Handler) serveWrite(w http.ResponseWriter, r *http.Request, v2 bool) in
 	}()
 	buf.Reset()
 	if r.ContentLength > 0 && body == r.Body {
-		buf.Grow(int(r.ContentLength) + bytes.MinRead)
+		buf = sized(buf, r.ContentLength)
 	}
 	if _, err := buf.ReadFrom(io.LimitReader(body, h.opts.MaxBodyBytes+1)); err != nil {
 		return fail(apiError{http.StatusBadRequest, "invalid", "reading body: " + err.Error()})
