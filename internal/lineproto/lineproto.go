@@ -296,6 +296,12 @@ func (p *Parser) Parse(data []byte, precision Precision, now time.Time) (*Batch,
 		b.Lines = append(b.Lines, lineNo)
 	}
 	p.setTagValues()
+	if len(p.tags) == 0 {
+		// Every line's tag set was known: a source that keeps its series
+		// needs no tag arena, which the first request of new series left
+		// (a few MiB a parser, kept for nothing).
+		p.tags, p.ends = nil, nil
+	}
 	return b, errs
 }
 

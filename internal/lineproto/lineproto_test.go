@@ -419,3 +419,29 @@ func TestShapedNamesMatchScans(t *testing.T) {
 		}
 	}
 }
+
+// A request whose lines all have known tag sets leaves the parser no tag
+// arena; a later request of a new tag set still reads its tags.
+func TestKnownTagSetsLeaveNoTagArena(t *testing.T) {
+	p := NewParser()
+	req := []byte("cpu,host=a,dc=x v=1 1\ncpu,host=b,dc=x v=2 2\n")
+	for i := range 2 {
+		b, errs := p.Parse(req, Nanosecond, time.Now())
+		if len(errs) > 0 || b.Len() != 2 || fmt.Sprint(b.Points[1].Tags) != "[{dc x} {host b}]" {
+			t.Fatalf("request %d: %v %v", i, b.Points, errs)
+		}
+	}
+	if p.tags != nil || p.ends != nil {
+		t.Fatalf("a tag arena of %d is kept after a request of known tag sets", cap(p.tags))
+	}
+	b, errs := p.Parse([]byte("cpu,host=a,dc=x v=3 3\ncpu,host=c,dc=y v=4 4\n"), Nanosecond, time.Now())
+	if len(errs) > 0 || b.Len() != 2 {
+		t.Fatalf("%v %v", b.Points, errs)
+	}
+	if got := fmt.Sprint(b.Points[1].Tags); got != "[{dc y} {host c}]" {
+		t.Fatalf("new tag set read as %s", got)
+	}
+	if key, err := row.EncodeSeries(nil, b.Points[1].Tags); err != nil || string(key) != string(b.Points[1].Series) {
+		t.Fatalf("series key %q, its tags encode to %q (%v)", b.Points[1].Series, key, err)
+	}
+}
