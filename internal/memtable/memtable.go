@@ -202,14 +202,19 @@ func (m *Memtable) store(r *memRow, fs []row.Value) int64 {
 func New() *Memtable { return &Memtable{series: map[string]*series{}, byAddr: map[*byte]*series{}} }
 
 // Successor returns an empty memtable that expects the writes m had: a
-// new series' rows are allocated at m's mean rows a series (capped), not
-// grown by doubling from one (a fifth of the memtable's insert time, and
-// the copies left for the collector).
+// new series' rows are allocated at m's mean rows a series and an eighth
+// more (capped), not grown by doubling from one (a fifth of the
+// memtable's insert time, and the copies left for the collector). The
+// eighth is for the series a row or two above the mean: a memtable is
+// frozen at a size, not a row count, so with the mean itself about half
+// of a steady source's series outgrew it and were copied into twice the
+// memory.
 func (m *Memtable) Successor() *Memtable {
 	st := m.Stats()
 	n := New()
 	if st.Series > 0 {
-		n.rowsHint = int(min(st.Entries/int64(st.Series), 4096))
+		mean := st.Entries / int64(st.Series)
+		n.rowsHint = int(min(mean+mean/8+1, 4096))
 	}
 	return n
 }

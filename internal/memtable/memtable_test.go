@@ -129,7 +129,8 @@ func TestDecimals(t *testing.T) {
 }
 
 // A successor allocates a new series' rows at its predecessor's mean rows
-// a series, and holds what is inserted as any memtable does.
+// a series and an eighth more, and holds what is inserted as any memtable
+// does.
 func TestSuccessorExpectsThePredecessorsRows(t *testing.T) {
 	m := New()
 	seq := uint64(0)
@@ -142,8 +143,8 @@ func TestSuccessorExpectsThePredecessorsRows(t *testing.T) {
 	n := m.Successor()
 	seq++
 	n.Insert(2, []row.Entry{{Series: "z", TS: 1, Seq: seq, Op: row.Put, Fields: []row.Value{row.FloatValue(2)}}})
-	if c := cap(n.series["z"].rows); c != 40 {
-		t.Errorf("a new series' rows have capacity %d, want 40", c)
+	if c := cap(n.series["z"].rows); c != 40+40/8+1 {
+		t.Errorf("a new series' rows have capacity %d, want 46", c)
 	}
 	if got := entries(n.Iter(all)); len(got) != 1 || got[0].Series != "z" || got[0].Fields[0].Float() != 2 {
 		t.Errorf("successor holds %v", got)
@@ -244,6 +245,27 @@ func TestSeriesKeepsACopyOfItsKey(t *testing.T) {
 	for k, s := range m.series {
 		if unsafe.StringData(k) == unsafe.StringData(all) || unsafe.StringData(s.key) == unsafe.StringData(all) {
 			t.Fatal("the memtable keeps the string its entry's key was cut from")
+		}
+	}
+}
+
+// A successor fed the load its predecessor had (a source's series in turn,
+// the memtable frozen between two rounds, so some series have a row more
+// than others) allocates each series' rows once.
+func TestSuccessorSizesSeriesForTheLoad(t *testing.T) {
+	const series, rows = 100, 10_050 // 50 series of 101 rows, 50 of 100
+	load := func(m *Memtable) {
+		for i := range rows {
+			m.Insert(1, []row.Entry{{Series: fmt.Sprint("s", i%series), TS: int64(i / series), Seq: uint64(i + 1), Op: row.Put, Fields: []row.Value{row.FloatValue(1)}}})
+		}
+	}
+	first := New()
+	load(first)
+	next := first.Successor()
+	load(next)
+	for k, s := range next.series {
+		if cap(s.rows) != next.rowsHint {
+			t.Fatalf("series %s: %d rows in a slice of %d, allocated at %d: it grew", k, len(s.rows), cap(s.rows), next.rowsHint)
 		}
 	}
 }
