@@ -97,21 +97,7 @@ func putCompactState(st *compactState) {
 
 // appendCompact appends e, the chunk's next entry, in compact form.
 func appendCompact(dst []byte, e *row.Entry, st *compactState) []byte {
-	dst = append(dst, byte(e.Op))
-	addr := unsafe.StringData(e.Series)
-	if f, ok := st.first[addr]; ok && f.n == len(e.Series) {
-		dst = binary.AppendUvarint(dst, uint64(st.n-f.at))
-	} else {
-		dst = append(dst, 0)
-		dst = binary.AppendUvarint(dst, uint64(len(e.Series)))
-		dst = append(dst, e.Series...)
-		if !ok {
-			st.first[addr] = firstEntry{at: st.n, n: len(e.Series)}
-		}
-	}
-	st.n++
-	dst = binary.AppendVarint(dst, e.TS-st.ts)
-	st.ts = e.TS
+	dst = appendCompactHead(dst, e, st)
 	if e.Op == row.Delete {
 		return binary.AppendVarint(dst, e.End)
 	}
@@ -150,6 +136,28 @@ func appendCompact(dst []byte, e *row.Entry, st *compactState) []byte {
 	if !same {
 		st.kinds, st.put = append(st.kinds[:0], kinds...), true
 	}
+	return dst
+}
+
+// appendCompactHead appends what both compact codecs write first: the
+// op, the series (a reference to the chunk's entry that first had it, or
+// the key) and the ts's difference from the entry before's.
+func appendCompactHead(dst []byte, e *row.Entry, st *compactState) []byte {
+	dst = append(dst, byte(e.Op))
+	addr := unsafe.StringData(e.Series)
+	if f, ok := st.first[addr]; ok && f.n == len(e.Series) {
+		dst = binary.AppendUvarint(dst, uint64(st.n-f.at))
+	} else {
+		dst = append(dst, 0)
+		dst = binary.AppendUvarint(dst, uint64(len(e.Series)))
+		dst = append(dst, e.Series...)
+		if !ok {
+			st.first[addr] = firstEntry{at: st.n, n: len(e.Series)}
+		}
+	}
+	st.n++
+	dst = binary.AppendVarint(dst, e.TS-st.ts)
+	st.ts = e.TS
 	return dst
 }
 

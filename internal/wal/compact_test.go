@@ -10,7 +10,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-	"unsafe"
 
 	"github.com/stratadb/strata/internal/decimal"
 	"github.com/stratadb/strata/internal/layout"
@@ -245,21 +244,7 @@ func FuzzDecodeCompactChunk(f *testing.F) {
 // value with its kind: what earlier versions wrote, kept to check that
 // their blocks still decode.
 func appendCompactEach(dst []byte, e *row.Entry, st *compactState) []byte {
-	dst = append(dst, byte(e.Op))
-	addr := unsafe.StringData(e.Series)
-	if f, ok := st.first[addr]; ok && f.n == len(e.Series) {
-		dst = binary.AppendUvarint(dst, uint64(st.n-f.at))
-	} else {
-		dst = append(dst, 0)
-		dst = binary.AppendUvarint(dst, uint64(len(e.Series)))
-		dst = append(dst, e.Series...)
-		if !ok {
-			st.first[addr] = firstEntry{at: st.n, n: len(e.Series)}
-		}
-	}
-	st.n++
-	dst = binary.AppendVarint(dst, e.TS-st.ts)
-	st.ts = e.TS
+	dst = appendCompactHead(dst, e, st)
 	if e.Op == row.Delete {
 		return binary.AppendVarint(dst, e.End)
 	}
