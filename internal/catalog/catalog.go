@@ -92,8 +92,18 @@ func (s *State) ByID(id uint32) *Table {
 	return nil
 }
 
-// ValidateTableName checks a table name.
+// MetricsTable is the table that holds every sample written through
+// Prometheus remote write: one physical table whose series keys carry the
+// metric name as the tag __name__, so a metric name costs what a series
+// costs (docs/design-decisions.md, "Metric names are labels"). Its name has
+// the reserved prefix "__", so no user table can take it.
+const MetricsTable = "__metrics"
+
+// ValidateTableName checks a table name (MetricsTable is valid).
 func ValidateTableName(name string) error {
+	if name == MetricsTable {
+		return nil
+	}
 	if err := schema.ValidateName(name); err != nil {
 		return fmt.Errorf("%w: %v", ErrInvalidTable, err)
 	}
