@@ -58,6 +58,7 @@ line-protocol API.`, func(cmd *cobra.Command) error {
 	fs.DurationVar(&cfg.Heartbeat, "heartbeat", 3*time.Second, "lease renewal interval")
 	fs.DurationVar(&cfg.Lease, "lease", 10*time.Second, "lease TTL: regions close when it cannot be renewed in time")
 	fs.Uint32Var(&cfg.DefaultRegions, "default-regions", 1, "regions of tables a write creates (give metasrv the same)")
+	fs.Uint32Var(&cfg.MetricsRegions, "metrics-regions", 0, "regions of the table that holds every remote-written metric, when a write creates it (0: --default-regions)")
 	fs.Int64Var(&cfg.FlushBytes, "flush-bytes", region.DefaultFlushBytes, "memtable size that triggers a flush")
 	fs.DurationVar(&cfg.WALWindow, "wal-window", 10*time.Millisecond, "WAL group-commit window: the node writes at most one WAL object per window (per region with --own-wal); fewer object-store PUTs, up to this much more acknowledgement latency (docs/cost.md)")
 	fs.BoolVar(&cfg.OwnWAL, "own-wal", false, "give each region its own WAL instead of the node's shared WAL stream (a PUT per region per window; docs/cost.md)")

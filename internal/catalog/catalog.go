@@ -99,6 +99,15 @@ func (s *State) ByID(id uint32) *Table {
 // the reserved prefix "__", so no user table can take it.
 const MetricsTable = "__metrics"
 
+// NewSchema is the first schema of table name: the metrics table's tags
+// are labels (schema.NewLabels).
+func NewSchema(name, timestamp string) (*schema.Schema, error) {
+	if name == MetricsTable {
+		return schema.NewLabels(timestamp)
+	}
+	return schema.New(timestamp)
+}
+
 // ValidateTableName checks a table name (MetricsTable is valid).
 func ValidateTableName(name string) error {
 	if name == MetricsTable {
@@ -134,7 +143,7 @@ func (s *State) WithTable(spec TableSpec, defaultRegions uint32) (*State, *Table
 	if spec.Timestamp == "" {
 		spec.Timestamp = schema.DefaultTimestamp
 	}
-	sch, err := schema.New(spec.Timestamp)
+	sch, err := NewSchema(spec.Name, spec.Timestamp)
 	if err != nil {
 		return nil, nil, fmt.Errorf("%w: %v", ErrInvalidTable, err)
 	}

@@ -35,6 +35,11 @@ type Options struct {
 	// DefaultRegions is the region count of tables created by a write
 	// (default 1).
 	DefaultRegions uint32
+	// MetricsRegions is the region count of the metrics table
+	// (catalog.MetricsTable) when a remote write creates it (default:
+	// DefaultRegions). Its series spread over them by their labels'
+	// hash, so it spreads a Prometheus workload over a cluster.
+	MetricsRegions uint32
 	Logger         *slog.Logger
 	// Compaction configures the compaction scheduler; compactions start
 	// after flushes that give a time window enough files.
@@ -133,6 +138,7 @@ func (e *Engine) openRegion(ctx context.Context, t *catalog.Table, i uint32) err
 			return err
 		}
 		o.Timestamp = sch.Timestamp()
+		o.Labels = sch.Labels()
 	}
 	r, err := region.Open(ctx, e.store, id, o)
 	if err != nil {

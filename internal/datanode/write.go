@@ -167,7 +167,11 @@ func (e *Engine) prepareWriteOnce(ctx context.Context, table string, points []ro
 	if errors.Is(err, catalog.ErrTableNotFound) && opts.CreateTable {
 		e.mu.Lock()
 		if _, exists := e.cat.State().Tables[table]; !exists {
-			_, err = e.createLocked(ctx, catalog.TableSpec{Name: table})
+			spec := catalog.TableSpec{Name: table}
+			if table == catalog.MetricsTable {
+				spec.Regions = e.opts.MetricsRegions
+			}
+			_, err = e.createLocked(ctx, spec)
 		}
 		e.mu.Unlock()
 		if err != nil && !errors.Is(err, catalog.ErrTableExists) {
@@ -186,7 +190,7 @@ func (e *Engine) prepareWriteOnce(ctx context.Context, table string, points []ro
 		if checked {
 			return region.Columns(points, sch)
 		}
-		return region.ValidateBatch(points, sch, e.opts.Region.AllowNonFinite)
+		return region.ValidateBatch(points, sch)
 	}
 	add, err := check(t)
 	if err != nil || !add.Changed() {
@@ -309,13 +313,13 @@ func (e *Engine) WriteTables(ctx context.Context, batches []TableBatch, opts Wri
 			sch, err = e.tableSchema(&t)
 		case errors.Is(err, catalog.ErrTableNotFound) && opts.CreateTable:
 			if err = catalog.ValidateTableName(b.Table); err == nil {
-				sch, err = schema.New(schema.DefaultTimestamp)
+				sch, err = catalog.NewSchema(b.Table, schema.DefaultTimestamp)
 			}
 		}
 		if err != nil {
 			return region.WriteResult{}, err
 		}
-		if _, err := region.ValidateBatch(b.Points, sch, e.opts.Region.AllowNonFinite); err != nil {
+		if _, err := region.ValidateBatch(b.Points, sch); err != nil {
 			var pe *region.PointError
 			if errors.As(err, &pe) {
 				return region.WriteResult{}, &BatchError{Table: b.Table, Err: pe}

@@ -102,15 +102,17 @@ func New(eng *datanode.Engine, opts Options) *Handler {
 		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "strata_http_write_duration_seconds", Help: "Write request latency.",
 			Buckets: prometheus.ExponentialBuckets(0.001, 2, 14)}, []string{"endpoint"}),
 	}
+	rw := prom.NewRemoteWrite(eng)
 	if opts.Registerer != nil {
 		opts.Registerer.MustRegister(h.reqs, h.rows, h.latency)
+		opts.Registerer.MustRegister(rw.Collectors()...)
 	}
 	h.parsers, h.bodies = freelist.New[*lineproto.Parser](keptWrites), freelist.New[*bytes.Buffer](keptWrites)
 	h.mux.HandleFunc("POST /write", h.write(false))
 	h.mux.HandleFunc("POST /api/v2/write", h.write(true))
 	h.mux.Handle("GET /metrics", promhttp.HandlerFor(opts.Gatherer, promhttp.HandlerOpts{}))
 	prom.NewAPI(eng, opts.Query, opts.Build, opts.Logger).Register(h.mux)
-	h.mux.Handle("POST /api/v1/write", &prom.RemoteWrite{Engine: eng})
+	h.mux.Handle("POST /api/v1/write", rw)
 	h.mux.HandleFunc("GET /query", h.influxQuery)
 	h.mux.HandleFunc("POST /query", h.influxQuery)
 	h.mux.HandleFunc("GET /health", h.health)

@@ -39,6 +39,11 @@ type Column struct {
 type Schema struct {
 	Version uint64   `json:"version"`
 	Columns []Column `json:"columns"`
+	// Labels: the tags are free-form labels (Prometheus' model), not
+	// columns. Any label name is accepted, __name__ among them, and none
+	// is recorded, so the schema does not grow with the label names
+	// written.
+	Labels bool `json:"labels,omitempty"`
 }
 
 // Action is one state change. Exactly one field is set.

@@ -428,11 +428,25 @@ func (a *API) buildinfo(w http.ResponseWriter, r *http.Request) {
 // metric types).
 func (a *API) metadata(w http.ResponseWriter, r *http.Request) {
 	out := map[string][]map[string]string{}
+	qr := &querier{q: a.q, mint: math.MinInt64, maxt: math.MaxInt64}
+	names, _, err := qr.LabelValues(r.Context(), labels.MetricName, nil)
+	if err != nil {
+		fail(w, queryError(err))
+		return
+	}
+	for _, n := range names {
+		out[n] = []map[string]string{{"type": "unknown", "help": "", "unit": ""}}
+	}
 	for _, m := range metrics(a.q.Engine.Tables()) {
-		if name := r.FormValue("metric"); name != "" && name != m.name {
-			continue
+		if !m.labels {
+			out[m.name] = []map[string]string{{"type": "unknown", "help": fmt.Sprintf("field %s of table %s", m.field, m.table), "unit": ""}}
 		}
-		out[m.name] = []map[string]string{{"type": "unknown", "help": fmt.Sprintf("field %s of table %s", m.field, m.table), "unit": ""}}
+	}
+	if name := r.FormValue("metric"); name != "" {
+		out = map[string][]map[string]string{name: out[name]}
+		if out[name] == nil {
+			out = map[string][]map[string]string{}
+		}
 	}
 	respond(w, out)
 }

@@ -134,7 +134,7 @@ func TestUpstreamPromQLTests(t *testing.T) {
 				t.Logf("%s: %d sections (between clear commands) not run: %s", name, n, why)
 			}
 			promqltest.RunTestWithStorage(t, kept, engine, func(tb testing.TB) storage.Storage {
-				n := servertest.Start(tb, objstoretest.Mem(tb), servertest.Options{Tune: func(o *datanode.Options) { o.Region.AllowNonFinite = true }})
+				n := servertest.Start(tb, objstoretest.Mem(tb), servertest.Options{})
 				return &strataStorage{Queryable: &prom.Queryable{Engine: n.Engine()}, node: n}
 			})
 		})

@@ -10,8 +10,8 @@ import (
 	"strings"
 
 	"github.com/klauspost/compress/snappy"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/prometheus/model/labels"
-	"github.com/prometheus/prometheus/model/value"
 	"github.com/prometheus/prometheus/prompb"
 	writev2 "github.com/prometheus/prometheus/prompb/io/prometheus/write/v2"
 
@@ -22,11 +22,20 @@ import (
 	"github.com/stratadb/strata/internal/schema"
 )
 
-// Remote write (Prometheus remote write 1.0 and 2.0) on /api/v1/write: a
-// metric m becomes table m with one float field "value" (ValueField), its
-// labels the table's tags, so the series reads back under its bare name.
-// Staleness markers are not stored (a series goes stale by the lookback
-// delta instead); native histograms and exemplars are not supported.
+// Remote write (Prometheus remote write 1.0 and 2.0) on /api/v1/write:
+// every sample goes to one table, catalog.MetricsTable, whose tags are
+// free-form labels: a series' labels, __name__ among them, are its series
+// key, and its value is the float field "value" (ValueField). A metric name
+// is one more label value, so a new name costs what a new series costs (no
+// table, region or catalog entry of its own). Every float64 is stored: NaN,
+// ±Inf and staleness markers as sent, read back as Prometheus reads them.
+//
+// A request is written as far as it can be: a series or sample that can
+// never be stored (no __name__, a bad label, a timestamp out of range, a
+// native histogram) is refused and the rest is written; the answer is then
+// 400 with the refused count and the first reasons (Mimir's and
+// VictoriaMetrics' partial-write behaviour), which Prometheus logs and
+// does not retry. Exemplars and metadata are dropped.
 
 const (
 	rwV2ContentType = "application/x-protobuf;proto=io.prometheus.write.v2.Request"
@@ -36,7 +45,22 @@ const (
 
 // RemoteWrite serves /api/v1/write.
 type RemoteWrite struct {
-	Engine *datanode.Engine
+	engine           *datanode.Engine
+	samples, refused prometheus.Counter
+}
+
+// NewRemoteWrite is the remote-write handler of eng; its metrics are
+// Collectors.
+func NewRemoteWrite(eng *datanode.Engine) *RemoteWrite {
+	return &RemoteWrite{engine: eng,
+		samples: prometheus.NewCounter(prometheus.CounterOpts{Name: "strata_remote_write_samples_total", Help: "Samples stored through remote write."}),
+		refused: prometheus.NewCounter(prometheus.CounterOpts{Name: "strata_remote_write_refused_samples_total", Help: "Samples (and native histograms) remote write refused as never storable; the rest of their requests was stored."}),
+	}
+}
+
+// Collectors are the handler's metrics.
+func (rw *RemoteWrite) Collectors() []prometheus.Collector {
+	return []prometheus.Collector{rw.samples, rw.refused}
 }
 
 // errBadWrite: the request can never succeed (400, not retried).
@@ -70,87 +94,128 @@ func (rw *RemoteWrite) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, fmt.Sprintf("%v: snappy: %v", errBadWrite, err), http.StatusBadRequest)
 		return
 	}
-	var batches []datanode.TableBatch
-	var samples int
+	var b *batcher
 	if v2 {
-		batches, samples, err = decodeV2(raw)
+		b, err = decodeV2(raw)
 	} else {
-		batches, samples, err = decodeV1(raw)
+		b, err = decodeV1(raw)
 	}
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	}
-	if _, err := rw.Engine.WriteTables(r.Context(), batches, datanode.WriteOptions{CreateTable: true}); err != nil {
-		switch {
-		case errors.Is(err, region.ErrInvalidWrite), errors.Is(err, catalog.ErrInvalidTable), errors.Is(err, schema.ErrBadName):
-			http.Error(w, err.Error(), http.StatusBadRequest)
-		case errors.Is(err, region.ErrBatchTooLarge):
-			http.Error(w, err.Error(), http.StatusRequestEntityTooLarge)
-		default:
-			http.Error(w, err.Error(), http.StatusServiceUnavailable) // retryable
+	if len(b.points) > 0 {
+		batch := []datanode.TableBatch{{Table: catalog.MetricsTable, Points: b.points}}
+		if _, err := rw.engine.WriteTables(r.Context(), batch, datanode.WriteOptions{CreateTable: true}); err != nil {
+			switch {
+			case errors.Is(err, region.ErrInvalidWrite), errors.Is(err, catalog.ErrInvalidTable), errors.Is(err, schema.ErrBadName):
+				http.Error(w, err.Error(), http.StatusBadRequest)
+			case errors.Is(err, region.ErrBatchTooLarge):
+				http.Error(w, err.Error(), http.StatusRequestEntityTooLarge)
+			default:
+				http.Error(w, err.Error(), http.StatusServiceUnavailable) // retryable
+			}
+			return
 		}
-		return
+		rw.samples.Add(float64(len(b.points)))
 	}
 	if v2 {
 		h := w.Header()
-		h.Set("X-Prometheus-Remote-Write-Samples-Written", strconv.Itoa(samples))
+		h.Set("X-Prometheus-Remote-Write-Samples-Written", strconv.Itoa(len(b.points)))
 		h.Set("X-Prometheus-Remote-Write-Histograms-Written", "0")
 		h.Set("X-Prometheus-Remote-Write-Exemplars-Written", "0")
+	}
+	if b.refused > 0 {
+		rw.refused.Add(float64(b.refused))
+		http.Error(w, b.refusal(), http.StatusBadRequest)
+		return
 	}
 	w.WriteHeader(http.StatusNoContent)
 }
 
-// batcher groups samples by metric (table).
+// batcher turns a request's series into points of the metrics table,
+// refusing what can never be stored and keeping the rest.
 type batcher struct {
-	byTable map[string]int
-	batches []datanode.TableBatch
-	samples int
+	points  []row.Point
+	keys    []byte // the series keys, one after another
+	enc     row.SeriesEncoder
+	refused int      // samples and histograms refused
+	reasons []string // the first maxReasons reasons
+	more    int      // reasons past those
 }
 
-// series adds the n samples of one series (at returns sample i); its
-// labels become the points' tags once, shared by its points (sorted by
-// name already, as labels are).
-func (b *batcher) series(ls labels.Labels, histograms, n int, at func(i int) (int64, float64)) error {
+// maxReasons bounds the reasons an answer names.
+const maxReasons = 3
+
+// refuse records that n samples of series ls were refused, and why.
+func (b *batcher) refuse(n int, ls labels.Labels, why string) {
+	b.refused += n
+	if len(b.reasons) < maxReasons {
+		b.reasons = append(b.reasons, fmt.Sprintf("%s: %s", ls, why))
+	} else {
+		b.more++
+	}
+}
+
+// refusal is the answer's text when some samples were refused.
+func (b *batcher) refusal() string {
+	msg := fmt.Sprintf("%v: %d of %d samples refused, the other %d stored: %s", errBadWrite, b.refused, b.refused+len(b.points), len(b.points), strings.Join(b.reasons, "; "))
+	if b.more > 0 {
+		msg += fmt.Sprintf("; and %d more", b.more)
+	}
+	return msg
+}
+
+// series adds the n samples of one series (at returns sample i), whose
+// labels ls are sorted by name, as labels are.
+func (b *batcher) series(ls labels.Labels, histograms, n int, at func(i int) (int64, float64)) {
 	if histograms > 0 {
-		return fmt.Errorf("%w: native histograms are not supported", errBadWrite)
+		b.refuse(histograms, ls, "native histograms are not supported")
 	}
-	name := ls.Get(labels.MetricName)
-	if name == "" {
-		return fmt.Errorf("%w: a series has no __name__ label: %s", errBadWrite, ls)
+	if n == 0 {
+		return
 	}
-	i, ok := b.byTable[name]
-	if !ok {
-		i = len(b.batches)
-		b.byTable[name] = i
-		b.batches = append(b.batches, datanode.TableBatch{Table: name})
+	if ls.Get(labels.MetricName) == "" {
+		b.refuse(n, ls, "no __name__ label")
+		return
 	}
-	var tags []row.Tag
+	tags := make([]row.Tag, 0, ls.Len())
+	var bad error
+	prev := ""
 	ls.Range(func(l labels.Label) {
-		if l.Name != labels.MetricName && l.Value != "" {
+		switch {
+		case bad != nil || l.Value == "":
+		case l.Name == prev:
+			bad = fmt.Errorf("label %q appears twice", l.Name)
+		default:
+			bad = schema.ValidateLabelName(l.Name)
 			tags = append(tags, row.Tag{Name: l.Name, Value: l.Value})
 		}
+		prev = l.Name
 	})
+	if bad != nil {
+		b.refuse(n, ls, bad.Error())
+		return
+	}
+	start := len(b.keys)
+	b.keys, _ = b.enc.Append(b.keys, tags) // names checked unique above
+	key := b.keys[start:len(b.keys):len(b.keys)]
 	for k := range n {
 		ts, v := at(k)
-		if value.IsStaleNaN(v) {
+		if ts > math.MaxInt64/1_000_000 || ts < math.MinInt64/1_000_000 {
+			b.refuse(1, ls, fmt.Sprintf("timestamp %d ms is out of range", ts))
 			continue
 		}
-		if ts > math.MaxInt64/1_000_000 || ts < math.MinInt64/1_000_000 {
-			return fmt.Errorf("%w: timestamp %d ms is out of range", errBadWrite, ts)
-		}
-		b.batches[i].Points = append(b.batches[i].Points, row.Point{Tags: tags, TS: ts * 1_000_000, Fields: []row.Field{{Name: ValueField, Value: row.FloatValue(v)}}})
-		b.samples++
+		b.points = append(b.points, row.Point{Tags: tags, Series: key, TS: ts * 1_000_000, Fields: []row.Field{{Name: ValueField, Value: row.FloatValue(v)}}})
 	}
-	return nil
 }
 
-func decodeV1(raw []byte) ([]datanode.TableBatch, int, error) {
+func decodeV1(raw []byte) (*batcher, error) {
 	var req prompb.WriteRequest
 	if err := req.Unmarshal(raw); err != nil {
-		return nil, 0, fmt.Errorf("%w: protobuf: %v", errBadWrite, err)
+		return nil, fmt.Errorf("%w: protobuf: %v", errBadWrite, err)
 	}
-	b := &batcher{byTable: map[string]int{}}
+	b := &batcher{}
 	var sb labels.ScratchBuilder
 	for _, ts := range req.Timeseries {
 		sb.Reset()
@@ -158,38 +223,32 @@ func decodeV1(raw []byte) ([]datanode.TableBatch, int, error) {
 			sb.Add(l.Name, l.Value)
 		}
 		sb.Sort()
-		err := b.series(sb.Labels(), len(ts.Histograms), len(ts.Samples), func(i int) (int64, float64) { return ts.Samples[i].Timestamp, ts.Samples[i].Value })
-		if err != nil {
-			return nil, 0, err
-		}
+		b.series(sb.Labels(), len(ts.Histograms), len(ts.Samples), func(i int) (int64, float64) { return ts.Samples[i].Timestamp, ts.Samples[i].Value })
 	}
-	return b.batches, b.samples, nil
+	return b, nil
 }
 
-func decodeV2(raw []byte) ([]datanode.TableBatch, int, error) {
+func decodeV2(raw []byte) (*batcher, error) {
 	var req writev2.Request
 	if err := req.Unmarshal(raw); err != nil {
-		return nil, 0, fmt.Errorf("%w: protobuf: %v", errBadWrite, err)
+		return nil, fmt.Errorf("%w: protobuf: %v", errBadWrite, err)
 	}
-	b := &batcher{byTable: map[string]int{}}
+	b := &batcher{}
 	var sb labels.ScratchBuilder
 	for _, ts := range req.Timeseries {
 		refs := ts.LabelsRefs
 		if len(refs)%2 != 0 {
-			return nil, 0, fmt.Errorf("%w: odd number of label references", errBadWrite)
+			return nil, fmt.Errorf("%w: odd number of label references", errBadWrite)
 		}
 		sb.Reset()
 		for i := 0; i < len(refs); i += 2 {
 			if int(refs[i]) >= len(req.Symbols) || int(refs[i+1]) >= len(req.Symbols) {
-				return nil, 0, fmt.Errorf("%w: label reference past the %d symbols", errBadWrite, len(req.Symbols))
+				return nil, fmt.Errorf("%w: label reference past the %d symbols", errBadWrite, len(req.Symbols))
 			}
 			sb.Add(req.Symbols[refs[i]], req.Symbols[refs[i+1]])
 		}
 		sb.Sort()
-		err := b.series(sb.Labels(), len(ts.Histograms), len(ts.Samples), func(i int) (int64, float64) { return ts.Samples[i].Timestamp, ts.Samples[i].Value })
-		if err != nil {
-			return nil, 0, err
-		}
+		b.series(sb.Labels(), len(ts.Histograms), len(ts.Samples), func(i int) (int64, float64) { return ts.Samples[i].Timestamp, ts.Samples[i].Value })
 	}
-	return b.batches, b.samples, nil
+	return b, nil
 }

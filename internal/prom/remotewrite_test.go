@@ -2,6 +2,10 @@ package prom_test
 
 import (
 	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
 	"math"
 	"net/http"
 	"net/url"
@@ -14,6 +18,7 @@ import (
 	"github.com/prometheus/prometheus/prompb"
 	writev2 "github.com/prometheus/prometheus/prompb/io/prometheus/write/v2"
 
+	"github.com/stratadb/strata/internal/catalog"
 	"github.com/stratadb/strata/internal/objstore/objstoretest"
 	"github.com/stratadb/strata/internal/server/servertest"
 )
@@ -86,5 +91,156 @@ func TestRemoteWriteV1AndV2(t *testing.T) {
 	}
 	if resp := send(t, base, v1, "application/json"); resp.StatusCode != http.StatusUnsupportedMediaType {
 		t.Fatalf("json: %d", resp.StatusCode)
+	}
+}
+
+// Every float64 Prometheus sends is stored and read back as Prometheus
+// reads it: NaN and ±Inf as values, a staleness marker ending its series
+// at once (not after the lookback delta), from the memtable and from SSTs
+// alike.
+func TestRemoteWriteStoresNaNInfinitiesAndStaleness(t *testing.T) {
+	n := servertest.Start(t, objstoretest.Mem(t), servertest.Options{})
+	base := "http://" + n.HTTPAddr()
+	const t0 = 1767225600000 // ms
+	stale := math.Float64frombits(value.StaleNaN)
+	req := &prompb.WriteRequest{Timeseries: []prompb.TimeSeries{
+		{Labels: []prompb.Label{{Name: "__name__", Value: "q"}, {Name: "quantile", Value: "0.5"}},
+			Samples: []prompb.Sample{{Value: math.NaN(), Timestamp: t0}, {Value: 2, Timestamp: t0 + 15000}}},
+		{Labels: []prompb.Label{{Name: "__name__", Value: "infinite"}, {Name: "sign", Value: "plus"}},
+			Samples: []prompb.Sample{{Value: math.Inf(1), Timestamp: t0}}},
+		{Labels: []prompb.Label{{Name: "__name__", Value: "infinite"}, {Name: "sign", Value: "minus"}},
+			Samples: []prompb.Sample{{Value: math.Inf(-1), Timestamp: t0}}},
+		{Labels: []prompb.Label{{Name: "__name__", Value: "gone"}},
+			Samples: []prompb.Sample{{Value: 7, Timestamp: t0}, {Value: stale, Timestamp: t0 + 15000}}},
+	}}
+	if resp := send(t, base, req, "application/x-protobuf"); resp.StatusCode != http.StatusNoContent {
+		t.Fatalf("write: %d", resp.StatusCode)
+	}
+	c := client{t, base}
+	at := func(query string, ms int64) string {
+		t.Helper()
+		code, r := c.get("/api/v1/query", url.Values{"query": {query}, "time": {strconv.FormatFloat(float64(ms)/1000, 'f', 3, 64)}})
+		if code != 200 {
+			t.Fatalf("%s: %d %s", query, code, r.Data)
+		}
+		return string(r.Data)
+	}
+	check := func(when string) {
+		t.Helper()
+		for _, c := range []struct {
+			query string
+			ms    int64
+			want  string
+		}{
+			{`q`, t0, `"NaN"`},
+			{`q`, t0 + 15000, `"2"`},
+			{`infinite{sign="plus"}`, t0, `"+Inf"`},
+			{`infinite{sign="minus"}`, t0, `"-Inf"`},
+			{`gone`, t0 + 5000, `"7"`},
+			{`count_over_time(q[1m])`, t0 + 20000, `"2"`},
+		} {
+			if got := at(c.query, c.ms); !strings.Contains(got, c.want) {
+				t.Errorf("%s: %s at %d: %s, want %s", when, c.query, c.ms, got, c.want)
+			}
+		}
+		// The marker ends the series: nothing after it, though the
+		// lookback delta (5m) would reach the sample before it.
+		if got := at(`gone`, t0+20000); strings.Contains(got, `"7"`) {
+			t.Errorf("%s: gone after its staleness marker: %s", when, got)
+		}
+	}
+	check("from the memtable")
+	if err := n.Engine().Flush(context.Background(), catalog.MetricsTable); err != nil {
+		t.Fatal(err)
+	}
+	check("from an SST")
+}
+
+// A request is stored as far as it can be: the series and samples that can
+// never be stored are refused, counted and named in a 400 (not retried by
+// Prometheus), and everything else in the request is written.
+func TestRemoteWritePartial(t *testing.T) {
+	n := servertest.Start(t, objstoretest.Mem(t), servertest.Options{})
+	base := "http://" + n.HTTPAddr()
+	const t0 = 1767225600000 // ms
+	req := &prompb.WriteRequest{Timeseries: []prompb.TimeSeries{
+		{Labels: []prompb.Label{{Name: "__name__", Value: "ok"}, {Name: "job", Value: "a"}},
+			Samples: []prompb.Sample{{Value: 1, Timestamp: t0}, {Value: 2, Timestamp: math.MaxInt64}}},
+		{Labels: []prompb.Label{{Name: "job", Value: "nameless"}}, Samples: []prompb.Sample{{Value: 1, Timestamp: t0}}},
+		{Labels: []prompb.Label{{Name: "__name__", Value: "bad"}, {Name: "x\x01", Value: "y"}}, Samples: []prompb.Sample{{Value: 1, Timestamp: t0}}},
+		{Labels: []prompb.Label{{Name: "__name__", Value: "twice"}, {Name: "a", Value: "1"}, {Name: "a", Value: "2"}}, Samples: []prompb.Sample{{Value: 1, Timestamp: t0}}},
+		{Labels: []prompb.Label{{Name: "__name__", Value: "hist"}}, Histograms: []prompb.Histogram{{Timestamp: t0}}},
+		// Labels named like the table's columns are labels like any other.
+		{Labels: []prompb.Label{{Name: "__name__", Value: "ok"}, {Name: "job", Value: "b"}, {Name: "value", Value: "v"}, {Name: "time", Value: "t"}},
+			Samples: []prompb.Sample{{Value: 3, Timestamp: t0}}},
+	}}
+	raw, _ := req.Marshal()
+	hreq, _ := http.NewRequest("POST", base+"/api/v1/write", bytes.NewReader(snappy.Encode(nil, raw)))
+	hreq.Header.Set("Content-Type", "application/x-protobuf")
+	resp, err := http.DefaultClient.Do(hreq)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(body), "5 of 7 samples refused, the other 2 stored") ||
+		!strings.Contains(string(body), "out of range") || !strings.Contains(string(body), "no __name__") || !strings.Contains(string(body), "and 2 more") {
+		t.Fatalf("partial write: %d %s", resp.StatusCode, body)
+	}
+	c := client{t, base}
+	code, r := c.get("/api/v1/query", url.Values{"query": {`sum(ok)`}, "time": {strconv.Itoa(t0 / 1000)}})
+	if code != 200 || !strings.Contains(string(r.Data), `"4"`) {
+		t.Fatalf("the request's storable samples: %d %s", code, r.Data)
+	}
+	code, r = c.get("/api/v1/series", url.Values{"match[]": {`ok{value="v",time="t"}`}})
+	if code != 200 || !strings.Contains(string(r.Data), `"job":"b"`) {
+		t.Fatalf("labels named value and time: %d %s", code, r.Data)
+	}
+}
+
+// Metric names are label values of one table: a thousand names make no
+// table, region or catalog entry of their own, and the label and series
+// APIs list them.
+func TestRemoteWriteNamesShareOneTable(t *testing.T) {
+	n := servertest.Start(t, objstoretest.Mem(t), servertest.Options{})
+	base := "http://" + n.HTTPAddr()
+	const t0 = 1767225600000 // ms
+	const names = 1000
+	req := &prompb.WriteRequest{}
+	for i := range names {
+		for s := range 3 {
+			req.Timeseries = append(req.Timeseries, prompb.TimeSeries{
+				Labels:  []prompb.Label{{Name: "__name__", Value: fmt.Sprintf("metric_%04d", i)}, {Name: "instance", Value: strconv.Itoa(s)}, {Name: "job", Value: "bench"}},
+				Samples: []prompb.Sample{{Value: float64(i), Timestamp: t0}},
+			})
+		}
+	}
+	if resp := send(t, base, req, "application/x-protobuf"); resp.StatusCode != http.StatusNoContent {
+		t.Fatalf("write: %d", resp.StatusCode)
+	}
+	tables := n.Engine().Tables()
+	if len(tables) != 1 || tables[0].Name != catalog.MetricsTable || tables[0].Regions != 1 {
+		t.Fatalf("tables after %d names: %+v", names, tables)
+	}
+	if cols := tables[0].Schema.Columns; len(cols) != 2 {
+		t.Fatalf("the metrics table's columns grew with the labels: %+v", cols)
+	}
+	c := client{t, base}
+	code, r := c.get("/api/v1/label/__name__/values", nil)
+	var vals []string
+	if code != 200 || json.Unmarshal(r.Data, &vals) != nil || len(vals) != names || vals[0] != "metric_0000" || vals[names-1] != "metric_0999" {
+		t.Fatalf("names: %d %d values: %.200s", code, len(vals), r.Data)
+	}
+	code, r = c.get("/api/v1/labels", nil)
+	if code != 200 || string(r.Data) != `["__name__","instance","job"]` {
+		t.Fatalf("label names: %d %s", code, r.Data)
+	}
+	code, r = c.get("/api/v1/query", url.Values{"query": {`count(count by (__name__) ({job="bench"}))`}, "time": {strconv.Itoa(t0 / 1000)}})
+	if code != 200 || !strings.Contains(string(r.Data), fmt.Sprintf(`"%d"`, names)) {
+		t.Fatalf("count by name: %d %s", code, r.Data)
+	}
+	code, r = c.get("/api/v1/query", url.Values{"query": {`sum by (instance) (metric_0042)`}, "time": {strconv.Itoa(t0 / 1000)}})
+	if code != 200 || strings.Count(string(r.Data), `"42"`) != 3 {
+		t.Fatalf("one name: %d %s", code, r.Data)
 	}
 }

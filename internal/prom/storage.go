@@ -6,10 +6,12 @@
 //
 // Series naming (VictoriaMetrics' convention): the field f of table
 // (measurement) m is the series m_f{tags}; a field named "value" is the
-// series m{tags} (what remote write stores). Names are resolved against
-// the catalog's (table, field) pairs, never by splitting on "_". Float,
-// integer, unsigned and boolean fields read as float64; string fields are
-// not series.
+// series m{tags}. Names are resolved against the catalog's (table, field)
+// pairs, never by splitting on "_". Float, integer, unsigned and boolean
+// fields read as float64; string fields are not series. The metrics table
+// (catalog.MetricsTable, what remote write stores) is the exception: its
+// series keys hold every label, __name__ among them, so its names are
+// label values, matched in its scans like any other label.
 package prom
 
 import (
@@ -39,18 +41,40 @@ import (
 // ValueField is the field a bare metric name reads.
 const ValueField = "value"
 
-// metric is one (table, field) pair and the name it is exposed under.
+// metric is one (table, field) pair and the name it is exposed under;
+// or, with labels set, the metrics table, whose series keys hold their
+// names and whose labels are not columns.
 type metric struct {
-	name  string
-	table string
-	field string
-	tags  []string // the table's tag columns
+	name   string
+	table  string
+	field  string
+	tags   []string // the table's tag columns
+	labels bool
 }
 
-// metrics lists the series names the catalog defines, sorted by name.
+// hasTag reports whether series of mt may have tag name.
+func (mt *metric) hasTag(name string) bool { return mt.labels || slices.Contains(mt.tags, name) }
+
+// matchers are the matchers a scan of mt applies: all of them for the
+// metrics table, whose keys hold __name__; the rest for another table,
+// whose name matched already.
+func (mt *metric) matchers(all, rest []*labels.Matcher) []*labels.Matcher {
+	if mt.labels {
+		return all
+	}
+	return rest
+}
+
+// metrics lists the series names the catalog defines, sorted by name, and
+// last the metrics table if it exists.
 func metrics(tables []catalog.Table) []metric {
 	var out []metric
+	var labelsTable bool
 	for _, t := range tables {
+		if t.Name == catalog.MetricsTable {
+			labelsTable = true
+			continue
+		}
 		var tags []string
 		var fields []string
 		for _, c := range t.Schema.Columns {
@@ -70,6 +94,9 @@ func metrics(tables []catalog.Table) []metric {
 		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].name < out[j].name })
+	if labelsTable {
+		out = append(out, metric{table: catalog.MetricsTable, field: ValueField, labels: true})
+	}
 	return out
 }
 
@@ -117,6 +144,9 @@ func (qr *querier) matching(ms []*labels.Matcher) ([]metric, []*labels.Matcher) 
 	for _, mt := range metrics(qr.q.Engine.Tables()) {
 		ok := true
 		for _, m := range names {
+			if mt.labels {
+				break // matched in the scan
+			}
 			ok = ok && m.Matches(mt.name)
 		}
 		if ok {
@@ -138,10 +168,11 @@ func (qr *querier) Select(ctx context.Context, sortSeries bool, hints *storage.S
 	var out []storage.Series
 	samples := 0
 	for _, mt := range mts {
-		if missingTag(rest, mt.tags) {
+		mrest := mt.matchers(ms, rest)
+		if missingTag(mrest, &mt) {
 			continue
 		}
-		req, post := pushDown(mt, rest, mint, maxt)
+		req, post := pushDown(mt, mrest, mint, maxt)
 		var ss []storage.Series
 		var n int
 		var err error
@@ -176,7 +207,7 @@ func pushDown(mt metric, ms []*labels.Matcher, mint, maxt int64) (region.ScanReq
 	var post []*labels.Matcher
 	for _, m := range ms {
 		switch {
-		case !slices.Contains(mt.tags, m.Name):
+		case !mt.hasTag(m.Name):
 			post = append(post, m)
 		case m.Type == labels.MatchEqual:
 			req.Tags = append(req.Tags, row.Tag{Name: m.Name, Value: m.Value})
@@ -193,10 +224,10 @@ func pushDown(mt metric, ms []*labels.Matcher, mint, maxt int64) (region.ScanReq
 }
 
 // missingTag says whether an equality matcher asks for a non-empty value of
-// a tag the table does not have: then no series of it matches.
-func missingTag(ms []*labels.Matcher, tags []string) bool {
+// a tag mt's table does not have: then no series of it matches.
+func missingTag(ms []*labels.Matcher, mt *metric) bool {
 	for _, m := range ms {
-		if m.Type == labels.MatchEqual && m.Value != "" && !slices.Contains(tags, m.Name) {
+		if m.Type == labels.MatchEqual && m.Value != "" && !mt.hasTag(m.Name) {
 			return true
 		}
 	}
@@ -204,7 +235,7 @@ func missingTag(ms []*labels.Matcher, tags []string) bool {
 }
 
 // labeler turns series keys of one metric into label sets, dropping those
-// the post-scan matchers reject.
+// the post-scan matchers reject. An empty name: the keys hold __name__.
 type labeler struct {
 	name string
 	post []*labels.Matcher
@@ -217,7 +248,9 @@ func (l *labeler) labels(key string) (labels.Labels, bool, error) {
 		return labels.EmptyLabels(), false, err
 	}
 	lb := labels.NewScratchBuilder(len(l.tags) + 1)
-	lb.Add(labels.MetricName, l.name)
+	if l.name != "" {
+		lb.Add(labels.MetricName, l.name)
+	}
 	for _, t := range l.tags {
 		lb.Add(t.Name, t.Value)
 	}
@@ -455,13 +488,32 @@ func nsToMs(ns int64) int64 {
 }
 
 // LabelNames are __name__ and the tag columns of the tables whose metrics
-// can match: from the catalog, without reading data.
+// can match: from the catalog, without reading data; and the label names
+// of the metrics table's series the matchers select, from its series
+// indexes.
 func (qr *querier) LabelNames(ctx context.Context, hints *storage.LabelHints, ms ...*labels.Matcher) ([]string, annotations.Annotations, error) {
 	mts, _ := qr.matching(ms)
 	var out []string
 	for _, mt := range mts {
-		out = append(out, labels.MetricName)
-		out = append(out, mt.tags...)
+		if !mt.labels {
+			out = append(out, labels.MetricName)
+			out = append(out, mt.tags...)
+			continue
+		}
+		req, post := pushDown(mt, ms, qr.mint, qr.maxt)
+		ss, err := qr.list(ctx, mt, req, post)
+		if err != nil {
+			return nil, nil, err
+		}
+		seen := map[string]bool{}
+		for _, s := range ss {
+			s.Labels().Range(func(l labels.Label) {
+				if !seen[l.Name] {
+					seen[l.Name] = true
+					out = append(out, l.Name)
+				}
+			})
+		}
 	}
 	return limit(sortedSet(out), hints), nil, nil
 }
@@ -473,9 +525,12 @@ func (qr *querier) LabelValues(ctx context.Context, name string, hints *storage.
 	if name == labels.MetricName {
 		mts, _ := qr.matching(ms)
 		for _, mt := range mts {
-			out = append(out, mt.name)
+			if !mt.labels {
+				out = append(out, mt.name)
+			}
 		}
-	} else if err := qr.tagValues(ctx, name, ms, &out); err != nil {
+	}
+	if err := qr.tagValues(ctx, name, ms, &out); err != nil {
 		return nil, nil, err
 	}
 	return limit(sortedSet(out), hints), nil, nil
@@ -493,16 +548,18 @@ func sortedSet(vs []string) []string {
 // (repeats and all), from series-only scans. The tag matchers select the
 // same series of every field of a table, so each table is listed once;
 // without matchers left to apply after the scan, only the one tag of each
-// key is decoded.
+// key is decoded. Of the tables other than the metrics table, __name__ is
+// not a tag (LabelValues takes their names from the catalog).
 func (qr *querier) tagValues(ctx context.Context, name string, ms []*labels.Matcher, out *[]string) error {
 	mts, rest := qr.matching(ms)
 	listed := map[string]bool{}
 	for _, mt := range mts {
-		if listed[mt.table] || !slices.Contains(mt.tags, name) || missingTag(rest, mt.tags) {
+		mrest := mt.matchers(ms, rest)
+		if listed[mt.table] || !mt.hasTag(name) || missingTag(mrest, &mt) || name == labels.MetricName && !mt.labels {
 			continue
 		}
 		listed[mt.table] = true
-		req, post := pushDown(mt, rest, qr.mint, qr.maxt)
+		req, post := pushDown(mt, mrest, qr.mint, qr.maxt)
 		if len(post) > 0 {
 			ss, err := qr.list(ctx, mt, req, post)
 			if err != nil {

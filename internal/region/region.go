@@ -60,8 +60,9 @@ type Options struct {
 	Timestamp string
 	// TTL expires rows older than now-TTL (0: keep forever).
 	TTL time.Duration
-	// AllowNonFinite accepts NaN and ±Inf float fields (default: rejected).
-	AllowNonFinite bool
+	// Labels makes a new region's tags free-form labels
+	// (manifest.Schema.Labels), as the metrics table's are.
+	Labels bool
 	// WAL configures group commit of the region's own WAL.
 	WAL wal.Options
 	// Stream, if set, is the datanode's shared WAL stream: the region's
@@ -208,7 +209,11 @@ func Open(ctx context.Context, store objstore.Bucket, id layout.RegionID, opts O
 	st := man.State()
 	r.epoch = st.Epoch
 	if len(st.Schema.Columns) == 0 {
-		s, err := schema.New(opts.Timestamp)
+		newSchema := schema.New
+		if opts.Labels {
+			newSchema = schema.NewLabels
+		}
+		s, err := newSchema(opts.Timestamp)
 		if err != nil {
 			return fail(err)
 		}

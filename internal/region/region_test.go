@@ -261,13 +261,6 @@ func TestBadInputRejectsWholeBatch(t *testing.T) {
 	if err := r.Delete(ctx, nil, 5, 4); !errors.Is(err, ErrInvalidWrite) {
 		t.Errorf("backwards delete: %v", err)
 	}
-	// Non-finite floats when allowed.
-	r2, err := Open(ctx, objstoretest.Mem(t), testRegion, Options{Create: true, AllowNonFinite: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer closeRegion(t, r2, false)
-	mustWrite(t, r2, pt("a", 1, fl("v", math.Inf(-1))))
 }
 
 func TestRegionNotFoundAndClosed(t *testing.T) {

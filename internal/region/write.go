@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"slices"
 	"time"
 
@@ -186,12 +185,12 @@ func putScratch(sc *scratch) {
 // columns the batch adds. The first bad point's error is a *PointError.
 // Engines that spread a batch over several regions call it once for the
 // whole batch against the table's schema.
-func ValidateBatch(points []row.Point, base *schema.Schema, allowNonFinite bool) (*schema.Additions, error) {
+func ValidateBatch(points []row.Point, base *schema.Schema) (*schema.Additions, error) {
 	add := base.Extend()
 	var prev *row.Point
 	for i := range points {
 		p := &points[i]
-		if err := validate(p, sameShape(p, prev), base.Timestamp(), add, allowNonFinite); err != nil {
+		if err := validate(p, sameShape(p, prev), base.Timestamp(), add); err != nil {
 			return nil, &PointError{Index: i, Err: err}
 		}
 		prev = p
@@ -257,8 +256,9 @@ func sameShape(p, prev *row.Point) bool {
 
 // validate checks one point against the schema, collecting new columns.
 // If known, the point's columns were checked with an earlier point of the
-// same shape; only its values need checking.
-func validate(p *row.Point, known bool, tsName string, add *schema.Additions, allowNonFinite bool) error {
+// same shape. Any float64 is a value, NaN and ±Inf among them (Prometheus
+// stores them, and its staleness markers are NaNs).
+func validate(p *row.Point, known bool, tsName string, add *schema.Additions) error {
 	if p.TS == row.NoTimestamp {
 		return fmt.Errorf("%w: missing timestamp", ErrInvalidWrite)
 	}
@@ -266,13 +266,6 @@ func validate(p *row.Point, known bool, tsName string, add *schema.Additions, al
 		return fmt.Errorf("%w: no fields", ErrInvalidWrite)
 	}
 	if known {
-		for _, f := range p.Fields {
-			if f.Value.Kind() == row.Float && !allowNonFinite {
-				if v := f.Value.Float(); math.IsNaN(v) || math.IsInf(v, 0) {
-					return fmt.Errorf("%w: field %q is %v; non-finite floats are not allowed", ErrInvalidWrite, f.Name, v)
-				}
-			}
-		}
 		return nil
 	}
 	for j, t := range p.Tags {
@@ -281,7 +274,7 @@ func validate(p *row.Point, known bool, tsName string, add *schema.Additions, al
 				return fmt.Errorf("%w: tag %q appears twice", ErrInvalidWrite, t.Name)
 			}
 		}
-		if t.Name == tsName {
+		if t.Name == tsName && !add.Labels() {
 			return fmt.Errorf("%w: tag %q has the timestamp column's name", ErrInvalidWrite, t.Name)
 		}
 		if err := add.Tag(t.Name); err != nil {
@@ -295,11 +288,6 @@ func validate(p *row.Point, known bool, tsName string, add *schema.Additions, al
 		k := f.Value.Kind()
 		if k == row.Null {
 			return fmt.Errorf("%w: field %q has no value", ErrInvalidWrite, f.Name)
-		}
-		if k == row.Float && !allowNonFinite {
-			if v := f.Value.Float(); math.IsNaN(v) || math.IsInf(v, 0) {
-				return fmt.Errorf("%w: field %q is %v; non-finite floats are not allowed", ErrInvalidWrite, f.Name, v)
-			}
 		}
 		for _, g := range p.Fields[:j] {
 			if g.Name == f.Name {
@@ -321,7 +309,7 @@ func (r *Region) schemaFor(ctx context.Context, points []row.Point, prepared boo
 		if prepared {
 			return Columns(points, base)
 		}
-		return ValidateBatch(points, base, r.opts.AllowNonFinite)
+		return ValidateBatch(points, base)
 	}
 	base := r.Schema()
 	add, err := check(base)

@@ -72,6 +72,18 @@ func New(timestamp string) (*Schema, error) {
 	return FromManifest(manifest.Schema{Version: 1, Columns: []manifest.Column{{Name: timestamp, Role: RoleTimestamp, Type: "int64"}}})
 }
 
+// NewLabels is New for a table whose tags are free-form labels
+// (manifest.Schema.Labels).
+func NewLabels(timestamp string) (*Schema, error) {
+	s, err := New(timestamp)
+	if err != nil {
+		return nil, err
+	}
+	ms := s.Manifest()
+	ms.Labels = true
+	return FromManifest(ms)
+}
+
 // FromManifest indexes a persisted schema.
 func FromManifest(ms manifest.Schema) (*Schema, error) {
 	s := &Schema{persisted: ms, byName: map[string]int{}, ordinal: map[string]int{}}
@@ -114,8 +126,11 @@ func (s *Schema) Version() uint64 { return s.persisted.Version }
 // Timestamp is the timestamp column's name.
 func (s *Schema) Timestamp() string { return s.tsName }
 
-// Tags are the tag columns in order of addition.
+// Tags are the tag columns in order of addition (none if Labels).
 func (s *Schema) Tags() []string { return s.tags }
+
+// Labels reports whether the tags are free-form labels, not columns.
+func (s *Schema) Labels() bool { return s.persisted.Labels }
 
 // Fields are the field columns by ordinal.
 func (s *Schema) Fields() []Field { return s.fields }
@@ -146,8 +161,14 @@ type Additions struct {
 // Extend starts collecting additions against s.
 func (s *Schema) Extend() *Additions { return &Additions{base: s} }
 
-// Tag records that a write uses tag name.
-func (a *Additions) Tag(name string) error { return a.use(name, RoleTag, "string") }
+// Tag records that a write uses tag name. In a Labels schema only the
+// name is checked (ValidateLabelName): labels are not columns.
+func (a *Additions) Tag(name string) error {
+	if a.base.persisted.Labels {
+		return ValidateLabelName(name)
+	}
+	return a.use(name, RoleTag, "string")
+}
 
 // Field records that a write uses field name with kind k.
 func (a *Additions) Field(name string, k row.Kind) error { return a.use(name, RoleField, k.String()) }
@@ -177,6 +198,9 @@ func check(c manifest.Column, name, role, typ string) error {
 	return &ConflictError{Column: name, HaveRole: c.Role, HaveType: c.Type, WriteRole: role, WriteType: typ}
 }
 
+// Labels reports whether the base schema's tags are labels.
+func (a *Additions) Labels() bool { return a.base.persisted.Labels }
+
 // Changed reports whether any column is new.
 func (a *Additions) Changed() bool { return len(a.added) > 0 }
 
@@ -185,13 +209,23 @@ func (a *Additions) Result() (*Schema, error) {
 	if !a.Changed() {
 		return a.base, nil
 	}
-	ms := manifest.Schema{Version: a.base.persisted.Version + 1}
+	ms := manifest.Schema{Version: a.base.persisted.Version + 1, Labels: a.base.persisted.Labels}
 	ms.Columns = append(append(ms.Columns, a.base.persisted.Columns...), a.added...)
 	return FromManifest(ms)
 }
 
 // ValidateName checks a column name.
 func ValidateName(name string) error {
+	if strings.HasPrefix(name, "__") {
+		return fmt.Errorf("%w: %q: names starting with \"__\" are reserved", ErrBadName, name)
+	}
+	return ValidateLabelName(name)
+}
+
+// ValidateLabelName checks a label name of a Labels schema: a column
+// name's rules without the reserved prefix (labels such as __name__ are
+// Prometheus' own).
+func ValidateLabelName(name string) error {
 	switch {
 	case name == "":
 		return fmt.Errorf("%w: empty", ErrBadName)
@@ -199,8 +233,6 @@ func ValidateName(name string) error {
 		return fmt.Errorf("%w: %.32q… is longer than %d bytes", ErrBadName, name, MaxNameLen)
 	case !utf8.ValidString(name):
 		return fmt.Errorf("%w: %q is not UTF-8", ErrBadName, name)
-	case strings.HasPrefix(name, "__"):
-		return fmt.Errorf("%w: %q: names starting with \"__\" are reserved", ErrBadName, name)
 	}
 	for _, r := range name {
 		if r < 0x20 || r == 0x7f {
