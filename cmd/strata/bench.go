@@ -47,7 +47,7 @@ cost per day on S3 at the measured rate (docs/cost.md).`,
 	f.Int("workers", 8, "concurrent requests")
 	f.String("start", "2026-01-01T00:00:00Z", "timestamp of the first row")
 	f.Uint64("seed", 1, "seed of the generated values")
-	cmd.AddCommand(ingest)
+	cmd.AddCommand(ingest, newBenchRemoteWrite())
 	return cmd
 }
 
@@ -129,24 +129,7 @@ func runBenchIngest(cmd *cobra.Command, args []string) error {
 		}
 	}
 	client := &http.Client{Transport: tr}
-	var peakRSS atomic.Int64
-	var rssWG sync.WaitGroup
-	rssWG.Add(1)
-	go func() {
-		defer rssWG.Done()
-		t := time.NewTicker(250 * time.Millisecond)
-		defer t.Stop()
-		for {
-			if v, err := scrapeRSS(ctx, client, url+"/metrics"); err == nil && v > peakRSS.Load() {
-				peakRSS.Store(v)
-			}
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-			}
-		}
-	}()
+	rss := watchRSS(ctx, client, url+"/metrics")
 	before, berr := scrapeMetrics(ctx, client, url+"/metrics")
 	var next atomic.Int64
 	lat := make([][]time.Duration, workers)
@@ -185,11 +168,11 @@ func runBenchIngest(cmd *cobra.Command, args []string) error {
 	wg.Wait()
 	elapsed, clientCPU, idle1 := time.Since(began), processCPU()-clientCPU0, machineIdle()
 	after, aerr := scrapeMetrics(context.Background(), client, url+"/metrics")
-	if v := int64(after["process_resident_memory_bytes"]); aerr == nil && v > peakRSS.Load() {
-		peakRSS.Store(v)
+	if aerr == nil {
+		rss.observe(int64(after["process_resident_memory_bytes"]))
 	}
+	peakRSS := rss.stop()
 	cancel()
-	rssWG.Wait()
 	close(errc)
 	if err := <-errc; err != nil {
 		return err
@@ -200,11 +183,7 @@ func runBenchIngest(cmd *cobra.Command, args []string) error {
 	fmt.Fprintf(out, "rows:        %d in %s\n", rows, elapsed.Round(time.Millisecond))
 	fmt.Fprintf(out, "throughput:  %.0f rows/s (%.1f MiB/s of line protocol)\n", float64(rows)/elapsed.Seconds(), float64(total)/(1<<20)/elapsed.Seconds())
 	fmt.Fprintf(out, "latency:     p50 %s  p99 %s  max %s (per %d-row request)\n", pct(0.5).Round(time.Microsecond), pct(0.99).Round(time.Microsecond), all[len(all)-1].Round(time.Microsecond), batch)
-	if v := peakRSS.Load(); v > 0 {
-		fmt.Fprintf(out, "server RSS:  peak %.0f MiB\n", float64(v)/(1<<20))
-	} else {
-		fmt.Fprintln(out, "server RSS:  unknown (no process_resident_memory_bytes on /metrics)")
-	}
+	printRSS(out, peakRSS)
 	// The loader shares the machine with the server: its CPU is printed
 	// apart, so what the server spent a row is read on its own.
 	cpu := fmt.Sprintf("client %.2f s", clientCPU.Seconds())
@@ -353,6 +332,59 @@ func (r requestCounts) price(p requestPrices) float64 {
 func authorize(req *http.Request) {
 	if tok := os.Getenv("STRATA_AUTH_TOKEN"); tok != "" {
 		req.Header.Set("Authorization", "Token "+tok)
+	}
+}
+
+// rssWatch samples a server's resident memory every 250 ms until stop.
+type rssWatch struct {
+	peak   atomic.Int64
+	cancel context.CancelFunc
+	done   sync.WaitGroup
+}
+
+// watchRSS starts sampling process_resident_memory_bytes (which Strata and
+// VictoriaMetrics both export) from the Prometheus endpoint at url.
+func watchRSS(ctx context.Context, c *http.Client, url string) *rssWatch {
+	ctx, cancel := context.WithCancel(ctx)
+	w := &rssWatch{cancel: cancel}
+	w.done.Add(1)
+	go func() {
+		defer w.done.Done()
+		t := time.NewTicker(250 * time.Millisecond)
+		defer t.Stop()
+		for {
+			if v, err := scrapeRSS(ctx, c, url); err == nil {
+				w.observe(v)
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	return w
+}
+
+// observe counts a reading taken elsewhere (a last scrape after the run).
+func (w *rssWatch) observe(v int64) {
+	for p := w.peak.Load(); v > p && !w.peak.CompareAndSwap(p, v); p = w.peak.Load() {
+	}
+}
+
+// stop ends the sampling and returns the peak (0: never read).
+func (w *rssWatch) stop() int64 {
+	w.cancel()
+	w.done.Wait()
+	return w.peak.Load()
+}
+
+// printRSS prints the server's peak RSS line.
+func printRSS(out io.Writer, peak int64) {
+	if peak > 0 {
+		fmt.Fprintf(out, "server RSS:  peak %.0f MiB\n", float64(peak)/(1<<20))
+	} else {
+		fmt.Fprintln(out, "server RSS:  unknown (no process_resident_memory_bytes on /metrics)")
 	}
 }
 

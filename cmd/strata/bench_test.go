@@ -1,8 +1,14 @@
 package main
 
 import (
+	"context"
+	"fmt"
 	"math"
+	"net/http"
+	"net/http/httptest"
+	"sync/atomic"
 	"testing"
+	"time"
 )
 
 func TestRequestCountsFromMetrics(t *testing.T) {
@@ -64,5 +70,33 @@ func TestParseCPUTicks(t *testing.T) {
 		if parseCPUTicks(bad).ok {
 			t.Fatalf("%q parsed", bad)
 		}
+	}
+}
+
+// The RSS watch keeps the highest reading, its own and those observed
+// for it, and 0 where the server exports none.
+func TestRSSWatchKeepsThePeak(t *testing.T) {
+	var n atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/metrics" {
+			http.NotFound(w, r)
+			return
+		}
+		v := []int64{100, 300, 200}[min(n.Add(1)-1, 2)]
+		fmt.Fprintf(w, "# TYPE process_resident_memory_bytes gauge\nprocess_resident_memory_bytes %d\n", v)
+	}))
+	defer srv.Close()
+	w := watchRSS(context.Background(), srv.Client(), srv.URL+"/metrics")
+	for n.Load() < 3 {
+		time.Sleep(50 * time.Millisecond) // the watch reads every 250 ms
+	}
+	w.observe(250)
+	if p := w.stop(); p != 300 {
+		t.Fatalf("peak %d, want 300", p)
+	}
+	none := watchRSS(context.Background(), srv.Client(), srv.URL+"/nothing-here")
+	time.Sleep(300 * time.Millisecond) // a read or two
+	if p := none.stop(); p != 0 {
+		t.Fatalf("peak %d without the metric", p)
 	}
 }

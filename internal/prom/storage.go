@@ -1,8 +1,9 @@
 // Package prom answers PromQL over Strata with Prometheus' own engine: a
 // storage.Queryable over the engine's scans, and the Prometheus HTTP API's
-// query, series and label endpoints. It is the one package that imports
-// github.com/prometheus/prometheus (pinned: its interfaces change between
-// minor releases).
+// query, series and label endpoints. It is the one package of the server
+// that imports github.com/prometheus/prometheus (pinned: its interfaces
+// change between minor releases); internal/rwload, the load generator,
+// uses only its remote-write wire types and staleness marker.
 //
 // Series naming (VictoriaMetrics' convention): the field f of table
 // (measurement) m is the series m_f{tags}; a field named "value" is the
