@@ -17,6 +17,22 @@ if [ ! -x "$STRATA_MINIO_BIN" ]; then
 fi
 export STRATA_REQUIRE_S3=1
 
+# A real Prometheus (scraping itself and a node_exporter) remote-writes to
+# Strata and VictoriaMetrics side by side (internal/scrapetest): all three
+# built once with `go install` into the same cache (about 8 minutes on 2
+# cores the first time).
+install() { # name binary module@version
+  if [ ! -x "$BIN_DIR/$2" ]; then
+    echo "installing $1 into $BIN_DIR (first run only)..."
+    GOBIN="$BIN_DIR" GOFLAGS=-buildvcs=false go install "$3"
+  fi
+}
+install Prometheus prometheus github.com/prometheus/prometheus/cmd/prometheus@v0.316.0
+install node_exporter node_exporter github.com/prometheus/node_exporter@v1.12.1
+install VictoriaMetrics victoria-metrics github.com/VictoriaMetrics/VictoriaMetrics/app/victoria-metrics@v1.151.0
+export STRATA_PROMETHEUS_BIN="$BIN_DIR/prometheus" STRATA_NODE_EXPORTER_BIN="$BIN_DIR/node_exporter" STRATA_VM_BIN="$BIN_DIR/victoria-metrics"
+export STRATA_REQUIRE_PROMETHEUS=1
+
 # etcd: metasrv embeds it, but the integration suite also runs once against
 # Debian's etcd-server. Installed with apt where that is possible (root and
 # apt-get); elsewhere that one test falls back to the embedded etcd.
