@@ -108,8 +108,15 @@ type Memtable struct {
 	// entries of a write share the memtable's keys (ShareKeys), and
 	// hashing an address is cheaper than hashing a key of a hundred bytes
 	// or more.
-	byAddr      map[*byte]*series
-	bytes       int64
+	byAddr   map[*byte]*series
+	bytes    int64
+	keyBytes int64 // of bytes, the series' keys and entries
+	// prev is the frozen memtable this one succeeded, until its flush is
+	// done (ForgetPredecessor): a series it had takes its key from there
+	// instead of a copy of its own, so a steady source's keys are
+	// allocated once, not once a memtable. Frozen, prev's series map is
+	// only read, and a key never changes.
+	prev        *Memtable
 	entries     int64
 	deletes     int64
 	minSeq      uint64
@@ -216,7 +223,36 @@ func (m *Memtable) Successor() *Memtable {
 		mean := st.Entries / int64(st.Series)
 		n.rowsHint = int(min(mean+mean/8+1, 4096))
 	}
+	m.mu.Lock()
+	if m.frozen {
+		n.prev = m
+		m.prev = nil // a chain would keep every flushed memtable's rows
+	}
+	m.mu.Unlock()
 	return n
+}
+
+// ForgetPredecessor drops m's reference to the memtable it succeeded if
+// that is flushed, once it is flushed: the keys m took from it stay, its
+// rows go.
+func (m *Memtable) ForgetPredecessor(flushed *Memtable) {
+	m.mu.Lock()
+	if m.prev == flushed {
+		m.prev = nil
+	}
+	m.mu.Unlock()
+}
+
+// prevKey returns the key of series k in the predecessor, if it had it.
+// The caller holds m.mu.
+func (m *Memtable) prevKey(k string) (string, bool) {
+	if m.prev == nil {
+		return "", false
+	}
+	if s, ok := m.prev.series[k]; ok {
+		return s.key, true
+	}
+	return "", false
 }
 
 // seriesOverhead approximates the memory of a series entry beyond its rows.
@@ -241,13 +277,18 @@ func (m *Memtable) Insert(seg uint64, entries []row.Entry) {
 			hi = e.End
 		}
 		if s == nil {
-			// A copy of the key: a replayed entry's is cut from its
-			// WAL segment's one string, which the memtable would
-			// otherwise keep whole.
-			s = &series{key: strings.Clone(e.Series), sorted: true, minTS: e.TS, maxTS: hi, rows: make([]memRow, 0, max(1, m.rowsHint))}
+			// A copy of the key, unless the predecessor has one: a
+			// replayed entry's is cut from its WAL segment's one
+			// string, which the memtable would otherwise keep whole.
+			key, ok := m.prevKey(e.Series)
+			if !ok {
+				key = strings.Clone(e.Series)
+			}
+			s = &series{key: key, sorted: true, minTS: e.TS, maxTS: hi, rows: make([]memRow, 0, max(1, m.rowsHint))}
 			m.series[s.key] = s
 			m.byAddr[unsafe.StringData(s.key)] = s
 			m.bytes += int64(len(e.Series) + seriesOverhead)
+			m.keyBytes += int64(len(e.Series) + seriesOverhead)
 		}
 		s.minTS, s.maxTS = min(s.minTS, e.TS), max(s.maxTS, hi)
 		r := memRow{ts: e.TS, seq: e.Seq}
@@ -352,6 +393,10 @@ func (m *Memtable) ShareKeys(entries []row.Entry, keys [][]byte) {
 			entries[i].Series = s.key
 			continue
 		}
+		if key, ok := m.prevKey(string(k)); ok {
+			entries[i].Series = key
+			continue
+		}
 		if fresh == nil {
 			fresh = map[string]string{}
 		}
@@ -374,6 +419,9 @@ func (m *Memtable) Freeze() {
 // Stats describe a memtable.
 type Stats struct {
 	Bytes, Entries int64
+	// KeyBytes are, of Bytes, the series' keys and entries: what the
+	// memtable holds per series, not per row.
+	KeyBytes       int64
 	Deletes        int64 // tombstones among the entries
 	Series         int
 	MinSeq, MaxSeq uint64
@@ -385,7 +433,7 @@ type Stats struct {
 func (m *Memtable) Stats() Stats {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
-	return Stats{Bytes: m.bytes, Entries: m.entries, Deletes: m.deletes, Series: len(m.series), MinSeq: m.minSeq, MaxSeq: m.maxSeq,
+	return Stats{Bytes: m.bytes, KeyBytes: m.keyBytes, Entries: m.entries, Deletes: m.deletes, Series: len(m.series), MinSeq: m.minSeq, MaxSeq: m.maxSeq,
 		MinTS: m.minTS, MaxTS: m.maxTS, LastSegment: m.lastSegment}
 }
 

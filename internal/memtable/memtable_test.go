@@ -269,3 +269,43 @@ func TestSuccessorSizesSeriesForTheLoad(t *testing.T) {
 		}
 	}
 }
+
+// A successor takes the keys of the series its frozen predecessor had (one
+// copy for a steady source, not one a memtable), entries shared through
+// ShareKeys included; once the predecessor is flushed it is let go. Keys
+// are accounted apart from rows.
+func TestSuccessorSharesThePredecessorsKeys(t *testing.T) {
+	m := New()
+	key := strings.Repeat("k", 300)
+	m.Insert(1, []row.Entry{{Series: key, TS: 1, Seq: 1, Op: row.Put, Fields: []row.Value{row.FloatValue(1)}}})
+	st := m.Stats()
+	if st.KeyBytes != int64(len(key)+seriesOverhead) || st.Bytes <= st.KeyBytes {
+		t.Fatalf("stats %+v", st)
+	}
+	m.Freeze()
+	n := m.Successor()
+	es := []row.Entry{{TS: 2, Seq: 2, Op: row.Put, Fields: []row.Value{row.FloatValue(2)}}, {TS: 2, Seq: 3, Op: row.Put, Fields: []row.Value{row.FloatValue(3)}}}
+	n.ShareKeys(es, [][]byte{[]byte(key), []byte("fresh")})
+	if unsafe.StringData(es[0].Series) != unsafe.StringData(m.series[key].key) {
+		t.Fatal("ShareKeys did not hand out the predecessor's key")
+	}
+	n.Insert(2, es)
+	if unsafe.StringData(n.series[key].key) != unsafe.StringData(m.series[key].key) {
+		t.Fatal("the successor copied a key its predecessor had")
+	}
+	if got := n.Stats().KeyBytes; got != int64(len(key)+len("fresh")+2*seriesOverhead) {
+		t.Fatalf("successor key bytes %d", got)
+	}
+	n.ForgetPredecessor(New()) // another memtable: kept
+	if n.prev != m {
+		t.Fatal("forgot a predecessor that was not flushed")
+	}
+	n.ForgetPredecessor(m)
+	if n.prev != nil {
+		t.Fatal("kept a flushed predecessor")
+	}
+	o := n.Successor() // n is not frozen: no predecessor to take keys from
+	if o.prev != nil {
+		t.Fatal("an active memtable became a predecessor")
+	}
+}

@@ -71,7 +71,7 @@ func (r *Region) flushOne(ctx context.Context, mt *memtable.Memtable) (err error
 	st := mt.Stats()
 	if r.man.State().FlushedSeq >= st.MaxSeq {
 		// An earlier attempt whose commit looked ambiguous did land.
-		r.dropFlushed(mt, st.Bytes)
+		r.dropFlushed(mt, st)
 		return nil
 	}
 	id := ulid.Make().String()
@@ -138,7 +138,7 @@ func (r *Region) flushOne(ctx context.Context, mt *memtable.Memtable) (err error
 			return r.abandon(ctx, job, id, fmt.Errorf("region %s: flush: commit: %w", r.id, err))
 		}
 	}
-	r.dropFlushed(mt, st.Bytes)
+	r.dropFlushed(mt, st)
 	r.lastFlushSize.Store(meta.Size)
 	m.FlushBytes.Add(float64(meta.Size))
 	m.FlushRows.Add(float64(meta.Rows))
@@ -155,7 +155,8 @@ func (r *Region) flushOne(ctx context.Context, mt *memtable.Memtable) (err error
 }
 
 // dropFlushed forgets a memtable whose data is now in the manifest.
-func (r *Region) dropFlushed(mt *memtable.Memtable, size int64) {
+func (r *Region) dropFlushed(mt *memtable.Memtable, st memtable.Stats) {
+	size := st.Bytes
 	r.mu.Lock()
 	for i, x := range r.immutable {
 		if x == mt {
@@ -167,6 +168,8 @@ func (r *Region) dropFlushed(mt *memtable.Memtable, size int64) {
 	}
 	delete(r.memPos, mt)
 	r.memBytes -= size
+	r.memKeys -= st.KeyBytes
+	r.active.ForgetPredecessor(mt)
 	close(r.memChanged)
 	r.memChanged = make(chan struct{})
 	r.mu.Unlock()

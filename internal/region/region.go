@@ -166,6 +166,7 @@ type Region struct {
 	active     *memtable.Memtable
 	immutable  []*memtable.Memtable                     // oldest first; being flushed
 	memBytes   int64                                    // active + immutable
+	memKeys    int64                                    // of memBytes, per series (memtable.Stats.KeyBytes)
 	memChanged chan struct{}                            // closed and replaced when memBytes drops
 	pins       map[string]int                           // file id -> scans reading it
 	memPos     map[*memtable.Memtable]map[string]uint64 // first stream segment per stream, per memtable
@@ -251,7 +252,8 @@ func Open(ctx context.Context, store objstore.Bucket, id layout.RegionID, opts O
 		return fail(err)
 	}
 	nextSeq = max(nextSeq, streamSeq)
-	r.memBytes = r.active.Stats().Bytes
+	st0 := r.active.Stats()
+	r.memBytes, r.memKeys = st0.Bytes, st0.KeyBytes
 	if opts.Budget != nil {
 		opts.Budget.add(r.memBytes)
 		opts.Budget.register(r)
@@ -277,7 +279,7 @@ func Open(ctx context.Context, store objstore.Bucket, id layout.RegionID, opts O
 	r.ctx, r.cancel = context.WithCancel(context.Background())
 	r.wg.Add(1)
 	go r.background()
-	if r.memBytes >= opts.FlushBytes {
+	if flushDue(st0, opts.FlushBytes) {
 		r.requestFlush()
 	}
 	return r, nil
@@ -310,14 +312,16 @@ func (r *Region) apply(seg uint64, lists [][]row.Entry, note func()) {
 	if note != nil {
 		note()
 	}
-	before := r.active.Stats().Bytes
+	st0 := r.active.Stats()
 	rows := 0
 	for _, entries := range lists {
 		r.active.Insert(seg, entries)
 		rows += len(entries)
 	}
-	after := r.active.Stats().Bytes
+	st := r.active.Stats()
+	before, after := st0.Bytes, st.Bytes
 	r.memBytes += after - before
+	r.memKeys += st.KeyBytes - st0.KeyBytes
 	r.mu.Unlock()
 	if r.opts.Budget != nil {
 		r.opts.Budget.add(after - before)
@@ -325,10 +329,17 @@ func (r *Region) apply(seg uint64, lists [][]row.Entry, note func()) {
 	m := r.opts.Metrics
 	m.MemtableBytes.Add(float64(after - before))
 	m.WriteRows.Add(float64(rows))
-	if after >= r.opts.FlushBytes {
+	if flushDue(st, r.opts.FlushBytes) {
 		r.requestFlush()
 	}
 }
+
+// flushDue reports whether a memtable of st is due to flush. The rows
+// decide, not the keys: a memtable of many series with a few samples each
+// (a Prometheus scrape) would otherwise write every key again for each few
+// samples. The keys are bounded by the node's memory budget, which flushes
+// the largest memtable when it is spent.
+func flushDue(st memtable.Stats, flushBytes int64) bool { return st.Bytes-st.KeyBytes >= flushBytes }
 
 // MemtableBytes is the memory held by the region's memtables.
 func (r *Region) MemtableBytes() int64 {
@@ -446,7 +457,7 @@ func (r *Region) Close(ctx context.Context, opts CloseOptions) error {
 	// 4. Release memory and the manifest.
 	r.mu.Lock()
 	freed := r.memBytes
-	r.memBytes = 0
+	r.memBytes, r.memKeys = 0, 0
 	r.mu.Unlock()
 	if r.opts.Budget != nil {
 		r.opts.Budget.unregister(r)

@@ -3,6 +3,7 @@ package region
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"slices"
 	"strings"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/stratadb/strata/internal/memtable"
 	"github.com/stratadb/strata/internal/objstore"
 	"github.com/stratadb/strata/internal/objstore/faultstore"
 	"github.com/stratadb/strata/internal/objstore/objstoretest"
@@ -568,5 +570,47 @@ func TestWriteBatchChecksColumnsOnly(t *testing.T) {
 	}
 	if got := scanAll(t, r, ScanRequest{}); len(got) != 2 {
 		t.Fatalf("rows after the rejected batches: %q", got)
+	}
+}
+
+// Rows, not keys, start a flush: a thousand series of long keys with a row
+// each (a scrape of a Prometheus target) stay in the memtable, where a
+// flush would write every key again for one sample each; rows past
+// FlushBytes flush.
+func TestKeysDoNotStartAFlush(t *testing.T) {
+	r := open(t, objstoretest.Mem(t), Options{FlushBytes: 64 << 10, MaxMemtableBytes: 128 << 10})
+	defer closeRegion(t, r, false)
+	long := strings.Repeat("v", 300)
+	write := func(ts int64) {
+		var pts []row.Point
+		for i := range 1000 {
+			pts = append(pts, pt(fmt.Sprintf("%s%04d", long, i), ts, fl("value", 1)))
+		}
+		mustWrite(t, r, pts...)
+	}
+	write(1)
+	r.mu.Lock()
+	keys, bytes, st := r.memKeys, r.memBytes, r.active.Stats()
+	r.mu.Unlock()
+	if keys < 300_000 || bytes-keys >= 64<<10 || flushDue(st, 64<<10) {
+		t.Fatalf("after one row a series: %d key bytes of %d, flush due %v", keys, bytes, flushDue(st, 64<<10))
+	}
+	for _, c := range []struct {
+		st   memtable.Stats
+		want bool
+	}{
+		{memtable.Stats{Bytes: 1 << 20, KeyBytes: 1<<20 - 1}, false},
+		{memtable.Stats{Bytes: 1 << 20, KeyBytes: 1<<20 - 64<<10}, true},
+		{memtable.Stats{Bytes: 64 << 10}, true},
+	} {
+		if got := flushDue(c.st, 64<<10); got != c.want {
+			t.Errorf("flushDue(%+v) = %v", c.st, got)
+		}
+	}
+	for ts := int64(2); len(r.Manifest().Files) == 0; ts++ {
+		if ts > 100 {
+			t.Fatalf("no flush after %d rows a series", ts)
+		}
+		write(ts)
 	}
 }

@@ -58,7 +58,7 @@ func (r *Region) Truncate(ctx context.Context) error {
 		}
 	}
 	for _, mt := range dropped {
-		r.dropFlushed(mt, mt.Stats().Bytes)
+		r.dropFlushed(mt, mt.Stats())
 	}
 	r.log.Info("truncated", "files", removed, "memtables", len(dropped), "flushed_seq", cut.FlushedSeq)
 	return nil

@@ -388,7 +388,7 @@ func (r *Region) append(ctx context.Context, entries []row.Entry) error {
 func (r *Region) regionFull() (bool, <-chan struct{}, *Region) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.memBytes < r.opts.MaxMemtableBytes || r.closed || r.fatal != nil {
+	if r.memBytes-r.memKeys < r.opts.MaxMemtableBytes || r.closed || r.fatal != nil {
 		return false, nil, nil
 	}
 	return true, r.memChanged, r
