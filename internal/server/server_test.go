@@ -120,7 +120,7 @@ func TestStandaloneRunsMetasrvAndImportsTheStoreCatalog(t *testing.T) {
 		t.Fatal(err)
 	}
 	sch, _ := add.Result()
-	if err := cat.Update(ctx, func(st *catalog.State) error { st.Tables["legacy"].Schema = sch.Manifest(); return nil }); err != nil {
+	if _, err := cat.UpdateTable(ctx, "legacy", func(t *catalog.Table) error { t.Schema = sch.Manifest(); return nil }); err != nil {
 		t.Fatal(err)
 	}
 	shares := make([][]row.Point, tb.Regions)
