@@ -18,6 +18,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"math/rand/v2"
 	"slices"
 	"sync"
 	"time"
@@ -122,8 +123,13 @@ type entry struct {
 	value
 }
 
-// maxAttempts bounds the commits of one change that lose a race.
-const maxAttempts = 5
+// maxAttempts bounds the commits of one change that lose a race. Each lost
+// race is another process's commit landing, so the catalog as a whole
+// always progresses; the bound only stops a change that keeps losing to a
+// stream of others (creates all compare next_id). After the first loss,
+// each attempt waits up to a few milliseconds, at random, so that racing
+// processes spread out.
+const maxAttempts = 50
 
 // Catalog is the catalog of one process: a copy of every record, changed by
 // its own commits and by the backend's watch, and the commits that go
@@ -459,6 +465,13 @@ func (c *Catalog) change(ctx context.Context, what string, keys []string, plan f
 		}
 		c.applyRead(now)
 		fresh = true
+		if attempt > 1 {
+			select { // back off: see maxAttempts
+			case <-ctx.Done():
+				return fmt.Errorf("%s: %w (after %d commits lost a race)", what, ctx.Err(), attempt)
+			case <-time.After(time.Duration(rand.Int64N(int64(min(attempt, 8)) * int64(time.Millisecond)))):
+			}
+		}
 		attempt++
 	}
 }
