@@ -182,8 +182,16 @@ func (b *EtcdBackend) Watch(ctx context.Context, rev int64, apply func([]Record,
 		if err := resp.Err(); err != nil {
 			return fmt.Errorf("catalog: watch etcd: %w", err)
 		}
+		if len(resp.Events) == 0 {
+			// The watch's creation (its header is etcd's revision, not
+			// how far the events reached) or a progress notice.
+			if resp.IsProgressNotify() {
+				apply(nil, resp.Header.Revision) // every change up to it was sent
+			}
+			continue
+		}
 		recs := make([]Record, 0, len(resp.Events))
-		upTo := resp.Header.Revision // a progress notice: every change up to it was sent
+		var upTo int64
 		for _, ev := range resp.Events {
 			upTo = ev.Kv.ModRevision
 			if string(ev.Kv.Key) == headKey {

@@ -298,3 +298,64 @@ func TestTheSingleValueCatalogIsMovedOnOpen(t *testing.T) {
 		t.Fatalf("opening again: %d tables", len(c3.List(false)))
 	}
 }
+
+// heldWatch is an EtcdBackend whose first watch starts only once release
+// is closed: the copy falls behind meanwhile.
+type heldWatch struct {
+	*catalog.EtcdBackend
+	release chan struct{}
+	held    sync.Once
+}
+
+func (b *heldWatch) Watch(ctx context.Context, rev int64, apply func([]catalog.Record, int64)) error {
+	b.held.Do(func() {
+		select {
+		case <-b.release:
+		case <-ctx.Done():
+		}
+	})
+	return b.EtcdBackend.Watch(ctx, rev, apply)
+}
+
+// A copy whose watch fell behind etcd's compaction loads everything
+// again: it sees the tables created meanwhile, and not those deleted.
+func TestACopyBehindACompactionLoadsAgain(t *testing.T) {
+	ctx := context.Background()
+	cli := clustertest.Etcd(t)
+	a := open(t, catalog.NewEtcdBackend(cli))
+	gone, err := a.CreateTable(ctx, catalog.TableSpec{Name: "gone"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	held := &heldWatch{EtcdBackend: catalog.NewEtcdBackend(cli), release: make(chan struct{})}
+	behind := open(t, held)
+	if _, err := a.CreateTable(ctx, catalog.TableSpec{Name: "new"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.MarkDropping(ctx, "gone"); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Forget(ctx, "gone", time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := cli.Get(ctx, catalog.EtcdPrefix+"head")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cli.Compact(ctx, resp.Header.Revision); err != nil {
+		t.Fatal(err)
+	}
+	close(held.release)
+	wctx, cancel := context.WithTimeout(ctx, time.Minute) // fail, not hang, if the copy never catches up
+	defer cancel()
+	tables, err := behind.Tables(wctx)
+	if err != nil || len(tables) != 1 || tables[0].Name != "new" {
+		t.Fatalf("tables after the compaction: %+v, %v", tables, err)
+	}
+	if _, ok := behind.Lookup("gone"); ok {
+		t.Fatal("a table deleted before the compaction is still in the copy")
+	}
+	if sweeps, err := behind.Sweeps(ctx); err != nil || len(sweeps) != 1 || sweeps[gone.ID].IsZero() {
+		t.Fatalf("sweeps after the compaction: %v, %v", sweeps, err)
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unique"
 )
 
 // The catalog is a set of records, each a key with a small value, so that
@@ -112,6 +113,12 @@ func decode(key string, data []byte) (v value, ok bool, err error) {
 		}
 		if v.table.Name != key[len(tablesDir):] {
 			return v, true, fmt.Errorf("catalog: record %s holds table %q", key, v.table.Name)
+		}
+		// A copy holds every table: a role and a type are one string each
+		// for all of them, not one per column.
+		for i := range v.table.Schema.Columns {
+			col := &v.table.Schema.Columns[i]
+			col.Role, col.Type = unique.Make(col.Role).Value(), unique.Make(col.Type).Value()
 		}
 		return v, true, nil
 	case strings.HasPrefix(key, sweepsDir):
