@@ -185,7 +185,8 @@ func (c *Catalog) Close() {
 
 // load reads every record and applies it. A record the copy holds at a
 // higher revision than the load's (a commit or watch event that came in
-// meanwhile) stays.
+// meanwhile) stays. A value no Strata writes is left out, and the first
+// such is the error (Open fails on it; the watch goes on).
 func (c *Catalog) load(ctx context.Context) error {
 	recs, rev, err := c.backend.Load(ctx)
 	if err != nil {
@@ -194,10 +195,11 @@ func (c *Catalog) load(ctx context.Context) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	seen := make(map[string]bool, len(recs))
+	var bad error
 	for _, r := range recs {
 		seen[r.Key] = true
-		if err := c.applyLocked(r); err != nil {
-			return err
+		if err := c.applyLocked(r); err != nil && bad == nil {
+			bad = err
 		}
 	}
 	for k, e := range c.recs {
@@ -206,7 +208,7 @@ func (c *Catalog) load(ctx context.Context) error {
 		}
 	}
 	c.advanceLocked(rev)
-	return nil
+	return bad
 }
 
 // follow applies the watch's changes until ctx ends. A watch that fails

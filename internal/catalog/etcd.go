@@ -246,10 +246,7 @@ func (b *EtcdBackend) migrate(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("catalog: the value of %s is corrupt: %w", LegacyEtcdKey, err)
 		}
-		recs, err := st.records()
-		if err != nil {
-			return err
-		}
+		recs := st.records()
 		guard := []clientv3.Cmp{clientv3.Compare(clientv3.ModRevision(LegacyEtcdKey), "=", kv.ModRevision)}
 		err = b.writeAll(ctx, guard, recs, clientv3.OpPut(LegacyEtcdKey, legacyMoved))
 		if !errors.Is(err, ErrConflict) {

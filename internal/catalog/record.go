@@ -196,72 +196,54 @@ func parseWhole(data []byte) (*wholeState, error) {
 	return st, nil
 }
 
-// mod is the revision of key's record (0: none).
-func (st *wholeState) mod(key string) int64 {
-	if v, ok := st.Mods[key]; ok {
-		return v
-	}
-	if st.has(key) {
-		return 1
-	}
-	return 0
-}
-
-// has reports whether key's record exists.
-func (st *wholeState) has(key string) bool {
-	switch v, _, _ := decode(key, nil); {
+// record returns key's record (a nil Value if there is none).
+func (st *wholeState) record(key string) Record {
+	r := Record{Key: key, At: int64(st.Version)}
+	v, _, _ := decode(key, nil)
+	switch {
 	case strings.HasPrefix(key, tablesDir):
-		return st.Tables[key[len(tablesDir):]] != nil
+		if t := st.Tables[key[len(tablesDir):]]; t != nil {
+			op, _ := tableOp(t) // it was decoded from JSON, so it encodes
+			r.Value = op.Value
+		}
 	case strings.HasPrefix(key, sweepsDir):
-		_, ok := st.Sweeps[v.sweep]
-		return ok
+		if at, ok := st.Sweeps[v.sweep]; ok {
+			r.Value = sweepOp(v.sweep, at).Value
+		}
 	case key == nextIDKey:
-		return st.NextID > 0
+		if st.NextID > 0 {
+			r.Value = nextIDOp(st.NextID).Value
+		}
 	}
-	return false
+	if r.Value != nil {
+		r.Mod = 1
+		if m, ok := st.Mods[key]; ok {
+			r.Mod = m
+		}
+	}
+	return r
 }
 
 // records returns every record.
-func (st *wholeState) records() ([]Record, error) {
-	out := make([]Record, 0, len(st.Tables)+len(st.Sweeps)+1)
-	at := int64(st.Version)
-	for _, t := range st.Tables {
-		op, err := tableOp(t)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, Record{Key: op.Key, Value: op.Value, Mod: st.mod(op.Key), At: at})
+func (st *wholeState) records() []Record {
+	keys := make([]string, 0, len(st.Tables)+len(st.Sweeps)+1)
+	for name := range st.Tables {
+		keys = append(keys, tableKey(name))
 	}
-	for id, swept := range st.Sweeps {
-		op := sweepOp(id, swept)
-		out = append(out, Record{Key: op.Key, Value: op.Value, Mod: st.mod(op.Key), At: at})
+	for id := range st.Sweeps {
+		keys = append(keys, sweepKey(id))
 	}
 	if st.NextID > 0 {
-		op := nextIDOp(st.NextID)
-		out = append(out, Record{Key: op.Key, Value: op.Value, Mod: st.mod(op.Key), At: at})
+		keys = append(keys, nextIDKey)
 	}
-	return out, nil
+	return st.get(keys)
 }
 
 // get returns the records of keys.
 func (st *wholeState) get(keys []string) []Record {
 	out := make([]Record, len(keys))
 	for i, k := range keys {
-		out[i] = Record{Key: k, At: int64(st.Version)}
-		if !st.has(k) {
-			continue
-		}
-		out[i].Mod = st.mod(k)
-		v, _, _ := decode(k, nil)
-		switch {
-		case strings.HasPrefix(k, tablesDir):
-			op, _ := tableOp(st.Tables[k[len(tablesDir):]]) // it was decoded, so it encodes
-			out[i].Value = op.Value
-		case strings.HasPrefix(k, sweepsDir):
-			out[i].Value = sweepOp(v.sweep, st.Sweeps[v.sweep]).Value
-		case k == nextIDKey:
-			out[i].Value = nextIDOp(st.NextID).Value
-		}
+		out[i] = st.record(k)
 	}
 	return out
 }

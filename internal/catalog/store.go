@@ -76,8 +76,7 @@ func (c StoreBackend) Load(ctx context.Context) ([]Record, int64, error) {
 	if err != nil {
 		return nil, 0, err
 	}
-	recs, err := st.records()
-	return recs, int64(st.Version), err
+	return st.records(), int64(st.Version), nil
 }
 
 // Get reads keys' records from the newest version.
@@ -100,7 +99,7 @@ func (c StoreBackend) Commit(ctx context.Context, cmps []Cmp, ops []Op) (int64, 
 	stale := false
 	for i, cmp := range cmps {
 		keys[i] = cmp.Key
-		stale = stale || st.mod(cmp.Key) != cmp.Mod
+		stale = stale || st.record(cmp.Key).Mod != cmp.Mod
 	}
 	if stale {
 		return 0, st.get(keys), ErrConflict
