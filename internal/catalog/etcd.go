@@ -282,7 +282,10 @@ func ImportStore(ctx context.Context, cli *clientv3.Client, store objstore.Bucke
 // there that recs do not have (left by an earlier run that did not
 // finish), writes recs, and then final and headKey, in transactions of at
 // most batchOps writes and about batchBytes, each only if guard holds
-// (ErrConflict otherwise). Until the last lands, no Catalog reads them.
+// (ErrConflict otherwise). The records are not one atomic change: the
+// callers keep catalogs from reading them until the last transaction
+// lands (migrate: an opening catalog moves the legacy key first; import: a
+// standalone imports before it opens its catalog).
 func (b *EtcdBackend) writeAll(ctx context.Context, guard []clientv3.Cmp, recs []Record, final ...clientv3.Op) error {
 	want := make(map[string]bool, len(recs))
 	for _, r := range recs {

@@ -71,7 +71,7 @@ type Engine struct {
 
 	cat *catalog.Catalog // its copy follows etcd by itself
 
-	mu      sync.Mutex // guards regions; held across this node's catalog commits
+	mu      sync.Mutex // guards regions and closed; held across creating and dropping a table
 	regions map[layout.RegionID]*region.Region
 	closed  bool
 

@@ -147,8 +147,8 @@ func (sk *seriesKeys) encode(points []row.Point) error {
 
 // prepareWrite resolves the table (creating it if asked), validates the
 // batch (only its columns, if checked) and commits new columns to the
-// catalog. Validation runs outside the engine's lock; only a schema change
-// takes it.
+// catalog. Neither validation nor a schema change takes the engine's lock:
+// the catalog's compare-and-swap orders concurrent changes of the schema.
 func (e *Engine) prepareWrite(ctx context.Context, table string, points []row.Point, opts WriteOptions, checked bool) (*catalog.Table, []*region.Region, error) {
 	t, regions, err := e.tableRegions(table)
 	if errors.Is(err, catalog.ErrTableNotFound) && opts.CreateTable {
@@ -180,8 +180,6 @@ func (e *Engine) prepareWrite(ctx context.Context, table string, points []row.Po
 		return t, regions, err
 	}
 	checked = true // values are schema-independent: checked once is enough
-	e.mu.Lock()
-	defer e.mu.Unlock()
 	// Only this table's record is read and written. Another write (here or
 	// on another datanode) may have changed the schema meanwhile: the
 	// update checks again against the newest schema it knows, and again if
