@@ -1,16 +1,24 @@
 // Package catalog is Strata's table catalog: the tables, their region
 // counts and schemas, the ids of dropped tables still to be swept, and the
-// compare-and-swap commit that every change goes through. It is shared by
-// metasrv, the datanode and fsck, and kept in etcd (EtcdBackend) or, for an
-// offline store, in the object store (StoreBackend).
+// compare-and-swap commits that change them. It is shared by metasrv, the
+// datanode and fsck, and kept in etcd, one key per table (EtcdBackend), or,
+// for an offline store, in the object store (StoreBackend).
+//
+// A Catalog holds a copy of every record in memory. A change reads only
+// the records it changes from that copy and commits only them, comparing
+// their revisions; the copy follows other processes' commits through the
+// backend's watch (Watcher). So creating a table, or recording one table's
+// new columns, costs the same whatever the number of tables.
 package catalog
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
+	"math/rand/v2"
 	"slices"
 	"sync"
 	"time"
@@ -24,8 +32,11 @@ var (
 	ErrTableNotFound = errors.New("table not found")
 	ErrTableExists   = errors.New("table already exists")
 	ErrInvalidTable  = errors.New("invalid table")
-	// ErrConflict: another process committed a catalog version first.
+	// ErrConflict: another process changed the records a change was made
+	// from, again and again (each change is retried a few times first).
 	ErrConflict = errors.New("catalog: changed by another process")
+	// ErrClosed: the Catalog was closed.
+	ErrClosed = errors.New("catalog: closed")
 )
 
 // MaxRegions bounds a table's region count.
@@ -47,6 +58,12 @@ type Table struct {
 	Dropping bool `json:"dropping,omitempty"`
 }
 
+func (t *Table) clone() *Table {
+	n := *t
+	n.Schema.Columns = slices.Clone(t.Schema.Columns)
+	return &n
+}
+
 // TableSpec describes a table to create.
 type TableSpec struct {
 	Name      string
@@ -55,41 +72,6 @@ type TableSpec struct {
 	TTL       time.Duration // 0: keep forever
 	// CompactionWindow is the TWCS window (0: inferred from the files).
 	CompactionWindow time.Duration
-}
-
-// State is one version of the catalog. A State a Catalog hands out is
-// never changed: Clone it to make the next one.
-type State struct {
-	Version uint64            `json:"version"`
-	NextID  uint32            `json:"next_id"`
-	Tables  map[string]*Table `json:"tables"`
-	// Sweeps are dropped tables (by id) whose objects were deleted once at
-	// the time given, and are deleted again once no former owner of their
-	// regions can still write (see Catalog.Forget).
-	Sweeps map[uint32]time.Time `json:"sweeps,omitempty"`
-}
-
-func emptyState() *State { return &State{NextID: 1, Tables: map[string]*Table{}} }
-
-// Clone returns a deep copy.
-func (s *State) Clone() *State {
-	n := &State{Version: s.Version, NextID: s.NextID, Tables: make(map[string]*Table, len(s.Tables)), Sweeps: maps.Clone(s.Sweeps)}
-	for k, t := range s.Tables {
-		tt := *t
-		tt.Schema.Columns = slices.Clone(t.Schema.Columns)
-		n.Tables[k] = &tt
-	}
-	return n
-}
-
-// ByID returns the table with id that is not being dropped, or nil.
-func (s *State) ByID(id uint32) *Table {
-	for _, t := range s.Tables {
-		if t.ID == id && !t.Dropping {
-			return t
-		}
-	}
-	return nil
 }
 
 // MetricsTable is the table that holds every sample written through
@@ -119,210 +101,475 @@ func ValidateTableName(name string) error {
 	return nil
 }
 
-// WithTable returns a copy of s with the table of spec added, and the
-// table.
-func (s *State) WithTable(spec TableSpec, defaultRegions uint32) (*State, *Table, error) {
+// newTable validates spec and returns its table, without an id.
+func newTable(spec TableSpec, defaultRegions uint32) (*Table, error) {
 	if err := ValidateTableName(spec.Name); err != nil {
-		return nil, nil, err
-	}
-	if t, ok := s.Tables[spec.Name]; ok {
-		if t.Dropping {
-			return nil, nil, fmt.Errorf("%w: %s (being dropped)", ErrTableExists, spec.Name)
-		}
-		return nil, nil, fmt.Errorf("%w: %s", ErrTableExists, spec.Name)
+		return nil, err
 	}
 	if spec.Regions == 0 {
 		spec.Regions = max(1, defaultRegions)
 	}
 	if spec.Regions > MaxRegions {
-		return nil, nil, fmt.Errorf("%w: %d regions, the most is %d", ErrInvalidTable, spec.Regions, MaxRegions)
+		return nil, fmt.Errorf("%w: %d regions, the most is %d", ErrInvalidTable, spec.Regions, MaxRegions)
 	}
 	if spec.TTL < 0 || spec.CompactionWindow < 0 {
-		return nil, nil, fmt.Errorf("%w: negative TTL or compaction window", ErrInvalidTable)
+		return nil, fmt.Errorf("%w: negative TTL or compaction window", ErrInvalidTable)
 	}
 	if spec.Timestamp == "" {
 		spec.Timestamp = schema.DefaultTimestamp
 	}
 	sch, err := NewSchema(spec.Name, spec.Timestamp)
 	if err != nil {
-		return nil, nil, fmt.Errorf("%w: %v", ErrInvalidTable, err)
+		return nil, fmt.Errorf("%w: %v", ErrInvalidTable, err)
 	}
-	next := s.Clone()
-	t := &Table{ID: next.NextID, Name: spec.Name, Regions: spec.Regions, TTL: spec.TTL, CompactionWindow: spec.CompactionWindow,
-		CreatedAt: time.Now().UTC(), Schema: sch.Manifest()}
-	next.NextID++
-	next.Tables[t.Name] = t
-	return next, t, nil
+	return &Table{Name: spec.Name, Regions: spec.Regions, TTL: spec.TTL, CompactionWindow: spec.CompactionWindow,
+		Schema: sch.Manifest()}, nil
 }
 
-// Backend persists the catalog. Commit is a compare-and-swap on the
-// version last loaded: ErrConflict if another process committed since.
-type Backend interface {
-	// Load returns the newest state's bytes and version (0 and nil if
-	// there is none).
-	Load(ctx context.Context) ([]byte, uint64, error)
-	// Commit stores data as version, which must follow prev.
-	Commit(ctx context.Context, prev, version uint64, data []byte) error
+// entry is the catalog's copy of one record.
+type entry struct {
+	mod, at int64 // as in Record
+	value
 }
 
-// Catalog is the catalog of one process: the newest state it loaded, and
-// commits through its backend.
+// maxAttempts bounds the commits of one change that lose a race. Each lost
+// race is another process's commit landing, so the catalog as a whole
+// always progresses; the bound only stops a change that keeps losing to a
+// stream of others (creates all compare next_id). After the first loss,
+// each attempt waits up to a few milliseconds, at random, so that racing
+// processes spread out.
+const maxAttempts = 50
+
+// Catalog is the catalog of one process: a copy of every record, changed by
+// its own commits and by the backend's watch, and the commits that go
+// through its backend. Its methods are safe for concurrent use.
 type Catalog struct {
 	backend        Backend
 	defaultRegions uint32
+	stop           context.CancelFunc // ends the watch
+	done           chan struct{}      // closed once the watch ended; nil: no watch
 
-	mu    sync.Mutex
-	state *State
+	mu sync.RWMutex
+	// recs holds every record, and the records deleted at a revision above
+	// rev (tombs), so that an older state of them arriving later is not
+	// taken for the newest. INVARIANT: a record's entry is replaced only
+	// by one read at a higher revision (at).
+	recs  map[string]entry
+	tombs map[string]int64
+	// Indexes of recs.
+	byID     map[uint32]*Table // tables not being dropped
+	dropping map[string]*Table // tables being dropped
+	sweeps   map[uint32]time.Time
+	// rev is the revision the copy is complete up to: every commit at or
+	// below it has been applied (by a load or the watch).
+	rev      int64
+	advanced chan struct{} // closed when rev grows
 }
 
-// Open loads the catalog from backend. Tables created without a region
-// count get defaultRegions.
+// Open loads the catalog from backend and, if the backend is a Watcher,
+// follows its changes until Close. Tables created without a region count
+// get defaultRegions.
 func Open(ctx context.Context, backend Backend, defaultRegions uint32) (*Catalog, error) {
-	c := &Catalog{backend: backend, defaultRegions: defaultRegions}
-	return c, c.Reload(ctx)
-}
-
-// State is the newest state loaded or committed. It must not be changed.
-func (c *Catalog) State() *State {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.state
-}
-
-// Reload reads the newest state.
-func (c *Catalog) Reload(ctx context.Context) error {
-	data, v, err := c.backend.Load(ctx)
-	if err != nil {
-		return err
-	}
-	st := emptyState()
-	if v != 0 {
-		st = &State{}
-		if err := json.Unmarshal(data, st); err != nil || st.Version != v {
-			return fmt.Errorf("catalog: version %d is corrupt: %v", v, err)
-		}
-		if st.Tables == nil {
-			st.Tables = map[string]*Table{}
-		}
-	}
-	c.mu.Lock()
-	c.state = st
-	c.mu.Unlock()
-	return nil
-}
-
-// Commit writes next as the version after the state it was cloned from,
-// which must be the newest loaded: ErrConflict otherwise, or if another
-// process committed first.
-func (c *Catalog) Commit(ctx context.Context, next *State) error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if next.Version != c.state.Version {
-		return fmt.Errorf("%w: version %d was changed from %d, the newest loaded is %d", ErrConflict, next.Version+1, next.Version, c.state.Version)
-	}
-	next.Version = c.state.Version + 1
-	data, err := json.Marshal(next)
-	if err != nil {
-		return err
-	}
-	if err := c.backend.Commit(ctx, c.state.Version, next.Version, data); err != nil {
-		return err
-	}
-	c.state = next
-	return nil
-}
-
-// Update reloads, applies f to a copy of the newest state and commits it,
-// retrying a commit that lost a race (up to 5 attempts). f returning an
-// error aborts.
-func (c *Catalog) Update(ctx context.Context, f func(*State) error) error {
-	for attempt := 0; ; attempt++ {
-		if err := c.Reload(ctx); err != nil {
-			return err
-		}
-		next := c.State().Clone()
-		if err := f(next); err != nil {
-			return err
-		}
-		err := c.Commit(ctx, next)
-		if err == nil || !errors.Is(err, ErrConflict) || attempt == 4 {
-			return err
-		}
-	}
-}
-
-// CreateTable adds a table (its regions are placed by metasrv).
-func (c *Catalog) CreateTable(ctx context.Context, spec TableSpec) (Table, error) {
-	var t *Table
-	err := c.Update(ctx, func(st *State) error {
-		next, nt, err := st.WithTable(spec, c.defaultRegions)
-		if err != nil {
-			return err
-		}
-		*st, t = *next, nt
-		return nil
-	})
-	if err != nil {
-		return Table{}, err
-	}
-	return *t, nil
-}
-
-// Tables lists the tables that are not being dropped, by id, as of the
-// newest version.
-func (c *Catalog) Tables(ctx context.Context) ([]Table, error) {
-	if err := c.Reload(ctx); err != nil {
+	c := &Catalog{backend: backend, defaultRegions: defaultRegions, recs: map[string]entry{}, tombs: map[string]int64{},
+		byID: map[uint32]*Table{}, dropping: map[string]*Table{}, sweeps: map[uint32]time.Time{}, advanced: make(chan struct{})}
+	if err := c.load(ctx); err != nil {
 		return nil, err
 	}
-	return c.State().List(false), nil
+	if w, ok := backend.(Watcher); ok {
+		bg, stop := context.WithCancel(context.Background())
+		c.stop, c.done = stop, make(chan struct{})
+		go c.follow(bg, w)
+	}
+	return c, nil
 }
 
-// List returns the tables by id: those being dropped only if dropping.
-func (s *State) List(dropping bool) []Table {
+// Close stops following the backend. The copy stays readable; commits
+// still work, but Sync fails.
+func (c *Catalog) Close() {
+	if c.stop != nil {
+		c.stop()
+		<-c.done
+	}
+}
+
+// load reads every record and applies it. A record the copy holds at a
+// higher revision than the load's (a commit or watch event that came in
+// meanwhile) stays. A value no Strata writes is left out, and the first
+// such is the error (Open fails on it; the watch goes on).
+func (c *Catalog) load(ctx context.Context) error {
+	recs, rev, err := c.backend.Load(ctx)
+	if err != nil {
+		return err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	seen := make(map[string]bool, len(recs))
+	var bad error
+	for _, r := range recs {
+		seen[r.Key] = true
+		if err := c.applyLocked(r); err != nil && bad == nil {
+			bad = err
+		}
+	}
+	for k, e := range c.recs {
+		if !seen[k] && e.mod != 0 {
+			c.applyLocked(Record{Key: k, At: rev}) // deleted by rev
+		}
+	}
+	c.advanceLocked(rev)
+	return bad
+}
+
+// follow applies the watch's changes until ctx ends. A watch that fails
+// starts again where it stopped; one whose changes are gone loads
+// everything again.
+func (c *Catalog) follow(ctx context.Context, w Watcher) {
+	defer close(c.done)
+	for ctx.Err() == nil {
+		c.mu.RLock()
+		rev := c.rev
+		c.mu.RUnlock()
+		err := w.Watch(ctx, rev, c.applyWatched)
+		if errors.Is(err, ErrCompacted) {
+			err = c.load(ctx)
+		}
+		if err != nil && ctx.Err() == nil {
+			select { // back off: etcd is unreachable or has no leader
+			case <-ctx.Done():
+			case <-time.After(time.Second):
+			}
+		}
+	}
+}
+
+func (c *Catalog) applyWatched(recs []Record, rev int64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, r := range recs {
+		// A value no Strata writes (decode fails) is skipped: the copy
+		// keeps the record's previous value.
+		c.applyLocked(r)
+	}
+	c.advanceLocked(rev)
+}
+
+// advanceLocked marks the copy complete up to rev.
+func (c *Catalog) advanceLocked(rev int64) {
+	if rev <= c.rev {
+		return
+	}
+	c.rev = rev
+	for k, at := range c.tombs {
+		if at <= rev { // no older state of k can arrive any more
+			delete(c.tombs, k)
+			delete(c.recs, k)
+		}
+	}
+	close(c.advanced)
+	c.advanced = make(chan struct{})
+}
+
+// applyLocked makes r the copy's record of r.Key, unless the copy holds a
+// newer one.
+func (c *Catalog) applyLocked(r Record) error {
+	old, known := c.recs[r.Key]
+	if known && old.at >= r.At {
+		return nil
+	}
+	v, ok, err := decode(r.Key, r.Value)
+	if err != nil || !ok {
+		return err
+	}
+	if t := old.table; t != nil {
+		if c.byID[t.ID] == t {
+			delete(c.byID, t.ID)
+		}
+		delete(c.dropping, t.Name)
+	}
+	switch {
+	case v.table != nil && v.table.Dropping:
+		c.dropping[v.table.Name] = v.table
+	case v.table != nil:
+		c.byID[v.table.ID] = v.table
+	case v.sweep != 0 && r.Value != nil:
+		c.sweeps[v.sweep] = v.sweptAt
+	case v.sweep != 0:
+		delete(c.sweeps, v.sweep)
+	}
+	c.recs[r.Key] = entry{mod: r.Mod, at: r.At, value: v}
+	if r.Value == nil {
+		c.tombs[r.Key] = r.At
+	} else {
+		delete(c.tombs, r.Key)
+	}
+	return nil
+}
+
+// Sync brings the copy up to every commit that completed before the call,
+// by any process. With the copy current it costs one read of the backend's
+// head; otherwise it waits for the watch to deliver the rest (or, for a
+// backend that cannot watch, loads everything again).
+func (c *Catalog) Sync(ctx context.Context) error {
+	head, err := c.backend.Head(ctx)
+	if err != nil {
+		return fmt.Errorf("catalog: read the newest revision: %w", err)
+	}
+	for {
+		c.mu.RLock()
+		rev, advanced := c.rev, c.advanced
+		c.mu.RUnlock()
+		if rev >= head {
+			return nil
+		}
+		if c.done == nil {
+			return c.load(ctx)
+		}
+		select {
+		case <-advanced:
+		case <-c.done:
+			return ErrClosed
+		case <-ctx.Done():
+			return fmt.Errorf("catalog: wait for revision %d (at %d): %w", head, rev, ctx.Err())
+		}
+	}
+}
+
+// Lookup returns the table named name as of the copy, even one being
+// dropped. It reads no backend: a table another process created a moment
+// ago may be missing (Sync first to see it).
+func (c *Catalog) Lookup(name string) (Table, bool) {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	if t := c.recs[tableKey(name)].table; t != nil {
+		return *t, true
+	}
+	return Table{}, false
+}
+
+// ByID returns the table with id that is not being dropped, as of the
+// copy (as Lookup).
+func (c *Catalog) ByID(id uint32) (Table, bool) {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	if t := c.byID[id]; t != nil {
+		return *t, true
+	}
+	return Table{}, false
+}
+
+// List returns the tables as of the copy, by id: those being dropped only
+// if dropping.
+func (c *Catalog) List(dropping bool) []Table {
+	c.mu.RLock()
 	var out []Table
-	for _, t := range s.Tables {
-		if t.Dropping == dropping {
+	if dropping {
+		out = make([]Table, 0, len(c.dropping))
+		for _, t := range c.dropping {
+			out = append(out, *t)
+		}
+	} else {
+		out = make([]Table, 0, len(c.byID))
+		for _, t := range c.byID {
 			out = append(out, *t)
 		}
 	}
+	c.mu.RUnlock()
 	slices.SortFunc(out, func(a, b Table) int { return int(a.ID) - int(b.ID) })
 	return out
 }
 
-// Table returns a table by name (not one being dropped).
+// Tables lists the tables that are not being dropped, by id, as of the
+// newest commit (Sync).
+func (c *Catalog) Tables(ctx context.Context) ([]Table, error) {
+	if err := c.Sync(ctx); err != nil {
+		return nil, err
+	}
+	return c.List(false), nil
+}
+
+// Table returns a table by name (not one being dropped), as of the newest
+// commit (Sync).
 func (c *Catalog) Table(ctx context.Context, name string) (Table, error) {
-	if err := c.Reload(ctx); err != nil {
+	if err := c.Sync(ctx); err != nil {
 		return Table{}, err
 	}
-	t, ok := c.State().Tables[name]
+	t, ok := c.Lookup(name)
 	if !ok || t.Dropping {
 		return Table{}, fmt.Errorf("%w: %s", ErrTableNotFound, name)
 	}
-	return *t, nil
+	return t, nil
+}
+
+// Dropping lists the tables being dropped, as of the newest commit (Sync).
+func (c *Catalog) Dropping(ctx context.Context) ([]Table, error) {
+	if err := c.Sync(ctx); err != nil {
+		return nil, err
+	}
+	return c.List(true), nil
+}
+
+// Sweeps lists dropped tables' ids with the time of their first sweep, as
+// of the newest commit (Sync).
+func (c *Catalog) Sweeps(ctx context.Context) (map[uint32]time.Time, error) {
+	if err := c.Sync(ctx); err != nil {
+		return nil, err
+	}
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return maps.Clone(c.sweeps), nil
+}
+
+// change is the compare-and-swap every change goes through. plan gets the
+// copy's entries of keys, in order (it must not change them), and returns
+// the writes; they commit only if none of keys changed since the copy
+// read them. A commit that lost the race to another process reads keys
+// again and plans again, up to maxAttempts commits (then ErrConflict). A
+// plan that fails is retried once on keys read fresh (the copy may be
+// behind), and its error returned if it fails again. The copy changes
+// only when a commit lands: a failed one leaves it as it was. what names
+// the change in errors of the backend.
+func (c *Catalog) change(ctx context.Context, what string, keys []string, plan func(cur []entry) ([]Op, error)) error {
+	fresh := false
+	for attempt := 1; ; {
+		cur := make([]entry, len(keys))
+		cmps := make([]Cmp, len(keys))
+		c.mu.RLock()
+		for i, k := range keys {
+			cur[i] = c.recs[k]
+			cmps[i] = Cmp{Key: k, Mod: cur[i].mod}
+		}
+		c.mu.RUnlock()
+		ops, err := plan(cur)
+		if err != nil {
+			if fresh {
+				return err
+			}
+			recs, gerr := c.backend.Get(ctx, keys)
+			if gerr != nil {
+				return fmt.Errorf("%s: %w", what, errors.Join(err, gerr))
+			}
+			c.applyRead(recs)
+			fresh = true
+			continue
+		}
+		if len(ops) == 0 {
+			return nil
+		}
+		rev, now, err := c.backend.Commit(ctx, cmps, ops)
+		if err == nil {
+			c.mu.Lock()
+			for _, op := range ops {
+				mod := rev
+				if op.Value == nil {
+					mod = 0
+				}
+				c.applyLocked(Record{Key: op.Key, Value: op.Value, Mod: mod, At: rev}) // the plan encoded it
+			}
+			if rev == c.rev+1 { // nothing else was committed in between
+				c.advanceLocked(rev)
+			}
+			c.mu.Unlock()
+			return nil
+		}
+		if !errors.Is(err, ErrConflict) || attempt == maxAttempts {
+			return fmt.Errorf("%s: %w", what, err)
+		}
+		c.applyRead(now)
+		fresh = true
+		if attempt > 1 {
+			select { // back off: see maxAttempts
+			case <-ctx.Done():
+				return fmt.Errorf("%s: %w (after %d commits lost a race)", what, ctx.Err(), attempt)
+			case <-time.After(time.Duration(rand.Int64N(int64(min(attempt, 8)) * int64(time.Millisecond)))):
+			}
+		}
+		attempt++
+	}
+}
+
+// applyRead applies records read from the backend (a value the copy
+// cannot decode is left out: the next plan sees the older one, and its
+// commit fails the comparison).
+func (c *Catalog) applyRead(recs []Record) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, r := range recs {
+		c.applyLocked(r)
+	}
+}
+
+// CreateTable adds a table: ErrTableExists if one of its name exists,
+// even one being dropped. Its regions are placed by metasrv.
+func (c *Catalog) CreateTable(ctx context.Context, spec TableSpec) (Table, error) {
+	t, err := newTable(spec, c.defaultRegions)
+	if err != nil {
+		return Table{}, err
+	}
+	var out *Table
+	err = c.change(ctx, "catalog: create table "+spec.Name, []string{tableKey(spec.Name), nextIDKey}, func(cur []entry) ([]Op, error) {
+		if old := cur[0].table; old != nil {
+			if old.Dropping {
+				return nil, fmt.Errorf("%w: %s (being dropped)", ErrTableExists, spec.Name)
+			}
+			return nil, fmt.Errorf("%w: %s", ErrTableExists, spec.Name)
+		}
+		out = t.clone()
+		out.ID = max(1, cur[1].nextID)
+		out.CreatedAt = time.Now().UTC()
+		op, err := tableOp(out)
+		if err != nil {
+			return nil, err
+		}
+		return []Op{op, nextIDOp(out.ID + 1)}, nil
+	})
+	if err != nil {
+		return Table{}, err
+	}
+	return *out, nil
+}
+
+// UpdateTable changes one table (not one being dropped) with f, which gets
+// a copy of the newest table it knows and may be called again (with a
+// newer one) if another process changed the table first. f must not change
+// the table's name or id; an f that changes nothing commits nothing. It
+// returns the table as committed.
+func (c *Catalog) UpdateTable(ctx context.Context, name string, f func(*Table) error) (Table, error) {
+	var out *Table
+	err := c.change(ctx, "catalog: table "+name, []string{tableKey(name)}, func(cur []entry) ([]Op, error) {
+		t := cur[0].table
+		if t == nil || t.Dropping {
+			return nil, fmt.Errorf("%w: %s", ErrTableNotFound, name)
+		}
+		next := t.clone()
+		if err := f(next); err != nil {
+			return nil, err
+		}
+		if next.Name != t.Name || next.ID != t.ID {
+			return nil, fmt.Errorf("%w: table %s: an update cannot change its name or id", ErrInvalidTable, name)
+		}
+		out = next
+		op, err := tableOp(next)
+		if err != nil {
+			return nil, err
+		}
+		if was, err := json.Marshal(t); err == nil && bytes.Equal(was, op.Value) {
+			return nil, nil
+		}
+		return []Op{op}, nil
+	})
+	if err != nil {
+		return Table{}, err
+	}
+	return *out, nil
 }
 
 // MarkDropping starts dropping a table: it leaves the table list at once,
 // and its regions are closed and its objects deleted by metasrv's leader.
 func (c *Catalog) MarkDropping(ctx context.Context, name string) (Table, error) {
-	var t Table
-	err := c.Update(ctx, func(st *State) error {
-		cur, ok := st.Tables[name]
-		if !ok || cur.Dropping {
-			return fmt.Errorf("%w: %s", ErrTableNotFound, name)
-		}
-		cur.Dropping = true
-		t = *cur
+	return c.UpdateTable(ctx, name, func(t *Table) error {
+		t.Dropping = true
 		return nil
 	})
-	return t, err
-}
-
-// Dropping lists the tables being dropped.
-func (c *Catalog) Dropping(ctx context.Context) ([]Table, error) {
-	if err := c.Reload(ctx); err != nil {
-		return nil, err
-	}
-	return c.State().List(true), nil
 }
 
 // Forget removes a dropped table whose objects were deleted at sweptAt
@@ -331,32 +578,20 @@ func (c *Catalog) Dropping(ctx context.Context) ([]Table, error) {
 // under its prefix, so the prefix is swept once more when that can no
 // longer happen.
 func (c *Catalog) Forget(ctx context.Context, name string, sweptAt time.Time) error {
-	return c.Update(ctx, func(st *State) error {
-		t, ok := st.Tables[name]
-		if !ok || !t.Dropping {
-			return fmt.Errorf("%w: %s is not being dropped", ErrTableNotFound, name)
+	// The sweep's key is not compared: ids are never reused, and the
+	// table's comparison orders two Forgets of it.
+	return c.change(ctx, "catalog: forget table "+name, []string{tableKey(name)}, func(cur []entry) ([]Op, error) {
+		t := cur[0].table
+		if t == nil || !t.Dropping {
+			return nil, fmt.Errorf("%w: %s is not being dropped", ErrTableNotFound, name)
 		}
-		if st.Sweeps == nil {
-			st.Sweeps = map[uint32]time.Time{}
-		}
-		st.Sweeps[t.ID] = sweptAt
-		delete(st.Tables, name)
-		return nil
+		return []Op{{Key: tableKey(name)}, sweepOp(t.ID, sweptAt)}, nil
 	})
-}
-
-// Sweeps lists dropped tables' ids with the time of their first sweep.
-func (c *Catalog) Sweeps(ctx context.Context) (map[uint32]time.Time, error) {
-	if err := c.Reload(ctx); err != nil {
-		return nil, err
-	}
-	return maps.Clone(c.State().Sweeps), nil
 }
 
 // SweepDone forgets a dropped table's id after its final sweep.
 func (c *Catalog) SweepDone(ctx context.Context, id uint32) error {
-	return c.Update(ctx, func(st *State) error {
-		delete(st.Sweeps, id)
-		return nil
+	return c.change(ctx, fmt.Sprintf("catalog: forget the sweep of table %d", id), nil, func([]entry) ([]Op, error) {
+		return []Op{{Key: sweepKey(id)}}, nil
 	})
 }

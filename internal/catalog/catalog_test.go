@@ -1,4 +1,4 @@
-package catalog
+package catalog_test
 
 import (
 	"context"
@@ -6,53 +6,129 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stratadb/strata/internal/catalog"
+	"github.com/stratadb/strata/internal/cluster/clustertest"
 	"github.com/stratadb/strata/internal/objstore"
 	"github.com/stratadb/strata/internal/objstore/objstoretest"
 )
 
+// backends runs test against every backend: newBackend returns a backend
+// over the same catalog each time, as another process would open it.
+func backends(t *testing.T, test func(t *testing.T, newBackend func() catalog.Backend)) {
+	t.Run("store", func(t *testing.T) {
+		store := objstoretest.Mem(t)
+		test(t, func() catalog.Backend { return catalog.StoreBackend{Store: store} })
+	})
+	t.Run("etcd", func(t *testing.T) {
+		cli := clustertest.Etcd(t)
+		test(t, func() catalog.Backend { return catalog.NewEtcdBackend(cli) })
+	})
+}
+
+func open(t *testing.T, b catalog.Backend) *catalog.Catalog {
+	t.Helper()
+	c, err := catalog.Open(context.Background(), b, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	return c
+}
+
 // A dropped table frees its name at its first sweep, and its id stays in
 // the sweeps (persisted) until the final sweep is done.
 func TestDroppedTableKeepsItsSweepUntilDone(t *testing.T) {
-	ctx := context.Background()
-	store := objstoretest.Mem(t)
-	c, err := Open(ctx, StoreBackend{store}, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tb, err := c.CreateTable(ctx, TableSpec{Name: "t"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := c.Forget(ctx, "t", time.Now()); !errors.Is(err, ErrTableNotFound) {
-		t.Fatalf("forgetting a table not being dropped: %v", err)
-	}
-	if _, err := c.MarkDropping(ctx, "t"); err != nil {
-		t.Fatal(err)
-	}
-	swept := time.Now().UTC().Round(0)
-	if err := c.Forget(ctx, "t", swept); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := c.CreateTable(ctx, TableSpec{Name: "t"}); err != nil {
-		t.Fatalf("the name is not free after the first sweep: %v", err)
-	}
-	// Another process (the next leader) sees the pending final sweep.
-	c2, err := Open(ctx, StoreBackend{store}, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sweeps, err := c2.Sweeps(ctx)
-	if err != nil || !sweeps[tb.ID].Equal(swept) || len(sweeps) != 1 {
-		t.Fatalf("sweeps %v %v, want table %d at %v", sweeps, err, tb.ID, swept)
-	}
-	if err := c2.SweepDone(ctx, tb.ID); err != nil {
-		t.Fatal(err)
-	}
-	if sweeps, _ := c.Sweeps(ctx); len(sweeps) != 0 {
-		t.Fatalf("sweeps after the final one: %v", sweeps)
-	}
-	// A catalog kept in the store keeps only its newest version.
-	if objs, _ := objstore.ListAll(ctx, store, StorePrefix, 100); len(objs) != 1 {
-		t.Fatalf("%d catalog versions kept", len(objs))
-	}
+	backends(t, func(t *testing.T, newBackend func() catalog.Backend) {
+		ctx := context.Background()
+		c := open(t, newBackend())
+		tb, err := c.CreateTable(ctx, catalog.TableSpec{Name: "t"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Forget(ctx, "t", time.Now()); !errors.Is(err, catalog.ErrTableNotFound) {
+			t.Fatalf("forgetting a table not being dropped: %v", err)
+		}
+		if _, err := c.MarkDropping(ctx, "t"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.CreateTable(ctx, catalog.TableSpec{Name: "t"}); !errors.Is(err, catalog.ErrTableExists) {
+			t.Fatalf("creating a table being dropped: %v", err)
+		}
+		swept := time.Now().UTC().Round(0)
+		if err := c.Forget(ctx, "t", swept); err != nil {
+			t.Fatal(err)
+		}
+		again, err := c.CreateTable(ctx, catalog.TableSpec{Name: "t"})
+		if err != nil {
+			t.Fatalf("the name is not free after the first sweep: %v", err)
+		}
+		if again.ID == tb.ID {
+			t.Fatalf("the table created again got the dropped table's id %d", tb.ID)
+		}
+		// Another process (the next leader) sees the pending final sweep.
+		c2 := open(t, newBackend())
+		sweeps, err := c2.Sweeps(ctx)
+		if err != nil || !sweeps[tb.ID].Equal(swept) || len(sweeps) != 1 {
+			t.Fatalf("sweeps %v %v, want table %d at %v", sweeps, err, tb.ID, swept)
+		}
+		if err := c2.SweepDone(ctx, tb.ID); err != nil {
+			t.Fatal(err)
+		}
+		if sweeps, _ := c.Sweeps(ctx); len(sweeps) != 0 {
+			t.Fatalf("sweeps after the final one: %v", sweeps)
+		}
+		if b, ok := newBackend().(catalog.StoreBackend); ok {
+			// A catalog kept in the store keeps only its newest version.
+			if objs, _ := objstore.ListAll(ctx, b.Store, catalog.StorePrefix, 100); len(objs) != 1 {
+				t.Fatalf("%d catalog versions kept", len(objs))
+			}
+		}
+	})
+}
+
+// Each process's changes reach the other's copy, and a change made from a
+// copy that is behind (a table the other process changed meanwhile) is
+// made again from the newest record, not lost.
+func TestTwoProcessesSeeEachOthersChanges(t *testing.T) {
+	backends(t, func(t *testing.T, newBackend func() catalog.Backend) {
+		ctx := context.Background()
+		a, b := open(t, newBackend()), open(t, newBackend())
+		if _, err := a.CreateTable(ctx, catalog.TableSpec{Name: "x", Regions: 3}); err != nil {
+			t.Fatal(err)
+		}
+		got, err := b.Table(ctx, "x")
+		if err != nil || got.Regions != 3 {
+			t.Fatalf("the other process reads %+v, %v", got, err)
+		}
+		// b's copy of x is current; a's is not once b changes it.
+		if _, err := b.UpdateTable(ctx, "x", func(t *catalog.Table) error { t.TTL = time.Hour; return nil }); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := a.UpdateTable(ctx, "x", func(t *catalog.Table) error { t.CompactionWindow = time.Minute; return nil }); err != nil {
+			t.Fatal(err)
+		}
+		got, err = b.Table(ctx, "x")
+		if err != nil || got.TTL != time.Hour || got.CompactionWindow != time.Minute {
+			t.Fatalf("after both updates: %+v, %v (an update was lost)", got, err)
+		}
+		if _, err := b.CreateTable(ctx, catalog.TableSpec{Name: "y"}); err != nil {
+			t.Fatal(err)
+		}
+		tables, err := a.Tables(ctx)
+		if err != nil || len(tables) != 2 || tables[0].Name != "x" || tables[1].Name != "y" || tables[0].ID == tables[1].ID {
+			t.Fatalf("tables %+v, %v", tables, err)
+		}
+		if _, err := a.MarkDropping(ctx, "y"); err != nil {
+			t.Fatal(err)
+		}
+		if err := b.Forget(ctx, "y", time.Now()); err != nil {
+			t.Fatalf("forgetting a table another process marked dropping: %v", err)
+		}
+		if _, err := a.Table(ctx, "y"); !errors.Is(err, catalog.ErrTableNotFound) {
+			t.Fatalf("a forgotten table: %v", err)
+		}
+		if _, ok := a.Lookup("y"); ok {
+			t.Fatal("a forgotten table is still in the copy after Sync")
+		}
+	})
 }

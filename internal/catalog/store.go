@@ -2,6 +2,7 @@ package catalog
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -23,16 +24,21 @@ const StorePrefix = "catalog/"
 
 func storeKey(v uint64) string { return fmt.Sprintf("%s%020d.json", StorePrefix, v) }
 
-// StoreBackend keeps the catalog in the object store.
+// StoreBackend keeps the catalog in the object store, the whole catalog in
+// each version's object (wholeState), so each commit reads and writes all
+// of it. It serves offline use only: fsck reads a store's catalog with it
+// (ReadStore), and a standalone moves a catalog it finds there into etcd
+// (ImportStore). A cluster's catalog is in etcd, one key per table
+// (EtcdBackend).
 type StoreBackend struct{ Store objstore.Bucket }
 
 var _ Backend = StoreBackend{}
 
-// Load reads the newest version.
-func (c StoreBackend) Load(ctx context.Context) ([]byte, uint64, error) {
+// newest returns the newest version (0: none).
+func (c StoreBackend) newest(ctx context.Context) (uint64, error) {
 	objs, err := objstore.ListAll(ctx, c.Store, StorePrefix, 1000)
 	if err != nil {
-		return nil, 0, fmt.Errorf("catalog: list: %w", err)
+		return 0, fmt.Errorf("catalog: list: %w", err)
 	}
 	var newest uint64
 	for _, o := range objs {
@@ -41,28 +47,94 @@ func (c StoreBackend) Load(ctx context.Context) ([]byte, uint64, error) {
 			newest = v
 		}
 	}
-	if newest == 0 {
-		return nil, 0, nil
-	}
-	data, err := c.Store.Get(ctx, storeKey(newest))
-	if err != nil {
-		return nil, 0, fmt.Errorf("catalog: read version %d: %w", newest, err)
-	}
-	return data, newest, nil
+	return newest, nil
 }
 
-// Commit creates version and deletes prev.
-func (c StoreBackend) Commit(ctx context.Context, prev, version uint64, data []byte) error {
-	if err := c.Store.CreateIfAbsent(ctx, storeKey(version), data); err != nil {
-		if errors.Is(err, objstore.ErrPreconditionFailed) {
-			return fmt.Errorf("%w: version %d was written first", ErrConflict, version)
+// read reads the newest version (an empty catalog at version 0 if none).
+func (c StoreBackend) read(ctx context.Context) (*wholeState, error) {
+	v, err := c.newest(ctx)
+	if err != nil || v == 0 {
+		return &wholeState{Tables: map[string]*Table{}}, err
+	}
+	data, err := c.Store.Get(ctx, storeKey(v))
+	if err != nil {
+		return nil, fmt.Errorf("catalog: read version %d: %w", v, err)
+	}
+	st, err := parseWhole(data)
+	if err == nil && st.Version != v {
+		err = fmt.Errorf("it says version %d", st.Version)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("catalog: version %d is corrupt: %w", v, err)
+	}
+	return st, nil
+}
+
+// Load reads the newest version.
+func (c StoreBackend) Load(ctx context.Context) ([]Record, int64, error) {
+	st, err := c.read(ctx)
+	if err != nil {
+		return nil, 0, err
+	}
+	return st.records(), int64(st.Version), nil
+}
+
+// Get reads keys' records from the newest version.
+func (c StoreBackend) Get(ctx context.Context, keys []string) ([]Record, error) {
+	st, err := c.read(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return st.get(keys), nil
+}
+
+// Commit reads the newest version, checks cmps against it, and creates the
+// next version with ops applied; then it deletes the version it read.
+func (c StoreBackend) Commit(ctx context.Context, cmps []Cmp, ops []Op) (int64, []Record, error) {
+	st, err := c.read(ctx)
+	if err != nil {
+		return 0, nil, err
+	}
+	keys := make([]string, len(cmps))
+	stale := false
+	for i, cmp := range cmps {
+		keys[i] = cmp.Key
+		stale = stale || st.record(cmp.Key).Mod != cmp.Mod
+	}
+	if stale {
+		return 0, st.get(keys), ErrConflict
+	}
+	prev := st.Version
+	st.Version++
+	for _, op := range ops {
+		if err := st.apply(op, int64(st.Version)); err != nil {
+			return 0, nil, err
 		}
-		return fmt.Errorf("catalog: commit version %d: %w", version, err)
+	}
+	data, err := json.Marshal(st)
+	if err != nil {
+		return 0, nil, err
+	}
+	if err := c.Store.CreateIfAbsent(ctx, storeKey(st.Version), data); err != nil {
+		if errors.Is(err, objstore.ErrPreconditionFailed) { // another process committed this version first
+			now, err := c.Get(ctx, keys)
+			if err != nil {
+				return 0, nil, err
+			}
+			return 0, now, ErrConflict
+		}
+		return 0, nil, fmt.Errorf("catalog: commit version %d: %w", st.Version, err)
 	}
 	if prev > 0 {
 		_ = c.Store.Delete(ctx, storeKey(prev)) // best effort; loading takes the newest
 	}
-	return nil
+	return int64(st.Version), nil, nil
+}
+
+// Head is the newest version.
+func (c StoreBackend) Head(ctx context.Context) (int64, error) {
+	v, err := c.newest(ctx)
+	return int64(v), err
 }
 
 // ReadStore returns the tables of a catalog kept in store (none if it has
@@ -72,8 +144,7 @@ func ReadStore(ctx context.Context, store objstore.Bucket) ([]Table, error) {
 	if err != nil {
 		return nil, err
 	}
-	st := c.State()
-	out := append(st.List(false), st.List(true)...)
+	out := append(c.List(false), c.List(true)...)
 	slices.SortFunc(out, func(a, b Table) int { return int(a.ID) - int(b.ID) })
 	return out, nil
 }

@@ -6,7 +6,10 @@
 //
 // Key layout (docs/cluster.md):
 //
-//	/strata/catalog                  the table catalog (JSON; CAS on mod revision)
+//	/strata/catalog/tables/{name}    a table of the catalog (JSON; internal/catalog)
+//	/strata/catalog/sweeps/{id}      a dropped table's pending final sweep
+//	/strata/catalog/next_id          the next table id
+//	/strata/catalog/head             written by every catalog commit
 //	/strata/datanodes/{id}           a live datanode (JSON NodeInfo), under its lease
 //	/strata/regions/{table}/{region} a region's assignment (JSON Assignment)
 //	/strata/election                 metasrv leader election
@@ -15,10 +18,14 @@
 package cluster
 
 import (
+	"context"
 	"fmt"
 	"strconv"
 	"strings"
 	"time"
+
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/stratadb/strata/internal/catalog"
 	"github.com/stratadb/strata/internal/layout"
@@ -27,7 +34,7 @@ import (
 // Keys.
 const (
 	Prefix          = "/strata/"
-	CatalogKey      = catalog.EtcdKey
+	CatalogPrefix   = catalog.EtcdPrefix
 	DatanodesPrefix = Prefix + "datanodes/"
 	RegionsPrefix   = Prefix + "regions/"
 	ElectionPrefix  = Prefix + "election"
@@ -69,6 +76,21 @@ type Assignment struct {
 	Owner string    `json:"owner"`
 	Gen   uint64    `json:"gen"`
 	At    time.Time `json:"at"`
+}
+
+// ReadPlacement reads the live datanodes and the region assignments, at
+// one revision, which it returns. It reads nothing else under Prefix: the
+// catalog, one key per table, is read by its own package.
+func ReadPlacement(ctx context.Context, cli *clientv3.Client) ([]*mvccpb.KeyValue, int64, error) {
+	resp, err := cli.Txn(ctx).Then(clientv3.OpGet(DatanodesPrefix, clientv3.WithPrefix()), clientv3.OpGet(RegionsPrefix, clientv3.WithPrefix())).Commit()
+	if err != nil {
+		return nil, 0, fmt.Errorf("read placement: %w", err)
+	}
+	var kvs []*mvccpb.KeyValue
+	for _, r := range resp.Responses {
+		kvs = append(kvs, r.GetResponseRange().GetKvs()...)
+	}
+	return kvs, resp.Header.Revision, nil
 }
 
 // RegionKey is the assignment key of a region.

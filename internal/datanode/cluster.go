@@ -80,19 +80,20 @@ func (e *Engine) Assign(ctx context.Context, id layout.RegionID) error {
 	if e.regions[id] != nil {
 		return nil
 	}
-	t := e.cat.State().ByID(id.Table)
-	if t == nil {
-		if err := e.cat.Reload(ctx); err != nil {
+	t, ok := e.cat.ByID(id.Table)
+	if !ok {
+		// Created since the catalog's watch last delivered.
+		if err := e.cat.Sync(ctx); err != nil {
 			return err
 		}
-		if t = e.cat.State().ByID(id.Table); t == nil {
+		if t, ok = e.cat.ByID(id.Table); !ok {
 			return fmt.Errorf("%w: no table has id %d", catalog.ErrTableNotFound, id.Table)
 		}
 	}
 	if id.Region >= t.Regions {
 		return fmt.Errorf("%w: table %s has %d regions", layout.ErrInvalidRegion, t.Name, t.Regions)
 	}
-	if err := e.openRegion(ctx, t, id.Region); err != nil {
+	if err := e.openRegion(ctx, &t, id.Region); err != nil {
 		return err
 	}
 	e.log.Info("region opened", "region", id.String(), "table", t.Name, "epoch", e.regions[id].Epoch())
@@ -127,13 +128,6 @@ func (e *Engine) Hosted() []layout.RegionID {
 	}
 	slices.SortFunc(out, func(a, b layout.RegionID) int { return strings.Compare(a.String(), b.String()) })
 	return out
-}
-
-// ReloadCatalog rereads the catalog (after another process changed it).
-func (e *Engine) ReloadCatalog(ctx context.Context) error {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return e.cat.Reload(ctx)
 }
 
 // CloseTable closes every region of table id hosted here, without

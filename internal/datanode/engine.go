@@ -74,8 +74,9 @@ type Engine struct {
 	// and scans would otherwise rebuild them per request.
 	schemas sync.Map
 
-	mu      sync.Mutex // guards cat and regions; held across catalog commits
-	cat     *catalog.Catalog
+	cat *catalog.Catalog // its copy follows etcd by itself
+
+	mu      sync.Mutex // guards regions and closed; held across creating and dropping a table
 	regions map[layout.RegionID]*region.Region
 	closed  bool
 
@@ -180,6 +181,7 @@ func (e *Engine) Close(ctx context.Context, flush bool) error {
 	e.wg.Wait()
 	// Stop compactions first: each acknowledges with its outputs owned.
 	schedErr := e.sched.Close()
+	e.cat.Close()
 	e.mu.Lock()
 	rs := make([]*region.Region, 0, len(e.regions))
 	for _, r := range e.regions {

@@ -173,6 +173,55 @@ func TestWriteTablesValidatesEverythingFirst(t *testing.T) {
 	}
 }
 
+// A write whose new columns etcd refuses to record (one table's schema
+// past etcd's request limit) fails with the table and etcd's reason, and
+// writes nothing; the node goes on: that table takes writes of the columns
+// it has, the others take new columns, and new tables are created.
+func TestARefusedSchemaCommitLeavesTheNodeWriting(t *testing.T) {
+	ctx := context.Background()
+	_, e := openEngine(t, objstoretest.Mem(t), servertest.Options{})
+	float := func(i int) row.Value { return row.FloatValue(float64(i)) }
+	for _, table := range []string{"wide", "other"} {
+		if _, err := e.Write(ctx, table, pts(10, "v", float), WriteOptions{CreateTable: true}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// About 1.7 MB of column names: past etcd's 1.5 MiB.
+	huge := row.Point{Tags: []row.Tag{{Name: "host", Value: "h0"}}, TS: 1000}
+	for i := range 21_000 {
+		huge.Fields = append(huge.Fields, row.Field{Name: fmt.Sprintf("field_measurement_with_a_long_name_%05d", i), Value: row.FloatValue(1)})
+	}
+	_, err := e.Write(ctx, "wide", []row.Point{huge}, WriteOptions{})
+	t.Logf("the refused write: %.200v", err)
+	if err == nil || !strings.Contains(err.Error(), "table wide") || !strings.Contains(err.Error(), "request is too large") {
+		t.Fatalf("a write past etcd's request limit: %v", err)
+	}
+	if tb, _ := e.Table("wide"); len(tb.Schema.Columns) != 3 {
+		t.Fatalf("table wide has %d columns after the refused commit", len(tb.Schema.Columns))
+	}
+	later := func(field string) []row.Point {
+		p := pts(10, field, float)
+		for i := range p {
+			p[i].TS += 100
+		}
+		return p
+	}
+	if _, err := e.Write(ctx, "wide", later("v"), WriteOptions{}); err != nil {
+		t.Fatalf("a write of the columns the table has: %v", err)
+	}
+	if _, err := e.Write(ctx, "other", later("w"), WriteOptions{}); err != nil {
+		t.Fatalf("a new column of another table: %v", err)
+	}
+	if _, err := e.Write(ctx, "fresh", pts(10, "v", float), WriteOptions{CreateTable: true}); err != nil {
+		t.Fatalf("a new table: %v", err)
+	}
+	for table, want := range map[string]int{"wide": 20, "other": 20, "fresh": 10} {
+		if n, _ := count(t, e, table, region.ScanRequest{}); n != want {
+			t.Fatalf("table %s: %d rows, want %d", table, n, want)
+		}
+	}
+}
+
 func TestDropTableDeletesItsObjects(t *testing.T) {
 	ctx := context.Background()
 	s := objstoretest.Mem(t)

@@ -24,47 +24,28 @@ func (e *Engine) createLocked(ctx context.Context, spec catalog.TableSpec) (cata
 	if e.closed {
 		return catalog.Table{}, region.ErrClosed
 	}
-	next, t, err := e.cat.State().WithTable(spec, e.opts.DefaultRegions)
+	t, err := e.cat.CreateTable(ctx, spec)
 	if err != nil {
 		return catalog.Table{}, err
 	}
-	if err := e.cat.Commit(ctx, next); err != nil {
-		if errors.Is(err, catalog.ErrConflict) {
-			if rerr := e.cat.Reload(ctx); rerr == nil {
-				if _, ok := e.cat.State().Tables[spec.Name]; ok {
-					return catalog.Table{}, fmt.Errorf("%w: %s", catalog.ErrTableExists, spec.Name)
-				}
-			}
-		}
-		return catalog.Table{}, err
-	}
 	e.log.Info("table created", "table", t.Name, "id", t.ID, "regions", t.Regions)
-	return *t, nil
+	return t, nil
 }
 
 // Tables lists the tables by name.
 func (e *Engine) Tables() []catalog.Table {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	var out []catalog.Table
-	for _, t := range e.cat.State().Tables {
-		if !t.Dropping {
-			out = append(out, *t)
-		}
-	}
+	out := e.cat.List(false)
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out
 }
 
 // catalog.Table returns one table.
 func (e *Engine) Table(name string) (catalog.Table, error) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	t, ok := e.cat.State().Tables[name]
+	t, ok := e.cat.Lookup(name)
 	if !ok || t.Dropping {
 		return catalog.Table{}, fmt.Errorf("%w: %s", catalog.ErrTableNotFound, name)
 	}
-	return *t, nil
+	return t, nil
 }
 
 // DropTable marks a table dropping in the catalog and closes the regions
@@ -73,13 +54,8 @@ func (e *Engine) Table(name string) (catalog.Table, error) {
 func (e *Engine) DropTable(ctx context.Context, name string) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	t, ok := e.cat.State().Tables[name]
-	if !ok || t.Dropping {
-		return fmt.Errorf("%w: %s", catalog.ErrTableNotFound, name)
-	}
-	next := e.cat.State().Clone()
-	next.Tables[name].Dropping = true
-	if err := e.cat.Commit(ctx, next); err != nil {
+	t, err := e.cat.MarkDropping(ctx, name)
+	if err != nil {
 		return err
 	}
 	for i := range t.Regions {

@@ -147,26 +147,13 @@ func (sk *seriesKeys) encode(points []row.Point) error {
 
 // prepareWrite resolves the table (creating it if asked), validates the
 // batch (only its columns, if checked) and commits new columns to the
-// catalog. Validation runs outside the engine's lock; only a schema change
-// takes it.
+// catalog. Neither validation nor a schema change takes the engine's lock:
+// the catalog's compare-and-swap orders concurrent changes of the schema.
 func (e *Engine) prepareWrite(ctx context.Context, table string, points []row.Point, opts WriteOptions, checked bool) (*catalog.Table, []*region.Region, error) {
-	for attempt := 0; ; attempt++ {
-		t, regions, err := e.prepareWriteOnce(ctx, table, points, opts, checked)
-		if !errors.Is(err, errRetrySchema) || attempt == 4 {
-			if errors.Is(err, errRetrySchema) {
-				err = fmt.Errorf("table %s: record new columns: %w", table, catalog.ErrConflict)
-			}
-			return t, regions, err
-		}
-		checked = true // validated against the schema of the first attempt
-	}
-}
-
-func (e *Engine) prepareWriteOnce(ctx context.Context, table string, points []row.Point, opts WriteOptions, checked bool) (*catalog.Table, []*region.Region, error) {
 	t, regions, err := e.tableRegions(table)
 	if errors.Is(err, catalog.ErrTableNotFound) && opts.CreateTable {
 		e.mu.Lock()
-		if _, exists := e.cat.State().Tables[table]; !exists {
+		if _, exists := e.cat.Lookup(table); !exists {
 			spec := catalog.TableSpec{Name: table}
 			if table == catalog.MetricsTable {
 				spec.Regions = e.opts.MetricsRegions
@@ -197,51 +184,42 @@ func (e *Engine) prepareWriteOnce(ctx context.Context, table string, points []ro
 		return t, regions, err
 	}
 	checked = true // values are schema-independent: checked once is enough
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	cur, ok := e.cat.State().Tables[table]
-	if !ok || cur.Dropping {
-		return nil, nil, fmt.Errorf("%w: %s", catalog.ErrTableNotFound, table)
-	}
-	// Another write may have changed the schema meanwhile: check again.
-	if add, err = check(cur); err != nil || !add.Changed() {
-		return t, regions, err
-	}
-	nextSchema, err := add.Result()
-	if err != nil {
-		return nil, nil, err
-	}
-	next := e.cat.State().Clone()
-	next.Tables[table].Schema = nextSchema.Manifest()
-	if err := e.cat.Commit(ctx, next); err != nil {
-		if errors.Is(err, catalog.ErrConflict) {
-			// Another datanode changed the catalog: reload, and let the
-			// caller check again against what it committed.
-			if rerr := e.cat.Reload(ctx); rerr != nil {
-				return nil, nil, errors.Join(err, rerr)
-			}
-			return nil, nil, errRetrySchema
+	// Only this table's record is read and written. Another write (here or
+	// on another datanode) may have changed the schema meanwhile: the
+	// update checks again against the newest schema it knows, and again if
+	// its commit loses the race.
+	_, err = e.cat.UpdateTable(ctx, table, func(cur *catalog.Table) error {
+		add, err := check(cur)
+		if err != nil || !add.Changed() {
+			return err
 		}
-		return nil, nil, fmt.Errorf("table %s: record new columns: %w", table, err)
+		next, err := add.Result()
+		if err != nil {
+			return err
+		}
+		cur.Schema = next.Manifest()
+		return nil
+	})
+	if err != nil {
+		return nil, nil, fmt.Errorf("record new columns: %w", err)
 	}
 	return t, regions, nil
 }
 
-var errRetrySchema = errors.New("catalog changed: validate again")
-
 func (e *Engine) tableRegions(table string) (*catalog.Table, []*region.Region, error) {
+	t, ok := e.cat.Lookup(table)
+	if !ok {
+		// Created through another datanode or metasrv since the catalog's
+		// watch last delivered.
+		if err := e.cat.Sync(context.Background()); err != nil && !errors.Is(err, catalog.ErrClosed) {
+			return nil, nil, err
+		}
+		t, ok = e.cat.Lookup(table)
+	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.closed {
 		return nil, nil, region.ErrClosed
-	}
-	t, ok := e.cat.State().Tables[table]
-	if !ok {
-		// Created through another datanode or metasrv since we loaded.
-		if err := e.cat.Reload(context.Background()); err != nil {
-			return nil, nil, err
-		}
-		t, ok = e.cat.State().Tables[table]
 	}
 	if !ok || t.Dropping {
 		return nil, nil, fmt.Errorf("%w: %s", catalog.ErrTableNotFound, table)
@@ -250,8 +228,7 @@ func (e *Engine) tableRegions(table string) (*catalog.Table, []*region.Region, e
 	for i := range regions {
 		regions[i] = e.regions[layout.RegionID{Table: t.ID, Region: uint32(i)}]
 	}
-	tt := *t
-	return &tt, regions, nil
+	return &t, regions, nil
 }
 
 // localRegions is tableRegions without the regions hosted elsewhere.

@@ -146,6 +146,7 @@ func (s *Server) Leading() bool {
 func (s *Server) Close() {
 	s.stop()
 	s.wg.Wait()
+	s.cat.Close()
 	s.mu.Lock()
 	for _, c := range s.conns {
 		c.Close()
@@ -219,12 +220,12 @@ type regionKV struct {
 }
 
 func (s *Server) read(ctx context.Context) (*state, error) {
-	resp, err := s.opts.Client.Get(ctx, cluster.Prefix, clientv3.WithPrefix())
+	kvs, rev, err := cluster.ReadPlacement(ctx, s.opts.Client)
 	if err != nil {
 		return nil, err
 	}
-	st := &state{rev: resp.Header.Revision, nodes: map[string]cluster.NodeInfo{}, regions: map[layout.RegionID]regionKV{}}
-	for _, kv := range resp.Kvs {
+	st := &state{rev: rev, nodes: map[string]cluster.NodeInfo{}, regions: map[layout.RegionID]regionKV{}}
+	for _, kv := range kvs {
 		k := string(kv.Key)
 		if id, ok := cluster.ParseRegionKey(cluster.RegionsPrefix, k); ok {
 			var as cluster.Assignment
@@ -269,11 +270,11 @@ func (s *Server) placement(ctx context.Context) {
 }
 
 // placementChange reports whether a watch response touches what placement
-// reads: the catalog, datanodes or assignments.
+// reads: the set of tables, datanodes or assignments.
 func placementChange(resp clientv3.WatchResponse) bool {
 	for _, ev := range resp.Events {
 		k := string(ev.Kv.Key)
-		if k == cluster.CatalogKey || strings.HasPrefix(k, cluster.DatanodesPrefix) || strings.HasPrefix(k, cluster.RegionsPrefix) {
+		if catalog.TablesChanged(ev) || strings.HasPrefix(k, cluster.DatanodesPrefix) || strings.HasPrefix(k, cluster.RegionsPrefix) {
 			return true
 		}
 	}

@@ -429,21 +429,17 @@ func (s *Server) Shutdown(ctx context.Context) error {
 // one, the store's newest version is written to etcd and the store's
 // catalog objects are deleted, so no stale copy remains.
 func importCatalog(ctx context.Context, store objstore.Bucket, cli *clientv3.Client, log *slog.Logger) error {
-	ec := catalog.NewEtcdBackend(cli)
-	if _, v, err := ec.Load(ctx); err != nil || v > 0 {
-		return err
-	}
-	data, v, err := catalog.StoreBackend{Store: store}.Load(ctx)
-	if err != nil || v == 0 {
-		return err
-	}
-	if err := ec.Commit(ctx, 0, v, data); err != nil {
+	imported, err := catalog.ImportStore(ctx, cli, store)
+	if err != nil {
 		return fmt.Errorf("import the store's catalog into etcd: %w", err)
+	}
+	if !imported {
+		return nil
 	}
 	if _, err := objstore.DeletePrefix(ctx, store, catalog.StorePrefix); err != nil {
 		return err
 	}
-	log.Info("catalog moved from the store into etcd", "version", v)
+	log.Info("catalog moved from the store into etcd")
 	return nil
 }
 

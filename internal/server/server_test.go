@@ -115,12 +115,12 @@ func TestStandaloneRunsMetasrvAndImportsTheStoreCatalog(t *testing.T) {
 		pts = append(pts, row.Point{Tags: []row.Tag{{Name: "h", Value: string(rune('a' + i%7))}}, TS: int64(i), Fields: []row.Field{{Name: "v", Value: row.FloatValue(float64(i))}}})
 	}
 	base, _ := schema.New(schema.DefaultTimestamp)
-	add, err := region.ValidateBatch(pts, base, false)
+	add, err := region.ValidateBatch(pts, base)
 	if err != nil {
 		t.Fatal(err)
 	}
 	sch, _ := add.Result()
-	if err := cat.Update(ctx, func(st *catalog.State) error { st.Tables["legacy"].Schema = sch.Manifest(); return nil }); err != nil {
+	if _, err := cat.UpdateTable(ctx, "legacy", func(t *catalog.Table) error { t.Schema = sch.Manifest(); return nil }); err != nil {
 		t.Fatal(err)
 	}
 	shares := make([][]row.Point, tb.Regions)

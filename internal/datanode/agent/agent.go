@@ -232,9 +232,8 @@ func (a *Agent) follow(ctx context.Context) {
 			changed := false
 			for _, ev := range resp.Events {
 				k := string(ev.Kv.Key)
+				// The catalog follows its keys with its own watch.
 				switch {
-				case k == cluster.CatalogKey:
-					a.eng.ReloadCatalog(ctx)
 				case len(k) > len(cluster.RegionsPrefix) && k[:len(cluster.RegionsPrefix)] == cluster.RegionsPrefix,
 					len(k) > len(cluster.DatanodesPrefix) && k[:len(cluster.DatanodesPrefix)] == cluster.DatanodesPrefix:
 					changed = true
@@ -254,13 +253,13 @@ func (a *Agent) follow(ctx context.Context) {
 // refresh reads every assignment and datanode and reconciles the regions
 // hosted here with the assignments.
 func (a *Agent) refresh(ctx context.Context) (int64, error) {
-	resp, err := a.opts.Client.Get(ctx, cluster.Prefix, clientv3.WithPrefix())
+	kvs, rev, err := cluster.ReadPlacement(ctx, a.opts.Client)
 	if err != nil {
 		return 0, err
 	}
 	owners := map[layout.RegionID]cluster.Assignment{}
 	nodes := map[string]cluster.NodeInfo{}
-	for _, kv := range resp.Kvs {
+	for _, kv := range kvs {
 		k := string(kv.Key)
 		if id, ok := cluster.ParseRegionKey(cluster.RegionsPrefix, k); ok {
 			var as cluster.Assignment
@@ -310,14 +309,14 @@ func (a *Agent) refresh(ctx context.Context) (int64, error) {
 		}
 	}
 	if !live {
-		return resp.Header.Revision, nil
+		return rev, nil
 	}
 	for id, as := range owners {
 		if as.Owner == a.opts.Node.ID && !hosted[id] {
 			a.open(ctx, id)
 		}
 	}
-	return resp.Header.Revision, nil
+	return rev, nil
 }
 
 // open opens an assigned region in the background (WAL replay may take a
