@@ -293,3 +293,27 @@ func (e *Engine) ScanColumns(ctx context.Context, table string, req region.ScanR
 	}
 	return nil
 }
+
+// TagValues returns the distinct values, unordered, of tag name in table's
+// series with rows in [start, end), from its regions' memtables and series
+// indexes. local is false, and nothing is returned, if a region of the
+// table is hosted elsewhere: list its series then (Scan with SeriesOnly).
+func (e *Engine) TagValues(ctx context.Context, table, name string, start, end int64) (vals []string, local bool, err error) {
+	_, regions, err := e.tableRegions(table)
+	if err != nil {
+		return nil, false, err
+	}
+	for _, r := range regions {
+		if r == nil {
+			return nil, false, nil
+		}
+	}
+	for _, r := range regions {
+		vs, err := r.TagValues(ctx, name, start, end)
+		if err != nil {
+			return nil, true, err
+		}
+		vals = append(vals, vs...)
+	}
+	return vals, true, nil
+}

@@ -469,6 +469,21 @@ func (m *Memtable) Series(f Filter) []string {
 	return out
 }
 
+// TagValues adds to seen the values of tag name in the series with an
+// entry in [start, end).
+func (m *Memtable) TagValues(name string, start, end int64, seen map[string]struct{}) {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	for k, s := range m.series {
+		if s.maxTS < start || s.minTS >= end {
+			continue
+		}
+		if v := row.SeriesTag(k, name); v != "" {
+			seen[v] = struct{}{}
+		}
+	}
+}
+
 type capture struct {
 	key    string
 	s      *series

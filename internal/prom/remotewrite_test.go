@@ -226,12 +226,24 @@ func TestRemoteWriteNamesShareOneTable(t *testing.T) {
 		t.Fatalf("the metrics table's columns grew with the labels: %+v", cols)
 	}
 	c := client{t, base}
-	code, r := c.get("/api/v1/label/__name__/values", nil)
-	var vals []string
-	if code != 200 || json.Unmarshal(r.Data, &vals) != nil || len(vals) != names || vals[0] != "metric_0000" || vals[names-1] != "metric_0999" {
-		t.Fatalf("names: %d %d values: %.200s", code, len(vals), r.Data)
+	names1 := func(when string) {
+		t.Helper()
+		code, r := c.get("/api/v1/label/__name__/values", nil)
+		var vals []string
+		if code != 200 || json.Unmarshal(r.Data, &vals) != nil || len(vals) != names || vals[0] != "metric_0000" || vals[names-1] != "metric_0999" {
+			t.Fatalf("names %s: %d %d values: %.200s", when, code, len(vals), r.Data)
+		}
+		code, r = c.get("/api/v1/label/instance/values", nil)
+		if code != 200 || string(r.Data) != `["0","1","2"]` {
+			t.Fatalf("instances %s: %d %s", when, code, r.Data)
+		}
 	}
-	code, r = c.get("/api/v1/labels", nil)
+	names1("in the memtable")
+	if err := n.Engine().Flush(context.Background(), catalog.MetricsTable); err != nil {
+		t.Fatal(err)
+	}
+	names1("in an SST")
+	code, r := c.get("/api/v1/labels", nil)
 	if code != 200 || string(r.Data) != `["__name__","instance","job"]` {
 		t.Fatalf("label names: %d %s", code, r.Data)
 	}

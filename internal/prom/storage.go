@@ -573,6 +573,17 @@ func (qr *querier) tagValues(ctx context.Context, name string, ms []*labels.Matc
 			}
 			continue
 		}
+		if len(req.Tags) == 0 && len(req.In) == 0 {
+			// Every series: the values straight from the postings.
+			vals, local, err := qr.q.Engine.TagValues(ctx, mt.table, name, req.Start, req.End)
+			if err != nil {
+				return err
+			}
+			if local {
+				*out = append(*out, vals...)
+				continue
+			}
+		}
 		req.SeriesOnly = true
 		sc, err := qr.q.Engine.Scan(ctx, mt.table, req)
 		if err != nil {

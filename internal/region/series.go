@@ -287,3 +287,44 @@ func (r *Region) loadSeries(ctx context.Context, id string, f manifest.FileMeta)
 	r.seriesIdx.put(id, fs)
 	return fs, nil
 }
+
+// TagValues returns the distinct values, unordered, of tag name in the
+// series of the memtables and files that have rows in [start, end) (a
+// series is counted if a file or memtable holding it overlaps the range,
+// as a listing counts it). Files answer from their postings, built once a
+// file and kept with its series index; no key is sorted.
+func (r *Region) TagValues(ctx context.Context, name string, start, end int64) ([]string, error) {
+	if err := r.usable(); err != nil {
+		return nil, err
+	}
+	mems, st, files := r.snapshot(start, end)
+	defer r.unpin(files)
+	r.seriesIdx.prune(st)
+	seen := map[string]struct{}{}
+	for _, mt := range mems {
+		mt.TagValues(name, start, end, seen)
+	}
+	for _, id := range files {
+		x, ok := r.seriesIdx.get(id)
+		if !ok {
+			var err error
+			if x, err = r.loadSeries(ctx, id, st.Files[id]); err != nil {
+				return nil, fmt.Errorf("region %s: tag values: %w", r.id, err)
+			}
+		}
+		for v := range x.values(name) {
+			seen[v] = struct{}{}
+		}
+	}
+	out := make([]string, 0, len(seen))
+	for v := range seen {
+		out = append(out, v)
+	}
+	return out, nil
+}
+
+// values are the values tag name has in the file's series.
+func (fs *fileSeries) values(name string) map[string][]int32 {
+	fs.once.Do(fs.index)
+	return fs.postings[name]
+}
