@@ -400,3 +400,27 @@ func TestTruncateCancelsCompaction(t *testing.T) {
 		t.Fatalf("truncate of a missing table: %v", err)
 	}
 }
+
+// Writes racing to create one table all land: the ones that find it made
+// by another while they waited for the lock write to it.
+func TestWritesRacingToCreateATableAllLand(t *testing.T) {
+	_, e := openEngine(t, objstoretest.Mem(t), servertest.Options{})
+	for round := range 5 {
+		table := fmt.Sprintf("race%d", round)
+		var wg sync.WaitGroup
+		errs := make([]error, 8)
+		for i := range errs {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				_, errs[i] = e.Write(context.Background(), table, pts(10, "v", func(int) row.Value { return row.FloatValue(1) }), WriteOptions{CreateTable: true})
+			}()
+		}
+		wg.Wait()
+		for i, err := range errs {
+			if err != nil {
+				t.Fatalf("%s: write %d: %v", table, i, err)
+			}
+		}
+	}
+}

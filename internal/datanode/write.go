@@ -153,6 +153,7 @@ func (e *Engine) prepareWrite(ctx context.Context, table string, points []row.Po
 	t, regions, err := e.tableRegions(table)
 	if errors.Is(err, catalog.ErrTableNotFound) && opts.CreateTable {
 		e.mu.Lock()
+		err = nil // another write may have created it meanwhile
 		if _, exists := e.cat.Lookup(table); !exists {
 			spec := catalog.TableSpec{Name: table}
 			if table == catalog.MetricsTable {

@@ -118,3 +118,11 @@ func checkOwned(t testing.TB, s objstore.Bucket, st *manifest.State) {
 		}
 	}
 }
+
+// rowBytes is the region's memtable memory less its keys: what starts a
+// flush.
+func rowBytes(r *Region) int64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.memBytes - r.memKeys
+}

@@ -1,6 +1,7 @@
 package server_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -14,9 +15,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/klauspost/compress/snappy"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil/promlint"
 	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/prometheus/prompb"
 
 	"github.com/stratadb/strata/internal/catalog"
 	"github.com/stratadb/strata/internal/compact"
@@ -99,6 +102,23 @@ func TestEveryMetricMoves(t *testing.T) {
 		write(500)
 		flush()
 	}
+	// Remote write: one sample stored, one refused (no __name__).
+	rw := &prompb.WriteRequest{Timeseries: []prompb.TimeSeries{
+		{Labels: []prompb.Label{{Name: "__name__", Value: "up"}}, Samples: []prompb.Sample{{Value: 1, Timestamp: ts / 1e6}}},
+		{Labels: []prompb.Label{{Name: "job", Value: "x"}}, Samples: []prompb.Sample{{Value: 1, Timestamp: ts / 1e6}}},
+	}}
+	raw, err := rw.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.Post("http://"+n.HTTPAddr()+"/api/v1/write", "application/x-protobuf", bytes.NewReader(snappy.Encode(nil, raw)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusBadRequest {
+		t.Fatalf("remote write with a refused sample: %s", resp.Status)
+	}
 	if res, err := e.Compact(ctx, "cpu", true); err != nil || len(res) == 0 {
 		t.Fatalf("compaction: %v %v", res, err)
 	}
@@ -128,7 +148,7 @@ func TestEveryMetricMoves(t *testing.T) {
 		t.Fatal(err)
 	}
 	servertest.WaitHosted(t, e, "old")
-	resp, err := http.Post("http://"+n.HTTPAddr()+"/write?db=x", "text/plain", strings.NewReader(fmt.Sprintf("old,host=a v=1 %d\n", time.Now().UnixNano())))
+	resp, err = http.Post("http://"+n.HTTPAddr()+"/write?db=x", "text/plain", strings.NewReader(fmt.Sprintf("old,host=a v=1 %d\n", time.Now().UnixNano())))
 	if err != nil {
 		t.Fatal(err)
 	}
