@@ -9,12 +9,10 @@
 package scrapetest
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -22,7 +20,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -30,6 +27,7 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 
+	"github.com/stratadb/strata/internal/cluster/clustertest"
 	"github.com/stratadb/strata/internal/objstore"
 	"github.com/stratadb/strata/internal/server/servertest"
 )
@@ -45,29 +43,12 @@ func bin(t *testing.T, env string) string {
 	return p
 }
 
-func freeAddr(t *testing.T) string {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
-}
-
-type logBuf struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *logBuf) Write(p []byte) (int, error) { l.mu.Lock(); defer l.mu.Unlock(); return l.b.Write(p) }
-func (l *logBuf) String() string              { l.mu.Lock(); defer l.mu.Unlock(); return l.b.String() }
-
 // run starts a process that is stopped (SIGTERM, then SIGKILL) at the
 // test's end; its output is printed if the test failed.
 func run(t *testing.T, name, path string, args ...string) {
 	t.Helper()
 	cmd := exec.Command(path, args...)
-	logs := &logBuf{}
+	logs := &clustertest.LogBuf{}
 	cmd.Stdout, cmd.Stderr = logs, logs
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("start %s: %v", name, err)
@@ -229,17 +210,17 @@ func TestPrometheusScrapingItselfAndNodeExporter(t *testing.T) {
 	strata := servertest.Start(t, store, servertest.Options{})
 	strataURL := "http://" + strata.HTTPAddr()
 
-	vmAddr := freeAddr(t)
+	vmAddr := clustertest.FreeAddr(t)
 	run(t, "victoria-metrics", vmBin, "-storageDataPath", filepath.Join(dir, "vm"), "-httpListenAddr", vmAddr,
 		"-retentionPeriod", "100y", "-search.latencyOffset", "0s", "-loggerLevel", "ERROR")
 	vmURL := "http://" + vmAddr
 	waitUp(t, vmURL+"/health")
 
-	neAddr := freeAddr(t)
+	neAddr := clustertest.FreeAddr(t)
 	run(t, "node_exporter", neBin, "--web.listen-address", neAddr, "--log.level", "warn")
 	waitUp(t, "http://"+neAddr+"/metrics")
 
-	promAddr := freeAddr(t)
+	promAddr := clustertest.FreeAddr(t)
 	cfg := fmt.Sprintf(`global:
   scrape_interval: 2s
   scrape_timeout: 2s
