@@ -24,6 +24,7 @@ import (
 	"time"
 
 	"github.com/stratadb/strata/internal/manifest"
+	"github.com/stratadb/strata/internal/row"
 	"github.com/stratadb/strata/internal/schema"
 )
 
@@ -81,13 +82,25 @@ type TableSpec struct {
 // the reserved prefix "__", so no user table can take it.
 const MetricsTable = "__metrics"
 
+// MetricsField is the metrics table's one field: a sample's value.
+const MetricsField = "value"
+
 // NewSchema is the first schema of table name: the metrics table's tags
-// are labels (schema.NewLabels).
+// are labels (schema.NewLabels), and it has its float field from the
+// start, so a query never finds it without one.
 func NewSchema(name, timestamp string) (*schema.Schema, error) {
-	if name == MetricsTable {
-		return schema.NewLabels(timestamp)
+	if name != MetricsTable {
+		return schema.New(timestamp)
 	}
-	return schema.New(timestamp)
+	s, err := schema.NewLabels(timestamp)
+	if err != nil {
+		return nil, err
+	}
+	add := s.Extend()
+	if err := add.Field(MetricsField, row.Float); err != nil {
+		return nil, err
+	}
+	return add.Result()
 }
 
 // ValidateTableName checks a table name (MetricsTable is valid).

@@ -19,6 +19,18 @@ import (
 type WriteOptions struct {
 	// CreateTable creates a missing table with default options.
 	CreateTable bool
+	// Metrics allows writing the metrics table (catalog.MetricsTable),
+	// which only remote write writes: a line-protocol point there could
+	// retype its value column and refuse every remote write after.
+	Metrics bool
+}
+
+// checkMetrics refuses a write to the metrics table without opts.Metrics.
+func checkMetrics(table string, opts WriteOptions) error {
+	if table == catalog.MetricsTable && !opts.Metrics {
+		return fmt.Errorf("%w: table %s is written through remote write (/api/v1/write) only", catalog.ErrInvalidTable, table)
+	}
+	return nil
 }
 
 // Write validates the batch against the table's schema as a whole (nothing
@@ -27,6 +39,9 @@ type WriteOptions struct {
 // atomic; if the store fails, some regions' shares may have been written
 // and a retry of the batch is safe.
 func (e *Engine) Write(ctx context.Context, table string, points []row.Point, opts WriteOptions) (region.WriteResult, error) {
+	if err := checkMetrics(table, opts); err != nil {
+		return region.WriteResult{}, err
+	}
 	return e.write(ctx, table, points, opts, false)
 }
 
@@ -284,6 +299,9 @@ func (e *BatchError) Unwrap() error { return e.Err }
 // before any is written, so bad input anywhere writes nothing.
 func (e *Engine) WriteTables(ctx context.Context, batches []TableBatch, opts WriteOptions) (region.WriteResult, error) {
 	for _, b := range batches {
+		if err := checkMetrics(b.Table, opts); err != nil {
+			return region.WriteResult{}, err
+		}
 		var sch *schema.Schema
 		t, err := e.Table(b.Table)
 		switch {

@@ -106,7 +106,7 @@ func (rw *RemoteWrite) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	defer b.release() // once the answer is written: it may name the points' labels
 	if len(b.points) > 0 {
 		batch := []datanode.TableBatch{{Table: catalog.MetricsTable, Points: b.points}}
-		if _, err := rw.engine.WriteTables(r.Context(), batch, datanode.WriteOptions{CreateTable: true}); err != nil {
+		if _, err := rw.engine.WriteTables(r.Context(), batch, datanode.WriteOptions{CreateTable: true, Metrics: true}); err != nil {
 			switch {
 			case errors.Is(err, region.ErrInvalidWrite), errors.Is(err, catalog.ErrInvalidTable), errors.Is(err, schema.ErrBadName):
 				http.Error(w, err.Error(), http.StatusBadRequest)
@@ -182,13 +182,14 @@ func (b *batcher) release() {
 		return // a rare huge request: do not keep its memory
 	}
 	// Drop the references into the request (its labels are strings of
-	// its body) and into the last series' labels.
+	// its body) and into the last series' labels; the encoder, which
+	// remembers the names it last sorted, starts anew.
 	clear(b.points)
 	clear(b.tags)
 	clear(b.wls)
 	clear(b.syms)
 	clear(b.names)
-	*b = batcher{points: b.points[:0], keys: b.keys[:0], enc: b.enc, reasons: b.reasons[:0],
+	*b = batcher{points: b.points[:0], keys: b.keys[:0], reasons: b.reasons[:0],
 		tags: b.tags[:0], fields: b.fields[:0], wls: b.wls[:0], wss: b.wss[:0], refs: b.refs[:0], syms: b.syms[:0], names: b.names[:0]}
 	batchers.Put(b)
 }

@@ -256,3 +256,52 @@ func TestRemoteWriteNamesShareOneTable(t *testing.T) {
 		t.Fatalf("one name: %d %s", code, r.Data)
 	}
 }
+
+// The metrics table is written by remote write alone: a line-protocol
+// point there is refused (it could retype the value column and refuse every
+// remote write after). A metric written both by line protocol (table up,
+// field value) and by remote write (as a store upgraded from one table a
+// metric has) reads as one series, not two with one labelset.
+func TestMetricsTableIsRemoteWriteOnlyAndMergesWithATable(t *testing.T) {
+	n := servertest.Start(t, objstoretest.Mem(t), servertest.Options{})
+	base := "http://" + n.HTTPAddr()
+	const t0 = 1767225600000 // ms
+	line := func(body string) int {
+		t.Helper()
+		resp, err := http.Post(base+"/write?db=x&precision=ms", "text/plain", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if code := line(fmt.Sprintf("up,job=api value=1 %d\nup,job=api value=1 %d\n", t0, t0+15000)); code != http.StatusNoContent {
+		t.Fatalf("line protocol: %d", code)
+	}
+	req := &prompb.WriteRequest{Timeseries: []prompb.TimeSeries{{
+		Labels:  []prompb.Label{{Name: "__name__", Value: "up"}, {Name: "job", Value: "api"}},
+		Samples: []prompb.Sample{{Value: 2, Timestamp: t0 + 15000}, {Value: 2, Timestamp: t0 + 30000}},
+	}}}
+	if resp := send(t, base, req, "application/x-protobuf"); resp.StatusCode != http.StatusNoContent {
+		t.Fatalf("remote write: %d", resp.StatusCode)
+	}
+	if code := line(fmt.Sprintf("__metrics,job=x value=\"s\" %d\n", t0)); code != http.StatusBadRequest {
+		t.Fatalf("line protocol into the metrics table: %d", code)
+	}
+	c := client{t, base}
+	for q, want := range map[string]string{
+		`count(up)`:                `"1"`,
+		`count_over_time(up[1m])`:  `"3"`, // t0, t0+15s (remote write's), t0+30s
+		`sum_over_time(up[1m])`:    `"5"`, // 1 + 2 + 2
+		`count(rate(up[1m]) >= 0)`: `"1"`,
+	} {
+		code, r := c.get("/api/v1/query", url.Values{"query": {q}, "time": {strconv.Itoa(t0/1000 + 40)}})
+		if code != 200 || !strings.Contains(string(r.Data), want) {
+			t.Errorf("%s: %d %s, want %s", q, code, r.Data, want)
+		}
+	}
+	// Remote write still works after the refused line.
+	if resp := send(t, base, req, "application/x-protobuf"); resp.StatusCode != http.StatusNoContent {
+		t.Fatalf("remote write after: %d", resp.StatusCode)
+	}
+}

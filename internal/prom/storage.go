@@ -125,6 +125,9 @@ func (q *Queryable) Querier(mint, maxt int64) (storage.Querier, error) {
 type querier struct {
 	q          *Queryable
 	mint, maxt int64
+	// raw: no rollups in this Select's scans (two tables gave a series
+	// of one labelset, whose samples must merge before a rollup).
+	raw bool
 }
 
 func (qr *querier) Close() error { return nil }
@@ -189,10 +192,57 @@ func (qr *querier) Select(ctx context.Context, sortSeries bool, hints *storage.S
 		samples += n
 		out = append(out, ss...)
 	}
-	if sortSeries {
+	if len(mts) > 1 {
+		merged := mergeEqual(out)
+		if len(merged) < len(out) && !qr.raw && rollupOf(hints) != nil && qr.q.Rollups {
+			// Rolled up apart, the two halves of a series would merge
+			// wrong: read them again as samples (rare: a metric in two
+			// tables).
+			raw := *qr
+			raw.raw = true
+			return raw.Select(ctx, sortSeries, hints, ms...)
+		}
+		out = merged
+	} else if sortSeries {
 		slices.SortFunc(out, func(a, b storage.Series) int { return labels.Compare(a.Labels(), b.Labels()) })
 	}
 	return &seriesSet{series: out, pos: -1}
+}
+
+// mergeEqual sorts out by labels and makes one series of those with equal
+// labels that two tables gave: a metric written both by line protocol and
+// by remote write, or by remote write before and after it moved to the
+// metrics table. Their samples are merged by timestamp, the later table's
+// standing at an equal one (the metrics table is the last; out holds each
+// table's series after the one's before it).
+func mergeEqual(out []storage.Series) []storage.Series {
+	slices.SortStableFunc(out, func(a, b storage.Series) int { return labels.Compare(a.Labels(), b.Labels()) })
+	k := 0
+	for i := range out {
+		if k > 0 && labels.Equal(out[k-1].Labels(), out[i].Labels()) {
+			a, b := out[k-1].(*series), out[i].(*series)
+			m := &series{labels: a.labels, ts: make([]int64, 0, len(a.ts)+len(b.ts)), vs: make([]float64, 0, len(a.vs)+len(b.vs))}
+			x, y := 0, 0
+			for x < len(a.ts) || y < len(b.ts) {
+				switch {
+				case y == len(b.ts) || x < len(a.ts) && a.ts[x] < b.ts[y]:
+					m.ts, m.vs = append(m.ts, a.ts[x]), append(m.vs, a.vs[x])
+					x++
+				default:
+					if x < len(a.ts) && a.ts[x] == b.ts[y] {
+						x++ // the later table's sample stands
+					}
+					m.ts, m.vs = append(m.ts, b.ts[y]), append(m.vs, b.vs[y])
+					y++
+				}
+			}
+			out[k-1] = m
+			continue
+		}
+		out[k] = out[i]
+		k++
+	}
+	return out[:k]
 }
 
 // pushDown is the scan of metric mt over [mint, maxt] (milliseconds) with
@@ -298,7 +348,7 @@ func (qr *querier) list(ctx context.Context, mt metric, req region.ScanRequest, 
 // if not, the scan is read again with the samples kept.
 func (qr *querier) scan(ctx context.Context, mt metric, req region.ScanRequest, post []*labels.Matcher, budget int, hints *storage.SelectHints) ([]storage.Series, int, error) {
 	var fn *rollup
-	if qr.q.Rollups {
+	if qr.q.Rollups && !qr.raw {
 		fn = rollupOf(hints)
 	}
 	if fn != nil {

@@ -297,6 +297,9 @@ func (r *Region) TagValues(ctx context.Context, name string, start, end int64) (
 	if err := r.usable(); err != nil {
 		return nil, err
 	}
+	if start = max(start, r.ttlCutoff()); end <= start {
+		return nil, nil // expired, as a scan's plan finds it
+	}
 	mems, st, files := r.snapshot(start, end)
 	defer r.unpin(files)
 	r.seriesIdx.prune(st)
