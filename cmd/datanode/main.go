@@ -64,6 +64,7 @@ line-protocol API.`, func(cmd *cobra.Command) error {
 	fs.BoolVar(&cfg.OwnWAL, "own-wal", false, "give each region its own WAL instead of the node's shared WAL stream (a PUT per region per window; docs/cost.md)")
 	fs.Int64Var(&cfg.MemoryLimit, "memory-limit", 1<<30, "bound on all memtables together, in bytes (0: none)")
 	fs.Int64Var(&cfg.CacheBytes, "cache-bytes", datanode.DefaultCacheBytes, "bound on the SST cache (open files, and blocks of large files that queries read), in bytes")
+	fs.Int64Var(&cfg.SeriesCacheBytes, "series-cache-bytes", region.DefaultSeriesCacheBytes, "bound on each region's decoded SST series indexes (what label and series look-ups and filtered scans read), in bytes")
 	fs.Int64Var(&cfg.MaxBodyBytes, "max-body-bytes", 64<<20, "largest line-protocol request body, after decompression")
 	fs.DurationVar(&cfg.GCInterval, "gc-interval", 0, "local fast GC of the regions hosted here (0: never; metasrv's scheduler runs GC)")
 	fs.DurationVar(&cfg.FullGCInterval, "full-gc-interval", 0, "local full-listing GC of the regions hosted here (0: never)")

@@ -75,6 +75,7 @@ the next start replays the write-ahead log.`,
 	f.BoolVar(&cfg.OwnWAL, "own-wal", false, "give each region its own WAL instead of the node's shared WAL stream (a PUT per region per window; docs/cost.md)")
 	f.Int64Var(&cfg.MemoryLimit, "memory-limit", 1<<30, "bound on all memtables together, in bytes (0: none)")
 	f.Int64Var(&cfg.CacheBytes, "cache-bytes", datanode.DefaultCacheBytes, "bound on the SST cache (open files, and blocks of large files that queries read), in bytes")
+	f.Int64Var(&cfg.SeriesCacheBytes, "series-cache-bytes", region.DefaultSeriesCacheBytes, "bound on each region's decoded SST series indexes (what label and series look-ups and filtered scans read), in bytes")
 	f.Uint32Var(&cfg.DefaultRegions, "default-regions", 1, "regions of tables created by a write")
 	f.Uint32Var(&cfg.MetricsRegions, "metrics-regions", 0, "regions of the table that holds every remote-written metric, when a write creates it (0: --default-regions)")
 	f.Int64Var(&cfg.MaxBodyBytes, "max-body-bytes", 64<<20, "largest line-protocol request body, after decompression")

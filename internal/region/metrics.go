@@ -21,6 +21,7 @@ type Metrics struct {
 	FlushRows     prometheus.Counter
 	FlushDuration prometheus.Histogram
 	MemtableBytes prometheus.Gauge
+	SeriesCache   prometheus.Gauge
 	ScanRows      prometheus.Counter
 	ExpiredFiles  prometheus.Counter
 }
@@ -42,12 +43,13 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		FlushDuration: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "strata_flush_duration_seconds", Help: "Flush duration.",
 			Buckets: prometheus.ExponentialBuckets(0.01, 2, 12)}),
 		MemtableBytes: prometheus.NewGauge(prometheus.GaugeOpts{Name: "strata_memtable_bytes", Help: "Bytes held in memtables."}),
+		SeriesCache:   prometheus.NewGauge(prometheus.GaugeOpts{Name: "strata_series_cache_bytes", Help: "Bytes of decoded SST series indexes held (bounded per region by --series-cache-bytes)."}),
 		ScanRows:      prometheus.NewCounter(prometheus.CounterOpts{Name: "strata_scan_rows_total", Help: "Rows returned by scans."}),
 		ExpiredFiles:  prometheus.NewCounter(prometheus.CounterOpts{Name: "strata_ttl_expired_files_total", Help: "SSTs dropped from manifests because every row expired."}),
 	}
 	if reg != nil {
 		reg.MustRegister(m.WriteRows, m.WriteBatches, m.Stalls, m.StallSeconds, m.WALSegments, m.WALBytes, m.WALPut, m.Flushes,
-			m.FlushBytes, m.FlushRows, m.FlushDuration, m.MemtableBytes, m.ScanRows, m.ExpiredFiles)
+			m.FlushBytes, m.FlushRows, m.FlushDuration, m.MemtableBytes, m.SeriesCache, m.ScanRows, m.ExpiredFiles)
 	}
 	return m
 }

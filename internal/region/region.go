@@ -60,6 +60,9 @@ type Options struct {
 	Timestamp string
 	// TTL expires rows older than now-TTL (0: keep forever).
 	TTL time.Duration
+	// SeriesCacheBytes bounds the region's decoded series indexes
+	// (default DefaultSeriesCacheBytes).
+	SeriesCacheBytes int64
 	// Labels makes a new region's tags free-form labels
 	// (manifest.Schema.Labels), as the metrics table's are.
 	Labels bool
@@ -123,6 +126,9 @@ func (o *Options) defaults() {
 	}
 	if o.FlushBytes <= 0 {
 		o.FlushBytes = DefaultFlushBytes
+	}
+	if o.SeriesCacheBytes <= 0 {
+		o.SeriesCacheBytes = DefaultSeriesCacheBytes
 	}
 	if o.MaxMemtableBytes <= 0 {
 		o.MaxMemtableBytes = 2 * o.FlushBytes
@@ -203,6 +209,8 @@ func Open(ctx context.Context, store objstore.Bucket, id layout.RegionID, opts O
 		memPos:   map[*memtable.Memtable]map[string]uint64{},
 		flushReq: make(chan struct{}, 1),
 	}
+	r.seriesIdx.limit = opts.SeriesCacheBytes
+	r.seriesIdx.gauge = func(d int64) { opts.Metrics.SeriesCache.Add(float64(d)) }
 	fail := func(err error) (*Region, error) {
 		man.Close()
 		return nil, fmt.Errorf("region %s: open: %w", id, err)
@@ -464,6 +472,7 @@ func (r *Region) Close(ctx context.Context, opts CloseOptions) error {
 		r.opts.Budget.add(-freed)
 	}
 	r.opts.Metrics.MemtableBytes.Sub(float64(freed))
+	r.seriesIdx.clear()
 	errs = append(errs, r.man.Close())
 	return errors.Join(errs...)
 }

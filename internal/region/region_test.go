@@ -612,3 +612,32 @@ func TestKeysDoNotStartAFlush(t *testing.T) {
 		write(ts)
 	}
 }
+
+// The decoded series indexes stay within SeriesCacheBytes: the oldest
+// leave, the gauge follows, and a look-up loads a file's index again.
+func TestSeriesCacheIsBounded(t *testing.T) {
+	ctx := context.Background()
+	m := NewMetrics(nil)
+	r := open(t, objstoretest.Mem(t), Options{SeriesCacheBytes: 64 << 10, Metrics: m, FlushBytes: 1 << 30})
+	defer closeRegion(t, r, false)
+	for f := range 4 {
+		var pts []row.Point
+		for i := range 300 {
+			pts = append(pts, pt(fmt.Sprintf("%s-%d", strings.Repeat("h", 60), i), int64(f), fl("v", 1)))
+		}
+		mustWrite(t, r, pts...)
+		if err := r.Flush(ctx); err != nil {
+			t.Fatal(err)
+		}
+		r.seriesIdx.mu.Lock()
+		bytes, files := r.seriesIdx.bytes, len(r.seriesIdx.files)
+		r.seriesIdx.mu.Unlock()
+		if bytes > 64<<10 && files > 1 || bytes != int64(testutil.ToFloat64(m.SeriesCache)) {
+			t.Fatalf("after %d flushes: %d bytes in %d files, gauge %v", f+1, bytes, files, testutil.ToFloat64(m.SeriesCache))
+		}
+	}
+	vals, err := r.TagValues(ctx, "host", AllTime, AllTimeEnd)
+	if err != nil || len(vals) != 300 {
+		t.Fatalf("tag values after eviction: %d %v", len(vals), err)
+	}
+}

@@ -15,11 +15,21 @@ import (
 
 // seriesCache holds the series of a region's files: from the series index
 // a flush or compaction of this instance wrote, or loaded from the store on
-// first use. Files leave it once they are no longer live.
+// first use. Files leave it once they are no longer live, and the oldest
+// put leave it while it holds more than limit bytes (a file of a million
+// series is hundreds of MB decoded; the index is loaded again on its next
+// use, one GET).
 type seriesCache struct {
 	mu    sync.Mutex
 	files map[string]*fileSeries // by file id
+	order []string               // ids by put, oldest first (some gone from files)
+	bytes int64
+	limit int64 // 0: no bound
+	gauge func(delta int64)
 }
+
+// DefaultSeriesCacheBytes bounds a region's decoded series indexes.
+const DefaultSeriesCacheBytes = 256 << 20
 
 // fileSeries is a file's series index, with what filtered scans look up in
 // it: each series' first row, and the series of each tag value (built on a
@@ -29,12 +39,18 @@ type fileSeries struct {
 	sst.SeriesIndex
 	starts []int64 // starts[i]: Keys[i]'s first row; starts[len(Keys)]: the rows (nil without row counts)
 
+	size     int64 // approximate memory, postings included
 	once     sync.Once
 	postings map[string]map[string][]int32 // tag name -> value -> ordinals of Keys, ascending
 }
 
 func newFileSeries(x sst.SeriesIndex) *fileSeries {
 	fs := &fileSeries{SeriesIndex: x}
+	// The keys, their headers and counts, and the postings a filtered
+	// scan builds (about the keys' size again).
+	for _, k := range x.Keys {
+		fs.size += 2*int64(len(k)) + 48
+	}
 	if len(x.Rows) == len(x.Keys) {
 		fs.starts = make([]int64, len(x.Keys)+1)
 		for i, n := range x.Rows {
@@ -131,7 +147,42 @@ func (c *seriesCache) put(id string, x *fileSeries) {
 	if c.files == nil {
 		c.files = map[string]*fileSeries{}
 	}
+	c.dropLocked(id)
 	c.files[id] = x
+	c.order = append(c.order, id)
+	c.grow(x.size)
+	for c.limit > 0 && c.bytes > c.limit && len(c.order) > 1 {
+		old := c.order[0]
+		c.order = c.order[1:]
+		if old != id {
+			c.dropLocked(old)
+		}
+	}
+}
+
+// dropLocked forgets file id.
+func (c *seriesCache) dropLocked(id string) {
+	if x, ok := c.files[id]; ok {
+		delete(c.files, id)
+		c.grow(-x.size)
+	}
+}
+
+func (c *seriesCache) grow(delta int64) {
+	c.bytes += delta
+	if c.gauge != nil {
+		c.gauge(delta)
+	}
+}
+
+// clear forgets every file (the region closes).
+func (c *seriesCache) clear() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for id := range c.files {
+		c.dropLocked(id)
+	}
+	c.order = nil
 }
 
 func (c *seriesCache) get(id string) (*fileSeries, bool) {
@@ -149,8 +200,11 @@ func (c *seriesCache) prune(st *manifest.State) {
 	defer c.mu.Unlock()
 	for id := range c.files {
 		if _, live := st.Files[id]; !live {
-			delete(c.files, id)
+			c.dropLocked(id)
 		}
+	}
+	if len(c.order) > 2*len(c.files)+16 { // ids of files gone
+		c.order = slices.DeleteFunc(c.order, func(id string) bool { return c.files[id] == nil })
 	}
 }
 

@@ -73,6 +73,9 @@ type Config struct {
 	// CacheBytes bounds the SST cache: open files, and the blocks scans
 	// read of files read in ranges (0: datanode.DefaultCacheBytes).
 	CacheBytes int64
+	// SeriesCacheBytes bounds each region's decoded series indexes (0:
+	// region.DefaultSeriesCacheBytes).
+	SeriesCacheBytes int64
 	// WALWindow is the WAL group-commit window: how long the first write
 	// of a group waits for others (0: no wait, the lowest latency;
 	// docs/cost.md).
@@ -244,6 +247,7 @@ func (s *Server) start(ctx context.Context) error {
 		ropts.Budget = region.NewMemoryBudget(cfg.MemoryLimit)
 	}
 	ropts.Cache = sst.NewCache(cmp.Or(cfg.CacheBytes, datanode.DefaultCacheBytes))
+	ropts.SeriesCacheBytes = cfg.SeriesCacheBytes
 	s.Registry.MustRegister(newCacheCollector(ropts.Cache))
 	transport, err := cfg.TLS.DialOption()
 	if err != nil {
