@@ -118,7 +118,8 @@ func (r *Region) flushOne(ctx context.Context, mt *memtable.Memtable) (err error
 		}
 		edit.Add = []manifest.FileMeta{{ID: id, Level: 0, MinTS: meta.MinTS, MaxTS: meta.MaxTS, Rows: meta.Rows, Size: meta.Size, Series: true}}
 		actions = []manifest.Action{{Edit: edit}}
-		r.seriesIdx.add(id, meta.SeriesIndex)
+		// NB: the index is not decoded into the cache here: an ingest
+		// that no query reads would pay for every key of every flush.
 	}
 
 	// 3. Commit: from here on, failure never deletes the output unless the

@@ -147,16 +147,19 @@ func (c *seriesCache) put(id string, x *fileSeries) {
 	if c.files == nil {
 		c.files = map[string]*fileSeries{}
 	}
-	c.dropLocked(id)
+	if _, again := c.files[id]; again {
+		c.dropLocked(id)
+		c.order = slices.DeleteFunc(c.order, func(o string) bool { return o == id })
+	}
 	c.files[id] = x
 	c.order = append(c.order, id)
 	c.grow(x.size)
-	for c.limit > 0 && c.bytes > c.limit && len(c.order) > 1 {
+	// The file just put leaves too if it alone is over the limit: its
+	// caller holds it for the look-up at hand.
+	for c.limit > 0 && c.bytes > c.limit && len(c.order) > 0 {
 		old := c.order[0]
 		c.order = c.order[1:]
-		if old != id {
-			c.dropLocked(old)
-		}
+		c.dropLocked(old)
 	}
 }
 
@@ -209,7 +212,8 @@ func (c *seriesCache) prune(st *manifest.State) {
 }
 
 // AddSeriesIndex records the series index of file id, which this instance
-// wrote (a compaction's output), so listing its series reads nothing.
+// wrote (a compaction's output), so listing its series reads nothing. A
+// flush does not: an ingest would decode every key of every flush.
 func (r *Region) AddSeriesIndex(id string, index []byte) { r.seriesIdx.add(id, index) }
 
 // fileRuns are the rows of file id's series that p's filter and match
