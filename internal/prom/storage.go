@@ -220,23 +220,8 @@ func mergeEqual(out []storage.Series) []storage.Series {
 	k := 0
 	for i := range out {
 		if k > 0 && labels.Equal(out[k-1].Labels(), out[i].Labels()) {
-			a, b := out[k-1].(*series), out[i].(*series)
-			m := &series{labels: a.labels, ts: make([]int64, 0, len(a.ts)+len(b.ts)), vs: make([]float64, 0, len(a.vs)+len(b.vs))}
-			x, y := 0, 0
-			for x < len(a.ts) || y < len(b.ts) {
-				switch {
-				case y == len(b.ts) || x < len(a.ts) && a.ts[x] < b.ts[y]:
-					m.ts, m.vs = append(m.ts, a.ts[x]), append(m.vs, a.vs[x])
-					x++
-				default:
-					if x < len(a.ts) && a.ts[x] == b.ts[y] {
-						x++ // the later table's sample stands
-					}
-					m.ts, m.vs = append(m.ts, b.ts[y]), append(m.vs, b.vs[y])
-					y++
-				}
-			}
-			out[k-1] = m
+			b := out[i].(*series)
+			out[k-1].(*series).mergeNewer(b.ts, func(j int) (float64, bool) { return b.vs[j], true })
 			continue
 		}
 		out[k] = out[i]
@@ -482,20 +467,32 @@ func floats(k row.Kind) func(uint64) float64 {
 // scan merges rows: at a ts both have, the Column's row stands, and if it
 // has no value, neither has the series.
 func (s *series) merge(c *region.Column, conv func(uint64) float64) {
-	mts := make([]int64, 0, len(s.ts)+len(c.TS))
-	mvs := make([]float64, 0, len(s.ts)+len(c.TS))
+	s.mergeNewer(c.TS, func(j int) (float64, bool) {
+		if c.Null != nil && c.Null[j] {
+			return 0, false
+		}
+		return conv(c.Bits[j]), true
+	})
+}
+
+// mergeNewer merges samples newer than the series' into them: at each of
+// ts, value(j) (if it has one) replaces the series' sample at that ts, and
+// with none, neither has the series. ts is ascending.
+func (s *series) mergeNewer(ts []int64, value func(j int) (float64, bool)) {
+	mts := make([]int64, 0, len(s.ts)+len(ts))
+	mvs := make([]float64, 0, len(s.ts)+len(ts))
 	i, j := 0, 0
-	for i < len(s.ts) || j < len(c.TS) {
-		if j == len(c.TS) || i < len(s.ts) && s.ts[i] < c.TS[j] {
+	for i < len(s.ts) || j < len(ts) {
+		if j == len(ts) || i < len(s.ts) && s.ts[i] < ts[j] {
 			mts, mvs = append(mts, s.ts[i]), append(mvs, s.vs[i])
 			i++
 			continue
 		}
-		if i < len(s.ts) && s.ts[i] == c.TS[j] {
+		if i < len(s.ts) && s.ts[i] == ts[j] {
 			i++ // an older version of the row
 		}
-		if c.Null == nil || !c.Null[j] {
-			mts, mvs = append(mts, c.TS[j]), append(mvs, conv(c.Bits[j]))
+		if v, ok := value(j); ok {
+			mts, mvs = append(mts, ts[j]), append(mvs, v)
 		}
 		j++
 	}
