@@ -267,35 +267,18 @@ const seriesLoads = 8
 // (pinned) files that match f's series filter, with a memtable's series
 // only if it has an entry in f's time range.
 func (r *Region) listSeries(ctx context.Context, mems []*memtable.Memtable, st *manifest.State, files []string, f memtable.Filter) ([]string, error) {
-	r.seriesIdx.prune(st)
-	lists := make([][]string, len(files)+1)
-	for _, mt := range mems {
-		lists[0] = append(lists[0], mt.Series(f)...)
-	}
-	slices.Sort(lists[0])
-	var wg sync.WaitGroup
-	errs := make([]error, len(files))
-	sem := make(chan struct{}, seriesLoads)
-	for i, id := range files {
-		if x, ok := r.seriesIdx.get(id); ok {
-			lists[i+1] = x.Keys
-			continue
-		}
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer func() { <-sem; wg.Done() }()
-			x, err := r.loadSeries(ctx, id, st.Files[id])
-			if err != nil {
-				errs[i] = err
-				return
-			}
-			lists[i+1] = x.Keys
-		}()
-	}
-	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
+	xs, err := r.fileIndexes(ctx, st, files)
+	if err != nil {
 		return nil, fmt.Errorf("region %s: list series: %w", r.id, err)
+	}
+	lists := make([][]string, 0, len(files)+1)
+	var mem []string
+	for _, mt := range mems {
+		mem = append(mem, mt.Series(f)...)
+	}
+	lists = append(lists, mem)
+	for _, x := range xs {
+		lists = append(lists, x.Keys)
 	}
 	var out []string
 	for _, l := range lists {
@@ -307,6 +290,30 @@ func (r *Region) listSeries(ctx context.Context, mems []*memtable.Memtable, st *
 	}
 	slices.Sort(out)
 	return slices.Compact(out), nil
+}
+
+// fileIndexes returns the series indexes of files (pinned, live in st),
+// from the cache or loaded, up to seriesLoads at once.
+func (r *Region) fileIndexes(ctx context.Context, st *manifest.State, files []string) ([]*fileSeries, error) {
+	r.seriesIdx.prune(st)
+	xs := make([]*fileSeries, len(files))
+	var wg sync.WaitGroup
+	errs := make([]error, len(files))
+	sem := make(chan struct{}, seriesLoads)
+	for i, id := range files {
+		if x, ok := r.seriesIdx.get(id); ok {
+			xs[i] = x
+			continue
+		}
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			xs[i], errs[i] = r.loadSeries(ctx, id, st.Files[id])
+		}()
+	}
+	wg.Wait()
+	return xs, errors.Join(errs...)
 }
 
 // loadSeries reads file id's series index and caches it. A file written
@@ -360,19 +367,15 @@ func (r *Region) TagValues(ctx context.Context, name string, start, end int64) (
 	}
 	mems, st, files := r.snapshot(start, end)
 	defer r.unpin(files)
-	r.seriesIdx.prune(st)
+	xs, err := r.fileIndexes(ctx, st, files)
+	if err != nil {
+		return nil, fmt.Errorf("region %s: tag values: %w", r.id, err)
+	}
 	seen := map[string]struct{}{}
 	for _, mt := range mems {
 		mt.TagValues(name, start, end, seen)
 	}
-	for _, id := range files {
-		x, ok := r.seriesIdx.get(id)
-		if !ok {
-			var err error
-			if x, err = r.loadSeries(ctx, id, st.Files[id]); err != nil {
-				return nil, fmt.Errorf("region %s: tag values: %w", r.id, err)
-			}
-		}
+	for _, x := range xs {
 		for v := range x.values(name) {
 			seen[v] = struct{}{}
 		}
