@@ -299,6 +299,18 @@ func (e *Engine) ScanColumns(ctx context.Context, table string, req region.ScanR
 // indexes. local is false, and nothing is returned, if a region of the
 // table is hosted elsewhere: list its series then (Scan with SeriesOnly).
 func (e *Engine) TagValues(ctx context.Context, table, name string, start, end int64) (vals []string, local bool, err error) {
+	return e.fromRegions(table, func(r *region.Region) ([]string, error) { return r.TagValues(ctx, name, start, end) })
+}
+
+// TagNames returns the distinct tag names, unordered, of table's series
+// with rows in [start, end), as TagValues does.
+func (e *Engine) TagNames(ctx context.Context, table string, start, end int64) (names []string, local bool, err error) {
+	return e.fromRegions(table, func(r *region.Region) ([]string, error) { return r.TagNames(ctx, start, end) })
+}
+
+// fromRegions appends what each region of table answers, if all of them
+// are hosted here (local).
+func (e *Engine) fromRegions(table string, each func(*region.Region) ([]string, error)) (out []string, local bool, err error) {
 	_, regions, err := e.tableRegions(table)
 	if err != nil {
 		return nil, false, err
@@ -309,11 +321,11 @@ func (e *Engine) TagValues(ctx context.Context, table, name string, start, end i
 		}
 	}
 	for _, r := range regions {
-		vs, err := r.TagValues(ctx, name, start, end)
+		vs, err := each(r)
 		if err != nil {
 			return nil, true, err
 		}
-		vals = append(vals, vs...)
+		out = append(out, vs...)
 	}
-	return vals, true, nil
+	return out, true, nil
 }

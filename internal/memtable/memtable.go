@@ -15,6 +15,7 @@ import (
 	"unsafe"
 
 	"github.com/stratadb/strata/internal/decimal"
+	"github.com/stratadb/strata/internal/postings"
 	"github.com/stratadb/strata/internal/row"
 )
 
@@ -108,7 +109,12 @@ type Memtable struct {
 	// entries of a write share the memtable's keys (ShareKeys), and
 	// hashing an address is cheaper than hashing a key of a hundred bytes
 	// or more.
-	byAddr   map[*byte]*series
+	byAddr map[*byte]*series
+	// list holds the series in the order they came (their ordinals), and
+	// post their ordinals by tag: a filtered scan looks its series up
+	// rather than test every key (a million keys a selector, else).
+	list     []*series
+	post     postings.Index
 	bytes    int64
 	keyBytes int64 // of bytes, the series' keys and entries
 	// prev is the frozen memtable this one succeeded, until its flush is
@@ -255,8 +261,13 @@ func (m *Memtable) prevKey(k string) (string, bool) {
 	return "", false
 }
 
-// seriesOverhead approximates the memory of a series entry beyond its rows.
-const seriesOverhead = 96
+// seriesOverhead approximates the memory of a series entry beyond its rows
+// and postings: the entry, its places in series, byAddr and list.
+const seriesOverhead = 160
+
+// postingBytes approximates a series' memory in the postings a tag: its
+// ordinal, and a share of the value's entry and list growth.
+const postingBytes = 12
 
 // Insert adds durable entries from WAL segment seg. Entries' sequences must
 // grow across calls.
@@ -287,8 +298,11 @@ func (m *Memtable) Insert(seg uint64, entries []row.Entry) {
 			s = &series{key: key, sorted: true, minTS: e.TS, maxTS: hi, rows: make([]memRow, 0, max(1, m.rowsHint))}
 			m.series[s.key] = s
 			m.byAddr[unsafe.StringData(s.key)] = s
-			m.bytes += int64(len(e.Series) + seriesOverhead)
-			m.keyBytes += int64(len(e.Series) + seriesOverhead)
+			tags := m.post.Add(int32(len(m.list)), s.key)
+			m.list = append(m.list, s)
+			size := int64(len(e.Series) + seriesOverhead + postingBytes*tags)
+			m.bytes += size
+			m.keyBytes += size
 		}
 		s.minTS, s.maxTS = min(s.minTS, e.TS), max(s.maxTS, hi)
 		r := memRow{ts: e.TS, seq: e.Seq}
@@ -441,6 +455,11 @@ func (m *Memtable) Stats() Stats {
 type Filter struct {
 	// Series, if set, selects series by key.
 	Series func(key string) bool
+	// Tags and In, if set, are the filters Series applies (as a scan
+	// request states them): the memtable's postings narrow the series
+	// Series is asked about to those that can pass them.
+	Tags []row.Tag
+	In   []row.TagIn
 	// Start and End bound put timestamps: Start <= ts < End. Tombstones are
 	// returned when their range overlaps.
 	Start, End int64
@@ -461,10 +480,25 @@ func (m *Memtable) Series(f Filter) []string {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
 	var out []string
-	for k, s := range m.series {
-		if s.maxTS >= f.Start && s.minTS < f.End && (f.Series == nil || f.Series(k)) {
-			out = append(out, k)
+	for _, s := range m.candidates(&f) {
+		if s.maxTS >= f.Start && s.minTS < f.End && (f.Series == nil || f.Series(s.key)) {
+			out = append(out, s.key)
 		}
+	}
+	return out
+}
+
+// candidates returns the series that may pass f's tag filters: those its
+// postings list, or every series (the memtable's own list: read it only).
+// The caller holds m.mu.
+func (m *Memtable) candidates(f *Filter) []*series {
+	ords, all := m.post.Candidates(f.Tags, f.In)
+	if all {
+		return m.list
+	}
+	out := make([]*series, len(ords))
+	for i, o := range ords {
+		out[i] = m.list[o]
 	}
 	return out
 }
@@ -474,14 +508,40 @@ func (m *Memtable) Series(f Filter) []string {
 func (m *Memtable) TagValues(name string, start, end int64, seen map[string]struct{}) {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
-	for k, s := range m.series {
-		if s.maxTS < start || s.minTS >= end {
-			continue
-		}
-		if v := row.SeriesTag(k, name); v != "" {
+	for v, ords := range m.post.Values(name) {
+		if _, ok := seen[v]; !ok && m.anyIn(ords, start, end) {
 			seen[v] = struct{}{}
 		}
 	}
+}
+
+// TagNames adds to seen the tag names of the series with an entry in
+// [start, end).
+func (m *Memtable) TagNames(start, end int64, seen map[string]struct{}) {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	for name := range m.post.Names() {
+		if _, ok := seen[name]; ok {
+			continue
+		}
+		for _, ords := range m.post.Values(name) {
+			if m.anyIn(ords, start, end) {
+				seen[name] = struct{}{}
+				break
+			}
+		}
+	}
+}
+
+// anyIn reports whether one of the series ords has an entry in
+// [start, end). The caller holds m.mu.
+func (m *Memtable) anyIn(ords []int32, start, end int64) bool {
+	for _, i := range ords {
+		if s := m.list[i]; s.maxTS >= start && s.minTS < end {
+			return true
+		}
+	}
+	return false
 }
 
 type capture struct {
@@ -494,11 +554,11 @@ type capture struct {
 // Iter returns the entries that match f, in stream order, as of now.
 func (m *Memtable) Iter(f Filter) row.Iterator {
 	m.mu.RLock()
-	caps := make([]capture, 0, len(m.series))
+	var caps []capture
 	frozen := m.frozen
-	for k, s := range m.series {
-		if f.Series == nil || f.Series(k) {
-			caps = append(caps, capture{key: k, s: s, rows: s.rows, sorted: s.sorted})
+	for _, s := range m.candidates(&f) {
+		if f.Series == nil || f.Series(s.key) {
+			caps = append(caps, capture{key: s.key, s: s, rows: s.rows, sorted: s.sorted})
 		}
 	}
 	data := m.rowData // appended to only: holds what the rows captured refer to

@@ -276,10 +276,11 @@ func TestSuccessorSizesSeriesForTheLoad(t *testing.T) {
 // are accounted apart from rows.
 func TestSuccessorSharesThePredecessorsKeys(t *testing.T) {
 	m := New()
-	key := strings.Repeat("k", 300)
+	k, _ := row.EncodeSeries(nil, []row.Tag{{Name: "n", Value: strings.Repeat("k", 300)}})
+	key := string(k) // one tag: one posting
 	m.Insert(1, []row.Entry{{Series: key, TS: 1, Seq: 1, Op: row.Put, Fields: []row.Value{row.FloatValue(1)}}})
 	st := m.Stats()
-	if st.KeyBytes != int64(len(key)+seriesOverhead) || st.Bytes <= st.KeyBytes {
+	if st.KeyBytes != int64(len(key)+seriesOverhead+postingBytes) || st.Bytes <= st.KeyBytes {
 		t.Fatalf("stats %+v", st)
 	}
 	m.Freeze()
@@ -293,7 +294,7 @@ func TestSuccessorSharesThePredecessorsKeys(t *testing.T) {
 	if unsafe.StringData(n.series[key].key) != unsafe.StringData(m.series[key].key) {
 		t.Fatal("the successor copied a key its predecessor had")
 	}
-	if got := n.Stats().KeyBytes; got != int64(len(key)+len("fresh")+2*seriesOverhead) {
+	if got := n.Stats().KeyBytes; got != int64(len(key)+len("fresh")+2*seriesOverhead+postingBytes) { // "fresh" decodes to no tag
 		t.Fatalf("successor key bytes %d", got)
 	}
 	n.ForgetPredecessor(New()) // another memtable: kept
@@ -307,5 +308,92 @@ func TestSuccessorSharesThePredecessorsKeys(t *testing.T) {
 	o := n.Successor() // n is not frozen: no predecessor to take keys from
 	if o.prev != nil {
 		t.Fatal("an active memtable became a predecessor")
+	}
+}
+
+// The postings narrow a filtered iteration, listing and tag lookup to the
+// series they name, and return exactly what testing every key returns.
+func TestPostingsNarrowWithoutChangingTheResult(t *testing.T) {
+	seed := uint64(time.Now().UnixNano())
+	t.Logf("seed %d", seed)
+	rng := rand.New(rand.NewPCG(seed, 0))
+	m := New()
+	key := func(tags ...row.Tag) string {
+		k, err := row.EncodeSeries(nil, tags)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(k)
+	}
+	seq := uint64(0)
+	for i := range 500 {
+		tags := []row.Tag{{Name: "host", Value: fmt.Sprint("h", rng.IntN(20))}, {Name: "region", Value: fmt.Sprint("r", rng.IntN(3))}}
+		if rng.IntN(3) == 0 {
+			tags = append(tags, row.Tag{Name: "dc", Value: fmt.Sprint("d", rng.IntN(2))})
+		}
+		seq++
+		m.Insert(1, []row.Entry{{Series: key(tags...), TS: int64(i), Seq: seq, Op: row.Put, Fields: []row.Value{row.FloatValue(1)}}})
+	}
+	m.Insert(1, []row.Entry{{Series: "not a key", TS: 1, Seq: seq + 1, Op: row.Put, Fields: []row.Value{row.FloatValue(1)}}})
+	for range 200 {
+		var tags []row.Tag
+		var in []row.TagIn
+		if rng.IntN(2) == 0 {
+			tags = append(tags, row.Tag{Name: "host", Value: fmt.Sprint("h", rng.IntN(22))})
+		}
+		if rng.IntN(3) == 0 {
+			tags = append(tags, row.Tag{Name: "dc", Value: []string{"", "d0", "d1"}[rng.IntN(3)]})
+		}
+		if rng.IntN(2) == 0 {
+			in = append(in, row.TagIn{Name: "region", Values: []string{"r0", []string{"r2", "", "r9"}[rng.IntN(3)]}})
+		}
+		match := func(k string) bool {
+			for _, tg := range tags {
+				if row.SeriesTag(k, tg.Name) != tg.Value {
+					return false
+				}
+			}
+			for _, f := range in {
+				if !slices.Contains(f.Values, row.SeriesTag(k, f.Name)) {
+					return false
+				}
+			}
+			return true
+		}
+		start := int64(rng.IntN(500))
+		f := Filter{Series: match, Tags: tags, In: in, Start: start, End: start + 100}
+		brute := f
+		brute.Tags, brute.In = nil, nil
+		got, want := entries(m.Iter(f)), entries(m.Iter(brute))
+		if len(got) != len(want) || (len(want) > 0 && !slices.EqualFunc(got, want, func(a, b row.Entry) bool { return a.Series == b.Series && a.TS == b.TS })) {
+			t.Fatalf("tags %v in %v: %d entries with postings, %d testing every key", tags, in, len(got), len(want))
+		}
+		gs, ws := m.Series(f), m.Series(brute)
+		slices.Sort(gs)
+		slices.Sort(ws)
+		if !slices.Equal(gs, ws) {
+			t.Fatalf("tags %v in %v: series %d with postings, %d testing every key", tags, in, len(gs), len(ws))
+		}
+	}
+
+	// Tag values and names count a series with an entry in the range.
+	m.Insert(2, []row.Entry{{Series: key(row.Tag{Name: "late", Value: "v"}, row.Tag{Name: "host", Value: "h99"}), TS: 10_000, Seq: seq + 2, Op: row.Put, Fields: []row.Value{row.FloatValue(1)}}})
+	vals := map[string]struct{}{}
+	m.TagValues("host", 0, 1000, vals)
+	if _, ok := vals["h99"]; ok || len(vals) == 0 {
+		t.Fatalf("host values in [0, 1000): %v", vals)
+	}
+	m.TagValues("host", 10_000, 10_001, vals)
+	if _, ok := vals["h99"]; !ok {
+		t.Fatalf("host values: %v, want h99 too", vals)
+	}
+	names := map[string]struct{}{}
+	m.TagNames(0, 1000, names)
+	if _, ok := names["late"]; ok || len(names) != 3 {
+		t.Fatalf("tag names in [0, 1000): %v, want dc, host and region", names)
+	}
+	m.TagNames(9_000, 20_000, names)
+	if _, ok := names["late"]; !ok {
+		t.Fatalf("tag names: %v, want late too", names)
 	}
 }

@@ -549,6 +549,17 @@ func (qr *querier) LabelNames(ctx context.Context, hints *storage.LabelHints, ms
 			continue
 		}
 		req, post := pushDown(mt, ms, qr.mint, qr.maxt)
+		if len(post) == 0 && len(req.Tags) == 0 && len(req.In) == 0 {
+			// Every series: the names straight from the postings.
+			names, local, err := qr.q.Engine.TagNames(ctx, mt.table, req.Start, req.End)
+			if err != nil {
+				return nil, nil, err
+			}
+			if local {
+				out = append(out, names...)
+				continue
+			}
+		}
 		ss, err := qr.list(ctx, mt, req, post)
 		if err != nil {
 			return nil, nil, err

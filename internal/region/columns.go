@@ -93,7 +93,7 @@ func (r *Region) ScanColumns(ctx context.Context, req ScanRequest, emit func(*Co
 			return fmt.Errorf("region %s: scan: %w", r.id, err)
 		}
 		if in.mem != nil {
-			it := in.mem.Iter(memtable.Filter{Series: match, Start: p.start, End: p.end, Fields: p.ordinals})
+			it := in.mem.Iter(p.memFilter(match, p.ordinals))
 			if err := ColumnsOf(it, kind, counted); err != nil {
 				return err
 			}
@@ -124,7 +124,7 @@ type columnInput struct {
 // with a series index and its field in 64-bit numbers.
 func (r *Region) columnInputs(ctx context.Context, p *scanPlan) ([]columnInput, map[string]bool, bool, error) {
 	var inputs []columnInput
-	mf := memtable.Filter{Series: p.match, Start: p.start, End: p.end}
+	mf := p.memFilter(p.match, nil)
 	for _, mt := range p.mems {
 		st := mt.Stats()
 		if st.Entries == 0 || st.MaxTS < p.start || st.MinTS >= p.end {

@@ -120,6 +120,12 @@ type scanPlan struct {
 	files      []string // pinned: unpin them when done
 }
 
+// memFilter is the memtable filter of the plan's series (match, a
+// restriction of p.match), time range and fields.
+func (p *scanPlan) memFilter(match func(string) bool, fields []int) memtable.Filter {
+	return memtable.Filter{Series: match, Tags: p.tags, In: p.in, Start: p.start, End: p.end, Fields: fields}
+}
+
 // plan checks req and takes the snapshot it reads, pinning its files.
 func (r *Region) plan(req *ScanRequest) (*scanPlan, error) {
 	if err := r.usable(); err != nil {
@@ -173,7 +179,7 @@ func (r *Region) Scan(ctx context.Context, req ScanRequest) (*Scanner, error) {
 		return r.rows(ctx, p, req.BatchRows, p.files)
 	}
 	s := &Scanner{r: r, ctx: ctx, pinned: p.files, size: req.BatchRows}
-	keys, err := r.listSeries(ctx, p.mems, p.state, p.files, memtable.Filter{Series: p.match, Start: p.start, End: p.end})
+	keys, err := r.listSeries(ctx, p.mems, p.state, p.files, p.memFilter(p.match, nil))
 	if err != nil {
 		s.Close()
 		return nil, err
@@ -192,7 +198,7 @@ func (r *Region) rows(ctx context.Context, p *scanPlan, batchRows int, pinned []
 	s := &Scanner{r: r, ctx: ctx, fields: p.fields, pinned: pinned, size: batchRows}
 	inputs := make([]row.Iterator, 0, len(p.mems)+len(p.files))
 	for _, mt := range p.mems {
-		inputs = append(inputs, mt.Iter(memtable.Filter{Series: p.match, Start: p.start, End: p.end, Fields: p.ordinals}))
+		inputs = append(inputs, mt.Iter(p.memFilter(p.match, p.ordinals)))
 	}
 	for _, id := range p.files {
 		f := p.state.Files[id]

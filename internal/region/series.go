@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"iter"
 	"slices"
 	"sync"
 
 	"github.com/stratadb/strata/internal/manifest"
 	"github.com/stratadb/strata/internal/memtable"
+	"github.com/stratadb/strata/internal/postings"
 	"github.com/stratadb/strata/internal/row"
 	"github.com/stratadb/strata/internal/sst"
 )
@@ -41,7 +43,7 @@ type fileSeries struct {
 
 	size     int64 // approximate memory, postings included
 	once     sync.Once
-	postings map[string]map[string][]int32 // tag name -> value -> ordinals of Keys, ascending
+	postings postings.Index // of Keys, by ordinal
 }
 
 func newFileSeries(x sst.SeriesIndex) *fileSeries {
@@ -64,71 +66,15 @@ func newFileSeries(x sst.SeriesIndex) *fileSeries {
 // filter's tags and in: a superset of those that do (the scan's own match
 // decides). all is true when no filter narrows the set.
 func (fs *fileSeries) candidates(tags []row.Tag, in []row.TagIn) (ords []int32, all bool) {
-	var lists [][]int32
-	for _, t := range tags {
-		if t.Value == "" {
-			continue // series without the tag: no posting lists them
-		}
-		lists = append(lists, fs.lookup(t.Name, t.Value))
-	}
-	for _, f := range in {
-		if slices.Contains(f.Values, "") {
-			continue
-		}
-		var u []int32
-		for _, v := range f.Values {
-			u = append(u, fs.lookup(f.Name, v)...)
-		}
-		slices.Sort(u)
-		lists = append(lists, slices.Compact(u))
-	}
-	if len(lists) == 0 {
-		return nil, true
-	}
-	slices.SortFunc(lists, func(a, b []int32) int { return len(a) - len(b) })
-	ords = slices.Clone(lists[0])
-	for _, l := range lists[1:] {
-		ords = intersect(ords, l)
-	}
-	return ords, false
-}
-
-func (fs *fileSeries) lookup(name, value string) []int32 {
 	fs.once.Do(fs.index)
-	return fs.postings[name][value]
+	return fs.postings.Candidates(tags, in)
 }
 
-// index builds the postings. Of a key that does not decode, the tags
-// before the fault are listed: the scan's match (row.SeriesTag) finds
-// those, and no others.
+// index builds the postings.
 func (fs *fileSeries) index() {
-	fs.postings = map[string]map[string][]int32{}
-	var tags []row.Tag
 	for i, k := range fs.Keys {
-		tags, _ = row.DecodeSeries(tags[:0], k)
-		for _, t := range tags {
-			vs := fs.postings[t.Name]
-			if vs == nil {
-				vs = map[string][]int32{}
-				fs.postings[t.Name] = vs
-			}
-			vs[t.Value] = append(vs[t.Value], int32(i))
-		}
+		fs.postings.Add(int32(i), k)
 	}
-}
-
-// intersect keeps the elements of a (ascending) that are in b (ascending).
-func intersect(a, b []int32) []int32 {
-	out, j := a[:0], 0
-	for _, v := range a {
-		for j < len(b) && b[j] < v {
-			j++
-		}
-		if j < len(b) && b[j] == v {
-			out = append(out, v)
-		}
-	}
-	return out
 }
 
 // add records the series index of a file this instance wrote. An index
@@ -356,9 +302,34 @@ func (r *Region) loadSeries(ctx context.Context, id string, f manifest.FileMeta)
 // TagValues returns the distinct values, unordered, of tag name in the
 // series of the memtables and files that have rows in [start, end) (a
 // series is counted if a file or memtable holding it overlaps the range,
-// as a listing counts it). Files answer from their postings, built once a
-// file and kept with its series index; no key is sorted.
+// as a listing counts it). Memtables and files answer from their postings
+// (a file's built once and kept with its series index); no key is sorted.
 func (r *Region) TagValues(ctx context.Context, name string, start, end int64) ([]string, error) {
+	return r.fromPostings(ctx, start, end, func(mt *memtable.Memtable, seen map[string]struct{}) {
+		mt.TagValues(name, start, end, seen)
+	}, func(fs *fileSeries, seen map[string]struct{}) {
+		for v := range fs.values(name) {
+			seen[v] = struct{}{}
+		}
+	})
+}
+
+// TagNames returns the distinct tag names, unordered, of the series
+// TagValues counts.
+func (r *Region) TagNames(ctx context.Context, start, end int64) ([]string, error) {
+	return r.fromPostings(ctx, start, end, func(mt *memtable.Memtable, seen map[string]struct{}) {
+		mt.TagNames(start, end, seen)
+	}, func(fs *fileSeries, seen map[string]struct{}) {
+		fs.once.Do(fs.index)
+		for n := range fs.postings.Names() {
+			seen[n] = struct{}{}
+		}
+	})
+}
+
+// fromPostings collects a set from the postings of the memtables and the
+// files with rows in [start, end).
+func (r *Region) fromPostings(ctx context.Context, start, end int64, mem func(*memtable.Memtable, map[string]struct{}), file func(*fileSeries, map[string]struct{})) ([]string, error) {
 	if err := r.usable(); err != nil {
 		return nil, err
 	}
@@ -369,16 +340,14 @@ func (r *Region) TagValues(ctx context.Context, name string, start, end int64) (
 	defer r.unpin(files)
 	xs, err := r.fileIndexes(ctx, st, files)
 	if err != nil {
-		return nil, fmt.Errorf("region %s: tag values: %w", r.id, err)
+		return nil, fmt.Errorf("region %s: tags: %w", r.id, err)
 	}
 	seen := map[string]struct{}{}
 	for _, mt := range mems {
-		mt.TagValues(name, start, end, seen)
+		mem(mt, seen)
 	}
 	for _, x := range xs {
-		for v := range x.values(name) {
-			seen[v] = struct{}{}
-		}
+		file(x, seen)
 	}
 	out := make([]string, 0, len(seen))
 	for v := range seen {
@@ -388,7 +357,7 @@ func (r *Region) TagValues(ctx context.Context, name string, start, end int64) (
 }
 
 // values are the values tag name has in the file's series.
-func (fs *fileSeries) values(name string) map[string][]int32 {
+func (fs *fileSeries) values(name string) iter.Seq2[string, []int32] {
 	fs.once.Do(fs.index)
-	return fs.postings[name]
+	return fs.postings.Values(name)
 }
