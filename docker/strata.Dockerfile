@@ -9,5 +9,5 @@ ENV PATH=/usr/local/bin
 USER 65532:65532
 WORKDIR /var/lib/strata
 # datanode HTTP (line protocol), datanode gRPC, metasrv admin gRPC
-EXPOSE 8086 8087 8088
+EXPOSE 8086 8087 8088 8089
 CMD ["strata", "standalone", "--data-dir", "/var/lib/strata", "--http-addr", ":8086", "--grpc-addr", ":8087"]

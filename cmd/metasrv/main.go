@@ -1,14 +1,18 @@
 // Command metasrv is Strata's coordinator: etcd (embedded by default, data
 // under --data-dir; external with --etcd-endpoints), leader election among
-// replicas, region placement and failover, and the admin gRPC service.
+// replicas, region placement and failover, the admin gRPC service, and
+// /metrics and /health over HTTP.
 // Settings: flags, then STRATA_<FLAG>, then the --config YAML file
 // (docs/configuration.md).
 package main
 
 import (
 	"context"
+	"crypto/tls"
+	"errors"
 	"fmt"
 	"net"
+	"net/http"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -17,6 +21,8 @@ import (
 
 	"github.com/stratadb/strata/internal/tlsutil"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/spf13/cobra"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/health"
@@ -28,6 +34,7 @@ import (
 	"github.com/stratadb/strata/internal/metasrv"
 	"github.com/stratadb/strata/internal/objstore"
 	"github.com/stratadb/strata/internal/procflags"
+	"github.com/stratadb/strata/internal/version"
 )
 
 func main() {
@@ -39,6 +46,7 @@ func command() *cobra.Command {
 	var endpoints string
 	var etcdAddr string
 	var grpcAddr string
+	var httpAddr string
 	var advertise string
 	var regions uint
 	var storeURL string
@@ -49,7 +57,8 @@ func command() *cobra.Command {
 	var tlsCfg tlsutil.Config
 	c := procflags.Command("metasrv", "Strata's coordinator", `etcd (embedded by default, data under --data-dir; external with
 --etcd-endpoints), leader election among replicas, region placement and
-failover, the GC scheduler, and the admin gRPC service.`, func(cmd *cobra.Command) error {
+failover, the GC scheduler, the admin gRPC service, and /metrics and
+/health over HTTP.`, func(cmd *cobra.Command) error {
 		log, err := procflags.Logger(level, format)
 		if err != nil {
 			return procflags.UsageError{Err: err}
@@ -65,9 +74,11 @@ failover, the GC scheduler, and the admin gRPC service.`, func(cmd *cobra.Comman
 			log.Error("metasrv failed", "err", err)
 			return err
 		}
+		reg := prometheus.NewRegistry()
+		reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), version.NewCollector(version.Get()))
 		eps := procflags.Split(endpoints)
 		if len(eps) == 0 {
-			e, err := cluster.StartEtcd(filepath.Join(dataDir, "etcd"), etcdAddr, log)
+			e, err := cluster.StartEtcd(filepath.Join(dataDir, "etcd"), etcdAddr, tlsCfg, log)
 			if err != nil {
 				return fail(err)
 			}
@@ -78,7 +89,7 @@ failover, the GC scheduler, and the admin gRPC service.`, func(cmd *cobra.Comman
 		if err != nil {
 			return fail(err)
 		}
-		cli, err := cluster.ConnectTLS(eps, etcdTLS)
+		cli, err := cluster.ConnectTLS(eps, etcdTLS, cluster.NewEtcdMetrics(reg).DialOptions()...)
 		if err != nil {
 			return fail(err)
 		}
@@ -99,13 +110,20 @@ failover, the GC scheduler, and the admin gRPC service.`, func(cmd *cobra.Comman
 		if err != nil {
 			return fail(fmt.Errorf("listen %s: %w", grpcAddr, err))
 		}
+		defer ln.Close()
+		httpLn, err := net.Listen("tcp", httpAddr)
+		if err != nil {
+			return fail(fmt.Errorf("listen %s: %w", httpAddr, err))
+		}
+		defer httpLn.Close()
 		addr := advertise
 		if addr == "" {
 			addr = ln.Addr().String()
 		}
-		ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+		ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
 		defer stop()
-		srv, err := metasrv.Start(ctx, metasrv.Options{Client: cli, Addr: addr, DefaultRegions: uint32(regions), Logger: log, Auth: token, TLS: tlsCfg, Store: store, FinalSweepAfter: finalSweep})
+		srv, err := metasrv.Start(ctx, metasrv.Options{Client: cli, Addr: addr, DefaultRegions: uint32(regions), Logger: log, Auth: token, TLS: tlsCfg, Store: store, FinalSweepAfter: finalSweep,
+			Metrics: metasrv.NewMetrics(reg)})
 		if err != nil {
 			return fail(err)
 		}
@@ -118,9 +136,22 @@ failover, the GC scheduler, and the admin gRPC service.`, func(cmd *cobra.Comman
 		hs := health.NewServer()
 		healthpb.RegisterHealthServer(g, hs)
 		reflection.Register(g)
-		errc := make(chan error, 1)
+		if tlsCfg.Server() {
+			tc, err := tlsCfg.ServerTLS()
+			if err != nil {
+				return fail(err)
+			}
+			httpLn = tls.NewListener(httpLn, tc)
+		}
+		hsrv := &http.Server{Handler: token.HTTP(srv.Handler(reg)), ReadHeaderTimeout: 10 * time.Second}
+		errc := make(chan error, 2)
 		go func() { errc <- g.Serve(ln) }()
-		log.Info("serving", "grpc", ln.Addr().String(), "etcd", eps, "auth", token.Enabled(), "tls", tlsCfg.Server())
+		go func() {
+			if err := hsrv.Serve(httpLn); !errors.Is(err, http.ErrServerClosed) {
+				errc <- fmt.Errorf("http: %w", err)
+			}
+		}()
+		log.Info("serving", "grpc", ln.Addr().String(), "http", httpLn.Addr().String(), "etcd", eps, "auth", token.Enabled(), "tls", tlsCfg.Server())
 		select {
 		case <-ctx.Done():
 		case err = <-errc:
@@ -128,6 +159,7 @@ failover, the GC scheduler, and the admin gRPC service.`, func(cmd *cobra.Comman
 		hs.Shutdown()
 		srv.Close()
 		g.GracefulStop()
+		hsrv.Close()
 		if err != nil {
 			return fail(err)
 		}
@@ -137,8 +169,9 @@ failover, the GC scheduler, and the admin gRPC service.`, func(cmd *cobra.Comman
 	fs := c.Flags()
 	fs.StringVar(&dataDir, "data-dir", "strata-metasrv", "directory of the embedded etcd's data")
 	fs.StringVar(&endpoints, "etcd-endpoints", "", "external etcd endpoints, comma-separated (default: run an embedded etcd)")
-	fs.StringVar(&etcdAddr, "etcd-client-addr", "127.0.0.1:2379", "embedded etcd: client listen address (datanodes connect here)")
+	fs.StringVar(&etcdAddr, "etcd-client-addr", "127.0.0.1:2379", "embedded etcd: client listen address (datanodes connect here; https:// with --tls-cert-file)")
 	fs.StringVar(&grpcAddr, "grpc-addr", ":8088", "admin gRPC listen address")
+	fs.StringVar(&httpAddr, "http-addr", ":8089", "HTTP listen address: Prometheus /metrics and /health")
 	fs.StringVar(&advertise, "advertise-addr", "", "admin address other replicas forward to (default: the bound address)")
 	fs.UintVar(&regions, "default-regions", 1, "regions of tables created without a region count")
 	fs.StringVar(&storeURL, "store", "", "the cluster's object store URL (dropping a table deletes its objects through it; without it, drops are refused)")

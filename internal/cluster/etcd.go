@@ -11,9 +11,13 @@ import (
 	"syscall"
 	"time"
 
+	"go.etcd.io/etcd/client/pkg/v3/transport"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/server/v3/embed"
 	"go.uber.org/zap"
+
+	"github.com/stratadb/strata/internal/tlsutil"
+	"google.golang.org/grpc"
 )
 
 // Etcd is an embedded single-node etcd.
@@ -34,8 +38,10 @@ var freeAddr = func() (string, error) {
 }
 
 // StartEtcd starts an embedded etcd with its data under dir, serving
-// clients on clientAddr (host:port; empty: a free loopback port).
-func StartEtcd(dir, clientAddr string, log *slog.Logger) (*Etcd, error) {
+// clients on clientAddr (host:port; empty: a free loopback port). With a
+// server certificate in tc (tc.Server()), its client and peer listeners
+// serve TLS only, and its Endpoints are https:// (see etcdTLS).
+func StartEtcd(dir, clientAddr string, tc tlsutil.Config, log *slog.Logger) (*Etcd, error) {
 	var e *embed.Etcd
 	var cu *url.URL
 	// A free port found here can be taken by another process before etcd
@@ -45,7 +51,7 @@ func StartEtcd(dir, clientAddr string, log *slog.Logger) (*Etcd, error) {
 	// it fails, so a failed start leaves nothing behind.
 	for attempt := 1; ; attempt++ {
 		var err error
-		e, cu, err = startEtcd(dir, clientAddr)
+		e, cu, err = startEtcd(dir, clientAddr, tc)
 		if err == nil {
 			break
 		}
@@ -67,7 +73,7 @@ func StartEtcd(dir, clientAddr string, log *slog.Logger) (*Etcd, error) {
 
 // startEtcd starts etcd once, on clientAddr (empty: a free port) and a
 // free peer port.
-func startEtcd(dir, clientAddr string) (e *embed.Etcd, cu *url.URL, err error) {
+func startEtcd(dir, clientAddr string, tc tlsutil.Config) (e *embed.Etcd, cu *url.URL, err error) {
 	cfg := embed.NewConfig()
 	cfg.Dir = dir
 	cfg.Name = "metasrv"
@@ -82,13 +88,30 @@ func startEtcd(dir, clientAddr string) (e *embed.Etcd, cu *url.URL, err error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	cu, _ = url.Parse("http://" + clientAddr)
-	pu, _ := url.Parse("http://" + peer)
+	scheme := "http://"
+	if tc.Server() {
+		scheme = "https://"
+		cfg.ClientTLSInfo, cfg.PeerTLSInfo = etcdTLS(tc)
+	}
+	cu, _ = url.Parse(scheme + clientAddr)
+	pu, _ := url.Parse(scheme + peer)
 	cfg.ListenClientUrls, cfg.AdvertiseClientUrls = []url.URL{*cu}, []url.URL{*cu}
 	cfg.ListenPeerUrls, cfg.AdvertisePeerUrls = []url.URL{*pu}, []url.URL{*pu}
 	cfg.InitialCluster = cfg.InitialClusterFromName(cfg.Name)
 	e, err = embed.StartEtcd(cfg)
 	return e, cu, err
+}
+
+// etcdTLS is the embedded etcd's TLS for a node's configuration: both
+// listeners serve the node's certificate (etcd reads the files again on
+// every handshake, so they rotate as the node's other listeners do).
+// Clients must present a certificate the client CA signed when mutual TLS
+// is on; peers, one the node CA signed (a single node has none, but a
+// certificate is never waived).
+func etcdTLS(tc tlsutil.Config) (client, peer transport.TLSInfo) {
+	client = transport.TLSInfo{CertFile: tc.CertFile, KeyFile: tc.KeyFile, TrustedCAFile: tc.ClientCAFile, ClientCertAuth: tc.ClientCAFile != ""}
+	peer = transport.TLSInfo{CertFile: tc.CertFile, KeyFile: tc.KeyFile, TrustedCAFile: tc.CAFile, ClientCertAuth: tc.CAFile != ""}
+	return client, peer
 }
 
 // Close stops etcd.
@@ -100,9 +123,9 @@ func Connect(endpoints []string) (*clientv3.Client, error) {
 }
 
 // ConnectTLS is Connect with a TLS configuration for https:// endpoints
-// (an external etcd with TLS; nil: plaintext).
-func ConnectTLS(endpoints []string, tlsCfg *tls.Config) (*clientv3.Client, error) {
-	cli, err := clientv3.New(clientv3.Config{Endpoints: endpoints, DialTimeout: 5 * time.Second, Logger: zap.NewNop(), TLS: tlsCfg})
+// (nil: plaintext) and extra gRPC dial options (EtcdMetrics.DialOptions).
+func ConnectTLS(endpoints []string, tlsCfg *tls.Config, opts ...grpc.DialOption) (*clientv3.Client, error) {
+	cli, err := clientv3.New(clientv3.Config{Endpoints: endpoints, DialTimeout: 5 * time.Second, Logger: zap.NewNop(), TLS: tlsCfg, DialOptions: opts})
 	if err != nil {
 		return nil, fmt.Errorf("connect to etcd %v: %w", endpoints, err)
 	}

@@ -6,6 +6,8 @@ import (
 	"net"
 	"strings"
 	"testing"
+
+	"github.com/stratadb/strata/internal/tlsutil"
 )
 
 // TestEtcdPicksPortsAgainWhenTaken: a port StartEtcd picked that another
@@ -29,7 +31,7 @@ func TestEtcdPicksPortsAgainWhenTaken(t *testing.T) {
 		}
 		return real()
 	}
-	e, err := StartEtcd(t.TempDir(), "", quiet)
+	e, err := StartEtcd(t.TempDir(), "", tlsutil.Config{}, quiet)
 	if err != nil {
 		t.Fatalf("a taken port picked was not picked again: %v", err)
 	}
@@ -39,7 +41,7 @@ func TestEtcdPicksPortsAgainWhenTaken(t *testing.T) {
 	}
 
 	freeAddr = real
-	_, err = StartEtcd(t.TempDir(), taken.Addr().String(), quiet)
+	_, err = StartEtcd(t.TempDir(), taken.Addr().String(), tlsutil.Config{}, quiet)
 	if err == nil || !strings.Contains(err.Error(), taken.Addr().String()) {
 		t.Fatalf("a taken client address given: %v", err)
 	}

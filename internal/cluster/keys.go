@@ -56,6 +56,9 @@ type NodeInfo struct {
 	Started  time.Time `json:"started"`
 	Version  string    `json:"version,omitempty"` // its build (internal/version)
 	Revision string    `json:"revision,omitempty"`
+	// Leaving is set just before the datanode revokes its lease on a clean
+	// shutdown, so metasrv tells a departure from a lease that expired.
+	Leaving bool `json:"leaving,omitempty"`
 }
 
 // MetasrvPrefix holds one key per running metasrv replica (MetasrvInfo),

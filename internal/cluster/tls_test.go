@@ -37,8 +37,8 @@ func TestTLSCluster(t *testing.T) {
 	node := []string{"--tls-cert-file", certs.Node, "--tls-key-file", certs.NodeKey, "--tls-ca-file", certs.CA, "--tls-client-ca-file", certs.CA}
 	client := []string{"--tls-ca-file", certs.CA, "--tls-cert-file", certs.Client, "--tls-key-file", certs.ClientKey}
 
-	// An external etcd with mutual TLS too, where Debian's etcd is
-	// installed (metasrv's embedded etcd has no TLS).
+	// etcd with mutual TLS too: an external one where Debian's etcd is
+	// installed, else metasrv's embedded one (TLS with the node's flags).
 	store := "file://" + t.TempDir()
 	metaArgs := []string{"--data-dir", t.TempDir(), "--grpc-addr", "127.0.0.1:0", "--store", store}
 	etcd := externalEtcdTLS(t, &certs)
@@ -46,7 +46,7 @@ func TestTLSCluster(t *testing.T) {
 		metaArgs = append(metaArgs, "--etcd-endpoints", etcd)
 	} else {
 		addr := freePort(t)
-		metaArgs, etcd = append(metaArgs, "--etcd-client-addr", addr), "http://"+addr
+		metaArgs, etcd = append(metaArgs, "--etcd-client-addr", addr), "https://"+addr
 	}
 	t.Logf("etcd at %s", etcd)
 	meta := start(t, "metasrv", "metasrv", append(metaArgs, node...)...)

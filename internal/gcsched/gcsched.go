@@ -74,13 +74,18 @@ type Scheduler struct {
 	runner  Runner
 	regions func(context.Context) ([]layout.RegionID, error)
 	log     *slog.Logger
+	metrics *Metrics
 	now     func() time.Time
 	tick    time.Duration
 }
 
-// New creates a scheduler over the regions that regions lists.
-func New(cli *clientv3.Client, runner Runner, regions func(context.Context) ([]layout.RegionID, error), log *slog.Logger) *Scheduler {
-	return &Scheduler{cli: cli, runner: runner, regions: regions, log: log, now: time.Now, tick: time.Second}
+// New creates a scheduler over the regions that regions lists. m may be
+// nil (metrics not kept).
+func New(cli *clientv3.Client, runner Runner, regions func(context.Context) ([]layout.RegionID, error), log *slog.Logger, m *Metrics) *Scheduler {
+	if m == nil {
+		m = NewMetrics(nil)
+	}
+	return &Scheduler{cli: cli, runner: runner, regions: regions, log: log, metrics: m, now: time.Now, tick: time.Second}
 }
 
 // LoadOptions reads the options (the defaults if none are stored).
@@ -252,6 +257,13 @@ func (s *Scheduler) round(ctx context.Context, running *sync.Map, wg *sync.WaitG
 	// Most overdue first: with more due regions than slots, none waits
 	// forever behind regions that are due again every round.
 	slices.SortFunc(todo, func(a, b due) int { return a.at.Compare(b.at) })
+	overdue := map[bool]time.Duration{false: 0, true: 0}
+	for _, d := range todo {
+		overdue[d.full] = max(overdue[d.full], now.Sub(d.at))
+	}
+	for full, lag := range overdue {
+		s.metrics.Overdue.WithLabelValues(mode(full)).Set(lag.Seconds())
+	}
 	for _, d := range todo {
 		if inFlight >= opts.Concurrency {
 			return
@@ -264,7 +276,7 @@ func (s *Scheduler) round(ctx context.Context, running *sync.Map, wg *sync.WaitG
 		go func() {
 			defer wg.Done()
 			defer running.Delete(d.id)
-			s.runOne(ctx, d.id, d.st, d.full, opts)
+			s.runOne(ctx, d.id, d.st, d.full, opts, d.at)
 		}()
 	}
 }
@@ -287,11 +299,13 @@ func replan(st *RegionState, now time.Time, o Options) bool {
 	return changed
 }
 
-func (s *Scheduler) runOne(ctx context.Context, id layout.RegionID, st stateKV, full bool, opts Options) {
+// runOne runs a region's GC that was due at dueAt.
+func (s *Scheduler) runOne(ctx context.Context, id layout.RegionID, st stateKV, full bool, opts Options, dueAt time.Time) {
 	timeout := opts.RunTimeout
 	if timeout <= 0 {
 		timeout = 5 * time.Minute
 	}
+	lag := max(s.now().Sub(dueAt), 0)
 	rctx, cancel := context.WithTimeout(ctx, timeout)
 	res, err := s.runner.RunGC(rctx, id, full, opts)
 	cancel()
@@ -300,6 +314,12 @@ func (s *Scheduler) runOne(ctx context.Context, id layout.RegionID, st stateKV, 
 	}
 	now := s.now()
 	st.st.Runs++
+	result := "ok"
+	if err != nil {
+		result = "error"
+	}
+	s.metrics.Runs.WithLabelValues(mode(full), result).Inc()
+	s.metrics.Lag.WithLabelValues(mode(full), result).Observe(lag.Seconds())
 	if err != nil {
 		st.st.Failures++
 		st.st.LastResult, st.st.LastError = "error", err.Error()

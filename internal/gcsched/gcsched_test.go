@@ -65,7 +65,7 @@ func TestSchedulerStateSurvivesLeaderChange(t *testing.T) {
 	}
 	f := &fakeRunner{inFlight: map[layout.RegionID]int{}, runs: map[layout.RegionID]int{}, fulls: map[layout.RegionID]int{}, failLeft: map[layout.RegionID]int{ids[3]: 2}}
 	term := func(d time.Duration) {
-		s := New(cli, f, func(context.Context) ([]layout.RegionID, error) { return ids, nil }, slog.New(slog.NewTextHandler(io.Discard, nil)))
+		s := New(cli, f, func(context.Context) ([]layout.RegionID, error) { return ids, nil }, slog.New(slog.NewTextHandler(io.Discard, nil)), nil)
 		s.tick = 10 * time.Millisecond
 		tctx, cancel := context.WithTimeout(ctx, d)
 		defer cancel()
@@ -123,7 +123,7 @@ func TestShorterIntervalReplansRuns(t *testing.T) {
 		ids = append(ids, layout.RegionID{Table: 1, Region: uint32(i)})
 	}
 	f := &fakeRunner{inFlight: map[layout.RegionID]int{}, runs: map[layout.RegionID]int{}, fulls: map[layout.RegionID]int{}, failLeft: map[layout.RegionID]int{}}
-	s := New(cli, f, func(context.Context) ([]layout.RegionID, error) { return ids, nil }, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	s := New(cli, f, func(context.Context) ([]layout.RegionID, error) { return ids, nil }, slog.New(slog.NewTextHandler(io.Discard, nil)), nil)
 	s.tick = 10 * time.Millisecond
 	tctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})

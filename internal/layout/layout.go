@@ -1,11 +1,20 @@
-// Package layout names every object Strata writes under a region prefix:
+// Package layout names the objects Strata writes. Under a region's prefix:
 //
-//	{table_id}/{region_id}/manifest/{version:020}.json        manifest delta
-//	{table_id}/{region_id}/manifest/{version:020}.checkpoint  manifest checkpoint
-//	{table_id}/{region_id}/wal/{segment:020}.wal              WAL segment
+//	{table_id}/{region_id}/manifest/{version:020}.json        manifest delta (create-if-absent; a void delta settles an ambiguous commit)
+//	{table_id}/{region_id}/manifest/{version:020}.checkpoint  manifest checkpoint (create-if-absent)
+//	{table_id}/{region_id}/wal/{segment:020}.wal              the region's own WAL segment, with --own-wal (create-if-absent; also fence and void segments)
 //	{table_id}/{region_id}/sst/{file_id}.parquet              SST
+//	{table_id}/{region_id}/sst/{file_id}.series               the SST's series index, written beside it under the same marker and deleted with it (FileKeys)
 //
-// Nothing else is ever written under a region.
+// Nothing else is ever written under a region. Beside the table prefixes
+// (which are numbers), at the store's root:
+//
+//	wal/streams/{node_id}/{ulid}/{segment:020}.wal  a segment of a datanode's shared WAL stream, carrying several regions' entries (create-if-absent; also fence segments); StreamKey
+//	strata-probe/conditional-create-{hex}            the start-up probe of create-if-absent, deleted at once (objstore.CheckConditionalCreate)
+//	catalog/{version:020}.json                       a catalog kept in the store by older standalones: read, imported into etcd and deleted at start (catalog.StoreBackend)
+//
+// A file:// store also stages every write under {root}/.strata-tmp/ before
+// it publishes it (internal/objstore); no key names that directory.
 package layout
 
 import (

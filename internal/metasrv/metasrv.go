@@ -61,17 +61,21 @@ type Options struct {
 	// swept once more, for late writes of a paused former owner (default
 	// manifest.UploadWindow + manifest.MaxClockSkew).
 	FinalSweepAfter time.Duration
-	// Build is this replica's build, shown by ClusterStatus (default
-	// version.Get()).
+	// Build is this replica's build, shown by ClusterStatus and /health
+	// (default version.Get()).
 	Build version.Info
+	// Metrics are kept up to date (default: NewMetrics(nil), registered
+	// nowhere).
+	Metrics *Metrics
 }
 
 // Server is a metasrv replica.
 type Server struct {
 	pb.UnimplementedMetaAdminServer
-	opts Options
-	log  *slog.Logger
-	cat  *catalog.Catalog
+	opts    Options
+	log     *slog.Logger
+	cat     *catalog.Catalog
+	metrics *Metrics
 
 	mu      sync.Mutex
 	leading bool
@@ -96,11 +100,14 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 	if opts.Build == (version.Info{}) {
 		opts.Build = version.Get()
 	}
+	if opts.Metrics == nil {
+		opts.Metrics = NewMetrics(nil)
+	}
 	cat, err := catalog.Open(ctx, catalog.NewEtcdBackend(opts.Client), opts.DefaultRegions)
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{opts: opts, log: opts.Logger.With("metasrv", opts.Addr), cat: cat, started: time.Now().UTC()}
+	s := &Server{opts: opts, log: opts.Logger.With("metasrv", opts.Addr), cat: cat, metrics: opts.Metrics, started: time.Now().UTC()}
 	bg, stop := context.WithCancel(context.Background())
 	s.stop = stop
 	s.wg.Add(1)
@@ -182,24 +189,29 @@ func (s *Server) campaign(ctx context.Context) {
 		s.mu.Lock()
 		s.leading = true
 		s.mu.Unlock()
+		s.metrics.Leader.Set(1)
+		s.metrics.ElectionsWon.Inc()
 		var lw sync.WaitGroup
-		lw.Add(3)
+		lw.Add(4)
 		go func() { defer lw.Done(); s.placement(term) }()
 		go func() { defer lw.Done(); s.drops(term) }()
+		go func() { defer lw.Done(); s.watchLeases(term) }()
 		go func() {
 			defer lw.Done()
-			gcsched.New(s.opts.Client, gcRunner{s}, s.allRegions, s.log).Run(term)
+			gcsched.New(s.opts.Client, gcRunner{s}, s.allRegions, s.log, s.metrics.GC).Run(term)
 		}()
 		select {
 		case <-ctx.Done():
 		case <-sess.Done():
 			s.log.Warn("leadership lost: the election session ended")
+			s.metrics.ElectionsLost.Inc()
 		}
 		endTerm()
 		lw.Wait()
 		s.mu.Lock()
 		s.leading = false
 		s.mu.Unlock()
+		s.metrics.Leader.Set(0)
 		rctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		el.Resign(rctx)
 		cancel()
@@ -340,6 +352,11 @@ func (s *Server) place(ctx context.Context) error {
 				continue
 			}
 			load[to]++
+			reason := movePlaced
+			if exists {
+				reason = moveFailover
+			}
+			s.metrics.Moves.WithLabelValues(reason).Inc()
 			if exists {
 				s.log.Info("region moved off a dead datanode", "region", id.String(), "from", cur.as.Owner, "to", to)
 			} else {
@@ -546,6 +563,7 @@ func (s *Server) MoveRegion(ctx context.Context, req *pb.MoveRegionRequest) (*pb
 	if err := s.assign(ctx, id, cur, true, req.GetTo()); err != nil {
 		return nil, status.Error(codes.Aborted, err.Error())
 	}
+	s.metrics.Moves.WithLabelValues(moveAdmin).Inc()
 	s.log.Info("region moved", "region", id.String(), "from", cur.as.Owner, "to", req.GetTo())
 	return &pb.MoveRegionResponse{Placement: &pb.RegionPlacement{Region: id.String(), Owner: req.GetTo(), Gen: cur.as.Gen + 1, OwnerLive: true}}, nil
 }

@@ -6,10 +6,11 @@
 // segment, insert it into the active memtable, acknowledge. A batch is
 // atomic: it lands in one segment or not at all.
 //
-// Flush uses the same commit protocol as compaction (DESIGN.md): a
-// pending-outputs marker naming the SST is committed before the upload, and
-// one edit then adds the file, advances the flushed sequence and resolves the
-// marker. Every SST therefore has a cleanup owner from its first byte.
+// Flush uses the same commit protocol as compaction (docs/compaction.md,
+// "The commit protocol"): a pending-outputs marker naming the SST is
+// committed before the upload, and one edit then adds the file, advances
+// the flushed sequence and resolves the marker. Every SST therefore has a
+// cleanup owner from its first byte.
 package region
 
 import (

@@ -34,17 +34,20 @@ import (
 
 // onlyOnFaults are the metrics a healthy workload leaves at zero.
 var onlyOnFaults = map[string]string{
-	"strata_gc_orphans_found_total":           "full GC finds orphans only if the ownership invariant broke",
-	"strata_gc_delete_errors_total":           "deletes fail only when the store does",
-	"strata_region_write_stalls_total":        "writes stall only above --memory-limit",
-	"strata_region_write_stall_seconds_total": "as above",
-	"strata_wal_stream_rollovers_total":       "a stream rolls over only when a region's new owner seals it",
-	"strata_lease_losses_total":               "the lease runs out only when etcd is out of reach",
+	"strata_gc_orphans_found_total":                "full GC finds orphans only if the ownership invariant broke",
+	"strata_gc_delete_errors_total":                "deletes fail only when the store does",
+	"strata_region_write_stalls_total":             "writes stall only above --memory-limit",
+	"strata_region_write_stall_seconds_total":      "as above",
+	"strata_wal_stream_rollovers_total":            "a stream rolls over only when a region's new owner seals it",
+	"strata_lease_losses_total":                    "the lease runs out only when etcd is out of reach",
+	"strata_metasrv_elections_lost_total":          "a term ends early only when the election session expires",
+	"strata_metasrv_datanode_lease_expiries_total": "a datanode's lease expires only when it dies, pauses or loses etcd",
 }
 
 // TestEveryMetricMoves runs a standard workload on a standalone: HTTP
 // writes, flushes, a compaction, a cancelled compaction, a TTL expiry,
-// fast and full GC, a scan and a PromQL query. Then every registered
+// fast and full GC (and a run of metasrv's GC scheduler), a scan and a
+// PromQL query. Then every registered
 // strata_ counter and histogram must have moved, but the few that only
 // move on faults, and every strata_ metric must pass Prometheus' naming
 // and help-text lint.
@@ -71,7 +74,10 @@ func TestEveryMetricMoves(t *testing.T) {
 			// the one the test cancels.
 			o.Region.OnFlush = func(*region.Region) {}
 		},
-		Config: func(c *server.Config) { c.Heartbeat = 20 * time.Millisecond }, // renewals during the workload
+		Config: func(c *server.Config) {
+			c.Heartbeat = 20 * time.Millisecond // renewals during the workload
+			c.GCInterval = time.Second          // scheduled GC runs during it
+		},
 	})
 	e := n.Engine()
 
@@ -198,6 +204,22 @@ func TestEveryMetricMoves(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("PromQL query: %s", resp.Status)
+	}
+
+	// The scheduler's first fast run of a region is due within half an
+	// interval of the region's creation.
+	scheduled := func() bool {
+		for _, f := range must(n.Registry.Gather()) {
+			if f.GetName() == "strata_metasrv_gc_runs_total" {
+				return true
+			}
+		}
+		return false
+	}
+	for deadline := time.Now().Add(time.Minute); !scheduled(); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("metasrv's GC scheduler ran no GC in a minute")
+		}
 	}
 
 	families, err := n.Registry.Gather()

@@ -201,7 +201,7 @@ func (s *Server) start(ctx context.Context) error {
 	}
 	gcInterval, fullGCInterval := cfg.GCInterval, cfg.FullGCInterval
 	if cfg.Standalone {
-		e, err := cluster.StartEtcd(filepath.Join(cfg.DataDir, "etcd"), "", cfg.Logger)
+		e, err := cluster.StartEtcd(filepath.Join(cfg.DataDir, "etcd"), "", tlsutil.Config{}, cfg.Logger)
 		if err != nil {
 			return err
 		}
@@ -218,7 +218,7 @@ func (s *Server) start(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	cli, err := cluster.ConnectTLS(cfg.Etcd, etcdTLS)
+	cli, err := cluster.ConnectTLS(cfg.Etcd, etcdTLS, cluster.NewEtcdMetrics(s.Registry).DialOptions()...)
 	if err != nil {
 		return err
 	}
@@ -291,7 +291,7 @@ func (s *Server) start(ctx context.Context) error {
 	grpcapi.New(s.eng).Register(s.grpcSrv)
 	if cfg.Standalone {
 		if s.meta, err = metasrv.Start(ctx, metasrv.Options{Client: cli, Addr: s.grpcLn.Addr().String(), Logger: cfg.Logger, Auth: cfg.Auth, TLS: cfg.TLS,
-			DefaultRegions: cfg.DefaultRegions, Store: s.store}); err != nil {
+			DefaultRegions: cfg.DefaultRegions, Store: s.store, Metrics: metasrv.NewMetrics(s.Registry)}); err != nil {
 			return err
 		}
 		s.meta.Register(s.grpcSrv)

@@ -10,6 +10,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/stratadb/strata/internal/cluster"
+	"github.com/stratadb/strata/internal/tlsutil"
 )
 
 // Etcd starts an embedded single-node etcd under a temporary directory and
@@ -17,7 +18,7 @@ import (
 // the test ends.
 func Etcd(t testing.TB) *clientv3.Client {
 	t.Helper()
-	e, err := cluster.StartEtcd(t.TempDir(), "", slog.New(slog.NewTextHandler(io.Discard, nil)))
+	e, err := cluster.StartEtcd(t.TempDir(), "", tlsutil.Config{}, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -53,6 +53,7 @@ type Agent struct {
 	mu       sync.Mutex
 	lease    clientv3.LeaseID
 	deadline time.Time
+	info     cluster.NodeInfo // as registered under lease
 	owners   map[layout.RegionID]cluster.Assignment
 	nodes    map[string]cluster.NodeInfo
 	changed  chan struct{} // closed and replaced when owners or nodes change
@@ -140,7 +141,7 @@ func (a *Agent) register(ctx context.Context) error {
 		return fmt.Errorf("register datanode %s: %w", info.ID, err)
 	}
 	a.mu.Lock()
-	a.lease, a.deadline = g.ID, sent.Add(time.Duration(g.TTL)*time.Second)
+	a.lease, a.deadline, a.info = g.ID, sent.Add(time.Duration(g.TTL)*time.Second), info
 	a.mu.Unlock()
 	a.log.Info("datanode registered", "lease_ttl", time.Duration(g.TTL)*time.Second)
 	return nil
@@ -376,12 +377,21 @@ func (a *Agent) Stop() {
 
 // Revoke revokes the lease, so that metasrv moves the regions at once
 // instead of after the lease times out. Call it after closing the regions.
+// The registration is marked Leaving first, so metasrv does not count the
+// revocation as a lease expiry.
 func (a *Agent) Revoke(ctx context.Context) {
 	a.mu.Lock()
-	id := a.lease
+	id, info := a.lease, a.info
 	a.mu.Unlock()
 	if id != 0 {
 		rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		info.Leaving = true
+		data, _ := json.Marshal(info)
+		key := cluster.DatanodesPrefix + info.ID
+		// Only while the registration is still this lease's (a lost lease
+		// may have been replaced by a new one, or be gone).
+		a.opts.Client.Txn(rctx).If(clientv3.Compare(clientv3.LeaseValue(key), "=", id)).
+			Then(clientv3.OpPut(key, string(data), clientv3.WithIgnoreLease())).Commit()
 		a.opts.Client.Revoke(rctx, id)
 		cancel()
 	}
