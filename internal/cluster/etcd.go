@@ -15,9 +15,9 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/server/v3/embed"
 	"go.uber.org/zap"
+	"google.golang.org/grpc"
 
 	"github.com/stratadb/strata/internal/tlsutil"
-	"google.golang.org/grpc"
 )
 
 // Etcd is an embedded single-node etcd.
