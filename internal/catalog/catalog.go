@@ -24,7 +24,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/stratadb/strata/internal/manifest"
 	"github.com/stratadb/strata/internal/row"
 	"github.com/stratadb/strata/internal/schema"
 )
@@ -55,7 +54,7 @@ type Table struct {
 	CreatedAt        time.Time     `json:"created_at"`
 	// Schema is the table's schema: the union of its regions' columns, and
 	// the one that decides type conflicts.
-	Schema manifest.Schema `json:"schema"`
+	Schema schema.Persisted `json:"schema"`
 	// Dropping: the table is being dropped; its objects are being deleted.
 	Dropping bool `json:"dropping,omitempty"`
 }
