@@ -12,7 +12,7 @@ import (
 
 	"github.com/stratadb/strata/internal/catalog"
 	"github.com/stratadb/strata/internal/cluster/clustertest"
-	"github.com/stratadb/strata/internal/manifest"
+	"github.com/stratadb/strata/internal/schema"
 )
 
 // benchSizes are the catalog sizes the benchmarks run at: each change
@@ -28,8 +28,8 @@ func populate(b *testing.B, n int) (*catalog.Catalog, *clientv3.Client) {
 	ctx := context.Background()
 	cli := clustertest.Etcd(b)
 	began := time.Now()
-	base := catalog.Table{Regions: 1, CreatedAt: began.UTC(), Schema: wideColumns(catalog.Table{Schema: manifest.Schema{Version: 1,
-		Columns: []manifest.Column{{Name: "time", Role: "timestamp", Type: "int64"}}}}, 40)}
+	base := catalog.Table{Regions: 1, CreatedAt: began.UTC(), Schema: wideColumns(catalog.Table{Schema: schema.Persisted{Version: 1,
+		Columns: []schema.Column{{Name: "time", Role: "timestamp", Type: "int64"}}}}, 40)}
 	var ops []clientv3.Op
 	for i := range n {
 		t := base
@@ -87,7 +87,7 @@ func BenchmarkRecordColumns(b *testing.B) {
 			for i := 0; b.Loop(); i++ {
 				_, err := c.UpdateTable(ctx, fmt.Sprintf("populated_%06d", i%n), func(t *catalog.Table) error {
 					t.Schema.Version++
-					t.Schema.Columns = append(t.Schema.Columns, manifest.Column{Name: fmt.Sprintf("added_%d", i), Role: "field", Type: "float64"})
+					t.Schema.Columns = append(t.Schema.Columns, schema.Column{Name: fmt.Sprintf("added_%d", i), Role: "field", Type: "float64"})
 					return nil
 				})
 				if err != nil {

@@ -2,7 +2,8 @@
 // counts and schemas, the ids of dropped tables still to be swept, and the
 // compare-and-swap commits that change them. It is shared by metasrv, the
 // datanode and fsck, and kept in etcd, one key per table (EtcdBackend), or,
-// for an offline store, in the object store (StoreBackend).
+// for an offline store, in the object store (internal/catalog/storecat,
+// kept apart so that the catalog's users link no object-store client).
 //
 // A Catalog holds a copy of every record in memory. A change reads only
 // the records it changes from that copy and commits only them, comparing
@@ -23,7 +24,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/stratadb/strata/internal/manifest"
 	"github.com/stratadb/strata/internal/row"
 	"github.com/stratadb/strata/internal/schema"
 )
@@ -54,7 +54,7 @@ type Table struct {
 	CreatedAt        time.Time     `json:"created_at"`
 	// Schema is the table's schema: the union of its regions' columns, and
 	// the one that decides type conflicts.
-	Schema manifest.Schema `json:"schema"`
+	Schema schema.Persisted `json:"schema"`
 	// Dropping: the table is being dropped; its objects are being deleted.
 	Dropping bool `json:"dropping,omitempty"`
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/stratadb/strata/internal/catalog"
+	"github.com/stratadb/strata/internal/catalog/storecat"
 	"github.com/stratadb/strata/internal/cluster/clustertest"
 	"github.com/stratadb/strata/internal/objstore"
 	"github.com/stratadb/strata/internal/objstore/objstoretest"
@@ -17,7 +18,7 @@ import (
 func backends(t *testing.T, test func(t *testing.T, newBackend func() catalog.Backend)) {
 	t.Run("store", func(t *testing.T) {
 		store := objstoretest.Mem(t)
-		test(t, func() catalog.Backend { return catalog.StoreBackend{Store: store} })
+		test(t, func() catalog.Backend { return storecat.Backend{Store: store} })
 	})
 	t.Run("etcd", func(t *testing.T) {
 		cli := clustertest.Etcd(t)
@@ -77,9 +78,9 @@ func TestDroppedTableKeepsItsSweepUntilDone(t *testing.T) {
 		if sweeps, _ := c.Sweeps(ctx); len(sweeps) != 0 {
 			t.Fatalf("sweeps after the final one: %v", sweeps)
 		}
-		if b, ok := newBackend().(catalog.StoreBackend); ok {
+		if b, ok := newBackend().(storecat.Backend); ok {
 			// A catalog kept in the store keeps only its newest version.
-			if objs, _ := objstore.ListAll(ctx, b.Store, catalog.StorePrefix, 100); len(objs) != 1 {
+			if objs, _ := objstore.ListAll(ctx, b.Store, storecat.Prefix, 100); len(objs) != 1 {
 				t.Fatalf("%d catalog versions kept", len(objs))
 			}
 		}

@@ -9,8 +9,6 @@ import (
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
-
-	"github.com/stratadb/strata/internal/objstore"
 )
 
 // The catalog's etcd keys (docs/cluster.md): each record under EtcdPrefix
@@ -242,11 +240,11 @@ func (b *EtcdBackend) migrate(ctx context.Context) error {
 			return nil
 		}
 		kv := resp.Kvs[0]
-		st, err := parseWhole(kv.Value)
+		st, err := ParseWhole(kv.Value)
 		if err != nil {
 			return fmt.Errorf("catalog: the value of %s is corrupt: %w", LegacyEtcdKey, err)
 		}
-		recs := st.records()
+		recs := st.Records()
 		guard := []clientv3.Cmp{clientv3.Compare(clientv3.ModRevision(LegacyEtcdKey), "=", kv.ModRevision)}
 		err = b.writeAll(ctx, guard, recs, clientv3.OpPut(LegacyEtcdKey, legacyMoved))
 		if !errors.Is(err, ErrConflict) {
@@ -255,10 +253,11 @@ func (b *EtcdBackend) migrate(ctx context.Context) error {
 	}
 }
 
-// ImportStore copies the catalog an offline store keeps (StoreBackend)
-// into etcd, if etcd has none in either layout, and reports whether it
-// did. The store's copy stays: the caller deletes it once it is imported.
-func ImportStore(ctx context.Context, cli *clientv3.Client, store objstore.Bucket) (bool, error) {
+// Import copies the catalog that load reads (an offline store's:
+// storecat.Import) into etcd, if etcd has none in either layout, and
+// reports whether it did. load runs only if etcd has none; a version of
+// 0 means there is nothing to import.
+func Import(ctx context.Context, cli *clientv3.Client, load func(context.Context) ([]Record, int64, error)) (bool, error) {
 	resp, err := cli.Txn(ctx).Then(clientv3.OpGet(headKey, clientv3.WithCountOnly()), clientv3.OpGet(LegacyEtcdKey, clientv3.WithCountOnly())).Commit()
 	if err != nil {
 		return false, fmt.Errorf("catalog: read etcd: %w", err)
@@ -266,7 +265,7 @@ func ImportStore(ctx context.Context, cli *clientv3.Client, store objstore.Bucke
 	if resp.Responses[0].GetResponseRange().Count > 0 || resp.Responses[1].GetResponseRange().Count > 0 {
 		return false, nil
 	}
-	recs, v, err := StoreBackend{store}.Load(ctx)
+	recs, v, err := load(ctx)
 	if err != nil || v == 0 {
 		return false, err
 	}

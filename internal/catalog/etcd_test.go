@@ -15,7 +15,7 @@ import (
 	"github.com/stratadb/strata/internal/catalog"
 	"github.com/stratadb/strata/internal/cluster"
 	"github.com/stratadb/strata/internal/cluster/clustertest"
-	"github.com/stratadb/strata/internal/manifest"
+	"github.com/stratadb/strata/internal/schema"
 )
 
 // etcdRequestLimit is etcd's default --max-request-bytes (the embedded
@@ -25,11 +25,11 @@ const etcdRequestLimit = 1.5 * (1 << 20)
 
 // wideColumns returns n field columns after the timestamp, with names as
 // long as a real schema's.
-func wideColumns(t catalog.Table, n int) manifest.Schema {
+func wideColumns(t catalog.Table, n int) schema.Persisted {
 	s := t.Schema
 	s.Version++
 	for i := range n {
-		s.Columns = append(s.Columns, manifest.Column{Name: fmt.Sprintf("field_measurement_with_a_long_name_%05d", i), Role: "field", Type: "float64"})
+		s.Columns = append(s.Columns, schema.Column{Name: fmt.Sprintf("field_measurement_with_a_long_name_%05d", i), Role: "field", Type: "float64"})
 	}
 	return s
 }
@@ -190,7 +190,7 @@ func TestTwoProcessesRacing(t *testing.T) {
 			for i := range adds {
 				_, err := c.UpdateTable(ctx, "t00", func(t *catalog.Table) error {
 					t.Schema.Version++
-					t.Schema.Columns = append(t.Schema.Columns, manifest.Column{Name: fmt.Sprintf("p%d_%d", p, i), Role: "field", Type: "int64"})
+					t.Schema.Columns = append(t.Schema.Columns, schema.Column{Name: fmt.Sprintf("p%d_%d", p, i), Role: "field", Type: "int64"})
 					return nil
 				})
 				if err != nil {
@@ -235,7 +235,7 @@ func TestTheSingleValueCatalogIsMovedOnOpen(t *testing.T) {
 	for i := range tables {
 		name := fmt.Sprintf("legacy_%03d", i)
 		old.Tables[name] = &catalog.Table{ID: uint32(10 + i), Name: name, Regions: 2, CreatedAt: swept,
-			Schema: manifest.Schema{Version: 1, Columns: []manifest.Column{{Name: "time", Role: "timestamp", Type: "int64"}}}}
+			Schema: schema.Persisted{Version: 1, Columns: []schema.Column{{Name: "time", Role: "timestamp", Type: "int64"}}}}
 	}
 	old.Tables["legacy_000"].Dropping = true
 	data, err := json.Marshal(old)

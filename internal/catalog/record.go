@@ -56,7 +56,7 @@ type Op struct {
 
 // Backend keeps the catalog's records. Its revisions grow with every
 // commit: etcd's revision for EtcdBackend, the catalog object's version
-// for StoreBackend.
+// for storecat.Backend.
 type Backend interface {
 	// Load reads every record, as of the revision it returns.
 	Load(ctx context.Context) ([]Record, int64, error)
@@ -167,21 +167,22 @@ func nextIDOp(n uint32) Op {
 	return Op{Key: nextIDKey, Value: strconv.AppendUint(nil, uint64(n), 10)}
 }
 
-// wholeState is the whole catalog as one JSON value: the format of a
-// catalog object in the store (StoreBackend), and of the legacy etcd key
-// that held the catalog before it was one key per table (LegacyEtcdKey).
-type wholeState struct {
+// Whole is the whole catalog as one JSON value: the format of a catalog
+// object in the store (storecat.Backend), and of the legacy etcd key that
+// held the catalog before it was one key per table (LegacyEtcdKey).
+type Whole struct {
 	Version uint64               `json:"version"`
 	NextID  uint32               `json:"next_id"`
 	Tables  map[string]*Table    `json:"tables"`
 	Sweeps  map[uint32]time.Time `json:"sweeps,omitempty"`
 	// Mods are the versions that last wrote each record, by key; a record
-	// not named was written at version 1 or before (StoreBackend only).
+	// not named was written at version 1 or before (storecat only).
 	Mods map[string]int64 `json:"mods,omitempty"`
 }
 
-func parseWhole(data []byte) (*wholeState, error) {
-	st := &wholeState{}
+// ParseWhole parses a Whole.
+func ParseWhole(data []byte) (*Whole, error) {
+	st := &Whole{}
 	if err := json.Unmarshal(data, st); err != nil {
 		return nil, err
 	}
@@ -196,8 +197,8 @@ func parseWhole(data []byte) (*wholeState, error) {
 	return st, nil
 }
 
-// record returns key's record (a nil Value if there is none).
-func (st *wholeState) record(key string) Record {
+// Record returns key's record (a nil Value if there is none).
+func (st *Whole) Record(key string) Record {
 	r := Record{Key: key, At: int64(st.Version)}
 	v, _, _ := decode(key, nil)
 	switch {
@@ -224,8 +225,8 @@ func (st *wholeState) record(key string) Record {
 	return r
 }
 
-// records returns every record.
-func (st *wholeState) records() []Record {
+// Records returns every record.
+func (st *Whole) Records() []Record {
 	keys := make([]string, 0, len(st.Tables)+len(st.Sweeps)+1)
 	for name := range st.Tables {
 		keys = append(keys, tableKey(name))
@@ -236,20 +237,20 @@ func (st *wholeState) records() []Record {
 	if st.NextID > 0 {
 		keys = append(keys, nextIDKey)
 	}
-	return st.get(keys)
+	return st.Get(keys)
 }
 
-// get returns the records of keys.
-func (st *wholeState) get(keys []string) []Record {
+// Get returns the records of keys.
+func (st *Whole) Get(keys []string) []Record {
 	out := make([]Record, len(keys))
 	for i, k := range keys {
-		out[i] = st.record(k)
+		out[i] = st.Record(k)
 	}
 	return out
 }
 
-// apply applies op as written at version.
-func (st *wholeState) apply(op Op, version int64) error {
+// Apply applies op as written at version.
+func (st *Whole) Apply(op Op, version int64) error {
 	v, ok, err := decode(op.Key, op.Value)
 	if err != nil {
 		return err

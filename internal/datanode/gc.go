@@ -14,6 +14,7 @@ import (
 	"github.com/stratadb/strata/internal/layout"
 	"github.com/stratadb/strata/internal/manifest"
 	"github.com/stratadb/strata/internal/region"
+	"github.com/stratadb/strata/internal/walstream"
 )
 
 // GCRequest selects regions and a GC mode.
@@ -97,7 +98,7 @@ func (e *Engine) GC(ctx context.Context, req GCRequest) ([]GCResult, error) {
 			res.Listed, err = gc.Full(ctx, r, gc.FullOptions{MinAge: req.MinAge, DryRun: req.DryRun, Metrics: e.opts.GCMetrics})
 		} else {
 			res.Fast, err = gc.Fast(ctx, r, gc.Options{Lingering: req.Lingering, DryRun: req.DryRun, JobRunning: e.sched.JobRunning, Metrics: e.opts.GCMetrics,
-				Peers: gc.Peers{State: e.peerState}})
+				Peers: walstream.Peers{State: e.peerState}})
 		}
 		mu.(*sync.Mutex).Unlock()
 		if err != nil {
@@ -166,5 +167,5 @@ func (e *Engine) peerState(ctx context.Context, id layout.RegionID) (*manifest.S
 			return r.Manifest(), nil
 		}
 	}
-	return gc.ReadState(ctx, e.store, id)
+	return manifest.ReadState(ctx, e.store, id)
 }

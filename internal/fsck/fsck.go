@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/stratadb/strata/internal/catalog"
+	"github.com/stratadb/strata/internal/catalog/storecat"
 	"github.com/stratadb/strata/internal/gc"
 	"github.com/stratadb/strata/internal/layout"
 	"github.com/stratadb/strata/internal/manifest"
@@ -123,7 +124,7 @@ func Check(ctx context.Context, store objstore.Bucket, opts Options) (*Report, e
 	if opts.PageSize <= 0 {
 		opts.PageSize = gc.DefaultPageSize
 	}
-	tables, err := catalog.ReadStore(ctx, store)
+	tables, err := storecat.Read(ctx, store)
 	if err != nil {
 		return nil, fmt.Errorf("fsck: %w", err)
 	}
@@ -155,7 +156,7 @@ func Check(ctx context.Context, store objstore.Bucket, opts Options) (*Report, e
 			return nil, fmt.Errorf("fsck: list: %w", err)
 		}
 		for _, o := range p.Objects {
-			if only == nil && strings.HasPrefix(o.Key, catalog.StorePrefix) {
+			if only == nil && strings.HasPrefix(o.Key, storecat.Prefix) {
 				continue // the catalog owns it
 			}
 			if _, _, ok := layout.ParseStreamKey(o.Key); ok && only == nil {

@@ -18,6 +18,7 @@ import (
 	"github.com/stratadb/strata/internal/manifest"
 	"github.com/stratadb/strata/internal/objstore"
 	"github.com/stratadb/strata/internal/region"
+	"github.com/stratadb/strata/internal/walstream"
 )
 
 // DefaultLingering is how long a removed file stays for in-flight readers.
@@ -38,7 +39,7 @@ type Options struct {
 	// Peers answers for the other regions when shared WAL stream segments
 	// are collected (default: their manifests in the store, and the
 	// region's stream's index).
-	Peers   Peers
+	Peers   walstream.Peers
 	Metrics *Metrics
 }
 
@@ -49,7 +50,7 @@ type Report struct {
 	PendingFiles []string // their outputs deleted
 	WALSegments  int      // WAL segments deleted
 	// Stream is what collecting shared WAL stream segments did.
-	Stream StreamReport
+	Stream walstream.Report
 	// Waiting counts older owners' markers kept because their uploads
 	// may still land (within the upload window).
 	Waiting  int
@@ -157,7 +158,7 @@ func Fast(ctx context.Context, r *region.Region, opts Options) (rep Report, err 
 			peers.Regions, peers.Forget, peers.Live = s.Regions, s.Forget, s.Next
 		}
 		var err error
-		rep.Stream, err = CollectStreams(ctx, r.Store(), r.ID(), st.StreamGarbage, peers, opts.DryRun)
+		rep.Stream, err = walstream.Collect(ctx, r.Store(), r.ID(), st.StreamGarbage, peers, opts.DryRun)
 		m.Requests.WithLabelValues("fast", string(objstore.OpGet)).Add(float64(rep.Stream.Reads))
 		m.Requests.WithLabelValues("fast", string(objstore.OpDelete)).Add(float64(rep.Stream.Deleted))
 		m.ObjectsDeleted.WithLabelValues("fast", string(KindStream)).Add(float64(rep.Stream.Deleted))

@@ -21,7 +21,6 @@ import (
 	"time"
 	"unsafe"
 
-	"github.com/stratadb/strata/internal/freelist"
 	"github.com/stratadb/strata/internal/row"
 )
 
@@ -310,11 +309,11 @@ func (p *Parser) Parse(data []byte, precision Precision, now time.Time) (*Batch,
 // valid one (tags tags and fields fields), if the last request did not.
 func (p *Parser) reserve(lines, tags, fields int) {
 	if n := lines * tags; cap(p.tags) < n {
-		p.tags = append(freelist.Written(make([]row.Tag, 0, n)), p.tags...)
+		p.tags = append(row.Written(make([]row.Tag, 0, n)), p.tags...)
 		p.ends = append(make([]int, 0, n), p.ends...)
 	}
 	if n := lines * fields; cap(p.fields) < n {
-		p.fields = append(freelist.Written(make([]row.Field, 0, n)), p.fields...)
+		p.fields = append(row.Written(make([]row.Field, 0, n)), p.fields...)
 	}
 }
 
@@ -394,7 +393,7 @@ func grow[T any](s []T, n int) []T {
 	if cap(s) >= n {
 		return s
 	}
-	return freelist.Written(make([]T, 0, n))
+	return row.Written(make([]T, 0, n))
 }
 
 // scan returns the bytes up to the first unescaped byte of stop (or the

@@ -6,7 +6,11 @@
 // format is specified in docs/format/manifest.md.
 package manifest
 
-import "time"
+import (
+	"time"
+
+	"github.com/stratadb/strata/internal/schema"
+)
 
 // FileMeta describes one SST.
 type FileMeta struct {
@@ -28,24 +32,6 @@ type RemovedFile struct {
 	RemovedAt time.Time `json:"removed_at"`
 }
 
-// Column is one column of a table's schema.
-type Column struct {
-	Name string `json:"name"`
-	Role string `json:"role"` // "tag", "timestamp" or "field"
-	Type string `json:"type"` // "string", "int64", "uint64", "float64", "bool"
-}
-
-// Schema is a region's schema. Columns are only ever added.
-type Schema struct {
-	Version uint64   `json:"version"`
-	Columns []Column `json:"columns"`
-	// Labels: the tags are free-form labels (Prometheus' model), not
-	// columns. Any label name is accepted, __name__ among them, and none
-	// is recorded, so the schema does not grow with the label names
-	// written.
-	Labels bool `json:"labels,omitempty"`
-}
-
 // Action is one state change. Exactly one field is set.
 type Action struct {
 	Schema   *SchemaChange   `json:"schema,omitempty"`
@@ -61,7 +47,7 @@ type Action struct {
 
 // SchemaChange replaces the schema with a later version.
 type SchemaChange struct {
-	Schema Schema `json:"schema"`
+	Schema schema.Persisted `json:"schema"`
 }
 
 // Edit adds and removes files and may advance the flushed sequence. Removed

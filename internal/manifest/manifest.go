@@ -499,3 +499,17 @@ func (m *Manifest) Close() error {
 	}
 	return nil
 }
+
+// ReadState reads a region's manifest without taking ownership; nil if
+// the region does not exist.
+func ReadState(ctx context.Context, store objstore.Bucket, id layout.RegionID) (*State, error) {
+	m, err := Open(ctx, store, id, Options{ReadOnly: true})
+	if errors.Is(err, ErrRegionNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer m.Close()
+	return m.State(), nil
+}

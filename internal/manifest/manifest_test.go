@@ -17,6 +17,7 @@ import (
 	"github.com/stratadb/strata/internal/objstore"
 	"github.com/stratadb/strata/internal/objstore/faultstore"
 	"github.com/stratadb/strata/internal/objstore/objstoretest"
+	"github.com/stratadb/strata/internal/schema"
 )
 
 var region = layout.RegionID{Table: 7, Region: 3}
@@ -130,7 +131,7 @@ func TestInvalidActionsWriteNothing(t *testing.T) {
 		"epoch backwards":     {{Epoch: &WriterEpoch{Epoch: 1}}},
 		"purge non-removed":   {{Purge: &GCPurge{Files: []string{"x"}}}},
 		"flushed seq back":    {{Edit: &Edit{FlushedSeq: 5}}, {Edit: &Edit{FlushedSeq: 4}}},
-		"schema not advanced": {{Schema: &SchemaChange{Schema: Schema{Version: 0}}}},
+		"schema not advanced": {{Schema: &SchemaChange{Schema: schema.Persisted{Version: 0}}}},
 	} {
 		if _, err := m.Commit(ctx, a...); !errors.Is(err, ErrInvalidAction) {
 			t.Errorf("%s: want ErrInvalidAction, got %v", name, err)
@@ -286,7 +287,7 @@ func randomActions(rng *rand.Rand, s *State, next *int) []Action {
 		if rng.IntN(4) == 0 {
 			return []Action{{Truncate: &Truncate{FlushedSeq: s.FlushedSeq + 10}}}
 		}
-		return []Action{{Schema: &SchemaChange{Schema: Schema{Version: s.Schema.Version + 1, Columns: append(s.Schema.Columns, Column{Name: newID(), Role: "field", Type: "float64"})}}}}
+		return []Action{{Schema: &SchemaChange{Schema: schema.Persisted{Version: s.Schema.Version + 1, Columns: append(s.Schema.Columns, schema.Column{Name: newID(), Role: "field", Type: "float64"})}}}}
 	}
 	return []Action{{Edit: &Edit{Add: []FileMeta{{ID: newID(), MinTS: rng.Int64N(100), MaxTS: 100 + rng.Int64N(100)}}}}}
 }

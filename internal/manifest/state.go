@@ -6,6 +6,8 @@ import (
 	"maps"
 	"slices"
 	"time"
+
+	"github.com/stratadb/strata/internal/schema"
 )
 
 // ErrInvalidAction: an action does not apply to the current state. Nothing
@@ -17,7 +19,7 @@ var ErrInvalidAction = errors.New("manifest: invalid action")
 type State struct {
 	Version    uint64                    `json:"version"`
 	Epoch      uint64                    `json:"epoch"`
-	Schema     Schema                    `json:"schema"`
+	Schema     schema.Persisted          `json:"schema"`
 	Files      map[string]FileMeta       `json:"files"`
 	Removed    map[string]RemovedFile    `json:"removed"`
 	Pending    map[string]PendingOutputs `json:"pending"`

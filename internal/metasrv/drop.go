@@ -14,11 +14,10 @@ import (
 
 	"github.com/stratadb/strata/internal/catalog"
 	"github.com/stratadb/strata/internal/cluster"
-	"github.com/stratadb/strata/internal/gc"
 	"github.com/stratadb/strata/internal/layout"
 	"github.com/stratadb/strata/internal/manifest"
 	"github.com/stratadb/strata/internal/objstore"
-	"github.com/stratadb/strata/internal/wal"
+	"github.com/stratadb/strata/internal/walstream"
 	"github.com/stratadb/strata/internal/wire"
 	pb "github.com/stratadb/strata/proto/strata/v1"
 )
@@ -145,21 +144,27 @@ func (s *Server) finalSweep(ctx context.Context, id uint32) error {
 // releaseStreams lets go of what the table's regions hold in the nodes'
 // shared WAL streams, before their manifests go: the segments they
 // reference or released, wherever no region of another table needs them
-// (gc.CollectStreams, with the table's regions counted as gone). The
+// (walstream.Collect, with the table's regions counted as gone). The
 // stream fences they recorded are left for the final sweep, once no
 // former writer can land under them; their keys wait in etcd.
+//
+// It reads segments only by their envelope (walstream), so the
+// coordinator links no data plane. Every step is idempotent, so a drop
+// that a failover interrupts runs it again: a stream sealed before is
+// found sealed at the same number, and a segment deleted before is
+// missing.
 func (s *Server) releaseStreams(ctx context.Context, t catalog.Table) error {
 	store := s.opts.Store
-	peers := gc.Peers{State: func(ctx context.Context, id layout.RegionID) (*manifest.State, error) {
+	peers := walstream.Peers{State: func(ctx context.Context, id layout.RegionID) (*manifest.State, error) {
 		if id.Table == t.ID {
 			return nil, nil
 		}
-		return gc.ReadState(ctx, store, id)
+		return manifest.ReadState(ctx, store, id)
 	}}
 	var fences []string
 	for i := range t.Regions {
 		id := layout.RegionID{Table: t.ID, Region: i}
-		st, err := gc.ReadState(ctx, store, id)
+		st, err := manifest.ReadState(ctx, store, id)
 		if err != nil {
 			return fmt.Errorf("region %s: %w", id, err)
 		}
@@ -174,7 +179,7 @@ func (s *Server) releaseStreams(ctx context.Context, t catalog.Table) error {
 				// owner would (its writer rolls over), so every segment
 				// of the range may go, the newest included.
 				var err error
-				end, _, err = wal.ReplayStream(ctx, store, id, math.MaxUint64, ref.Stream, ref.From, false, func(uint64, *wal.Block) error { return nil })
+				end, _, err = walstream.Replay(ctx, store, ref.Stream, ref.From, false, id, math.MaxUint64, nil)
 				if err != nil {
 					return fmt.Errorf("region %s: seal stream %s: %w", id, ref.Stream, err)
 				}
@@ -184,7 +189,7 @@ func (s *Server) releaseStreams(ctx context.Context, t catalog.Table) error {
 				ranges = append(ranges, manifest.StreamRef{Stream: ref.Stream, From: ref.From, End: end})
 			}
 		}
-		if _, err := gc.CollectStreams(ctx, store, id, ranges, peers, false); err != nil {
+		if _, err := walstream.Collect(ctx, store, id, ranges, peers, false); err != nil {
 			return fmt.Errorf("region %s: %w", id, err)
 		}
 		for _, f := range st.StreamFences {

@@ -8,7 +8,6 @@ import (
 
 	"github.com/prometheus/prometheus/model/labels"
 
-	"github.com/stratadb/strata/internal/freelist"
 	"github.com/stratadb/strata/internal/row"
 	"github.com/stratadb/strata/internal/schema"
 )
@@ -249,7 +248,7 @@ func reserved[T any](s []T, n int) []T {
 	if cap(s)-len(s) >= n {
 		return s
 	}
-	return append(freelist.Written(make([]T, 0, len(s)+n)), s...)
+	return append(row.Written(make([]T, 0, len(s)+n)), s...)
 }
 
 // wireLabel is a label of the request being walked.

@@ -65,7 +65,7 @@ type Options struct {
 	// (default DefaultSeriesCacheBytes).
 	SeriesCacheBytes int64
 	// Labels makes a new region's tags free-form labels
-	// (manifest.Schema.Labels), as the metrics table's are.
+	// (schema.Persisted.Labels), as the metrics table's are.
 	Labels bool
 	// WAL configures group commit of the region's own WAL.
 	WAL wal.Options

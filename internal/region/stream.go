@@ -12,6 +12,7 @@ import (
 	"github.com/stratadb/strata/internal/objstore"
 	"github.com/stratadb/strata/internal/row"
 	"github.com/stratadb/strata/internal/wal"
+	"github.com/stratadb/strata/internal/walstream"
 )
 
 // A region writes its WAL either alone (wal.Writer, its own segments under
@@ -90,8 +91,8 @@ func (r *Region) openStreams(ctx context.Context, st *manifest.State) (uint64, e
 		// sealed it and did not record the fence. The stream has ended
 		// for this region too (its writer rolls over at the fence), and
 		// the fence is recorded like any other.
-		isLive = isLive && seal == wal.Unsealed
-		wrote := seal == wal.SealWritten
+		isLive = isLive && seal == walstream.Unsealed
+		wrote := seal == walstream.SealWritten
 		if wrote {
 			sealed = append(sealed, manifest.StreamRef{Stream: ref.Stream, End: end})
 		}

@@ -17,6 +17,7 @@ import (
 	"github.com/stratadb/strata/internal/objstore/objstoretest"
 	"github.com/stratadb/strata/internal/row"
 	"github.com/stratadb/strata/internal/wal"
+	"github.com/stratadb/strata/internal/walstream"
 )
 
 var streamSeq atomic.Int64
@@ -159,7 +160,7 @@ func TestStreamOpenRecordsFenceInOwnStream(t *testing.T) {
 	closeRegion(t, r, false)
 	// The other open: it seals and records nothing.
 	fence, seal, err := wal.ReplayStream(ctx, store, testRegion, st.Epoch+1, s1.ID(), st.Streams[0].From, false, func(uint64, *wal.Block) error { return nil })
-	if err != nil || seal != wal.SealWritten {
+	if err != nil || seal != walstream.SealWritten {
 		t.Fatalf("seal: %v %v", seal, err)
 	}
 	r = openAt(t, store, testRegion, Options{Stream: s1})

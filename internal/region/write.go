@@ -165,7 +165,7 @@ func getScratch(points, fields int) *scratch {
 	}
 	sc.entries = slices.Grow(sc.entries[:0], points)
 	if n := points * fields; cap(sc.vals) < n {
-		sc.vals = freelist.Written(make([]row.Value, n))
+		sc.vals = row.Written(make([]row.Value, n))
 	} else {
 		sc.vals = sc.vals[:n]
 		clear(sc.vals)

@@ -14,7 +14,6 @@ import (
 	"strings"
 	"unicode/utf8"
 
-	"github.com/stratadb/strata/internal/manifest"
 	"github.com/stratadb/strata/internal/row"
 )
 
@@ -48,15 +47,35 @@ func (e *ConflictError) Error() string {
 		e.Column, e.HaveRole, e.HaveType, e.WriteRole, e.WriteType)
 }
 
+// Column is one column of a table's schema, as the manifest and the
+// catalog persist it.
+type Column struct {
+	Name string `json:"name"`
+	Role string `json:"role"` // "tag", "timestamp" or "field"
+	Type string `json:"type"` // "string", "int64", "uint64", "float64", "bool"
+}
+
+// Persisted is a table's schema as a region's manifest and the catalog
+// persist it. Columns are only ever added.
+type Persisted struct {
+	Version uint64   `json:"version"`
+	Columns []Column `json:"columns"`
+	// Labels: the tags are free-form labels (Prometheus' model), not
+	// columns. Any label name is accepted, __name__ among them, and none
+	// is recorded, so the schema does not grow with the label names
+	// written.
+	Labels bool `json:"labels,omitempty"`
+}
+
 // Field is one field column.
 type Field struct {
 	Name string
 	Kind row.Kind
 }
 
-// Schema is an immutable, indexed view of a manifest.Schema.
+// Schema is an immutable, indexed view of a Persisted.
 type Schema struct {
-	persisted manifest.Schema
+	persisted Persisted
 	tsName    string
 	tags      []string
 	fields    []Field
@@ -69,11 +88,11 @@ func New(timestamp string) (*Schema, error) {
 	if err := ValidateName(timestamp); err != nil {
 		return nil, err
 	}
-	return FromManifest(manifest.Schema{Version: 1, Columns: []manifest.Column{{Name: timestamp, Role: RoleTimestamp, Type: "int64"}}})
+	return FromManifest(Persisted{Version: 1, Columns: []Column{{Name: timestamp, Role: RoleTimestamp, Type: "int64"}}})
 }
 
 // NewLabels is New for a table whose tags are free-form labels
-// (manifest.Schema.Labels).
+// (Persisted.Labels).
 func NewLabels(timestamp string) (*Schema, error) {
 	s, err := New(timestamp)
 	if err != nil {
@@ -85,7 +104,7 @@ func NewLabels(timestamp string) (*Schema, error) {
 }
 
 // FromManifest indexes a persisted schema.
-func FromManifest(ms manifest.Schema) (*Schema, error) {
+func FromManifest(ms Persisted) (*Schema, error) {
 	s := &Schema{persisted: ms, byName: map[string]int{}, ordinal: map[string]int{}}
 	for i, c := range ms.Columns {
 		if _, dup := s.byName[c.Name]; dup {
@@ -117,8 +136,9 @@ func FromManifest(ms manifest.Schema) (*Schema, error) {
 	return s, nil
 }
 
-// Manifest returns the persisted form.
-func (s *Schema) Manifest() manifest.Schema { return s.persisted }
+// Manifest returns the persisted form (a region's manifest and the
+// catalog hold it).
+func (s *Schema) Manifest() Persisted { return s.persisted }
 
 // Version is the schema's version; it grows with every change.
 func (s *Schema) Version() uint64 { return s.persisted.Version }
@@ -142,10 +162,10 @@ func (s *Schema) FieldOrdinal(name string) (int, bool) {
 }
 
 // Column returns a column by name.
-func (s *Schema) Column(name string) (manifest.Column, bool) {
+func (s *Schema) Column(name string) (Column, bool) {
 	i, ok := s.byName[name]
 	if !ok {
-		return manifest.Column{}, false
+		return Column{}, false
 	}
 	return s.persisted.Columns[i], true
 }
@@ -154,7 +174,7 @@ func (s *Schema) Column(name string) (manifest.Column, bool) {
 // checks those it has. Add reports each column a row uses.
 type Additions struct {
 	base  *Schema
-	added []manifest.Column
+	added []Column
 	seen  map[string]int // index into added
 }
 
@@ -187,11 +207,11 @@ func (a *Additions) use(name, role, typ string) error {
 		a.seen = map[string]int{}
 	}
 	a.seen[name] = len(a.added)
-	a.added = append(a.added, manifest.Column{Name: name, Role: role, Type: typ})
+	a.added = append(a.added, Column{Name: name, Role: role, Type: typ})
 	return nil
 }
 
-func check(c manifest.Column, name, role, typ string) error {
+func check(c Column, name, role, typ string) error {
 	if c.Role == role && c.Type == typ {
 		return nil
 	}
@@ -209,7 +229,7 @@ func (a *Additions) Result() (*Schema, error) {
 	if !a.Changed() {
 		return a.base, nil
 	}
-	ms := manifest.Schema{Version: a.base.persisted.Version + 1, Labels: a.base.persisted.Labels}
+	ms := Persisted{Version: a.base.persisted.Version + 1, Labels: a.base.persisted.Labels}
 	ms.Columns = append(append(ms.Columns, a.base.persisted.Columns...), a.added...)
 	return FromManifest(ms)
 }

@@ -5,7 +5,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/stratadb/strata/internal/manifest"
 	"github.com/stratadb/strata/internal/row"
 )
 
@@ -75,10 +74,10 @@ func TestBadNames(t *testing.T) {
 			t.Errorf("%q: %v", n, err)
 		}
 	}
-	if _, err := FromManifest(manifest.Schema{Version: 1, Columns: []manifest.Column{{Name: "a", Role: "field", Type: "complex"}}}); err == nil {
+	if _, err := FromManifest(Persisted{Version: 1, Columns: []Column{{Name: "a", Role: "field", Type: "complex"}}}); err == nil {
 		t.Error("unknown type accepted")
 	}
-	if _, err := FromManifest(manifest.Schema{Version: 1, Columns: []manifest.Column{{Name: "a", Role: "field", Type: "bool"}}}); err == nil {
+	if _, err := FromManifest(Persisted{Version: 1, Columns: []Column{{Name: "a", Role: "field", Type: "bool"}}}); err == nil {
 		t.Error("schema without a timestamp accepted")
 	}
 }

@@ -35,6 +35,7 @@ import (
 
 	"github.com/stratadb/strata/internal/auth"
 	"github.com/stratadb/strata/internal/catalog"
+	"github.com/stratadb/strata/internal/catalog/storecat"
 	"github.com/stratadb/strata/internal/cluster"
 	"github.com/stratadb/strata/internal/compact"
 	"github.com/stratadb/strata/internal/datanode"
@@ -433,14 +434,14 @@ func (s *Server) Shutdown(ctx context.Context) error {
 // one, the store's newest version is written to etcd and the store's
 // catalog objects are deleted, so no stale copy remains.
 func importCatalog(ctx context.Context, store objstore.Bucket, cli *clientv3.Client, log *slog.Logger) error {
-	imported, err := catalog.ImportStore(ctx, cli, store)
+	imported, err := storecat.Import(ctx, cli, store)
 	if err != nil {
 		return fmt.Errorf("import the store's catalog into etcd: %w", err)
 	}
 	if !imported {
 		return nil
 	}
-	if _, err := objstore.DeletePrefix(ctx, store, catalog.StorePrefix); err != nil {
+	if _, err := objstore.DeletePrefix(ctx, store, storecat.Prefix); err != nil {
 		return err
 	}
 	log.Info("catalog moved from the store into etcd")

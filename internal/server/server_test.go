@@ -14,6 +14,7 @@ import (
 	reflectionpb "google.golang.org/grpc/reflection/grpc_reflection_v1"
 
 	"github.com/stratadb/strata/internal/catalog"
+	"github.com/stratadb/strata/internal/catalog/storecat"
 	"github.com/stratadb/strata/internal/datanode"
 	"github.com/stratadb/strata/internal/layout"
 	"github.com/stratadb/strata/internal/objstore"
@@ -102,7 +103,7 @@ func TestStandaloneRunsMetasrvAndImportsTheStoreCatalog(t *testing.T) {
 	}
 	// What such a standalone left: a catalog in the store, and unflushed
 	// WALs (they replay under the new owner).
-	cat, err := catalog.Open(ctx, catalog.StoreBackend{Store: store}, 1)
+	cat, err := catalog.Open(ctx, storecat.Backend{Store: store}, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -163,7 +164,7 @@ func TestStandaloneRunsMetasrvAndImportsTheStoreCatalog(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer after.Close()
-	if objs, _ := objstore.ListAll(ctx, after, catalog.StorePrefix, 100); len(objs) != 0 {
+	if objs, _ := objstore.ListAll(ctx, after, storecat.Prefix, 100); len(objs) != 0 {
 		t.Fatalf("%d catalog objects left in the store", len(objs))
 	}
 	conn, err := grpc.NewClient(s.GRPCAddr(), grpc.WithTransportCredentials(insecure.NewCredentials()))

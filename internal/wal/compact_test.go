@@ -14,6 +14,7 @@ import (
 	"github.com/stratadb/strata/internal/decimal"
 	"github.com/stratadb/strata/internal/layout"
 	"github.com/stratadb/strata/internal/row"
+	"github.com/stratadb/strata/internal/walstream"
 )
 
 // randomEntries are puts of every kind of value (nulls among them; floats
@@ -175,7 +176,7 @@ func TestStreamReadsPlainS2Blocks(t *testing.T) {
 	blocks := []Block{{Region: layout.RegionID{Table: 3, Region: 1}, Epoch: 1, FirstSeq: 5, chunks: [][]byte{enc}, count: len(es), raw: len(raw)}}
 	data := encodeStream(nil, false, blocks)
 	// Mark the block codecS2, and seal the segment again.
-	data[streamHeaderLen+32] = codecS2
+	data[walstream.HeaderLen+32] = codecS2
 	body := data[:len(data)-4]
 	binary.LittleEndian.PutUint32(data[len(data)-4:], crc32.Checksum(body, castagnoli))
 	seg, err := DecodeStream(1, data)
@@ -184,7 +185,7 @@ func TestStreamReadsPlainS2Blocks(t *testing.T) {
 	}
 	sameEntries(t, seg.Blocks[0].Entries, es, 5)
 	// The same bytes read as compact entries do not decode.
-	data[streamHeaderLen+32] = codecS2Compact
+	data[walstream.HeaderLen+32] = codecS2Compact
 	binary.LittleEndian.PutUint32(data[len(data)-4:], crc32.Checksum(body, castagnoli))
 	if _, err := DecodeStream(1, data); err == nil {
 		t.Fatal("plain entries decoded as compact ones")
@@ -283,11 +284,11 @@ func TestStreamReadsCompactBlocksOfEveryKind(t *testing.T) {
 		enc, _ := chunk(raw)
 		blocks := []Block{{Region: layout.RegionID{Table: 3, Region: 1}, Epoch: 1, FirstSeq: 5, chunks: [][]byte{enc}, count: len(es), raw: len(raw)}}
 		data := encodeStream(nil, false, blocks)
-		if data[streamHeaderLen+32] != codecS2Kinds {
-			t.Fatalf("the writer wrote codec %d", data[streamHeaderLen+32])
+		if data[walstream.HeaderLen+32] != codecS2Kinds {
+			t.Fatalf("the writer wrote codec %d", data[walstream.HeaderLen+32])
 		}
 		reseal := func(codec byte) {
-			data[streamHeaderLen+32] = codec
+			data[walstream.HeaderLen+32] = codec
 			binary.LittleEndian.PutUint32(data[len(data)-4:], crc32.Checksum(data[:len(data)-4], castagnoli))
 		}
 		reseal(codecS2Compact)

@@ -17,6 +17,7 @@ import (
 
 	"github.com/stratadb/strata/internal/decimal"
 	"github.com/stratadb/strata/internal/row"
+	"github.com/stratadb/strata/internal/walstream"
 )
 
 const (
@@ -29,8 +30,9 @@ const (
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
-// ErrCorrupt: a segment does not decode or fails its checksum.
-var ErrCorrupt = errors.New("wal: corrupt segment")
+// ErrCorrupt: a segment does not decode or fails its checksum (a
+// region's segment or a stream's: one error, walstream's).
+var ErrCorrupt = walstream.ErrCorrupt
 
 // Segment is one decoded WAL object.
 type Segment struct {

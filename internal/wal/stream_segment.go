@@ -3,7 +3,6 @@ package wal
 import (
 	"encoding/binary"
 	"fmt"
-	"hash/crc32"
 	"slices"
 
 	"github.com/klauspost/compress/s2"
@@ -11,16 +10,14 @@ import (
 	"github.com/stratadb/strata/internal/freelist"
 	"github.com/stratadb/strata/internal/layout"
 	"github.com/stratadb/strata/internal/row"
+	"github.com/stratadb/strata/internal/walstream"
 )
 
 // A stream segment holds the entries of several regions, one block per
-// region (docs/format/wal.md, "Streams"). The blocks' headers come first, so
-// a reader learns which regions a segment holds from its first bytes.
+// region (docs/format/wal.md, "Streams"). Its envelope (the headers, the
+// blocks' bounds, the checksum) is internal/walstream's; the blocks'
+// bodies are this package's.
 const (
-	streamMagic     = "STRS"
-	streamHeaderLen = 4 + 1 + 1 + 4 // magic, version, kind, blocks
-	blockHeaderLen  = 4 + 4 + 8 + 8 + 4 + 4 + 1 + 4
-
 	codecRaw = 0
 	codecS2  = 1 // the body is chunks: uvarint length, then an S2 block
 	// The body is chunks as codecS2's, each of compact entries
@@ -72,45 +69,25 @@ func (s *StreamSegment) Block(region layout.RegionID) (*Block, bool) {
 
 // encodeStream appends a stream segment's bytes to dst.
 func encodeStream(dst []byte, fence bool, blocks []Block) []byte {
-	dst = append(dst, streamMagic...)
-	dst = append(dst, formatVersion)
-	if fence {
-		dst = append(dst, kindFence)
-	} else {
-		dst = append(dst, kindData)
-	}
-	dst = binary.LittleEndian.AppendUint32(dst, uint32(len(blocks)))
-	// Headers first, with each block's byte length patched in after its
-	// entries are encoded.
-	hdr := len(dst)
-	for _, b := range blocks {
-		dst = binary.LittleEndian.AppendUint32(dst, b.Region.Table)
-		dst = binary.LittleEndian.AppendUint32(dst, b.Region.Region)
-		dst = binary.LittleEndian.AppendUint64(dst, b.Epoch)
-		dst = binary.LittleEndian.AppendUint64(dst, b.FirstSeq)
-		dst = binary.LittleEndian.AppendUint32(dst, uint32(b.entries()))
-		dst = binary.LittleEndian.AppendUint32(dst, 0) // stored length, below
-		codec := byte(codecRaw)
+	hdrs := make([]walstream.Block, len(blocks))
+	for i, b := range blocks {
+		hdrs[i] = walstream.Block{Region: b.Region, Epoch: b.Epoch, FirstSeq: b.FirstSeq, Count: uint32(b.entries()), Codec: codecRaw, Raw: uint32(b.raw)}
 		if b.chunks != nil {
-			codec = codecS2Kinds
+			hdrs[i].Codec = codecS2Kinds
 		}
-		dst = append(dst, codec)
-		dst = binary.LittleEndian.AppendUint32(dst, uint32(b.raw))
 	}
-	for i := range blocks {
-		start := len(dst)
+	return walstream.Append(dst, fence, hdrs, func(dst []byte, i int) []byte {
 		if blocks[i].chunks != nil {
 			for _, c := range blocks[i].chunks {
 				dst = append(dst, c...)
 			}
-		} else {
-			for j := range blocks[i].Entries {
-				dst = appendEntry(dst, &blocks[i].Entries[j])
-			}
+			return dst
 		}
-		binary.LittleEndian.PutUint32(dst[hdr+i*blockHeaderLen+28:], uint32(len(dst)-start))
-	}
-	return binary.LittleEndian.AppendUint32(dst, crc32.Checksum(dst, castagnoli))
+		for j := range blocks[i].Entries {
+			dst = appendEntry(dst, &blocks[i].Entries[j])
+		}
+		return dst
+	})
 }
 
 // The writer compresses each append on its caller's goroutine, as one
@@ -191,97 +168,75 @@ func decodeChunks(data []byte, raw int, each func([]byte) error) ([]byte, error)
 	return out, nil
 }
 
-// DecodeStream parses a stream segment object.
+// DecodeStream parses a stream segment object, every block's entries
+// included.
 func DecodeStream(number uint64, data []byte) (*StreamSegment, error) {
-	bad := func(format string, args ...any) error {
-		return fmt.Errorf("%w %d: %s", ErrCorrupt, number, fmt.Sprintf(format, args...))
+	env, err := walstream.Decode(number, data)
+	if err != nil {
+		return nil, err
 	}
-	if len(data) < streamHeaderLen+4 {
-		return nil, bad("%d bytes is shorter than a header", len(data))
-	}
-	body, sum := data[:len(data)-4], binary.LittleEndian.Uint32(data[len(data)-4:])
-	if got := crc32.Checksum(body, castagnoli); got != sum {
-		return nil, bad("checksum %08x, want %08x", got, sum)
-	}
-	if string(body[:4]) != streamMagic {
-		return nil, bad("bad magic %q", body[:4])
-	}
-	if body[4] != formatVersion {
-		return nil, bad("unknown format version %d", body[4])
-	}
-	s := &StreamSegment{Number: number, Fence: body[5] == kindFence}
-	n := binary.LittleEndian.Uint32(body[6:])
-	if uint64(n)*blockHeaderLen > uint64(len(body)-streamHeaderLen) {
-		return nil, bad("%d blocks in %d bytes", n, len(body))
-	}
-	s.Blocks = make([]Block, n)
-	hdr := body[streamHeaderLen:]
-	rest := body[streamHeaderLen+int(n)*blockHeaderLen:]
-	for i := range s.Blocks {
-		h := hdr[i*blockHeaderLen:]
-		b := &s.Blocks[i]
-		b.Region = layout.RegionID{Table: binary.LittleEndian.Uint32(h), Region: binary.LittleEndian.Uint32(h[4:])}
-		b.Epoch = binary.LittleEndian.Uint64(h[8:])
-		b.FirstSeq = binary.LittleEndian.Uint64(h[16:])
-		count := binary.LittleEndian.Uint32(h[24:])
-		size := int(binary.LittleEndian.Uint32(h[28:]))
-		codec, raw := h[32], int(binary.LittleEndian.Uint32(h[33:]))
-		if size > len(rest) {
-			return nil, bad("block %d: %d bytes, %d left", i, size, len(rest))
+	s := &StreamSegment{Number: number, Fence: env.Fence, Blocks: make([]Block, len(env.Blocks))}
+	for i := range env.Blocks {
+		b, err := decodeBlock(&env.Blocks[i])
+		if err != nil {
+			return nil, fmt.Errorf("%w %d: block %d: %v", ErrCorrupt, number, i, err)
 		}
-		data := rest[:size]
-		rest = rest[size:]
-		switch codec {
-		case codecRaw:
-		case codecS2:
-			out, err := decodeChunks(data, raw, nil)
-			if err != nil {
-				return nil, bad("block %d: %v", i, err)
-			}
-			data = out
-		case codecS2Compact, codecS2Kinds:
-			if uint64(count) > uint64(raw) {
-				return nil, bad("block %d: %d entries in %d bytes", i, count, raw)
-			}
-			// Each chunk's entries refer only to the chunk's own.
-			b.Entries = make([]row.Entry, 0, count)
-			_, err := decodeChunks(data, raw, func(chunk []byte) (err error) {
-				if b.Entries, err = decodeCompactChunk(b.Entries, chunk, codec == codecS2Kinds); err != nil {
-					return fmt.Errorf("entry %d: %w", len(b.Entries), err)
-				}
-				return nil
-			})
-			if err != nil {
-				return nil, bad("block %d: %v", i, err)
-			}
-			if len(b.Entries) != int(count) {
-				return nil, bad("block %d: %d entries, the header says %d", i, len(b.Entries), count)
-			}
-			for j := range b.Entries {
-				b.Entries[j].Seq = b.FirstSeq + uint64(j)
-			}
-			continue
-		default:
-			return nil, bad("block %d: unknown codec %d", i, codec)
-		}
-		if uint64(count) > uint64(len(data)) {
-			return nil, bad("block %d: %d entries in %d bytes", i, count, len(data))
-		}
-		d := decoder{buf: data, str: string(data)}
-		b.Entries = make([]row.Entry, count)
-		for j := range b.Entries {
-			e := &b.Entries[j]
-			e.Seq = b.FirstSeq + uint64(j)
-			if err := d.entry(e); err != nil {
-				return nil, bad("block %d entry %d: %v", i, j, err)
-			}
-		}
-		if d.off != len(data) {
-			return nil, bad("block %d: %d bytes, entries took %d", i, len(data), d.off)
-		}
-	}
-	if len(rest) != 0 {
-		return nil, bad("%d trailing bytes", len(rest))
+		s.Blocks[i] = b
 	}
 	return s, nil
+}
+
+// decodeBlock decodes a block's entries.
+func decodeBlock(h *walstream.Block) (Block, error) {
+	b := Block{Region: h.Region, Epoch: h.Epoch, FirstSeq: h.FirstSeq}
+	count, raw, data := h.Count, int(h.Raw), h.Body
+	switch h.Codec {
+	case codecRaw:
+	case codecS2:
+		out, err := decodeChunks(data, raw, nil)
+		if err != nil {
+			return b, err
+		}
+		data = out
+	case codecS2Compact, codecS2Kinds:
+		if uint64(count) > uint64(raw) {
+			return b, fmt.Errorf("%d entries in %d bytes", count, raw)
+		}
+		// Each chunk's entries refer only to the chunk's own.
+		b.Entries = make([]row.Entry, 0, count)
+		_, err := decodeChunks(data, raw, func(chunk []byte) (err error) {
+			if b.Entries, err = decodeCompactChunk(b.Entries, chunk, h.Codec == codecS2Kinds); err != nil {
+				return fmt.Errorf("entry %d: %w", len(b.Entries), err)
+			}
+			return nil
+		})
+		if err != nil {
+			return b, err
+		}
+		if len(b.Entries) != int(count) {
+			return b, fmt.Errorf("%d entries, the header says %d", len(b.Entries), count)
+		}
+		for j := range b.Entries {
+			b.Entries[j].Seq = b.FirstSeq + uint64(j)
+		}
+		return b, nil
+	default:
+		return b, fmt.Errorf("unknown codec %d", h.Codec)
+	}
+	if uint64(count) > uint64(len(data)) {
+		return b, fmt.Errorf("%d entries in %d bytes", count, len(data))
+	}
+	d := decoder{buf: data, str: string(data)}
+	b.Entries = make([]row.Entry, count)
+	for j := range b.Entries {
+		e := &b.Entries[j]
+		e.Seq = b.FirstSeq + uint64(j)
+		if err := d.entry(e); err != nil {
+			return b, fmt.Errorf("entry %d: %v", j, err)
+		}
+	}
+	if d.off != len(data) {
+		return b, fmt.Errorf("%d bytes, entries took %d", len(data), d.off)
+	}
+	return b, nil
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/stratadb/strata/internal/objstore/faultstore"
 	"github.com/stratadb/strata/internal/objstore/objstoretest"
 	"github.com/stratadb/strata/internal/row"
+	"github.com/stratadb/strata/internal/walstream"
 )
 
 func TestStreamSegmentRoundTripAndCorruption(t *testing.T) {
@@ -340,7 +341,7 @@ func TestStreamAmbiguousCreateCollected(t *testing.T) {
 	// and GC deletes 1 and 2.
 	other := layout.RegionID{Table: 1, Region: 2}
 	end, seal, err := ReplayStream(ctx, inner, other, 1, stream, 1, false, func(uint64, *Block) error { return nil })
-	if err != nil || seal != SealWritten || end != 3 {
+	if err != nil || seal != walstream.SealWritten || end != 3 {
 		t.Fatalf("seal: %d %v %v", end, seal, err)
 	}
 	for n := uint64(1); n < end; n++ {

@@ -1,4 +1,4 @@
-package gc
+package walstream
 
 import (
 	"context"
@@ -8,17 +8,16 @@ import (
 	"github.com/stratadb/strata/internal/layout"
 	"github.com/stratadb/strata/internal/manifest"
 	"github.com/stratadb/strata/internal/objstore"
-	"github.com/stratadb/strata/internal/wal"
 )
 
-// Shared WAL stream segments (wal.Stream) hold several regions' entries,
-// so no one region's manifest decides their deletion. A region that no
-// longer needs a range of a stream first commits it as StreamGarbage (its
-// flush or its open does), and only then asks the other regions with
-// entries in each segment whether they still need it: release, then
-// check. Of two regions releasing the same segment at once, at least the
-// later to check sees the other's release, so the segment is deleted
-// once the last region needing it lets go, and never before.
+// Shared WAL stream segments hold several regions' entries, so no one
+// region's manifest decides their deletion. A region that no longer needs
+// a range of a stream first commits it as StreamGarbage (its flush or its
+// open does), and only then asks the other regions with entries in each
+// segment whether they still need it: release, then check. Of two regions
+// releasing the same segment at once, at least the later to check sees
+// the other's release, so the segment is deleted once the last region
+// needing it lets go, and never before.
 
 // Peers answers, for stream collection, what the other regions need.
 type Peers struct {
@@ -36,8 +35,8 @@ type Peers struct {
 	Live func(stream string) (next uint64, ok bool)
 }
 
-// StreamReport is what a collection of stream garbage did.
-type StreamReport struct {
+// Report is what a collection of stream garbage did.
+type Report struct {
 	Deleted   int // segments deleted
 	Kept      int // segments another region still needs
 	Reads     int // segments read to learn their regions
@@ -47,14 +46,14 @@ type StreamReport struct {
 	Deferred []manifest.StreamRef
 }
 
-// CollectStreams deletes the segments of ranges (released by region self)
+// Collect deletes the segments of ranges (released by region self)
 // that no other region with entries in them needs, and returns the ranges
 // it settled. A range is settled when each of its segments is deleted,
 // missing, or needed by another region (which deletes it when it lets
 // go). Fences are never in a range (a range ends below its stream's
 // fence). The caller commits the settled ranges as Collected.
-func CollectStreams(ctx context.Context, store objstore.Bucket, self layout.RegionID, ranges []manifest.StreamRef, peers Peers, dry bool) (StreamReport, error) {
-	var rep StreamReport
+func Collect(ctx context.Context, store objstore.Bucket, self layout.RegionID, ranges []manifest.StreamRef, peers Peers, dry bool) (Report, error) {
+	var rep Report
 	states := map[layout.RegionID]*manifest.State{}
 	state := func(id layout.RegionID) (*manifest.State, error) {
 		if st, ok := states[id]; ok {
@@ -65,7 +64,7 @@ func CollectStreams(ctx context.Context, store objstore.Bucket, self layout.Regi
 		if peers.State != nil {
 			st, err = peers.State(ctx, id)
 		} else {
-			st, err = ReadState(ctx, store, id)
+			st, err = manifest.ReadState(ctx, store, id)
 		}
 		if err != nil {
 			return nil, err
@@ -100,7 +99,7 @@ func CollectStreams(ctx context.Context, store objstore.Bucket, self layout.Regi
 				if err != nil {
 					return rep, fmt.Errorf("read %s: %w", key, err)
 				}
-				seg, err := wal.DecodeStream(n, data)
+				seg, err := Decode(n, data)
 				if err != nil {
 					return rep, fmt.Errorf("stream %s: %w", g.Stream, err)
 				}
@@ -149,18 +148,4 @@ func CollectStreams(ctx context.Context, store objstore.Bucket, self layout.Regi
 		}
 	}
 	return rep, nil
-}
-
-// ReadState reads a region's manifest without taking ownership; nil if
-// the region does not exist.
-func ReadState(ctx context.Context, store objstore.Bucket, id layout.RegionID) (*manifest.State, error) {
-	m, err := manifest.Open(ctx, store, id, manifest.Options{ReadOnly: true})
-	if errors.Is(err, manifest.ErrRegionNotFound) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	defer m.Close()
-	return m.State(), nil
 }
