@@ -17,28 +17,47 @@ import (
 // cut from the keys added (no copies). Not safe for concurrent use: the
 // owner serialises Add against readers.
 type Index struct {
-	m    map[string]map[string][]int32
-	tags []row.Tag // scratch of Add
+	m     map[string]map[string][]int32
+	tags  []row.Tag // scratch of Add
+	bytes int64
 }
+
+// Bytes approximates the index's memory (the names and values, cut from
+// the keys or kept by the caller, aside).
+func (x *Index) Bytes() int64 { return x.bytes }
 
 // Add records key as ordinal id, which must be above every id added so
 // far. Of a key that does not decode, the tags before the fault are
 // recorded: a scan's match (row.SeriesTag) finds those, and no others.
 // It returns the number of tags recorded.
 func (x *Index) Add(id int32, key string) int {
+	x.tags, _ = row.DecodeSeries(x.tags[:0], key)
+	x.AddTags(id, x.tags)
+	return len(x.tags)
+}
+
+// AddTags records tags as those of ordinal id, which must be above every
+// id added so far. The index keeps the tags' strings.
+func (x *Index) AddTags(id int32, tags []row.Tag) {
 	if x.m == nil {
 		x.m = map[string]map[string][]int32{}
 	}
-	x.tags, _ = row.DecodeSeries(x.tags[:0], key)
-	for _, t := range x.tags {
+	for _, t := range tags {
 		vs := x.m[t.Name]
 		if vs == nil {
 			vs = map[string][]int32{}
 			x.m[t.Name] = vs
+			x.bytes += 64
 		}
-		vs[t.Value] = append(vs[t.Value], id)
+		l := vs[t.Value]
+		if len(l) == cap(l) {
+			x.bytes += 4*int64(len(l)) + 8 // the list's next array
+			if l == nil {
+				x.bytes += 48 // the value's entry
+			}
+		}
+		vs[t.Value] = append(l, id)
 	}
-	return len(x.tags)
 }
 
 // Lookup returns the ordinals of the keys with tag name = value, ascending

@@ -10,8 +10,6 @@ import (
 
 	"github.com/stratadb/strata/internal/manifest"
 	"github.com/stratadb/strata/internal/memtable"
-	"github.com/stratadb/strata/internal/postings"
-	"github.com/stratadb/strata/internal/row"
 	"github.com/stratadb/strata/internal/sst"
 )
 
@@ -33,58 +31,14 @@ type seriesCache struct {
 // DefaultSeriesCacheBytes bounds a region's decoded series indexes.
 const DefaultSeriesCacheBytes = 256 << 20
 
-// fileSeries is a file's series index, with what filtered scans look up in
-// it: each series' first row, and the series of each tag value (built on a
-// filtered scan's first use, so a narrow query does not decode every key of
-// the file each time).
-type fileSeries struct {
-	sst.SeriesIndex
-	starts []int64 // starts[i]: Keys[i]'s first row; starts[len(Keys)]: the rows (nil without row counts)
-
-	size     int64 // approximate memory, postings included
-	once     sync.Once
-	postings postings.Index // of Keys, by ordinal
-}
-
-func newFileSeries(x sst.SeriesIndex) *fileSeries {
-	fs := &fileSeries{SeriesIndex: x}
-	// The keys, their headers and counts, and the postings a filtered
-	// scan builds (about the keys' size again).
-	for _, k := range x.Keys {
-		fs.size += 2*int64(len(k)) + 48
-	}
-	if len(x.Rows) == len(x.Keys) {
-		fs.starts = make([]int64, len(x.Keys)+1)
-		for i, n := range x.Rows {
-			fs.starts[i+1] = fs.starts[i] + n
-		}
-	}
-	return fs
-}
-
-// candidates returns the ordinals, ascending, of the keys that may pass the
-// filter's tags and in: a superset of those that do (the scan's own match
-// decides). all is true when no filter narrows the set.
-func (fs *fileSeries) candidates(tags []row.Tag, in []row.TagIn) (ords []int32, all bool) {
-	fs.once.Do(fs.index)
-	return fs.postings.Candidates(tags, in)
-}
-
-// index builds the postings.
-func (fs *fileSeries) index() {
-	for i, k := range fs.Keys {
-		fs.postings.Add(int32(i), k)
-	}
-}
-
 // add records the series index of a file this instance wrote. An index
 // that does not decode is left to be loaded (and its error reported) on use.
 func (c *seriesCache) add(id string, index []byte) {
-	x, err := sst.DecodeSeriesIndex(index)
+	x, err := decodeFileSeries(index)
 	if err != nil {
 		return
 	}
-	c.put(id, newFileSeries(x))
+	c.put(id, x)
 }
 
 func (c *seriesCache) put(id string, x *fileSeries) {
@@ -184,25 +138,17 @@ func (r *Region) fileRuns(ctx context.Context, id string, f manifest.FileMeta, p
 	if x.starts == nil {
 		return nil, nil // keys read from the SST itself: no row counts
 	}
-	if rows := x.starts[len(x.Keys)]; f.Rows > 0 && rows != f.Rows {
+	if rows := x.starts[x.n]; f.Rows > 0 && rows != f.Rows {
 		r.log.Warn("series index disagrees with its file; scanning without it", "file", id, "index_rows", rows, "file_rows", f.Rows)
 		return nil, nil
 	}
 	runs := []sst.Run{}
-	add := func(i int) {
-		if k := x.Keys[i]; match(k) {
+	var keys keyArena
+	x.each(p.tags, p.in, func(i int) {
+		if k := keys.key(x, i); match(k) {
 			runs = append(runs, sst.Run{Key: k, Start: x.starts[i], End: x.starts[i+1]})
 		}
-	}
-	if ords, all := x.candidates(p.tags, p.in); all {
-		for i := range x.Keys {
-			add(i)
-		}
-	} else {
-		for _, i := range ords {
-			add(int(i))
-		}
-	}
+	})
 	return runs, nil
 }
 
@@ -217,22 +163,17 @@ func (r *Region) listSeries(ctx context.Context, mems []*memtable.Memtable, st *
 	if err != nil {
 		return nil, fmt.Errorf("region %s: list series: %w", r.id, err)
 	}
-	lists := make([][]string, 0, len(files)+1)
-	var mem []string
-	for _, mt := range mems {
-		mem = append(mem, mt.Series(f)...)
-	}
-	lists = append(lists, mem)
-	for _, x := range xs {
-		lists = append(lists, x.Keys)
-	}
 	var out []string
-	for _, l := range lists {
-		for _, k := range l {
-			if f.Series == nil || f.Series(k) {
+	for _, mt := range mems {
+		out = append(out, mt.Series(f)...)
+	}
+	var keys keyArena
+	for _, x := range xs {
+		x.each(f.Tags, f.In, func(i int) {
+			if k := keys.key(x, i); f.Series == nil || f.Series(k) {
 				out = append(out, k)
 			}
-		}
+		})
 	}
 	slices.Sort(out)
 	return slices.Compact(out), nil
@@ -266,37 +207,47 @@ func (r *Region) fileIndexes(ctx context.Context, st *manifest.State, files []st
 // before series indexes existed has none: its series are read from the SST
 // itself (the only SST read a listing makes).
 func (r *Region) loadSeries(ctx context.Context, id string, f manifest.FileMeta) (*fileSeries, error) {
-	var x sst.SeriesIndex
+	fs, err := r.readSeries(ctx, id, f)
+	if err != nil {
+		return nil, err
+	}
+	r.seriesIdx.put(id, fs)
+	return fs, nil
+}
+
+func (r *Region) readSeries(ctx context.Context, id string, f manifest.FileMeta) (*fileSeries, error) {
 	if f.Series {
 		data, err := r.store.Get(ctx, r.id.SeriesKey(id))
 		if err != nil {
 			return nil, fmt.Errorf("read %s: %w", r.id.SeriesKey(id), err)
 		}
-		if x, err = sst.DecodeSeriesIndex(data); err != nil {
+		fs, err := decodeFileSeries(data)
+		if err != nil {
 			return nil, fmt.Errorf("%s: %w", r.id.SeriesKey(id), err)
 		}
-	} else {
-		rd, err := r.opts.Cache.Open(ctx, r.store, r.id.SSTKey(id), f.Size)
-		if err != nil {
-			return nil, err
-		}
-		it := rd.Iter(sst.Filter{Start: AllTime, End: AllTimeEnd, Fields: []string{}})
-		for it.Next() {
-			// Keys only: scans use a file's row counts only when it has
-			// an index (fileRuns).
-			if k := it.Entry().Series; len(x.Keys) == 0 || x.Keys[len(x.Keys)-1] != k {
-				x.Keys = append(x.Keys, k)
-			}
-		}
-		err = it.Err()
-		it.Close()
-		if err != nil {
-			return nil, fmt.Errorf("read the series of %s: %w", r.id.SSTKey(id), err)
+		return fs, nil
+	}
+	rd, err := r.opts.Cache.Open(ctx, r.store, r.id.SSTKey(id), f.Size)
+	if err != nil {
+		return nil, err
+	}
+	// Keys only: scans use a file's row counts only when it has an index
+	// (fileRuns).
+	b := newFileSeriesBuilder(false)
+	it := rd.Iter(sst.Filter{Start: AllTime, End: AllTimeEnd, Fields: []string{}})
+	last := ""
+	for it.Next() {
+		if k := it.Entry().Series; b.fs.n == 0 || k != last {
+			b.add([]byte(k), 0)
+			last = k
 		}
 	}
-	fs := newFileSeries(x)
-	r.seriesIdx.put(id, fs)
-	return fs, nil
+	err = it.Err()
+	it.Close()
+	if err != nil {
+		return nil, fmt.Errorf("read the series of %s: %w", r.id.SSTKey(id), err)
+	}
+	return b.done(), nil
 }
 
 // TagValues returns the distinct values, unordered, of tag name in the
@@ -320,7 +271,6 @@ func (r *Region) TagNames(ctx context.Context, start, end int64) ([]string, erro
 	return r.fromPostings(ctx, start, end, func(mt *memtable.Memtable, seen map[string]struct{}) {
 		mt.TagNames(start, end, seen)
 	}, func(fs *fileSeries, seen map[string]struct{}) {
-		fs.once.Do(fs.index)
 		for n := range fs.postings.Names() {
 			seen[n] = struct{}{}
 		}
@@ -358,6 +308,5 @@ func (r *Region) fromPostings(ctx context.Context, start, end int64, mem func(*m
 
 // values are the values tag name has in the file's series.
 func (fs *fileSeries) values(name string) iter.Seq2[string, []int32] {
-	fs.once.Do(fs.index)
 	return fs.postings.Values(name)
 }

@@ -99,44 +99,59 @@ func EncodeSeriesIndex(x SeriesIndex) ([]byte, error) {
 // DecodeSeriesIndex decodes a series index.
 func DecodeSeriesIndex(data []byte) (SeriesIndex, error) {
 	var x SeriesIndex
+	err := ReadSeriesIndex(data, func(key []byte, rows int64) {
+		x.Keys = append(x.Keys, string(key))
+		x.Rows = append(x.Rows, rows)
+	})
+	if err != nil {
+		return SeriesIndex{}, err
+	}
+	return x, nil
+}
+
+// ReadSeriesIndex checks and decodes a series index, calling each with
+// every key, in order, and its rows. key is valid only during the call
+// (the keys are rebuilt in one buffer): a reader keeps what it needs of it,
+// not the key itself. Nothing is called unless the checksum holds, but a
+// malformed body found past some keys returns its error after them.
+func ReadSeriesIndex(data []byte, each func(key []byte, rows int64)) error {
 	if len(data) < 9 || string(data[:4]) != seriesMagic {
-		return x, fmt.Errorf("%w: bad magic", ErrCorruptSeries)
+		return fmt.Errorf("%w: bad magic", ErrCorruptSeries)
 	}
 	if data[4] != seriesFormat {
-		return x, fmt.Errorf("%w: unknown format %d", ErrCorruptSeries, data[4])
+		return fmt.Errorf("%w: unknown format %d", ErrCorruptSeries, data[4])
 	}
 	if crc32.Checksum(data[9:], castagnoli) != binary.LittleEndian.Uint32(data[5:9]) {
-		return x, fmt.Errorf("%w: checksum mismatch", ErrCorruptSeries)
+		return fmt.Errorf("%w: checksum mismatch", ErrCorruptSeries)
 	}
 	body, err := decoder.Decode(nil, data[9:])
 	if err != nil {
-		return x, fmt.Errorf("%w: %w", ErrCorruptSeries, err)
+		return fmt.Errorf("%w: %w", ErrCorruptSeries, err)
 	}
-	var last string
-	for len(body) > 0 {
-		shared, n := binary.Uvarint(body)
-		if n <= 0 {
-			return SeriesIndex{}, fmt.Errorf("%w: bad prefix length", ErrCorruptSeries)
+	var key, last []byte
+	for n := 0; len(body) > 0; n++ {
+		shared, w := binary.Uvarint(body)
+		if w <= 0 {
+			return fmt.Errorf("%w: bad prefix length", ErrCorruptSeries)
 		}
-		body = body[n:]
-		suffix, n := binary.Uvarint(body)
-		if n <= 0 || shared > uint64(len(last)) || suffix > uint64(len(body)-n) {
-			return SeriesIndex{}, fmt.Errorf("%w: bad key", ErrCorruptSeries)
+		body = body[w:]
+		suffix, w := binary.Uvarint(body)
+		if w <= 0 || shared > uint64(len(last)) || suffix > uint64(len(body)-w) {
+			return fmt.Errorf("%w: bad key", ErrCorruptSeries)
 		}
-		body = body[n:]
-		key := last[:shared] + string(body[:suffix])
+		body = body[w:]
+		key = append(append(key[:0], last[:shared]...), body[:suffix]...)
 		body = body[suffix:]
-		rows, n := binary.Uvarint(body)
-		if n <= 0 || rows == 0 || rows > math.MaxInt64 {
-			return SeriesIndex{}, fmt.Errorf("%w: bad row count", ErrCorruptSeries)
+		rows, w := binary.Uvarint(body)
+		if w <= 0 || rows == 0 || rows > math.MaxInt64 {
+			return fmt.Errorf("%w: bad row count", ErrCorruptSeries)
 		}
-		body = body[n:]
-		if len(x.Keys) > 0 && key <= last {
-			return SeriesIndex{}, fmt.Errorf("%w: keys out of order", ErrCorruptSeries)
+		body = body[w:]
+		if n > 0 && string(key) <= string(last) {
+			return fmt.Errorf("%w: keys out of order", ErrCorruptSeries)
 		}
-		x.Keys = append(x.Keys, key)
-		x.Rows = append(x.Rows, int64(rows))
-		last = key
+		each(key, int64(rows))
+		key, last = last, key
 	}
-	return x, nil
+	return nil
 }

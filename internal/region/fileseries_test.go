@@ -1,0 +1,146 @@
+package region
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"runtime"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/stratadb/strata/internal/row"
+	"github.com/stratadb/strata/internal/sst"
+)
+
+// A file's series kept as symbols rebuild every key byte for byte: keys
+// row.EncodeSeries wrote, keys that do not decode, and keys that decode
+// but not canonically (a tag with an empty value, an overlong length);
+// the postings list a key's tags (of one that does not decode, those
+// before the fault); and the index survives its object's encoding.
+func TestFileSeriesRebuildsEveryKey(t *testing.T) {
+	seed := uint64(time.Now().UnixNano())
+	t.Logf("seed %d", seed)
+	rng := rand.New(rand.NewPCG(seed, 0))
+	var x sst.SeriesIndex
+	for i := range 2000 {
+		tags := []row.Tag{{Name: "__name__", Value: fmt.Sprint("metric_", rng.IntN(50))}, {Name: "job", Value: "node"}, {Name: "id", Value: fmt.Sprint(i)}}
+		if rng.IntN(4) == 0 {
+			tags = append(tags, row.Tag{Name: "zone", Value: fmt.Sprint("z", rng.IntN(3))})
+		}
+		k, err := row.EncodeSeries(nil, tags)
+		if err != nil {
+			t.Fatal(err)
+		}
+		x.Keys = append(x.Keys, string(k))
+	}
+	x.Keys = append(x.Keys,
+		"\x03job\x04node\x7f",            // a tag, then a length past the end
+		"\x03job\x00",                    // an empty value: decodes, EncodeSeries never writes it
+		"\x83\x00job\x04node",            // an overlong length: decodes, re-encodes shorter
+		"",                               // no tag at all
+		string([]byte{0xff, 0xff, 0xff}), // nothing decodes
+	)
+	slices.Sort(x.Keys)
+	x.Keys = slices.Compact(x.Keys)
+	for range x.Keys {
+		x.Rows = append(x.Rows, 1+rng.Int64N(5))
+	}
+	data, err := sst.EncodeSeriesIndex(x)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fs, err := decodeFileSeries(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var keys keyArena
+	var got []string
+	var asStrings int64 // the keys as strings, and postings by string (as kept before)
+	for i := range fs.n {
+		got = append(got, keys.key(fs, i))
+		asStrings += 2*int64(len(x.Keys[i])) + 48
+	}
+	for i, k := range got { // after every key is built: none was overwritten
+		if k != x.Keys[i] {
+			t.Fatalf("key %d rebuilt as %q, want %q", i, k, x.Keys[i])
+		}
+		if fs.starts[i+1]-fs.starts[i] != x.Rows[i] {
+			t.Fatalf("key %d: rows %d, want %d", i, fs.starts[i+1]-fs.starts[i], x.Rows[i])
+		}
+	}
+	if fs.size >= asStrings {
+		t.Errorf("%d series take %d bytes as symbols, %d as strings", fs.n, fs.size, asStrings)
+	}
+
+	// Postings against SeriesTag over every key.
+	for _, f := range []row.Tag{{Name: "job", Value: "node"}, {Name: "__name__", Value: "metric_7"}, {Name: "zone", Value: "z1"}, {Name: "nope", Value: "x"}} {
+		var want []string
+		for _, k := range x.Keys {
+			if row.SeriesTag(k, f.Name) == f.Value {
+				want = append(want, k)
+			}
+		}
+		var have []string
+		fs.each([]row.Tag{f}, nil, func(i int) {
+			if k := keys.key(fs, i); row.SeriesTag(k, f.Name) == f.Value {
+				have = append(have, k)
+			}
+		})
+		if !slices.Equal(have, want) {
+			t.Fatalf("%v: %d series through the postings, %d through every key", f, len(have), len(want))
+		}
+	}
+
+	// The same series from the keys themselves (a file without an index).
+	same := newFileSeries(x)
+	for i := range same.n {
+		if k := keys.key(same, i); k != x.Keys[i] {
+			t.Fatalf("key %d from strings rebuilt as %q", i, k)
+		}
+	}
+}
+
+// BenchmarkFileSeries decodes the series index of a file of 100,000 series
+// shaped like Prometheus remote write (18 labels: a metric name of ten
+// series, a target, and label_key_k labels of 1 to 1,000 values), and
+// reports the heap it keeps a series against the key's own bytes.
+func BenchmarkFileSeries(b *testing.B) {
+	const n = 100_000
+	var x sst.SeriesIndex
+	cards := []int{1, 2, 3, 5, 10, 20, 50, 100, 1000, 2, 3, 5, 10, 20, 50}
+	keyBytes := 0
+	for i := range n {
+		tags := []row.Tag{{Name: "__name__", Value: fmt.Sprintf("avalanche_metric_mmmmm_%d", i/10)}, {Name: "instance", Value: "host-1:9100"}, {Name: "job", Value: "avalanche"}, {Name: "series_id", Value: fmt.Sprint(i % 10)}}
+		for k, c := range cards {
+			tags = append(tags, row.Tag{Name: fmt.Sprint("label_key_", k), Value: fmt.Sprint("value_", (i*7919+k*104729)%c)})
+		}
+		k, _ := row.EncodeSeries(nil, tags)
+		x.Keys = append(x.Keys, string(k))
+		x.Rows = append(x.Rows, 10)
+		keyBytes += len(k)
+	}
+	slices.Sort(x.Keys)
+	data, err := sst.EncodeSeriesIndex(x)
+	if err != nil {
+		b.Fatal(err)
+	}
+	x = sst.SeriesIndex{}
+	b.ResetTimer()
+	var kept, size int64
+	for b.Loop() {
+		var before, after runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+		fs, err := decodeFileSeries(data)
+		if err != nil {
+			b.Fatal(err)
+		}
+		runtime.GC()
+		runtime.ReadMemStats(&after)
+		kept, size = int64(after.HeapAlloc)-int64(before.HeapAlloc), fs.size
+		runtime.KeepAlive(fs)
+	}
+	b.ReportMetric(float64(kept)/n, "heap-B/series")
+	b.ReportMetric(float64(size)/n, "counted-B/series")
+	b.ReportMetric(float64(keyBytes)/n, "key-B/series")
+}
