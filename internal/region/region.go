@@ -75,8 +75,9 @@ type Options struct {
 	// FlushBytes is the active memtable size that triggers a flush
 	// (default DefaultFlushBytes).
 	FlushBytes int64
-	// MaxMemtableBytes is the region's memtable memory (active plus those
-	// being flushed) above which writes stall (default 2 × FlushBytes).
+	// MaxMemtableBytes is the region's memtable rows' memory (active plus
+	// those being flushed, keys aside) above which writes stall (default
+	// twice the most a memtable waits for: 8 × FlushBytes).
 	MaxMemtableBytes int64
 	// Budget bounds memtable memory across regions (default: none).
 	Budget *MemoryBudget
@@ -132,7 +133,7 @@ func (o *Options) defaults() {
 		o.SeriesCacheBytes = DefaultSeriesCacheBytes
 	}
 	if o.MaxMemtableBytes <= 0 {
-		o.MaxMemtableBytes = 2 * o.FlushBytes
+		o.MaxMemtableBytes = 2 * flushBytesCap * o.FlushBytes
 	}
 	if o.MaxBatchRows <= 0 {
 		o.MaxBatchRows = 1_000_000
@@ -288,7 +289,7 @@ func Open(ctx context.Context, store objstore.Bucket, id layout.RegionID, opts O
 	r.ctx, r.cancel = context.WithCancel(context.Background())
 	r.wg.Add(1)
 	go r.background()
-	if flushDue(st0, opts.FlushBytes) {
+	if flushDue(st0, &opts) {
 		r.requestFlush()
 	}
 	return r, nil
@@ -338,7 +339,7 @@ func (r *Region) apply(seg uint64, lists [][]row.Entry, note func()) {
 	m := r.opts.Metrics
 	m.MemtableBytes.Add(float64(after - before))
 	m.WriteRows.Add(float64(rows))
-	if flushDue(st, r.opts.FlushBytes) {
+	if flushDue(st, &r.opts) {
 		r.requestFlush()
 	}
 }
@@ -346,9 +347,30 @@ func (r *Region) apply(seg uint64, lists [][]row.Entry, note func()) {
 // flushDue reports whether a memtable of st is due to flush. The rows
 // decide, not the keys: a memtable of many series with a few samples each
 // (a Prometheus scrape) would otherwise write every key again for each few
-// samples. The keys are bounded by the node's memory budget, which flushes
-// the largest memtable when it is spent.
-func flushDue(st memtable.Stats, flushBytes int64) bool { return st.Bytes-st.KeyBytes >= flushBytes }
+// samples. Past FlushBytes of rows, a memtable also waits for
+// flushSeriesRows rows a series, up to flushCap of rows:
+// a file's series index, postings and key dictionary cost what its series
+// cost, so a million series flushed at less than a row each (32 MiB of
+// rows) wrote fifteen files a minute, each indexing every series, and a
+// query then read every one of those indexes. The keys are bounded by the
+// node's memory budget, which flushes the largest memtable when it is
+// spent.
+func flushDue(st memtable.Stats, o *Options) bool {
+	rows := st.Bytes - st.KeyBytes
+	return rows >= o.FlushBytes && (st.Entries >= flushSeriesRows*int64(st.Series) || rows >= o.flushCap())
+}
+
+const (
+	flushSeriesRows = 4
+	flushBytesCap   = 4
+)
+
+// flushCap is the most rows' memory a memtable waits for: flushBytesCap ×
+// FlushBytes, or half of MaxMemtableBytes if that is less (a memtable
+// waiting past the stall would never flush).
+func (o *Options) flushCap() int64 {
+	return max(o.FlushBytes, min(flushBytesCap*o.FlushBytes, o.MaxMemtableBytes/2))
+}
 
 // MemtableBytes is the memory held by the region's memtables.
 func (r *Region) MemtableBytes() int64 {

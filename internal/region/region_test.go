@@ -576,7 +576,8 @@ func TestWriteBatchChecksColumnsOnly(t *testing.T) {
 // flush would write every key again for one sample each; rows past
 // FlushBytes flush.
 func TestKeysDoNotStartAFlush(t *testing.T) {
-	r := open(t, objstoretest.Mem(t), Options{FlushBytes: 64 << 10, MaxMemtableBytes: 128 << 10})
+	o := Options{FlushBytes: 64 << 10, MaxMemtableBytes: 128 << 10}
+	r := open(t, objstoretest.Mem(t), o)
 	defer closeRegion(t, r, false)
 	long := strings.Repeat("v", 300)
 	write := func(ts int64) {
@@ -590,18 +591,23 @@ func TestKeysDoNotStartAFlush(t *testing.T) {
 	r.mu.Lock()
 	keys, bytes, st := r.memKeys, r.memBytes, r.active.Stats()
 	r.mu.Unlock()
-	if keys < 300_000 || bytes-keys >= 64<<10 || flushDue(st, 64<<10) {
-		t.Fatalf("after one row a series: %d key bytes of %d, flush due %v", keys, bytes, flushDue(st, 64<<10))
+	if keys < 300_000 || bytes-keys >= 64<<10 || flushDue(st, &o) {
+		t.Fatalf("after one row a series: %d key bytes of %d, flush due %v", keys, bytes, flushDue(st, &o))
 	}
 	for _, c := range []struct {
 		st   memtable.Stats
 		want bool
 	}{
 		{memtable.Stats{Bytes: 1 << 20, KeyBytes: 1<<20 - 1}, false},
-		{memtable.Stats{Bytes: 1 << 20, KeyBytes: 1<<20 - 64<<10}, true},
+		{memtable.Stats{Bytes: 1 << 20, KeyBytes: 1<<20 - 64<<10, Entries: 4000, Series: 1000}, true},
 		{memtable.Stats{Bytes: 64 << 10}, true},
+		// Past FlushBytes of rows but under 4 rows a series: wait, up to
+		// 4 × FlushBytes of rows.
+		{memtable.Stats{Bytes: 1 << 20, KeyBytes: 1<<20 - 64<<10, Entries: 3999, Series: 1000}, false},
+		{memtable.Stats{Bytes: 1 << 20, KeyBytes: 1<<20 - 256<<10 + 1, Entries: 3999, Series: 1000}, false},
+		{memtable.Stats{Bytes: 1 << 20, KeyBytes: 1<<20 - 256<<10, Entries: 3999, Series: 1000}, true},
 	} {
-		if got := flushDue(c.st, 64<<10); got != c.want {
+		if got := flushDue(c.st, &Options{FlushBytes: 64 << 10, MaxMemtableBytes: 1 << 30}); got != c.want {
 			t.Errorf("flushDue(%+v) = %v", c.st, got)
 		}
 	}
