@@ -1,7 +1,8 @@
 // Package postings indexes series keys by their tags: for each tag name and
-// value, the ordinals of the keys that have it, ascending. A file's series
-// index and a memtable keep one each, so a filtered scan looks up the
-// series its filter names instead of testing every key.
+// value, the ordinals of the keys that have it, ascending, so a filtered
+// scan looks up the series its filter names instead of testing every key.
+// A memtable keeps an Index as its series arrive; a file's series (kept by
+// the region as symbols) build their own lists and narrow through Narrow.
 package postings
 
 import (
@@ -17,47 +18,28 @@ import (
 // cut from the keys added (no copies). Not safe for concurrent use: the
 // owner serialises Add against readers.
 type Index struct {
-	m     map[string]map[string][]int32
-	tags  []row.Tag // scratch of Add
-	bytes int64
+	m    map[string]map[string][]int32
+	tags []row.Tag // scratch of Add
 }
-
-// Bytes approximates the index's memory (the names and values, cut from
-// the keys or kept by the caller, aside).
-func (x *Index) Bytes() int64 { return x.bytes }
 
 // Add records key as ordinal id, which must be above every id added so
 // far. Of a key that does not decode, the tags before the fault are
 // recorded: a scan's match (row.SeriesTag) finds those, and no others.
 // It returns the number of tags recorded.
 func (x *Index) Add(id int32, key string) int {
-	x.tags, _ = row.DecodeSeries(x.tags[:0], key)
-	x.AddTags(id, x.tags)
-	return len(x.tags)
-}
-
-// AddTags records tags as those of ordinal id, which must be above every
-// id added so far. The index keeps the tags' strings.
-func (x *Index) AddTags(id int32, tags []row.Tag) {
 	if x.m == nil {
 		x.m = map[string]map[string][]int32{}
 	}
-	for _, t := range tags {
+	x.tags, _ = row.DecodeSeries(x.tags[:0], key)
+	for _, t := range x.tags {
 		vs := x.m[t.Name]
 		if vs == nil {
 			vs = map[string][]int32{}
 			x.m[t.Name] = vs
-			x.bytes += 64
 		}
-		l := vs[t.Value]
-		if len(l) == cap(l) {
-			x.bytes += 4*int64(len(l)) + 8 // the list's next array
-			if l == nil {
-				x.bytes += 48 // the value's entry
-			}
-		}
-		vs[t.Value] = append(l, id)
+		vs[t.Value] = append(vs[t.Value], id)
 	}
+	return len(x.tags)
 }
 
 // Lookup returns the ordinals of the keys with tag name = value, ascending
@@ -73,17 +55,25 @@ func (x *Index) Values(name string) iter.Seq2[string, []int32] {
 func (x *Index) Names() iter.Seq[string] { return maps.Keys(x.m) }
 
 // Candidates returns the ordinals, ascending and in a slice of the
-// caller's, of the keys that may pass the filters tags and in: a superset
-// of those that do (the caller's own match decides). all is true when no
-// filter narrows the set (a filter on an empty value, series without the
-// tag, does not: no posting lists those).
+// caller's, of the keys that may pass the filters tags and in (see
+// Narrow).
 func (x *Index) Candidates(tags []row.Tag, in []row.TagIn) (ords []int32, all bool) {
+	return Narrow(tags, in, x.Lookup)
+}
+
+// Narrow returns the ordinals, ascending and in a slice of the caller's,
+// of the keys that may pass the filters tags and in, given the postings
+// of each tag value (lookup: ascending, read only): a superset of those
+// that do (the caller's own match decides). all is true when no filter
+// narrows the set (a filter on an empty value, series without the tag,
+// does not: no posting lists those).
+func Narrow(tags []row.Tag, in []row.TagIn, lookup func(name, value string) []int32) (ords []int32, all bool) {
 	var lists [][]int32
 	for _, t := range tags {
 		if t.Value == "" {
 			continue
 		}
-		lists = append(lists, x.Lookup(t.Name, t.Value))
+		lists = append(lists, lookup(t.Name, t.Value))
 	}
 	for _, f := range in {
 		if slices.Contains(f.Values, "") {
@@ -91,7 +81,7 @@ func (x *Index) Candidates(tags []row.Tag, in []row.TagIn) (ords []int32, all bo
 		}
 		var u []int32
 		for _, v := range f.Values {
-			u = append(u, x.Lookup(f.Name, v)...)
+			u = append(u, lookup(f.Name, v)...)
 		}
 		slices.Sort(u)
 		lists = append(lists, slices.Compact(u))

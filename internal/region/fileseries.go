@@ -2,7 +2,11 @@ package region
 
 import (
 	"encoding/binary"
+	"iter"
+	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"unsafe"
 
 	"github.com/stratadb/strata/internal/postings"
@@ -12,16 +16,20 @@ import (
 
 // fileSeries is a file's series index as a region keeps it in memory: each
 // tag name and value once (a symbol), each series as the symbols of its
-// tags, each series' first row, and the series of each tag value. A file
-// of a million series of 18 labels decodes to about 130 MB this way, where
-// its keys as strings, with postings by string, took 950 MB: more than a
-// region's cache holds, so every query decoded the file again. Keys are
-// rebuilt from the symbols for the series a scan or listing selects.
+// tags, and each series' first row. Keys are rebuilt from the symbols for
+// the series a scan or listing selects. The postings of a tag name (its
+// values' series) are built from the symbols on the first filter or
+// look-up that names it, so a file of a million series kept for filters
+// on __name__ costs about 60 bytes a series, where its keys as strings,
+// with postings by string for every tag, took 950 MB: more than a region's
+// cache holds, so every query decoded the file again.
 type fileSeries struct {
-	n    int
-	syms []string // the distinct tag names and values
-	refs []byte   // each series' tags: uvarint (name, value) symbol pairs
-	offs []uint32 // series i's are refs[offs[i]:offs[i+1]]
+	n     int
+	syms  []string // the distinct tag names and values
+	symOf map[string]uint32
+	names map[uint32]struct{} // the symbols that are tag names
+	refs  []byte              // each series' tags: uvarint (name, value) symbol pairs
+	offs  []uint32            // series i's are refs[offs[i]:offs[i+1]]
 	// raw holds whole the keys that symbols would not rebuild byte for
 	// byte (one that does not decode, or not canonically: none that
 	// row.EncodeSeries wrote); their postings list the tags before the
@@ -29,37 +37,41 @@ type fileSeries struct {
 	raw    map[int32]string
 	starts []int64 // starts[i]: series i's first row; starts[n]: the rows (nil without row counts)
 
-	postings postings.Index
-	size     int64 // approximate memory
+	mu     sync.Mutex
+	byName map[uint32]map[uint32][]int32 // name -> value -> ordinals, ascending; built on first use
+
+	size  atomic.Int64 // approximate memory
+	cache atomic.Pointer[seriesCache]
+	id    string // the file's, in cache
 }
 
 // fileSeriesBuilder adds a file's keys, in order, to a fileSeries.
 type fileSeriesBuilder struct {
-	fs    *fileSeries
-	symOf map[string]uint32
-	tags  []row.Tag
+	fs   *fileSeries
+	tags []row.Tag
+	size int64
 }
 
-func newFileSeriesBuilder(rows bool) *fileSeriesBuilder {
-	fs := &fileSeries{offs: []uint32{0}}
+func newFileSeriesBuilder(id string, rows bool) *fileSeriesBuilder {
+	fs := &fileSeries{id: id, offs: []uint32{0}, symOf: map[string]uint32{}, names: map[uint32]struct{}{}}
 	if rows {
 		fs.starts = []int64{0}
 	}
-	return &fileSeriesBuilder{fs: fs, symOf: map[string]uint32{}}
+	return &fileSeriesBuilder{fs: fs}
 }
 
-// sym returns the symbol of s, and its string, interning s (which may be
-// cut from a buffer that changes) if it is new.
-func (b *fileSeriesBuilder) sym(s string) (uint32, string) {
-	if id, ok := b.symOf[s]; ok {
-		return id, b.fs.syms[id]
+// sym returns the symbol of s, interning s (which may be cut from a buffer
+// that changes) if it is new.
+func (b *fileSeriesBuilder) sym(s string) uint32 {
+	if id, ok := b.fs.symOf[s]; ok {
+		return id
 	}
 	c := strings.Clone(s)
 	id := uint32(len(b.fs.syms))
 	b.fs.syms = append(b.fs.syms, c)
-	b.symOf[c] = id
-	b.fs.size += int64(len(c)) + 16
-	return id, c
+	b.fs.symOf[c] = id
+	b.size += int64(len(c)) + 16 + 40 // the string, its header and map entry
+	return id
 }
 
 // add adds the next key (valid only during the call) and its rows (ignored
@@ -72,11 +84,10 @@ func (b *fileSeriesBuilder) add(key []byte, rows int64) {
 	var err error
 	b.tags, err = row.DecodeSeries(b.tags[:0], k)
 	encoded := 0
-	for i, t := range b.tags {
+	for _, t := range b.tags {
 		encoded += uvarintLen(len(t.Name)) + len(t.Name) + uvarintLen(len(t.Value)) + len(t.Value)
-		var ns, vs uint32
-		ns, b.tags[i].Name = b.sym(t.Name)
-		vs, b.tags[i].Value = b.sym(t.Value)
+		ns, vs := b.sym(t.Name), b.sym(t.Value)
+		fs.names[ns] = struct{}{}
 		if err == nil {
 			fs.refs = binary.AppendUvarint(fs.refs, uint64(ns))
 			fs.refs = binary.AppendUvarint(fs.refs, uint64(vs))
@@ -88,19 +99,20 @@ func (b *fileSeriesBuilder) add(key []byte, rows int64) {
 		}
 		fs.raw[id] = string(key)
 		fs.refs = fs.refs[:fs.offs[len(fs.offs)-1]]
-		fs.size += int64(len(key)) + 64
+		b.size += int64(len(key)) + 64
 	}
 	fs.offs = append(fs.offs, uint32(len(fs.refs)))
 	if fs.starts != nil {
 		fs.starts = append(fs.starts, fs.starts[len(fs.starts)-1]+rows)
 	}
-	fs.postings.AddTags(id, b.tags)
 }
 
-// done returns the series, with their memory counted.
+// done returns the series, their arrays cut to size and their memory
+// counted.
 func (b *fileSeriesBuilder) done() *fileSeries {
 	fs := b.fs
-	fs.size += int64(cap(fs.refs)) + 4*int64(cap(fs.offs)) + 8*int64(cap(fs.starts)) + fs.postings.Bytes() + 128
+	fs.refs, fs.offs, fs.starts = slices.Clip(slices.Clone(fs.refs)), slices.Clone(fs.offs), slices.Clone(fs.starts)
+	fs.size.Store(b.size + int64(len(fs.refs)) + 4*int64(len(fs.offs)) + 8*int64(len(fs.starts)) + 24*int64(len(fs.names)) + 256)
 	return fs
 }
 
@@ -114,8 +126,8 @@ func uvarintLen(n int) int {
 
 // newFileSeries keeps the series of x (with row counts if it has one for
 // each key).
-func newFileSeries(x sst.SeriesIndex) *fileSeries {
-	b := newFileSeriesBuilder(len(x.Rows) == len(x.Keys))
+func newFileSeries(id string, x sst.SeriesIndex) *fileSeries {
+	b := newFileSeriesBuilder(id, len(x.Rows) == len(x.Keys))
 	for i, k := range x.Keys {
 		var rows int64
 		if len(x.Rows) == len(x.Keys) {
@@ -126,9 +138,9 @@ func newFileSeries(x sst.SeriesIndex) *fileSeries {
 	return b.done()
 }
 
-// decodeFileSeries decodes a series index object.
-func decodeFileSeries(data []byte) (*fileSeries, error) {
-	b := newFileSeriesBuilder(true)
+// decodeFileSeries decodes file id's series index object.
+func decodeFileSeries(id string, data []byte) (*fileSeries, error) {
+	b := newFileSeriesBuilder(id, true)
 	if err := sst.ReadSeriesIndex(data, b.add); err != nil {
 		return nil, err
 	}
@@ -154,7 +166,101 @@ func (fs *fileSeries) appendKey(dst []byte, i int) []byte {
 // the filter's tags and in: a superset of those that do (the scan's own
 // match decides). all is true when no filter narrows the set.
 func (fs *fileSeries) candidates(tags []row.Tag, in []row.TagIn) (ords []int32, all bool) {
-	return fs.postings.Candidates(tags, in)
+	return postings.Narrow(tags, in, fs.lookup)
+}
+
+// lookup returns the ordinals of the series with tag name = value.
+func (fs *fileSeries) lookup(name, value string) []int32 {
+	ns, ok := fs.symOf[name]
+	if !ok {
+		return nil
+	}
+	vs, ok := fs.symOf[value]
+	if !ok {
+		return nil
+	}
+	return fs.postings(ns)[vs]
+}
+
+// values iterates the values of tag name, each with its series.
+func (fs *fileSeries) values(name string) iter.Seq2[string, []int32] {
+	return func(yield func(string, []int32) bool) {
+		ns, ok := fs.symOf[name]
+		if !ok {
+			return
+		}
+		for vs, ords := range fs.postings(ns) {
+			if !yield(fs.syms[vs], ords) {
+				return
+			}
+		}
+	}
+}
+
+// tagNames iterates the file's tag names.
+func (fs *fileSeries) tagNames() iter.Seq[string] {
+	return func(yield func(string) bool) {
+		for ns := range fs.names {
+			if !yield(fs.syms[ns]) {
+				return
+			}
+		}
+	}
+}
+
+// postings returns the postings of tag name ns (read only), building them
+// on first use.
+func (fs *fileSeries) postings(ns uint32) map[uint32][]int32 {
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	if p, ok := fs.byName[ns]; ok {
+		return p
+	}
+	p := map[uint32][]int32{}
+	var size int64
+	for i := range fs.n {
+		refs := fs.refs[fs.offs[i]:fs.offs[i+1]]
+		for len(refs) > 0 {
+			n, w := binary.Uvarint(refs)
+			v, w2 := binary.Uvarint(refs[w:])
+			refs = refs[w+w2:]
+			if uint32(n) == ns {
+				p[uint32(v)] = append(p[uint32(v)], int32(i))
+				break
+			}
+		}
+	}
+	if len(fs.raw) > 0 {
+		var tags []row.Tag
+		for i, k := range fs.raw {
+			tags, _ = row.DecodeSeries(tags[:0], k)
+			for _, t := range tags {
+				if fs.symOf[t.Name] == ns {
+					v := fs.symOf[t.Value]
+					p[v] = append(p[v], i)
+					slices.Sort(p[v])
+					break
+				}
+			}
+		}
+	}
+	for _, l := range p {
+		size += 4*int64(cap(l)) + 48
+	}
+	if fs.byName == nil {
+		fs.byName = map[uint32]map[uint32][]int32{}
+	}
+	fs.byName[ns] = p
+	fs.grow(size + 64)
+	return p
+}
+
+// grow counts delta more bytes of the file's memory, in its cache too.
+func (fs *fileSeries) grow(delta int64) {
+	fs.size.Add(delta)
+	if c := fs.cache.Load(); c != nil {
+		c.grew(fs, delta)
+	}
 }
 
 // each calls f with the ordinal of each series that may pass tags and in,

@@ -49,7 +49,7 @@ func TestFileSeriesRebuildsEveryKey(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	fs, err := decodeFileSeries(data)
+	fs, err := decodeFileSeries("f", data)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -68,8 +68,8 @@ func TestFileSeriesRebuildsEveryKey(t *testing.T) {
 			t.Fatalf("key %d: rows %d, want %d", i, fs.starts[i+1]-fs.starts[i], x.Rows[i])
 		}
 	}
-	if fs.size >= asStrings {
-		t.Errorf("%d series take %d bytes as symbols, %d as strings", fs.n, fs.size, asStrings)
+	if fs.size.Load() >= asStrings {
+		t.Errorf("%d series take %d bytes as symbols, %d as strings", fs.n, fs.size.Load(), asStrings)
 	}
 
 	// Postings against SeriesTag over every key.
@@ -92,7 +92,7 @@ func TestFileSeriesRebuildsEveryKey(t *testing.T) {
 	}
 
 	// The same series from the keys themselves (a file without an index).
-	same := newFileSeries(x)
+	same := newFileSeries("f", x)
 	for i := range same.n {
 		if k := keys.key(same, i); k != x.Keys[i] {
 			t.Fatalf("key %d from strings rebuilt as %q", i, k)
@@ -102,8 +102,9 @@ func TestFileSeriesRebuildsEveryKey(t *testing.T) {
 
 // BenchmarkFileSeries decodes the series index of a file of 100,000 series
 // shaped like Prometheus remote write (18 labels: a metric name of ten
-// series, a target, and label_key_k labels of 1 to 1,000 values), and
-// reports the heap it keeps a series against the key's own bytes.
+// series, a target, and label_key_k labels of 1 to 1,000 values) and looks
+// up a metric name, and reports the heap it keeps a series (and what it
+// counts) against the key's own bytes.
 func BenchmarkFileSeries(b *testing.B) {
 	const n = 100_000
 	var x sst.SeriesIndex
@@ -131,16 +132,52 @@ func BenchmarkFileSeries(b *testing.B) {
 		var before, after runtime.MemStats
 		runtime.GC()
 		runtime.ReadMemStats(&before)
-		fs, err := decodeFileSeries(data)
+		fs, err := decodeFileSeries("f", data)
 		if err != nil {
 			b.Fatal(err)
 		}
+		fs.lookup("__name__", "x") // the postings a query by name builds
 		runtime.GC()
 		runtime.ReadMemStats(&after)
-		kept, size = int64(after.HeapAlloc)-int64(before.HeapAlloc), fs.size
+		kept, size = int64(after.HeapAlloc)-int64(before.HeapAlloc), fs.size.Load()
 		runtime.KeepAlive(fs)
 	}
 	b.ReportMetric(float64(kept)/n, "heap-B/series")
 	b.ReportMetric(float64(size)/n, "counted-B/series")
 	b.ReportMetric(float64(keyBytes)/n, "key-B/series")
+}
+
+// A file's postings, built on first use, are counted in its region's cache
+// and can push the oldest file out; a file that has left the cache is not
+// counted again.
+func TestFileSeriesPostingsCountInTheCache(t *testing.T) {
+	var x sst.SeriesIndex
+	for i := range 1000 {
+		k, _ := row.EncodeSeries(nil, []row.Tag{{Name: "__name__", Value: fmt.Sprintf("m%04d", i)}, {Name: "job", Value: "j"}})
+		x.Keys = append(x.Keys, string(k))
+		x.Rows = append(x.Rows, 1)
+	}
+	var gauge int64
+	a, b := newFileSeries("a", x), newFileSeries("b", x)
+	c := &seriesCache{gauge: func(d int64) { gauge += d }}
+	c.limit = a.size.Load() + b.size.Load() + 1000
+	c.put("a", a)
+	c.put("b", b)
+	before := c.bytes
+	if before != gauge || before != a.size.Load()+b.size.Load() {
+		t.Fatalf("cache counts %d (gauge %d) for files of %d and %d", before, gauge, a.size.Load(), b.size.Load())
+	}
+	if got := b.lookup("__name__", "m0007"); len(got) != 1 || got[0] != 7 {
+		t.Fatalf("m0007: %v", got)
+	}
+	if _, ok := c.get("a"); ok {
+		t.Fatalf("b's postings (%d bytes) did not push a out of a cache of %d", b.size.Load()-(before-a.size.Load()), c.limit)
+	}
+	if c.bytes != b.size.Load() || gauge != c.bytes {
+		t.Fatalf("cache counts %d (gauge %d), b is %d", c.bytes, gauge, b.size.Load())
+	}
+	a.lookup("__name__", "m0001") // a has left: its growth is its own
+	if c.bytes != b.size.Load() || gauge != c.bytes {
+		t.Fatalf("a's postings counted after it left: %d", c.bytes)
+	}
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"iter"
 	"slices"
 	"sync"
 
@@ -20,12 +19,13 @@ import (
 // series is hundreds of MB decoded; the index is loaded again on its next
 // use, one GET).
 type seriesCache struct {
-	mu    sync.Mutex
-	files map[string]*fileSeries // by file id
-	order []string               // ids by put, oldest first (some gone from files)
-	bytes int64
-	limit int64 // 0: no bound
-	gauge func(delta int64)
+	mu      sync.Mutex
+	files   map[string]*fileSeries // by file id
+	counted map[string]int64       // of bytes, each file's
+	order   []string               // ids by put, oldest first (some gone from files)
+	bytes   int64
+	limit   int64 // 0: no bound
+	gauge   func(delta int64)
 }
 
 // DefaultSeriesCacheBytes bounds a region's decoded series indexes.
@@ -34,7 +34,7 @@ const DefaultSeriesCacheBytes = 256 << 20
 // add records the series index of a file this instance wrote. An index
 // that does not decode is left to be loaded (and its error reported) on use.
 func (c *seriesCache) add(id string, index []byte) {
-	x, err := decodeFileSeries(index)
+	x, err := decodeFileSeries(id, index)
 	if err != nil {
 		return
 	}
@@ -45,7 +45,7 @@ func (c *seriesCache) put(id string, x *fileSeries) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.files == nil {
-		c.files = map[string]*fileSeries{}
+		c.files, c.counted = map[string]*fileSeries{}, map[string]int64{}
 	}
 	if _, again := c.files[id]; again {
 		c.dropLocked(id)
@@ -53,9 +53,31 @@ func (c *seriesCache) put(id string, x *fileSeries) {
 	}
 	c.files[id] = x
 	c.order = append(c.order, id)
-	c.grow(x.size)
-	// The file just put leaves too if it alone is over the limit: its
-	// caller holds it for the look-up at hand.
+	x.cache.Store(c)
+	n := x.size.Load()
+	c.counted[id] = n
+	c.grow(n)
+	c.evictLocked()
+}
+
+// grew counts delta more bytes of x, if it is cached (its postings were
+// built), and evicts past the limit. (A growth racing x's put may be
+// counted twice: the count is an approximation of memory.)
+func (c *seriesCache) grew(x *fileSeries, delta int64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.files[x.id] != x {
+		return
+	}
+	c.counted[x.id] += delta
+	c.grow(delta)
+	c.evictLocked()
+}
+
+// evictLocked drops the oldest files while the cache is over its limit. A
+// file just put or grown leaves too if it alone is over the limit: its
+// caller holds it for the look-up at hand.
+func (c *seriesCache) evictLocked() {
 	for c.limit > 0 && c.bytes > c.limit && len(c.order) > 0 {
 		old := c.order[0]
 		c.order = c.order[1:]
@@ -65,9 +87,10 @@ func (c *seriesCache) put(id string, x *fileSeries) {
 
 // dropLocked forgets file id.
 func (c *seriesCache) dropLocked(id string) {
-	if x, ok := c.files[id]; ok {
+	if _, ok := c.files[id]; ok {
 		delete(c.files, id)
-		c.grow(-x.size)
+		c.grow(-c.counted[id])
+		delete(c.counted, id)
 	}
 }
 
@@ -221,7 +244,7 @@ func (r *Region) readSeries(ctx context.Context, id string, f manifest.FileMeta)
 		if err != nil {
 			return nil, fmt.Errorf("read %s: %w", r.id.SeriesKey(id), err)
 		}
-		fs, err := decodeFileSeries(data)
+		fs, err := decodeFileSeries(id, data)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", r.id.SeriesKey(id), err)
 		}
@@ -233,7 +256,7 @@ func (r *Region) readSeries(ctx context.Context, id string, f manifest.FileMeta)
 	}
 	// Keys only: scans use a file's row counts only when it has an index
 	// (fileRuns).
-	b := newFileSeriesBuilder(false)
+	b := newFileSeriesBuilder(id, false)
 	it := rd.Iter(sst.Filter{Start: AllTime, End: AllTimeEnd, Fields: []string{}})
 	last := ""
 	for it.Next() {
@@ -271,7 +294,7 @@ func (r *Region) TagNames(ctx context.Context, start, end int64) ([]string, erro
 	return r.fromPostings(ctx, start, end, func(mt *memtable.Memtable, seen map[string]struct{}) {
 		mt.TagNames(start, end, seen)
 	}, func(fs *fileSeries, seen map[string]struct{}) {
-		for n := range fs.postings.Names() {
+		for n := range fs.tagNames() {
 			seen[n] = struct{}{}
 		}
 	})
@@ -304,9 +327,4 @@ func (r *Region) fromPostings(ctx context.Context, start, end int64, mem func(*m
 		out = append(out, v)
 	}
 	return out, nil
-}
-
-// values are the values tag name has in the file's series.
-func (fs *fileSeries) values(name string) iter.Seq2[string, []int32] {
-	return fs.postings.Values(name)
 }

@@ -174,7 +174,7 @@ func TestPostingsSelectWhatTheFilterMatches(t *testing.T) {
 			continue
 		}
 		id := fmt.Sprint(round)
-		r.seriesIdx.put(id, newFileSeries(x))
+		r.seriesIdx.put(id, newFileSeries(id, x))
 		p := &scanPlan{match: match, tags: req.Tags, in: req.In}
 		got, err := r.fileRuns(context.Background(), id, manifest.FileMeta{Series: true, Rows: rows}, p, match)
 		if err != nil {
