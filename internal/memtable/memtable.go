@@ -503,34 +503,41 @@ func (m *Memtable) candidates(f *Filter) []*series {
 	return out
 }
 
-// TagValues adds to seen the values of tag name in the series with an
-// entry in [start, end).
-func (m *Memtable) TagValues(name string, start, end int64, seen map[string]struct{}) {
+// TagValues appends to out the values of tag name in the series with an
+// entry in [start, end) (each once).
+func (m *Memtable) TagValues(name string, start, end int64, out []string) []string {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
+	all := m.within(start, end)
 	for v, ords := range m.post.Values(name) {
-		if _, ok := seen[v]; !ok && m.anyIn(ords, start, end) {
-			seen[v] = struct{}{}
+		if all || m.anyIn(ords, start, end) {
+			out = append(out, v)
 		}
 	}
+	return out
 }
 
-// TagNames adds to seen the tag names of the series with an entry in
-// [start, end).
-func (m *Memtable) TagNames(start, end int64, seen map[string]struct{}) {
+// TagNames appends to out the tag names of the series with an entry in
+// [start, end) (each once).
+func (m *Memtable) TagNames(start, end int64, out []string) []string {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
+	all := m.within(start, end)
 	for name := range m.post.Names() {
-		if _, ok := seen[name]; ok {
-			continue
-		}
 		for _, ords := range m.post.Values(name) {
-			if m.anyIn(ords, start, end) {
-				seen[name] = struct{}{}
+			if all || m.anyIn(ords, start, end) {
+				out = append(out, name)
 				break
 			}
 		}
 	}
+	return out
+}
+
+// within reports whether every entry is in [start, end): then every
+// series is, and none needs a look. The caller holds m.mu.
+func (m *Memtable) within(start, end int64) bool {
+	return m.entries > 0 && m.minTS >= start && m.maxTS < end
 }
 
 // anyIn reports whether one of the series ords has an entry in

