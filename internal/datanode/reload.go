@@ -3,6 +3,7 @@ package datanode
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 
 	"github.com/stratadb/strata/internal/catalog"
@@ -78,7 +79,7 @@ func (rs *reloads) do(ctx context.Context, key reloadKey, f func(context.Context
 			}
 		}
 		rs.mu.Unlock()
-		return context.Cause(ctx)
+		return fmt.Errorf("datanode: wait for the catalog's reload of table %s: %w", key.table, context.Cause(ctx))
 	}
 }
 
