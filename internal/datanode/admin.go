@@ -20,7 +20,7 @@ func (e *Engine) Flush(ctx context.Context, table string) error {
 		}
 		e.mu.Unlock()
 	} else {
-		_, regions, err := e.localRegions(table)
+		_, regions, err := e.localRegions(ctx, table)
 		if err != nil {
 			return err
 		}
@@ -36,7 +36,7 @@ func (e *Engine) Flush(ctx context.Context, table string) error {
 // Compact compacts every region of a table now and waits: each region's
 // picked time window, or with all every file of the region.
 func (e *Engine) Compact(ctx context.Context, table string, all bool) ([]compact.Result, error) {
-	_, regions, err := e.localRegions(table)
+	_, regions, err := e.localRegions(ctx, table)
 	if err != nil {
 		return nil, err
 	}
@@ -58,8 +58,8 @@ func (e *Engine) Compact(ctx context.Context, table string, all bool) ([]compact
 // CancelCompaction cancels the running compactions of a table and waits
 // for each to acknowledge. It returns how many were cancelled and how many
 // were too late to cancel (they committed).
-func (e *Engine) CancelCompaction(table string) (cancelled, tooLate int, err error) {
-	_, regions, err := e.localRegions(table)
+func (e *Engine) CancelCompaction(ctx context.Context, table string) (cancelled, tooLate int, err error) {
+	_, regions, err := e.localRegions(ctx, table)
 	if err != nil {
 		return 0, 0, err
 	}
@@ -95,8 +95,8 @@ type RegionStats struct {
 }
 
 // Stats describes a table's regions.
-func (e *Engine) Stats(table string) ([]RegionStats, error) {
-	_, regions, err := e.localRegions(table)
+func (e *Engine) Stats(ctx context.Context, table string) ([]RegionStats, error) {
+	_, regions, err := e.localRegions(ctx, table)
 	if err != nil {
 		return nil, err
 	}

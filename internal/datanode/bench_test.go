@@ -54,7 +54,7 @@ func loadTSBS(b *testing.B, hosts, rounds int) *datanode.Engine {
 func BenchmarkQuery(b *testing.B) {
 	const hosts, rounds = 4000, 350
 	e := loadTSBS(b, hosts, rounds)
-	st, _ := e.Stats("cpu")
+	st, _ := e.Stats(context.Background(), "cpu")
 	b.Logf("%d SSTs, %d rows", st[0].Files, st[0].Rows)
 	scan := func(b *testing.B, req region.ScanRequest) int {
 		sc, err := e.Scan(context.Background(), "cpu", req)

@@ -2,7 +2,8 @@
 // regions by a hash of the series key and merges scans across them. Its
 // files split the Engine by concern: engine.go (options, open, close),
 // tables.go (create, drop, truncate), write.go (routing and validating
-// writes), scan.go (merged scans), admin.go (flush, compaction, stats),
+// writes), reload.go (looking up tables the catalog's copy lacks),
+// scan.go (merged scans), admin.go (flush, compaction, stats),
 // gc.go (GC runs) and cluster.go (assignments and the regions other
 // datanodes host; the agent package follows metasrv's assignments).
 package datanode
@@ -74,9 +75,17 @@ type Engine struct {
 	// and scans would otherwise rebuild them per request.
 	schemas sync.Map
 
-	cat *catalog.Catalog // its copy follows etcd by itself
+	cat     *catalog.Catalog // its copy follows etcd by itself
+	reloads reloads          // of tables missing from cat's copy
 
-	mu      sync.Mutex // guards regions and closed; held across creating and dropping a table
+	// mu guards regions and closed. Every write and scan takes it, so it
+	// is never held across a catalog commit or reload (an etcd round
+	// trip): see resolveTable and createTable.
+	//
+	// NB: Assign still holds it across opening a region (a replay of the
+	// region's WAL from the object store), so that two assignments of one
+	// region never open it twice.
+	mu      sync.Mutex
 	regions map[layout.RegionID]*region.Region
 	closed  bool
 
@@ -117,6 +126,7 @@ func Open(ctx context.Context, store objstore.Bucket, opts Options) (*Engine, er
 	e := &Engine{store: store, opts: opts, log: opts.Logger, cat: cat, regions: map[layout.RegionID]*region.Region{}, sched: sched}
 	bg, stop := context.WithCancel(context.Background())
 	e.stop = stop
+	e.reloads.life = bg
 	if opts.GCInterval > 0 {
 		e.wg.Add(1)
 		go e.gcLoop(bg)

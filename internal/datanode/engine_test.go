@@ -101,7 +101,7 @@ func TestMultiRegionTablesPersistAndRoute(t *testing.T) {
 	if _, err := e.Write(ctx, "cpu", []row.Point{{Tags: []row.Tag{{Name: "host", Value: "h1"}}, TS: 5000, Fields: []row.Field{{Name: "w", Value: row.IntValue(1)}}}}, WriteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	st, _ := e.Stats("cpu")
+	st, _ := e.Stats(ctx, "cpu")
 	spread := 0
 	for _, r := range st {
 		if r.MemtableBytes > 0 {
@@ -272,19 +272,19 @@ func TestCompactionManualAndAfterFlush(t *testing.T) {
 		e.Flush(ctx, "m")
 	}
 	before, _ := count(t, e, "m", region.ScanRequest{})
-	if st, _ := e.Stats("m"); st[0].Files != 5 {
+	if st, _ := e.Stats(ctx, "m"); st[0].Files != 5 {
 		t.Fatalf("%d files before compaction", st[0].Files)
 	}
 	res, err := e.Compact(ctx, "m", true)
 	if err != nil || len(res) != 1 || len(res[0].Inputs) != 5 {
 		t.Fatalf("compact: %+v %v", res, err)
 	}
-	st, _ := e.Stats("m")
+	st, _ := e.Stats(ctx, "m")
 	after, _ := count(t, e, "m", region.ScanRequest{})
 	if st[0].Files != 1 || st[0].Removed != 5 || after != before {
 		t.Fatalf("after compaction: %+v, %d rows (was %d)", st[0], after, before)
 	}
-	if c, late, err := e.CancelCompaction("m"); c != 0 || late != 0 || err != nil {
+	if c, late, err := e.CancelCompaction(ctx, "m"); c != 0 || late != 0 || err != nil {
 		t.Fatalf("cancel with nothing running: %d %d %v", c, late, err)
 	}
 	n.Stop()
@@ -297,7 +297,7 @@ func TestCompactionManualAndAfterFlush(t *testing.T) {
 		e.Flush(ctx, "m")
 	}
 	e.WaitCompactions()
-	if st, _ := e.Stats("m"); st[0].Files != 1 {
+	if st, _ := e.Stats(ctx, "m"); st[0].Files != 1 {
 		t.Fatalf("automatic compaction: %d files", st[0].Files)
 	}
 }
@@ -318,7 +318,7 @@ func TestPerTableCompactionWindow(t *testing.T) {
 		}
 	}
 	e.WaitCompactions()
-	files := func(table string) int { st, _ := e.Stats(table); return st[0].Files }
+	files := func(table string) int { st, _ := e.Stats(ctx, table); return st[0].Files }
 	if files("inferred") != 8 {
 		t.Fatalf("hourly windows of one file each compacted: %d files", files("inferred"))
 	}

@@ -42,12 +42,12 @@ type GCResult struct {
 	Err    error         // the run's failure (it is safe to repeat)
 }
 
-func (e *Engine) gcRegions(req GCRequest) ([]*region.Region, error) {
+func (e *Engine) gcRegions(ctx context.Context, req GCRequest) ([]*region.Region, error) {
 	switch {
 	case req.Table != "" && req.Region != "":
 		return nil, fmt.Errorf("%w: give a table or a region, not both", layout.ErrInvalidRegion)
 	case req.Table != "":
-		_, rs, err := e.localRegions(req.Table)
+		_, rs, err := e.localRegions(ctx, req.Table)
 		return rs, err
 	case req.Region != "":
 		id, err := layout.ParseRegionID(req.Region)
@@ -75,7 +75,7 @@ func (e *Engine) gcRegions(req GCRequest) ([]*region.Region, error) {
 // GC runs fast or full-listing GC on the selected regions, one region at a
 // time. Every region is attempted; the errors are joined.
 func (e *Engine) GC(ctx context.Context, req GCRequest) ([]GCResult, error) {
-	rs, err := e.gcRegions(req)
+	rs, err := e.gcRegions(ctx, req)
 	if err != nil {
 		return nil, err
 	}

@@ -38,7 +38,7 @@ func (e *Engine) ScanRegion(ctx context.Context, table string, id layout.RegionI
 }
 
 func (e *Engine) scan(ctx context.Context, table string, req region.ScanRequest, only *layout.RegionID) (*Scanner, error) {
-	t, regions, err := e.tableRegions(table)
+	t, regions, err := e.tableRegions(ctx, table)
 	if err != nil {
 		return nil, err
 	}
@@ -256,7 +256,7 @@ func (e *Engine) ScanColumns(ctx context.Context, table string, req region.ScanR
 	if len(req.Fields) != 1 || req.SeriesOnly {
 		return fmt.Errorf("%w: a column scan reads exactly one field", region.ErrInvalidScan)
 	}
-	t, regions, err := e.tableRegions(table)
+	t, regions, err := e.tableRegions(ctx, table)
 	if err != nil {
 		return err
 	}
@@ -299,19 +299,19 @@ func (e *Engine) ScanColumns(ctx context.Context, table string, req region.ScanR
 // indexes. local is false, and nothing is returned, if a region of the
 // table is hosted elsewhere: list its series then (Scan with SeriesOnly).
 func (e *Engine) TagValues(ctx context.Context, table, name string, start, end int64) (vals []string, local bool, err error) {
-	return e.fromRegions(table, func(r *region.Region) ([]string, error) { return r.TagValues(ctx, name, start, end) })
+	return e.fromRegions(ctx, table, func(r *region.Region) ([]string, error) { return r.TagValues(ctx, name, start, end) })
 }
 
 // TagNames returns the distinct tag names, unordered, of table's series
 // with rows in [start, end), as TagValues does.
 func (e *Engine) TagNames(ctx context.Context, table string, start, end int64) (names []string, local bool, err error) {
-	return e.fromRegions(table, func(r *region.Region) ([]string, error) { return r.TagNames(ctx, start, end) })
+	return e.fromRegions(ctx, table, func(r *region.Region) ([]string, error) { return r.TagNames(ctx, start, end) })
 }
 
 // fromRegions appends what each region of table answers, if all of them
 // are hosted here (local).
-func (e *Engine) fromRegions(table string, each func(*region.Region) ([]string, error)) (out []string, local bool, err error) {
-	_, regions, err := e.tableRegions(table)
+func (e *Engine) fromRegions(ctx context.Context, table string, each func(*region.Region) ([]string, error)) (out []string, local bool, err error) {
+	_, regions, err := e.tableRegions(ctx, table)
 	if err != nil {
 		return nil, false, err
 	}

@@ -15,13 +15,17 @@ import (
 // CreateTable adds a table to the catalog; metasrv places its regions and
 // their owners create them.
 func (e *Engine) CreateTable(ctx context.Context, spec catalog.TableSpec) (catalog.Table, error) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return e.createLocked(ctx, spec)
+	return e.createTable(ctx, spec)
 }
 
-func (e *Engine) createLocked(ctx context.Context, spec catalog.TableSpec) (catalog.Table, error) {
-	if e.closed {
+// createTable commits a new table to the catalog, without Engine.mu: the
+// catalog's compare-and-swap orders racing creates (all but one get
+// ErrTableExists).
+func (e *Engine) createTable(ctx context.Context, spec catalog.TableSpec) (catalog.Table, error) {
+	e.mu.Lock()
+	closed := e.closed
+	e.mu.Unlock()
+	if closed {
 		return catalog.Table{}, region.ErrClosed
 	}
 	t, err := e.cat.CreateTable(ctx, spec)
@@ -52,19 +56,25 @@ func (e *Engine) Table(name string) (catalog.Table, error) {
 // of it hosted here. Metasrv's leader finishes the drop: it has every
 // datanode close what it hosts of the table, then deletes its objects.
 func (e *Engine) DropTable(ctx context.Context, name string) error {
-	e.mu.Lock()
-	defer e.mu.Unlock()
 	t, err := e.cat.MarkDropping(ctx, name)
 	if err != nil {
 		return err
 	}
+	// Once the table is dropping in the copy, Assign opens none of its
+	// regions (ByID leaves it out): those taken out here are all there are.
+	var rs []*region.Region
+	e.mu.Lock()
 	for i := range t.Regions {
 		id := layout.RegionID{Table: t.ID, Region: i}
 		if r := e.regions[id]; r != nil {
-			e.sched.Cancel(r) // waits until the job's outputs are owned
-			r.Close(ctx, region.CloseOptions{})
+			rs = append(rs, r)
 			delete(e.regions, id)
 		}
+	}
+	e.mu.Unlock()
+	for _, r := range rs {
+		e.sched.Cancel(r) // waits until the job's outputs are owned
+		r.Close(ctx, region.CloseOptions{})
 	}
 	e.log.Info("table marked dropping; metasrv finishes the drop", "table", name)
 	return nil
@@ -77,7 +87,7 @@ func (e *Engine) DropTable(ctx context.Context, name string) error {
 // marker). A compaction that starts in between cannot commit: its inputs
 // are no longer live, so the manifest refuses its edit.
 func (e *Engine) TruncateTable(ctx context.Context, table string) error {
-	_, regions, err := e.localRegions(table)
+	_, regions, err := e.localRegions(ctx, table)
 	if err != nil {
 		return err
 	}

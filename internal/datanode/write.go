@@ -162,26 +162,11 @@ func (sk *seriesKeys) encode(points []row.Point) error {
 
 // prepareWrite resolves the table (creating it if asked), validates the
 // batch (only its columns, if checked) and commits new columns to the
-// catalog. Neither validation nor a schema change takes the engine's lock:
-// the catalog's compare-and-swap orders concurrent changes of the schema.
+// catalog. Neither the reload or create of a table, nor validation, nor a
+// schema change takes the engine's lock: the catalog's compare-and-swap
+// orders concurrent changes of the catalog.
 func (e *Engine) prepareWrite(ctx context.Context, table string, points []row.Point, opts WriteOptions, checked bool) (*catalog.Table, []*region.Region, error) {
-	t, regions, err := e.tableRegions(table)
-	if errors.Is(err, catalog.ErrTableNotFound) && opts.CreateTable {
-		e.mu.Lock()
-		err = nil // another write may have created it meanwhile
-		if _, exists := e.cat.Lookup(table); !exists {
-			spec := catalog.TableSpec{Name: table}
-			if table == catalog.MetricsTable {
-				spec.Regions = e.opts.MetricsRegions
-			}
-			_, err = e.createLocked(ctx, spec)
-		}
-		e.mu.Unlock()
-		if err != nil && !errors.Is(err, catalog.ErrTableExists) {
-			return nil, nil, err
-		}
-		t, regions, err = e.tableRegions(table)
-	}
+	t, regions, err := e.resolveTable(ctx, table, opts.CreateTable)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -222,21 +207,40 @@ func (e *Engine) prepareWrite(ctx context.Context, table string, points []row.Po
 	return t, regions, nil
 }
 
-func (e *Engine) tableRegions(table string) (*catalog.Table, []*region.Region, error) {
-	t, ok := e.cat.Lookup(table)
-	if !ok {
-		// Created through another datanode or metasrv since the catalog's
-		// watch last delivered.
-		if err := e.cat.Sync(context.Background()); err != nil && !errors.Is(err, catalog.ErrClosed) {
-			return nil, nil, err
-		}
-		t, ok = e.cat.Lookup(table)
+// tableRegions resolves table and its regions, nil for one hosted
+// elsewhere. A table missing from the catalog's copy is looked for in etcd
+// first (reloadTable).
+func (e *Engine) tableRegions(ctx context.Context, table string) (*catalog.Table, []*region.Region, error) {
+	return e.resolveTable(ctx, table, false)
+}
+
+// resolveTable is tableRegions, creating a missing table if create is set.
+// NB: the reload (an etcd round trip) runs without Engine.mu, which every
+// write and scan takes; the copy and the regions are read again under the
+// lock after it.
+func (e *Engine) resolveTable(ctx context.Context, table string, create bool) (*catalog.Table, []*region.Region, error) {
+	t, regions, err := e.tableRegionsLocal(table)
+	if !errors.Is(err, catalog.ErrTableNotFound) {
+		return t, regions, err
 	}
+	if _, ok := e.cat.Lookup(table); ok {
+		return nil, nil, err // being dropped: no reload brings it back
+	}
+	if err := e.reloadTable(ctx, table, create); err != nil {
+		return nil, nil, err
+	}
+	return e.tableRegionsLocal(table)
+}
+
+// tableRegionsLocal is tableRegions as of the catalog's copy: it reads no
+// backend.
+func (e *Engine) tableRegionsLocal(table string) (*catalog.Table, []*region.Region, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.closed {
 		return nil, nil, region.ErrClosed
 	}
+	t, ok := e.cat.Lookup(table)
 	if !ok || t.Dropping {
 		return nil, nil, fmt.Errorf("%w: %s", catalog.ErrTableNotFound, table)
 	}
@@ -248,8 +252,8 @@ func (e *Engine) tableRegions(table string) (*catalog.Table, []*region.Region, e
 }
 
 // localRegions is tableRegions without the regions hosted elsewhere.
-func (e *Engine) localRegions(table string) (*catalog.Table, []*region.Region, error) {
-	t, regions, err := e.tableRegions(table)
+func (e *Engine) localRegions(ctx context.Context, table string) (*catalog.Table, []*region.Region, error) {
+	t, regions, err := e.tableRegions(ctx, table)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -264,7 +268,7 @@ func (e *Engine) localRegions(table string) (*catalog.Table, []*region.Region, e
 
 // Delete writes a tombstone for one series in the region that holds it.
 func (e *Engine) Delete(ctx context.Context, table string, tags []row.Tag, start, end int64) error {
-	t, regions, err := e.tableRegions(table)
+	t, regions, err := e.tableRegions(ctx, table)
 	if err != nil {
 		return err
 	}

@@ -166,7 +166,7 @@ func (s *Server) Compact(ctx context.Context, req *pb.CompactRequest) (*pb.Compa
 }
 
 func (s *Server) CancelCompaction(ctx context.Context, req *pb.CancelCompactionRequest) (*pb.CancelCompactionResponse, error) {
-	c, late, err := s.eng.CancelCompaction(req.GetTable())
+	c, late, err := s.eng.CancelCompaction(ctx, req.GetTable())
 	if err != nil {
 		return nil, Status(err)
 	}
@@ -232,7 +232,7 @@ func regionStats(st []datanode.RegionStats) []*pb.RegionStat {
 }
 
 func (s *Server) RegionStats(ctx context.Context, req *pb.RegionStatsRequest) (*pb.RegionStatsResponse, error) {
-	st, err := s.eng.Stats(req.GetTable())
+	st, err := s.eng.Stats(ctx, req.GetTable())
 	if err != nil {
 		return nil, Status(err)
 	}
@@ -264,7 +264,7 @@ func (s *Server) DescribeTable(ctx context.Context, req *pb.DescribeTableRequest
 	if err != nil {
 		return nil, Status(err)
 	}
-	st, err := s.eng.Stats(req.GetName())
+	st, err := s.eng.Stats(ctx, req.GetName())
 	if err != nil {
 		return nil, Status(err)
 	}

@@ -293,7 +293,7 @@ func BenchmarkQueryVsVictoriaMetrics(b *testing.B) {
 			}
 			time.Sleep(100 * time.Millisecond)
 		}
-		stats, _ := n.Engine().Stats("cpu")
+		stats, _ := n.Engine().Stats(context.Background(), "cpu")
 		b.Logf("Strata on %s: %d rows loaded in %s, flushed and compacted in %s more: %+v", store, rounds*hosts, loaded.Round(time.Second), (time.Since(began) - loaded).Round(time.Second), stats)
 		for _, q := range queries {
 			sa, err := rangeQuery(strata, q.expr, q.start, q.end, q.step)

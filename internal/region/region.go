@@ -156,6 +156,24 @@ func (o *Options) defaults() {
 }
 
 // Region is an open region. Its methods are safe for concurrent use.
+//
+// Lock order: a goroutine holding one of these locks takes only those
+// below it, never one above:
+//
+//	flushMu   one flush (or truncate) at a time; held across the flush
+//	streamMu  the read-modify-write of the manifest's stream references; held across its commit
+//	schemaMu  the schema; held across the commit of a schema change
+//	mu        memtables, pins, closed, fatal
+//	(manifest.Manifest's lock, below all four: it is held across the manifest's object-store writes)
+//
+// Besides: wal.Stream's lock is taken under streamMu (Stream.Position), and
+// MemoryBudget's lock is above mu (MemoryBudget.full reads each region's
+// active memtable): mu is never held while calling into the budget.
+//
+// NB: mu is taken by every write (apply, on the WAL's or the node's
+// stream's goroutine) and every scan: nothing that waits on the network
+// runs under it, except that snapshot reads the manifest's state, which
+// waits for a manifest commit in flight.
 type Region struct {
 	id    layout.RegionID
 	store objstore.Bucket
@@ -165,11 +183,32 @@ type Region struct {
 	wal   logWriter
 	epoch uint64
 
-	streamMu sync.Mutex // serializes changes of the stream references
+	// streamMu serializes the changes of the manifest's stream references
+	// (manifest.WALStreams): recordStream (the stream writer's Recording),
+	// a flush's edit and Truncate. Each reads State.Streams, computes the
+	// whole new list (WALStreams.Refs replaces it) and commits it; the lock
+	// spans read, compute, commit and the settling of an ambiguous commit,
+	// so no two of them compute from the same list.
+	//
+	// NB: it is held across a manifest commit (an object-store write)
+	// because the change is a replacement of the list, not a delta: were
+	// a flush to commit a list computed before a recordStream committed,
+	// the new stream's reference would be lost (a new owner would not
+	// replay the acknowledged entries in it, and GC could delete them), and
+	// a recordStream computed before a flush's commit would reference again
+	// the range the flush released as StreamGarbage (which GC deletes). The
+	// cost is small: every manifest commit holds the manifest's own lock
+	// across its write anyway, so what streamMu adds is that a stream
+	// writer's recordStream (once per stream and region, on its stream
+	// goroutine) waits for a flush's commit that it would otherwise wait
+	// for on the manifest's lock. Shortening it means committing the change
+	// as a delta, or computing it under the manifest's lock.
+	streamMu sync.Mutex
 
-	schemaMu sync.Mutex // serializes schema changes
+	schemaMu sync.Mutex // guards schema; held across the commit of a change
 	schema   *schema.Schema
 
+	// mu guards the fields up to fatal.
 	mu         sync.Mutex
 	active     *memtable.Memtable
 	immutable  []*memtable.Memtable                     // oldest first; being flushed
@@ -179,11 +218,12 @@ type Region struct {
 	pins       map[string]int                           // file id -> scans reading it
 	memPos     map[*memtable.Memtable]map[string]uint64 // first stream segment per stream, per memtable
 	flushJob   string                                   // the job id of the flush in progress
-	seriesIdx  seriesCache                              // the live files' series
 	closed     bool
 	fatal      error // sticky: ErrFenced
 
-	flushMu       sync.Mutex   // one flush at a time
+	seriesIdx seriesCache // the live files' series; its own lock, taken under none of these
+
+	flushMu       sync.Mutex   // one flush (or truncate) at a time; see the lock order
 	lastFlushSize atomic.Int64 // bytes of the last flush's file
 	flushReq      chan struct{}
 	ctx           context.Context // the region's lifetime; cancelled by Close

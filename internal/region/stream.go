@@ -184,7 +184,8 @@ func (r *Region) applyStream(stream string, n uint64, appends [][]row.Entry) {
 }
 
 // recordStream is the stream writer's Recording callback: the region's
-// entries are about to go into rec.Stream from rec.From on.
+// entries are about to go into rec.Stream from rec.From on. It holds
+// r.streamMu until its commit is settled: see Region.streamMu.
 func (r *Region) recordStream(ctx context.Context, rec wal.Recording) error {
 	r.streamMu.Lock()
 	defer r.streamMu.Unlock()
@@ -214,7 +215,9 @@ func (r *Region) recordStream(ctx context.Context, rec wal.Recording) error {
 // memtables done, through flushedSeq, commits: ended streams it has passed
 // are released, and the live stream's From moves up to the oldest entry of
 // the memtables that remain. It returns nil if nothing changes. Callers
-// hold r.streamMu.
+// hold r.streamMu from before this call until the change has committed (or
+// its outcome is settled): the change replaces the whole list of
+// references, so it must not race another (see Region.streamMu).
 func (r *Region) streamsAfterFlush(st *manifest.State, flushedSeq uint64, done ...*memtable.Memtable) *manifest.WALStreams {
 	if len(st.Streams) == 0 {
 		return nil

@@ -45,6 +45,8 @@ func (r *Region) Truncate(ctx context.Context) error {
 	}
 	removed := len(st.Files)
 	actions := []manifest.Action{{Truncate: &cut}}
+	// streamMu is held across the commit, as in a flush: the stream change
+	// replaces the whole list of references (see Region.streamMu).
 	r.streamMu.Lock()
 	if sc := r.streamsAfterFlush(r.man.State(), cut.FlushedSeq, dropped...); sc != nil {
 		actions = append(actions, manifest.Action{Streams: sc})

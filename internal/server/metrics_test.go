@@ -140,7 +140,7 @@ func TestEveryMetricMoves(t *testing.T) {
 	case err := <-done:
 		t.Fatalf("the compaction read no input: %v", err)
 	}
-	if cancelled, _, err := e.CancelCompaction("cpu"); err != nil || cancelled != 1 {
+	if cancelled, _, err := e.CancelCompaction(context.Background(), "cpu"); err != nil || cancelled != 1 {
 		t.Fatalf("cancel: %d %v", cancelled, err)
 	}
 	if err := <-done; !errors.Is(err, compact.ErrCancelled) {

@@ -75,7 +75,7 @@ func TestHealthReflectionAndFlushingShutdown(t *testing.T) {
 	}
 	defer s2.Shutdown(ctx)
 	servertest.WaitHosted(t, s2.Engine(), "t")
-	st, err := s2.Engine().Stats("t")
+	st, err := s2.Engine().Stats(context.Background(), "t")
 	if err != nil || st[0].Files != 1 || st[0].MemtableBytes != 0 {
 		t.Fatalf("after restart: %+v %v", st, err)
 	}

@@ -56,7 +56,7 @@ func TestAgentReopensARegionReassignedSinceItOpened(t *testing.T) {
 	epoch := func(min uint64) uint64 {
 		t.Helper()
 		for end := time.Now().Add(30 * time.Second); ; {
-			if st, err := eng.Stats("t"); err == nil && len(st) == 1 && st[0].Epoch > min {
+			if st, err := eng.Stats(context.Background(), "t"); err == nil && len(st) == 1 && st[0].Epoch > min {
 				return st[0].Epoch
 			}
 			if time.Now().After(end) {
