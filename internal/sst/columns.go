@@ -4,10 +4,11 @@ import (
 	"fmt"
 	"slices"
 	"sort"
-	"unsafe"
 
 	"github.com/parquet-go/parquet-go"
+
 	"github.com/stratadb/strata/internal/freelist"
+	"github.com/stratadb/strata/internal/sst/internal/page"
 )
 
 // SeriesColumn is one series' values of one numeric field, in ts order:
@@ -105,8 +106,7 @@ func (r *Reader) ReadColumns(runs []Run, field string, start, end int64, emit fu
 				}
 				at += int64(n)
 				// A run is in ts order: the rows in range are a stretch.
-				tsBits := cr.ts.payloads()
-				ts := unsafe.Slice((*int64)(unsafe.Pointer(unsafe.SliceData(tsBits))), n)
+				ts := page.Ints(cr.ts.payloads()[:n])
 				lo, _ := slices.BinarySearch(ts, start)
 				hi, _ := slices.BinarySearch(ts[lo:], end)
 				hi += lo
@@ -180,7 +180,7 @@ func (c *columnReader) release() {
 	c.r, c.rawTS, c.rawVals = nil, c.rawTS.buffers(), c.rawVals.buffers() // no file is held
 	c.col = SeriesColumn{TS: c.col.TS[:0], Bits: c.col.Bits[:0], Null: c.col.Null[:0]}
 	if max(cap(c.col.TS), cap(c.col.Bits), cap(c.tsBits), cap(c.valBits), cap(c.rawTS.bits), cap(c.rawVals.bits)) <= keptRows &&
-		max(cap(c.rawTS.raw), cap(c.rawTS.unz), cap(c.rawVals.raw), cap(c.rawVals.unz)) <= 8*keptRows {
+		max(cap(c.rawTS.raw), c.rawTS.vals.BufferBytes(), cap(c.rawVals.raw), c.rawVals.vals.BufferBytes()) <= 8*keptRows {
 		columnReaders.Put(c)
 	}
 }

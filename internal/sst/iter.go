@@ -7,13 +7,13 @@ import (
 	"math"
 	"slices"
 	"sort"
-	"unsafe"
 
 	"github.com/parquet-go/parquet-go"
 	"github.com/parquet-go/parquet-go/encoding"
 
 	"github.com/stratadb/strata/internal/decimal"
 	"github.com/stratadb/strata/internal/row"
+	"github.com/stratadb/strata/internal/sst/internal/page"
 )
 
 // Filter selects what an iterator returns.
@@ -165,11 +165,9 @@ func (s *colStream) nextPage() error {
 	s.pdefs, s.prow, s.pval, s.prows = p.DefinitionLevels(), 0, 0, int(p.NumRows())
 	switch d := p.Data(); d.Kind() {
 	case encoding.Double:
-		f := d.Double()
-		s.pvals = unsafe.Slice((*uint64)(unsafe.Pointer(unsafe.SliceData(f))), len(f))
+		s.pvals = page.FloatBits(d.Double())
 	case encoding.Int64:
-		i := d.Int64()
-		s.pvals = unsafe.Slice((*uint64)(unsafe.Pointer(unsafe.SliceData(i))), len(i))
+		s.pvals = page.IntBits(d.Int64())
 	default:
 		// Not decoded to plain values (say, dictionary-encoded by another
 		// writer): go through its values.

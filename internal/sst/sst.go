@@ -15,7 +15,6 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
-	"unsafe"
 
 	"github.com/parquet-go/parquet-go"
 
@@ -25,6 +24,7 @@ import (
 	"github.com/stratadb/strata/internal/objstore"
 	"github.com/stratadb/strata/internal/row"
 	"github.com/stratadb/strata/internal/schema"
+	"github.com/stratadb/strata/internal/sst/internal/page"
 )
 
 // Reserved column names.
@@ -266,7 +266,7 @@ func Write(w io.Writer, fields []schema.Field, it row.Iterator, opts WriteOption
 	pool := &batchPool{fields: len(fields)}
 	queued := max(2, int(opts.RowGroupRows/batchRows)+1)
 	cols := batchColumns{series: cSeries, ts: cTS, seq: cSeq, del: cDel, fields: cFields, names: make([]string, len(fields)), kinds: kinds, scales: scales,
-		defs: make([]byte, len(fields)), stamps: make([]stamper, len(fields)), nulls: make([]parquet.Value, len(fields))}
+		defs: make([]byte, len(fields)), stamps: make([]page.Stamper, len(fields)), nulls: make([]parquet.Value, len(fields))}
 	for i, k := range kinds {
 		cols.names[i] = fields[i].Name
 		if !required[i] {
@@ -284,7 +284,7 @@ func Write(w io.Writer, fields []schema.Field, it row.Iterator, opts WriteOption
 		if stored == row.Int || stored == row.Uint {
 			tmpl = fieldValue(row.IntValue(0), cFields[i], cols.defs[i])
 		}
-		cols.stamps[i] = stamperOf(tmpl)
+		cols.stamps[i] = page.StamperOf(tmpl)
 	}
 	// A committer goroutine writes encoded row groups to w in order, so
 	// the calling goroutine (the merge, usually the critical path) never
@@ -481,8 +481,8 @@ func (b *batch) values(j, lo int, c *batchColumns, out []parquet.Value) error {
 			out[i] = null
 		case t == tagOther:
 			out[i] = b.other[j][lo+i]
-		case stampOK:
-			st.put(&out[i], bits[i])
+		case page.CanStamp():
+			st.Put(&out[i], bits[i])
 		case c.kinds[j] == row.Float:
 			out[i] = parquet.DoubleValue(math.Float64frombits(bits[i])).Level(0, int(c.defs[j]), c.fields[j])
 		default:
@@ -511,8 +511,8 @@ func (b *batch) decimals(j, lo int, c *batchColumns, out []parquet.Value, scale 
 			if !ok {
 				return &NotDecimalField{Field: j, what: fmt.Sprintf("field %q value %v at scale %d", c.names[j], v, scale)}
 			}
-			if stampOK {
-				st.put(&out[i], uint64(m))
+			if page.CanStamp() {
+				st.Put(&out[i], uint64(m))
 			} else {
 				out[i] = parquet.Int64Value(m).Level(0, def, c.fields[j])
 			}
@@ -594,7 +594,7 @@ type batchColumns struct {
 	kinds                []row.Kind      // of each field
 	scales               []int8          // of each field written as decimals, decimal.None for others
 	defs                 []byte          // each field's definition level for a value: 0 if required
-	stamps               []stamper       // of each field's column
+	stamps               []page.Stamper  // of each field's column
 	nulls                []parquet.Value // the null of each field's column (a required column's: its zero value)
 }
 
@@ -620,7 +620,7 @@ func (c batchColumns) write(rg *parquet.ConcurrentRowGroupWriter, b *batch, buf 
 		es := b.entries[lo:min(lo+chunk, len(b.entries))]
 		n := len(es)
 		for i := range es {
-			buf[i] = parquet.ByteArrayValue(unsafe.Slice(unsafe.StringData(es[i].Series), len(es[i].Series)))
+			buf[i] = page.ByteArrayValue(es[i].Series)
 		}
 		if err := put(c.series, n); err != nil {
 			return err
@@ -876,7 +876,7 @@ func (r *Reader) summarise() {
 }
 
 // ErrCorrupt: an SST does not decode or does not match its manifest entry.
-var ErrCorrupt = errors.New("sst: corrupt file")
+var ErrCorrupt = page.ErrCorrupt
 
 // Rows is the number of rows (puts and tombstones) in the file.
 func (r *Reader) Rows() int64 { return r.file.NumRows() }
