@@ -5,8 +5,6 @@ import (
 	"slices"
 	"sort"
 
-	"github.com/parquet-go/parquet-go"
-
 	"github.com/stratadb/strata/internal/freelist"
 	"github.com/stratadb/strata/internal/sst/internal/page"
 )
@@ -44,22 +42,6 @@ func (r *Reader) Tombstones(start, end int64) bool {
 		}
 	}
 	return false
-}
-
-// Ranged reports whether the file is read from the store in ranges, as it
-// is needed, rather than held whole (files over WholeFileLimit).
-func (r *Reader) Ranged() bool {
-	_, ok := r.ra.(*rangeReader)
-	return ok
-}
-
-// SeqRange bounds the sequence numbers of the file's rows (ok false if the
-// statistics do not say).
-func (r *Reader) SeqRange() (lo, hi uint64, ok bool) {
-	if !r.seqKnown {
-		return 0, 0, false
-	}
-	return r.seqLo, r.seqHi, true
 }
 
 // columnStep is how many rows ReadColumns decodes at a time.
@@ -249,13 +231,4 @@ func (c *columnReader) close() {
 		}
 		c.ts, c.vals = nil, nil
 	}
-}
-
-// scanPages returns a column chunk's pages, read through the reader's
-// cache for a ranged file that a Cache opened.
-func (r *Reader) scanPages(c parquet.ColumnChunk) parquet.Pages {
-	if fc, ok := c.(*parquet.FileColumnChunk); ok && r.pages != r.ra {
-		return fc.PagesFrom(r.pages)
-	}
-	return c.Pages()
 }
