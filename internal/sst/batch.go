@@ -9,6 +9,7 @@ import (
 
 	"github.com/stratadb/strata/internal/decimal"
 	"github.com/stratadb/strata/internal/row"
+	"github.com/stratadb/strata/internal/schema"
 	"github.com/stratadb/strata/internal/sst/internal/page"
 )
 
@@ -181,6 +182,39 @@ type batchColumns struct {
 	defs                 []byte          // each field's definition level for a value: 0 if required
 	stamps               []page.Stamper  // of each field's column
 	nulls                []parquet.Value // the null of each field's column (a required column's: its zero value)
+}
+
+// newBatchColumns is the columns of fields in sch: required[j] says field
+// j's column is required, scales[j] >= 0 that it holds decimals.
+func newBatchColumns(sch *parquet.Schema, fields []schema.Field, required []bool, scales []int8) batchColumns {
+	col := func(name string) int {
+		leaf, _ := sch.Lookup(name)
+		return leaf.ColumnIndex
+	}
+	n := len(fields)
+	c := batchColumns{series: col(ColSeries), ts: col(ColTS), seq: col(ColSeq), del: col(ColDeleteEnd),
+		fields: make([]int, n), names: make([]string, n), kinds: make([]row.Kind, n), scales: scales,
+		defs: make([]byte, n), stamps: make([]page.Stamper, n), nulls: make([]parquet.Value, n)}
+	for i, f := range fields {
+		c.fields[i], c.names[i], c.kinds[i] = col(f.Name), f.Name, f.Kind
+		if !required[i] {
+			c.defs[i] = 1
+		}
+		stored := f.Kind // as the column holds it
+		if scales[i] >= 0 {
+			stored = row.Int
+		}
+		c.nulls[i] = fieldValue(row.Value{}, c.fields[i], c.defs[i])
+		if required[i] {
+			c.nulls[i] = fieldValue(zeroOf(stored), c.fields[i], 0)
+		}
+		tmpl := fieldValue(row.FloatValue(0), c.fields[i], c.defs[i])
+		if stored == row.Int || stored == row.Uint {
+			tmpl = fieldValue(row.IntValue(0), c.fields[i], c.defs[i])
+		}
+		c.stamps[i] = page.StamperOf(tmpl)
+	}
+	return c
 }
 
 // writeChunk is how many rows of a column are written at once: a page

@@ -14,7 +14,6 @@ import (
 	"github.com/stratadb/strata/internal/decimal"
 	"github.com/stratadb/strata/internal/row"
 	"github.com/stratadb/strata/internal/schema"
-	"github.com/stratadb/strata/internal/sst/internal/page"
 )
 
 // DefaultRowGroupRows is the row group size.
@@ -103,184 +102,240 @@ func Write(w io.Writer, fields []schema.Field, it row.Iterator, opts WriteOption
 	if err != nil {
 		return Meta{}, err
 	}
-	required := make([]bool, len(fields))
-	copy(required, opts.NoNulls)
-	scales := make([]int8, len(fields))
-	for j, f := range fields {
-		scales[j] = decimal.None
-		if j < len(opts.Decimals) && f.Kind == row.Float && opts.Decimals[j] >= 0 {
-			if opts.Decimals[j] > decimal.MaxScale {
-				return Meta{}, fmt.Errorf("sst: field %q: decimal scale %d over %d", f.Name, opts.Decimals[j], decimal.MaxScale)
-			}
-			scales[j] = opts.Decimals[j]
-		}
-	}
-	sch := buildSchema(fields, required, scales)
-	version := formatValue
-	if slices.ContainsFunc(scales, func(s int8) bool { return s >= 0 }) {
-		version = formatDecimalsValue
-	}
-	col := func(name string) int {
-		leaf, _ := sch.Lookup(name)
-		return leaf.ColumnIndex
-	}
-	cSeries, cTS, cSeq, cDel := col(ColSeries), col(ColTS), col(ColSeq), col(ColDeleteEnd)
-	cFields := make([]int, len(fields))
-	kinds := make([]row.Kind, len(fields))
-	for i, f := range fields {
-		cFields[i], kinds[i] = col(f.Name), f.Kind
-	}
-	cw := &countingWriter{w: w}
-	wopts := []parquet.WriterOption{
-		sch,
-		parquet.Compression(codec),
-		parquet.KeyValueMetadata(formatKey, version),
-		parquet.CreatedBy("strata", "1", ""),
-	}
-	wopts = append(wopts, parquet.PageBufferSize(cmp.Or(opts.PageBytes, DefaultPageBytes)))
-	pw := parquet.NewWriter(cw, wopts...)
-	// The calling goroutine only copies entries into small batches; each
-	// row group has a worker that turns its batches into column values,
-	// encodes and compresses them. Up to Parallel row groups are encoded at
-	// once and committed to the file in order. Batches are recycled, so
-	// memory is the row groups in flight, whatever the file's size: their
-	// batches (about 16 MiB for 100k rows of ten fields) and their encoded
-	// pages.
-	//
-	// NB: a row group's queue holds all its batches, so the caller can move
-	// on to the next row group while a worker still compresses this one:
-	// with a shorter queue the caller waits for the one worker it feeds,
-	// and the other workers idle (measured: 12% slower compactions).
-	parallel := max(1, opts.Parallel)
-	pool := &batchPool{fields: len(fields)}
-	queued := max(2, int(opts.RowGroupRows/batchRows)+1)
-	cols := batchColumns{series: cSeries, ts: cTS, seq: cSeq, del: cDel, fields: cFields, names: make([]string, len(fields)), kinds: kinds, scales: scales,
-		defs: make([]byte, len(fields)), stamps: make([]page.Stamper, len(fields)), nulls: make([]parquet.Value, len(fields))}
-	for i, k := range kinds {
-		cols.names[i] = fields[i].Name
-		if !required[i] {
-			cols.defs[i] = 1
-		}
-		stored := k // as the column holds it
-		if scales[i] >= 0 {
-			stored = row.Int
-		}
-		cols.nulls[i] = fieldValue(row.Value{}, cFields[i], cols.defs[i])
-		if required[i] {
-			cols.nulls[i] = fieldValue(zeroOf(stored), cFields[i], 0)
-		}
-		tmpl := fieldValue(row.FloatValue(0), cFields[i], cols.defs[i])
-		if stored == row.Int || stored == row.Uint {
-			tmpl = fieldValue(row.IntValue(0), cFields[i], cols.defs[i])
-		}
-		cols.stamps[i] = page.StamperOf(tmpl)
-	}
-	// A committer goroutine writes encoded row groups to w in order, so
-	// the calling goroutine (the merge, usually the critical path) never
-	// waits on w. encoding holds a slot per row group being encoded; up to
-	// backlog encoded row groups (a few MiB each) may wait to be written.
-	const backlog = 2
-	encoding := make(chan struct{}, parallel)
-	commits := make(chan *groupWriter, parallel+backlog)
-	committed := make(chan error, 1)
-	var failed atomic.Bool
-	go func() {
-		var err error
-		for g := range commits {
-			e := <-g.done
-			if err == nil && e != nil {
-				err = fmt.Errorf("sst: encode row group: %w", e)
-			}
-			if err == nil {
-				if _, e := g.rg.Commit(); e != nil {
-					err = fmt.Errorf("sst: write row group: %w", e)
-				}
-			}
-			if err != nil {
-				failed.Store(true)
-			}
-		}
-		committed <- err
-	}()
-	var cur *groupWriter // receiving batches
-	finish := func() error {
-		if cur != nil {
-			close(cur.in)
-			cur = nil
-		}
-		close(commits)
-		return <-committed
-	}
-	fail := func(err error) (Meta, error) {
-		if cerr := finish(); cerr != nil && err == nil {
-			err = cerr
-		}
+	l, err := newLayout(fields, opts)
+	if err != nil {
 		return Meta{}, err
 	}
-	var b *batch
-	var groupRows int64
-	var m Meta
-	var series seriesIndex
-	m.MinTS, m.MaxTS = math.MaxInt64, math.MinInt64
-	m.MinSeq = math.MaxUint64
-	for it.Next() {
-		if cur == nil {
-			encoding <- struct{}{}
-			if failed.Load() {
-				return fail(nil)
-			}
-			cur = startGroup(pw.BeginRowGroup(), cols, pool, queued, encoding)
-			commits <- cur
-		}
-		if b == nil {
-			b = pool.get()
-		}
-		e := it.Entry()
-		hi := e.TS
-		if e.Op == row.Delete {
-			hi = e.End
-			m.Tombstones++
-		}
-		if opts.SeriesIndex {
-			series.add(e.Series)
-		}
-		b.add(e, &cols)
-		m.Rows++
-		m.MinTS, m.MaxTS = min(m.MinTS, e.TS), max(m.MaxTS, hi)
-		m.MinSeq, m.MaxSeq = min(m.MinSeq, e.Seq), max(m.MaxSeq, e.Seq)
-		groupRows++
-		if len(b.entries) == batchRows || groupRows == opts.RowGroupRows {
-			cur.in <- b
-			b = nil
-		}
-		if groupRows == opts.RowGroupRows {
-			close(cur.in)
-			cur, groupRows = nil, 0
-		}
+	cw := &countingWriter{w: w}
+	pw := parquet.NewWriter(cw,
+		l.schema,
+		parquet.Compression(codec),
+		parquet.KeyValueMetadata(formatKey, l.version),
+		parquet.CreatedBy("strata", "1", ""),
+		parquet.PageBufferSize(cmp.Or(opts.PageBytes, DefaultPageBytes)),
+	)
+	var series *seriesIndex
+	if opts.SeriesIndex {
+		series = new(seriesIndex)
 	}
-	if err := it.Err(); err != nil {
-		return fail(err)
-	}
-	if m.Rows == 0 {
-		return fail(ErrEmpty)
-	}
-	if b != nil {
-		cur.in <- b
-	}
-	if err := finish(); err != nil {
+	m, err := startPipeline(pw, l.cols, opts).run(it, series)
+	if err != nil {
 		return Meta{}, err
 	}
 	if err := pw.Close(); err != nil {
 		return Meta{}, fmt.Errorf("sst: close writer: %w", err)
 	}
 	m.Size = cw.n
-	if opts.SeriesIndex {
+	if series != nil {
 		m.Series = series.count
 		if m.SeriesIndex, err = series.encode(opts.Compression); err != nil {
 			return Meta{}, err
 		}
 	}
 	return m, nil
+}
+
+// layout is how a Write lays out its fields: the file's schema, its format
+// version, and the columns its batches are written to.
+type layout struct {
+	schema  *parquet.Schema
+	version string
+	cols    batchColumns
+}
+
+func newLayout(fields []schema.Field, opts WriteOptions) (layout, error) {
+	required := make([]bool, len(fields))
+	copy(required, opts.NoNulls)
+	scales, err := decimalScales(fields, opts.Decimals)
+	if err != nil {
+		return layout{}, err
+	}
+	sch := buildSchema(fields, required, scales)
+	version := formatValue
+	if slices.ContainsFunc(scales, func(s int8) bool { return s >= 0 }) {
+		version = formatDecimalsValue
+	}
+	return layout{schema: sch, version: version, cols: newBatchColumns(sch, fields, required, scales)}, nil
+}
+
+// decimalScales is the scale each field is written at
+// (WriteOptions.Decimals): decimal.None for doubles and fields of other
+// kinds.
+func decimalScales(fields []schema.Field, decimals []int8) ([]int8, error) {
+	scales := make([]int8, len(fields))
+	for j, f := range fields {
+		scales[j] = decimal.None
+		if j < len(decimals) && f.Kind == row.Float && decimals[j] >= 0 {
+			if decimals[j] > decimal.MaxScale {
+				return nil, fmt.Errorf("sst: field %q: decimal scale %d over %d", f.Name, decimals[j], decimal.MaxScale)
+			}
+			scales[j] = decimals[j]
+		}
+	}
+	return scales, nil
+}
+
+// pipeline encodes a Write's entries. The calling goroutine only copies
+// entries into small batches (add); each row group has a worker that turns
+// its batches into column values, encodes and compresses them
+// (startGroup). Up to Parallel row groups are encoded at once, and a
+// committer goroutine writes them to the file in order (commit), so the
+// calling goroutine (the merge, usually the critical path) never waits on
+// the file. Batches are recycled, so memory is the row groups in flight,
+// whatever the file's size: their batches (about 16 MiB for 100k rows of
+// ten fields) and their encoded pages, and up to backlog encoded row groups
+// (a few MiB each) waiting to be written.
+//
+// NB: a row group's queue holds all its batches, so the caller can move on
+// to the next row group while a worker still compresses this one: with a
+// shorter queue the caller waits for the one worker it feeds, and the
+// other workers idle (measured: 12% slower compactions).
+type pipeline struct {
+	pw           *parquet.Writer
+	cols         batchColumns
+	pool         *batchPool
+	queued       int   // how many batches a row group's queue holds
+	rowGroupRows int64 // WriteOptions.RowGroupRows
+
+	encoding  chan struct{}     // a slot per row group being encoded
+	commits   chan *groupWriter // row groups, in file order, for the committer
+	committed chan error        // the committer's outcome, once commits is closed
+	failed    atomic.Bool       // the committer has failed: stop feeding it
+
+	cur       *groupWriter // the row group receiving batches
+	b         *batch       // the batch being filled, nil if none
+	groupRows int64        // rows given to cur
+}
+
+// backlog is how many encoded row groups may wait to be written.
+const backlog = 2
+
+// startPipeline starts the committer of a pipeline writing to pw.
+func startPipeline(pw *parquet.Writer, cols batchColumns, opts WriteOptions) *pipeline {
+	parallel := max(1, opts.Parallel)
+	p := &pipeline{
+		pw: pw, cols: cols, pool: &batchPool{fields: len(cols.fields)},
+		queued:       max(2, int(opts.RowGroupRows/batchRows)+1),
+		rowGroupRows: opts.RowGroupRows,
+		encoding:     make(chan struct{}, parallel),
+		commits:      make(chan *groupWriter, parallel+backlog),
+		committed:    make(chan error, 1),
+	}
+	go p.commit()
+	return p
+}
+
+// commit writes each row group sent on commits to the file once it is
+// encoded, in order, and sends the first failure (or nil) on committed
+// when commits is closed. After a failure it only drains commits.
+func (p *pipeline) commit() {
+	var err error
+	for g := range p.commits {
+		e := <-g.done
+		if err == nil && e != nil {
+			err = fmt.Errorf("sst: encode row group: %w", e)
+		}
+		if err == nil {
+			if _, e := g.rg.Commit(); e != nil {
+				err = fmt.Errorf("sst: write row group: %w", e)
+			}
+		}
+		if err != nil {
+			p.failed.Store(true)
+		}
+	}
+	p.committed <- err
+}
+
+// run feeds it's entries to the pipeline and ends it (finish), returning
+// the file's Meta but for its size; series, if not nil, gets each entry's
+// series.
+func (p *pipeline) run(it row.Iterator, series *seriesIndex) (Meta, error) {
+	m := Meta{MinTS: math.MaxInt64, MaxTS: math.MinInt64, MinSeq: math.MaxUint64}
+	for it.Next() {
+		e := it.Entry()
+		if !p.add(e) {
+			return p.fail(nil)
+		}
+		m.count(e)
+		if series != nil {
+			series.add(e.Series)
+		}
+	}
+	if err := it.Err(); err != nil {
+		return p.fail(err)
+	}
+	if m.Rows == 0 {
+		return p.fail(ErrEmpty)
+	}
+	if p.b != nil {
+		p.cur.in <- p.b
+	}
+	if err := p.finish(); err != nil {
+		return Meta{}, err
+	}
+	return m, nil
+}
+
+// add copies e into the current batch, starting a row group (which waits
+// for an encoding slot) if none is receiving, and hands full batches and
+// row groups on. It reports false, having added nothing, if the committer
+// failed.
+func (p *pipeline) add(e *row.Entry) bool {
+	if p.cur == nil {
+		p.encoding <- struct{}{}
+		if p.failed.Load() {
+			return false
+		}
+		p.cur = startGroup(p.pw.BeginRowGroup(), p.cols, p.pool, p.queued, p.encoding)
+		p.commits <- p.cur
+	}
+	if p.b == nil {
+		p.b = p.pool.get()
+	}
+	p.b.add(e, &p.cols)
+	p.groupRows++
+	if len(p.b.entries) == batchRows || p.groupRows == p.rowGroupRows {
+		p.cur.in <- p.b
+		p.b = nil
+	}
+	if p.groupRows == p.rowGroupRows {
+		close(p.cur.in)
+		p.cur, p.groupRows = nil, 0
+	}
+	return true
+}
+
+// finish ends the row group receiving batches and waits for the committer:
+// the first error encoding or writing a row group.
+func (p *pipeline) finish() error {
+	if p.cur != nil {
+		close(p.cur.in)
+		p.cur = nil
+	}
+	close(p.commits)
+	return <-p.committed
+}
+
+// fail ends the pipeline after err, or after the committer's error if err
+// is nil.
+func (p *pipeline) fail(err error) (Meta, error) {
+	if cerr := p.finish(); cerr != nil && err == nil {
+		err = cerr
+	}
+	return Meta{}, err
+}
+
+// count adds e to m's counts and bounds.
+func (m *Meta) count(e *row.Entry) {
+	hi := e.TS
+	if e.Op == row.Delete {
+		hi = e.End
+		m.Tombstones++
+	}
+	m.Rows++
+	m.MinTS, m.MaxTS = min(m.MinTS, e.TS), max(m.MaxTS, hi)
+	m.MinSeq, m.MaxSeq = min(m.MinSeq, e.Seq), max(m.MaxSeq, e.Seq)
 }
 
 // groupWriter encodes one row group from the batches sent on in; done
