@@ -105,10 +105,22 @@ func Open(ctx context.Context, store objstore.Bucket, key string, size int64) (*
 	}
 	r := &Reader{key: key, file: f, cols: map[string]int{}, kinds: map[string]row.Kind{}, ra: ra, pages: ra,
 		numeric: make([]bool, len(f.Schema().Columns())), optional: make([]bool, len(f.Schema().Columns())), scales: make([]int8, len(f.Schema().Columns()))}
+	if err := r.mapColumns(); err != nil {
+		return nil, err
+	}
+	r.summarise()
+	return r, nil
+}
+
+// mapColumns fills r's maps of its columns from the file's schema: their
+// indexes, field kinds, decimal scales and whether they are numeric or
+// optional. A field column of a type no writer of SSTs writes, or a
+// reserved column missing, is ErrCorrupt.
+func (r *Reader) mapColumns() error {
 	for c := range r.scales {
 		r.scales[c] = decimal.None
 	}
-	for _, leaf := range f.Root().Columns() {
+	for _, leaf := range r.file.Root().Columns() {
 		r.cols[leaf.Name()] = leaf.Index()
 		if c := leaf.Index(); c >= 0 && c < len(r.numeric) {
 			k := leaf.Type().Kind()
@@ -121,11 +133,11 @@ func Open(ctx context.Context, store objstore.Bucket, key string, size int64) (*
 		}
 		k, ok := kindOf(leaf)
 		if !ok {
-			return nil, fmt.Errorf("%w: %s: column %q has unsupported type %s", ErrCorrupt, key, leaf.Name(), leaf.Type())
+			return fmt.Errorf("%w: %s: column %q has unsupported type %s", ErrCorrupt, r.key, leaf.Name(), leaf.Type())
 		}
 		if scale, ok := decimalScale(leaf); ok {
 			if c := leaf.Index(); c < 0 || c >= len(r.scales) || !r.numeric[c] || scale < 0 || scale > decimal.MaxScale {
-				return nil, fmt.Errorf("%w: %s: column %q is an unsupported decimal %s", ErrCorrupt, key, leaf.Name(), leaf.Type())
+				return fmt.Errorf("%w: %s: column %q is an unsupported decimal %s", ErrCorrupt, r.key, leaf.Name(), leaf.Type())
 			}
 			r.scales[leaf.Index()], k = scale, row.Float
 		}
@@ -133,11 +145,10 @@ func Open(ctx context.Context, store objstore.Bucket, key string, size int64) (*
 	}
 	for _, c := range []string{ColSeries, ColTS, ColSeq, ColDeleteEnd} {
 		if _, ok := r.cols[c]; !ok {
-			return nil, fmt.Errorf("%w: %s has no column %s", ErrCorrupt, key, c)
+			return fmt.Errorf("%w: %s has no column %s", ErrCorrupt, r.key, c)
 		}
 	}
-	r.summarise()
-	return r, nil
+	return nil
 }
 
 // summarise reads the row groups' statistics into r.groups and the

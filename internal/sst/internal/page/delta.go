@@ -99,11 +99,9 @@ func (c *DeltaCursor) AppendRange(dst []uint64, a, b int) ([]uint64, error) {
 			continue
 		}
 		if c.mini == c.minis {
-			md, k := binary.Varint(c.src)
-			if k <= 0 || len(c.src)-k < c.minis {
-				return dst, fmt.Errorf("%w: delta block header truncated at value %d", ErrCorrupt, c.pos)
+			if err := c.nextBlock(); err != nil {
+				return dst, err
 			}
-			c.minDelta, c.widths, c.src, c.mini = md, c.src[k:k+c.minis], c.src[k+c.minis:], 0
 		}
 		w := uint(c.widths[c.mini])
 		n := min(c.perMini, c.total-c.pos)
@@ -153,6 +151,17 @@ func (c *DeltaCursor) AppendRange(dst []uint64, a, b int) ([]uint64, error) {
 		dst = appendInts(dst, held[max(a, c.heldFrom)-c.heldFrom:min(b, c.heldTo)-c.heldFrom])
 	}
 	return dst, nil
+}
+
+// nextBlock reads the next block's header: its least delta and its
+// miniblocks' bit widths.
+func (c *DeltaCursor) nextBlock() error {
+	md, k := binary.Varint(c.src)
+	if k <= 0 || len(c.src)-k < c.minis {
+		return fmt.Errorf("%w: delta block header truncated at value %d", ErrCorrupt, c.pos)
+	}
+	c.minDelta, c.widths, c.src, c.mini = md, c.src[k:k+c.minis], c.src[k+c.minis:], 0
+	return nil
 }
 
 func appendInts(dst []uint64, vs []int64) []uint64 {
