@@ -8,6 +8,9 @@ import (
 	"github.com/stratadb/strata/internal/objstore"
 )
 
+// rangeReader reads a file larger than WholeFileLimit from the store in
+// ranges, as parquet-go asks for them, serving what lies in the tail it
+// read at open from there.
 type rangeReader struct {
 	ctx   context.Context
 	store objstore.Bucket

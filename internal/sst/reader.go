@@ -61,6 +61,8 @@ type groupStats struct {
 // excludes reports whether the group's statistics rule out f's range.
 func (g *groupStats) excludes(f Filter) bool { return g.bounded && !f.Overlaps(g.minTS, g.maxTS) }
 
+// bounded is a column chunk whose statistics give its least and greatest
+// values.
 type bounded interface {
 	Bounds() (min, max parquet.Value, ok bool)
 }
