@@ -25,8 +25,8 @@
 //   - zstd.go, zstd_cgo.go, zstd_nocgo.go: compression.
 //
 // Package internal/page alone knows Parquet below parquet-go's API (page
-// headers, delta decoding) and parquet-go's memory layouts: it is the only
-// one here that imports unsafe.
+// headers, delta decoding) and parquet-go's memory layouts, and alone
+// converts memory from one type to another.
 package sst
 
 import (

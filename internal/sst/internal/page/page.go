@@ -5,10 +5,10 @@
 // layout, and reinterprets slices of 64-bit words.
 //
 // It is the only package of sst that imports unsafe or relies on
-// parquet-go's in-memory layouts (TestUnsafeOnlyInPage in package sst
-// holds that): an upgrade of parquet-go is checked here. It knows nothing
-// of Strata's files, columns or rows; package sst decides which pages to
-// read and what their values mean.
+// parquet-go's in-memory layouts (TestUnsafeOnlyInPage holds that): an
+// upgrade of parquet-go is checked here. It knows nothing of Strata's
+// files, columns or rows; package sst decides which pages to read and what
+// their values mean.
 package page
 
 import (

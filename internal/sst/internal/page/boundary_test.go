@@ -1,4 +1,4 @@
-package sst
+package page
 
 import (
 	"go/parser"
@@ -10,14 +10,13 @@ import (
 	"testing"
 )
 
-// TestUnsafeOnlyInPage: of package sst and its subpackages, only
-// internal/page imports unsafe (it alone knows parquet-go's memory
-// layouts), and page imports nothing of Strata (it knows Parquet pages,
-// not Strata's files).
+// TestUnsafeOnlyInPage: of package sst and its subpackages, only this one
+// imports unsafe (it alone knows parquet-go's memory layouts), and it
+// imports nothing of Strata (it knows Parquet pages, not Strata's files).
 func TestUnsafeOnlyInPage(t *testing.T) {
-	const pageDir = "internal/page"
+	const sstDir, pageDir = "../..", "../../internal/page" // internal/sst, and this package in it
 	files := 0
-	err := filepath.WalkDir(".", func(path string, d fs.DirEntry, err error) error {
+	err := filepath.WalkDir(sstDir, func(path string, d fs.DirEntry, err error) error {
 		if err != nil || d.IsDir() || !strings.HasSuffix(path, ".go") {
 			return err
 		}
@@ -31,7 +30,7 @@ func TestUnsafeOnlyInPage(t *testing.T) {
 			p, _ := strconv.Unquote(imp.Path.Value)
 			switch {
 			case p == "unsafe" && !inPage:
-				t.Errorf("%s imports unsafe: only %s may", path, pageDir)
+				t.Errorf("%s imports unsafe: only package page may", path)
 			case inPage && strings.HasPrefix(p, "github.com/stratadb/strata/"):
 				t.Errorf("%s imports %s: package page imports nothing of Strata", path, p)
 			}
