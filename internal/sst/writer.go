@@ -143,6 +143,8 @@ type layout struct {
 	cols    batchColumns
 }
 
+// newLayout lays out fields as opts asks (NoNulls, Decimals); a decimal
+// scale past decimal.MaxScale is an error.
 func newLayout(fields []schema.Field, opts WriteOptions) (layout, error) {
 	required := make([]bool, len(fields))
 	copy(required, opts.NoNulls)
@@ -247,7 +249,7 @@ func (p *pipeline) commit() {
 	p.committed <- err
 }
 
-// run feeds it's entries to the pipeline and ends it (finish), returning
+// run feeds the entries of it to the pipeline and ends it (finish), returning
 // the file's Meta but for its size; series, if not nil, gets each entry's
 // series.
 func (p *pipeline) run(it row.Iterator, series *seriesIndex) (Meta, error) {
