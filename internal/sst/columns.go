@@ -4,10 +4,9 @@ import (
 	"fmt"
 	"slices"
 	"sort"
-	"unsafe"
 
-	"github.com/parquet-go/parquet-go"
 	"github.com/stratadb/strata/internal/freelist"
+	"github.com/stratadb/strata/internal/sst/internal/page"
 )
 
 // SeriesColumn is one series' values of one numeric field, in ts order:
@@ -43,22 +42,6 @@ func (r *Reader) Tombstones(start, end int64) bool {
 		}
 	}
 	return false
-}
-
-// Ranged reports whether the file is read from the store in ranges, as it
-// is needed, rather than held whole (files over WholeFileLimit).
-func (r *Reader) Ranged() bool {
-	_, ok := r.ra.(*rangeReader)
-	return ok
-}
-
-// SeqRange bounds the sequence numbers of the file's rows (ok false if the
-// statistics do not say).
-func (r *Reader) SeqRange() (lo, hi uint64, ok bool) {
-	if !r.seqKnown {
-		return 0, 0, false
-	}
-	return r.seqLo, r.seqHi, true
 }
 
 // columnStep is how many rows ReadColumns decodes at a time.
@@ -105,8 +88,7 @@ func (r *Reader) ReadColumns(runs []Run, field string, start, end int64, emit fu
 				}
 				at += int64(n)
 				// A run is in ts order: the rows in range are a stretch.
-				tsBits := cr.ts.payloads()
-				ts := unsafe.Slice((*int64)(unsafe.Pointer(unsafe.SliceData(tsBits))), n)
+				ts := page.Ints(cr.ts.payloads()[:n])
 				lo, _ := slices.BinarySearch(ts, start)
 				hi, _ := slices.BinarySearch(ts[lo:], end)
 				hi += lo
@@ -180,7 +162,7 @@ func (c *columnReader) release() {
 	c.r, c.rawTS, c.rawVals = nil, c.rawTS.buffers(), c.rawVals.buffers() // no file is held
 	c.col = SeriesColumn{TS: c.col.TS[:0], Bits: c.col.Bits[:0], Null: c.col.Null[:0]}
 	if max(cap(c.col.TS), cap(c.col.Bits), cap(c.tsBits), cap(c.valBits), cap(c.rawTS.bits), cap(c.rawVals.bits)) <= keptRows &&
-		max(cap(c.rawTS.raw), cap(c.rawTS.unz), cap(c.rawVals.raw), cap(c.rawVals.unz)) <= 8*keptRows {
+		max(cap(c.rawTS.raw), c.rawTS.vals.BufferBytes(), cap(c.rawVals.raw), c.rawVals.vals.BufferBytes()) <= 8*keptRows {
 		columnReaders.Put(c)
 	}
 }
@@ -249,13 +231,4 @@ func (c *columnReader) close() {
 		}
 		c.ts, c.vals = nil, nil
 	}
-}
-
-// scanPages returns a column chunk's pages, read through the reader's
-// cache for a ranged file that a Cache opened.
-func (r *Reader) scanPages(c parquet.ColumnChunk) parquet.Pages {
-	if fc, ok := c.(*parquet.FileColumnChunk); ok && r.pages != r.ra {
-		return fc.PagesFrom(r.pages)
-	}
-	return c.Pages()
 }

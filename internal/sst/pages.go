@@ -2,22 +2,20 @@ package sst
 
 import (
 	"fmt"
-	"hash/crc32"
 	"slices"
-	"unsafe"
 
-	"github.com/parquet-go/bitpack"
 	"github.com/parquet-go/parquet-go"
 	"github.com/parquet-go/parquet-go/format"
 
 	"github.com/stratadb/strata/internal/decimal"
+	"github.com/stratadb/strata/internal/sst/internal/page"
 )
 
 // rawPages reads a required 64-bit column chunk (timestamps, a numeric
 // field) of one row group page by page, without parquet-go's page
 // decoding: it finds a row's page through the offset index, reads the
-// page, checks its CRC, decompresses it, and decodes only the rows asked
-// for (deltaCursor). ReadColumns uses it where a chunk's metadata shows
+// page, and has package page check its CRC, decompress it and decode only
+// the rows asked for. ReadColumns uses it where a chunk's metadata shows
 // only what it decodes (data pages of PLAIN or DELTA_BINARY_PACKED values,
 // zstd or uncompressed); any other chunk is read through parquet-go
 // (colStream).
@@ -31,18 +29,13 @@ type rawPages struct {
 
 	page       int   // the page loaded, -1 none
 	start, end int64 // its rows, within the row group
-	enc        format.Encoding
-	values     []byte // its values section, with padding past its end
-	delta      deltaCursor
-	raw, unz   []byte // read and decompressed bytes, reused
+	vals       page.Values
+	raw        []byte // the page as read, reused
 
 	// the seek/read interface ReadColumns shares with colStream
 	pos  int64
 	bits []uint64
 }
-
-// padding is what bitpack may read past a miniblock.
-const padding = bitpack.PaddingInt64
 
 // rawPagesOff makes every chunk read through parquet-go, for tests that
 // compare the two readers.
@@ -82,7 +75,7 @@ func (r *Reader) openRaw(g, c int, p *rawPages) bool {
 
 // buffers is an empty rawPages holding p's buffers, to be reused.
 func (p *rawPages) buffers() rawPages {
-	return rawPages{delta: deltaCursor{held: p.delta.held, deltas: p.delta.deltas}, raw: p.raw, unz: p.unz, bits: p.bits}
+	return rawPages{vals: p.vals.Buffers(), raw: p.raw, bits: p.bits}
 }
 
 func (p *rawPages) seek(row int64) error { p.pos = row; return nil }
@@ -117,14 +110,9 @@ func (p *rawPages) appendRows(dst []uint64, from, to int64) ([]uint64, error) {
 		k := min(to, p.end)
 		a, b := int(from-p.start), int(k-p.start)
 		n := len(dst)
-		if p.enc == format.DeltaBinaryPacked {
-			var err error
-			if dst, err = p.delta.appendRange(dst, a, b); err != nil {
-				return dst, err
-			}
-		} else {
-			vals := unsafe.Slice((*uint64)(unsafe.Pointer(unsafe.SliceData(p.values))), len(p.values)/8)
-			dst = append(dst, vals[a:b]...)
+		var err error
+		if dst, err = p.vals.AppendRange(dst, a, b); err != nil {
+			return dst, err
 		}
 		if p.decimals {
 			decimal.Floats(dst[n:], p.scale)
@@ -148,7 +136,7 @@ func (p *rawPages) pageOf(row int64) int {
 	return lo
 }
 
-// load reads, checks and decompresses page i.
+// load reads page i and has p.vals decode it.
 func (p *rawPages) load(i int) error {
 	p.page = -1
 	start, end := p.index.FirstRowIndex(i), p.rows
@@ -159,51 +147,14 @@ func (p *rawPages) load(i int) error {
 	if start < 0 || end <= start || off < 0 || size <= 0 || size > 1<<30 {
 		return fmt.Errorf("%w: offset index entry %d: rows [%d, %d), %d bytes at %d", ErrCorrupt, i, start, end, size, off)
 	}
-	p.raw = slices.Grow(p.raw[:0], int(size)+padding)[:size]
+	p.raw = slices.Grow(p.raw[:0], int(size)+page.Padding)[:size]
 	if _, err := p.r.pages.ReadAt(p.raw, off); err != nil {
 		return fmt.Errorf("sst: read page at %d: %w", off, err)
 	}
-	h, hn, err := parsePageHeader(p.raw)
-	if err != nil {
+	if err := p.vals.Load(i, p.raw, int32(end-start), p.codec, &decoder); err != nil {
 		return err
 	}
-	body := p.raw[hn:]
-	rows := int32(end - start)
-	switch {
-	case !h.data:
-		return fmt.Errorf("%w: page %d is of type %d, not data", ErrCorrupt, i, h.typ)
-	case int(h.compressed) != len(body):
-		return fmt.Errorf("%w: page %d holds %d bytes, its offset index entry %d", ErrCorrupt, i, h.compressed, len(body))
-	case h.numValues != rows || h.v2 && (h.numRows != rows || h.numNulls != 0):
-		return fmt.Errorf("%w: page %d holds %d values, its offset index %d rows", ErrCorrupt, i, h.numValues, rows)
-	case h.repLen != 0 || h.defLen != 0:
-		return fmt.Errorf("%w: page %d of a required column has levels", ErrCorrupt, i)
-	case h.encoding != format.Plain && h.encoding != format.DeltaBinaryPacked:
-		return fmt.Errorf("%w: page %d has encoding %d, which its chunk's metadata does not list", ErrCorrupt, i, h.encoding)
-	}
-	if h.hasCRC && crc32.ChecksumIEEE(body) != uint32(h.crc) {
-		return fmt.Errorf("%w: page %d fails its checksum", ErrCorrupt, i)
-	}
-	p.values = body
-	if p.codec == format.Zstd && (!h.v2 || h.isCompressed) {
-		p.unz = slices.Grow(p.unz[:0], int(h.uncompressed)+padding)
-		if p.unz, err = decoder.Decode(p.unz, body); err != nil {
-			return fmt.Errorf("%w: page %d: %w", ErrCorrupt, i, err)
-		}
-		if len(p.unz) != int(h.uncompressed) {
-			return fmt.Errorf("%w: page %d decompresses to %d bytes, not %d", ErrCorrupt, i, len(p.unz), h.uncompressed)
-		}
-		p.unz = slices.Grow(p.unz, padding)
-		p.values = p.unz
-	}
-	if h.encoding == format.DeltaBinaryPacked {
-		if err := p.delta.reset(p.values, int(rows)); err != nil {
-			return fmt.Errorf("page %d: %w", i, err)
-		}
-	} else if len(p.values) != 8*int(rows) {
-		return fmt.Errorf("%w: page %d of %d rows holds %d bytes of plain values", ErrCorrupt, i, rows, len(p.values))
-	}
-	p.page, p.start, p.end, p.enc = i, start, end, h.encoding
+	p.page, p.start, p.end = i, start, end
 	return nil
 }
 

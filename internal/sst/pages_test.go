@@ -10,116 +10,19 @@ import (
 	"time"
 
 	"github.com/parquet-go/parquet-go"
-	"github.com/parquet-go/parquet-go/encoding/delta"
 	"github.com/parquet-go/parquet-go/encoding/thrift"
 	"github.com/parquet-go/parquet-go/format"
 
 	"github.com/stratadb/strata/internal/decimal"
 	"github.com/stratadb/strata/internal/row"
 	"github.com/stratadb/strata/internal/schema"
+	"github.com/stratadb/strata/internal/sst/internal/page"
 )
 
 func seeded(t testing.TB) *rand.Rand {
 	seed := uint64(time.Now().UnixNano())
 	t.Logf("seed %d", seed)
 	return rand.New(rand.NewPCG(seed, seed>>7))
-}
-
-// deltaValues is a random sequence of one of the shapes pages hold:
-// steady steps (width-0 miniblocks), small noise, series boundaries (one
-// large jump), and extremes that need 64-bit deltas.
-func deltaValues(rng *rand.Rand, n int) []int64 {
-	vs := make([]int64, n)
-	v := rng.Int64()
-	shape := rng.IntN(4)
-	for i := range vs {
-		switch shape {
-		case 0:
-			v += 10_000_000_000
-		case 1:
-			v += rng.Int64N(2000) - 1000
-		case 2:
-			v += 10
-			if rng.IntN(300) == 0 {
-				v = rng.Int64()
-			}
-		default:
-			v = []int64{math.MinInt64, math.MaxInt64, 0, -1, rng.Int64()}[rng.IntN(5)]
-		}
-		vs[i] = v
-	}
-	return vs
-}
-
-// TestDeltaCursorMatchesParquet: ranges of pages that parquet-go encodes
-// decode to the values it was given, read forward as ReadColumns reads
-// them, backward, and repeated; a truncated page is corruption, never a
-// panic.
-func TestDeltaCursorMatchesParquet(t *testing.T) {
-	rng := seeded(t)
-	var enc delta.BinaryPackedEncoding
-	var c deltaCursor
-	for round := range 300 {
-		n := []int{1, 2, 31, 32, 33, 127, 128, 129, 1000, 8192}[rng.IntN(10)]
-		vs := deltaValues(rng, n)
-		data, err := enc.EncodeInt64(nil, vs)
-		if err != nil {
-			t.Fatal(err)
-		}
-		data = slices.Grow(data, padding)
-		if err := c.reset(data, n); err != nil {
-			t.Fatalf("round %d: %v", round, err)
-		}
-		// Forward in stretches, as a page's runs are read, then at random.
-		var got []uint64
-		for a := 0; a < n; {
-			b := min(n, a+1+rng.IntN(300))
-			if got, err = c.appendRange(got[:0], a, b); err != nil {
-				t.Fatalf("round %d: [%d, %d): %v", round, a, b, err)
-			}
-			for k, v := range got {
-				if int64(v) != vs[a+k] {
-					t.Fatalf("round %d: value %d of %d is %d, want %d", round, a+k, n, int64(v), vs[a+k])
-				}
-			}
-			a = b
-		}
-		for range 20 {
-			a := rng.IntN(n + 1)
-			b := a + rng.IntN(n-a+1)
-			if got, err = c.appendRange(got[:0], a, b); err != nil {
-				t.Fatalf("round %d: [%d, %d): %v", round, a, b, err)
-			}
-			if len(got) != b-a {
-				t.Fatalf("round %d: [%d, %d) gave %d values", round, a, b, len(got))
-			}
-			for k, v := range got {
-				if int64(v) != vs[a+k] {
-					t.Fatalf("round %d: [%d, %d): value %d is %d, want %d", round, a, b, a+k, int64(v), vs[a+k])
-				}
-			}
-		}
-		if _, err := c.appendRange(nil, 0, n+1); err == nil {
-			t.Fatalf("round %d: a range past the page's end was read", round)
-		}
-		if err := c.reset(data, n+1); !errors.Is(err, ErrCorrupt) {
-			t.Fatalf("round %d: a header of %d values for %d rows: %v", round, n, n+1, err)
-		}
-		// Cut short: an error, from reset or from reading, or (when only a
-		// last miniblock's padding is cut) the values; never a panic. The
-		// cut is copied, so what lay past it cannot be read.
-		k := rng.IntN(len(data))
-		cut := append(make([]byte, 0, k+padding), data[:k]...)
-		if err := c.reset(cut, n); err == nil {
-			if got, err = c.appendRange(got[:0], 0, n); err == nil {
-				for i, v := range got {
-					if int64(v) != vs[i] {
-						t.Fatalf("round %d: %d of %d bytes decoded value %d as %d, want %d", round, k, len(data), i, int64(v), vs[i])
-					}
-				}
-			}
-		}
-	}
 }
 
 // TestPageHeaderMatchesParquet: every page header of SSTs (every column,
@@ -139,7 +42,7 @@ func TestPageHeaderMatchesParquet(t *testing.T) {
 				}
 				for i := range index.NumPages() {
 					b := data[index.Offset(i) : index.Offset(i)+index.CompressedPageSize(i)]
-					h, n, err := parsePageHeader(b)
+					h, n, err := page.ParseHeader(b)
 					if err != nil {
 						t.Fatalf("group %d column %d page %d: %v", g, c, i, err)
 					}
@@ -150,11 +53,11 @@ func TestPageHeaderMatchesParquet(t *testing.T) {
 					if got := headerOf(h); got != fmt.Sprint(want.Type, want.UncompressedPageSize, want.CompressedPageSize, want.CRC, pageFields(&want)) {
 						t.Fatalf("group %d column %d page %d: read %s, parquet-go %v", g, c, i, got, want)
 					}
-					if int(h.compressed) != len(b)-n {
-						t.Fatalf("group %d column %d page %d: header of %d bytes says %d more, the index %d", g, c, i, n, h.compressed, len(b)-n)
+					if int(h.Compressed) != len(b)-n {
+						t.Fatalf("group %d column %d page %d: header of %d bytes says %d more, the index %d", g, c, i, n, h.Compressed, len(b)-n)
 					}
 					for k := range n {
-						if _, _, err := parsePageHeader(b[:k]); !errors.Is(err, ErrCorrupt) {
+						if _, _, err := page.ParseHeader(b[:k]); !errors.Is(err, ErrCorrupt) {
 							t.Fatalf("a header cut to %d of %d bytes: %v", k, n, err)
 						}
 					}
@@ -166,8 +69,8 @@ func TestPageHeaderMatchesParquet(t *testing.T) {
 	t.Logf("%d page headers", headers)
 }
 
-func headerOf(h pageHeader) string {
-	return fmt.Sprint(h.typ, h.uncompressed, h.compressed, h.crc, fmt.Sprint(h.v2, h.numValues, h.numNulls, h.numRows, h.encoding, h.defLen, h.repLen, h.isCompressed))
+func headerOf(h page.Header) string {
+	return fmt.Sprint(h.Type, h.Uncompressed, h.Compressed, h.CRC, fmt.Sprint(h.V2, h.NumValues, h.NumNulls, h.NumRows, h.Encoding, h.DefLen, h.RepLen, h.IsCompressed))
 }
 
 func pageFields(h *format.PageHeader) string {
@@ -192,8 +95,8 @@ func FuzzParsePageHeader(f *testing.F) {
 		f.Add(data[index.Offset(0) : index.Offset(0)+min(index.CompressedPageSize(0), 64)])
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
-		h, n, err := parsePageHeader(b)
-		if err == nil && (n <= 0 || n > len(b) || h.compressed < 0) {
+		h, n, err := page.ParseHeader(b)
+		if err == nil && (n <= 0 || n > len(b) || h.Compressed < 0) {
 			t.Fatalf("header of %d bytes from %d: %+v", n, len(b), h)
 		}
 	})

@@ -1,4 +1,4 @@
-package sst
+package page
 
 import (
 	"math"
@@ -26,6 +26,11 @@ type rawValue struct {
 
 var stampOK = checkStamp()
 
+// CanStamp reports whether Stampers may be used: this parquet-go's Value
+// has the layout rawValue mirrors. If not, build every value through the
+// API.
+func CanStamp() bool { return stampOK }
+
 func checkStamp() bool {
 	if unsafe.Sizeof(rawValue{}) != unsafe.Sizeof(parquet.Value{}) {
 		return false
@@ -42,13 +47,13 @@ func checkStamp() bool {
 			return false
 		}
 		d, got := parquet.DoubleValue(c.f).Level(0, 1, c.col), old
-		stamperOf(dt).put(&got, math.Float64bits(c.f))
+		StamperOf(dt).Put(&got, math.Float64bits(c.f))
 		if got != d || got.Double() != c.f || got.Column() != c.col || got.DefinitionLevel() != 1 {
 			return false
 		}
 		i := parquet.Int64Value(c.i).Level(0, 1, c.col)
 		got = old
-		stamperOf(it).put(&got, uint64(c.i))
+		StamperOf(it).Put(&got, uint64(c.i))
 		if got != i || got.Int64() != c.i || got.Column() != c.col {
 			return false
 		}
@@ -56,23 +61,23 @@ func checkStamp() bool {
 	return true
 }
 
-// stamper stamps non-null values of one column: it holds the column's
+// Stamper stamps non-null values of one column: it holds the column's
 // template value's last word (kind, levels, column index).
-type stamper uint64
+type Stamper uint64
 
-// stamperOf is the stamper of tmpl's column, tmpl a float or int value
+// StamperOf is the Stamper of tmpl's column, tmpl a float or int value
 // (whose pointer is nil).
-func stamperOf(tmpl parquet.Value) stamper {
-	return stamper((*rawValue)(unsafe.Pointer(&tmpl)).meta)
+func StamperOf(tmpl parquet.Value) Stamper {
+	return Stamper((*rawValue)(unsafe.Pointer(&tmpl)).meta)
 }
 
-// put sets *dst to the column's value with payload bits.
+// Put sets *dst to the column's value with payload bits.
 //
 // NB: three word stores. Copying a template parquet.Value instead compiles
 // to overlapping 16-byte moves through the stack, whose reloads defeat
 // store-to-load forwarding: that cost 8-12 ns a value, a tenth of a
 // compaction's CPU.
-func (s stamper) put(dst *parquet.Value, bits uint64) {
+func (s Stamper) Put(dst *parquet.Value, bits uint64) {
 	r := (*rawValue)(unsafe.Pointer(dst))
 	r.ptr = nil
 	r.u64 = bits

@@ -1,4 +1,4 @@
-package sst
+package page
 
 import (
 	"encoding/binary"
@@ -7,26 +7,26 @@ import (
 	"github.com/parquet-go/parquet-go/format"
 )
 
-// pageHeader is what rawPages needs of a Parquet page header. It is read
-// by hand from Thrift's compact protocol: parquet-go's reflective decoder
-// of the whole header (statistics included) cost a twentieth of a narrow
-// query's time.
-type pageHeader struct {
-	typ          format.PageType
-	uncompressed int32
-	compressed   int32
-	crc          int32
-	hasCRC       bool
-	// The data page header, of either version (v2 sets the levels'
+// Header is what Values needs of a Parquet page header. It is read by hand
+// from Thrift's compact protocol: parquet-go's reflective decoder of the
+// whole header (statistics included) cost a twentieth of a narrow query's
+// time.
+type Header struct {
+	Type         format.PageType
+	Uncompressed int32
+	Compressed   int32
+	CRC          int32
+	HasCRC       bool
+	// The data page header, of either version (V2 sets the levels'
 	// lengths and may leave its values uncompressed).
-	data, v2     bool
-	numValues    int32
-	numNulls     int32
-	numRows      int32
-	encoding     format.Encoding
-	defLen       int32
-	repLen       int32
-	isCompressed bool
+	Data, V2     bool
+	NumValues    int32
+	NumNulls     int32
+	NumRows      int32
+	Encoding     format.Encoding
+	DefLen       int32
+	RepLen       int32
+	IsCompressed bool
 }
 
 // Thrift compact protocol types.
@@ -202,27 +202,27 @@ func (r *compactReader) bytes(n int) {
 	r.pos += n
 }
 
-// parsePageHeader reads the page header at the start of b and returns it
-// and its length in bytes.
-func parsePageHeader(b []byte) (pageHeader, int, error) {
+// ParseHeader reads the page header at the start of b and returns it and
+// its length in bytes. Malformed or truncated bytes are ErrCorrupt.
+func ParseHeader(b []byte) (Header, int, error) {
 	r := compactReader{b: b}
-	h := pageHeader{isCompressed: true}
+	h := Header{IsCompressed: true}
 	var seen uint8
 	r.fields(0, func(id int16, typ byte) bool {
 		switch {
 		case id == 1 && typ == tI32:
-			h.typ, seen = format.PageType(r.i32()), seen|1
+			h.Type, seen = format.PageType(r.i32()), seen|1
 		case id == 2 && typ == tI32:
-			h.uncompressed, seen = r.i32(), seen|2
+			h.Uncompressed, seen = r.i32(), seen|2
 		case id == 3 && typ == tI32:
-			h.compressed, seen = r.i32(), seen|4
+			h.Compressed, seen = r.i32(), seen|4
 		case id == 4 && typ == tI32:
-			h.crc, h.hasCRC = r.i32(), true
+			h.CRC, h.HasCRC = r.i32(), true
 		case id == 5 && typ == tStruct:
-			h.data = true
+			h.Data = true
 			r.dataPageHeader(&h, false)
 		case id == 8 && typ == tStruct:
-			h.data, h.v2 = true, true
+			h.Data, h.V2 = true, true
 			r.dataPageHeader(&h, true)
 		default:
 			return false
@@ -235,30 +235,30 @@ func parsePageHeader(b []byte) (pageHeader, int, error) {
 	if seen != 7 {
 		return h, 0, fmt.Errorf("%w: page header lacks a required field", ErrCorrupt)
 	}
-	if h.uncompressed < 0 || h.compressed < 0 || h.numValues < 0 || h.numNulls < 0 || h.numRows < 0 || h.defLen < 0 || h.repLen < 0 {
+	if h.Uncompressed < 0 || h.Compressed < 0 || h.NumValues < 0 || h.NumNulls < 0 || h.NumRows < 0 || h.DefLen < 0 || h.RepLen < 0 {
 		return h, 0, fmt.Errorf("%w: page header has a negative size or count", ErrCorrupt)
 	}
 	return h, r.pos, nil
 }
 
 // dataPageHeader reads a DataPageHeader (v2: a DataPageHeaderV2) into h.
-func (r *compactReader) dataPageHeader(h *pageHeader, v2 bool) {
+func (r *compactReader) dataPageHeader(h *Header, v2 bool) {
 	r.fields(1, func(id int16, typ byte) bool {
 		switch {
 		case id == 1 && typ == tI32:
-			h.numValues = r.i32()
+			h.NumValues = r.i32()
 		case v2 && id == 2 && typ == tI32:
-			h.numNulls = r.i32()
+			h.NumNulls = r.i32()
 		case v2 && id == 3 && typ == tI32:
-			h.numRows = r.i32()
+			h.NumRows = r.i32()
 		case (v2 && id == 4 || !v2 && id == 2) && typ == tI32:
-			h.encoding = format.Encoding(r.i32())
+			h.Encoding = format.Encoding(r.i32())
 		case v2 && id == 5 && typ == tI32:
-			h.defLen = r.i32()
+			h.DefLen = r.i32()
 		case v2 && id == 6 && typ == tI32:
-			h.repLen = r.i32()
+			h.RepLen = r.i32()
 		case v2 && id == 7 && (typ == tBoolTrue || typ == tBoolFalse):
-			h.isCompressed = typ == tBoolTrue
+			h.IsCompressed = typ == tBoolTrue
 		default:
 			return false
 		}

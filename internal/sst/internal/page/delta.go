@@ -1,15 +1,14 @@
-package sst
+package page
 
 import (
 	"encoding/binary"
 	"fmt"
 	"slices"
-	"unsafe"
 
 	"github.com/parquet-go/bitpack"
 )
 
-// deltaCursor decodes a DELTA_BINARY_PACKED page (Parquet's encoding of
+// DeltaCursor decodes a DELTA_BINARY_PACKED page (Parquet's encoding of
 // timestamps and of decimal mantissas) from any value on. A value is the
 // first value plus the deltas before it, so reading the end of a page
 // still walks its start; but a miniblock wholly before the values asked
@@ -21,7 +20,7 @@ import (
 // The cursor moves forward a miniblock at a time and keeps the values of
 // the last one it wrote out, so consecutive ranges (the runs of a page's
 // series, in order) decode the page once.
-type deltaCursor struct {
+type DeltaCursor struct {
 	data             []byte // the page's values section
 	perMini, minis   int    // values per miniblock, miniblocks per block
 	total            int    // values in the page
@@ -41,10 +40,10 @@ type deltaCursor struct {
 // a corrupt header cannot ask for a huge buffer.
 const maxPerMini = 1 << 12
 
-// reset starts the cursor on a page's values section, which must have
+// Reset starts the cursor on a page's values section, which must have
 // bitpack.PaddingInt64 bytes of capacity past its end, and checks that
 // its header says it holds n values.
-func (c *deltaCursor) reset(data []byte, n int) error {
+func (c *DeltaCursor) Reset(data []byte, n int) error {
 	c.data = data
 	var vals [3]uint64
 	src := data
@@ -71,8 +70,8 @@ func (c *deltaCursor) reset(data []byte, n int) error {
 	return nil
 }
 
-// appendRange appends values [a, b) of the page to dst, as uint64 bits.
-func (c *deltaCursor) appendRange(dst []uint64, a, b int) ([]uint64, error) {
+// AppendRange appends values [a, b) of the page to dst, as uint64 bits.
+func (c *DeltaCursor) AppendRange(dst []uint64, a, b int) ([]uint64, error) {
 	if a < 0 || b > c.total || a > b {
 		return dst, fmt.Errorf("sst: delta range [%d, %d) of %d values", a, b, c.total)
 	}
@@ -86,7 +85,7 @@ func (c *deltaCursor) appendRange(dst []uint64, a, b int) ([]uint64, error) {
 		return dst, nil
 	}
 	if a < c.pos { // behind the cursor: from the page's start again
-		if err := c.reset(c.data, c.total); err != nil {
+		if err := c.Reset(c.data, c.total); err != nil {
 			return dst, err
 		}
 	}
@@ -100,11 +99,9 @@ func (c *deltaCursor) appendRange(dst []uint64, a, b int) ([]uint64, error) {
 			continue
 		}
 		if c.mini == c.minis {
-			md, k := binary.Varint(c.src)
-			if k <= 0 || len(c.src)-k < c.minis {
-				return dst, fmt.Errorf("%w: delta block header truncated at value %d", ErrCorrupt, c.pos)
+			if err := c.nextBlock(); err != nil {
+				return dst, err
 			}
-			c.minDelta, c.widths, c.src, c.mini = md, c.src[k:k+c.minis], c.src[k+c.minis:], 0
 		}
 		w := uint(c.widths[c.mini])
 		n := min(c.perMini, c.total-c.pos)
@@ -156,6 +153,17 @@ func (c *deltaCursor) appendRange(dst []uint64, a, b int) ([]uint64, error) {
 	return dst, nil
 }
 
+// nextBlock reads the next block's header: its least delta and its
+// miniblocks' bit widths.
+func (c *DeltaCursor) nextBlock() error {
+	md, k := binary.Varint(c.src)
+	if k <= 0 || len(c.src)-k < c.minis {
+		return fmt.Errorf("%w: delta block header truncated at value %d", ErrCorrupt, c.pos)
+	}
+	c.minDelta, c.widths, c.src, c.mini = md, c.src[k:k+c.minis], c.src[k+c.minis:], 0
+	return nil
+}
+
 func appendInts(dst []uint64, vs []int64) []uint64 {
-	return append(dst, unsafe.Slice((*uint64)(unsafe.Pointer(unsafe.SliceData(vs))), len(vs))...)
+	return append(dst, IntBits(vs)...)
 }
