@@ -61,9 +61,9 @@ go vet -stdmethods=false ./internal/prom
 # SSTs are compressed with libzstd through cgo; without cgo a pure-Go
 # encoder takes its place (internal/sst/zstd_nocgo.go). Keep that build
 # compiling and its files readable.
-echo "CGO_ENABLED=0: go build ./... and go test ./internal/sst"
+echo "CGO_ENABLED=0: go build ./... and go test ./internal/sst/..."
 CGO_ENABLED=0 go build ./...
-CGO_ENABLED=0 go test -count=1 ./internal/sst
+CGO_ENABLED=0 go test -count=1 ./internal/sst/...
 # The compaction fault campaign's summary line, which go test prints only
 # with -v (the campaign runs again, about 10 s, in the full run below).
 if [ -z "${STRATA_TEST_PKGS:-}" ]; then
