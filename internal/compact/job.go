@@ -12,6 +12,7 @@ import (
 	"github.com/oklog/ulid/v2"
 
 	"github.com/stratadb/strata/internal/decimal"
+	"github.com/stratadb/strata/internal/fence"
 	"github.com/stratadb/strata/internal/manifest"
 	"github.com/stratadb/strata/internal/merge"
 	"github.com/stratadb/strata/internal/objstore"
@@ -301,7 +302,7 @@ func (j *Job) run(ctx context.Context) (Result, error) {
 			return !inputLive
 		})
 		if !landed {
-			if errors.Is(err, manifest.ErrAmbiguous) || errors.Is(err, region.ErrFenced) {
+			if errors.Is(err, manifest.ErrAmbiguous) || errors.Is(err, fence.ErrFenced) {
 				// It may have landed: never delete outputs that may be live.
 				return res, fmt.Errorf("compact %s: commit: %w", j.ID, err)
 			}

@@ -12,6 +12,7 @@ import (
 	"github.com/oklog/ulid/v2"
 
 	"github.com/stratadb/strata/internal/decimal"
+	"github.com/stratadb/strata/internal/fence"
 	"github.com/stratadb/strata/internal/manifest"
 	"github.com/stratadb/strata/internal/memtable"
 	"github.com/stratadb/strata/internal/merge"
@@ -133,7 +134,7 @@ func (r *Region) flushOne(ctx context.Context, mt *memtable.Memtable) (err error
 	r.streamMu.Unlock()
 	if err != nil {
 		if !r.landed(ctx, func(s *manifest.State) bool { _, p := s.Pending[job]; return !p && s.FlushedSeq >= st.MaxSeq }) {
-			if errors.Is(err, manifest.ErrAmbiguous) || errors.Is(err, manifest.ErrFenced) {
+			if errors.Is(err, manifest.ErrAmbiguous) || errors.Is(err, fence.ErrFenced) {
 				return fmt.Errorf("region %s: flush: commit: %w", r.id, err)
 			}
 			return r.abandon(ctx, job, id, fmt.Errorf("region %s: flush: commit: %w", r.id, err))
