@@ -14,7 +14,6 @@ import (
 	"github.com/stratadb/strata/internal/decimal"
 	"github.com/stratadb/strata/internal/manifest"
 	"github.com/stratadb/strata/internal/merge"
-	"github.com/stratadb/strata/internal/objstore"
 	"github.com/stratadb/strata/internal/region"
 	"github.com/stratadb/strata/internal/row"
 	"github.com/stratadb/strata/internal/schema"
@@ -68,6 +67,7 @@ type Result struct {
 type Job struct {
 	ID     string
 	r      *region.Region
+	txn    *region.OutputTxn // reserve, upload, commit, abandon
 	inputs []manifest.FileMeta
 	opts   Options
 
@@ -84,7 +84,8 @@ type Job struct {
 // NewJob prepares a job over inputs (live files of r).
 func NewJob(r *region.Region, inputs []manifest.FileMeta, opts Options) *Job {
 	opts.defaults()
-	return &Job{ID: "compact-" + ulid.Make().String(), r: r, inputs: inputs, opts: opts, done: make(chan struct{}), cancelC: make(chan struct{})}
+	id := "compact-" + ulid.Make().String()
+	return &Job{ID: id, r: r, txn: r.NewOutputTxn(id), inputs: inputs, opts: opts, done: make(chan struct{}), cancelC: make(chan struct{})}
 }
 
 // Cancel asks the job to stop and waits until it has. It returns nil once
@@ -170,7 +171,8 @@ func (j *Job) run(ctx context.Context) (Result, error) {
 	}
 	// The first output is reserved while the inputs open: the marker is a
 	// manifest write, a round trip that needs nothing from them. No byte
-	// of the output is written before it lands (first.wait).
+	// of the output is written before it lands (first.err; the OutputTxn
+	// refuses to upload an id it has not reserved).
 	first := j.reserveAsync(ctx)
 	fields := j.r.Schema().Fields()
 	names := make([]string, len(fields))
@@ -198,7 +200,6 @@ func (j *Job) run(ctx context.Context) (Result, error) {
 	if res.RowsIn > 0 && res.BytesIn > 0 {
 		maxRows = max(1, j.opts.MaxOutputBytes/max(1, res.BytesIn/res.RowsIn))
 	}
-	var reserved []string // ids the marker names
 	var outputs []manifest.FileMeta
 	var noNulls []bool
 	var scales []int8
@@ -210,20 +211,13 @@ func (j *Job) run(ctx context.Context) (Result, error) {
 		}
 		// 1. Reserve the output before any byte of it exists.
 		var id string
-		var at time.Time // the reservation's time: the upload window starts there
 		var err error
 		if first != nil {
-			err = first.err() // waits: at is set once it returns
-			id, at = first.id, first.at
-			if err == nil {
-				reserved = append(reserved, id)
-			}
+			id, err = first.id, first.err()
 			first = nil
 		} else if err = ctx.Err(); err == nil {
 			id = ulid.Make().String()
-			if at, err = j.reserve(ctx, id); err == nil {
-				reserved = append(reserved, id)
-			}
+			err = j.reserve(ctx, id)
 		}
 		if err == nil {
 			err = ctx.Err()
@@ -232,24 +226,24 @@ func (j *Job) run(ctx context.Context) (Result, error) {
 			if ctx.Err() != nil {
 				err = ErrCancelled
 			}
-			return res, j.abandon(reserved, err)
+			return res, j.txn.Abandon(ctx, err)
 		}
 		j.stage(ctx, StageReserved)
 		if err := ctx.Err(); err != nil {
-			return res, j.abandon(reserved, ErrCancelled)
+			return res, j.txn.Abandon(ctx, ErrCancelled)
 		}
 		// 2. Encode and upload at once, streaming: memory stays bounded by
 		// a few row groups, whatever the output size.
 		src.left = maxRows
-		meta, err := j.encodeAndUpload(ctx, id, at, fields, sst.WriteOptions{NoNulls: noNulls, Decimals: scales}, src)
+		meta, err := j.encodeAndUpload(ctx, id, fields, sst.WriteOptions{NoNulls: noNulls, Decimals: scales}, src)
 		if err != nil {
 			if ctx.Err() != nil {
 				err = ErrCancelled
 			}
-			return res, j.abandon(reserved, err)
+			return res, j.txn.Abandon(ctx, err)
 		}
 		if ctx.Err() != nil {
-			return res, j.abandon(reserved, ErrCancelled)
+			return res, j.txn.Abandon(ctx, ErrCancelled)
 		}
 		outputs = append(outputs, manifest.FileMeta{ID: id, Level: 1, MinTS: meta.MinTS, MaxTS: meta.MaxTS, Rows: meta.Rows, Size: meta.Size, Series: true})
 		j.r.AddSeriesIndex(id, meta.SeriesIndex)
@@ -261,19 +255,20 @@ func (j *Job) run(ctx context.Context) (Result, error) {
 		if ctx.Err() != nil {
 			err = ErrCancelled // a read the cancel interrupted
 		}
-		return res, j.abandon(append(reserved, first.wait()...), err)
+		first.wait()
+		return res, j.txn.Abandon(ctx, err)
 	}
 	// With no output at all (every row dropped), the first reservation
-	// was not needed: nothing was written under it, so the commit forgets
-	// it.
-	unused := first.wait()
+	// was not needed: nothing was written under it, and the commit
+	// forgets it.
+	first.wait()
 	j.stage(ctx, StageUploaded)
 
 	// 3. Commit. From here on cancellation is too late.
 	j.mu.Lock()
 	if j.cancelled || ctx.Err() != nil {
 		j.mu.Unlock()
-		return res, j.abandon(append(reserved, unused...), ErrCancelled)
+		return res, j.txn.Abandon(ctx, ErrCancelled)
 	}
 	j.committing = true
 	j.mu.Unlock()
@@ -283,30 +278,16 @@ func (j *Job) run(ctx context.Context) (Result, error) {
 	for _, f := range j.inputs {
 		remove = append(remove, f.ID)
 	}
-	edit := &manifest.Edit{Add: outputs, Remove: remove}
-	actions := []manifest.Action{{Edit: edit}}
-	if len(reserved) > 0 {
-		edit.Resolves = j.ID
-	}
-	if len(unused) > 0 {
-		actions = append(actions, manifest.Action{Resolve: &manifest.ResolvePending{JobID: j.ID}})
-	}
-	if err := j.r.Commit(cctx, actions...); err != nil {
-		landed := j.r.Landed(cctx, func(s *manifest.State) bool {
-			if len(outputs) > 0 {
-				_, live := s.Files[outputs[0].ID]
-				return live
-			}
-			_, inputLive := s.Files[remove[0]]
-			return !inputLive
-		})
-		if !landed {
-			if errors.Is(err, manifest.ErrAmbiguous) || errors.Is(err, region.ErrFenced) {
-				// It may have landed: never delete outputs that may be live.
-				return res, fmt.Errorf("compact %s: commit: %w", j.ID, err)
-			}
-			return res, j.abandon(append(reserved, unused...), fmt.Errorf("compact %s: commit: %w", j.ID, err))
+	landed := func(s *manifest.State) bool {
+		if len(outputs) > 0 {
+			_, live := s.Files[outputs[0].ID]
+			return live
 		}
+		_, inputLive := s.Files[remove[0]]
+		return !inputLive
+	}
+	if err := j.txn.Commit(cctx, &manifest.Edit{Add: outputs, Remove: remove}, landed); err != nil {
+		return res, fmt.Errorf("compact %s: %w", j.ID, err)
 	}
 	res.Outputs = outputs
 	res.Duration = time.Since(began)
@@ -322,15 +303,12 @@ func (j *Job) run(ctx context.Context) (Result, error) {
 // cancellation waits for its outcome (one output at most). The upload is
 // stopped only by the encoder giving up, before the upload has read the
 // end of the object, which no store turns into an object, or by the
-// upload window after the reservation at (region.UploadContext).
-func (j *Job) encodeAndUpload(ctx context.Context, id string, at time.Time, fields []schema.Field, wopts sst.WriteOptions, src row.Iterator) (sst.Meta, error) {
-	key := j.r.ID().SSTKey(id)
+// upload window after the reservation (region.UploadContext).
+func (j *Job) encodeAndUpload(ctx context.Context, id string, fields []schema.Field, wopts sst.WriteOptions, src row.Iterator) (sst.Meta, error) {
 	sp := newPipe(pipeBuffer)
 	uploaded := make(chan error, 1)
 	go func() {
-		uctx, cancel := j.r.UploadContext(ctx, at)
-		defer cancel()
-		err := objstore.Upload(uctx, j.r.Store(), key, sp, -1)
+		err := j.txn.UploadSST(ctx, id, sp)
 		if err != nil {
 			sp.uploadFailed(err)
 		}
@@ -349,7 +327,7 @@ func (j *Job) encodeAndUpload(ctx context.Context, id string, at time.Time, fiel
 	case err != nil && uerr != nil && errors.Is(uerr, errEncodeAbandoned):
 		return sst.Meta{}, fmt.Errorf("compact %s: encode: %w", j.ID, err)
 	case uerr != nil:
-		return sst.Meta{}, fmt.Errorf("compact %s: upload %s: %w", j.ID, key, uerr)
+		return sst.Meta{}, fmt.Errorf("compact %s: %w", j.ID, uerr)
 	case err != nil:
 		// Not expected (the upload reads the end only once the encoder
 		// succeeded), and safe: the object is owned by the marker.
@@ -357,10 +335,8 @@ func (j *Job) encodeAndUpload(ctx context.Context, id string, at time.Time, fiel
 	}
 	// The series index is known once the SST is: it follows, in the same
 	// upload window.
-	uctx, cancel := j.r.UploadContext(ctx, at)
-	defer cancel()
-	if err := j.r.Store().Put(uctx, j.r.ID().SeriesKey(id), meta.SeriesIndex); err != nil {
-		return sst.Meta{}, fmt.Errorf("compact %s: upload %s: %w", j.ID, j.r.ID().SeriesKey(id), err)
+	if err := j.txn.PutSeries(ctx, id, meta.SeriesIndex); err != nil {
+		return sst.Meta{}, fmt.Errorf("compact %s: %w", j.ID, err)
 	}
 	return meta, nil
 }
@@ -472,7 +448,6 @@ func (o *openingInput) Close() error {
 // pendingReserve is a reservation in flight (Job.reserveAsync).
 type pendingReserve struct {
 	id     string
-	at     time.Time // set before done closes
 	done   chan struct{}
 	result error
 }
@@ -481,7 +456,7 @@ type pendingReserve struct {
 func (j *Job) reserveAsync(ctx context.Context) *pendingReserve {
 	p := &pendingReserve{id: ulid.Make().String(), done: make(chan struct{})}
 	go func() {
-		p.at, p.result = j.reserve(ctx, p.id)
+		p.result = j.reserve(ctx, p.id)
 		close(p.done)
 	}()
 	return p
@@ -493,57 +468,20 @@ func (p *pendingReserve) err() error {
 	return p.result
 }
 
-// wait waits for the reservation and returns the ids it reserved (for
-// abandon): its id if it landed, none otherwise or if p is nil.
-func (p *pendingReserve) wait() []string {
-	if p == nil || p.err() != nil {
-		return nil
+// wait waits for the reservation, if p is not nil, so that an abandon or
+// a commit after it knows whether its id is reserved.
+func (p *pendingReserve) wait() {
+	if p != nil {
+		<-p.done
 	}
-	return []string{p.id}
 }
 
-// reserve commits (or extends) the job's pending-outputs marker with id,
-// and returns the reservation's time.
-func (j *Job) reserve(ctx context.Context, id string) (time.Time, error) {
-	p := &manifest.PendingOutputs{JobID: j.ID, FileIDs: []string{id}, Epoch: j.r.Epoch(), CreatedAt: j.r.Now()().UTC()}
-	err := j.r.Commit(ctx, manifest.Action{Pending: p})
-	if err == nil {
-		return p.CreatedAt, nil
+// reserve commits (or extends) the job's pending-outputs marker with id.
+func (j *Job) reserve(ctx context.Context, id string) error {
+	if err := j.txn.Reserve(ctx, id); err != nil {
+		return fmt.Errorf("compact %s: %w", j.ID, err)
 	}
-	if j.r.Landed(context.WithoutCancel(ctx), func(s *manifest.State) bool {
-		for _, x := range s.Pending[j.ID].FileIDs {
-			if x == id {
-				return true
-			}
-		}
-		return false
-	}) {
-		return p.CreatedAt, nil
-	}
-	return time.Time{}, fmt.Errorf("compact %s: reserve output: %w", j.ID, err)
-}
-
-// abandon cleans up a job that will not commit: delete every reserved
-// output (it may not exist), then forget the marker. If a step fails the
-// marker stays and GC finishes the job; either way every output is deleted
-// or owned before abandon returns.
-func (j *Job) abandon(reserved []string, cause error) error {
-	if len(reserved) == 0 {
-		return cause
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	for _, id := range reserved {
-		for _, key := range j.r.ID().FileKeys(id) {
-			if err := j.r.Store().Delete(ctx, key); err != nil && !errors.Is(err, objstore.ErrNotFound) {
-				return errors.Join(cause, fmt.Errorf("delete abandoned output %s (left to GC): %w", key, err))
-			}
-		}
-	}
-	if err := j.r.Commit(ctx, manifest.Action{Resolve: &manifest.ResolvePending{JobID: j.ID}}); err != nil {
-		return errors.Join(cause, fmt.Errorf("resolve abandoned job %s (left to GC): %w", j.ID, err))
-	}
-	return cause
+	return nil
 }
 
 // limitIter yields at most left entries of it, so outputs split at a row

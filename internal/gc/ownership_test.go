@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/stratadb/strata/internal/compact"
+	"github.com/stratadb/strata/internal/fence"
 	"github.com/stratadb/strata/internal/fsck"
 	"github.com/stratadb/strata/internal/gc"
 	"github.com/stratadb/strata/internal/layout"
@@ -316,7 +317,7 @@ func ownershipCase(t *testing.T, seed uint64, pauseAt int, leased, streams bool,
 	}
 
 	// B goes on: it still writes and flushes.
-	if err := led.write(ctx, b, rng, 4, never); err != nil && !errors.Is(err, region.ErrFenced) {
+	if err := led.write(ctx, b, rng, 4, never); err != nil && !errors.Is(err, fence.ErrFenced) {
 		t.Fatalf("seed %d pause %d: the new owner's write after A woke: %v", seed, pauseAt, err)
 	}
 	b.Flush(ctx)
@@ -523,7 +524,7 @@ func TestOvertakenRecoveryLeavesNoUnownedFence(t *testing.T) {
 	}
 	close(g.resume)
 	<-twoDone
-	if !errors.Is(twoErr, manifest.ErrFenced) {
+	if !errors.Is(twoErr, fence.ErrFenced) {
 		t.Fatalf("the overtaken owner opened: %v", twoErr)
 	}
 	listed, err := objstore.ListAll(ctx, s, orid.Prefix(), 1000)

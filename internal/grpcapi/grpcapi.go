@@ -14,6 +14,7 @@ import (
 	"github.com/stratadb/strata/internal/catalog"
 	"github.com/stratadb/strata/internal/compact"
 	"github.com/stratadb/strata/internal/datanode"
+	"github.com/stratadb/strata/internal/fence"
 	"github.com/stratadb/strata/internal/layout"
 	"github.com/stratadb/strata/internal/region"
 	"github.com/stratadb/strata/internal/row"
@@ -47,7 +48,7 @@ func Status(err error) error {
 		code = codes.FailedPrecondition
 	case errors.Is(err, region.ErrBatchTooLarge):
 		code = codes.ResourceExhausted
-	case errors.Is(err, region.ErrFenced), errors.Is(err, region.ErrClosed), errors.Is(err, region.ErrOutcomeUnknown),
+	case errors.Is(err, fence.ErrFenced), errors.Is(err, region.ErrClosed), errors.Is(err, region.ErrOutcomeUnknown),
 		errors.Is(err, datanode.ErrNotHosted):
 		code = codes.Unavailable
 	default:

@@ -19,6 +19,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/stratadb/strata/internal/fence"
 	"github.com/stratadb/strata/internal/freelist"
 	"github.com/stratadb/strata/internal/row"
 	"github.com/stratadb/strata/internal/version"
@@ -270,7 +271,7 @@ func (h *Handler) serveWrite(w http.ResponseWriter, r *http.Request, v2 bool) in
 			return fail(apiError{http.StatusBadRequest, "invalid", err.Error()})
 		case errors.Is(err, region.ErrBatchTooLarge):
 			return fail(apiError{http.StatusRequestEntityTooLarge, "request too large", err.Error()})
-		case errors.Is(err, region.ErrFenced), errors.Is(err, region.ErrClosed):
+		case errors.Is(err, fence.ErrFenced), errors.Is(err, region.ErrClosed):
 			return fail(apiError{http.StatusServiceUnavailable, "unavailable", err.Error()})
 		case errors.Is(err, r.Context().Err()) && r.Context().Err() != nil:
 			return fail(apiError{499, "canceled", err.Error()})

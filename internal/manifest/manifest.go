@@ -10,16 +10,13 @@ import (
 	"sync"
 	"time"
 
+	"github.com/stratadb/strata/internal/fence"
 	"github.com/stratadb/strata/internal/layout"
 	"github.com/stratadb/strata/internal/objstore"
 )
 
 // Sentinel errors.
 var (
-	// ErrFenced: another writer owns the region. The writer commits nothing
-	// further; after ErrFenced the caller must do nothing more to the region
-	// (in particular delete nothing: the new owner's GC owns cleanup).
-	ErrFenced = errors.New("manifest: writer fenced: another writer owns the region")
 	// ErrRegionNotFound: no manifest exists and Options.Create is false.
 	ErrRegionNotFound = errors.New("manifest: region not found")
 	// ErrGap: a delta version is missing between the checkpoint and a later
@@ -56,7 +53,7 @@ type Manifest struct {
 
 	mu           sync.Mutex
 	state        *State
-	err          error  // sticky: ErrFenced or ErrClosed
+	err          error  // sticky: fence.ErrFenced or ErrClosed
 	unknown      []byte // the delta whose commit is ambiguous, if any
 	pendingState *State // the state that delta would make
 	checkpoint   uint64 // latest checkpoint version known (0: none)
@@ -99,7 +96,7 @@ func Open(ctx context.Context, store objstore.Bucket, region layout.RegionID, op
 				return m, nil
 			}
 			err = fmt.Errorf("manifest: take ownership of region %s: %w", region, err)
-			raced = errors.Is(err, ErrFenced)
+			raced = errors.Is(err, fence.ErrFenced)
 		}
 		if !raced || attempt == attempts {
 			return nil, err
@@ -201,7 +198,7 @@ func (m *Manifest) View() *State {
 
 // Commit applies actions atomically as the next delta and returns its
 // version. It returns ErrInvalidAction (nothing written) if they do not apply,
-// ErrFenced if another writer owns the region, and ErrAmbiguous if the outcome
+// fence.ErrFenced if another writer owns the region, and ErrAmbiguous if the outcome
 // is unknown. Any other error means the delta was not committed.
 func (m *Manifest) Commit(ctx context.Context, actions ...Action) (uint64, error) {
 	m.mu.Lock()
@@ -237,7 +234,7 @@ func (m *Manifest) Commit(ctx context.Context, actions ...Action) (uint64, error
 	err = m.store.CreateIfAbsent(ctx, key, data)
 	switch {
 	case errors.Is(err, objstore.ErrPreconditionFailed):
-		m.err = fmt.Errorf("%w: region %s version %d was committed by another writer", ErrFenced, m.region, v)
+		m.err = fmt.Errorf("%w: region %s version %d was committed by another writer", fence.ErrFenced, m.region, v)
 		return 0, m.err
 	case err != nil:
 		// The create may have landed, or may still land.
@@ -282,7 +279,7 @@ func (m *Manifest) voidDelta(v uint64) []byte {
 // too) can never land. It returns nil if v holds data (the state is then
 // next), errNotLanded if v holds our void (the state moves to v, unchanged),
 // ErrAmbiguous while the store cannot tell (kept for the next commit or
-// Settle), and ErrFenced if another writer holds v.
+// Settle), and fence.ErrFenced if another writer holds v.
 func (m *Manifest) settleLocked(ctx context.Context, v uint64, data []byte, next *State) error {
 	key := m.region.DeltaKey(v)
 	keep := func(err error) error {
@@ -313,7 +310,7 @@ func (m *Manifest) settleLocked(ctx context.Context, v uint64, data []byte, next
 		result.Version = v
 	default:
 		m.unknown, m.pendingState = nil, nil
-		m.err = fmt.Errorf("%w: region %s: %s was committed by another writer", ErrFenced, m.region, key)
+		m.err = fmt.Errorf("%w: region %s: %s was committed by another writer", fence.ErrFenced, m.region, key)
 		return m.err
 	}
 	if err := m.checkNotFencedLocked(ctx, v); err != nil {
@@ -343,7 +340,7 @@ func (m *Manifest) landedLocked(ctx context.Context, key string, data []byte) (b
 		return false, err
 	}
 	if string(got) != string(data) {
-		m.err = fmt.Errorf("%w: region %s: %s was committed by another writer", ErrFenced, m.region, key)
+		m.err = fmt.Errorf("%w: region %s: %s was committed by another writer", fence.ErrFenced, m.region, key)
 		return false, m.err
 	}
 	return true, nil
@@ -360,7 +357,7 @@ func (m *Manifest) resolveUnknownLocked(ctx context.Context) error {
 
 // Settle resolves an ambiguous commit, if there is one, by reading the delta
 // back. Afterwards State tells whether it landed. It returns ErrAmbiguous
-// while the store cannot answer, and ErrFenced if another writer took the
+// while the store cannot answer, and fence.ErrFenced if another writer took the
 // version.
 func (m *Manifest) Settle(ctx context.Context) error {
 	m.mu.Lock()
@@ -381,7 +378,7 @@ func (m *Manifest) Settle(ctx context.Context) error {
 // list the manifest for a checkpoint instead (region creation only).
 func (m *Manifest) checkNotFencedLocked(ctx context.Context, v uint64) error {
 	fenced := func(why string) error {
-		m.err = fmt.Errorf("%w: region %s version %d: %s", ErrFenced, m.region, v, why)
+		m.err = fmt.Errorf("%w: region %s version %d: %s", fence.ErrFenced, m.region, v, why)
 		return m.err
 	}
 	if v == 1 {
@@ -421,7 +418,7 @@ func (m *Manifest) maybeCheckpointLocked(ctx context.Context) {
 	}
 	err = m.store.CreateIfAbsent(ctx, m.region.CheckpointKey(v), data)
 	if errors.Is(err, objstore.ErrPreconditionFailed) {
-		m.err = fmt.Errorf("%w: region %s: checkpoint %d written by another writer", ErrFenced, m.region, v)
+		m.err = fmt.Errorf("%w: region %s: checkpoint %d written by another writer", fence.ErrFenced, m.region, v)
 		return
 	}
 	if err != nil {
@@ -470,7 +467,7 @@ func (m *Manifest) Verify(ctx context.Context) error {
 	_, err := m.store.Attributes(ctx, m.region.DeltaKey(v+1))
 	switch {
 	case err == nil:
-		m.err = fmt.Errorf("%w: region %s: version %d was committed by another writer", ErrFenced, m.region, v+1)
+		m.err = fmt.Errorf("%w: region %s: version %d was committed by another writer", fence.ErrFenced, m.region, v+1)
 		return m.err
 	case !errors.Is(err, objstore.ErrNotFound):
 		return fmt.Errorf("%w: region %s: verify ownership: %v", ErrAmbiguous, m.region, err)
@@ -483,7 +480,7 @@ func (m *Manifest) Verify(ctx context.Context) error {
 	case err == nil:
 		return nil
 	case errors.Is(err, objstore.ErrNotFound):
-		m.err = fmt.Errorf("%w: region %s: version %d was deleted by a later checkpoint", ErrFenced, m.region, v)
+		m.err = fmt.Errorf("%w: region %s: version %d was deleted by a later checkpoint", fence.ErrFenced, m.region, v)
 		return m.err
 	default:
 		return fmt.Errorf("%w: region %s: verify ownership: %v", ErrAmbiguous, m.region, err)

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stratadb/strata/internal/fence"
 	"github.com/stratadb/strata/internal/layout"
 	"github.com/stratadb/strata/internal/objstore"
 	"github.com/stratadb/strata/internal/objstore/faultstore"
@@ -214,10 +215,10 @@ func TestTwoWritersOneWins(t *testing.T) {
 	b := objstoretest.Mem(t)
 	a := mustOpen(t, b, Options{Create: true})
 	bw := mustOpen(t, b, Options{}) // fences a by committing its epoch
-	if _, err := a.Commit(ctx, Action{Edit: &Edit{FlushedSeq: 1}}); !errors.Is(err, ErrFenced) {
-		t.Fatalf("stale writer: want ErrFenced, got %v", err)
+	if _, err := a.Commit(ctx, Action{Edit: &Edit{FlushedSeq: 1}}); !errors.Is(err, fence.ErrFenced) {
+		t.Fatalf("stale writer: want fence.ErrFenced, got %v", err)
 	}
-	if _, err := a.Commit(ctx, Action{Edit: &Edit{FlushedSeq: 1}}); !errors.Is(err, ErrFenced) {
+	if _, err := a.Commit(ctx, Action{Edit: &Edit{FlushedSeq: 1}}); !errors.Is(err, fence.ErrFenced) {
 		t.Fatalf("fenced writer must stay fenced, got %v", err)
 	}
 	if _, err := bw.Commit(ctx, Action{Edit: &Edit{FlushedSeq: 2}}); err != nil {
@@ -244,8 +245,8 @@ func TestStaleWriterAfterCheckpointIsFenced(t *testing.T) {
 		t.Fatalf("setup: delta 3 should have been deleted by a checkpoint, got %v", err)
 	}
 	_, err := stale.Commit(ctx, Action{Edit: &Edit{FlushedSeq: 100}})
-	if !errors.Is(err, ErrFenced) {
-		t.Fatalf("stale writer re-created a deleted version: want ErrFenced, got %v", err)
+	if !errors.Is(err, fence.ErrFenced) {
+		t.Fatalf("stale writer re-created a deleted version: want fence.ErrFenced, got %v", err)
 	}
 	// The owner's view is unaffected.
 	ro := mustOpen(t, b, Options{ReadOnly: true})
@@ -433,7 +434,7 @@ func TestUnverifiedOwnershipIsAmbiguousNotFenced(t *testing.T) {
 	m := mustOpen(t, inner, Options{Create: true})
 	f := faultstore.New(inner, faultstore.Rule{Match: faultstore.OnOp(objstore.OpHead), N: 1, Action: faultstore.Fail})
 	m.store = objstoretest.Fast(f)
-	if _, err := m.Commit(ctx, Action{Edit: &Edit{FlushedSeq: 5}}); !errors.Is(err, ErrAmbiguous) || errors.Is(err, ErrFenced) {
+	if _, err := m.Commit(ctx, Action{Edit: &Edit{FlushedSeq: 5}}); !errors.Is(err, ErrAmbiguous) || errors.Is(err, fence.ErrFenced) {
 		t.Fatalf("want ErrAmbiguous (not fenced), got %v", err)
 	}
 	if err := m.Settle(ctx); err != nil {
@@ -489,7 +490,7 @@ func TestLateLandingCreateIsSettledByAVoid(t *testing.T) {
 				t.Fatalf("landed before the claim: %v, flushed %d", err, m.State().FlushedSeq)
 			}
 		} else {
-			if err == nil || errors.Is(err, ErrAmbiguous) || errors.Is(err, ErrFenced) || m.State().FlushedSeq != 0 {
+			if err == nil || errors.Is(err, ErrAmbiguous) || errors.Is(err, fence.ErrFenced) || m.State().FlushedSeq != 0 {
 				t.Fatalf("voided: want a definite failure, got %v (flushed %d)", err, m.State().FlushedSeq)
 			}
 			// The held create lands late: refused, the void is there.

@@ -58,12 +58,6 @@ func (r *Region) Commit(ctx context.Context, actions ...manifest.Action) error {
 	return nil
 }
 
-// Landed settles an ambiguous commit by re-reading the manifest and reports
-// whether the state now satisfies ok (false if it cannot tell).
-func (r *Region) Landed(ctx context.Context, ok func(*manifest.State) bool) bool {
-	return r.landed(ctx, ok)
-}
-
 // Settle resolves an ambiguous manifest commit, if any: afterwards Manifest
 // is the persisted state. It fails (ErrAmbiguous) while the store cannot
 // tell; a caller that deletes by the manifest (GC) must then not act on it,

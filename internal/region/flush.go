@@ -15,7 +15,6 @@ import (
 	"github.com/stratadb/strata/internal/manifest"
 	"github.com/stratadb/strata/internal/memtable"
 	"github.com/stratadb/strata/internal/merge"
-	"github.com/stratadb/strata/internal/objstore"
 	"github.com/stratadb/strata/internal/row"
 	"github.com/stratadb/strata/internal/schema"
 	"github.com/stratadb/strata/internal/sst"
@@ -54,10 +53,10 @@ func (r *Region) flushAll(ctx context.Context) error {
 	return nil
 }
 
-// flushOne writes one frozen memtable as an SST with the commit protocol:
+// flushOne writes one frozen memtable as an SST through an OutputTxn:
 //
-//	commit Pending{job, [id]}  ->  upload sst/{id}.parquet  ->  commit Edit{add id, flushed seq, resolves job}
-//	        \ failure: nothing to clean    \ failure: delete the SST, commit Resolve{job}
+//	reserve Pending{job, [id]}  ->  upload sst/{id}.series, .parquet  ->  commit Edit{add id, flushed seq, resolves job}
+//	        \ failure: nothing to clean     \ failure: delete the SST, commit Resolve{job}
 //
 // A crash anywhere leaves the SST owned by the marker (GC deletes it) or by
 // the live set.
@@ -75,9 +74,14 @@ func (r *Region) flushOne(ctx context.Context, mt *memtable.Memtable) (err error
 		return nil
 	}
 	id := ulid.Make().String()
-	job := "flush-" + id
+	// NB: the unchecked commit: Close flushes a region it already marked
+	// closed, and flushAll records fencing.
+	txn := r.newOutputTxn("flush-"+id, r.commit)
+	// The same delta moves the WAL stream references past what the flush
+	// made durable.
+	txn.streams = func(s *manifest.State) *manifest.WALStreams { return r.streamsAfterFlush(s, st.MaxSeq, mt) }
 	r.mu.Lock()
-	r.flushJob = job
+	r.flushJob = txn.Job()
 	r.mu.Unlock()
 	defer func() {
 		r.mu.Lock()
@@ -86,13 +90,8 @@ func (r *Region) flushOne(ctx context.Context, mt *memtable.Memtable) (err error
 	}()
 
 	// 1. Reserve the output before any byte of it exists.
-	reservedAt := r.opts.Now().UTC()
-	if err := r.commit(ctx, manifest.Action{Pending: &manifest.PendingOutputs{
-		JobID: job, FileIDs: []string{id}, Epoch: r.epoch, CreatedAt: reservedAt,
-	}}); err != nil {
-		if !r.landed(ctx, func(s *manifest.State) bool { _, ok := s.Pending[job]; return ok }) {
-			return fmt.Errorf("region %s: flush: reserve output: %w", r.id, err)
-		}
+	if err := txn.Reserve(ctx, id); err != nil {
+		return fmt.Errorf("region %s: flush: %w", r.id, err)
 	}
 
 	// 2. Encode and upload.
@@ -103,41 +102,33 @@ func (r *Region) flushOne(ctx context.Context, mt *memtable.Memtable) (err error
 	wopts := sst.WriteOptions{RowGroupRows: r.opts.RowGroupRows, Compression: sst.CompressFast, NoNulls: mt.NullFree(len(fields)), SeriesIndex: true,
 		Decimals: decimalsOf(mt, len(fields))}
 	meta, werr := r.encode(&buf, fields, mt, wopts)
-	edit := &manifest.Edit{FlushedSeq: st.MaxSeq, FlushedSegment: st.LastSegment, Resolves: job}
-	var actions []manifest.Action
+	edit := &manifest.Edit{FlushedSeq: st.MaxSeq, FlushedSegment: st.LastSegment}
 	switch {
 	case errors.Is(werr, sst.ErrEmpty):
-		// Everything expired: nothing to upload, only the sequence moves.
-		edit.Resolves = ""
-		actions = []manifest.Action{{Edit: edit}, {Resolve: &manifest.ResolvePending{JobID: job}}}
+		// Everything expired: nothing to upload, only the sequence moves
+		// (and the commit forgets the unused reservation).
 	case werr != nil:
-		return r.abandon(ctx, job, id, fmt.Errorf("region %s: flush: encode: %w", r.id, werr))
+		return txn.Abandon(ctx, fmt.Errorf("region %s: flush: encode: %w", r.id, werr))
 	default:
-		if err := r.upload(ctx, reservedAt, id, buf.Bytes(), meta.SeriesIndex); err != nil {
-			return r.abandon(ctx, job, id, fmt.Errorf("region %s: flush: %w", r.id, err))
+		err := txn.PutSeries(ctx, id, meta.SeriesIndex)
+		if err == nil {
+			err = txn.PutSST(ctx, id, buf.Bytes())
+		}
+		if err != nil {
+			return txn.Abandon(ctx, fmt.Errorf("region %s: flush: %w", r.id, err))
 		}
 		edit.Add = []manifest.FileMeta{{ID: id, Level: 0, MinTS: meta.MinTS, MaxTS: meta.MaxTS, Rows: meta.Rows, Size: meta.Size, Series: true}}
-		actions = []manifest.Action{{Edit: edit}}
 		// NB: the index is not decoded into the cache here: an ingest
 		// that no query reads would pay for every key of every flush.
 	}
 
 	// 3. Commit: from here on, failure never deletes the output unless the
-	// manifest proves the edit did not land. The same delta moves the WAL
-	// stream references past what the flush made durable.
-	r.streamMu.Lock()
-	if sc := r.streamsAfterFlush(r.man.State(), st.MaxSeq, mt); sc != nil {
-		actions = append(actions, manifest.Action{Streams: sc})
-	}
-	err = r.commit(ctx, actions...)
-	r.streamMu.Unlock()
-	if err != nil {
-		if !r.landed(ctx, func(s *manifest.State) bool { _, p := s.Pending[job]; return !p && s.FlushedSeq >= st.MaxSeq }) {
-			if errors.Is(err, manifest.ErrAmbiguous) || errors.Is(err, manifest.ErrFenced) {
-				return fmt.Errorf("region %s: flush: commit: %w", r.id, err)
-			}
-			return r.abandon(ctx, job, id, fmt.Errorf("region %s: flush: commit: %w", r.id, err))
-		}
+	// manifest proves the edit did not land.
+	if err := txn.Commit(ctx, edit, func(s *manifest.State) bool {
+		_, p := s.Pending[txn.Job()]
+		return !p && s.FlushedSeq >= st.MaxSeq
+	}); err != nil {
+		return fmt.Errorf("region %s: flush: %w", r.id, err)
 	}
 	r.dropFlushed(mt, st)
 	r.lastFlushSize.Store(meta.Size)
@@ -180,7 +171,7 @@ func (r *Region) dropFlushed(mt *memtable.Memtable, st memtable.Stats) {
 	r.opts.Metrics.MemtableBytes.Sub(float64(size))
 }
 
-// commit commits actions, translating fencing.
+// commit commits actions.
 func (r *Region) commit(ctx context.Context, actions ...manifest.Action) error {
 	_, err := r.man.Commit(ctx, actions...)
 	return err
@@ -193,35 +184,6 @@ func (r *Region) landed(ctx context.Context, ok func(*manifest.State) bool) bool
 		return false
 	}
 	return ok(r.man.State())
-}
-
-// upload writes a reserved file: its series index, then the SST, both
-// within the upload window that began at the reservation.
-func (r *Region) upload(ctx context.Context, reservedAt time.Time, id string, data, series []byte) error {
-	uctx, cancel := r.UploadContext(ctx, reservedAt)
-	defer cancel()
-	if err := r.store.Put(uctx, r.id.SeriesKey(id), series); err != nil {
-		return fmt.Errorf("upload %s: %w", r.id.SeriesKey(id), err)
-	}
-	if err := r.store.Put(uctx, r.id.SSTKey(id), data); err != nil {
-		return fmt.Errorf("upload %s: %w", r.id.SSTKey(id), err)
-	}
-	return nil
-}
-
-// abandon cleans up a flush that failed before its edit committed: delete
-// the output's objects (idempotent; they may not exist), then forget the
-// marker. If either step fails the marker stays, and GC finishes the job.
-func (r *Region) abandon(ctx context.Context, job, id string, cause error) error {
-	for _, key := range r.id.FileKeys(id) {
-		if err := r.store.Delete(ctx, key); err != nil && !errors.Is(err, objstore.ErrNotFound) {
-			return errors.Join(cause, fmt.Errorf("delete abandoned output %s (left to GC): %w", key, err))
-		}
-	}
-	if err := r.commit(ctx, manifest.Action{Resolve: &manifest.ResolvePending{JobID: job}}); err != nil {
-		return errors.Join(cause, fmt.Errorf("resolve abandoned job %s (left to GC): %w", job, err))
-	}
-	return cause
 }
 
 // decimalsOf is how a flush finds the scale of each float field's values;

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/stratadb/strata/internal/fence"
 	"github.com/stratadb/strata/internal/layout"
 	"github.com/stratadb/strata/internal/manifest"
 	"github.com/stratadb/strata/internal/objstore"
@@ -55,7 +56,7 @@ func (r *Region) Verify(ctx context.Context) error {
 		return err
 	}
 	if err := r.leaseErr(); err != nil {
-		return r.setFatal(fmt.Errorf("%w: %w", ErrFenced, err))
+		return r.setFatal(fmt.Errorf("%w: %w", fence.ErrFenced, err))
 	}
 	if err := r.man.Verify(ctx); err != nil {
 		return r.setFatal(err)
@@ -103,7 +104,7 @@ func (r *Region) recordFences(ctx context.Context, fences []uint64) error {
 // flushed segment is the newer owner's to replay.
 func (r *Region) checkFence(ctx context.Context, n uint64) error {
 	verr := r.man.Verify(ctx)
-	if verr == nil || !errors.Is(verr, manifest.ErrFenced) {
+	if verr == nil || !errors.Is(verr, fence.ErrFenced) {
 		return verr
 	}
 	cur, err := manifest.Open(ctx, r.store, r.id, manifest.Options{ReadOnly: true})
@@ -138,7 +139,7 @@ func (b *leaseBucket) bound(ctx context.Context, key string) (context.Context, c
 	}
 	d := b.deadline()
 	if !time.Now().Before(d) {
-		return nil, nil, fmt.Errorf("%w: %w (region %s): not writing %s", ErrFenced, ErrLeaseExpired, b.id, key)
+		return nil, nil, fmt.Errorf("%w: %w (region %s): not writing %s", fence.ErrFenced, ErrLeaseExpired, b.id, key)
 	}
 	ctx, cancel := context.WithDeadline(ctx, d)
 	return ctx, cancel, nil
@@ -169,10 +170,4 @@ func (b *leaseBucket) Delete(ctx context.Context, key string) error {
 	}
 	defer cancel()
 	return b.Bucket.Delete(ctx, key)
-}
-
-// isFencing reports whether err means another owner (or the lease) fenced
-// this instance.
-func isFencing(err error) bool {
-	return errors.Is(err, wal.ErrFenced) || errors.Is(err, manifest.ErrFenced) || errors.Is(err, ErrFenced)
 }

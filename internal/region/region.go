@@ -23,6 +23,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/stratadb/strata/internal/fence"
 	"github.com/stratadb/strata/internal/layout"
 	"github.com/stratadb/strata/internal/manifest"
 	"github.com/stratadb/strata/internal/memtable"
@@ -37,8 +38,6 @@ import (
 var (
 	// ErrClosed: the region was closed.
 	ErrClosed = errors.New("region: closed")
-	// ErrFenced: another owner opened the region; this one accepts nothing.
-	ErrFenced = errors.New("region: fenced: another owner opened the region")
 	// ErrInvalidWrite: a write was rejected before anything was written; the
 	// error names the point and the reason.
 	ErrInvalidWrite = errors.New("region: invalid write")
@@ -219,7 +218,7 @@ type Region struct {
 	memPos     map[*memtable.Memtable]map[string]uint64 // first stream segment per stream, per memtable
 	flushJob   string                                   // the job id of the flush in progress
 	closed     bool
-	fatal      error // sticky: ErrFenced
+	fatal      error // sticky: fence.ErrFenced
 
 	seriesIdx seriesCache // the live files' series; its own lock, taken under none of these
 
@@ -455,8 +454,8 @@ func (r *Region) background() {
 		}
 		retryC = nil
 		if err := r.Flush(r.ctx); err != nil {
-			if r.ctx.Err() != nil || errors.Is(err, ErrFenced) || errors.Is(err, ErrClosed) {
-				if errors.Is(err, ErrFenced) {
+			if r.ctx.Err() != nil || errors.Is(err, fence.ErrFenced) || errors.Is(err, ErrClosed) {
+				if errors.Is(err, fence.ErrFenced) {
 					r.log.Error("region fenced; flushes stopped", "err", err)
 				}
 				continue
@@ -472,13 +471,13 @@ func (r *Region) background() {
 
 // setFatal records that the region is fenced.
 func (r *Region) setFatal(err error) error {
-	if !isFencing(err) {
+	if !errors.Is(err, fence.ErrFenced) {
 		return err
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.fatal == nil {
-		r.fatal = fmt.Errorf("%w (region %s): %v", ErrFenced, r.id, err)
+		r.fatal = fmt.Errorf("%w (region %s): %v", fence.ErrFenced, r.id, err)
 	}
 	return r.fatal
 }

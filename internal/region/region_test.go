@@ -13,6 +13,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/stratadb/strata/internal/fence"
 	"github.com/stratadb/strata/internal/memtable"
 	"github.com/stratadb/strata/internal/objstore"
 	"github.com/stratadb/strata/internal/objstore/faultstore"
@@ -477,10 +478,10 @@ func TestStaleOwnerIsFenced(t *testing.T) {
 		t.Fatalf("new owner sees %q", got)
 	}
 	_, err := old.Write(ctx, []row.Point{pt("a", 2, fl("v", 2))})
-	if !errors.Is(err, ErrFenced) {
+	if !errors.Is(err, fence.ErrFenced) {
 		t.Fatalf("stale write: %v", err)
 	}
-	if err := old.Flush(ctx); !errors.Is(err, ErrFenced) {
+	if err := old.Flush(ctx); !errors.Is(err, fence.ErrFenced) {
 		t.Fatalf("stale flush: %v", err)
 	}
 	old.Close(ctx, CloseOptions{})

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/stratadb/strata/internal/fence"
 	"github.com/stratadb/strata/internal/layout"
 	"github.com/stratadb/strata/internal/manifest"
 	"github.com/stratadb/strata/internal/memtable"
@@ -121,7 +122,7 @@ func (r *Region) openStreams(ctx context.Context, st *manifest.State) (uint64, e
 	change.Refs = &refs
 	if err := r.commit(ctx, manifest.Action{Streams: change}); err != nil {
 		err = fmt.Errorf("record replayed streams: %w", err)
-		if isFencing(err) {
+		if errors.Is(err, fence.ErrFenced) {
 			err = errors.Join(err, r.dropOvertakenFences(ctx, sealed))
 		}
 		return 0, err
@@ -203,8 +204,8 @@ func (r *Region) recordStream(ctx context.Context, rec wal.Recording) error {
 	refs = append(refs, manifest.StreamRef{Stream: rec.Stream, From: rec.From})
 	err := r.commit(ctx, manifest.Action{Streams: &manifest.WALStreams{Refs: &refs}})
 	if err != nil && !r.landed(ctx, func(s *manifest.State) bool { return slices.Equal(s.Streams, refs) }) {
-		if isFencing(err) {
-			return r.setFatal(fmt.Errorf("%w: %w", wal.ErrFenced, err))
+		if errors.Is(err, fence.ErrFenced) {
+			return r.setFatal(err)
 		}
 		return err
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/stratadb/strata/internal/fence"
 	"github.com/stratadb/strata/internal/layout"
 	"github.com/stratadb/strata/internal/manifest"
 	"github.com/stratadb/strata/internal/objstore"
@@ -113,8 +114,8 @@ func TestStreamNewOwnerWhileFormerRuns(t *testing.T) {
 	if got := scanAll(t, a2, ScanRequest{}); len(got) != 5 {
 		t.Fatalf("new owner of A sees %d rows, want 5", len(got))
 	}
-	if _, err := a1.Write(ctx, []row.Point{pt("a", 99, fl("v", 1))}); !errors.Is(err, ErrFenced) {
-		t.Fatalf("former owner's write: %v, want ErrFenced", err)
+	if _, err := a1.Write(ctx, []row.Point{pt("a", 99, fl("v", 1))}); !errors.Is(err, fence.ErrFenced) {
+		t.Fatalf("former owner's write: %v, want fence.ErrFenced", err)
 	}
 	// B goes on, in a new stream of dn1.
 	for i := 5; i < 8; i++ {

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/stratadb/strata/internal/fence"
 	"github.com/stratadb/strata/internal/layout"
 	"github.com/stratadb/strata/internal/objstore"
 	"github.com/stratadb/strata/internal/row"
@@ -203,7 +204,7 @@ type MemberOptions struct {
 	NextSeq uint64 // the region's next sequence (from replay)
 	// Record commits the Recording to the region's manifest. The stream
 	// calls it (on its goroutine) before the region's first entry goes into
-	// a stream the member has not recorded. An error wrapping ErrFenced
+	// a stream the member has not recorded. An error wrapping fence.ErrFenced
 	// fails the member for good; any other fails the writes at hand.
 	Record func(context.Context, Recording) error
 	// Lease, if set, is the local deadline of the owner's lease: past it
@@ -248,13 +249,13 @@ func (s *Stream) do(f func()) bool {
 	}
 }
 
-// leaseErr is ErrFenced once the member's lease has passed.
+// leaseErr is fence.ErrFenced once the member's lease has passed.
 func (m *Member) leaseErr() error {
 	if m.lease == nil {
 		return nil
 	}
 	if d := m.lease(); !time.Now().Before(d) {
-		return fmt.Errorf("%w: %w: region %s: the local deadline %s has passed", ErrFenced, ErrLeaseExpired, m.region, d.Format(time.RFC3339Nano))
+		return fmt.Errorf("%w: %w: region %s: the local deadline %s has passed", fence.ErrFenced, ErrLeaseExpired, m.region, d.Format(time.RFC3339Nano))
 	}
 	return nil
 }
@@ -428,7 +429,7 @@ func (s *Stream) commit(group []*streamReq) {
 			s.rollover(number)
 		case errors.Is(err, objstore.ErrPreconditionFailed):
 			s.resetSeqs(group, blocks)
-			failStream(group, fmt.Errorf("%w: segment %s exists in a new stream", ErrFenced, key))
+			failStream(group, fmt.Errorf("%w: segment %s exists in a new stream", fence.ErrFenced, key))
 			return
 		default:
 			s.unknown = &streamPending{number: number, data: slices.Clone(s.buf), blocks: blocks, reqs: group}
@@ -478,8 +479,8 @@ func (s *Stream) admitMember(ctx context.Context, m *Member, id string, next uin
 		rec := Recording{Stream: id, From: next, NextSeq: m.nextSeq, Ended: maps.Clone(s.ended)}
 		s.mu.Unlock()
 		if err := m.record(ctx, rec); err != nil {
-			if errors.Is(err, ErrFenced) {
-				m.err = fmt.Errorf("%w: region %s: record stream %s: %v", ErrFenced, m.region, id, err)
+			if errors.Is(err, fence.ErrFenced) {
+				m.err = fmt.Errorf("%w: region %s: record stream %s: %v", fence.ErrFenced, m.region, id, err)
 				return m.err
 			}
 			return fmt.Errorf("region %s: record stream %s: %w", m.region, id, err)

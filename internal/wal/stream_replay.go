@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/stratadb/strata/internal/fence"
 	"github.com/stratadb/strata/internal/layout"
 	"github.com/stratadb/strata/internal/objstore"
 	"github.com/stratadb/strata/internal/walstream"
@@ -21,7 +22,7 @@ import (
 // fence found in it still ends it (walstream.SealFound).
 //
 // A block of a newer epoch than epoch means a newer owner of the region
-// has written it: ErrFenced.
+// has written it: fence.ErrFenced.
 func ReplayStream(ctx context.Context, store objstore.Bucket, region layout.RegionID, epoch uint64, stream string, from uint64, live bool, replay func(segment uint64, b *Block) error) (end uint64, seal walstream.Seal, err error) {
 	return walstream.Replay(ctx, store, stream, from, live, region, epoch, func(seg *walstream.Segment) error {
 		h, ok := seg.Has(region)
@@ -30,7 +31,7 @@ func ReplayStream(ctx context.Context, store objstore.Bucket, region layout.Regi
 		}
 		key := layout.StreamKey(stream, seg.Number)
 		if h.Epoch > epoch {
-			return fmt.Errorf("%w: segment %s holds region %s written by epoch %d, this owner's is %d", ErrFenced, key, region, h.Epoch, epoch)
+			return fmt.Errorf("%w: segment %s holds region %s written by epoch %d, this owner's is %d", fence.ErrFenced, key, region, h.Epoch, epoch)
 		}
 		b, err := decodeBlock(&h)
 		if err != nil {

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stratadb/strata/internal/fence"
 	"github.com/stratadb/strata/internal/layout"
 	"github.com/stratadb/strata/internal/objstore"
 	"github.com/stratadb/strata/internal/objstore/faultstore"
@@ -95,7 +96,7 @@ func (r *memberLog) options(epoch, nextSeq uint64) MemberOptions {
 			r.mu.Lock()
 			defer r.mu.Unlock()
 			if r.fenced {
-				return fmt.Errorf("%w: manifest taken", ErrFenced)
+				return fmt.Errorf("%w: manifest taken", fence.ErrFenced)
 			}
 			r.refs = append(r.refs, rec.Stream)
 			r.from[rec.Stream] = rec.From
@@ -208,8 +209,8 @@ func TestStreamSealedByNewOwner(t *testing.T) {
 	a.mu.Lock()
 	a.fenced = true // A's manifest now has a newer owner
 	a.mu.Unlock()
-	if err := ma.Append(ctx, []row.Entry{put("s", 9, 9)}); !errors.Is(err, ErrFenced) {
-		t.Fatalf("former owner's append: %v, want ErrFenced", err)
+	if err := ma.Append(ctx, []row.Entry{put("s", 9, 9)}); !errors.Is(err, fence.ErrFenced) {
+		t.Fatalf("former owner's append: %v, want fence.ErrFenced", err)
 	}
 	if err := mb.Append(ctx, []row.Entry{put("s", 9, 9)}); err != nil {
 		t.Fatalf("B after the rollover: %v", err)
@@ -229,7 +230,7 @@ func TestStreamSealedByNewOwner(t *testing.T) {
 	if len(got) != 4 || got[3].Seq != 4 || got[3].TS != 9 {
 		t.Fatalf("B replayed %v", got)
 	}
-	if err := ma.Append(ctx, []row.Entry{put("s", 10, 9)}); !errors.Is(err, ErrFenced) {
+	if err := ma.Append(ctx, []row.Entry{put("s", 10, 9)}); !errors.Is(err, fence.ErrFenced) {
 		t.Fatalf("fenced member stays fenced: %v", err)
 	}
 }

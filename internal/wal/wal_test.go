@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stratadb/strata/internal/fence"
 	"github.com/stratadb/strata/internal/layout"
 	"github.com/stratadb/strata/internal/objstore"
 	"github.com/stratadb/strata/internal/objstore/faultstore"
@@ -168,10 +169,10 @@ func TestStaleWriterIsFenced(t *testing.T) {
 		t.Fatalf("replayed %d", len(got))
 	}
 	err := old.Append(ctx, []row.Entry{put("a", 2, 2)})
-	if !errors.Is(err, ErrFenced) {
+	if !errors.Is(err, fence.ErrFenced) {
 		t.Fatalf("stale append: %v", err)
 	}
-	if err := old.Append(ctx, []row.Entry{put("a", 3, 3)}); !errors.Is(err, ErrFenced) {
+	if err := old.Append(ctx, []row.Entry{put("a", 3, 3)}); !errors.Is(err, fence.ErrFenced) {
 		t.Fatalf("fenced writer keeps failing: %v", err)
 	}
 	// The stale writer's rejected writes are not in the log.
@@ -236,8 +237,8 @@ func TestAmbiguousSegmentCollected(t *testing.T) {
 	if err := inner.Delete(ctx, region.WALKey(next)); err != nil {
 		t.Fatal(err)
 	}
-	if err := w.Append(ctx, []row.Entry{put("a", 2, 2)}); !errors.Is(err, ErrFenced) {
-		t.Fatalf("append after the collection: %v, want ErrFenced", err)
+	if err := w.Append(ctx, []row.Entry{put("a", 2, 2)}); !errors.Is(err, fence.ErrFenced) {
+		t.Fatalf("append after the collection: %v, want fence.ErrFenced", err)
 	}
 	if _, err := inner.Get(ctx, region.WALKey(next)); !errors.Is(err, objstore.ErrNotFound) {
 		t.Fatalf("segment %d after the resolve: %v, want it absent", next, err)
@@ -460,7 +461,7 @@ func TestNoAcknowledgementAfterTheLease(t *testing.T) {
 	w := NewWriter(leaseRunsOut{s, func() { mu.Lock(); expired = true; mu.Unlock() }}, region, 1, next, seq, Options{Lease: lease}, func(uint64, []row.Entry) { applied++ })
 	defer w.Close()
 	err := w.Append(ctx, []row.Entry{put("a", 1, 1)})
-	if !errors.Is(err, ErrLeaseExpired) || !errors.Is(err, ErrFenced) || !errors.Is(err, ErrOutcomeUnknown) {
+	if !errors.Is(err, ErrLeaseExpired) || !errors.Is(err, fence.ErrFenced) || !errors.Is(err, ErrOutcomeUnknown) {
 		t.Fatalf("an append that landed after the lease: %v", err)
 	}
 	if applied != 0 {

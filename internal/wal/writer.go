@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/stratadb/strata/internal/fence"
 	"github.com/stratadb/strata/internal/layout"
 	"github.com/stratadb/strata/internal/objstore"
 	"github.com/stratadb/strata/internal/row"
@@ -15,9 +16,6 @@ import (
 
 // Sentinel errors.
 var (
-	// ErrFenced: another owner wrote the segment number this writer needed.
-	// The writer acknowledges nothing more.
-	ErrFenced = errors.New("wal: fenced: another writer owns the region")
 	// ErrOutcomeUnknown: the store failed in a way that leaves it unknown
 	// whether the segment landed. The write may become visible (it is
 	// applied exactly once, atomically, if it did land); retrying a write of
@@ -29,7 +27,7 @@ var (
 	ErrGap = errors.New("wal: gap in segments")
 	// ErrLeaseExpired: the owner's lease (Options.Lease) expired; the
 	// writer acknowledges nothing more. It is returned wrapped with
-	// ErrFenced, and with ErrOutcomeUnknown when the segment had landed.
+	// fence.ErrFenced, and with ErrOutcomeUnknown when the segment had landed.
 	ErrLeaseExpired = errors.New("wal: the region's lease expired")
 )
 
@@ -84,7 +82,7 @@ type Writer struct {
 	// Owned by the loop goroutine.
 	next    uint64 // next segment number
 	nextSeq uint64
-	err     error    // sticky: ErrFenced
+	err     error    // sticky: fence.ErrFenced
 	unknown *pending // a segment whose create is ambiguous
 	buf     []byte
 
@@ -275,7 +273,7 @@ func (w *Writer) commit(group []*request) {
 		w.landed(w.next, entries, len(w.buf))
 		fail(group, nil)
 	case errors.Is(err, objstore.ErrPreconditionFailed):
-		w.err = fmt.Errorf("%w: segment %s exists", ErrFenced, key)
+		w.err = fmt.Errorf("%w: segment %s exists", fence.ErrFenced, key)
 		fail(group, w.err)
 	default:
 		w.unknown = &pending{number: w.next, data: slices.Clone(w.buf), entries: entries, reqs: group}
@@ -289,7 +287,7 @@ func (w *Writer) leaseErr() error {
 		return nil
 	}
 	if err := w.opts.Lease(); err != nil {
-		return fmt.Errorf("%w: %w: %v", ErrFenced, ErrLeaseExpired, err)
+		return fmt.Errorf("%w: %w: %v", fence.ErrFenced, ErrLeaseExpired, err)
 	}
 	return nil
 }
@@ -318,7 +316,7 @@ func (w *Writer) resolve(ctx context.Context) {
 	switch {
 	case errors.Is(err, errPassed):
 		w.unknown = nil
-		w.err = fmt.Errorf("%w: segment %s: %w", ErrFenced, key, err)
+		w.err = fmt.Errorf("%w: segment %s: %w", fence.ErrFenced, key, err)
 	case err != nil:
 		return // still unknown
 	case string(got) == string(p.data):
@@ -330,7 +328,7 @@ func (w *Writer) resolve(ctx context.Context) {
 		w.nextSeq = p.entries[0].Seq
 	default:
 		w.unknown = nil
-		w.err = fmt.Errorf("%w: segment %s was written by another writer", ErrFenced, key)
+		w.err = fmt.Errorf("%w: segment %s was written by another writer", fence.ErrFenced, key)
 	}
 }
 
@@ -373,7 +371,7 @@ func readBackOrClaim(ctx context.Context, store objstore.Bucket, key, next strin
 // first segment number and sequence for a Writer (the fence is next-1). A
 // segment that another (stale) writer creates while Recover runs is
 // replayed too: the fence goes above it. A segment of a newer epoch than
-// epoch means a newer owner has fenced this one: ErrFenced, and Recover
+// epoch means a newer owner has fenced this one: fence.ErrFenced, and Recover
 // writes nothing more.
 func Recover(ctx context.Context, store objstore.Bucket, region layout.RegionID, epoch, flushedSegment, flushedSeq uint64, replay func(*Segment) error) (next, nextSeq uint64, err error) {
 	objs, err := objstore.ListAll(ctx, store, region.WALPrefix(), 1000)
@@ -398,7 +396,7 @@ func Recover(ctx context.Context, store objstore.Bucket, region layout.RegionID,
 			return fmt.Errorf("region %s: %w", region, err)
 		}
 		if seg.Epoch > epoch {
-			return fmt.Errorf("%w: segment %s was written by epoch %d, this owner's is %d", ErrFenced, region.WALKey(n), seg.Epoch, epoch)
+			return fmt.Errorf("%w: segment %s was written by epoch %d, this owner's is %d", fence.ErrFenced, region.WALKey(n), seg.Epoch, epoch)
 		}
 		if seg.FirstSeq < nextSeq && len(seg.Entries) > 0 {
 			return fmt.Errorf("%w %d of region %s: sequence %d is behind %d", ErrCorrupt, n, region, seg.FirstSeq, nextSeq)
