@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"regexp"
 	"runtime"
 	"strconv"
@@ -93,6 +94,11 @@ var metaServingRE = regexp.MustCompile(`msg=serving grpc=(\S+)`)
 // printed if the test fails.
 func start(t *testing.T, name, bin string, args ...string) *proc {
 	t.Helper()
+	if bin == "metasrv" && !slices.Contains(args, "--http-addr") {
+		// Not the default :8089: two metasrvs of a test, or a test
+		// beside a running metasrv, would take the same port.
+		args = append(args, "--http-addr", "127.0.0.1:0")
+	}
 	cmd := exec.Command(filepath.Join(bins, bin), args...)
 	cmd.Env = append(os.Environ(), procEnv...)
 	pr, pw := io.Pipe()
