@@ -9,6 +9,7 @@ package memtable
 
 import (
 	"cmp"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -113,8 +114,13 @@ type Memtable struct {
 	// list holds the series in the order they came (their ordinals), and
 	// post their ordinals by tag: a filtered scan looks its series up
 	// rather than test every key (a million keys a selector, else).
-	list     []*series
-	post     postings.Index
+	list []*series
+	post postings.Index
+	// sorted caches each tag's values, sorted, as of len(list) series
+	// (a listing of a steady source's 100,000 metric names sorted them
+	// again on every request).
+	sorted   map[string]sortedValues
+	sortedMu sync.Mutex
 	bytes    int64
 	keyBytes int64 // of bytes, the series' keys and entries
 	// prev is the frozen memtable this one succeeded, until its flush is
@@ -503,18 +509,39 @@ func (m *Memtable) candidates(f *Filter) []*series {
 	return out
 }
 
-// TagValues appends to out the values of tag name in the series with an
-// entry in [start, end) (each once).
-func (m *Memtable) TagValues(name string, start, end int64, out []string) []string {
+type sortedValues struct {
+	series int
+	vals   []string
+}
+
+// TagValues returns the values of tag name in the series with an entry in
+// [start, end), sorted (read only: the memtable may keep it).
+func (m *Memtable) TagValues(name string, start, end int64) []string {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
-	all := m.within(start, end)
-	for v, ords := range m.post.Values(name) {
-		if all || m.anyIn(ords, start, end) {
-			out = append(out, v)
+	if !m.within(start, end) {
+		var out []string
+		for v, ords := range m.post.Values(name) {
+			if m.anyIn(ords, start, end) {
+				out = append(out, v)
+			}
 		}
+		slices.Sort(out)
+		return out
 	}
-	return out
+	// Every series is in range: the values of all of them, sorted once
+	// for as long as no series is added.
+	m.sortedMu.Lock()
+	defer m.sortedMu.Unlock()
+	if c, ok := m.sorted[name]; ok && c.series == len(m.list) {
+		return c.vals
+	}
+	vals := slices.Sorted(maps.Keys(m.post.ValueMap(name)))
+	if m.sorted == nil {
+		m.sorted = map[string]sortedValues{}
+	}
+	m.sorted[name] = sortedValues{series: len(m.list), vals: vals}
+	return vals
 }
 
 // TagNames appends to out the tag names of the series with an entry in

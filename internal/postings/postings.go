@@ -51,6 +51,9 @@ func (x *Index) Values(name string) iter.Seq2[string, []int32] {
 	return maps.All(x.m[name])
 }
 
+// ValueMap returns the values of tag name and their ordinals (read only).
+func (x *Index) ValueMap(name string) map[string][]int32 { return x.m[name] }
+
 // Names iterates the tag names present.
 func (x *Index) Names() iter.Seq[string] { return maps.Keys(x.m) }
 

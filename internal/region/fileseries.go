@@ -39,6 +39,7 @@ type fileSeries struct {
 
 	mu     sync.Mutex
 	byName map[uint32]map[uint32][]int32 // name -> value -> ordinals, ascending; built on first use
+	sorted map[uint32][]string           // name -> its values, sorted; built with its postings
 
 	size  atomic.Int64 // approximate memory
 	cache atomic.Pointer[seriesCache]
@@ -182,19 +183,16 @@ func (fs *fileSeries) lookup(name, value string) []int32 {
 	return fs.postings(ns)[vs]
 }
 
-// values iterates the values of tag name, each with its series.
-func (fs *fileSeries) values(name string) iter.Seq2[string, []int32] {
-	return func(yield func(string, []int32) bool) {
-		ns, ok := fs.symOf[name]
-		if !ok {
-			return
-		}
-		for vs, ords := range fs.postings(ns) {
-			if !yield(fs.syms[vs], ords) {
-				return
-			}
-		}
+// values returns the values of tag name, sorted (read only).
+func (fs *fileSeries) values(name string) []string {
+	ns, ok := fs.symOf[name]
+	if !ok {
+		return nil
 	}
+	fs.postings(ns)
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	return fs.sorted[ns]
 }
 
 // tagNames iterates the file's tag names.
@@ -244,13 +242,16 @@ func (fs *fileSeries) postings(ns uint32) map[uint32][]int32 {
 			}
 		}
 	}
-	for _, l := range p {
-		size += 4*int64(cap(l)) + 48
+	vals := make([]string, 0, len(p))
+	for v, l := range p {
+		size += 4*int64(cap(l)) + 48 + 16
+		vals = append(vals, fs.syms[v])
 	}
+	slices.Sort(vals)
 	if fs.byName == nil {
-		fs.byName = map[uint32]map[uint32][]int32{}
+		fs.byName, fs.sorted = map[uint32]map[uint32][]int32{}, map[uint32][]string{}
 	}
-	fs.byName[ns] = p
+	fs.byName[ns], fs.sorted[ns] = p, vals
 	fs.grow(size + 64)
 	return p
 }

@@ -279,35 +279,27 @@ func (r *Region) readSeries(ctx context.Context, id string, f manifest.FileMeta)
 // as a listing counts it). Memtables and files answer from their postings
 // (a file's built once and kept with its series index); no key is sorted.
 func (r *Region) TagValues(ctx context.Context, name string, start, end int64) ([]string, error) {
-	return r.fromPostings(ctx, start, end, func(mt *memtable.Memtable, out []string) []string {
-		return mt.TagValues(name, start, end, out)
-	}, func(fs *fileSeries, out []string) []string {
-		for v := range fs.values(name) {
-			out = append(out, v)
-		}
-		return out
-	})
+	return r.fromPostings(ctx, start, end, func(mt *memtable.Memtable) []string {
+		return mt.TagValues(name, start, end)
+	}, func(fs *fileSeries) []string { return fs.values(name) })
 }
 
 // TagNames returns the distinct tag names, unordered, of the series
 // TagValues counts.
 func (r *Region) TagNames(ctx context.Context, start, end int64) ([]string, error) {
-	return r.fromPostings(ctx, start, end, func(mt *memtable.Memtable, out []string) []string {
-		return mt.TagNames(start, end, out)
-	}, func(fs *fileSeries, out []string) []string {
-		for n := range fs.tagNames() {
-			out = append(out, n)
-		}
-		return out
-	})
+	return r.fromPostings(ctx, start, end, func(mt *memtable.Memtable) []string {
+		ns := mt.TagNames(start, end, nil)
+		slices.Sort(ns)
+		return ns
+	}, func(fs *fileSeries) []string { return slices.Sorted(fs.tagNames()) })
 }
 
 // fromPostings collects a set from the postings of the memtables and the
-// files with rows in [start, end): what each appends (each value once),
-// sorted, the repeats between them dropped. (Appending and sorting 100,000
-// metric names from a few files and memtables took a third of the time of
-// a map to dedupe them.)
-func (r *Region) fromPostings(ctx context.Context, start, end int64, mem func(*memtable.Memtable, []string) []string, file func(*fileSeries, []string) []string) ([]string, error) {
+// files with rows in [start, end): each returns its values sorted (a
+// file's kept sorted with its postings), and they are merged, the repeats
+// between them dropped. (Sorting 100,000 metric names of each file again
+// on every request was most of /api/v1/label/__name__/values.)
+func (r *Region) fromPostings(ctx context.Context, start, end int64, mem func(*memtable.Memtable) []string, file func(*fileSeries) []string) ([]string, error) {
 	if err := r.usable(); err != nil {
 		return nil, err
 	}
@@ -320,13 +312,37 @@ func (r *Region) fromPostings(ctx context.Context, start, end int64, mem func(*m
 	if err != nil {
 		return nil, fmt.Errorf("region %s: tags: %w", r.id, err)
 	}
-	var out []string
+	runs := make([][]string, 0, len(mems)+len(xs))
 	for _, mt := range mems {
-		out = mem(mt, out)
+		runs = append(runs, mem(mt))
 	}
 	for _, x := range xs {
-		out = file(x, out)
+		runs = append(runs, file(x))
 	}
-	slices.Sort(out)
-	return slices.Compact(out), nil
+	return mergeSorted(runs), nil
+}
+
+// mergeSorted merges sorted runs into one sorted run without repeats.
+func mergeSorted(runs [][]string) []string {
+	runs = slices.DeleteFunc(runs, func(r []string) bool { return len(r) == 0 })
+	n := 0
+	for _, r := range runs {
+		n += len(r)
+	}
+	out := make([]string, 0, n)
+	for len(runs) > 0 {
+		lo := 0
+		for i := 1; i < len(runs); i++ {
+			if runs[i][0] < runs[lo][0] {
+				lo = i
+			}
+		}
+		if v := runs[lo][0]; len(out) == 0 || out[len(out)-1] != v {
+			out = append(out, v)
+		}
+		if runs[lo] = runs[lo][1:]; len(runs[lo]) == 0 {
+			runs = slices.Delete(runs, lo, lo+1)
+		}
+	}
+	return out
 }
