@@ -114,21 +114,9 @@ func encodedSize(e *row.Entry) int {
 
 // Decode parses a segment object.
 func Decode(number uint64, data []byte) (*Segment, error) {
-	bad := func(format string, args ...any) error {
-		return fmt.Errorf("%w %d: %s", ErrCorrupt, number, fmt.Sprintf(format, args...))
-	}
-	if len(data) < headerLen+4 {
-		return nil, bad("%d bytes is shorter than a header", len(data))
-	}
-	body, sum := data[:len(data)-4], binary.LittleEndian.Uint32(data[len(data)-4:])
-	if got := crc32.Checksum(body, castagnoli); got != sum {
-		return nil, bad("checksum %08x, want %08x", got, sum)
-	}
-	if string(body[:4]) != magic {
-		return nil, bad("bad magic %q", body[:4])
-	}
-	if body[4] != formatVersion {
-		return nil, bad("unknown format version %d", body[4])
+	body, bad, err := walstream.Envelope(number, data, magic, formatVersion, headerLen)
+	if err != nil {
+		return nil, err
 	}
 	s := &Segment{
 		Number:   number,

@@ -111,24 +111,37 @@ func Fence(region layout.RegionID, epoch uint64) []byte {
 	return Append(nil, true, []Block{{Region: region, Epoch: epoch}}, nil)
 }
 
-// Decode parses a segment's envelope: it checks the checksum and the
-// headers and slices each block's body, which it does not decode.
-func Decode(number uint64, data []byte) (*Segment, error) {
-	bad := func(format string, args ...any) error {
+// Envelope checks the envelope both WAL formats share (a stream segment's
+// and a region WAL's, told apart by magic): at least headerLen bytes and a
+// trailing CRC-32C, the checksum, the magic and the format version. It
+// returns the bytes before the checksum, and bad, which makes the errors
+// of segment number (ErrCorrupt).
+func Envelope(number uint64, data []byte, magic string, version byte, headerLen int) (body []byte, bad func(format string, args ...any) error, err error) {
+	bad = func(format string, args ...any) error {
 		return fmt.Errorf("%w %d: %s", ErrCorrupt, number, fmt.Sprintf(format, args...))
 	}
-	if len(data) < HeaderLen+4 {
-		return nil, bad("%d bytes is shorter than a header", len(data))
+	if len(data) < headerLen+4 {
+		return nil, bad, bad("%d bytes is shorter than a header", len(data))
 	}
 	body, sum := data[:len(data)-4], binary.LittleEndian.Uint32(data[len(data)-4:])
 	if got := crc32.Checksum(body, castagnoli); got != sum {
-		return nil, bad("checksum %08x, want %08x", got, sum)
+		return nil, bad, bad("checksum %08x, want %08x", got, sum)
 	}
 	if string(body[:4]) != magic {
-		return nil, bad("bad magic %q", body[:4])
+		return nil, bad, bad("bad magic %q", body[:4])
 	}
-	if body[4] != formatVersion {
-		return nil, bad("unknown format version %d", body[4])
+	if body[4] != version {
+		return nil, bad, bad("unknown format version %d", body[4])
+	}
+	return body, bad, nil
+}
+
+// Decode parses a segment's envelope: it checks the checksum and the
+// headers and slices each block's body, which it does not decode.
+func Decode(number uint64, data []byte) (*Segment, error) {
+	body, bad, err := Envelope(number, data, magic, formatVersion, HeaderLen)
+	if err != nil {
+		return nil, err
 	}
 	s := &Segment{Number: number, Fence: body[5] == kindFence}
 	n := binary.LittleEndian.Uint32(body[6:])
