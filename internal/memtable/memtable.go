@@ -536,7 +536,7 @@ func (m *Memtable) TagValues(name string, start, end int64) []string {
 	if c, ok := m.sorted[name]; ok && c.series == len(m.list) {
 		return c.vals
 	}
-	vals := slices.Sorted(maps.Keys(m.post.ValueMap(name)))
+	vals := slices.Sorted(maps.Keys(m.post.Values(name)))
 	if m.sorted == nil {
 		m.sorted = map[string]sortedValues{}
 	}
@@ -544,12 +544,13 @@ func (m *Memtable) TagValues(name string, start, end int64) []string {
 	return vals
 }
 
-// TagNames appends to out the tag names of the series with an entry in
-// [start, end) (each once).
-func (m *Memtable) TagNames(start, end int64, out []string) []string {
+// TagNames returns the tag names of the series with an entry in
+// [start, end), sorted.
+func (m *Memtable) TagNames(start, end int64) []string {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
 	all := m.within(start, end)
+	var out []string
 	for name := range m.post.Names() {
 		for _, ords := range m.post.Values(name) {
 			if all || m.anyIn(ords, start, end) {
@@ -558,6 +559,7 @@ func (m *Memtable) TagNames(start, end int64, out []string) []string {
 			}
 		}
 	}
+	slices.Sort(out)
 	return out
 }
 

@@ -394,12 +394,11 @@ func TestPostingsNarrowWithoutChangingTheResult(t *testing.T) {
 	if again := m.TagValues("host", -1, 1<<40); len(again) != len(all)+1 || !slices.Contains(again, "h0a") || !slices.IsSorted(again) {
 		t.Fatalf("host values after h0a came: %v", again)
 	}
-	names := m.TagNames(0, 1000, nil)
-	slices.Sort(names)
+	names := m.TagNames(0, 1000)
 	if !slices.Equal(names, []string{"dc", "host", "region"}) {
 		t.Fatalf("tag names in [0, 1000): %v, want dc, host and region", names)
 	}
-	if names := m.TagNames(9_000, 20_000, nil); len(names) != 2 || !slices.Contains(names, "host") || !slices.Contains(names, "late") {
+	if names := m.TagNames(9_000, 20_000); !slices.Equal(names, []string{"host", "late"}) {
 		t.Fatalf("tag names in [9000, 20000): %v, want host and late", names)
 	}
 }

@@ -46,13 +46,8 @@ func (x *Index) Add(id int32, key string) int {
 // (the index's own slice: read it, do not change it).
 func (x *Index) Lookup(name, value string) []int32 { return x.m[name][value] }
 
-// Values iterates the values of tag name, each with its ordinals.
-func (x *Index) Values(name string) iter.Seq2[string, []int32] {
-	return maps.All(x.m[name])
-}
-
-// ValueMap returns the values of tag name and their ordinals (read only).
-func (x *Index) ValueMap(name string) map[string][]int32 { return x.m[name] }
+// Values returns the values of tag name and their ordinals (read only).
+func (x *Index) Values(name string) map[string][]int32 { return x.m[name] }
 
 // Names iterates the tag names present.
 func (x *Index) Names() iter.Seq[string] { return maps.Keys(x.m) }

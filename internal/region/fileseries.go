@@ -112,7 +112,7 @@ func (b *fileSeriesBuilder) add(key []byte, rows int64) {
 // counted.
 func (b *fileSeriesBuilder) done() *fileSeries {
 	fs := b.fs
-	fs.refs, fs.offs, fs.starts = slices.Clip(slices.Clone(fs.refs)), slices.Clone(fs.offs), slices.Clone(fs.starts)
+	fs.refs, fs.offs, fs.starts = slices.Clone(fs.refs), slices.Clone(fs.offs), slices.Clone(fs.starts)
 	fs.size.Store(b.size + int64(len(fs.refs)) + 4*int64(len(fs.offs)) + 8*int64(len(fs.starts)) + 24*int64(len(fs.names)) + 256)
 	return fs
 }
@@ -123,20 +123,6 @@ func uvarintLen(n int) int {
 		w++
 	}
 	return w
-}
-
-// newFileSeries keeps the series of x (with row counts if it has one for
-// each key).
-func newFileSeries(id string, x sst.SeriesIndex) *fileSeries {
-	b := newFileSeriesBuilder(id, len(x.Rows) == len(x.Keys))
-	for i, k := range x.Keys {
-		var rows int64
-		if len(x.Rows) == len(x.Keys) {
-			rows = x.Rows[i]
-		}
-		b.add(unsafe.Slice(unsafe.StringData(k), len(k)), rows)
-	}
-	return b.done()
 }
 
 // decodeFileSeries decodes file id's series index object.
@@ -161,13 +147,6 @@ func (fs *fileSeries) appendKey(dst []byte, i int) []byte {
 		dst = append(dst, fs.syms[s]...)
 	}
 	return dst
-}
-
-// candidates returns the ordinals, ascending, of the series that may pass
-// the filter's tags and in: a superset of those that do (the scan's own
-// match decides). all is true when no filter narrows the set.
-func (fs *fileSeries) candidates(tags []row.Tag, in []row.TagIn) (ords []int32, all bool) {
-	return postings.Narrow(tags, in, fs.lookup)
 }
 
 // lookup returns the ordinals of the series with tag name = value.
@@ -267,7 +246,7 @@ func (fs *fileSeries) grow(delta int64) {
 // each calls f with the ordinal of each series that may pass tags and in,
 // ascending.
 func (fs *fileSeries) each(tags []row.Tag, in []row.TagIn, f func(i int)) {
-	ords, all := fs.candidates(tags, in)
+	ords, all := postings.Narrow(tags, in, fs.lookup)
 	if all {
 		for i := range fs.n {
 			f(i)

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/stratadb/strata/internal/row"
 	"github.com/stratadb/strata/internal/sst"
@@ -190,4 +191,18 @@ func TestMergeSorted(t *testing.T) {
 	if got := mergeSorted(nil); len(got) != 0 {
 		t.Fatalf("%v from no runs", got)
 	}
+}
+
+// newFileSeries keeps the series of x (with row counts if it has one for
+// each key), as a region keeps a decoded series index.
+func newFileSeries(id string, x sst.SeriesIndex) *fileSeries {
+	b := newFileSeriesBuilder(id, len(x.Rows) == len(x.Keys))
+	for i, k := range x.Keys {
+		var rows int64
+		if len(x.Rows) == len(x.Keys) {
+			rows = x.Rows[i]
+		}
+		b.add(unsafe.Slice(unsafe.StringData(k), len(k)), rows)
+	}
+	return b.done()
 }

@@ -288,9 +288,7 @@ func (r *Region) TagValues(ctx context.Context, name string, start, end int64) (
 // TagValues counts.
 func (r *Region) TagNames(ctx context.Context, start, end int64) ([]string, error) {
 	return r.fromPostings(ctx, start, end, func(mt *memtable.Memtable) []string {
-		ns := mt.TagNames(start, end, nil)
-		slices.Sort(ns)
-		return ns
+		return mt.TagNames(start, end)
 	}, func(fs *fileSeries) []string { return slices.Sorted(fs.tagNames()) })
 }
 

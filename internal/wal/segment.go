@@ -23,8 +23,7 @@ import (
 const (
 	magic         = "STRW"
 	formatVersion = 1
-	kindData      = 0
-	kindFence     = 1
+	kindFence     = 1                     // the kind byte walstream.AppendHead writes for a fence
 	headerLen     = 4 + 1 + 1 + 8 + 8 + 4 // magic, version, kind, first seq, epoch, count
 )
 
@@ -49,13 +48,7 @@ func (s *Segment) LastSeq() uint64 { return s.FirstSeq + uint64(len(s.Entries)) 
 // encode appends a segment's bytes to dst. The entries' Seq fields must
 // already be FirstSeq, FirstSeq+1, ...
 func encode(dst []byte, fence bool, epoch, firstSeq uint64, entries []row.Entry) []byte {
-	dst = append(dst, magic...)
-	dst = append(dst, formatVersion)
-	if fence {
-		dst = append(dst, kindFence)
-	} else {
-		dst = append(dst, kindData)
-	}
+	dst = walstream.AppendHead(dst, magic, formatVersion, fence)
 	dst = binary.LittleEndian.AppendUint64(dst, firstSeq)
 	dst = binary.LittleEndian.AppendUint64(dst, epoch)
 	dst = binary.LittleEndian.AppendUint32(dst, uint32(len(entries)))

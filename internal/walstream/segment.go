@@ -76,13 +76,7 @@ func (s *Segment) Has(region layout.RegionID) (Block, bool) {
 // stored lengths patched in), each block's body as body appends it (nil:
 // none), and the checksum.
 func Append(dst []byte, fence bool, blocks []Block, body func(dst []byte, i int) []byte) []byte {
-	dst = append(dst, magic...)
-	dst = append(dst, formatVersion)
-	if fence {
-		dst = append(dst, kindFence)
-	} else {
-		dst = append(dst, kindData)
-	}
+	dst = AppendHead(dst, magic, formatVersion, fence)
 	dst = binary.LittleEndian.AppendUint32(dst, uint32(len(blocks)))
 	hdr := len(dst)
 	for _, b := range blocks {
@@ -109,6 +103,17 @@ func Append(dst []byte, fence bool, blocks []Block, body func(dst []byte, i int)
 // of epoch writes it.
 func Fence(region layout.RegionID, epoch uint64) []byte {
 	return Append(nil, true, []Block{{Region: region, Epoch: epoch}}, nil)
+}
+
+// AppendHead appends the start of the envelope both WAL formats share
+// (Envelope checks it): magic, version and kind (data or fence).
+func AppendHead(dst []byte, magic string, version byte, fence bool) []byte {
+	dst = append(dst, magic...)
+	dst = append(dst, version)
+	if fence {
+		return append(dst, kindFence)
+	}
+	return append(dst, kindData)
 }
 
 // Envelope checks the envelope both WAL formats share (a stream segment's
