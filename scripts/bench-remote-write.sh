@@ -18,7 +18,12 @@
 # answers a 2.0 body 204 and stores nothing of it (the run reports the 2xx
 # answers without a written count, and its check fails). NAN_FRACTION > 0
 # fails VictoriaMetrics' check by exactly the NaN samples (it drops NaN at
-# ingestion) and, for now, Strata's (it refuses NaN with a 400).
+# ingestion); Strata stores them.
+#
+# After each check, a second table: the times of 50
+# /api/v1/label/__name__/values requests (p50, p99, max) and of 3
+# count by (__name__) queries over the run's series, each answer checked
+# to hold every name sent.
 #
 # Installs VictoriaMetrics into ~/.cache/strata/bin the first time; needs
 # MinIO there for STORE=minio (scripts/test.sh installs it).
@@ -122,6 +127,16 @@ if vm and st:
     ratio = lambda k: st[k] / vm[k] if vm[k] else float("nan")
     print(f"| strata ÷ victoriametrics | {ratio('samples_per_second'):.2f} | {ratio('series_per_second'):.2f} | {ratio('latency_p50_seconds'):.1f} | "
           f"{ratio('latency_p99_seconds'):.1f} | {ratio('peak_rss_bytes'):.1f} |  |  |  |  |  |  |")
+print()
+print("| server | names listed | label values p50 ms | p99 ms | max ms | count by (__name__) s |")
+print("| --- | --- | --- | --- | --- | --- |")
+for name, r in rows.items():
+    p = (r or {}).get("probe")
+    if not p:
+        print(f"| {name} | not probed |  |  |  |  |")
+        continue
+    cb = ", ".join(f"{t:.2f}" for t in p.get("count_by_name_seconds") or [])
+    print(f"| {name} | {p['names']:,} | {p['label_values_p50_seconds']*1e3:.1f} | {p['label_values_p99_seconds']*1e3:.1f} | {p['label_values_max_seconds']*1e3:.1f} | {cb} |")
 for name, r in rows.items():
     if r and r.get("first_error"):
         print(f"\n{name}: first non-2xx answer: {r['first_error'][:300]}")

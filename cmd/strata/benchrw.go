@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -30,7 +31,10 @@ answers (the first one's body), the server's peak resident memory
 (process_resident_memory_bytes on /metrics, sampled during the run) and
 its CPU. Then, with --verify, counts the run's series and samples back
 through the server's /api/v1/query and fails unless they match what was
-sent (NaN samples count; staleness markers do not). Works against Strata
+sent (NaN samples count; staleness markers do not), and times the
+server's answers to /api/v1/label/__name__/values and to count by
+(__name__) over the run's series (failing if an answer leaves a name
+out). Works against Strata
 (http://host:8086/api/v1/write) and VictoriaMetrics
 (http://host:8428/api/v1/write).`,
 		Args: exactArgs(0),
@@ -57,6 +61,8 @@ sent (NaN samples count; staleness markers do not). Works against Strata
 	f.Uint64("seed", 1, "seed of the label and sample values")
 	f.Bool("verify", true, "count the series and samples back through the query API and fail on a difference")
 	f.Duration("verify-timeout", 2*time.Minute, "how long the check waits for the counts to match")
+	f.Int("probe-label-values", 50, "after the check, time this many /api/v1/label/__name__/values requests (0: none)")
+	f.Int("probe-count-by-name", 3, "after the check, time this many count by (__name__) queries over the run's series (0: none)")
 	f.Bool("json", false, "print the result as JSON")
 	return cmd
 }
@@ -85,6 +91,18 @@ type rwReport struct {
 	ClientCPUSeconds float64   `json:"client_cpu_seconds"`
 	ServerCPUSeconds *float64  `json:"server_cpu_seconds,omitempty"`
 	Verify           *rwVerify `json:"verify,omitempty"`
+	Probe            *rwProbe  `json:"probe,omitempty"`
+}
+
+// rwProbe is how long the server took to list the metric names and to
+// count each name's series, after the check.
+type rwProbe struct {
+	LabelValuesP50   float64   `json:"label_values_p50_seconds"`
+	LabelValuesP99   float64   `json:"label_values_p99_seconds"`
+	LabelValuesMax   float64   `json:"label_values_max_seconds"`
+	LabelValuesN     int       `json:"label_values_requests"`
+	Names            int       `json:"names"`
+	CountByNameTimes []float64 `json:"count_by_name_seconds"`
 }
 
 type rwVerify struct {
@@ -108,6 +126,8 @@ func runBenchRemoteWrite(cmd *cobra.Command, args []string) error {
 	startS, _ := f.GetString("start")
 	verify, _ := f.GetBool("verify")
 	verifyTimeout, _ := f.GetDuration("verify-timeout")
+	probeLV, _ := f.GetInt("probe-label-values")
+	probeCount, _ := f.GetInt("probe-count-by-name")
 	asJSON, _ := f.GetBool("json")
 	var shape rwload.Shape
 	shape.Prefix, _ = f.GetString("prefix")
@@ -199,6 +219,17 @@ func runBenchRemoteWrite(cmd *cobra.Command, args []string) error {
 		}
 		r.Verify = &rwVerify{ExpectedSeries: c.ExpectedSeries, StoredSeries: c.StoredSeries, ExpectedSamples: c.ExpectedSamples,
 			StoredSamples: c.StoredSamples, OK: c.OK(), Queries: c.Queries, Seconds: c.Took.Seconds()}
+		if c.OK() && (probeLV > 0 || probeCount > 0) {
+			p, err := rwload.RunProbe(ctx, g, rwload.ProbeOptions{URL: queryURL, Client: client, Authorize: authorize, LabelValues: probeLV, CountByName: probeCount})
+			if err != nil {
+				return fmt.Errorf("probe: %w", err)
+			}
+			r.Probe = &rwProbe{LabelValuesP50: rwload.Quantile(p.LabelValues, 0.5).Seconds(), LabelValuesP99: rwload.Quantile(p.LabelValues, 0.99).Seconds(),
+				LabelValuesMax: rwload.Quantile(p.LabelValues, 1).Seconds(), LabelValuesN: len(p.LabelValues), Names: p.Names}
+			for _, d := range p.CountByName {
+				r.Probe.CountByNameTimes = append(r.Probe.CountByNameTimes, d.Seconds())
+			}
+		}
 	}
 	if asJSON {
 		enc := json.NewEncoder(out)
@@ -254,5 +285,18 @@ func (r rwReport) print(out io.Writer, batch, workers int) {
 		}
 		fmt.Fprintf(out, "verify:      series %d expected, %d stored; samples %d expected, %d stored: %s (%d queries, %.1f s)\n",
 			v.ExpectedSeries, v.StoredSeries, v.ExpectedSamples, v.StoredSamples, verdict, v.Queries, v.Seconds)
+	}
+	if p := r.Probe; p != nil {
+		if p.LabelValuesN > 0 {
+			fmt.Fprintf(out, "names:       /api/v1/label/__name__/values (%d names) p50 %s  p99 %s  max %s over %d requests\n",
+				p.Names, sec(p.LabelValuesP50), sec(p.LabelValuesP99), sec(p.LabelValuesMax), p.LabelValuesN)
+		}
+		if len(p.CountByNameTimes) > 0 {
+			ts := make([]string, len(p.CountByNameTimes))
+			for i, s := range p.CountByNameTimes {
+				ts[i] = sec(s).String()
+			}
+			fmt.Fprintf(out, "count by:    count by (__name__) over the run's series: %s\n", strings.Join(ts, ", "))
+		}
 	}
 }

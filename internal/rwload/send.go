@@ -7,7 +7,6 @@ import (
 	"io"
 	"net/http"
 	"net/url"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -164,11 +163,7 @@ produce:
 	if err := ctx.Err(); err != nil {
 		return res, err
 	}
-	if len(lat) > 0 {
-		slices.Sort(lat)
-		pct := func(p float64) time.Duration { return lat[min(len(lat)-1, int(p*float64(len(lat))))] }
-		res.P50, res.P99, res.Max = pct(0.5), pct(0.99), lat[len(lat)-1]
-	}
+	res.P50, res.P99, res.Max = Quantile(lat, 0.5), Quantile(lat, 0.99), Quantile(lat, 1)
 	return res, nil
 }
 

@@ -11,10 +11,10 @@ import (
 )
 
 // The generator against a real Strata, over remote write 1.0 and 2.0,
-// with churn and staleness markers (no NaN: Strata refuses them for
-// now): the checker finds every series and sample through the query API
-// alone, and counts what is there when asked for a name and a scrape never
-// sent.
+// with churn, staleness markers and NaN samples: the checker finds every
+// series and sample through the query API alone, and counts what is there
+// when asked for a name and a scrape never sent; the probe finds every
+// name, and fails on a name never sent.
 func TestRunAndVerifyAgainstStrata(t *testing.T) {
 	n := servertest.Start(t, objstoretest.Mem(t), servertest.Options{})
 	write, base, err := rwload.Endpoints("http://" + n.HTTPAddr())
@@ -23,7 +23,7 @@ func TestRunAndVerifyAgainstStrata(t *testing.T) {
 	}
 	ctx := context.Background()
 	shape := rwload.Shape{Names: 20, Series: 5, Labels: 15, Scrapes: 3, Interval: 15 * time.Second,
-		Start: time.Now().Add(-time.Hour).Truncate(time.Millisecond), Churn: 0.1, StaleMarkers: true, Batch: 37, Seed: 1}
+		Start: time.Now().Add(-time.Hour).Truncate(time.Millisecond), Churn: 0.1, StaleMarkers: true, NaNFraction: 0.05, Batch: 37, Seed: 1}
 	for _, p := range []rwload.Protocol{rwload.V1, rwload.V2} {
 		shape.Prefix = "rw_v" + p.String()[:1]
 		g, err := rwload.NewGenerator(shape)
@@ -44,6 +44,13 @@ func TestRunAndVerifyAgainstStrata(t *testing.T) {
 		if !c.OK() || c.StoredSeries != 120 || c.StoredSamples != 300 {
 			t.Fatalf("%s: %+v; want 120 series and 300 samples stored", p, c)
 		}
+		pr, err := rwload.RunProbe(ctx, g, rwload.ProbeOptions{URL: base, LabelValues: 3, CountByName: 2})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(pr.LabelValues) != 3 || len(pr.CountByName) != 2 || pr.Groups != 20 || pr.Names < 20 {
+			t.Fatalf("%s: probe %+v; want 3 and 2 timings, 20 names", p, pr)
+		}
 	}
 	// A name and a scrape never sent: the checker counts what is there.
 	shape.Names, shape.Scrapes = 21, 4
@@ -57,5 +64,8 @@ func TestRunAndVerifyAgainstStrata(t *testing.T) {
 	}
 	if c.OK() || c.StoredSamples != 300 || c.ExpectedSamples != 420 || c.StoredSeries != 120 || c.ExpectedSeries != 138 {
 		t.Fatalf("a name and a scrape never sent: %+v", c)
+	}
+	if _, err := rwload.RunProbe(ctx, g, rwload.ProbeOptions{URL: base, LabelValues: 1, CountByName: 1}); err == nil {
+		t.Fatal("the probe found a name never sent")
 	}
 }
