@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/stratadb/strata/internal/fence"
@@ -51,8 +52,12 @@ type Manifest struct {
 	opts   Options
 	writer string // unique per Open; makes every delta's bytes unique
 
-	mu           sync.Mutex
-	state        *State
+	mu    sync.Mutex
+	state *State
+	// view is state, published for View without mu: a commit holds mu
+	// across its store write, and a scan (under its region's lock) must
+	// not wait on that.
+	view         atomic.Pointer[State]
 	err          error  // sticky: fence.ErrFenced or ErrClosed
 	unknown      []byte // the delta whose commit is ambiguous, if any
 	pendingState *State // the state that delta would make
@@ -86,6 +91,7 @@ func Open(ctx context.Context, store objstore.Bucket, region layout.RegionID, op
 		err = m.recover(ctx)
 		raced := errors.Is(err, ErrGap) || errors.Is(err, objstore.ErrNotFound)
 		if err == nil {
+			m.view.Store(m.state)
 			if m.state.Version == 0 && !opts.Create {
 				return nil, fmt.Errorf("%w: %s", ErrRegionNotFound, region)
 			}
@@ -189,11 +195,14 @@ func (m *Manifest) State() *State {
 // View returns the current state itself, which the caller must not
 // modify: an open manifest never changes a state it has published (a
 // commit applies its actions to a copy and then swaps it in), so a reader
-// on a hot path (every scan) need not copy every file's entry.
-func (m *Manifest) View() *State {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return m.state
+// on a hot path (every scan) need not copy every file's entry. It takes
+// no lock, so it never waits for a commit's store write.
+func (m *Manifest) View() *State { return m.view.Load() }
+
+// publishLocked makes s the current state.
+func (m *Manifest) publishLocked(s *State) {
+	m.state = s
+	m.view.Store(s)
 }
 
 // Commit applies actions atomically as the next delta and returns its
@@ -256,7 +265,7 @@ func (m *Manifest) Commit(ctx context.Context, actions ...Action) (uint64, error
 		}
 		return 0, err
 	}
-	m.state = next
+	m.publishLocked(next)
 	m.maybeCheckpointLocked(ctx)
 	return v, nil
 }
@@ -321,7 +330,7 @@ func (m *Manifest) settleLocked(ctx context.Context, v uint64, data []byte, next
 		return err
 	}
 	m.unknown, m.pendingState = nil, nil
-	m.state = result
+	m.publishLocked(result)
 	m.maybeCheckpointLocked(ctx)
 	if result != next {
 		return errNotLanded
