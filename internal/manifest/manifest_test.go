@@ -507,3 +507,54 @@ func TestLateLandingCreateIsSettledByAVoid(t *testing.T) {
 		}
 	}
 }
+
+// heldStore blocks every CreateIfAbsent until release is closed, telling
+// entered when one is waiting.
+type heldStore struct {
+	objstore.Bucket
+	entered chan struct{}
+	release chan struct{}
+}
+
+func (s *heldStore) CreateIfAbsent(ctx context.Context, key string, data []byte) error {
+	s.entered <- struct{}{}
+	<-s.release
+	return s.Bucket.CreateIfAbsent(ctx, key, data)
+}
+
+// A commit holds the manifest's lock across its store write; View must
+// not wait for it (a region takes a scan's snapshot under its own lock,
+// so a slow store write stalled every scan and write of the region). View
+// shows the state before the commit while it is in flight, and after it
+// once it returns.
+func TestViewDoesNotWaitForACommit(t *testing.T) {
+	ctx := context.Background()
+	inner := objstoretest.Mem(t)
+	m := mustOpen(t, inner, Options{Create: true})
+	held := &heldStore{Bucket: inner, entered: make(chan struct{}), release: make(chan struct{})}
+	m.store = held
+	before := m.View()
+	done := make(chan error, 1)
+	go func() {
+		_, err := m.Commit(ctx, Action{Edit: &Edit{FlushedSeq: 7}})
+		done <- err
+	}()
+	<-held.entered // the commit is in its store write, holding the lock
+	viewed := make(chan *State, 1)
+	go func() { viewed <- m.View() }()
+	select {
+	case s := <-viewed:
+		if s != before || s.FlushedSeq != 0 {
+			t.Fatalf("view during the commit: %+v, want the state before it", s)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("View waited for the commit's store write")
+	}
+	close(held.release)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if s := m.View(); s.FlushedSeq != 7 {
+		t.Fatalf("view after the commit: flushed %d, want 7", s.FlushedSeq)
+	}
+}
