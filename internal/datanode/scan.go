@@ -294,7 +294,7 @@ func (e *Engine) ScanColumns(ctx context.Context, table string, req region.ScanR
 	return nil
 }
 
-// TagValues returns the distinct values, unordered, of tag name in table's
+// TagValues returns the distinct values, sorted, of tag name in table's
 // series with rows in [start, end), from its regions' memtables and series
 // indexes. local is false, and nothing is returned, if a region of the
 // table is hosted elsewhere: list its series then (Scan with SeriesOnly).
@@ -302,14 +302,14 @@ func (e *Engine) TagValues(ctx context.Context, table, name string, start, end i
 	return e.fromRegions(ctx, table, func(r *region.Region) ([]string, error) { return r.TagValues(ctx, name, start, end) })
 }
 
-// TagNames returns the distinct tag names, unordered, of table's series
+// TagNames returns the distinct tag names, sorted, of table's series
 // with rows in [start, end), as TagValues does.
 func (e *Engine) TagNames(ctx context.Context, table string, start, end int64) (names []string, local bool, err error) {
 	return e.fromRegions(ctx, table, func(r *region.Region) ([]string, error) { return r.TagNames(ctx, start, end) })
 }
 
-// fromRegions appends what each region of table answers, if all of them
-// are hosted here (local).
+// fromRegions merges what each region of table answers (each a sorted
+// set), if all of them are hosted here (local).
 func (e *Engine) fromRegions(ctx context.Context, table string, each func(*region.Region) ([]string, error)) (out []string, local bool, err error) {
 	_, regions, err := e.tableRegions(ctx, table)
 	if err != nil {
@@ -320,12 +320,16 @@ func (e *Engine) fromRegions(ctx context.Context, table string, each func(*regio
 			return nil, false, nil
 		}
 	}
+	runs := make([][]string, 0, len(regions))
 	for _, r := range regions {
 		vs, err := each(r)
 		if err != nil {
 			return nil, true, err
 		}
-		out = append(out, vs...)
+		runs = append(runs, vs)
 	}
-	return out, true, nil
+	if len(runs) == 1 {
+		return runs[0], true, nil // a table of one region: its answer, not a copy
+	}
+	return region.MergeSorted(runs), true, nil
 }

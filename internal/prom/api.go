@@ -364,16 +364,23 @@ func (a *API) labels(w http.ResponseWriter, r *http.Request, f func(context.Cont
 		sels = [][]*labels.Matcher{nil}
 	}
 	a.withQuerier(w, r, mint, maxt, func(ctx context.Context, q storage.Querier) (any, error) {
-		out := []string{} // [], not null, when there is none
+		var out []string
 		for _, ms := range sels {
 			vs, err := f(ctx, q, &storage.LabelHints{Limit: limit}, ms)
 			if err != nil {
 				return nil, err
 			}
-			out = append(out, vs...)
+			if out == nil {
+				out = vs // one answer is sorted and unique already: not copied
+			} else {
+				out = append(out, vs...)
+			}
 		}
 		if len(sels) > 1 { // each answer is sorted and unique; their union is not
 			out = sortedSet(out)
+		}
+		if out == nil {
+			out = []string{} // [], not null, when there is none
 		}
 		if limit > 0 && len(out) > limit {
 			out = out[:limit]

@@ -119,6 +119,11 @@ func TestLabelsReadNoSST(t *testing.T) {
 		t.Fatalf("hostname values: %d, want %d", len(got), len(stored)+len(fresh))
 	}
 	loaded := reads.index.Load()
+	// Every rack is in both regions: their answers merge, sorted, each
+	// value once.
+	if got := values("/api/v1/label/rack/values", nil); !slices.Equal(got, []string{"r0", "r1", "r2", "r3", "r4", "r5", "r6"}) {
+		t.Fatalf("rack values: %v", got)
+	}
 	if got := values("/api/v1/labels", nil); !slices.Equal(got, []string{"__name__", "hostname", "rack"}) {
 		t.Fatalf("labels: %v", got)
 	}

@@ -589,10 +589,14 @@ func (qr *querier) LabelValues(ctx context.Context, name string, hints *storage.
 			}
 		}
 	}
-	if err := qr.tagValues(ctx, name, ms, &out); err != nil {
+	set, err := qr.tagValues(ctx, name, ms, &out)
+	if err != nil {
 		return nil, nil, err
 	}
-	return limit(sortedSet(out), hints), nil, nil
+	if !set {
+		out = sortedSet(out)
+	}
+	return limit(out, hints), nil, nil
 }
 
 // sortedSet sorts vs and drops its repeats, in place. (For thousands of
@@ -608,8 +612,12 @@ func sortedSet(vs []string) []string {
 // same series of every field of a table, so each table is listed once;
 // without matchers left to apply after the scan, only the one tag of each
 // key is decoded. Of the tables other than the metrics table, __name__ is
-// not a tag (LabelValues takes their names from the catalog).
-func (qr *querier) tagValues(ctx context.Context, name string, ms []*labels.Matcher, out *[]string) error {
+// not a tag (LabelValues takes their names from the catalog). It reports
+// whether *out is a sorted set already: the answer of one table's
+// postings, alone in it (100,000 metric names need no sorting again).
+func (qr *querier) tagValues(ctx context.Context, name string, ms []*labels.Matcher, out *[]string) (set bool, err error) {
+	sole := -1 // the length of *out when it was one table's postings' answer
+	defer func() { set = sole >= 0 && len(*out) == sole }()
 	mts, rest := qr.matching(ms)
 	listed := map[string]bool{}
 	for _, mt := range mts {
@@ -622,7 +630,7 @@ func (qr *querier) tagValues(ctx context.Context, name string, ms []*labels.Matc
 		if len(post) > 0 {
 			ss, err := qr.list(ctx, mt, req, post)
 			if err != nil {
-				return err
+				return false, err
 			}
 			for _, s := range ss {
 				if v := s.Labels().Get(name); v != "" {
@@ -635,17 +643,21 @@ func (qr *querier) tagValues(ctx context.Context, name string, ms []*labels.Matc
 			// Every series: the values straight from the postings.
 			vals, local, err := qr.q.Engine.TagValues(ctx, mt.table, name, req.Start, req.End)
 			if err != nil {
-				return err
+				return false, err
 			}
 			if local {
-				*out = append(*out, vals...)
+				if len(*out) == 0 {
+					*out, sole = vals, len(vals) // the engine's own slice: no copy of 100,000 names
+				} else {
+					*out = append(*out, vals...)
+				}
 				continue
 			}
 		}
 		req.SeriesOnly = true
 		sc, err := qr.q.Engine.Scan(ctx, mt.table, req)
 		if err != nil {
-			return err
+			return false, err
 		}
 		last := ""
 		for sc.Next() {
@@ -658,10 +670,10 @@ func (qr *querier) tagValues(ctx context.Context, name string, ms []*labels.Matc
 		err = sc.Err()
 		sc.Close()
 		if err != nil {
-			return err
+			return false, err
 		}
 	}
-	return nil
+	return false, nil
 }
 
 func limit(vs []string, hints *storage.LabelHints) []string {

@@ -184,11 +184,11 @@ func TestFileSeriesPostingsCountInTheCache(t *testing.T) {
 }
 
 func TestMergeSorted(t *testing.T) {
-	got := mergeSorted([][]string{{"b", "d", "f"}, nil, {"a", "b", "c"}, {"f", "g"}, {"d"}})
+	got := MergeSorted([][]string{{"b", "d", "f"}, nil, {"a", "b", "c"}, {"f", "g"}, {"d"}})
 	if want := []string{"a", "b", "c", "d", "f", "g"}; !slices.Equal(got, want) {
 		t.Fatalf("%v, want %v", got, want)
 	}
-	if got := mergeSorted(nil); len(got) != 0 {
+	if got := MergeSorted(nil); len(got) != 0 {
 		t.Fatalf("%v from no runs", got)
 	}
 }

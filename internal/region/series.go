@@ -273,7 +273,7 @@ func (r *Region) readSeries(ctx context.Context, id string, f manifest.FileMeta)
 	return b.done(), nil
 }
 
-// TagValues returns the distinct values, unordered, of tag name in the
+// TagValues returns the distinct values, sorted, of tag name in the
 // series of the memtables and files that have rows in [start, end) (a
 // series is counted if a file or memtable holding it overlaps the range,
 // as a listing counts it). Memtables and files answer from their postings
@@ -284,7 +284,7 @@ func (r *Region) TagValues(ctx context.Context, name string, start, end int64) (
 	}, func(fs *fileSeries) []string { return fs.values(name) })
 }
 
-// TagNames returns the distinct tag names, unordered, of the series
+// TagNames returns the distinct tag names, sorted, of the series
 // TagValues counts.
 func (r *Region) TagNames(ctx context.Context, start, end int64) ([]string, error) {
 	return r.fromPostings(ctx, start, end, func(mt *memtable.Memtable) []string {
@@ -317,11 +317,11 @@ func (r *Region) fromPostings(ctx context.Context, start, end int64, mem func(*m
 	for _, x := range xs {
 		runs = append(runs, file(x))
 	}
-	return mergeSorted(runs), nil
+	return MergeSorted(runs), nil
 }
 
-// mergeSorted merges sorted runs into one sorted run without repeats.
-func mergeSorted(runs [][]string) []string {
+// MergeSorted merges sorted runs into one new sorted run without repeats.
+func MergeSorted(runs [][]string) []string {
 	runs = slices.DeleteFunc(runs, func(r []string) bool { return len(r) == 0 })
 	n := 0
 	for _, r := range runs {
