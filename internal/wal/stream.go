@@ -60,6 +60,7 @@ type Stream struct {
 	// Owned by the loop goroutine.
 	unknown *streamPending // a segment whose create is ambiguous
 	buf     []byte
+	timer   *time.Timer // the window's, reused across groups
 
 	mu      sync.Mutex
 	id      string // the stream being written
@@ -364,7 +365,6 @@ func (s *Stream) Close() error {
 
 func (s *Stream) loop() {
 	defer close(s.done)
-	var timer *time.Timer
 	for {
 		var first *streamReq
 		select {
@@ -375,7 +375,7 @@ func (s *Stream) loop() {
 		case <-s.closing:
 			return
 		}
-		s.commit(s.gather(first, &timer))
+		s.commit(s.gather(first))
 	}
 }
 
@@ -383,7 +383,7 @@ func (s *Stream) loop() {
 // queued (no window), or arrived within the window, up to
 // MaxSegmentBytes. Members joining or leaving meanwhile need not wait for
 // the window.
-func (s *Stream) gather(first *streamReq, timer **time.Timer) []*streamReq {
+func (s *Stream) gather(first *streamReq) []*streamReq {
 	group, n := []*streamReq{first}, first.size
 	if s.opts.Window <= 0 {
 		for n < s.opts.MaxSegmentBytes {
@@ -396,19 +396,19 @@ func (s *Stream) gather(first *streamReq, timer **time.Timer) []*streamReq {
 		}
 		return group
 	}
-	if *timer == nil {
-		*timer = time.NewTimer(s.opts.Window)
+	if s.timer == nil {
+		s.timer = time.NewTimer(s.opts.Window)
 	} else {
-		(*timer).Reset(s.opts.Window)
+		s.timer.Reset(s.opts.Window)
 	}
-	defer (*timer).Stop()
+	defer s.timer.Stop()
 	for n < s.opts.MaxSegmentBytes {
 		select {
 		case r := <-s.reqs:
 			group, n = append(group, r), n+r.size
 		case f := <-s.ctl:
 			f()
-		case <-(*timer).C:
+		case <-s.timer.C:
 			return group
 		case <-s.closing:
 			return group
