@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"runtime/debug"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -174,7 +175,8 @@ type campaignCounts struct{ runs, streamRuns, lost, liveDeleted, unowned, bricke
 // With streams, each owner is a datanode writing a shared WAL stream
 // (wal.Stream) through its own view of the store, and a neighbour region
 // shares the former owner's stream, so the new owner's seal rolls the
-// stream over under a region that stays.
+// stream over under a region that stays. Without, each owner writes a
+// stream of its own, which its open starts.
 func ownershipCase(t *testing.T, seed uint64, pauseAt int, leased, streams bool, c *campaignCounts) int {
 	ctx := context.Background()
 	rng := rand.New(rand.NewPCG(seed, uint64(pauseAt)))
@@ -182,7 +184,7 @@ func ownershipCase(t *testing.T, seed uint64, pauseAt int, leased, streams bool,
 	quiet := quietLogger()
 	base := region.Options{Logger: quiet, FlushBytes: 1 << 30, CheckpointDistance: 2 + rng.IntN(3), RowGroupRows: 16}
 	// node gives an owner its datanode's stream over store (none without
-	// streams).
+	// streams: the region starts its own).
 	var nodes int
 	node := func(o region.Options, store objstore.Bucket) region.Options {
 		if streams {
@@ -393,7 +395,7 @@ func ownershipCase(t *testing.T, seed uint64, pauseAt int, leased, streams bool,
 	}
 	if streams {
 		// The neighbour's every acknowledged row is there too, read by a
-		// next owner, and fsck finds every stream segment owned.
+		// next owner.
 		neighbour.Close(ctx, region.CloseOptions{})
 		nr, err := region.Open(ctx, inner, nrid, node(base, inner))
 		if err != nil {
@@ -407,14 +409,16 @@ func ownershipCase(t *testing.T, seed uint64, pauseAt int, leased, streams bool,
 				t.Errorf("seed %d pause %d leased=%v: the neighbour's acknowledged %s=%v reads back as %v (present %v)", seed, pauseAt, leased, k, v, g, ok)
 			}
 		}
-		rep, err := fsck.Check(ctx, inner, fsck.Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, o := range rep.Orphans {
-			c.unowned++
-			t.Errorf("seed %d pause %d leased=%v: unowned %s", seed, pauseAt, leased, o.Key)
-		}
+	}
+	// fsck finds every WAL stream segment owned: the node's, or each
+	// owner's own.
+	rep, err := fsck.Check(ctx, inner, fsck.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range rep.Orphans {
+		c.unowned++
+		t.Errorf("seed %d pause %d leased=%v: unowned %s", seed, pauseAt, leased, o.Key)
 	}
 	if err := led.write(ctx, cr, rng, 2, never); err != nil {
 		t.Errorf("seed %d pause %d leased=%v: the final owner cannot write: %v", seed, pauseAt, leased, err)
@@ -458,7 +462,7 @@ func TestOwnershipCampaign(t *testing.T) {
 func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
 
 // fenceGate pauses the first WAL create made through it (a recovering
-// owner's fence) until resume is closed.
+// owner's seal of the stream it replays) until resume is closed.
 type fenceGate struct {
 	objstore.Bucket
 	once   sync.Once
@@ -467,17 +471,40 @@ type fenceGate struct {
 }
 
 func (g *fenceGate) CreateIfAbsent(ctx context.Context, key string, data []byte) error {
-	if strings.Contains(key, "/wal/") {
+	if strings.HasPrefix(key, layout.StreamsPrefix) {
 		g.once.Do(func() { close(g.paused); <-g.resume })
 	}
 	return g.Bucket.CreateIfAbsent(ctx, key, data)
 }
 
+// unownedStreamSegments lists the stream segments in s that the region of
+// state st does not answer for: not referenced, released or a recorded
+// fence, and not the newest segment of w, its live stream (never deleted
+// before it is sealed).
+func unownedStreamSegments(t *testing.T, s objstore.Bucket, st *manifest.State, w *wal.Stream) []string {
+	t.Helper()
+	objs, err := objstore.ListAll(context.Background(), s, layout.StreamsPrefix, 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, o := range objs {
+		stream, n, _ := layout.ParseStreamKey(o.Key)
+		next, live := w.Next(stream)
+		released := slices.ContainsFunc(st.StreamGarbage, func(g manifest.StreamRef) bool { return g.Needs(stream, n) })
+		fence := slices.Contains(st.StreamFences, manifest.StreamRef{Stream: stream, End: n})
+		if !st.NeedsStream(stream, n) && !released && !fence && !(live && n == next-1) {
+			out = append(out, o.Key)
+		}
+	}
+	return out
+}
+
 // Three owners: owner 2 is overtaken while it replays. Owner 1 appends
-// after owner 2 listed the WAL, owner 3 replays, flushes and collects that
-// segment, and owner 2's late fence then lands in the number GC freed. The
-// overtaken owner finds itself fenced and deletes the fence it landed
-// below owner 3's flushed segment: nothing is left unowned.
+// after owner 2 listed its WAL stream, owner 3 replays, seals, flushes and
+// collects that segment, and owner 2's late fence then lands in the number
+// GC freed. The overtaken owner finds itself fenced and deletes the fence
+// it landed below owner 3's seal: nothing is left unowned.
 func TestOvertakenRecoveryLeavesNoUnownedFence(t *testing.T) {
 	ctx := context.Background()
 	s := objstoretest.Mem(t)
@@ -535,6 +562,9 @@ func TestOvertakenRecoveryLeavesNoUnownedFence(t *testing.T) {
 		if o.Owner == gc.OwnerNone {
 			t.Errorf("unowned %s", o.Key)
 		}
+	}
+	for _, k := range unownedStreamSegments(t, s, three.Manifest(), three.WALStream()) {
+		t.Errorf("unowned %s", k)
 	}
 	sc, err := three.Scan(ctx, region.ScanRequest{Start: region.AllTime, End: region.AllTimeEnd})
 	if err != nil {

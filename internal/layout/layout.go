@@ -2,14 +2,14 @@
 //
 //	{table_id}/{region_id}/manifest/{version:020}.json        manifest delta (create-if-absent; a void delta settles an ambiguous commit)
 //	{table_id}/{region_id}/manifest/{version:020}.checkpoint  manifest checkpoint (create-if-absent)
-//	{table_id}/{region_id}/wal/{segment:020}.wal              the region's own WAL segment, with --own-wal (create-if-absent; also fence and void segments)
+//	{table_id}/{region_id}/wal/{segment:020}.wal              a segment of the region's own WAL, which earlier versions wrote: now only replayed, sealed with a fence (create-if-absent) and deleted once flushed
 //	{table_id}/{region_id}/sst/{file_id}.parquet              SST
 //	{table_id}/{region_id}/sst/{file_id}.series               the SST's series index, written beside it under the same marker and deleted with it (FileKeys)
 //
 // Nothing else is ever written under a region. Beside the table prefixes
 // (which are numbers), at the store's root:
 //
-//	wal/streams/{node_id}/{ulid}/{segment:020}.wal  a segment of a datanode's shared WAL stream, carrying several regions' entries (create-if-absent; also fence segments); StreamKey
+//	wal/streams/{writer}/{ulid}/{segment:020}.wal    a segment of a WAL stream (create-if-absent; also fence and void segments; StreamKey): a datanode's, writer its node id, carrying its regions' entries, or a region's own, writer region-{table_id}-{region_id}
 //	strata-probe/conditional-create-{hex}            the start-up probe of create-if-absent, deleted at once (objstore.CheckConditionalCreate)
 //	catalog/{version:020}.json                       a catalog kept in the store by older standalones: read, imported into etcd and deleted at start (catalog.StoreBackend)
 //
@@ -84,7 +84,8 @@ func (r RegionID) ParseManifestKey(key string) (version uint64, checkpoint bool,
 	return v, ext == "checkpoint", true
 }
 
-// WALPrefix is the key prefix of the region's WAL segments.
+// WALPrefix is the key prefix of the region's own WAL segments (earlier
+// versions wrote them; wal.Recover).
 func (r RegionID) WALPrefix() string { return r.Prefix() + "wal/" }
 
 // WALKey is the key of WAL segment n.
@@ -158,8 +159,8 @@ func Route(seriesKey []byte, regions uint32) uint32 {
 	return uint32(h % uint64(regions))
 }
 
-// StreamsPrefix is the key prefix of every shared WAL stream: a datanode's
-// log carrying several regions' entries (docs/format/wal.md, "Streams").
+// StreamsPrefix is the key prefix of every WAL stream: a datanode's log
+// carrying its regions' entries, or a region's own (docs/format/wal.md).
 // It sits beside the table prefixes, which are numbers.
 const StreamsPrefix = "wal/streams/"
 

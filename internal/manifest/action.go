@@ -91,12 +91,21 @@ const (
 	MaxClockSkew = time.Minute
 )
 
-// WALFences records WAL fence segments: the segment each owner wrote after
-// its replay. GC never deletes them. A former owner's next WAL append (and
-// a former owner's fence walk) targets exactly such a number, so keeping
-// them makes every late append of a former owner fail, at any delay.
+// WALFences records fence segments of the region's own WAL (the log of
+// its own earlier versions wrote, wal.Recover): those an owner found in
+// its replay and the one it wrote after it. GC never deletes them. A
+// former owner's next WAL append (and a former owner's fence walk) targets
+// exactly such a number, so keeping them makes every late append of a
+// former owner fail, at any delay.
+//
+// Sealed, if set, is one of Segments (or a fence already recorded): the
+// fence an owner of a version that no longer writes the region's own WAL
+// wrote. While it is the highest fence, no owner has written the log
+// since, and a new owner replays what is left below it without sealing
+// again (State.WALSealed).
 type WALFences struct {
 	Segments []uint64 `json:"segments"`
+	Sealed   uint64   `json:"sealed,omitempty"`
 }
 
 // StreamRef names a WAL stream (wal.Stream) that may hold the region's

@@ -133,6 +133,7 @@ func TestInvalidActionsWriteNothing(t *testing.T) {
 		"purge non-removed":   {{Purge: &GCPurge{Files: []string{"x"}}}},
 		"flushed seq back":    {{Edit: &Edit{FlushedSeq: 5}}, {Edit: &Edit{FlushedSeq: 4}}},
 		"schema not advanced": {{Schema: &SchemaChange{Schema: schema.Persisted{Version: 0}}}},
+		"sealed not a fence":  {{Fences: &WALFences{Segments: []uint64{3}, Sealed: 4}}},
 	} {
 		if _, err := m.Commit(ctx, a...); !errors.Is(err, ErrInvalidAction) {
 			t.Errorf("%s: want ErrInvalidAction, got %v", name, err)

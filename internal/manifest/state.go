@@ -32,6 +32,9 @@ type State struct {
 	WALPurged uint64 `json:"wal_purged,omitempty"`
 	// Fences are WAL fence segments, ascending; GC keeps them (WALFences).
 	Fences []uint64 `json:"fences,omitempty"`
+	// WALSealed is the fence that sealed the region's own WAL for good
+	// (WALFences.Sealed); 0: never sealed so.
+	WALSealed uint64 `json:"wal_sealed,omitempty"`
 	// Streams may hold entries above FlushedSeq (WALStreams), oldest first.
 	Streams []StreamRef `json:"streams,omitempty"`
 	// StreamGarbage are stream segment ranges [From, End) the region
@@ -182,6 +185,12 @@ func (s *State) apply(a Action, at time.Time) error {
 			if i, found := slices.BinarySearch(s.Fences, n); !found {
 				s.Fences = slices.Insert(s.Fences, i, n)
 			}
+		}
+		if n := a.Fences.Sealed; n != 0 {
+			if !s.IsFence(n) {
+				return fmt.Errorf("%w: WAL sealed at %d, which is not a fence", ErrInvalidAction, n)
+			}
+			s.WALSealed = n
 		}
 	}
 	return nil

@@ -82,7 +82,7 @@ func BenchmarkWrite(b *testing.B) {
 			b.StopTimer()
 			heap.Report(b)
 			b.ReportMetric(float64(b.N*batchRows)/b.Elapsed().Seconds(), "rows/s")
-			st := r.wal.(ownWAL).Stats()
+			st := r.stream.Stats()
 			b.ReportMetric(float64(st.Entries)/float64(max(1, st.Segments)), "rows/segment")
 			b.ReportMetric(testutil.ToFloat64(m.StallSeconds)/b.Elapsed().Seconds(), "stalled-fraction")
 		})

@@ -18,9 +18,9 @@ import (
 // Store is the region's object store.
 func (r *Region) Store() objstore.Bucket { return r.store }
 
-// WALStream is the shared WAL stream the region writes through (nil: its
-// own WAL).
-func (r *Region) WALStream() *wal.Stream { return r.opts.Stream }
+// WALStream is the WAL stream the region writes through: its datanode's,
+// or its own.
+func (r *Region) WALStream() *wal.Stream { return r.stream }
 
 // Epoch is the manifest epoch this owner opened the region with.
 func (r *Region) Epoch() uint64 { return r.epoch }

@@ -33,7 +33,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		WriteBatches: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "strata_region_write_batches_total", Help: "Write batches by result."}, []string{"result"}),
 		Stalls:       prometheus.NewCounter(prometheus.CounterOpts{Name: "strata_region_write_stalls_total", Help: "Writes that waited for memtable memory."}),
 		StallSeconds: prometheus.NewCounter(prometheus.CounterOpts{Name: "strata_region_write_stall_seconds_total", Help: "Time writes spent waiting for memtable memory."}),
-		WALSegments:  prometheus.NewCounter(prometheus.CounterOpts{Name: "strata_wal_segments_total", Help: "WAL segments written: one object-store PUT each (the node's stream, or each region's own WAL)."}),
+		WALSegments:  prometheus.NewCounter(prometheus.CounterOpts{Name: "strata_wal_segments_total", Help: "WAL segments written: one object-store PUT each (the node's stream, or a region's own)."}),
 		WALBytes:     prometheus.NewCounter(prometheus.CounterOpts{Name: "strata_wal_bytes_total", Help: "Bytes of WAL segments written."}),
 		WALPut: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "strata_wal_put_duration_seconds", Help: "Time to create a WAL segment in the object store: what an acknowledgement waits on.",
 			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 14)}),
@@ -54,7 +54,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	return m
 }
 
-// ObserveWALPut counts a WAL segment created (wal.Options.OnPut).
+// ObserveWALPut counts a WAL segment created (wal.StreamOptions.OnPut).
 func (m *Metrics) ObserveWALPut(bytes int, took time.Duration) {
 	m.WALSegments.Inc()
 	m.WALBytes.Add(float64(bytes))

@@ -2,13 +2,11 @@ package region
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
 	"github.com/stratadb/strata/internal/fence"
 	"github.com/stratadb/strata/internal/layout"
-	"github.com/stratadb/strata/internal/manifest"
 	"github.com/stratadb/strata/internal/objstore"
 	"github.com/stratadb/strata/internal/wal"
 )
@@ -19,9 +17,12 @@ import (
 // harmless:
 //
 //   - its acknowledgements: a WAL segment is acknowledged only if the lease
-//     is still valid after it landed (wal.Options.Lease);
-//   - its WAL appends: they target the number of a newer owner's fence,
-//     which GC never deletes (manifest.WALFences);
+//     is still valid after it landed (wal.MemberOptions.Lease);
+//   - its WAL appends: they target the number of a newer owner's fence in
+//     the stream, which GC keeps (manifest.WALStreams.Fences); the
+//     stream's writer rolls over, and the region's record of the new
+//     stream fails on its manifest (a region's own WAL, which earlier
+//     versions wrote, is fenced the same way: manifest.WALFences);
 //   - its manifest commits: create-if-absent on the next version, checked
 //     against a later checkpoint;
 //   - its uploads: each lands before its marker's CreatedAt + UploadWindow
@@ -71,53 +72,6 @@ func (r *Region) Verify(ctx context.Context) error {
 // still land after the cleanup's DELETE.
 func (r *Region) UploadContext(ctx context.Context, reservedAt time.Time) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(context.WithoutCancel(ctx), r.UploadWindow()-r.opts.Now().Sub(reservedAt))
-}
-
-// recordFences commits the WAL fences this open found in its replay and
-// its own: the numbers former owners' late appends can target.
-func (r *Region) recordFences(ctx context.Context, fences []uint64) error {
-	st := r.man.State()
-	var add []uint64
-	for _, n := range fences {
-		if !st.IsFence(n) {
-			add = append(add, n)
-		}
-	}
-	if len(add) == 0 {
-		return nil
-	}
-	err := r.commit(ctx, manifest.Action{Fences: &manifest.WALFences{Segments: add}})
-	if err != nil && !r.landed(ctx, func(s *manifest.State) bool { return s.IsFence(add[len(add)-1]) }) {
-		return fmt.Errorf("record WAL fences: %w", err)
-	}
-	return nil
-}
-
-// checkFence runs after this owner's WAL fence landed at segment n: it
-// proves no newer owner has committed meanwhile (manifest.Verify). If one
-// has, this owner was overtaken while it replayed, and its fence may have
-// landed in a number GC had freed below the newer owner's flushed segment
-// (a former owner appended there after this one listed, and the newer owner
-// replayed, flushed and collected it). Nothing would ever read or delete
-// it, so it is deleted here, once the newer state proves it garbage: at or
-// below its flushed segment and not a recorded fence. A fence above the
-// flushed segment is the newer owner's to replay.
-func (r *Region) checkFence(ctx context.Context, n uint64) error {
-	verr := r.man.Verify(ctx)
-	if verr == nil || !errors.Is(verr, fence.ErrFenced) {
-		return verr
-	}
-	cur, err := manifest.Open(ctx, r.store, r.id, manifest.Options{ReadOnly: true})
-	if err != nil {
-		return errors.Join(verr, fmt.Errorf("read the newer owner's manifest (fence %s left to full-listing GC): %w", r.id.WALKey(n), err))
-	}
-	st := cur.State()
-	if n <= st.FlushedSegment && !st.IsFence(n) {
-		if err := r.store.Delete(ctx, r.id.WALKey(n)); err != nil {
-			return errors.Join(verr, fmt.Errorf("delete overtaken fence %s (left to full-listing GC): %w", r.id.WALKey(n), err))
-		}
-	}
-	return verr
 }
 
 // leaseBucket gives the region's WAL and manifest writes the lease's

@@ -23,6 +23,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/oklog/ulid/v2"
+
 	"github.com/stratadb/strata/internal/fence"
 	"github.com/stratadb/strata/internal/layout"
 	"github.com/stratadb/strata/internal/manifest"
@@ -66,11 +68,13 @@ type Options struct {
 	// Labels makes a new region's tags free-form labels
 	// (schema.Persisted.Labels), as the metrics table's are.
 	Labels bool
-	// WAL configures group commit of the region's own WAL.
-	WAL wal.Options
-	// Stream, if set, is the datanode's shared WAL stream: the region's
-	// entries go there instead of its own WAL (stream.go).
+	// Stream, if set, is the datanode's WAL stream, shared by its regions.
+	// Nil: the region writes a stream of its own, started by Open and
+	// stopped by Close (stream.go).
 	Stream *wal.Stream
+	// WALWindow is the group-commit window of the region's own stream
+	// (wal.StreamOptions.Window; without Stream).
+	WALWindow time.Duration
 	// FlushBytes is the active memtable size that triggers a flush
 	// (default DefaultFlushBytes).
 	FlushBytes int64
@@ -179,8 +183,11 @@ type Region struct {
 	opts  Options
 	log   *slog.Logger
 	man   *manifest.Manifest
-	wal   logWriter
+	wal   *wal.Member // the region's place in stream
 	epoch uint64
+	// stream is the WAL stream the region writes: Options.Stream, or its
+	// own.
+	stream *wal.Stream
 
 	// streamMu serializes the changes of the manifest's stream references
 	// (manifest.WALStreams): recordStream (the stream writer's Recording),
@@ -232,8 +239,9 @@ type Region struct {
 
 // Open opens (or with Create, creates) a region: it reads the manifest
 // (checkpoint plus deltas, taking ownership with a new epoch), replays the
-// WAL above the flushed segment into a memtable, and fences older owners
-// with a fence segment.
+// WAL streams the manifest names (and the region's own WAL an earlier
+// version left, legacy.go) into a memtable, and seals each, so that older
+// owners append nothing more.
 func Open(ctx context.Context, store objstore.Bucket, id layout.RegionID, opts Options) (*Region, error) {
 	opts.defaults()
 	if opts.Lease != nil {
@@ -252,7 +260,13 @@ func Open(ctx context.Context, store objstore.Bucket, id layout.RegionID, opts O
 	}
 	r.seriesIdx.limit = opts.SeriesCacheBytes
 	r.seriesIdx.gauge = func(d int64) { opts.Metrics.SeriesCache.Add(float64(d)) }
+	r.stream = opts.Stream
+	if r.stream == nil {
+		r.stream = wal.NewStream(store, wal.StreamOptions{Window: opts.WALWindow, OnPut: opts.Metrics.ObserveWALPut, Logger: r.log,
+			NewID: func() string { return fmt.Sprintf("region-%d-%d/%s", id.Table, id.Region, ulid.Make()) }})
+	}
 	fail := func(err error) (*Region, error) {
+		r.closeOwnStream()
 		man.Close()
 		return nil, fmt.Errorf("region %s: open: %w", id, err)
 	}
@@ -275,32 +289,19 @@ func Open(ctx context.Context, store objstore.Bucket, id layout.RegionID, opts O
 	if r.schema, err = schema.FromManifest(st.Schema); err != nil {
 		return fail(err)
 	}
-	var fences []uint64
-	next, nextSeq, err := wal.Recover(ctx, store, id, st.Epoch, st.FlushedSegment, st.FlushedSeq, func(seg *wal.Segment) error {
-		if seg.Fence {
-			fences = append(fences, seg.Number)
-		}
-		entries := seg.Entries
-		for len(entries) > 0 && entries[0].Seq <= st.FlushedSeq {
-			entries = entries[1:]
-		}
-		r.active.Insert(seg.Number, entries)
-		return nil
-	})
+	ownSeq, err := r.replayOwnWAL(ctx, st)
 	if err != nil {
-		return fail(err)
-	}
-	if err := r.checkFence(ctx, next-1); err != nil {
-		return fail(err)
-	}
-	if err := r.recordFences(ctx, append(fences, next-1)); err != nil {
 		return fail(err)
 	}
 	streamSeq, err := r.openStreams(ctx, man.State())
 	if err != nil {
 		return fail(err)
 	}
-	nextSeq = max(nextSeq, streamSeq)
+	nextSeq := max(st.FlushedSeq+1, ownSeq, streamSeq)
+	if r.wal, err = r.stream.Attach(wal.MemberOptions{Region: id, Epoch: st.Epoch, NextSeq: nextSeq,
+		Record: r.recordStream, Lease: opts.Lease, Apply: r.applyStream}); err != nil {
+		return fail(err)
+	}
 	st0 := r.active.Stats()
 	r.memBytes, r.memKeys = st0.Bytes, st0.KeyBytes
 	if opts.Budget != nil {
@@ -308,23 +309,6 @@ func Open(ctx context.Context, store objstore.Bucket, id layout.RegionID, opts O
 		opts.Budget.register(r)
 	}
 	opts.Metrics.MemtableBytes.Add(float64(r.memBytes))
-	walOpts := opts.WAL
-	if opts.Lease != nil {
-		walOpts.Lease = r.leaseErr
-	}
-	if walOpts.OnPut == nil {
-		walOpts.OnPut = opts.Metrics.ObserveWALPut
-	}
-	if opts.Stream != nil {
-		m, err := opts.Stream.Attach(wal.MemberOptions{Region: id, Epoch: st.Epoch, NextSeq: nextSeq,
-			Record: r.recordStream, Lease: opts.Lease, Apply: r.applyStream})
-		if err != nil {
-			return fail(err)
-		}
-		r.wal = m
-	} else {
-		r.wal = ownWAL{wal.NewWriter(store, id, st.Epoch, next, nextSeq, walOpts, r.applyWAL)}
-	}
 	r.ctx, r.cancel = context.WithCancel(context.Background())
 	r.wg.Add(1)
 	go r.background()
@@ -347,24 +331,17 @@ func (r *Region) Schema() *schema.Schema {
 // Manifest returns a copy of the manifest state.
 func (r *Region) Manifest() *manifest.State { return r.man.State() }
 
-// applyWAL inserts a durable segment's entries into the active memtable. It
-// runs on the WAL writer's goroutine, before the writes are acknowledged.
-func (r *Region) applyWAL(seg uint64, entries []row.Entry) {
-	r.apply(seg, [][]row.Entry{entries}, nil)
-}
-
-// apply inserts lists of entries into the active memtable under one hold
-// of r.mu, after note (if any): a flush's cut falls between segments,
-// never inside one.
-func (r *Region) apply(seg uint64, lists [][]row.Entry, note func()) {
+// applyStream inserts a durable stream block's entries, from segment n
+// of stream, into the active memtable under one hold of r.mu: a flush's
+// cut falls between segments, never inside one. It runs on the stream's
+// goroutine, before the writes are acknowledged.
+func (r *Region) applyStream(stream string, n uint64, appends [][]row.Entry) {
 	r.mu.Lock()
-	if note != nil {
-		note()
-	}
+	r.notePos(r.active, stream, n)
 	st0 := r.active.Stats()
 	rows := 0
-	for _, entries := range lists {
-		r.active.Insert(seg, entries)
+	for _, entries := range appends {
+		r.active.Insert(0, entries)
 		rows += len(entries)
 	}
 	st := r.active.Stats()
@@ -514,6 +491,7 @@ func (r *Region) Close(ctx context.Context, opts CloseOptions) error {
 	r.mu.Unlock()
 	// 1. Stop the WAL: the group in flight completes, queued writes fail.
 	r.wal.Close()
+	r.closeOwnStream()
 	// 2. Flush if asked (while background work is still possible).
 	var errs []error
 	if opts.Flush {
@@ -537,6 +515,13 @@ func (r *Region) Close(ctx context.Context, opts CloseOptions) error {
 	r.seriesIdx.clear()
 	errs = append(errs, r.man.Close())
 	return errors.Join(errs...)
+}
+
+// closeOwnStream stops the region's own stream (none with Options.Stream).
+func (r *Region) closeOwnStream() {
+	if r.opts.Stream == nil {
+		r.stream.Close()
+	}
 }
 
 // ttlCutoff is the oldest timestamp still alive (MinInt64 without TTL).

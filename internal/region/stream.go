@@ -11,17 +11,15 @@ import (
 	"github.com/stratadb/strata/internal/manifest"
 	"github.com/stratadb/strata/internal/memtable"
 	"github.com/stratadb/strata/internal/objstore"
-	"github.com/stratadb/strata/internal/row"
 	"github.com/stratadb/strata/internal/wal"
 	"github.com/stratadb/strata/internal/walstream"
 )
 
-// A region writes its WAL either alone (wal.Writer, its own segments under
-// its prefix) or as a member of its datanode's shared stream (wal.Stream,
-// Options.Stream). In both cases a new owner replays and seals what the
-// manifest names: the region's own segments above the flushed segment, and
-// every stream in State.Streams. A region opened without a stream after
-// one with (or the reverse) loses nothing: both logs are always replayed.
+// A region writes its WAL as a member of a stream (wal.Stream): its
+// datanode's, shared by the regions it hosts (Options.Stream), or one of
+// its own, which Open starts and Close stops. Either way a new owner
+// replays and seals every stream the manifest names (State.Streams), and
+// the region's own WAL an earlier version may have left (legacy.go).
 //
 // Stream references are kept by the manifest (manifest.WALStreams):
 //
@@ -35,16 +33,6 @@ import (
 //     becomes StreamGarbage, which GC deletes where no other region's
 //     references cover it (gc.Fast).
 
-// logWriter is the region's WAL: its own or its membership in a stream.
-type logWriter interface {
-	Append(ctx context.Context, entries []row.Entry) error
-	Close()
-}
-
-type ownWAL struct{ *wal.Writer }
-
-func (w ownWAL) Close() { w.Writer.Close() }
-
 // openStreams replays the streams the manifest names into the active
 // memtable, seals each (but this process's live stream), and commits what
 // it learnt: each stream's end and the region's last sequence in it, the
@@ -54,10 +42,7 @@ func (r *Region) openStreams(ctx context.Context, st *manifest.State) (uint64, e
 	if len(st.Streams) == 0 {
 		return 0, nil
 	}
-	live := ""
-	if r.opts.Stream != nil {
-		live, _ = r.opts.Stream.Position()
-	}
+	live, _ := r.stream.Position()
 	var next uint64
 	var sealed []manifest.StreamRef // fences this open wrote
 	change := &manifest.WALStreams{}
@@ -135,8 +120,8 @@ func (r *Region) openStreams(ctx context.Context, st *manifest.State) (uint64, e
 // writer landed a segment there after this open listed; the newer owner
 // replayed it, sealed above it, flushed and collected it): nothing would
 // ever read or delete it. The writer never targets a number below the
-// newer seal, so such a fence is deleted, as checkFence does for the
-// region's own WAL.
+// newer seal, so such a fence is deleted (as checkFence does for the
+// region's own WAL).
 func (r *Region) dropOvertakenFences(ctx context.Context, sealed []manifest.StreamRef) error {
 	if len(sealed) == 0 {
 		return nil
@@ -176,12 +161,6 @@ func (r *Region) notePos(mt *memtable.Memtable, stream string, n uint64) {
 	if _, ok := pos[stream]; !ok {
 		pos[stream] = n
 	}
-}
-
-// applyStream inserts a durable stream block's entries. It runs on the
-// stream's goroutine, before the writes are acknowledged.
-func (r *Region) applyStream(stream string, n uint64, appends [][]row.Entry) {
-	r.apply(0, appends, func() { r.notePos(r.active, stream, n) })
 }
 
 // recordStream is the stream writer's Recording callback: the region's
@@ -225,11 +204,7 @@ func (r *Region) streamsAfterFlush(st *manifest.State, flushedSeq uint64, done .
 	}
 	// The position is read before the memtables: an entry applied after it
 	// is at or above it.
-	var liveID string
-	var liveNext uint64
-	if r.opts.Stream != nil {
-		liveID, liveNext = r.opts.Stream.Position()
-	}
+	liveID, liveNext := r.stream.Position()
 	r.mu.Lock()
 	oldest := map[string]uint64{}
 	for _, mt := range append(slices.Clone(r.immutable), r.active) {

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/stratadb/strata/internal/manifest"
 	"github.com/stratadb/strata/internal/objstore"
 	"github.com/stratadb/strata/internal/objstore/faultstore"
 	"github.com/stratadb/strata/internal/objstore/objstoretest"
@@ -42,8 +43,14 @@ func TestTruncate(t *testing.T) {
 		t.Fatalf("after truncate: %q", got)
 	}
 	st := r.Manifest()
-	if len(st.Files) != 0 || len(st.Removed) != len(before.Files) || st.FlushedSeq != 3 || st.FlushedSegment < before.FlushedSegment+1 {
-		t.Fatalf("after truncate: %d files, %d removed, flushed seq %d, segment %d (was %d)", len(st.Files), len(st.Removed), st.FlushedSeq, st.FlushedSegment, before.FlushedSegment)
+	if len(st.Files) != 0 || len(st.Removed) != len(before.Files) || st.FlushedSeq != 3 {
+		t.Fatalf("after truncate: %d files, %d removed, flushed seq %d", len(st.Files), len(st.Removed), st.FlushedSeq)
+	}
+	// The WAL up to the cut is released: the stream's reference moves
+	// past it, and what it covered is garbage.
+	if len(st.Streams) != 1 || len(before.Streams) != 1 || st.Streams[0].From <= before.Streams[0].From ||
+		!slices.Contains(st.StreamGarbage, manifest.StreamRef{Stream: st.Streams[0].Stream, From: before.Streams[0].From, End: st.Streams[0].From}) {
+		t.Fatalf("after truncate: streams %+v (were %+v), garbage %+v", st.Streams, before.Streams, st.StreamGarbage)
 	}
 	if r.MemtableBytes() != 0 {
 		t.Fatalf("memtables hold %d bytes after truncate", r.MemtableBytes())

@@ -81,9 +81,6 @@ type Config struct {
 	// of a group waits for others (0: no wait, the lowest latency;
 	// docs/cost.md).
 	WALWindow time.Duration
-	// OwnWAL gives each region its own WAL instead of the node's shared
-	// stream: a segment per region per window instead of one per node.
-	OwnWAL bool
 	// DefaultRegions is the region count of tables created by writes.
 	DefaultRegions uint32
 	// MetricsRegions is the region count of the table remote write
@@ -133,7 +130,7 @@ type Server struct {
 	store    objstore.Bucket
 	ownStore bool // opened here (not Config.Bucket): closed on shutdown
 	eng      *datanode.Engine
-	stream   *wal.Stream // the node's shared WAL (nil with OwnWAL)
+	stream   *wal.Stream // the node's WAL, shared by its regions
 	httpSrv  *http.Server
 	grpcSrv  *grpc.Server
 	health   *health.Server
@@ -235,15 +232,13 @@ func (s *Server) start(ctx context.Context) error {
 	}
 
 	began := time.Now()
-	ropts := region.Options{FlushBytes: cfg.FlushBytes, WAL: wal.Options{Window: cfg.WALWindow}, Metrics: region.NewMetrics(s.Registry), Logger: cfg.Logger}
-	if !cfg.OwnWAL {
-		// One WAL stream for every region of the node; each start (and
-		// each stream sealed by a region's new owner) gets a new name.
-		s.stream = wal.NewStream(s.store, wal.StreamOptions{Window: cfg.WALWindow, OnPut: ropts.Metrics.ObserveWALPut, Logger: cfg.Logger,
-			NewID: func() string { return cfg.NodeID + "/" + ulid.Make().String() }})
-		ropts.Stream = s.stream
-		s.Registry.MustRegister(newStreamCollector(s.stream))
-	}
+	ropts := region.Options{FlushBytes: cfg.FlushBytes, Metrics: region.NewMetrics(s.Registry), Logger: cfg.Logger}
+	// One WAL stream for every region of the node; each start (and each
+	// stream sealed by a region's new owner) gets a new name.
+	s.stream = wal.NewStream(s.store, wal.StreamOptions{Window: cfg.WALWindow, OnPut: ropts.Metrics.ObserveWALPut, Logger: cfg.Logger,
+		NewID: func() string { return cfg.NodeID + "/" + ulid.Make().String() }})
+	ropts.Stream = s.stream
+	s.Registry.MustRegister(newStreamCollector(s.stream))
 	if cfg.MemoryLimit > 0 {
 		ropts.Budget = region.NewMemoryBudget(cfg.MemoryLimit)
 	}
@@ -415,9 +410,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	s.agent.Stop()
 	s.log.Info("shutting down: flushing regions")
 	errs = append(errs, s.eng.Close(ctx, true))
-	if s.stream != nil {
-		s.stream.Close() // after every region detached
-	}
+	s.stream.Close() // after every region detached
 	s.agent.Revoke(ctx)
 	s.etcd.Close()
 	errs = append(errs, s.closeStore())

@@ -1,18 +1,19 @@
-// Package wal is a region's write-ahead log in the object store.
-//
-// Each group commit is one segment object, written with create-if-absent at
-// the next consecutive number; a write is acknowledged only once its segment
-// exists. A new owner replays every segment above the manifest's flushed
-// segment and then writes a fence segment at the next number, so a stale
-// owner's next append finds the number taken and stops acknowledging.
-// The format is specified in docs/format/wal.md.
+// Package wal is the write-ahead log in the object store: streams
+// (stream.go), each a sequence of segment objects written with
+// create-if-absent at consecutive numbers, a write acknowledged only once
+// its segment exists. A region writes through its datanode's stream, or
+// through a stream of its own (region.Options.Stream). A new owner of a
+// region replays every stream its manifest names and seals each with a
+// fence segment, so a former owner's next append finds the number taken
+// and stops acknowledging. Earlier versions gave each region a log of its
+// own; it is still read (legacy.go). The formats are specified in
+// docs/format/wal.md.
 package wal
 
 import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"hash/crc32"
 	"math"
 
 	"github.com/stratadb/strata/internal/decimal"
@@ -20,43 +21,13 @@ import (
 	"github.com/stratadb/strata/internal/walstream"
 )
 
-const (
-	magic         = "STRW"
-	formatVersion = 1
-	kindFence     = 1                     // the kind byte walstream.AppendHead writes for a fence
-	headerLen     = 4 + 1 + 1 + 8 + 8 + 4 // magic, version, kind, first seq, epoch, count
-)
-
-var castagnoli = crc32.MakeTable(crc32.Castagnoli)
-
 // ErrCorrupt: a segment does not decode or fails its checksum (a
-// region's segment or a stream's: one error, walstream's).
+// stream's segment or a legacy region WAL's: one error, walstream's).
 var ErrCorrupt = walstream.ErrCorrupt
 
-// Segment is one decoded WAL object.
-type Segment struct {
-	Number   uint64
-	Fence    bool
-	Epoch    uint64 // the writer's manifest epoch
-	FirstSeq uint64 // sequence of Entries[0]; entries are consecutive
-	Entries  []row.Entry
-}
-
-// LastSeq is the last sequence in the segment (FirstSeq-1 if empty).
-func (s *Segment) LastSeq() uint64 { return s.FirstSeq + uint64(len(s.Entries)) - 1 }
-
-// encode appends a segment's bytes to dst. The entries' Seq fields must
-// already be FirstSeq, FirstSeq+1, ...
-func encode(dst []byte, fence bool, epoch, firstSeq uint64, entries []row.Entry) []byte {
-	dst = walstream.AppendHead(dst, magic, formatVersion, fence)
-	dst = binary.LittleEndian.AppendUint64(dst, firstSeq)
-	dst = binary.LittleEndian.AppendUint64(dst, epoch)
-	dst = binary.LittleEndian.AppendUint32(dst, uint32(len(entries)))
-	for i := range entries {
-		dst = appendEntry(dst, &entries[i])
-	}
-	return binary.LittleEndian.AppendUint32(dst, crc32.Checksum(dst, castagnoli))
-}
+// An entry is encoded the same in both formats (docs/format/wal.md): a
+// stream block of codecRaw holds entries as appendEntry writes them, and
+// the compact codecs (compact.go) differ only in a few fields.
 
 func appendEntry(dst []byte, e *row.Entry) []byte {
 	dst = append(dst, byte(e.Op))
@@ -103,39 +74,6 @@ func encodedSize(e *row.Entry) int {
 		n += 10 + len(v.Str())
 	}
 	return n
-}
-
-// Decode parses a segment object.
-func Decode(number uint64, data []byte) (*Segment, error) {
-	body, bad, err := walstream.Envelope(number, data, magic, formatVersion, headerLen)
-	if err != nil {
-		return nil, err
-	}
-	s := &Segment{
-		Number:   number,
-		Fence:    body[5] == kindFence,
-		FirstSeq: binary.LittleEndian.Uint64(body[6:]),
-		Epoch:    binary.LittleEndian.Uint64(body[14:]),
-	}
-	count := binary.LittleEndian.Uint32(body[22:])
-	d := decoder{buf: body[headerLen:]}
-	if uint64(count) > uint64(len(d.buf)) {
-		return nil, bad("%d entries in %d bytes", count, len(d.buf))
-	}
-	s.Entries = make([]row.Entry, count)
-	// One string for all series keys and string values of the segment.
-	d.str = string(d.buf)
-	for i := range s.Entries {
-		e := &s.Entries[i]
-		e.Seq = s.FirstSeq + uint64(i)
-		if err := d.entry(e); err != nil {
-			return nil, bad("entry %d: %v", i, err)
-		}
-	}
-	if len(d.buf) != d.off {
-		return nil, bad("%d trailing bytes", len(d.buf)-d.off)
-	}
-	return s, nil
 }
 
 type decoder struct {

@@ -16,13 +16,31 @@ import (
 	"github.com/stratadb/strata/internal/row"
 )
 
-// A Stream is one datanode's WAL: every commit window it writes one segment
-// holding the entries of every region that wrote, so the datanode's PUT rate
-// is bounded by 1/Window whatever the regions it hosts and the requests they
-// get (docs/design-decisions.md, "What an acknowledgement costs").
+// Sentinel errors.
+var (
+	// ErrOutcomeUnknown: the store failed in a way that leaves it unknown
+	// whether the segment landed. The write may become visible (it is
+	// applied exactly once, atomically, if it did land); retrying a write of
+	// the same rows is safe.
+	ErrOutcomeUnknown = errors.New("wal: write outcome unknown")
+	// ErrClosed: the stream, or the region's member of it, was closed.
+	ErrClosed = errors.New("wal: closed")
+	// ErrLeaseExpired: the owner's lease (MemberOptions.Lease) expired;
+	// the member acknowledges nothing more. It is returned wrapped with
+	// fence.ErrFenced, and with ErrOutcomeUnknown when the segment had
+	// landed.
+	ErrLeaseExpired = errors.New("wal: the region's lease expired")
+)
+
+// A Stream is the WAL of the regions that write through it: a datanode's
+// (one for every region it hosts), or a region's own when it is opened
+// without one (region.Options.Stream). Every commit window it writes one
+// segment holding the entries of every region that wrote, so the
+// datanode's PUT rate is bounded by 1/Window whatever the regions it hosts
+// and the requests they get (docs/design-decisions.md, "What an
+// acknowledgement costs").
 //
-// Ownership works as in a region's own WAL, one level up: segments are
-// written with create-if-absent at consecutive numbers under
+// Segments are written with create-if-absent at consecutive numbers under
 // layout.StreamPrefix, and a region's new owner seals every stream its
 // manifest names with a fence segment after the last one it replayed. The
 // writer of a sealed stream finds its number taken: it rolls over to a new
@@ -42,6 +60,7 @@ type Stream struct {
 	// Owned by the loop goroutine.
 	unknown *streamPending // a segment whose create is ambiguous
 	buf     []byte
+	timer   *time.Timer // the window's, reused across groups
 
 	mu      sync.Mutex
 	id      string // the stream being written
@@ -74,7 +93,8 @@ type StreamOptions struct {
 	// NewID names a new stream: the first one, and each after a fence. It
 	// must never return a name used before.
 	NewID func() string
-	// OnPut, if set, hears of each segment created, as Options.OnPut.
+	// OnPut, if set, hears of each data segment created: its size and
+	// how long the create took (what an acknowledgement waited on).
 	OnPut func(bytes int, took time.Duration)
 	// Logger hears of the rare events: an ambiguous create, how it was
 	// settled, and each rollover (default slog.Default()).
@@ -274,8 +294,12 @@ func deadline(group []*streamReq) time.Time {
 	return d
 }
 
-// Append makes entries durable in one segment, as Writer.Append does
-// (and, as it, keeps none of them once it has returned nil).
+// Append makes entries durable in one segment and returns once they are
+// (or the write failed). It sets each entry's Seq. The entries belong to
+// the stream from the call on; once Append has returned nil, it keeps none
+// of them (or their Fields), so the caller may reuse them. Once queued, a
+// write is carried out even if ctx is cancelled: Append then waits for
+// the outcome.
 func (m *Member) Append(ctx context.Context, entries []row.Entry) error {
 	if len(entries) == 0 {
 		return nil
@@ -341,7 +365,6 @@ func (s *Stream) Close() error {
 
 func (s *Stream) loop() {
 	defer close(s.done)
-	var timer *time.Timer
 	for {
 		var first *streamReq
 		select {
@@ -352,9 +375,46 @@ func (s *Stream) loop() {
 		case <-s.closing:
 			return
 		}
-		g := gatherer[*streamReq]{reqs: s.reqs, ctl: s.ctl, closing: s.closing, window: s.opts.Window, max: s.opts.MaxSegmentBytes, timer: &timer}
-		s.commit(g.gather(first, func(r *streamReq) int { return r.size }))
+		s.commit(s.gather(first))
 	}
+}
+
+// gather forms a group commit: the first request and whatever else
+// queued (no window), or arrived within the window, up to
+// MaxSegmentBytes. Members joining or leaving meanwhile need not wait for
+// the window.
+func (s *Stream) gather(first *streamReq) []*streamReq {
+	group, n := []*streamReq{first}, first.size
+	if s.opts.Window <= 0 {
+		for n < s.opts.MaxSegmentBytes {
+			select {
+			case r := <-s.reqs:
+				group, n = append(group, r), n+r.size
+			default:
+				return group
+			}
+		}
+		return group
+	}
+	if s.timer == nil {
+		s.timer = time.NewTimer(s.opts.Window)
+	} else {
+		s.timer.Reset(s.opts.Window)
+	}
+	defer s.timer.Stop()
+	for n < s.opts.MaxSegmentBytes {
+		select {
+		case r := <-s.reqs:
+			group, n = append(group, r), n+r.size
+		case f := <-s.ctl:
+			f()
+		case <-s.timer.C:
+			return group
+		case <-s.closing:
+			return group
+		}
+	}
+	return group
 }
 
 func failStream(reqs []*streamReq, err error) {
@@ -584,7 +644,12 @@ func (s *Stream) landed(stream string, number uint64, blocks []Block, group []*s
 	s.mu.Unlock()
 }
 
-// resolve reads back an ambiguous segment, as Writer.resolve does.
+// resolve reads back an ambiguous segment. If it landed, its entries are
+// applied (their writes were reported as unknown, never as failed). If it
+// is not there, it may still land late (a PUT the client gave up on after
+// sending it), so its number is claimed with a void segment by a
+// create-if-absent: then the original can never land, and its sequences
+// are reused by the next segment.
 func (s *Stream) resolve(ctx context.Context) {
 	p := s.unknown
 	id, _ := s.position()
@@ -629,5 +694,39 @@ func (s *Stream) resetSeqs(reqs []*streamReq, blocks []Block) {
 				r.m.nextSeq = b.FirstSeq
 			}
 		}
+	}
+}
+
+// errPassed: an ambiguous create's number is free, but the stream holds
+// the number after it. The create landed; a new owner replayed it, sealed
+// the stream above it and collected it. Claiming the number now would
+// leave an object nothing owns.
+var errPassed = errors.New("wal: the segment landed and was collected; the stream is sealed above it")
+
+// readBackOrClaim settles an ambiguous create of key: it returns what the
+// key holds, having claimed it with void if it held nothing (so the lost
+// create can never land later). next is the key of the number after it: if
+// that exists, the key is free because the create landed and was collected
+// (errPassed). A create that never landed cannot have a successor: a new
+// owner seals a stream at the first free number above what it lists, so at
+// key itself. Any other error leaves the outcome unknown.
+func readBackOrClaim(ctx context.Context, store objstore.Bucket, key, next string, void []byte) ([]byte, error) {
+	got, err := store.Get(ctx, key)
+	if !errors.Is(err, objstore.ErrNotFound) {
+		return got, err
+	}
+	switch _, err := store.Attributes(ctx, next); {
+	case err == nil:
+		return nil, errPassed
+	case !errors.Is(err, objstore.ErrNotFound):
+		return nil, err
+	}
+	switch err := store.CreateIfAbsent(ctx, key, void); {
+	case err == nil:
+		return void, nil
+	case errors.Is(err, objstore.ErrPreconditionFailed):
+		return store.Get(ctx, key) // it landed meanwhile, or another writer's
+	default:
+		return nil, err
 	}
 }

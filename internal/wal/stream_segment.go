@@ -14,7 +14,7 @@ import (
 )
 
 // A stream segment holds the entries of several regions, one block per
-// region (docs/format/wal.md, "Streams"). Its envelope (the headers, the
+// region (docs/format/wal.md, "Bytes"). Its envelope (the headers, the
 // blocks' bounds, the checksum) is internal/walstream's; the blocks'
 // bodies are this package's.
 const (

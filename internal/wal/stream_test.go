@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -18,6 +20,12 @@ import (
 	"github.com/stratadb/strata/internal/row"
 	"github.com/stratadb/strata/internal/walstream"
 )
+
+var region = layout.RegionID{Table: 1, Region: 2}
+
+func put(series string, ts int64, v float64) row.Entry {
+	return row.Entry{Series: series, TS: ts, Op: row.Put, Fields: []row.Value{row.FloatValue(v), {}, row.StringValue("x"), row.UintValue(1 << 63), row.BoolValue(true), row.IntValue(-5)}}
+}
 
 func TestStreamSegmentRoundTripAndCorruption(t *testing.T) {
 	a, b := layout.RegionID{Table: 1, Region: 1}, layout.RegionID{Table: 7, Region: 3}
@@ -455,5 +463,309 @@ func TestStreamAppliesABlockAtOnce(t *testing.T) {
 	}
 	if got := rec.replayAll(t, store, 1); len(got) != 2*appends {
 		t.Fatalf("replayed %v", got)
+	}
+}
+
+// One member, many writers: appends group-commit into segments applied in
+// order, each append's sequences consecutive; a new owner replays every
+// entry in sequence order; appends after Close fail.
+func TestStreamGroupCommitReplay(t *testing.T) {
+	ctx := context.Background()
+	store := objstoretest.Mem(t)
+	s := NewStream(store, StreamOptions{NewID: streamIDs()})
+	a := newMemberLog(region)
+	opts := a.options(1, 1)
+	var segs []uint64
+	apply := opts.Apply
+	opts.Apply = func(stream string, n uint64, lists [][]row.Entry) {
+		segs = append(segs, n) // on the stream's goroutine
+		apply(stream, n, lists)
+	}
+	m, err := s.Attach(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const writers, each = 8, 50
+	var wg sync.WaitGroup
+	for g := range writers {
+		wg.Go(func() {
+			for i := range each {
+				es := []row.Entry{put(fmt.Sprintf("g%d", g), int64(i), 1), put(fmt.Sprintf("g%d", g), int64(i), 2)}
+				if err := m.Append(ctx, es); err != nil {
+					t.Error(err)
+					return
+				}
+				if es[1].Seq != es[0].Seq+1 {
+					t.Errorf("an append's sequences are not consecutive: %d, %d", es[0].Seq, es[1].Seq)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	s.Close()
+	st := s.Stats()
+	if st.Entries != writers*each*2 || len(a.applied) != writers*each*2 {
+		t.Fatalf("stats %+v, applied %d", st, len(a.applied))
+	}
+	if !slices.IsSorted(segs) || segs[0] != 1 || uint64(len(segs)) != st.Segments {
+		t.Fatalf("segments applied out of order: %v", segs)
+	}
+	if err := m.Append(ctx, []row.Entry{put("x", 1, 1)}); !errors.Is(err, ErrClosed) {
+		t.Fatalf("append after close: %v", err)
+	}
+	got := a.replayAll(t, store, 2)
+	if len(got) != writers*each*2 {
+		t.Fatalf("replayed %d entries", len(got))
+	}
+	for i, e := range got {
+		if e.Seq != uint64(i+1) {
+			t.Fatalf("entry %d has seq %d", i, e.Seq)
+		}
+	}
+}
+
+// A region's own stream, its one member fenced: a new owner replays and
+// seals; the former owner's appends fail from then on (its record of the
+// new stream fails on its manifest), and none of them is in any stream.
+func TestStreamStaleMemberIsFenced(t *testing.T) {
+	ctx := context.Background()
+	store := objstoretest.Mem(t)
+	s := NewStream(store, StreamOptions{NewID: streamIDs()})
+	defer s.Close()
+	a := newMemberLog(region)
+	old, _ := s.Attach(a.options(1, 1))
+	if err := old.Append(ctx, []row.Entry{put("a", 1, 1)}); err != nil {
+		t.Fatal(err)
+	}
+	if got := a.replayAll(t, store, 2); len(got) != 1 {
+		t.Fatalf("the new owner replayed %d entries", len(got))
+	}
+	a.mu.Lock()
+	a.fenced = true
+	a.mu.Unlock()
+	for i := range 2 {
+		if err := old.Append(ctx, []row.Entry{put("a", int64(2+i), 2)}); !errors.Is(err, fence.ErrFenced) {
+			t.Fatalf("stale append %d: %v", i, err)
+		}
+	}
+	objs, err := objstore.ListAll(ctx, store, layout.StreamsPrefix, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range objs {
+		stream, n, _ := layout.ParseStreamKey(o.Key)
+		data, _ := store.Get(ctx, o.Key)
+		seg, err := DecodeStream(n, data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, b := range seg.Blocks {
+			if len(b.Entries) > 0 && (stream != "dn/s1" || n != 1) {
+				t.Fatalf("%s holds %d entries after the fence", o.Key, len(b.Entries))
+			}
+		}
+	}
+}
+
+// While a segment is being written, the appends that queue behind it go
+// into the next segment together.
+func TestStreamAppendsQueuedBehindASegmentShareTheNext(t *testing.T) {
+	ctx := context.Background()
+	fs := faultstore.New(objstoretest.Mem(t))
+	const writers = 16
+	var once sync.Once
+	fs.Hook = func(c faultstore.Call) {
+		if c.Op == objstore.OpPut {
+			// Hold the first segment's write until every writer's append
+			// is in (queued, or in this segment).
+			once.Do(func() { waitQueued(t, writers, "(*Member).Append") })
+		}
+	}
+	s := NewStream(fs, StreamOptions{NewID: streamIDs()})
+	defer s.Close()
+	m, _ := s.Attach(newMemberLog(region).options(1, 1))
+	var wg sync.WaitGroup
+	for g := range writers {
+		wg.Go(func() {
+			if err := m.Append(ctx, []row.Entry{put("s", int64(g), 1)}); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+	if st := s.Stats(); st.Segments >= writers || st.Entries != writers {
+		t.Fatalf("%d appends took %d segments", writers, st.Segments)
+	} else {
+		t.Logf("%d appends in %d segments", writers, st.Segments)
+	}
+}
+
+func TestStreamWindowAndSegmentSizeBoundGroups(t *testing.T) {
+	ctx := context.Background()
+	store := objstoretest.Mem(t)
+	// A tiny segment cap: each append needs its own segment even though
+	// the window would group them.
+	s := NewStream(store, StreamOptions{Window: 2 * time.Millisecond, MaxSegmentBytes: 1, NewID: streamIDs()})
+	m, _ := s.Attach(newMemberLog(region).options(1, 1))
+	var wg sync.WaitGroup
+	for g := range 10 {
+		wg.Go(func() {
+			if err := m.Append(ctx, []row.Entry{put("s", int64(g), 1)}); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+	s.Close()
+	if st := s.Stats(); st.Segments != 10 {
+		t.Fatalf("10 appends over a 1-byte cap took %d segments", st.Segments)
+	}
+	// A cancelled context before queuing fails fast and writes nothing.
+	s2 := NewStream(store, StreamOptions{NewID: streamIDs()})
+	defer s2.Close()
+	m2, _ := s2.Attach(newMemberLog(region).options(1, 11))
+	cctx, cancel := context.WithCancel(ctx)
+	cancel()
+	// NB: the send may still win the race with ctx.Done; both outcomes
+	// are valid, but an error must be the context's.
+	if err := m2.Append(cctx, []row.Entry{put("s", 99, 1)}); err != nil && !errors.Is(err, context.Canceled) {
+		t.Fatalf("cancelled append: %v", err)
+	}
+}
+
+// lateCreate holds the first segment create at the client (an error) and
+// can land it later, as a store may commit a PUT its client gave up on.
+type lateCreate struct {
+	objstore.Bucket
+	key   string
+	held  []byte
+	early bool // land the held create just before the next create of its key
+}
+
+func (s *lateCreate) CreateIfAbsent(ctx context.Context, key string, data []byte) error {
+	if s.held == nil && strings.HasSuffix(key, ".wal") {
+		s.key, s.held = key, append([]byte(nil), data...)
+		return errors.New("connection reset after the body was sent")
+	}
+	if s.early && key == s.key {
+		s.early = false
+		s.Bucket.CreateIfAbsent(ctx, key, s.held)
+	}
+	return s.Bucket.CreateIfAbsent(ctx, key, data)
+}
+
+// A segment create that failed at the client and was not found on read-back
+// may still land: the writer claims its number with a void segment, so the
+// late landing is refused and no sequence is used twice.
+func TestStreamLateLandingSegmentIsRefused(t *testing.T) {
+	ctx := context.Background()
+	inner := objstoretest.Mem(t)
+	ls := &lateCreate{Bucket: inner}
+	s := NewStream(ls, StreamOptions{NewID: streamIDs()})
+	defer s.Close()
+	a := newMemberLog(region)
+	m, _ := s.Attach(a.options(1, 1))
+	if err := m.Append(ctx, []row.Entry{put("a", 1, 1)}); !errors.Is(err, ErrOutcomeUnknown) {
+		t.Fatalf("first append: %v", err)
+	}
+	if err := m.Append(ctx, []row.Entry{put("a", 2, 2)}); err != nil {
+		t.Fatal(err)
+	}
+	// The held create lands now, late: refused.
+	if err := inner.CreateIfAbsent(ctx, ls.key, ls.held); !errors.Is(err, objstore.ErrPreconditionFailed) {
+		t.Fatalf("a late landing after the claim: %v", err)
+	}
+	got := a.replayAll(t, inner, 2)
+	if len(got) != 1 || got[0].TS != 2 || got[0].Seq != 1 || len(a.applied) != 1 {
+		t.Fatalf("replayed %v, applied %d: want only the second write, at sequence 1", got, len(a.applied))
+	}
+
+	// Landing between the read-back and the claim: the claim finds the
+	// original, which is applied once; nothing is fenced.
+	inner2 := objstoretest.Mem(t)
+	ls2 := &lateCreate{Bucket: inner2, early: true}
+	s2 := NewStream(ls2, StreamOptions{NewID: streamIDs()})
+	defer s2.Close()
+	a2 := newMemberLog(region)
+	m2, _ := s2.Attach(a2.options(1, 1))
+	if err := m2.Append(ctx, []row.Entry{put("a", 1, 1)}); !errors.Is(err, ErrOutcomeUnknown) {
+		t.Fatalf("first append: %v", err)
+	}
+	if err := m2.Append(ctx, []row.Entry{put("a", 2, 2)}); err != nil {
+		t.Fatalf("second append after an early late landing: %v", err)
+	}
+	got = a2.replayAll(t, inner2, 2)
+	if len(got) != 2 || len(a2.applied) != 2 {
+		t.Fatalf("replayed %v, applied %d: want both writes", got, len(a2.applied))
+	}
+}
+
+// leaseRunsOut is a store whose create of a segment outlives the member's
+// lease: the lease passes while the request is in flight.
+type leaseRunsOut struct {
+	objstore.Bucket
+	expire func()
+}
+
+func (s leaseRunsOut) CreateIfAbsent(ctx context.Context, key string, data []byte) error {
+	s.expire()
+	return s.Bucket.CreateIfAbsent(ctx, key, data)
+}
+
+// A segment that lands after the lease passed is never acknowledged: a new
+// owner may already serve the region. The member is fenced from then on,
+// and refuses before writing anything once the lease has passed.
+func TestStreamNoAcknowledgementAfterTheLease(t *testing.T) {
+	ctx := context.Background()
+	store := objstoretest.Mem(t)
+	var mu sync.Mutex
+	deadline := time.Now().Add(time.Hour)
+	lease := func() time.Time { mu.Lock(); defer mu.Unlock(); return deadline }
+	expire := func() { mu.Lock(); deadline = time.Now(); mu.Unlock() }
+	s := NewStream(leaseRunsOut{store, expire}, StreamOptions{NewID: streamIDs()})
+	defer s.Close()
+	a := newMemberLog(region)
+	opts := a.options(1, 1)
+	opts.Lease = lease
+	m, _ := s.Attach(opts)
+	err := m.Append(ctx, []row.Entry{put("a", 1, 1)})
+	if !errors.Is(err, ErrLeaseExpired) || !errors.Is(err, fence.ErrFenced) || !errors.Is(err, ErrOutcomeUnknown) {
+		t.Fatalf("an append that landed after the lease: %v", err)
+	}
+	if len(a.applied) != 0 {
+		t.Fatal("a segment landed after the lease was applied")
+	}
+	objs, _ := objstore.ListAll(ctx, store, layout.StreamsPrefix, 100)
+	if err := m.Append(ctx, []row.Entry{put("a", 2, 2)}); !errors.Is(err, ErrLeaseExpired) {
+		t.Fatalf("an append after the lease: %v", err)
+	}
+	if after, _ := objstore.ListAll(ctx, store, layout.StreamsPrefix, 100); len(after) != len(objs) {
+		t.Fatalf("a member past its lease wrote a segment: %d objects, then %d", len(objs), len(after))
+	}
+}
+
+// waitQueued waits until n goroutines are blocked in fn: handing their
+// append to the stream's loop, or waiting for its outcome.
+func waitQueued(t *testing.T, n int, fn string) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	buf := make([]byte, 1<<20)
+	for {
+		stacks := string(buf[:runtime.Stack(buf, true)])
+		queued := 0
+		for _, g := range strings.Split(stacks, "\n\n") {
+			if (strings.Contains(g, "[select") || strings.Contains(g, "[chan receive")) && strings.Contains(g, fn) {
+				queued++
+			}
+		}
+		if queued >= n {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Errorf("%d of %d appends queued after a minute", queued, n)
+			return
+		}
+		runtime.Gosched()
+		time.Sleep(time.Millisecond)
 	}
 }

@@ -1,4 +1,4 @@
-// Package walstream is a datanode's shared WAL stream as objects: the
+// Package walstream is a WAL stream as objects: the
 // segments' envelope (headers, block bounds, checksum), sealing a stream
 // with a fence, and releasing segments that no region needs any more.
 //
@@ -7,7 +7,7 @@
 // blocks' bodies and writes the stream. So the coordinator can seal and
 // release a dropped table's streams without linking the data plane
 // (docs/design-decisions.md, "The coordinator reads streams by their
-// envelope"). The format is specified in docs/format/wal.md, "Streams".
+// envelope"). The format is specified in docs/format/wal.md.
 package walstream
 
 import (
