@@ -2,7 +2,12 @@ package memtable
 
 import (
 	"fmt"
+	"math"
+	"os"
+	"runtime"
+	"strconv"
 	"testing"
+	"time"
 
 	"github.com/stratadb/strata/internal/row"
 )
@@ -40,4 +45,171 @@ func BenchmarkInsertDecimals(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*rows), "ns/row")
+}
+
+// promShape is a Prometheus-shaped load, as internal/rwload sends it:
+// names metric names × 10 targets, each series with 18 labels (__name__,
+// instance, job, label_key_0..14, series_id), one float field, one sample
+// a series a scrape. STRATA_MEMBENCH_NAMES and STRATA_MEMBENCH_SCRAPES
+// override the size (default 100,000 names: a million series, and 10
+// scrapes).
+type promShape struct {
+	names, targets, scrapes int
+	tags                    [][]row.Tag // each target's tags, __name__ first (to be set)
+}
+
+func newPromShape(b *testing.B) *promShape {
+	p := &promShape{names: envInt(b, "STRATA_MEMBENCH_NAMES", 100_000), targets: 10, scrapes: envInt(b, "STRATA_MEMBENCH_SCRAPES", 10)}
+	cards := []int{2, 3, 5, 10, 20, 50, 100, 1000}
+	for j := range p.targets {
+		tags := []row.Tag{{Name: "__name__"}, {Name: "instance", Value: fmt.Sprintf("10.0.%d.%d:9100", j>>8&255, j&255)}, {Name: "job", Value: "avalanche"}}
+		for k := range 15 {
+			v := (j*7919 + k*104729) % cards[k%len(cards)]
+			tags = append(tags, row.Tag{Name: fmt.Sprint("label_key_", k), Value: fmt.Sprint("value_", v)})
+		}
+		tags = append(tags, row.Tag{Name: "series_id", Value: fmt.Sprint(j)})
+		p.tags = append(p.tags, tags)
+	}
+	return p
+}
+
+func envInt(b *testing.B, name string, def int) int {
+	if s := os.Getenv(name); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n <= 0 {
+			b.Fatalf("%s=%q", name, s)
+		}
+		return n
+	}
+	return def
+}
+
+func (p *promShape) series() int { return p.names * p.targets }
+
+func (p *promShape) metric(i int) string { return fmt.Sprintf("avalanche_metric_mmmmm_%05d", i) }
+
+// load inserts scrapes [from, to) the way a region's write does
+// (ShareKeys, then Insert) in batches of 10,000 samples, and returns the
+// time the memtable took.
+func (p *promShape) load(m *Memtable, from, to int, seq *uint64) time.Duration {
+	const batch = 10_000
+	var took time.Duration
+	kbuf := make([]byte, 0, batch*512)
+	keys := make([][]byte, 0, batch)
+	entries := make([]row.Entry, 0, batch)
+	fields := make([]row.Value, batch)
+	tags := make([]row.Tag, 0, 18)
+	for s := from; s < to; s++ {
+		for lo := 0; lo < p.series(); lo += batch {
+			kbuf, keys, entries = kbuf[:0], keys[:0], entries[:0]
+			for n := lo; n < min(lo+batch, p.series()); n++ {
+				name, target := n/p.targets, n%p.targets
+				tags = append(tags[:0], p.tags[target]...)
+				tags[0].Value = p.metric(name)
+				start := len(kbuf)
+				kbuf, _ = row.EncodeSeries(kbuf, tags)
+				keys = append(keys, kbuf[start:len(kbuf):len(kbuf)])
+				*seq++
+				i := len(entries)
+				fields[i] = row.FloatValue(float64(n%1000) + float64(s)/4)
+				entries = append(entries, row.Entry{TS: int64(s) * 15_000, Seq: *seq, Op: row.Put, Fields: fields[i : i+1 : i+1]})
+			}
+			t0 := time.Now()
+			m.ShareKeys(entries, keys)
+			m.Insert(uint64(s), entries)
+			took += time.Since(t0)
+		}
+	}
+	return took
+}
+
+func liveHeap() int64 {
+	var ms runtime.MemStats
+	runtime.GC()
+	runtime.GC()
+	runtime.ReadMemStats(&ms)
+	return int64(ms.HeapAlloc)
+}
+
+// BenchmarkPromInsert loads the Prometheus shape into a memtable and
+// reports the time a sample takes (ShareKeys and Insert, the write path's
+// share), the live heap a series and a sample take (measured after one
+// scrape and after all of them, after a GC), and what Stats says they
+// take: the figures the flush policy works with.
+func BenchmarkPromInsert(b *testing.B) {
+	p := newPromShape(b)
+	for b.Loop() {
+		var seq uint64
+		base := liveHeap()
+		m := New()
+		took := p.load(m, 0, 1, &seq)
+		heap1, st1 := liveHeap()-base, m.Stats()
+		took += p.load(m, 1, p.scrapes, &seq)
+		heapN, stN := liveHeap()-base, m.Stats()
+		series, more := float64(p.series()), float64(p.series()*(p.scrapes-1))
+		perSample := float64(heapN-heap1) / more
+		statSample := float64(stN.Bytes-st1.Bytes) / more
+		b.ReportMetric(float64(took.Nanoseconds())/float64(stN.Entries), "ns/insert")
+		b.ReportMetric(float64(heap1)/series-perSample, "heapB/series")
+		b.ReportMetric(perSample, "heapB/sample")
+		b.ReportMetric(float64(st1.Bytes)/series-statSample, "statB/series")
+		b.ReportMetric(statSample, "statB/sample")
+		b.ReportMetric(float64(heapN)/1e6, "heapMB")
+		b.ReportMetric(float64(stN.Bytes)/1e6, "statMB")
+		runtime.KeepAlive(m)
+	}
+}
+
+// BenchmarkPromSelect times an iteration of one metric name's series (a
+// selector on __name__, as a query's) in the loaded memtable, and
+// BenchmarkPromFlushIter a full iteration in key order of the frozen
+// memtable, as a flush reads it.
+func BenchmarkPromSelect(b *testing.B) {
+	p := newPromShape(b)
+	m := New()
+	var seq uint64
+	p.load(m, 0, p.scrapes, &seq)
+	n := 0
+	for b.Loop() {
+		name := p.metric(n * 7919 % p.names)
+		n++
+		f := Filter{Tags: []row.Tag{{Name: "__name__", Value: name}}, Start: math.MinInt64, End: math.MaxInt64,
+			Series: func(k string) bool { return row.SeriesTag(k, "__name__") == name }}
+		it := m.Iter(f)
+		got := 0
+		for it.Next() {
+			got++
+		}
+		it.Close()
+		if got != p.targets*p.scrapes {
+			b.Fatalf("%s: %d entries", name, got)
+		}
+	}
+}
+
+func BenchmarkPromFlushIter(b *testing.B) {
+	p := newPromShape(b)
+	m := New()
+	var seq uint64
+	p.load(m, 0, p.scrapes, &seq)
+	m.Freeze()
+	for b.Loop() {
+		it := m.Iter(Filter{Start: math.MinInt64, End: math.MaxInt64, ReuseFields: true})
+		got, last := 0, ""
+		for it.Next() {
+			e := it.Entry()
+			if e.Series != last {
+				if e.Series < last {
+					b.Fatal("keys out of order")
+				}
+				last = e.Series
+			}
+			got++
+		}
+		it.Close()
+		if got != p.series()*p.scrapes {
+			b.Fatalf("%d entries", got)
+		}
+		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(got), "ns/entry")
+	}
 }
