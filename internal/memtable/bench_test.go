@@ -6,6 +6,7 @@ import (
 	"os"
 	"runtime"
 	"strconv"
+	"syscall"
 	"testing"
 	"time"
 
@@ -90,10 +91,10 @@ func (p *promShape) metric(i int) string { return fmt.Sprintf("avalanche_metric_
 
 // load inserts scrapes [from, to) the way a region's write does
 // (ShareKeys, then Insert) in batches of 10,000 samples, and returns the
-// time the memtable took.
-func (p *promShape) load(m *Memtable, from, to int, seq *uint64) time.Duration {
+// time the memtable took, and the process's CPU time meanwhile (less
+// swayed by a busy machine; the collector's included).
+func (p *promShape) load(m *Memtable, from, to int, seq *uint64) (took, cpu time.Duration) {
 	const batch = 10_000
-	var took time.Duration
 	kbuf := make([]byte, 0, batch*512)
 	keys := make([][]byte, 0, batch)
 	entries := make([]row.Entry, 0, batch)
@@ -114,13 +115,23 @@ func (p *promShape) load(m *Memtable, from, to int, seq *uint64) time.Duration {
 				fields[i] = row.FloatValue(float64(n%1000) + float64(s)/4)
 				entries = append(entries, row.Entry{TS: int64(s) * 15_000, Seq: *seq, Op: row.Put, Fields: fields[i : i+1 : i+1]})
 			}
-			t0 := time.Now()
+			t0, c0 := time.Now(), cpuTime()
 			m.ShareKeys(entries, keys)
 			m.Insert(uint64(s), entries)
 			took += time.Since(t0)
+			cpu += cpuTime() - c0
 		}
 	}
-	return took
+	return took, cpu
+}
+
+// cpuTime is the process's user and system CPU time so far.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 func liveHeap() int64 {
@@ -135,29 +146,49 @@ func liveHeap() int64 {
 // reports the time a sample takes (ShareKeys and Insert, the write path's
 // share), the live heap a series and a sample take (measured after one
 // scrape and after all of them, after a GC), and what Stats says they
-// take: the figures the flush policy works with.
+// take: the figures the flush policy works with. It does so for a new
+// memtable (heap…, stat…) and, in total, for its successor (succHeapMB,
+// succStatMB), which a region's memtables mostly are: a successor
+// allocates a series' rows at once (Successor), so its heap a sample
+// shows in the total, not from one scrape to the next.
 func BenchmarkPromInsert(b *testing.B) {
 	p := newPromShape(b)
 	for b.Loop() {
 		var seq uint64
-		base := liveHeap()
 		m := New()
-		took := p.load(m, 0, 1, &seq)
-		heap1, st1 := liveHeap()-base, m.Stats()
-		took += p.load(m, 1, p.scrapes, &seq)
-		heapN, stN := liveHeap()-base, m.Stats()
-		series, more := float64(p.series()), float64(p.series()*(p.scrapes-1))
-		perSample := float64(heapN-heap1) / more
-		statSample := float64(stN.Bytes-st1.Bytes) / more
-		b.ReportMetric(float64(took.Nanoseconds())/float64(stN.Entries), "ns/insert")
-		b.ReportMetric(float64(heap1)/series-perSample, "heapB/series")
-		b.ReportMetric(perSample, "heapB/sample")
-		b.ReportMetric(float64(st1.Bytes)/series-statSample, "statB/series")
-		b.ReportMetric(statSample, "statB/sample")
-		b.ReportMetric(float64(heapN)/1e6, "heapMB")
-		b.ReportMetric(float64(stN.Bytes)/1e6, "statMB")
-		runtime.KeepAlive(m)
+		took, cpu := p.measure(b, m, "heap", "stat", true, &seq)
+		m.Freeze()
+		n := m.Successor()
+		m = nil
+		p.measure(b, n, "succHeap", "succStat", false, &seq)
+		b.ReportMetric(float64(took.Nanoseconds())/float64(p.series()*p.scrapes), "ns/insert")
+		b.ReportMetric(float64(cpu.Nanoseconds())/float64(p.series()*p.scrapes), "cpu-ns/insert")
+		runtime.KeepAlive(n)
 	}
+}
+
+// measure loads m and reports its heap and Stats bytes in total and, if
+// split, a series and a sample, the metrics' names prefixed by heap and
+// stat.
+func (p *promShape) measure(b *testing.B, m *Memtable, heap, stat string, split bool, seq *uint64) (took, cpu time.Duration) {
+	base := liveHeap()
+	took, cpu = p.load(m, 0, 1, seq)
+	heap1, st1 := liveHeap()-base, m.Stats()
+	t, c := p.load(m, 1, p.scrapes, seq)
+	took, cpu = took+t, cpu+c
+	heapN, stN := liveHeap()-base, m.Stats()
+	series, more := float64(p.series()), float64(p.series()*(p.scrapes-1))
+	perSample := float64(heapN-heap1) / more
+	statSample := float64(stN.Bytes-st1.Bytes) / more
+	if split {
+		b.ReportMetric(float64(heap1)/series-perSample, heap+"B/series")
+		b.ReportMetric(perSample, heap+"B/sample")
+		b.ReportMetric(float64(st1.Bytes)/series-statSample, stat+"B/series")
+		b.ReportMetric(statSample, stat+"B/sample")
+	}
+	b.ReportMetric(float64(heapN)/1e6, heap+"MB")
+	b.ReportMetric(float64(stN.Bytes)/1e6, stat+"MB")
+	return took, cpu
 }
 
 // BenchmarkPromSelect times an iteration of one metric name's series (a
@@ -169,7 +200,7 @@ func BenchmarkPromSelect(b *testing.B) {
 	m := New()
 	var seq uint64
 	p.load(m, 0, p.scrapes, &seq)
-	n := 0
+	n, c0 := 0, cpuTime()
 	for b.Loop() {
 		name := p.metric(n * 7919 % p.names)
 		n++
@@ -185,6 +216,7 @@ func BenchmarkPromSelect(b *testing.B) {
 			b.Fatalf("%s: %d entries", name, got)
 		}
 	}
+	b.ReportMetric(float64((cpuTime()-c0).Nanoseconds())/float64(n), "cpu-ns/op")
 }
 
 func BenchmarkPromFlushIter(b *testing.B) {
@@ -193,7 +225,9 @@ func BenchmarkPromFlushIter(b *testing.B) {
 	var seq uint64
 	p.load(m, 0, p.scrapes, &seq)
 	m.Freeze()
+	c0, n := cpuTime(), 0
 	for b.Loop() {
+		n++
 		it := m.Iter(Filter{Start: math.MinInt64, End: math.MaxInt64, ReuseFields: true})
 		got, last := 0, ""
 		for it.Next() {
@@ -210,6 +244,7 @@ func BenchmarkPromFlushIter(b *testing.B) {
 		if got != p.series()*p.scrapes {
 			b.Fatalf("%d entries", got)
 		}
-		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(got), "ns/entry")
+		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(n*got), "ns/entry")
+		b.ReportMetric(float64((cpuTime()-c0).Nanoseconds())/float64(n*got), "cpu-ns/entry")
 	}
 }

@@ -284,6 +284,9 @@ func Open(ctx context.Context, store objstore.Bucket, id layout.RegionID, opts O
 		for len(entries) > 0 && entries[0].Seq <= st.FlushedSeq {
 			entries = entries[1:]
 		}
+		if len(entries) > 0 {
+			r.makeRoom(entries[len(entries)-1].Seq)
+		}
 		r.active.Insert(seg.Number, entries)
 		return nil
 	})
@@ -302,7 +305,11 @@ func Open(ctx context.Context, store objstore.Bucket, id layout.RegionID, opts O
 	}
 	nextSeq = max(nextSeq, streamSeq)
 	st0 := r.active.Stats()
-	r.memBytes, r.memKeys = st0.Bytes, st0.KeyBytes
+	for _, mt := range append([]*memtable.Memtable{r.active}, r.immutable...) { // a replay may have frozen some (makeRoom)
+		st := mt.Stats()
+		r.memBytes += st.Bytes
+		r.memKeys += st.KeyBytes
+	}
 	if opts.Budget != nil {
 		opts.Budget.add(r.memBytes)
 		opts.Budget.register(r)
@@ -358,6 +365,12 @@ func (r *Region) applyWAL(seg uint64, entries []row.Entry) {
 // never inside one.
 func (r *Region) apply(seg uint64, lists [][]row.Entry, note func()) {
 	r.mu.Lock()
+	for i := len(lists) - 1; i >= 0; i-- {
+		if n := len(lists[i]); n > 0 {
+			r.makeRoom(lists[i][n-1].Seq)
+			break
+		}
+	}
 	if note != nil {
 		note()
 	}
