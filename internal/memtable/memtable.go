@@ -4,7 +4,10 @@
 // INVARIANT: a series' row slice is only ever appended to; no element is
 // changed once written. A scan can therefore capture a prefix of it under
 // the read lock and read it afterwards without a lock, while writes go on.
-// Sorting (for series written out of order) works on copies.
+// Sorting (for series written out of order) works on copies. Likewise a
+// series' key (its refs, or the key kept whole) never changes, and the
+// symbols, ref chunks and whole keys are only appended to: a scan reads
+// the keys of the series it captured without a lock too (keyView).
 package memtable
 
 import (
@@ -151,14 +154,14 @@ type Memtable struct {
 	// post holds the series' ordinals by tag, name and value symbols: a
 	// filtered scan looks its series up rather than test every key (a
 	// million keys a selector, else).
-	post map[uint32]map[uint32][]int32
+	post map[uint32]map[uint32]plist
 	// sorted caches each tag's values, sorted, as of n series (a listing
 	// of a steady source's 100,000 metric names sorted them again on every
 	// request).
 	sorted      map[string]sortedValues
 	sortedMu    sync.Mutex
 	bytes       int64
-	keyBytes    int64 // of bytes, the series' keys and entries
+	keyBytes    int64 // of bytes, per series: keys, entries and rows reserved (Stats)
 	entries     int64
 	deletes     int64
 	minSeq      uint64 // the first entry's: rows hold their sequence less it
@@ -257,7 +260,7 @@ func (m *Memtable) store(r *memRow, fs []row.Value) int64 {
 
 // New returns an empty memtable.
 func New() *Memtable {
-	return &Memtable{byHash: map[uint64]int32{}, post: map[uint32]map[uint32][]int32{}}
+	return &Memtable{byHash: map[uint64]int32{}, post: map[uint32]map[uint32]plist{}}
 }
 
 // Successor returns an empty memtable that expects the writes m had: a
@@ -323,8 +326,9 @@ const seriesOverhead = 64 + 24
 const rawOverhead = 32
 
 // postingBytes approximates a series' memory in the postings a tag: its
-// ordinal, and a share of the value's entry and list growth.
-const postingBytes = 5
+// ordinal's difference (plist), and a share of the value's entry and list
+// growth.
+const postingBytes = 2
 
 // add adds the series of key, hash h, and returns its ordinal and the
 // memory it takes. The caller holds m.mu.
@@ -388,10 +392,41 @@ func (m *Memtable) add(key string, h uint64) (int32, int64) {
 func (m *Memtable) post1(ns, vs uint32, o int32) {
 	vals := m.post[ns]
 	if vals == nil {
-		vals = map[uint32][]int32{}
+		vals = map[uint32]plist{}
 		m.post[ns] = vals
 	}
-	vals[vs] = append(vals[vs], o)
+	p := vals[vs]
+	p.add(o)
+	vals[vs] = p
+}
+
+// plist is a posting list: the ordinals of the series with one tag value,
+// ascending, as uvarint differences, each from the one before (from 0
+// for the first). Ordinals of one value lie close together, most a byte
+// apart: 18 tags of a series took 98 bytes of heap as lists of int32 and
+// take about 30 so.
+type plist struct {
+	last, n int32
+	b       []byte
+}
+
+func (p *plist) add(o int32) {
+	p.b = binary.AppendUvarint(p.b, uint64(o-p.last))
+	p.last = o
+	p.n++
+}
+
+// all iterates the ordinals.
+func (p *plist) all(yield func(int32) bool) {
+	o := int32(0)
+	for b := p.b; len(b) > 0; {
+		d, w := binary.Uvarint(b)
+		b = b[w:]
+		o += int32(d)
+		if !yield(o) {
+			return
+		}
+	}
 }
 
 // Fits reports whether the memtable can take entries up to sequence
@@ -438,6 +473,7 @@ func (m *Memtable) Insert(seg uint64, entries []row.Entry) {
 			o, size = m.add(e.Series, h)
 			s := m.at(o)
 			s.sorted, s.minTS, s.maxTS, s.rows = true, e.TS, hi, make([]memRow, 0, max(1, m.rowsHint))
+			size += int64(cap(s.rows)) * rowSize // reserved
 			m.bytes += size
 			m.keyBytes += size
 		}
@@ -455,8 +491,16 @@ func (m *Memtable) Insert(seg uint64, entries []row.Entry) {
 		if n := len(s.rows); n > 0 && r.ts <= s.rows[n-1].ts {
 			s.sorted = false
 		}
+		// The rows' capacity is counted as it is allocated, as reserved
+		// (per series: in keyBytes), and a row moves from the reserve.
+		c0 := cap(s.rows)
 		s.rows = append(s.rows, r)
-		m.bytes += size
+		if c := cap(s.rows); c != c0 {
+			m.bytes += int64(c-c0) * rowSize
+			m.keyBytes += int64(c-c0) * rowSize
+		}
+		m.keyBytes -= rowSize
+		m.bytes += size - rowSize
 		m.entries++
 		m.maxSeq = max(m.maxSeq, e.Seq)
 		m.minTS = min(m.minTS, e.TS)
@@ -563,8 +607,10 @@ func (m *Memtable) Freeze() {
 // Stats describe a memtable.
 type Stats struct {
 	Bytes, Entries int64
-	// KeyBytes are, of Bytes, the series' keys and entries: what the
-	// memtable holds per series, not per row.
+	// KeyBytes are, of Bytes, what the memtable holds per series, not
+	// per row: the series' keys, entries and postings, and the rows
+	// their row slices have room for but do not hold yet (a successor
+	// allocates a series' rows at once: Successor).
 	KeyBytes       int64
 	Deletes        int64 // tombstones among the entries
 	Series         int
@@ -583,7 +629,9 @@ func (m *Memtable) Stats() Stats {
 
 // Filter selects what an iterator returns.
 type Filter struct {
-	// Series, if set, selects series by key.
+	// Series, if set, selects series by key. The key is rebuilt from its
+	// symbols for the call, in memory the next call reuses: Series must
+	// not keep it (a copy it may).
 	Series func(key string) bool
 	// Tags and In, if set, are the filters Series applies (as a scan
 	// request states them): the memtable's postings narrow the series
@@ -657,7 +705,11 @@ func (m *Memtable) lookup(name, value string) []int32 {
 	if !ok {
 		return nil
 	}
-	return m.post[ns][vs]
+	p, ok := m.post[ns][vs]
+	if !ok {
+		return nil
+	}
+	return slices.AppendSeq(make([]int32, 0, p.n), p.all)
 }
 
 // keyView is a memtable's keys as of a moment (each part is only appended
@@ -726,7 +778,7 @@ func (m *Memtable) TagValues(name string, start, end int64) []string {
 	if !m.within(start, end) {
 		var out []string
 		for v, ords := range m.post[ns] {
-			if m.anyIn(ords, start, end) {
+			if m.anyIn(&ords, start, end) {
 				out = append(out, m.syms.Sym(v))
 			}
 		}
@@ -761,7 +813,7 @@ func (m *Memtable) TagNames(start, end int64) []string {
 	var out []string
 	for ns, vals := range m.post {
 		for _, ords := range vals {
-			if all || m.anyIn(ords, start, end) {
+			if all || m.anyIn(&ords, start, end) {
 				out = append(out, m.syms.Sym(ns))
 				break
 			}
@@ -779,8 +831,8 @@ func (m *Memtable) within(start, end int64) bool {
 
 // anyIn reports whether one of the series ords has an entry in
 // [start, end). The caller holds m.mu.
-func (m *Memtable) anyIn(ords []int32, start, end int64) bool {
-	for _, i := range ords {
+func (m *Memtable) anyIn(ords *plist, start, end int64) bool {
+	for i := range ords.all {
 		if s := m.at(i); s.maxTS >= start && s.minTS < end {
 			return true
 		}

@@ -236,3 +236,57 @@ func TestSeqDeltaLimit(t *testing.T) {
 	}()
 	put(first + math.MaxUint32 + 1)
 }
+
+// Scans, listings and look-ups read keys and rows while inserts add
+// series and symbols (run with -race).
+func TestScanWhileInserting(t *testing.T) {
+	m := New()
+	key := func(i int) string {
+		k, _ := row.EncodeSeries(nil, []row.Tag{{Name: "__name__", Value: fmt.Sprint("m", i%50)}, {Name: "id", Value: fmt.Sprint(i)}})
+		return string(k)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		seq := uint64(0)
+		for b := range 200 {
+			batch := make([]row.Entry, 50)
+			keys := make([][]byte, len(batch))
+			for i := range batch {
+				seq++
+				keys[i] = []byte(key(b*20 + i))
+				batch[i] = row.Entry{TS: int64(b), Seq: seq, Op: row.Put, Fields: []row.Value{row.FloatValue(1)}}
+			}
+			m.ShareKeys(batch, keys)
+			m.Insert(1, batch)
+		}
+	}()
+	for running := true; running; {
+		select {
+		case <-done:
+			running = false
+		default:
+		}
+		last := ""
+		for _, e := range entries(m.Iter(Filter{Start: math.MinInt64, End: math.MaxInt64, Tags: []row.Tag{{Name: "__name__", Value: "m7"}},
+			Series: func(k string) bool { return row.SeriesTag(k, "__name__") == "m7" }})) {
+			if e.Series < last || row.SeriesTag(e.Series, "__name__") != "m7" {
+				t.Fatalf("%q after %q", e.Series, last)
+			}
+			last = e.Series
+		}
+		n := 0
+		for _, e := range entries(m.Iter(all)) {
+			if _, err := row.DecodeSeries(nil, e.Series); err != nil {
+				t.Fatalf("key %q: %v", e.Series, err)
+			}
+			n++
+		}
+		m.Series(all)
+		m.TagValues("__name__", math.MinInt64, math.MaxInt64)
+		m.TagNames(0, 10)
+	}
+	if n := len(entries(m.Iter(all))); n != 200*50 {
+		t.Fatalf("%d entries", n)
+	}
+}

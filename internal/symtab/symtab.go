@@ -206,9 +206,11 @@ type KeyArena struct{ buf []byte }
 const keyChunk = 64 << 10
 
 // Start returns the buffer to append the next key to; End cuts it.
+// Chunks double from 4 KiB to 64 KiB: a scan of a few series takes
+// little.
 func (a *KeyArena) Start() []byte {
 	if cap(a.buf)-len(a.buf) < 1<<10 {
-		a.buf = make([]byte, 0, keyChunk)
+		a.buf = make([]byte, 0, min(keyChunk, max(4<<10, 2*cap(a.buf))))
 	}
 	return a.buf
 }
