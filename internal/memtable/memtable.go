@@ -661,37 +661,41 @@ func (m *Memtable) Series(f Filter) []string {
 	var keys symtab.KeyArena
 	var out []string
 	var buf []byte
-	m.candidates(&f, func(o int32) {
-		s := m.at(o)
+	ords, n := m.candidates(&f)
+	for i := range n {
+		s := m.at(ord(ords, i))
 		if s.maxTS < f.Start || s.minTS >= f.End {
-			return
+			continue
 		}
 		if f.Series == nil {
 			out = append(out, kv.key(&keys, s))
-			return
+			continue
 		}
 		var k string
 		if k, buf = kv.probe(s, buf); f.Series(k) {
-			out = append(out, kv.keep(&keys, s, k))
+			out = append(out, kv.keep(&keys, s, k, n-i))
 		}
-	})
+	}
 	return out
 }
 
-// candidates calls fn with the ordinal of each series that may pass f's
-// tag filters: those its postings list, or every series. The caller
-// holds m.mu.
-func (m *Memtable) candidates(f *Filter, fn func(o int32)) {
+// candidates returns the series that may pass f's tag filters: the n
+// ordinals ords lists, or, with ords nil, every series (the first n).
+// The caller holds m.mu.
+func (m *Memtable) candidates(f *Filter) (ords []int32, n int) {
 	ords, all := postings.Narrow(f.Tags, f.In, m.lookup)
 	if all {
-		for o := range m.n {
-			fn(o)
-		}
-		return
+		return nil, int(m.n)
 	}
-	for _, o := range ords {
-		fn(o)
+	return ords, len(ords)
+}
+
+// ord returns candidate i of ords (see candidates).
+func ord(ords []int32, i int) int32 {
+	if ords == nil {
+		return int32(i)
 	}
+	return ords[i]
 }
 
 // lookup returns the ordinals of the series with tag name = value. The
@@ -743,12 +747,13 @@ func (kv *keyView) probe(s *series, buf []byte) (string, []byte) {
 	return unsafe.String(unsafe.SliceData(buf), len(buf)), buf
 }
 
-// keep returns k, s's key from probe, to keep: copied into keys.
-func (kv *keyView) keep(keys *symtab.KeyArena, s *series, k string) string {
+// keep returns k, s's key from probe, to keep: copied into keys, which
+// it sizes for up to left keys of its length.
+func (kv *keyView) keep(keys *symtab.KeyArena, s *series, k string, left int) string {
 	if s.raw {
 		return k
 	}
-	return keys.End(append(keys.Start(), k...))
+	return keys.Copy(k, left*len(k))
 }
 
 // compare orders series a and b by key, bytewise: by their refs, without
@@ -850,23 +855,27 @@ type capture struct {
 // Iter returns the entries that match f, in stream order, as of now.
 func (m *Memtable) Iter(f Filter) row.Iterator {
 	m.mu.RLock()
-	var caps []capture
 	var keys symtab.KeyArena
 	var buf []byte
 	frozen := m.frozen
 	kv := m.keyView()
-	m.candidates(&f, func(o int32) {
-		s := m.at(o)
+	ords, n := m.candidates(&f)
+	caps := make([]capture, 0, n)
+	if f.Series != nil && ords == nil {
+		caps = make([]capture, 0, min(n, 1024)) // a filter of its own
+	}
+	for i := range n {
+		s := m.at(ord(ords, i))
 		c := capture{s: s, rows: s.rows, sorted: s.sorted}
 		if f.Series != nil {
 			var k string
 			if k, buf = kv.probe(s, buf); !f.Series(k) {
-				return
+				continue
 			}
-			c.key = kv.keep(&keys, s, k)
+			c.key = kv.keep(&keys, s, k, n-i)
 		}
 		caps = append(caps, c)
-	})
+	}
 	data := m.rowData // appended to only: holds what the rows captured refer to
 	base := m.minSeq
 	m.mu.RUnlock()

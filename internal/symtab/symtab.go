@@ -223,5 +223,15 @@ func (a *KeyArena) End(buf []byte) string {
 	return unsafe.String(unsafe.SliceData(k), len(k))
 }
 
+// Copy returns a copy of k in the arena. A new chunk, if k needs one,
+// has room for hint bytes (up to 64 KiB): a caller that knows how many
+// keys it will copy sizes the chunk for them.
+func (a *KeyArena) Copy(k string, hint int) string {
+	if cap(a.buf)-len(a.buf) < len(k) {
+		a.buf = make([]byte, 0, max(len(k), min(keyChunk, hint)))
+	}
+	return a.End(append(a.buf, k...))
+}
+
 // Key returns the key refs encode, rebuilt in the arena.
 func (a *KeyArena) Key(v View, refs []byte) string { return a.End(v.AppendKey(a.Start(), refs)) }
