@@ -2,7 +2,13 @@ package memtable
 
 import (
 	"fmt"
+	"math"
+	"os"
+	"runtime"
+	"strconv"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/stratadb/strata/internal/row"
 )
@@ -40,4 +46,205 @@ func BenchmarkInsertDecimals(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*rows), "ns/row")
+}
+
+// promShape is a Prometheus-shaped load, as internal/rwload sends it:
+// names metric names × 10 targets, each series with 18 labels (__name__,
+// instance, job, label_key_0..14, series_id), one float field, one sample
+// a series a scrape. STRATA_MEMBENCH_NAMES and STRATA_MEMBENCH_SCRAPES
+// override the size (default 100,000 names: a million series, and 10
+// scrapes).
+type promShape struct {
+	names, targets, scrapes int
+	tags                    [][]row.Tag // each target's tags, __name__ first (to be set)
+}
+
+func newPromShape(b *testing.B) *promShape {
+	p := &promShape{names: envInt(b, "STRATA_MEMBENCH_NAMES", 100_000), targets: 10, scrapes: envInt(b, "STRATA_MEMBENCH_SCRAPES", 10)}
+	cards := []int{2, 3, 5, 10, 20, 50, 100, 1000}
+	for j := range p.targets {
+		tags := []row.Tag{{Name: "__name__"}, {Name: "instance", Value: fmt.Sprintf("10.0.%d.%d:9100", j>>8&255, j&255)}, {Name: "job", Value: "avalanche"}}
+		for k := range 15 {
+			v := (j*7919 + k*104729) % cards[k%len(cards)]
+			tags = append(tags, row.Tag{Name: fmt.Sprint("label_key_", k), Value: fmt.Sprint("value_", v)})
+		}
+		tags = append(tags, row.Tag{Name: "series_id", Value: fmt.Sprint(j)})
+		p.tags = append(p.tags, tags)
+	}
+	return p
+}
+
+func envInt(b *testing.B, name string, def int) int {
+	if s := os.Getenv(name); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n <= 0 {
+			b.Fatalf("%s=%q", name, s)
+		}
+		return n
+	}
+	return def
+}
+
+func (p *promShape) series() int { return p.names * p.targets }
+
+func (p *promShape) metric(i int) string { return fmt.Sprintf("avalanche_metric_mmmmm_%05d", i) }
+
+// load inserts scrapes [from, to) the way a region's write does
+// (ShareKeys, then Insert) in batches of 10,000 samples, and returns the
+// time the memtable took, and the process's CPU time meanwhile (less
+// swayed by a busy machine; the collector's included).
+func (p *promShape) load(m *Memtable, from, to int, seq *uint64) (took, cpu time.Duration) {
+	const batch = 10_000
+	kbuf := make([]byte, 0, batch*512)
+	keys := make([][]byte, 0, batch)
+	entries := make([]row.Entry, 0, batch)
+	fields := make([]row.Value, batch)
+	tags := make([]row.Tag, 0, 18)
+	for s := from; s < to; s++ {
+		for lo := 0; lo < p.series(); lo += batch {
+			kbuf, keys, entries = kbuf[:0], keys[:0], entries[:0]
+			for n := lo; n < min(lo+batch, p.series()); n++ {
+				name, target := n/p.targets, n%p.targets
+				tags = append(tags[:0], p.tags[target]...)
+				tags[0].Value = p.metric(name)
+				start := len(kbuf)
+				kbuf, _ = row.EncodeSeries(kbuf, tags)
+				keys = append(keys, kbuf[start:len(kbuf):len(kbuf)])
+				*seq++
+				i := len(entries)
+				fields[i] = row.FloatValue(float64(n%1000) + float64(s)/4)
+				entries = append(entries, row.Entry{TS: int64(s) * 15_000, Seq: *seq, Op: row.Put, Fields: fields[i : i+1 : i+1]})
+			}
+			t0, c0 := time.Now(), cpuTime()
+			m.ShareKeys(entries, keys)
+			m.Insert(uint64(s), entries)
+			took += time.Since(t0)
+			cpu += cpuTime() - c0
+		}
+	}
+	return took, cpu
+}
+
+// cpuTime is the process's user and system CPU time so far.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+func liveHeap() int64 {
+	var ms runtime.MemStats
+	runtime.GC()
+	runtime.GC()
+	runtime.ReadMemStats(&ms)
+	return int64(ms.HeapAlloc)
+}
+
+// BenchmarkPromInsert loads the Prometheus shape into a memtable and
+// reports the time a sample takes (ShareKeys and Insert, the write path's
+// share), the live heap a series and a sample take (measured after one
+// scrape and after all of them, after a GC), and what Stats says they
+// take: the figures the flush policy works with. It does so for a new
+// memtable (heap…, stat…) and, in total, for its successor (succHeapMB,
+// succStatMB), which a region's memtables mostly are: a successor
+// allocates a series' rows at once (Successor), so its heap a sample
+// shows in the total, not from one scrape to the next.
+func BenchmarkPromInsert(b *testing.B) {
+	p := newPromShape(b)
+	for b.Loop() {
+		var seq uint64
+		m := New()
+		took, cpu := p.measure(b, m, "heap", "stat", true, &seq)
+		m.Freeze()
+		n := m.Successor()
+		m = nil
+		p.measure(b, n, "succHeap", "succStat", false, &seq)
+		b.ReportMetric(float64(took.Nanoseconds())/float64(p.series()*p.scrapes), "ns/insert")
+		b.ReportMetric(float64(cpu.Nanoseconds())/float64(p.series()*p.scrapes), "cpu-ns/insert")
+		runtime.KeepAlive(n)
+	}
+}
+
+// measure loads m and reports its heap and Stats bytes in total and, if
+// split, a series and a sample, the metrics' names prefixed by heap and
+// stat.
+func (p *promShape) measure(b *testing.B, m *Memtable, heap, stat string, split bool, seq *uint64) (took, cpu time.Duration) {
+	base := liveHeap()
+	took, cpu = p.load(m, 0, 1, seq)
+	heap1, st1 := liveHeap()-base, m.Stats()
+	t, c := p.load(m, 1, p.scrapes, seq)
+	took, cpu = took+t, cpu+c
+	heapN, stN := liveHeap()-base, m.Stats()
+	series, more := float64(p.series()), float64(p.series()*(p.scrapes-1))
+	perSample := float64(heapN-heap1) / more
+	statSample := float64(stN.Bytes-st1.Bytes) / more
+	if split {
+		b.ReportMetric(float64(heap1)/series-perSample, heap+"B/series")
+		b.ReportMetric(perSample, heap+"B/sample")
+		b.ReportMetric(float64(st1.Bytes)/series-statSample, stat+"B/series")
+		b.ReportMetric(statSample, stat+"B/sample")
+	}
+	b.ReportMetric(float64(heapN)/1e6, heap+"MB")
+	b.ReportMetric(float64(stN.Bytes)/1e6, stat+"MB")
+	return took, cpu
+}
+
+// BenchmarkPromSelect times an iteration of one metric name's series (a
+// selector on __name__, as a query's) in the loaded memtable, and
+// BenchmarkPromFlushIter a full iteration in key order of the frozen
+// memtable, as a flush reads it.
+func BenchmarkPromSelect(b *testing.B) {
+	p := newPromShape(b)
+	m := New()
+	var seq uint64
+	p.load(m, 0, p.scrapes, &seq)
+	n, c0 := 0, cpuTime()
+	for b.Loop() {
+		name := p.metric(n * 7919 % p.names)
+		n++
+		f := Filter{Tags: []row.Tag{{Name: "__name__", Value: name}}, Start: math.MinInt64, End: math.MaxInt64,
+			Series: func(k string) bool { return row.SeriesTag(k, "__name__") == name }}
+		it := m.Iter(f)
+		got := 0
+		for it.Next() {
+			got++
+		}
+		it.Close()
+		if got != p.targets*p.scrapes {
+			b.Fatalf("%s: %d entries", name, got)
+		}
+	}
+	b.ReportMetric(float64((cpuTime()-c0).Nanoseconds())/float64(n), "cpu-ns/op")
+}
+
+func BenchmarkPromFlushIter(b *testing.B) {
+	p := newPromShape(b)
+	m := New()
+	var seq uint64
+	p.load(m, 0, p.scrapes, &seq)
+	m.Freeze()
+	c0, n := cpuTime(), 0
+	for b.Loop() {
+		n++
+		it := m.Iter(Filter{Start: math.MinInt64, End: math.MaxInt64, ReuseFields: true})
+		got, last := 0, ""
+		for it.Next() {
+			e := it.Entry()
+			if e.Series != last {
+				if e.Series < last {
+					b.Fatal("keys out of order")
+				}
+				last = e.Series
+			}
+			got++
+		}
+		it.Close()
+		if got != p.series()*p.scrapes {
+			b.Fatalf("%d entries", got)
+		}
+		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(n*got), "ns/entry")
+		b.ReportMetric(float64((cpuTime()-c0).Nanoseconds())/float64(n*got), "cpu-ns/entry")
+	}
 }

@@ -4,40 +4,56 @@
 // INVARIANT: a series' row slice is only ever appended to; no element is
 // changed once written. A scan can therefore capture a prefix of it under
 // the read lock and read it afterwards without a lock, while writes go on.
-// Sorting (for series written out of order) works on copies.
+// Sorting (for series written out of order) works on copies. Likewise a
+// series' key (its refs, or the key kept whole) never changes, and the
+// symbols, ref chunks and whole keys are only appended to: a scan reads
+// the keys of the series it captured without a lock too (keyView).
 package memtable
 
 import (
 	"cmp"
-	"maps"
+	"encoding/binary"
+	"fmt"
+	"hash/maphash"
+	"math"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"unsafe"
 
 	"github.com/stratadb/strata/internal/decimal"
+	"github.com/stratadb/strata/internal/freelist"
 	"github.com/stratadb/strata/internal/postings"
 	"github.com/stratadb/strata/internal/row"
+	"github.com/stratadb/strata/internal/symtab"
 )
 
-// memRow is one entry, its field values stored compactly: a Value is 32
-// bytes with a pointer the collector must scan, a payload here is 8
-// bytes in pointer-free memory, and the kinds are shared by every row of
-// one shape. (Rows held as Values made the memtable three times the size
-// of its data, and each write allocated them anew.) A row holds no
-// pointer either: its payloads and kinds are found by index in the
-// memtable's slabs and kind sets (rowData), so the collector does not
-// scan the rows, the bulk of a node's heap, in every cycle.
+// memRow is one entry, 24 bytes, its field values stored compactly: a
+// Value is 32 bytes with a pointer the collector must scan, a payload here
+// is 8 bytes in pointer-free memory, and the kinds are shared by every row
+// of one shape. (Rows held as Values made the memtable three times the
+// size of its data, and each write allocated them anew.) A row holds no
+// pointer either: its kinds, and the payloads of a row of several, are
+// found by index in the memtable's kind sets and slabs (rowData), so the
+// collector does not scan the rows, the bulk of a node's heap, in every
+// cycle.
 //
 // A put's payloads are its field values by ordinal (Value.Bits, or a
 // string's index in the memtable's strings) and its kind set their kinds
 // (row.Null: no value); a tombstone has no kind set and its end as its one
-// payload.
+// payload. A row of one payload (a single field, a tombstone) holds it in
+// val; a wider row's are in a slab, and val is where: slab<<32 | offset.
+// (A Prometheus sample is one field: 24 bytes a sample, where a row of
+// 32 bytes and a payload of 8 in a slab took 40.)
 type memRow struct {
-	ts        int64
-	seq       uint64
-	slab, off uint32 // the payloads start at slabs[slab][off]
-	kinds     uint32 // 1 + the index of the kind set; 0: a tombstone
+	ts  int64
+	val uint64
+	// seq is the entry's sequence less the memtable's first (minSeq): a
+	// memtable holds less than 2^32 sequences (Insert refuses the entry
+	// that would not fit).
+	seq   uint32
+	kinds uint32 // 1 + the index of the kind set; 0: a tombstone
 }
 
 func (r *memRow) op() row.Op {
@@ -56,82 +72,99 @@ type rowData struct {
 	strs     []string
 }
 
-// vals returns r's payloads.
-func (d *rowData) vals(r *memRow) []uint64 {
-	n := 1
-	if r.kinds != 0 {
-		n = len(d.kindSets[r.kinds-1])
+// payload returns payload j of r, a row of n payloads.
+func (d *rowData) payload(r *memRow, n, j int) uint64 {
+	if n == 1 {
+		return r.val
 	}
-	return d.slabs[r.slab][r.off : int(r.off)+n : int(r.off)+n]
+	return d.slabs[r.val>>32][uint32(r.val)+uint32(j)]
 }
 
 // end is a tombstone's last deleted ts (0 for a put).
 func (d *rowData) end(r *memRow) int64 {
 	if r.kinds == 0 {
-		return int64(d.slabs[r.slab][r.off])
+		return int64(r.val)
 	}
 	return 0
 }
 
-// field returns the value of ordinal j of a put's payloads and kinds,
-// its strings in strs.
-func field(vals []uint64, kinds []row.Kind, j int, strs []string) row.Value {
-	if j >= len(vals) {
+// field returns the value of ordinal j of put r, of kinds.
+func (d *rowData) field(r *memRow, kinds []row.Kind, j int) row.Value {
+	if j >= len(kinds) {
 		return row.Value{}
 	}
 	switch k := kinds[j]; k {
 	case row.Null:
 		return row.Value{}
 	case row.String:
-		return row.StringValue(strs[vals[j]])
+		return row.StringValue(d.strs[d.payload(r, len(kinds), j)])
 	case row.Bool:
-		return row.BoolValue(vals[j] != 0)
+		return row.BoolValue(d.payload(r, len(kinds), j) != 0)
 	default:
-		return row.NumberValue(k, vals[j])
+		return row.NumberValue(k, d.payload(r, len(kinds), j))
 	}
 }
 
+// series is one series of a memtable, 64 bytes, kept in the memtable's
+// chunks by ordinal (not an allocation each). Its key is its refs
+// (package symtab) in the memtable's ref chunks, or, for a key the
+// symbols would not rebuild byte for byte, whole in the memtable's raw
+// keys.
 type series struct {
-	key  string
 	rows []memRow
 	// minTS and maxTS bound the rows' timestamps (a tombstone's end too).
 	minTS, maxTS int64
-	sorted       bool // rows are in (ts, seq desc) order
-
-	sortOnce sync.Once // frozen memtables sort each series once
-	frozen   []memRow
+	// The key: refs[ref][off:off+n], or raw[ref] if raw.
+	ref    uint32
+	off, n uint16
+	sorted bool // rows are in (ts, seq desc) order
+	raw    bool
+	// frozen holds the rows sorted, of a frozen memtable's series that
+	// came out of order: sorted once, by the first scan that needs them.
+	frozen atomic.Pointer[[]memRow]
 }
+
+// seriesChunk is how many series a chunk of a memtable holds.
+const seriesChunk = 1 << 10
+
+// refChunk is the size of a chunk of refs; a key whose refs are longer is
+// kept whole.
+const refChunk = 64 << 10
 
 // Memtable is one region's in-memory rows.
 type Memtable struct {
-	mu     sync.RWMutex
-	series map[string]*series
-	// byAddr finds a series by the address of its key's bytes: the
-	// entries of a write share the memtable's keys (ShareKeys), and
-	// hashing an address is cheaper than hashing a key of a hundred bytes
-	// or more.
-	byAddr map[*byte]*series
-	// list holds the series in the order they came (their ordinals), and
-	// post their ordinals by tag: a filtered scan looks its series up
-	// rather than test every key (a million keys a selector, else).
-	list []*series
-	post postings.Index
-	// sorted caches each tag's values, sorted, as of len(list) series
-	// (a listing of a steady source's 100,000 metric names sorted them
-	// again on every request).
-	sorted   map[string]sortedValues
-	sortedMu sync.Mutex
-	bytes    int64
-	keyBytes int64 // of bytes, the series' keys and entries
-	// prev is the frozen memtable this one succeeded, until its flush is
-	// done (ForgetPredecessor): a series it had takes its key from there
-	// instead of a copy of its own, so a steady source's keys are
-	// allocated once, not once a memtable. Frozen, prev's series map is
-	// only read, and a key never changes.
-	prev        *Memtable
+	mu sync.RWMutex
+	// chunks hold the series in the order they came (their ordinals);
+	// a series' place never moves, so a scan may keep its address.
+	chunks [][]series
+	n      int32
+	// byHash finds a series by its key's hash; more holds the series
+	// whose key has the hash of an earlier one's (byHash has the first).
+	// A key is compared with a series' symbols, not rebuilt.
+	byHash map[uint64]int32
+	more   map[uint64][]int32
+	// The series' keys: their symbols, refs (in chunks of refChunk, the
+	// last filled up to refUsed) and the keys kept whole.
+	syms    symtab.Table
+	refs    [][]byte
+	refUsed int
+	raw     []string
+	refBuf  []byte    // scratch of Insert
+	tags    []row.Tag // scratch of Insert
+	// post holds the series' ordinals by tag, name and value symbols: a
+	// filtered scan looks its series up rather than test every key (a
+	// million keys a selector, else).
+	post map[uint32]map[uint32]plist
+	// sorted caches each tag's values, sorted, as of n series (a listing
+	// of a steady source's 100,000 metric names sorted them again on every
+	// request).
+	sorted      map[string]sortedValues
+	sortedMu    sync.Mutex
+	bytes       int64
+	keyBytes    int64 // of bytes, per series: keys, entries and rows reserved (Stats)
 	entries     int64
 	deletes     int64
-	minSeq      uint64
+	minSeq      uint64 // the first entry's: rows hold their sequence less it
 	maxSeq      uint64
 	minTS       int64
 	maxTS       int64
@@ -161,26 +194,31 @@ type Memtable struct {
 
 const slabValues = 1 << 15
 
-// rowSize is a memRow's size, its payloads aside.
+// rowSize is a memRow's size: a row's memory but for a wider row's
+// payloads (8 bytes each).
 const rowSize = int64(unsafe.Sizeof(memRow{}))
 
 // payloads returns n payloads cut from the last slab, and where they are.
-func (m *Memtable) payloads(n int) (slab, off uint32, vals []uint64) {
+func (m *Memtable) payloads(n int) (at uint64, vals []uint64) {
 	if len(m.slabs) == 0 || len(m.slabs[len(m.slabs)-1])-m.used < n {
 		m.slabs = append(m.slabs, make([]uint64, max(slabValues, n)))
 		m.used = 0
 	}
-	i, at := len(m.slabs)-1, m.used
+	i, off := len(m.slabs)-1, m.used
 	m.used += n
-	return uint32(i), uint32(at), m.slabs[i][at : at+n : at+n]
+	return uint64(i)<<32 | uint64(off), m.slabs[i][off : off+n : off+n]
 }
 
 // store stores fs as r's payloads and kinds, and returns the bytes its
-// strings take.
+// payloads take beyond the row and its strings.
 func (m *Memtable) store(r *memRow, fs []row.Value) int64 {
-	var vals []uint64
-	r.slab, r.off, vals = m.payloads(len(fs))
-	var strBytes int64
+	var one [1]uint64
+	vals := one[:len(fs)&1] // a single payload: in the row
+	var size int64
+	if len(fs) > 1 {
+		r.val, vals = m.payloads(len(fs))
+		size = 8 * int64(len(fs))
+	}
 	same := m.last != 0 && len(m.kindSets[m.last-1]) == len(fs)
 	for j := range fs {
 		k := fs[j].Kind()
@@ -190,10 +228,13 @@ func (m *Memtable) store(r *memRow, fs []row.Value) int64 {
 		if k == row.String {
 			vals[j] = uint64(len(m.strs))
 			m.strs = append(m.strs, fs[j].Str())
-			strBytes += int64(16 + len(fs[j].Str()))
+			size += int64(16 + len(fs[j].Str()))
 			continue
 		}
 		vals[j] = fs[j].Bits()
+	}
+	if len(fs) == 1 {
+		r.val = vals[0]
 	}
 	if !same {
 		key := make([]byte, len(fs)) // a Kind is a byte
@@ -214,11 +255,13 @@ func (m *Memtable) store(r *memRow, fs []row.Value) int64 {
 		}
 	}
 	r.kinds = m.last
-	return strBytes
+	return size
 }
 
 // New returns an empty memtable.
-func New() *Memtable { return &Memtable{series: map[string]*series{}, byAddr: map[*byte]*series{}} }
+func New() *Memtable {
+	return &Memtable{byHash: map[uint64]int32{}, post: map[uint32]map[uint32]plist{}}
+}
 
 // Successor returns an empty memtable that expects the writes m had: a
 // new series' rows are allocated at m's mean rows a series and an eighth
@@ -227,7 +270,8 @@ func New() *Memtable { return &Memtable{series: map[string]*series{}, byAddr: ma
 // eighth is for the series a row or two above the mean: a memtable is
 // frozen at a size, not a row count, so with the mean itself about half
 // of a steady source's series outgrew it and were copied into twice the
-// memory.
+// memory. A successor interns its keys' symbols anew: a series costs it
+// its refs, a few dozen bytes, and m's symbols go with m.
 func (m *Memtable) Successor() *Memtable {
 	st := m.Stats()
 	n := New()
@@ -235,48 +279,175 @@ func (m *Memtable) Successor() *Memtable {
 		mean := st.Entries / int64(st.Series)
 		n.rowsHint = int(min(mean+mean/8+1, 4096))
 	}
-	m.mu.Lock()
-	if m.frozen {
-		n.prev = m
-		m.prev = nil // a chain would keep every flushed memtable's rows
-	}
-	m.mu.Unlock()
 	return n
 }
 
-// ForgetPredecessor drops m's reference to the memtable it succeeded if
-// that is flushed, once it is flushed: the keys m took from it stay, its
-// rows go.
-func (m *Memtable) ForgetPredecessor(flushed *Memtable) {
-	m.mu.Lock()
-	if m.prev == flushed {
-		m.prev = nil
+// at returns series o. The caller holds m.mu (or has it from a capture).
+func (m *Memtable) at(o int32) *series { return &m.chunks[o/seriesChunk][o%seriesChunk] }
+
+// hashKey hashes a series key (a variable: tests collide keys).
+var hashKey = func(k string) uint64 { return maphash.String(hashSeed, k) }
+
+var hashSeed = maphash.MakeSeed()
+
+// find returns the ordinal of the series of key, hash h, or -1. The
+// caller holds m.mu.
+func (m *Memtable) find(key string, h uint64) int32 {
+	o, ok := m.byHash[h]
+	if !ok {
+		return -1
 	}
-	m.mu.Unlock()
+	if m.is(o, key) {
+		return o
+	}
+	for _, o := range m.more[h] {
+		if m.is(o, key) {
+			return o
+		}
+	}
+	return -1
 }
 
-// prevKey returns the key of series k in the predecessor, if it had it.
-// The caller holds m.mu.
-func (m *Memtable) prevKey(k string) (string, bool) {
-	if m.prev == nil {
-		return "", false
+// is reports whether key is series o's. The caller holds m.mu.
+func (m *Memtable) is(o int32, key string) bool {
+	s := m.at(o)
+	if s.raw {
+		return m.raw[s.ref] == key
 	}
-	if s, ok := m.prev.series[k]; ok {
-		return s.key, true
-	}
-	return "", false
+	return m.syms.View().Equal(m.refs[s.ref][s.off:int(s.off)+int(s.n)], key)
 }
 
-// seriesOverhead approximates the memory of a series entry beyond its rows
-// and postings: the entry, its places in series, byAddr and list.
-const seriesOverhead = 160
+// seriesOverhead approximates the memory of a series beyond its rows,
+// postings and refs: its place in a chunk and in byHash.
+const seriesOverhead = 64 + 24
+
+// rawOverhead approximates the memory of a key kept whole beyond its
+// bytes: its string header and allocation.
+const rawOverhead = 32
 
 // postingBytes approximates a series' memory in the postings a tag: its
-// ordinal, and a share of the value's entry and list growth.
-const postingBytes = 12
+// ordinal's difference (plist), and a share of the value's entry and list
+// growth.
+const postingBytes = 2
+
+// add adds the series of key, hash h, and returns its ordinal and the
+// memory it takes. The caller holds m.mu.
+func (m *Memtable) add(key string, h uint64) (int32, int64) {
+	o := m.n
+	m.n++
+	if int(o)/seriesChunk == len(m.chunks) {
+		m.chunks = append(m.chunks, make([]series, seriesChunk))
+	}
+	s := m.at(o)
+	symBytes := m.syms.Size()
+	size := int64(seriesOverhead)
+	tags, err := row.DecodeSeries(m.tags[:0], key)
+	s.raw = err != nil || !symtab.Canonical(tags, key)
+	if !s.raw {
+		m.refBuf = m.syms.AppendRefs(m.refBuf[:0], tags)
+		s.raw = len(m.refBuf) >= refChunk
+	}
+	if s.raw {
+		// Its postings list the tags before a fault, as a scan's match
+		// (row.SeriesTag) finds them.
+		s.ref = uint32(len(m.raw))
+		m.raw = append(m.raw, strings.Clone(key))
+		size += int64(len(key)) + rawOverhead
+	} else {
+		if len(m.refs) == 0 || refChunk-m.refUsed < len(m.refBuf) {
+			m.refs = append(m.refs, make([]byte, refChunk))
+			m.refUsed = 0
+		}
+		s.ref, s.off, s.n = uint32(len(m.refs)-1), uint16(m.refUsed), uint16(len(m.refBuf))
+		m.refUsed += copy(m.refs[s.ref][m.refUsed:], m.refBuf)
+		size += int64(len(m.refBuf))
+	}
+	if s.raw {
+		for _, t := range tags {
+			m.post1(m.syms.Intern(t.Name), m.syms.Intern(t.Value), o)
+		}
+	} else {
+		for refs := m.refBuf; len(refs) > 0; {
+			ns, w := binary.Uvarint(refs)
+			vs, w2 := binary.Uvarint(refs[w:])
+			refs = refs[w+w2:]
+			m.post1(uint32(ns), uint32(vs), o)
+		}
+	}
+	size += postingBytes*int64(len(tags)) + m.syms.Size() - symBytes
+	clear(tags) // they are cut from key
+	m.tags = tags[:0]
+	if _, ok := m.byHash[h]; ok {
+		if m.more == nil {
+			m.more = map[uint64][]int32{}
+		}
+		m.more[h] = append(m.more[h], o)
+	} else {
+		m.byHash[h] = o
+	}
+	return o, size
+}
+
+// post1 adds series o to the postings of tag ns = vs.
+func (m *Memtable) post1(ns, vs uint32, o int32) {
+	vals := m.post[ns]
+	if vals == nil {
+		vals = map[uint32]plist{}
+		m.post[ns] = vals
+	}
+	p := vals[vs]
+	p.add(o)
+	vals[vs] = p
+}
+
+// plist is a posting list: the ordinals of the series with one tag value,
+// ascending, as uvarint differences, each from the one before (from 0
+// for the first). Ordinals of one value lie close together, most a byte
+// apart: 18 tags of a series took 98 bytes of heap as lists of int32 and
+// take about 30 so.
+type plist struct {
+	last, n int32
+	b       []byte
+}
+
+func (p *plist) add(o int32) {
+	p.b = binary.AppendUvarint(p.b, uint64(o-p.last))
+	p.last = o
+	p.n++
+}
+
+// all iterates the ordinals.
+func (p *plist) all(yield func(int32) bool) {
+	o := int32(0)
+	for b := p.b; len(b) > 0; {
+		d, w := binary.Uvarint(b)
+		b = b[w:]
+		o += int32(d)
+		if !yield(o) {
+			return
+		}
+	}
+}
+
+// Fits reports whether the memtable can take entries up to sequence
+// last (entries' sequences grow): its rows hold their sequence less the
+// memtable's first in 32 bits. The caller freezes a memtable that cannot
+// (with a flush, as for its size) and inserts into a successor; a
+// memtable of a few gigabytes holds a few hundred million rows, so a
+// flush is always far ahead of this bound.
+func (m *Memtable) Fits(last uint64) bool {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	return m.entries == 0 || m.fits(last)
+}
+
+func (m *Memtable) fits(seq uint64) bool {
+	return seq >= m.minSeq && seq-m.minSeq <= math.MaxUint32
+}
 
 // Insert adds durable entries from WAL segment seg. Entries' sequences must
-// grow across calls.
+// grow across calls, and fit (Fits): Insert panics on one that does not
+// rather than store a wrong sequence.
 func (m *Memtable) Insert(seg uint64, entries []row.Entry) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -285,52 +456,51 @@ func (m *Memtable) Insert(seg uint64, entries []row.Entry) {
 	}
 	for i := range entries {
 		e := &entries[i]
-		s := m.byAddr[unsafe.StringData(e.Series)]
-		if s == nil || len(s.key) != len(e.Series) {
-			s = m.series[e.Series]
+		if m.entries == 0 {
+			m.minSeq, m.minTS, m.maxTS = e.Seq, e.TS, e.TS
+		}
+		if !m.fits(e.Seq) {
+			panic(fmt.Sprintf("memtable: sequence %d does not fit a memtable from %d", e.Seq, m.minSeq))
 		}
 		hi := e.TS
 		if e.Op == row.Delete {
 			hi = e.End
 		}
-		if s == nil {
-			// A copy of the key, unless the predecessor has one: a
-			// replayed entry's is cut from its WAL segment's one
-			// string, which the memtable would otherwise keep whole.
-			key, ok := m.prevKey(e.Series)
-			if !ok {
-				key = strings.Clone(e.Series)
-			}
-			s = &series{key: key, sorted: true, minTS: e.TS, maxTS: hi, rows: make([]memRow, 0, max(1, m.rowsHint))}
-			m.series[s.key] = s
-			m.byAddr[unsafe.StringData(s.key)] = s
-			tags := m.post.Add(int32(len(m.list)), s.key)
-			m.list = append(m.list, s)
-			size := int64(len(e.Series) + seriesOverhead + postingBytes*tags)
+		h := hashKey(e.Series)
+		o := m.find(e.Series, h)
+		if o < 0 {
+			var size int64
+			o, size = m.add(e.Series, h)
+			s := m.at(o)
+			s.sorted, s.minTS, s.maxTS, s.rows = true, e.TS, hi, make([]memRow, 0, max(1, m.rowsHint))
+			size += int64(cap(s.rows)) * rowSize // reserved
 			m.bytes += size
 			m.keyBytes += size
 		}
+		s := m.at(o)
 		s.minTS, s.maxTS = min(s.minTS, e.TS), max(s.maxTS, hi)
-		r := memRow{ts: e.TS, seq: e.Seq}
+		r := memRow{ts: e.TS, seq: uint32(e.Seq - m.minSeq)}
 		size := int64(rowSize)
 		if e.Op == row.Put {
-			size += 8*int64(len(e.Fields)) + m.store(&r, e.Fields)
+			size += m.store(&r, e.Fields)
 		} else {
-			var vals []uint64
-			r.slab, r.off, vals = m.payloads(1)
-			vals[0] = uint64(e.End)
-			size += 8
+			r.val = uint64(e.End)
 		}
 		// NB: a newer version of an existing ts must sort before it, so an
 		// equal ts also breaks the order.
 		if n := len(s.rows); n > 0 && r.ts <= s.rows[n-1].ts {
 			s.sorted = false
 		}
+		// The rows' capacity is counted as it is allocated, as reserved
+		// (per series: in keyBytes), and a row moves from the reserve.
+		c0 := cap(s.rows)
 		s.rows = append(s.rows, r)
-		m.bytes += size
-		if m.entries == 0 {
-			m.minSeq, m.minTS, m.maxTS = e.Seq, e.TS, e.TS
+		if c := cap(s.rows); c != c0 {
+			m.bytes += int64(c-c0) * rowSize
+			m.keyBytes += int64(c-c0) * rowSize
 		}
+		m.keyBytes -= rowSize
+		m.bytes += size - rowSize
 		m.entries++
 		m.maxSeq = max(m.maxSeq, e.Seq)
 		m.minTS = min(m.minTS, e.TS)
@@ -400,34 +570,32 @@ func (m *Memtable) Decimals(width int) []int8 {
 }
 
 // ShareKeys sets each entry's Series to the series key keys[i] as a
-// string: the memtable's copy where it holds the series, so the write
-// shares it rather than allocate its own (and Insert finds it by its
-// address); otherwise a new string, one for each key the batch repeats.
-// One lock for the batch: a read lock a row cost as much as the lookups.
+// string, one string for the keys of the batch that are equal (the WAL's
+// compact encoding writes a key once for the entries that share its
+// string), copied into chunks of the batch's own (keys may be cut from
+// buffers that change): one allocation a chunk, not a key.
 func (m *Memtable) ShareKeys(entries []row.Entry, keys [][]byte) {
-	var fresh map[string]string
-	m.mu.RLock()
-	defer m.mu.RUnlock()
+	seen, ok := shareMaps.Get()
+	if !ok {
+		seen = map[string]string{}
+	}
+	var arena symtab.KeyArena
 	for i, k := range keys {
-		if s, ok := m.series[string(k)]; ok {
-			entries[i].Series = s.key
-			continue
-		}
-		if key, ok := m.prevKey(string(k)); ok {
-			entries[i].Series = key
-			continue
-		}
-		if fresh == nil {
-			fresh = map[string]string{}
-		}
-		key, ok := fresh[string(k)]
+		key, ok := seen[string(k)]
 		if !ok {
-			key = string(k)
-			fresh[key] = key
+			key = arena.End(append(arena.Start(), k...))
+			seen[key] = key
 		}
 		entries[i].Series = key
 	}
+	if len(seen) <= 1<<16 {
+		clear(seen)
+		shareMaps.Put(seen)
+	}
 }
+
+// shareMaps are ShareKeys' maps, kept for the next write.
+var shareMaps = freelist.New[map[string]string](8)
 
 // Freeze makes the memtable read-only.
 func (m *Memtable) Freeze() {
@@ -439,8 +607,10 @@ func (m *Memtable) Freeze() {
 // Stats describe a memtable.
 type Stats struct {
 	Bytes, Entries int64
-	// KeyBytes are, of Bytes, the series' keys and entries: what the
-	// memtable holds per series, not per row.
+	// KeyBytes are, of Bytes, what the memtable holds per series, not
+	// per row: the series' keys, entries and postings, and the rows
+	// their row slices have room for but do not hold yet (a successor
+	// allocates a series' rows at once: Successor).
 	KeyBytes       int64
 	Deletes        int64 // tombstones among the entries
 	Series         int
@@ -453,13 +623,15 @@ type Stats struct {
 func (m *Memtable) Stats() Stats {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
-	return Stats{Bytes: m.bytes, KeyBytes: m.keyBytes, Entries: m.entries, Deletes: m.deletes, Series: len(m.series), MinSeq: m.minSeq, MaxSeq: m.maxSeq,
+	return Stats{Bytes: m.bytes, KeyBytes: m.keyBytes, Entries: m.entries, Deletes: m.deletes, Series: int(m.n), MinSeq: m.minSeq, MaxSeq: m.maxSeq,
 		MinTS: m.minTS, MaxTS: m.maxTS, LastSegment: m.lastSegment}
 }
 
 // Filter selects what an iterator returns.
 type Filter struct {
-	// Series, if set, selects series by key.
+	// Series, if set, selects series by key. The key is rebuilt from its
+	// symbols for the call, in memory the next call reuses: Series must
+	// not keep it (a copy it may).
 	Series func(key string) bool
 	// Tags and In, if set, are the filters Series applies (as a scan
 	// request states them): the memtable's postings narrow the series
@@ -485,32 +657,117 @@ type Filter struct {
 func (m *Memtable) Series(f Filter) []string {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
+	kv := m.keyView()
+	var keys symtab.KeyArena
 	var out []string
-	for _, s := range m.candidates(&f) {
-		if s.maxTS >= f.Start && s.minTS < f.End && (f.Series == nil || f.Series(s.key)) {
-			out = append(out, s.key)
+	var buf []byte
+	ords, n := m.candidates(&f)
+	for i := range n {
+		s := m.at(ord(ords, i))
+		if s.maxTS < f.Start || s.minTS >= f.End {
+			continue
+		}
+		if f.Series == nil {
+			out = append(out, kv.key(&keys, s))
+			continue
+		}
+		var k string
+		if k, buf = kv.probe(s, buf); f.Series(k) {
+			out = append(out, kv.keep(&keys, s, k, n-i))
 		}
 	}
 	return out
 }
 
-// candidates returns the series that may pass f's tag filters: those its
-// postings list, or every series (the memtable's own list: read it only).
+// candidates returns the series that may pass f's tag filters: the n
+// ordinals ords lists, or, with ords nil, every series (the first n).
 // The caller holds m.mu.
-func (m *Memtable) candidates(f *Filter) []*series {
-	ords, all := m.post.Candidates(f.Tags, f.In)
+func (m *Memtable) candidates(f *Filter) (ords []int32, n int) {
+	ords, all := postings.Narrow(f.Tags, f.In, m.lookup)
 	if all {
-		return m.list
+		return nil, int(m.n)
 	}
-	out := make([]*series, len(ords))
-	for i, o := range ords {
-		out[i] = m.list[o]
+	return ords, len(ords)
+}
+
+// ord returns candidate i of ords (see candidates).
+func ord(ords []int32, i int) int32 {
+	if ords == nil {
+		return int32(i)
 	}
-	return out
+	return ords[i]
+}
+
+// lookup returns the ordinals of the series with tag name = value. The
+// caller holds m.mu.
+func (m *Memtable) lookup(name, value string) []int32 {
+	ns, ok := m.syms.Lookup(name)
+	if !ok {
+		return nil
+	}
+	vs, ok := m.syms.Lookup(value)
+	if !ok {
+		return nil
+	}
+	p, ok := m.post[ns][vs]
+	if !ok {
+		return nil
+	}
+	return slices.AppendSeq(make([]int32, 0, p.n), p.all)
+}
+
+// keyView is a memtable's keys as of a moment (each part is only appended
+// to, and a series' key never changes), read without m.mu.
+type keyView struct {
+	syms symtab.View
+	refs [][]byte
+	raw  []string
+}
+
+// keyView returns the keys as of now. The caller holds m.mu.
+func (m *Memtable) keyView() keyView { return keyView{m.syms.View(), m.refs, m.raw} }
+
+func (kv *keyView) refsOf(s *series) []byte { return kv.refs[s.ref][s.off : int(s.off)+int(s.n)] }
+
+// key returns s's key, rebuilt in keys (a key kept whole as it is).
+func (kv *keyView) key(keys *symtab.KeyArena, s *series) string {
+	if s.raw {
+		return kv.raw[s.ref]
+	}
+	return keys.Key(kv.syms, kv.refsOf(s))
+}
+
+// probe returns s's key rebuilt in buf (valid until buf is used again),
+// and buf.
+func (kv *keyView) probe(s *series, buf []byte) (string, []byte) {
+	if s.raw {
+		return kv.raw[s.ref], buf
+	}
+	buf = kv.syms.AppendKey(buf[:0], kv.refsOf(s))
+	return unsafe.String(unsafe.SliceData(buf), len(buf)), buf
+}
+
+// keep returns k, s's key from probe, to keep: copied into keys, which
+// it sizes for up to left keys of its length.
+func (kv *keyView) keep(keys *symtab.KeyArena, s *series, k string, left int) string {
+	if s.raw {
+		return k
+	}
+	return keys.Copy(k, left*len(k))
+}
+
+// compare orders series a and b by key, bytewise: by their refs, without
+// rebuilding a key (but for a key kept whole).
+func (kv *keyView) compare(a, b *series) int {
+	if !a.raw && !b.raw {
+		return kv.syms.Compare(kv.refsOf(a), kv.refsOf(b))
+	}
+	var keys symtab.KeyArena
+	return strings.Compare(kv.key(&keys, a), kv.key(&keys, b))
 }
 
 type sortedValues struct {
-	series int
+	series int32
 	vals   []string
 }
 
@@ -519,11 +776,15 @@ type sortedValues struct {
 func (m *Memtable) TagValues(name string, start, end int64) []string {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
+	ns, ok := m.syms.Lookup(name)
+	if !ok {
+		return nil
+	}
 	if !m.within(start, end) {
 		var out []string
-		for v, ords := range m.post.Values(name) {
-			if m.anyIn(ords, start, end) {
-				out = append(out, v)
+		for v, ords := range m.post[ns] {
+			if m.anyIn(&ords, start, end) {
+				out = append(out, m.syms.Sym(v))
 			}
 		}
 		slices.Sort(out)
@@ -533,14 +794,18 @@ func (m *Memtable) TagValues(name string, start, end int64) []string {
 	// for as long as no series is added.
 	m.sortedMu.Lock()
 	defer m.sortedMu.Unlock()
-	if c, ok := m.sorted[name]; ok && c.series == len(m.list) {
+	if c, ok := m.sorted[name]; ok && c.series == m.n {
 		return c.vals
 	}
-	vals := slices.Sorted(maps.Keys(m.post.Values(name)))
+	vals := make([]string, 0, len(m.post[ns]))
+	for v := range m.post[ns] {
+		vals = append(vals, m.syms.Sym(v))
+	}
+	slices.Sort(vals)
 	if m.sorted == nil {
 		m.sorted = map[string]sortedValues{}
 	}
-	m.sorted[name] = sortedValues{series: len(m.list), vals: vals}
+	m.sorted[name] = sortedValues{series: m.n, vals: vals}
 	return vals
 }
 
@@ -551,10 +816,10 @@ func (m *Memtable) TagNames(start, end int64) []string {
 	defer m.mu.RUnlock()
 	all := m.within(start, end)
 	var out []string
-	for name := range m.post.Names() {
-		for _, ords := range m.post.Values(name) {
-			if all || m.anyIn(ords, start, end) {
-				out = append(out, name)
+	for ns, vals := range m.post {
+		for _, ords := range vals {
+			if all || m.anyIn(&ords, start, end) {
+				out = append(out, m.syms.Sym(ns))
 				break
 			}
 		}
@@ -571,9 +836,9 @@ func (m *Memtable) within(start, end int64) bool {
 
 // anyIn reports whether one of the series ords has an entry in
 // [start, end). The caller holds m.mu.
-func (m *Memtable) anyIn(ords []int32, start, end int64) bool {
-	for _, i := range ords {
-		if s := m.list[i]; s.maxTS >= start && s.minTS < end {
+func (m *Memtable) anyIn(ords *plist, start, end int64) bool {
+	for i := range ords.all {
+		if s := m.at(i); s.maxTS >= start && s.minTS < end {
 			return true
 		}
 	}
@@ -581,8 +846,8 @@ func (m *Memtable) anyIn(ords []int32, start, end int64) bool {
 }
 
 type capture struct {
-	key    string
 	s      *series
+	key    string // rebuilt when the filter or the iteration needs it
 	rows   []memRow
 	sorted bool
 }
@@ -590,17 +855,36 @@ type capture struct {
 // Iter returns the entries that match f, in stream order, as of now.
 func (m *Memtable) Iter(f Filter) row.Iterator {
 	m.mu.RLock()
-	var caps []capture
+	var keys symtab.KeyArena
+	var buf []byte
 	frozen := m.frozen
-	for _, s := range m.candidates(&f) {
-		if f.Series == nil || f.Series(s.key) {
-			caps = append(caps, capture{key: s.key, s: s, rows: s.rows, sorted: s.sorted})
+	kv := m.keyView()
+	ords, n := m.candidates(&f)
+	caps := make([]capture, 0, n)
+	if f.Series != nil && ords == nil {
+		caps = make([]capture, 0, min(n, 1024)) // a filter of its own
+	}
+	for i := range n {
+		s := m.at(ord(ords, i))
+		c := capture{s: s, rows: s.rows, sorted: s.sorted}
+		if f.Series != nil {
+			var k string
+			if k, buf = kv.probe(s, buf); !f.Series(k) {
+				continue
+			}
+			c.key = kv.keep(&keys, s, k, n-i)
 		}
+		caps = append(caps, c)
 	}
 	data := m.rowData // appended to only: holds what the rows captured refer to
+	base := m.minSeq
 	m.mu.RUnlock()
-	slices.SortFunc(caps, func(a, b capture) int { return cmp.Compare(a.key, b.key) })
-	return &iter{caps: caps, f: f, frozen: frozen, idx: -1, data: data}
+	if f.Series != nil {
+		slices.SortFunc(caps, func(a, b capture) int { return strings.Compare(a.key, b.key) })
+	} else {
+		slices.SortFunc(caps, func(a, b capture) int { return kv.compare(a.s, b.s) })
+	}
+	return &iter{caps: caps, f: f, frozen: frozen, idx: -1, data: data, kv: kv, keyed: f.Series != nil, keys: keys, base: base}
 }
 
 func cmpRow(a, b memRow) int {
@@ -616,8 +900,14 @@ func (c *capture) sortedRows(frozen bool) []memRow {
 		return c.rows
 	}
 	if frozen {
-		c.s.sortOnce.Do(func() { c.s.frozen = sortedCopy(c.s.rows) })
-		return c.s.frozen
+		if p := c.s.frozen.Load(); p != nil {
+			return *p
+		}
+		rows := sortedCopy(c.rows)
+		if c.s.frozen.CompareAndSwap(nil, &rows) {
+			return rows
+		}
+		return *c.s.frozen.Load()
 	}
 	return sortedCopy(c.rows)
 }
@@ -638,7 +928,11 @@ type iter struct {
 	pos    int
 	e      row.Entry
 	buf    []row.Value
-	data   rowData        // the memtable's as of Iter
+	data   rowData // the memtable's as of Iter
+	kv     keyView // likewise
+	keyed  bool    // the captures have their keys
+	keys   symtab.KeyArena
+	base   uint64         // the memtable's first sequence
 	bufs   [2][]row.Value // ReuseFields: the buffers that take turns
 	turn   int
 	// touched sums the payloads touch loaded (nothing reads it)
@@ -657,7 +951,7 @@ func (it *iter) Next() bool {
 			if op == row.Delete && (end < it.f.Start || r.ts >= it.f.End) {
 				continue
 			}
-			it.e = row.Entry{Series: it.caps[it.idx].key, TS: r.ts, End: end, Seq: r.seq, Op: op}
+			it.e = row.Entry{Series: it.caps[it.idx].key, TS: r.ts, End: end, Seq: it.base + uint64(r.seq), Op: op}
 			if op == row.Put {
 				it.e.Fields = it.fields(r)
 			}
@@ -667,22 +961,30 @@ func (it *iter) Next() bool {
 		if it.idx >= len(it.caps) {
 			return false
 		}
-		it.rows, it.pos = it.caps[it.idx].sortedRows(it.frozen), 0
+		c := &it.caps[it.idx]
+		if !it.keyed {
+			c.key = it.kv.key(&it.keys, c.s)
+		}
+		it.rows, it.pos = c.sortedRows(it.frozen), 0
 		it.touch()
 	}
 }
 
-// touch loads the first payload of each of the series' rows (up to 512)
-// before they are read. The rows' payloads lie in arrival order, a cache
-// miss each; the loads of this short loop overlap, where those of the
-// reading (a row at a time through a merge and the SST writer) waited one
-// after another. A flush spent about 6% of a write's CPU in those misses.
+// touch loads the first payload of each of the series' wider rows (up to
+// 512) before they are read. The rows' payloads lie in arrival order, a
+// cache miss each; the loads of this short loop overlap, where those of
+// the reading (a row at a time through a merge and the SST writer) waited
+// one after another. A flush spent about 6% of a write's CPU in those
+// misses. (A row of one payload holds it.)
 func (it *iter) touch() {
 	var sum uint64
 	for i := range it.rows[:min(len(it.rows), 512)] {
 		r := &it.rows[i]
-		if s := it.data.slabs[r.slab]; int(r.off) < len(s) {
-			sum += s[r.off]
+		if r.kinds == 0 || len(it.data.kindSets[r.kinds-1]) < 2 {
+			continue
+		}
+		if s := it.data.slabs[r.val>>32]; int(uint32(r.val)) < len(s) {
+			sum += s[uint32(r.val)]
 		}
 	}
 	it.touched += sum // kept, so the loads are not optimised away
@@ -691,8 +993,8 @@ func (it *iter) touch() {
 // fields returns r's values for the filter's fields, in memory cut from a
 // slab (or, with ReuseFields, in one of two buffers by turns).
 func (it *iter) fields(r *memRow) []row.Value {
-	vals, kinds := it.data.vals(r), it.data.kindSets[r.kinds-1]
-	n := len(vals)
+	kinds := it.data.kindSets[r.kinds-1]
+	n := len(kinds)
 	if it.f.Fields != nil {
 		n = len(it.f.Fields)
 	}
@@ -712,12 +1014,12 @@ func (it *iter) fields(r *memRow) []row.Value {
 	}
 	if it.f.Fields == nil {
 		for j := range out {
-			out[j] = field(vals, kinds, j, it.data.strs)
+			out[j] = it.data.field(r, kinds, j)
 		}
 		return out
 	}
 	for i, ord := range it.f.Fields {
-		out[i] = field(vals, kinds, ord, it.data.strs)
+		out[i] = it.data.field(r, kinds, ord)
 	}
 	return out
 }

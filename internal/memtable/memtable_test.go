@@ -12,7 +12,41 @@ import (
 
 	"github.com/stratadb/strata/internal/decimal"
 	"github.com/stratadb/strata/internal/row"
+	"github.com/stratadb/strata/internal/symtab"
 )
+
+// seriesOf returns the series of key, or nil.
+func (m *Memtable) seriesOf(key string) *series {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	if o := m.find(key, hashKey(key)); o >= 0 {
+		return m.at(o)
+	}
+	return nil
+}
+
+// allSeries returns the series by key.
+func (m *Memtable) allSeries() map[string]*series {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	kv := m.keyView()
+	var keys symtab.KeyArena
+	out := map[string]*series{}
+	for o := range m.n {
+		s := m.at(o)
+		out[kv.key(&keys, s)] = s
+	}
+	return out
+}
+
+// heldStrings returns the strings the memtable keeps of its keys.
+func (m *Memtable) heldStrings() []string {
+	out := slices.Clone(m.raw)
+	for i := range m.syms.Len() {
+		out = append(out, m.syms.Sym(uint32(i)))
+	}
+	return out
+}
 
 func entries(it row.Iterator) []row.Entry {
 	var out []row.Entry
@@ -143,7 +177,7 @@ func TestSuccessorExpectsThePredecessorsRows(t *testing.T) {
 	n := m.Successor()
 	seq++
 	n.Insert(2, []row.Entry{{Series: "z", TS: 1, Seq: seq, Op: row.Put, Fields: []row.Value{row.FloatValue(2)}}})
-	if c := cap(n.series["z"].rows); c != 40+40/8+1 {
+	if c := cap(n.seriesOf("z").rows); c != 40+40/8+1 {
 		t.Errorf("a new series' rows have capacity %d, want 46", c)
 	}
 	if got := entries(n.Iter(all)); len(got) != 1 || got[0].Series != "z" || got[0].Fields[0].Float() != 2 {
@@ -242,8 +276,8 @@ func TestSeriesKeepsACopyOfItsKey(t *testing.T) {
 	all := strings.Repeat("k", 1<<20)
 	m := New()
 	m.Insert(1, []row.Entry{{Series: all[:5], TS: 1, Seq: 1, Op: row.Put, Fields: []row.Value{row.FloatValue(1)}}})
-	for k, s := range m.series {
-		if unsafe.StringData(k) == unsafe.StringData(all) || unsafe.StringData(s.key) == unsafe.StringData(all) {
+	for _, k := range m.heldStrings() {
+		if unsafe.StringData(k) == unsafe.StringData(all) {
 			t.Fatal("the memtable keeps the string its entry's key was cut from")
 		}
 	}
@@ -263,51 +297,50 @@ func TestSuccessorSizesSeriesForTheLoad(t *testing.T) {
 	load(first)
 	next := first.Successor()
 	load(next)
-	for k, s := range next.series {
+	for k, s := range next.allSeries() {
 		if cap(s.rows) != next.rowsHint {
 			t.Fatalf("series %s: %d rows in a slice of %d, allocated at %d: it grew", k, len(s.rows), cap(s.rows), next.rowsHint)
 		}
 	}
 }
 
-// A successor takes the keys of the series its frozen predecessor had (one
-// copy for a steady source, not one a memtable), entries shared through
-// ShareKeys included; once the predecessor is flushed it is let go. Keys
-// are accounted apart from rows.
-func TestSuccessorSharesThePredecessorsKeys(t *testing.T) {
+// ShareKeys gives the entries of one key one string (the WAL writes a
+// key once for the entries that share it), a copy of the caller's bytes;
+// Insert finds the series of each. A series' key is accounted apart from
+// its rows, as its refs, symbols and postings; a successor interns its
+// symbols anew.
+func TestShareKeysAndKeyBytes(t *testing.T) {
 	m := New()
 	k, _ := row.EncodeSeries(nil, []row.Tag{{Name: "n", Value: strings.Repeat("k", 300)}})
-	key := string(k) // one tag: one posting
+	key := string(k) // one tag: one posting, refs of two bytes
+	want := int64(2 + seriesOverhead + postingBytes + len("n") + 300 + 2*symtab.SymOverhead)
 	m.Insert(1, []row.Entry{{Series: key, TS: 1, Seq: 1, Op: row.Put, Fields: []row.Value{row.FloatValue(1)}}})
 	st := m.Stats()
-	if st.KeyBytes != int64(len(key)+seriesOverhead+postingBytes) || st.Bytes <= st.KeyBytes {
-		t.Fatalf("stats %+v", st)
+	if st.KeyBytes != want || st.Bytes != st.KeyBytes+rowSize {
+		t.Fatalf("stats %+v, want key bytes %d and a row of %d", st, want, rowSize)
 	}
 	m.Freeze()
 	n := m.Successor()
-	es := []row.Entry{{TS: 2, Seq: 2, Op: row.Put, Fields: []row.Value{row.FloatValue(2)}}, {TS: 2, Seq: 3, Op: row.Put, Fields: []row.Value{row.FloatValue(3)}}}
-	n.ShareKeys(es, [][]byte{[]byte(key), []byte("fresh")})
-	if unsafe.StringData(es[0].Series) != unsafe.StringData(m.series[key].key) {
-		t.Fatal("ShareKeys did not hand out the predecessor's key")
+	buf := []byte(key + "fresh")
+	es := make([]row.Entry, 3)
+	for i := range es {
+		es[i] = row.Entry{TS: 2, Seq: uint64(2 + i), Op: row.Put, Fields: []row.Value{row.FloatValue(float64(i))}}
+	}
+	n.ShareKeys(es, [][]byte{buf[:len(key)], buf[len(key):], []byte(key)})
+	if unsafe.StringData(es[0].Series) != unsafe.StringData(es[2].Series) || es[0].Series != key || es[1].Series != "fresh" {
+		t.Fatal("ShareKeys did not give the entries of one key one string")
+	}
+	if unsafe.StringData(es[0].Series) == &buf[0] {
+		t.Fatal("ShareKeys handed out the caller's bytes")
 	}
 	n.Insert(2, es)
-	if unsafe.StringData(n.series[key].key) != unsafe.StringData(m.series[key].key) {
-		t.Fatal("the successor copied a key its predecessor had")
+	// "fresh" decodes to no tag; the successor sizes a series for two rows,
+	// so it has one reserved.
+	if got, want := n.Stats().KeyBytes, want+int64(len("fresh")+seriesOverhead+rawOverhead)+rowSize; got != want {
+		t.Fatalf("successor key bytes %d, want %d", got, want)
 	}
-	if got := n.Stats().KeyBytes; got != int64(len(key)+len("fresh")+2*seriesOverhead+postingBytes) { // "fresh" decodes to no tag
-		t.Fatalf("successor key bytes %d", got)
-	}
-	n.ForgetPredecessor(New()) // another memtable: kept
-	if n.prev != m {
-		t.Fatal("forgot a predecessor that was not flushed")
-	}
-	n.ForgetPredecessor(m)
-	if n.prev != nil {
-		t.Fatal("kept a flushed predecessor")
-	}
-	o := n.Successor() // n is not frozen: no predecessor to take keys from
-	if o.prev != nil {
-		t.Fatal("an active memtable became a predecessor")
+	if got := entries(n.Iter(all)); len(got) != 3 || got[0].Series != key || got[1].Series != key || got[2].Series != "fresh" {
+		t.Fatalf("successor holds %v", got)
 	}
 }
 

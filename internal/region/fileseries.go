@@ -4,7 +4,6 @@ import (
 	"encoding/binary"
 	"iter"
 	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"unsafe"
@@ -12,6 +11,7 @@ import (
 	"github.com/stratadb/strata/internal/postings"
 	"github.com/stratadb/strata/internal/row"
 	"github.com/stratadb/strata/internal/sst"
+	"github.com/stratadb/strata/internal/symtab"
 )
 
 // fileSeries is a file's series index as a region keeps it in memory: each
@@ -25,10 +25,9 @@ import (
 // cache holds, so every query decoded the file again.
 type fileSeries struct {
 	n     int
-	syms  []string // the distinct tag names and values
-	symOf map[string]uint32
+	syms  symtab.Table        // the distinct tag names and values
 	names map[uint32]struct{} // the symbols that are tag names
-	refs  []byte              // each series' tags: uvarint (name, value) symbol pairs
+	refs  []byte              // each series' tags: their refs (package symtab)
 	offs  []uint32            // series i's are refs[offs[i]:offs[i+1]]
 	// raw holds whole the keys that symbols would not rebuild byte for
 	// byte (one that does not decode, or not canonically: none that
@@ -54,25 +53,11 @@ type fileSeriesBuilder struct {
 }
 
 func newFileSeriesBuilder(id string, rows bool) *fileSeriesBuilder {
-	fs := &fileSeries{id: id, offs: []uint32{0}, symOf: map[string]uint32{}, names: map[uint32]struct{}{}}
+	fs := &fileSeries{id: id, offs: []uint32{0}, names: map[uint32]struct{}{}}
 	if rows {
 		fs.starts = []int64{0}
 	}
 	return &fileSeriesBuilder{fs: fs}
-}
-
-// sym returns the symbol of s, interning s (which may be cut from a buffer
-// that changes) if it is new.
-func (b *fileSeriesBuilder) sym(s string) uint32 {
-	if id, ok := b.fs.symOf[s]; ok {
-		return id
-	}
-	c := strings.Clone(s)
-	id := uint32(len(b.fs.syms))
-	b.fs.syms = append(b.fs.syms, c)
-	b.fs.symOf[c] = id
-	b.size += int64(len(c)) + 16 + 40 // the string, its header and map entry
-	return id
 }
 
 // add adds the next key (valid only during the call) and its rows (ignored
@@ -84,22 +69,19 @@ func (b *fileSeriesBuilder) add(key []byte, rows int64) {
 	k := unsafe.String(unsafe.SliceData(key), len(key)) // transient: nothing keeps it
 	var err error
 	b.tags, err = row.DecodeSeries(b.tags[:0], k)
-	encoded := 0
 	for _, t := range b.tags {
-		encoded += uvarintLen(len(t.Name)) + len(t.Name) + uvarintLen(len(t.Value)) + len(t.Value)
-		ns, vs := b.sym(t.Name), b.sym(t.Value)
-		fs.names[ns] = struct{}{}
-		if err == nil {
-			fs.refs = binary.AppendUvarint(fs.refs, uint64(ns))
-			fs.refs = binary.AppendUvarint(fs.refs, uint64(vs))
-		}
+		fs.names[fs.syms.Intern(t.Name)] = struct{}{}
 	}
-	if err != nil || encoded != len(key) {
+	if err == nil && symtab.Canonical(b.tags, k) {
+		fs.refs = fs.syms.AppendRefs(fs.refs, b.tags)
+	} else {
+		for _, t := range b.tags { // the tags before the fault: symbols for the postings
+			fs.syms.Intern(t.Value)
+		}
 		if fs.raw == nil {
 			fs.raw = map[int32]string{}
 		}
 		fs.raw[id] = string(key)
-		fs.refs = fs.refs[:fs.offs[len(fs.offs)-1]]
 		b.size += int64(len(key)) + 64
 	}
 	fs.offs = append(fs.offs, uint32(len(fs.refs)))
@@ -113,16 +95,8 @@ func (b *fileSeriesBuilder) add(key []byte, rows int64) {
 func (b *fileSeriesBuilder) done() *fileSeries {
 	fs := b.fs
 	fs.refs, fs.offs, fs.starts = slices.Clone(fs.refs), slices.Clone(fs.offs), slices.Clone(fs.starts)
-	fs.size.Store(b.size + int64(len(fs.refs)) + 4*int64(len(fs.offs)) + 8*int64(len(fs.starts)) + 24*int64(len(fs.names)) + 256)
+	fs.size.Store(b.size + fs.syms.Size() + int64(len(fs.refs)) + 4*int64(len(fs.offs)) + 8*int64(len(fs.starts)) + 24*int64(len(fs.names)) + 256)
 	return fs
-}
-
-func uvarintLen(n int) int {
-	w := 1
-	for ; n >= 0x80; n >>= 7 {
-		w++
-	}
-	return w
 }
 
 // decodeFileSeries decodes file id's series index object.
@@ -139,23 +113,16 @@ func (fs *fileSeries) appendKey(dst []byte, i int) []byte {
 	if k, ok := fs.raw[int32(i)]; ok {
 		return append(dst, k...)
 	}
-	refs := fs.refs[fs.offs[i]:fs.offs[i+1]]
-	for len(refs) > 0 {
-		s, w := binary.Uvarint(refs)
-		refs = refs[w:]
-		dst = binary.AppendUvarint(dst, uint64(len(fs.syms[s])))
-		dst = append(dst, fs.syms[s]...)
-	}
-	return dst
+	return fs.syms.View().AppendKey(dst, fs.refs[fs.offs[i]:fs.offs[i+1]])
 }
 
 // lookup returns the ordinals of the series with tag name = value.
 func (fs *fileSeries) lookup(name, value string) []int32 {
-	ns, ok := fs.symOf[name]
+	ns, ok := fs.syms.Lookup(name)
 	if !ok {
 		return nil
 	}
-	vs, ok := fs.symOf[value]
+	vs, ok := fs.syms.Lookup(value)
 	if !ok {
 		return nil
 	}
@@ -164,7 +131,7 @@ func (fs *fileSeries) lookup(name, value string) []int32 {
 
 // values returns the values of tag name, sorted (read only).
 func (fs *fileSeries) values(name string) []string {
-	ns, ok := fs.symOf[name]
+	ns, ok := fs.syms.Lookup(name)
 	if !ok {
 		return nil
 	}
@@ -178,7 +145,7 @@ func (fs *fileSeries) values(name string) []string {
 func (fs *fileSeries) tagNames() iter.Seq[string] {
 	return func(yield func(string) bool) {
 		for ns := range fs.names {
-			if !yield(fs.syms[ns]) {
+			if !yield(fs.syms.Sym(ns)) {
 				return
 			}
 		}
@@ -212,8 +179,8 @@ func (fs *fileSeries) postings(ns uint32) map[uint32][]int32 {
 		for i, k := range fs.raw {
 			tags, _ = row.DecodeSeries(tags[:0], k)
 			for _, t := range tags {
-				if fs.symOf[t.Name] == ns {
-					v := fs.symOf[t.Value]
+				if n, _ := fs.syms.Lookup(t.Name); n == ns {
+					v, _ := fs.syms.Lookup(t.Value)
 					p[v] = append(p[v], i)
 					slices.Sort(p[v])
 					break
@@ -224,7 +191,7 @@ func (fs *fileSeries) postings(ns uint32) map[uint32][]int32 {
 	vals := make([]string, 0, len(p))
 	for v, l := range p {
 		size += 4*int64(cap(l)) + 48 + 16
-		vals = append(vals, fs.syms[v])
+		vals = append(vals, fs.syms.Sym(v))
 	}
 	slices.Sort(vals)
 	if fs.byName == nil {
@@ -258,22 +225,8 @@ func (fs *fileSeries) each(tags []row.Tag, in []row.TagIn, f func(i int)) {
 	}
 }
 
-// keyArena rebuilds keys into shared chunks: a listing of many keys
-// allocates a chunk at a time, not a key. The strings it returns stay
-// valid: bytes once written in a chunk are never written again (a key that
-// outgrows its chunk moves the chunk's bytes to a new one, and the old
-// chunk, with the strings cut from it, is left as it was).
-type keyArena struct{ buf []byte }
-
-const keyChunk = 64 << 10
+// keyArena rebuilds keys into shared chunks (symtab.KeyArena).
+type keyArena struct{ symtab.KeyArena }
 
 // key returns the key of fs's series i.
-func (a *keyArena) key(fs *fileSeries, i int) string {
-	if cap(a.buf)-len(a.buf) < 1<<10 {
-		a.buf = make([]byte, 0, keyChunk)
-	}
-	start := len(a.buf)
-	a.buf = fs.appendKey(a.buf, i)
-	k := a.buf[start:]
-	return unsafe.String(unsafe.SliceData(k), len(k))
-}
+func (a *keyArena) key(fs *fileSeries, i int) string { return a.End(fs.appendKey(a.Start(), i)) }

@@ -161,7 +161,6 @@ func (r *Region) dropFlushed(mt *memtable.Memtable, st memtable.Stats) {
 	delete(r.memPos, mt)
 	r.memBytes -= size
 	r.memKeys -= st.KeyBytes
-	r.active.ForgetPredecessor(mt)
 	close(r.memChanged)
 	r.memChanged = make(chan struct{})
 	r.mu.Unlock()
@@ -169,6 +168,19 @@ func (r *Region) dropFlushed(mt *memtable.Memtable, st memtable.Stats) {
 		r.opts.Budget.add(-size)
 	}
 	r.opts.Metrics.MemtableBytes.Sub(float64(size))
+}
+
+// makeRoom freezes the active memtable for a successor, as a flush does,
+// if it cannot take entries up to sequence last (memtable.Fits), and asks
+// for a flush. The caller holds r.mu or owns the region alone.
+func (r *Region) makeRoom(last uint64) {
+	if r.active.Fits(last) {
+		return
+	}
+	r.active.Freeze()
+	r.immutable = append(r.immutable, r.active)
+	r.active = r.active.Successor()
+	r.requestFlush()
 }
 
 // commit commits actions.

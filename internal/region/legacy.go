@@ -43,6 +43,9 @@ func (r *Region) replayOwnWAL(ctx context.Context, st *manifest.State) (uint64, 
 		for len(entries) > 0 && entries[0].Seq <= st.FlushedSeq {
 			entries = entries[1:]
 		}
+		if len(entries) > 0 {
+			r.makeRoom(entries[len(entries)-1].Seq)
+		}
 		r.active.Insert(seg.Number, entries)
 		return nil
 	})

@@ -303,7 +303,11 @@ func Open(ctx context.Context, store objstore.Bucket, id layout.RegionID, opts O
 		return fail(err)
 	}
 	st0 := r.active.Stats()
-	r.memBytes, r.memKeys = st0.Bytes, st0.KeyBytes
+	for _, mt := range append([]*memtable.Memtable{r.active}, r.immutable...) { // a replay may have frozen some (makeRoom)
+		st := mt.Stats()
+		r.memBytes += st.Bytes
+		r.memKeys += st.KeyBytes
+	}
 	if opts.Budget != nil {
 		opts.Budget.add(r.memBytes)
 		opts.Budget.register(r)
@@ -337,6 +341,12 @@ func (r *Region) Manifest() *manifest.State { return r.man.State() }
 // goroutine, before the writes are acknowledged.
 func (r *Region) applyStream(stream string, n uint64, appends [][]row.Entry) {
 	r.mu.Lock()
+	for i := len(appends) - 1; i >= 0; i-- {
+		if n := len(appends[i]); n > 0 {
+			r.makeRoom(appends[i][n-1].Seq)
+			break
+		}
+	}
 	r.notePos(r.active, stream, n)
 	st0 := r.active.Stats()
 	rows := 0

@@ -64,6 +64,7 @@ func (r *Region) openStreams(ctx context.Context, st *manifest.State) (uint64, e
 				entries = entries[1:]
 			}
 			if len(entries) > 0 {
+				r.makeRoom(entries[len(entries)-1].Seq)
 				r.notePos(r.active, ref.Stream, n)
 				r.active.Insert(0, entries)
 			}
