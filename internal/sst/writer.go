@@ -116,7 +116,10 @@ func Write(w io.Writer, fields []schema.Field, it row.Iterator, opts WriteOption
 	)
 	var series *seriesIndex
 	if opts.SeriesIndex {
-		series = new(seriesIndex)
+		if series, err = newSeriesIndex(opts.Compression); err != nil {
+			return Meta{}, err
+		}
+		defer series.close()
 	}
 	m, err := startPipeline(pw, l.cols, opts).run(it, series)
 	if err != nil {
@@ -128,7 +131,7 @@ func Write(w io.Writer, fields []schema.Field, it row.Iterator, opts WriteOption
 	m.Size = cw.n
 	if series != nil {
 		m.Series = series.count
-		if m.SeriesIndex, err = series.encode(opts.Compression); err != nil {
+		if m.SeriesIndex, err = series.encode(); err != nil {
 			return Meta{}, err
 		}
 	}
