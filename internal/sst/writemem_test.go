@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"io"
+	"math"
 	"os"
 	"runtime"
 	"runtime/metrics"
@@ -155,7 +156,8 @@ func heapNow() uint64 {
 // measured during the write, less the same. The keys alone are key-MB.
 // STRATA_BENCH_SERIES (comma-separated) replaces the default sizes;
 // STRATA_BENCH_HEAPPROFILE names a file to write the heap profile of the
-// largest live heap to (the last size's), which costs time.
+// largest live heap to (the last size's), which costs time;
+// STRATA_BENCH_GROUP_KEY_KB sets WriteOptions.RowGroupKeyBytes.
 func BenchmarkWriteManySeries(b *testing.B) {
 	sizes := []int{200_000, 1_000_000}
 	if s := os.Getenv("STRATA_BENCH_SERIES"); s != "" {
@@ -178,6 +180,9 @@ func BenchmarkWriteManySeries(b *testing.B) {
 				keyBytes += len(k)
 			}
 			opts := WriteOptions{Compression: CompressFast, SeriesIndex: true, NoNulls: []bool{true}}
+			if kb, err := strconv.Atoi(os.Getenv("STRATA_BENCH_GROUP_KEY_KB")); err == nil {
+				opts.RowGroupKeyBytes = kb << 10
+			}
 			b.ReportAllocs()
 			var peak, live, size, index uint64
 			for b.Loop() {
@@ -213,5 +218,67 @@ func BenchmarkWriteManySeries(b *testing.B) {
 			b.ReportMetric(float64(size)/(1<<20), "file-MB")
 			b.ReportMetric(float64(index)/(1<<20), "index-MB")
 		})
+	}
+}
+
+// TestRowGroupsCutAtKeyBytes: a row group ends before the first row of a
+// series whose key would take its distinct keys past RowGroupKeyBytes (a
+// group of one series excepted), and before RowGroupRows rows, whichever
+// comes first; the file reads back whole, series index included.
+func TestRowGroupsCutAtKeyBytes(t *testing.T) {
+	keys := promKeys(t, 2000)                           // about 890 KB of keys
+	keys = append(keys, strings.Repeat("\xff", 70<<10)) // one key past the limit
+	const rows, limit = 3, 64 << 10
+	fields := []schema.Field{{Name: "value", Kind: row.Float}}
+	for _, groupRows := range []int64{0, 100} {
+		var buf bytes.Buffer
+		m, err := Write(&buf, fields, newKeysIter(keys, rows), WriteOptions{RowGroupRows: groupRows, RowGroupKeyBytes: limit, SeriesIndex: true, NoNulls: []bool{true}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := openBytes(t, buf.Bytes())
+		var want []row.Entry
+		for it := newKeysIter(keys, rows); it.Next(); {
+			e := *it.Entry()
+			e.Fields = slices.Clone(e.Fields)
+			want = append(want, e)
+		}
+		got := collect(t, r.Iter(Filter{Start: math.MinInt64, End: math.MaxInt64, Fields: []string{"value"}}))
+		equalEntries(t, got, want)
+		x, err := DecodeSeriesIndex(m.SeriesIndex)
+		if err != nil || !slices.Equal(x.Keys, keys) {
+			t.Fatalf("series index: %d keys, %v", len(x.Keys), err)
+		}
+		// Each group's distinct keys, and where it starts.
+		at := 0
+		for g, rg := range r.file.Metadata().RowGroups {
+			n := int(rg.NumRows)
+			if n <= 0 || at+n > len(got) {
+				t.Fatalf("group %d: %d rows at %d of %d", g, n, at, len(got))
+			}
+			distinct, bytes := 0, 0
+			for i := at; i < at+n; i++ {
+				if i == at || got[i].Series != got[i-1].Series {
+					distinct++
+					bytes += len(got[i].Series)
+				}
+			}
+			if distinct > 1 && bytes > limit {
+				t.Errorf("group %d: %d series of %d bytes, over %d", g, distinct, bytes, limit)
+			}
+			if groupRows > 0 && n > int(groupRows) {
+				t.Errorf("group %d: %d rows, over %d", g, n, groupRows)
+			}
+			if groupRows == 0 && at > 0 && got[at].Series == got[at-1].Series {
+				t.Errorf("group %d starts within series %q", g, got[at].Series[:20])
+			}
+			if next := at + n; groupRows == 0 && next < len(got) && bytes+len(got[next].Series) <= limit {
+				t.Errorf("group %d ends at %d bytes of keys, with room for the next", g, bytes)
+			}
+			at += n
+		}
+		if at != len(got) || len(r.file.Metadata().RowGroups) < 2 {
+			t.Fatalf("%d rows in %d groups", at, len(r.file.Metadata().RowGroups))
+		}
 	}
 }
