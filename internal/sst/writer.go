@@ -226,6 +226,12 @@ type pipeline struct {
 	commits   chan *groupWriter // row groups, in file order, for the committer
 	committed chan error        // the committer's outcome, once commits is closed
 	failed    atomic.Bool       // the committer has failed: stop feeding it
+	// free holds row group writers the committer has written, for the
+	// next groups: a writer keeps its buffers (the series dictionary's
+	// above all) across Commit, so a group reusing one allocates little,
+	// where a new writer grows every buffer again (parquet-go's own
+	// Writer reuses its one row group writer the same way).
+	free chan *parquet.ConcurrentRowGroupWriter
 
 	cur       *groupWriter // the row group receiving batches
 	b         *batch       // the batch being filled, nil if none
@@ -248,6 +254,7 @@ func startPipeline(pw *parquet.Writer, cols batchColumns, opts WriteOptions) *pi
 		encoding:     make(chan struct{}, parallel),
 		commits:      make(chan *groupWriter, parallel+backlog),
 		committed:    make(chan error, 1),
+		free:         make(chan *parquet.ConcurrentRowGroupWriter, parallel+backlog),
 	}
 	go p.commit()
 	return p
@@ -266,6 +273,12 @@ func (p *pipeline) commit() {
 		if err == nil {
 			if _, e := g.rg.Commit(); e != nil {
 				err = fmt.Errorf("sst: write row group: %w", e)
+			} else {
+				// NB: never waits: a writer that does not fit is dropped.
+				select {
+				case p.free <- g.rg:
+				default:
+				}
 			}
 		}
 		if err != nil {
@@ -316,7 +329,7 @@ func (p *pipeline) add(e *row.Entry) bool {
 		if p.failed.Load() {
 			return false
 		}
-		p.cur = startGroup(p.pw.BeginRowGroup(), p.cols, p.pool, p.queued, p.encoding)
+		p.cur = startGroup(p.rowGroup(), p.cols, p.pool, p.queued, p.encoding)
 		p.commits <- p.cur
 	}
 	if newSeries {
@@ -336,6 +349,16 @@ func (p *pipeline) add(e *row.Entry) bool {
 		p.endGroup()
 	}
 	return true
+}
+
+// rowGroup is a written row group's writer, or a new one.
+func (p *pipeline) rowGroup() *parquet.ConcurrentRowGroupWriter {
+	select {
+	case rg := <-p.free:
+		return rg
+	default:
+		return p.pw.BeginRowGroup()
+	}
 }
 
 // endGroup hands the current row group's last batch on and closes it.
