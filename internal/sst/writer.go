@@ -205,10 +205,12 @@ func decimalScales(fields []schema.Field, decimals []int8) ([]int8, error) {
 // (startGroup). Up to Parallel row groups are encoded at once, and a
 // committer goroutine writes them to the file in order (commit), so the
 // calling goroutine (the merge, usually the critical path) never waits on
-// the file. Batches are recycled, so memory is the row groups in flight,
-// whatever the file's size: their batches (about 16 MiB for 100k rows of
-// ten fields) and their encoded pages, and up to backlog encoded row groups
-// (a few MiB each) waiting to be written.
+// the file. Batches and row group writers are recycled, so memory is the
+// row groups in flight, whatever the file's size: their batches (about 16
+// MiB for 100k rows of ten fields), their series dictionaries (a few times
+// RowGroupKeyBytes at most) and their encoded pages, and up to backlog
+// encoded row groups (a few MiB each) waiting to be written. Beside them
+// the series index grows by its compressed size only (series.go).
 //
 // NB: a row group's queue holds all its batches, so the caller can move on
 // to the next row group while a worker still compresses this one: with a
