@@ -89,7 +89,8 @@ func (it *keysIter) Close() error      { return nil }
 
 // heapPeak samples the heap every few milliseconds until stopped: the
 // largest heap (objects, live or not yet swept) and the largest live heap
-// the GC measured.
+// the GC measured. (benchutil.WatchHeap does the same, but benchutil
+// imports this package.)
 type heapPeak struct {
 	stop chan struct{}
 	wg   sync.WaitGroup
