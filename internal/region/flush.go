@@ -1,10 +1,10 @@
 package region
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"slices"
 	"time"
@@ -55,8 +55,8 @@ func (r *Region) flushAll(ctx context.Context) error {
 
 // flushOne writes one frozen memtable as an SST through an OutputTxn:
 //
-//	reserve Pending{job, [id]}  ->  upload sst/{id}.series, .parquet  ->  commit Edit{add id, flushed seq, resolves job}
-//	        \ failure: nothing to clean     \ failure: delete the SST, commit Resolve{job}
+//	reserve Pending{job, [id]}  ->  stream sst/{id}.parquet as it is encoded, upload .series  ->  commit Edit{add id, flushed seq, resolves job}
+//	        \ failure: nothing to clean     \ failure: delete both, commit Resolve{job}
 //
 // A crash anywhere leaves the SST owned by the marker (GC deletes it) or by
 // the live set.
@@ -94,27 +94,20 @@ func (r *Region) flushOne(ctx context.Context, mt *memtable.Memtable) (err error
 		return fmt.Errorf("region %s: flush: %w", r.id, err)
 	}
 
-	// 2. Encode and upload.
+	// 2. Encode while uploading, then the series index.
 	fields := r.Schema().Fields()
-	// Sized from the last flush's file, not grown by doubling to it.
-	var buf bytes.Buffer
-	buf.Grow(int(r.lastFlushSize.Load()) * 9 / 8)
 	wopts := sst.WriteOptions{RowGroupRows: r.opts.RowGroupRows, Compression: sst.CompressFast, NoNulls: mt.NullFree(len(fields)), SeriesIndex: true,
 		Decimals: decimalsOf(mt, len(fields))}
-	meta, werr := r.encode(&buf, fields, mt, wopts)
+	meta, werr := r.encode(ctx, txn, id, fields, mt, wopts)
 	edit := &manifest.Edit{FlushedSeq: st.MaxSeq, FlushedSegment: st.LastSegment}
 	switch {
 	case errors.Is(werr, sst.ErrEmpty):
-		// Everything expired: nothing to upload, only the sequence moves
-		// (and the commit forgets the unused reservation).
+		// Everything expired: nothing was uploaded, only the sequence
+		// moves (and the commit forgets the unused reservation).
 	case werr != nil:
-		return txn.Abandon(ctx, fmt.Errorf("region %s: flush: encode: %w", r.id, werr))
+		return txn.Abandon(ctx, fmt.Errorf("region %s: flush: %w", r.id, werr))
 	default:
-		err := txn.PutSeries(ctx, id, meta.SeriesIndex)
-		if err == nil {
-			err = txn.PutSST(ctx, id, buf.Bytes())
-		}
-		if err != nil {
+		if err := txn.PutSeries(ctx, id, meta.SeriesIndex); err != nil {
 			return txn.Abandon(ctx, fmt.Errorf("region %s: flush: %w", r.id, err))
 		}
 		edit.Add = []manifest.FileMeta{{ID: id, Level: 0, MinTS: meta.MinTS, MaxTS: meta.MaxTS, Rows: meta.Rows, Size: meta.Size, Series: true}}
@@ -131,7 +124,6 @@ func (r *Region) flushOne(ctx context.Context, mt *memtable.Memtable) (err error
 		return fmt.Errorf("region %s: flush: %w", r.id, err)
 	}
 	r.dropFlushed(mt, st)
-	r.lastFlushSize.Store(meta.Size)
 	m.FlushBytes.Add(float64(meta.Size))
 	m.FlushRows.Add(float64(meta.Rows))
 	r.log.Debug("flushed", "file", id, "rows", meta.Rows, "bytes", meta.Size, "flushed_seq", st.MaxSeq, "took", time.Since(began))
@@ -202,14 +194,18 @@ func (r *Region) landed(ctx context.Context, ok func(*manifest.State) bool) bool
 // a variable so that tests can make it wrong.
 var decimalsOf = (*memtable.Memtable).Decimals
 
-// encode writes mt as an SST into buf. A field found decimal whose value
-// turns out not to be (never expected: memtable.Decimals checks every
-// value) is written again as doubles rather than fail the flush.
-func (r *Region) encode(buf *bytes.Buffer, fields []schema.Field, mt *memtable.Memtable, wopts sst.WriteOptions) (sst.Meta, error) {
+// encode writes mt as output id's SST, streamed to the store as it is
+// encoded (upload). A field found decimal whose value turns out not to be
+// (never expected: memtable.Decimals checks every value) is written again
+// as doubles rather than fail the flush: the first upload failed without
+// an object, and the second writes the same reserved id.
+func (r *Region) encode(ctx context.Context, txn *OutputTxn, id string, fields []schema.Field, mt *memtable.Memtable, wopts sst.WriteOptions) (sst.Meta, error) {
 	for {
-		it := merge.New([]row.Iterator{mt.Iter(memtable.Filter{Start: math.MinInt64, End: math.MaxInt64, ReuseFields: true})}, merge.Options{KeepTombstones: true, DropBefore: r.ttlCutoff()})
-		meta, err := sst.Write(buf, fields, it, wopts)
-		it.Close()
+		meta, err := upload(ctx, txn, id, func(w io.Writer) (sst.Meta, error) {
+			it := merge.New([]row.Iterator{mt.Iter(memtable.Filter{Start: math.MinInt64, End: math.MaxInt64, ReuseFields: true})}, merge.Options{KeepTombstones: true, DropBefore: r.ttlCutoff()})
+			defer it.Close()
+			return sst.Write(w, fields, it, wopts)
+		})
 		var nd *sst.NotDecimalField
 		if !errors.As(err, &nd) || nd.Field >= len(wopts.Decimals) || wopts.Decimals[nd.Field] < 0 {
 			return meta, err
@@ -217,6 +213,38 @@ func (r *Region) encode(buf *bytes.Buffer, fields []schema.Field, mt *memtable.M
 		r.log.Warn("flush: a field found decimal is not; writing it as doubles", "err", err)
 		wopts.Decimals = slices.Clone(wopts.Decimals)
 		wopts.Decimals[nd.Field] = decimal.None
-		buf.Reset()
 	}
+}
+
+// upload streams the SST write writes as reserved output id: write fills a
+// pipe that a concurrent UploadSST empties, so a flush holds a few MiB of
+// its file, not the file. It returns write's error if write failed (the
+// upload then failed too, before the end of the object: nothing was
+// stored), the upload's otherwise.
+//
+// NB: the upload's context is the reservation's window, not ctx (UploadSST):
+// a cancelled flush still ends its upload, so that Abandon's deletes
+// come after it.
+func upload(ctx context.Context, txn *OutputTxn, id string, write func(io.Writer) (sst.Meta, error)) (sst.Meta, error) {
+	p := sst.NewPipe(sst.PipeBuffer)
+	uploaded := make(chan error, 1)
+	go func() {
+		err := txn.UploadSST(ctx, id, p)
+		if err != nil {
+			p.UploadFailed(err)
+		}
+		uploaded <- err
+	}()
+	meta, err := write(p)
+	p.Finish(err)
+	uerr := <-uploaded
+	switch {
+	case err != nil && (uerr == nil || errors.Is(uerr, sst.ErrAbandoned)):
+		// The encoder gave up on its own (uerr is nil only if it failed
+		// after the object was complete, which Write never does).
+		return sst.Meta{}, fmt.Errorf("encode: %w", err)
+	case uerr != nil:
+		return sst.Meta{}, uerr
+	}
+	return meta, nil
 }

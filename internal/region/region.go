@@ -20,7 +20,6 @@ import (
 	"log/slog"
 	"math"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/oklog/ulid/v2"
@@ -229,12 +228,11 @@ type Region struct {
 
 	seriesIdx seriesCache // the live files' series; its own lock, taken under none of these
 
-	flushMu       sync.Mutex   // one flush (or truncate) at a time; see the lock order
-	lastFlushSize atomic.Int64 // bytes of the last flush's file
-	flushReq      chan struct{}
-	ctx           context.Context // the region's lifetime; cancelled by Close
-	cancel        context.CancelFunc
-	wg            sync.WaitGroup
+	flushMu  sync.Mutex // one flush (or truncate) at a time; see the lock order
+	flushReq chan struct{}
+	ctx      context.Context // the region's lifetime; cancelled by Close
+	cancel   context.CancelFunc
+	wg       sync.WaitGroup
 }
 
 // Open opens (or with Create, creates) a region: it reads the manifest

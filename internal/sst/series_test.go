@@ -81,6 +81,49 @@ func TestSeriesIndexRoundTripAndCorruption(t *testing.T) {
 	}
 }
 
+// TestSeriesIndexStreamed: an index of many chunks (seriesChunk) is one
+// frame that reads back whole, at both compressions, and the raw index
+// never grows past a chunk and a key.
+func TestSeriesIndexStreamed(t *testing.T) {
+	keys := promKeys(t, 3000) // about 1.3 MiB front-coded: several chunks
+	for _, c := range []Compression{CompressDefault, CompressFast} {
+		s, err := newSeriesIndex(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		raw := 0
+		for i, k := range keys {
+			for range 1 + i%3 {
+				s.add(k)
+			}
+			raw += len(k)
+			if cap(s.raw) > seriesChunk+4096 {
+				t.Fatalf("raw index grew to %d bytes", cap(s.raw))
+			}
+		}
+		data, err := s.encode()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.close(); err != nil { // after encode: nothing to do
+			t.Fatal(err)
+		}
+		x, err := DecodeSeriesIndex(data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(x.Keys, keys) {
+			t.Fatalf("compression %d: %d keys read back, want %d", c, len(x.Keys), len(keys))
+		}
+		for i, r := range x.Rows {
+			if r != int64(1+i%3) {
+				t.Fatalf("compression %d: key %d has %d rows, want %d", c, i, r, 1+i%3)
+			}
+		}
+		t.Logf("compression %d: %d keys, %d bytes of keys, %d encoded", c, len(keys), raw, len(data))
+	}
+}
+
 func flip(b []byte, i int) []byte {
 	c := slices.Clone(b)
 	c[i] ^= 0x10

@@ -22,6 +22,8 @@
 //     series; pages.go: its reader of required 64-bit chunks, which decodes
 //     their pages itself (package internal/page).
 //   - series.go: the series index written beside each file.
+//   - pipe.go: Pipe, which carries a Write's bytes to their upload as they
+//     are written.
 //   - zstd.go, zstd_cgo.go, zstd_nocgo.go: compression.
 //
 // Package internal/page alone knows Parquet below parquet-go's API (page

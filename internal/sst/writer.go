@@ -26,9 +26,25 @@ const DefaultRowGroupRows = 100_000
 // (STRATA_BENCH_PAGE_KB); docs/design-decisions.md, "Pages of 64 KiB".
 var DefaultPageBytes = 64 << 10
 
+// DefaultRowGroupKeyBytes ends a row group once the distinct series keys
+// it holds reach 4 MiB, before RowGroupRows. Until a group is written the
+// writer keeps its keys several times over: the series column's dictionary
+// (parquet-go's hash table and value buffer, each a copy, and the buffers
+// it grew through, pooled), then the dictionary page, plain and
+// compressed. 100,000 rows of TSBS's hosts hold a few hundred KiB of keys;
+// of Prometheus series at 4 rows each, 10 MiB, which made a group cost
+// about 80 MiB to write (BenchmarkWriteManySeries). A group's cost is now
+// bounded whatever the keys (docs/design-decisions.md, "What a flush
+// holds"). Smaller groups cost a footer entry each (about 1.3 KiB).
+const DefaultRowGroupKeyBytes = 4 << 20
+
 // WriteOptions configure an SST.
 type WriteOptions struct {
 	RowGroupRows int64 // default DefaultRowGroupRows
+	// RowGroupKeyBytes ends a row group before the first row of a series
+	// whose key would take the group's distinct keys past it (default
+	// DefaultRowGroupKeyBytes; a group holds at least one series).
+	RowGroupKeyBytes int
 	// Parallel is how many row groups are encoded at once (default 1).
 	// Each holds its rows in memory while it is encoded.
 	Parallel int
@@ -98,6 +114,9 @@ func Write(w io.Writer, fields []schema.Field, it row.Iterator, opts WriteOption
 	if opts.RowGroupRows <= 0 {
 		opts.RowGroupRows = DefaultRowGroupRows
 	}
+	if opts.RowGroupKeyBytes <= 0 {
+		opts.RowGroupKeyBytes = DefaultRowGroupKeyBytes
+	}
 	codec, err := codecFor(opts.Compression)
 	if err != nil {
 		return Meta{}, err
@@ -116,7 +135,10 @@ func Write(w io.Writer, fields []schema.Field, it row.Iterator, opts WriteOption
 	)
 	var series *seriesIndex
 	if opts.SeriesIndex {
-		series = new(seriesIndex)
+		if series, err = newSeriesIndex(opts.Compression); err != nil {
+			return Meta{}, err
+		}
+		defer series.close()
 	}
 	m, err := startPipeline(pw, l.cols, opts).run(it, series)
 	if err != nil {
@@ -128,7 +150,7 @@ func Write(w io.Writer, fields []schema.Field, it row.Iterator, opts WriteOption
 	m.Size = cw.n
 	if series != nil {
 		m.Series = series.count
-		if m.SeriesIndex, err = series.encode(opts.Compression); err != nil {
+		if m.SeriesIndex, err = series.encode(); err != nil {
 			return Meta{}, err
 		}
 	}
@@ -183,10 +205,12 @@ func decimalScales(fields []schema.Field, decimals []int8) ([]int8, error) {
 // (startGroup). Up to Parallel row groups are encoded at once, and a
 // committer goroutine writes them to the file in order (commit), so the
 // calling goroutine (the merge, usually the critical path) never waits on
-// the file. Batches are recycled, so memory is the row groups in flight,
-// whatever the file's size: their batches (about 16 MiB for 100k rows of
-// ten fields) and their encoded pages, and up to backlog encoded row groups
-// (a few MiB each) waiting to be written.
+// the file. Batches and row group writers are recycled, so memory is the
+// row groups in flight, whatever the file's size: their batches (about 16
+// MiB for 100k rows of ten fields), their series dictionaries (a few times
+// RowGroupKeyBytes at most) and their encoded pages, and up to backlog
+// encoded row groups (a few MiB each) waiting to be written. Beside them
+// the series index grows by its compressed size only (series.go).
 //
 // NB: a row group's queue holds all its batches, so the caller can move on
 // to the next row group while a worker still compresses this one: with a
@@ -198,15 +222,24 @@ type pipeline struct {
 	pool         *batchPool
 	queued       int   // how many batches a row group's queue holds
 	rowGroupRows int64 // WriteOptions.RowGroupRows
+	keyBytes     int   // WriteOptions.RowGroupKeyBytes
 
 	encoding  chan struct{}     // a slot per row group being encoded
 	commits   chan *groupWriter // row groups, in file order, for the committer
 	committed chan error        // the committer's outcome, once commits is closed
 	failed    atomic.Bool       // the committer has failed: stop feeding it
+	// free holds row group writers the committer has written, for the
+	// next groups: a writer keeps its buffers (the series dictionary's
+	// above all) across Commit, so a group reusing one allocates little,
+	// where a new writer grows every buffer again (parquet-go's own
+	// Writer reuses its one row group writer the same way).
+	free chan *parquet.ConcurrentRowGroupWriter
 
 	cur       *groupWriter // the row group receiving batches
 	b         *batch       // the batch being filled, nil if none
 	groupRows int64        // rows given to cur
+	groupKeys int          // bytes of the distinct series keys given to cur
+	last      string       // the series of the last row given to cur
 }
 
 // backlog is how many encoded row groups may wait to be written.
@@ -219,9 +252,11 @@ func startPipeline(pw *parquet.Writer, cols batchColumns, opts WriteOptions) *pi
 		pw: pw, cols: cols, pool: &batchPool{fields: len(cols.fields)},
 		queued:       max(2, int(opts.RowGroupRows/batchRows)+1),
 		rowGroupRows: opts.RowGroupRows,
+		keyBytes:     opts.RowGroupKeyBytes,
 		encoding:     make(chan struct{}, parallel),
 		commits:      make(chan *groupWriter, parallel+backlog),
 		committed:    make(chan error, 1),
+		free:         make(chan *parquet.ConcurrentRowGroupWriter, parallel+backlog),
 	}
 	go p.commit()
 	return p
@@ -240,6 +275,12 @@ func (p *pipeline) commit() {
 		if err == nil {
 			if _, e := g.rg.Commit(); e != nil {
 				err = fmt.Errorf("sst: write row group: %w", e)
+			} else {
+				// NB: never waits: a writer that does not fit is dropped.
+				select {
+				case p.free <- g.rg:
+				default:
+				}
 			}
 		}
 		if err != nil {
@@ -270,9 +311,6 @@ func (p *pipeline) run(it row.Iterator, series *seriesIndex) (Meta, error) {
 	if m.Rows == 0 {
 		return p.fail(ErrEmpty)
 	}
-	if p.b != nil {
-		p.cur.in <- p.b
-	}
 	if err := p.finish(); err != nil {
 		return Meta{}, err
 	}
@@ -284,36 +322,62 @@ func (p *pipeline) run(it row.Iterator, series *seriesIndex) (Meta, error) {
 // row groups on. It reports false, having added nothing, if the committer
 // failed.
 func (p *pipeline) add(e *row.Entry) bool {
+	newSeries := p.cur == nil || e.Series != p.last
+	if newSeries && p.cur != nil && p.groupKeys+len(e.Series) > p.keyBytes {
+		p.endGroup()
+	}
 	if p.cur == nil {
 		p.encoding <- struct{}{}
 		if p.failed.Load() {
 			return false
 		}
-		p.cur = startGroup(p.pw.BeginRowGroup(), p.cols, p.pool, p.queued, p.encoding)
+		p.cur = startGroup(p.rowGroup(), p.cols, p.pool, p.queued, p.encoding)
 		p.commits <- p.cur
+	}
+	if newSeries {
+		p.groupKeys += len(e.Series)
+		p.last = e.Series
 	}
 	if p.b == nil {
 		p.b = p.pool.get()
 	}
 	p.b.add(e, &p.cols)
 	p.groupRows++
-	if len(p.b.entries) == batchRows || p.groupRows == p.rowGroupRows {
+	if len(p.b.entries) == batchRows {
 		p.cur.in <- p.b
 		p.b = nil
 	}
 	if p.groupRows == p.rowGroupRows {
-		close(p.cur.in)
-		p.cur, p.groupRows = nil, 0
+		p.endGroup()
 	}
 	return true
+}
+
+// rowGroup is a written row group's writer, or a new one.
+func (p *pipeline) rowGroup() *parquet.ConcurrentRowGroupWriter {
+	select {
+	case rg := <-p.free:
+		return rg
+	default:
+		return p.pw.BeginRowGroup()
+	}
+}
+
+// endGroup hands the current row group's last batch on and closes it.
+func (p *pipeline) endGroup() {
+	if p.b != nil {
+		p.cur.in <- p.b
+		p.b = nil
+	}
+	close(p.cur.in)
+	p.cur, p.groupRows, p.groupKeys, p.last = nil, 0, 0, ""
 }
 
 // finish ends the row group receiving batches and waits for the committer:
 // the first error encoding or writing a row group.
 func (p *pipeline) finish() error {
 	if p.cur != nil {
-		close(p.cur.in)
-		p.cur = nil
+		p.endGroup()
 	}
 	close(p.commits)
 	return <-p.committed

@@ -2,6 +2,7 @@ package sst
 
 import (
 	"fmt"
+	"io"
 
 	"github.com/parquet-go/parquet-go/compress/zstd"
 	"github.com/parquet-go/parquet-go/format"
@@ -63,7 +64,16 @@ var decoder zstd.Codec
 
 func (*zstdCodec) Decode(dst, src []byte) ([]byte, error) { return decoder.Decode(dst, src) }
 
-// encoder compresses one page at a time; safe for concurrent use.
+// stream starts one zstd frame written to w as it is compressed: for an
+// object built a piece at a time (the series index), whose uncompressed
+// bytes are never whole in memory. Its Close ends the frame, and must be
+// called whatever happened: it frees the stream's state (libzstd's, outside
+// the Go heap).
+func (c *zstdCodec) stream(w io.Writer) io.WriteCloser { return c.enc.stream(w) }
+
+// encoder compresses one page at a time, or a stream; safe for concurrent
+// use.
 type encoder interface {
 	encode(dst, src []byte) ([]byte, error)
+	stream(w io.Writer) io.WriteCloser
 }

@@ -4,6 +4,7 @@ package sst
 
 import (
 	"fmt"
+	"io"
 	"sync"
 
 	czstd "github.com/DataDog/zstd"
@@ -35,3 +36,6 @@ func (e *cgoEncoder) encode(dst, src []byte) ([]byte, error) {
 	}
 	return out, nil
 }
+
+// stream is a libzstd stream at the encoder's level.
+func (e *cgoEncoder) stream(w io.Writer) io.WriteCloser { return czstd.NewWriterLevel(w, e.level) }
