@@ -52,6 +52,15 @@ var rules = []rule{
 		why:       "protobuf conversions need no object store, and the AWS SDK in every client of wire is megabytes of nothing",
 	},
 	{
+		pkg: module + "internal/gc",
+		forbidden: []string{
+			module + "internal/region",
+			module + "internal/memtable",
+			module + "internal/sst",
+		},
+		why: "GC works on a region through gc.Region (its manifest, store and owner checks) and links no region engine, memtable or SST code",
+	},
+	{
 		pkg:       module + "internal/schema",
 		forbidden: []string{module + "internal/manifest"},
 		why:       "the manifest records a schema; the schema knows nothing of manifests",

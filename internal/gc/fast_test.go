@@ -22,6 +22,9 @@ import (
 
 var rid = layout.RegionID{Table: 4, Region: 2}
 
+// The region engine's regions are what GC runs on.
+var _ Region = (*region.Region)(nil)
+
 var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 
 type clock struct {
