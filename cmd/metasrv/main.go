@@ -19,8 +19,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/stratadb/strata/internal/tlsutil"
-
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/spf13/cobra"
@@ -34,6 +32,7 @@ import (
 	"github.com/stratadb/strata/internal/metasrv"
 	"github.com/stratadb/strata/internal/objstore"
 	"github.com/stratadb/strata/internal/procflags"
+	"github.com/stratadb/strata/internal/tlsutil"
 	"github.com/stratadb/strata/internal/version"
 )
 

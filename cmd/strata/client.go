@@ -14,15 +14,13 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/spf13/cobra"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/stratadb/strata/internal/tlsutil"
-
-	"github.com/spf13/cobra"
-	"google.golang.org/grpc"
-
 	"github.com/stratadb/strata/internal/auth"
+	"github.com/stratadb/strata/internal/tlsutil"
 	pb "github.com/stratadb/strata/proto/strata/v1"
 )
 

@@ -21,10 +21,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stratadb/strata/internal/tlsutil"
-
-	"github.com/stratadb/strata/internal/version"
-
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
@@ -36,6 +32,8 @@ import (
 	"github.com/stratadb/strata/internal/gcsched"
 	"github.com/stratadb/strata/internal/layout"
 	"github.com/stratadb/strata/internal/objstore/objstoretest"
+	"github.com/stratadb/strata/internal/tlsutil"
+	"github.com/stratadb/strata/internal/version"
 	pb "github.com/stratadb/strata/proto/strata/v1"
 )
 

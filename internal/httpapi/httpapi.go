@@ -19,20 +19,19 @@ import (
 	"strings"
 	"time"
 
-	"github.com/stratadb/strata/internal/fence"
-	"github.com/stratadb/strata/internal/freelist"
-	"github.com/stratadb/strata/internal/row"
-	"github.com/stratadb/strata/internal/version"
-
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/stratadb/strata/internal/catalog"
 	"github.com/stratadb/strata/internal/datanode"
+	"github.com/stratadb/strata/internal/fence"
+	"github.com/stratadb/strata/internal/freelist"
 	"github.com/stratadb/strata/internal/lineproto"
 	"github.com/stratadb/strata/internal/prom"
 	"github.com/stratadb/strata/internal/region"
+	"github.com/stratadb/strata/internal/row"
 	"github.com/stratadb/strata/internal/schema"
+	"github.com/stratadb/strata/internal/version"
 )
 
 // DefaultMaxBodyBytes bounds a write request's body, after decompression.

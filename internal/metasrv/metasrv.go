@@ -16,10 +16,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/stratadb/strata/internal/tlsutil"
-
-	"github.com/stratadb/strata/internal/version"
-
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
 	"google.golang.org/grpc"
@@ -32,6 +28,8 @@ import (
 	"github.com/stratadb/strata/internal/gcsched"
 	"github.com/stratadb/strata/internal/layout"
 	"github.com/stratadb/strata/internal/objstore"
+	"github.com/stratadb/strata/internal/tlsutil"
+	"github.com/stratadb/strata/internal/version"
 	"github.com/stratadb/strata/internal/wire"
 	pb "github.com/stratadb/strata/proto/strata/v1"
 )

@@ -11,8 +11,6 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/stratadb/strata/internal/version"
-
 	"github.com/prometheus/common/model"
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/promql"
@@ -20,6 +18,7 @@ import (
 	"github.com/prometheus/prometheus/storage"
 
 	"github.com/stratadb/strata/internal/datanode"
+	"github.com/stratadb/strata/internal/version"
 )
 
 // Limits bound what one query may take.

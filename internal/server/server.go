@@ -17,18 +17,12 @@ import (
 	"strconv"
 	"time"
 
-	"google.golang.org/grpc/credentials"
-
-	"github.com/stratadb/strata/internal/sst"
-	"github.com/stratadb/strata/internal/tlsutil"
-
-	"github.com/stratadb/strata/internal/version"
-
 	"github.com/oklog/ulid/v2"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/reflection"
@@ -48,6 +42,9 @@ import (
 	"github.com/stratadb/strata/internal/objstore"
 	"github.com/stratadb/strata/internal/prom"
 	"github.com/stratadb/strata/internal/region"
+	"github.com/stratadb/strata/internal/sst"
+	"github.com/stratadb/strata/internal/tlsutil"
+	"github.com/stratadb/strata/internal/version"
 	"github.com/stratadb/strata/internal/wal"
 )
 

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/grpc"
 
