@@ -158,7 +158,7 @@ failover, the GC scheduler, the admin gRPC service, and /metrics and
 		hs.Shutdown()
 		srv.Close()
 		g.GracefulStop()
-		hsrv.Close()
+		_ = hsrv.Close() // shutting down: a listener's close error changes nothing
 		if err != nil {
 			return fail(err)
 		}

@@ -132,7 +132,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) { h.mux.Serv
 
 func (h *Handler) health(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "application/json")
-	json.NewEncoder(w).Encode(map[string]string{"name": "strata", "status": "pass", "message": "ready for queries and writes",
+	_ = json.NewEncoder(w).Encode(map[string]string{"name": "strata", "status": "pass", "message": "ready for queries and writes",
 		"version": h.opts.Build.Version, "revision": h.opts.Build.Revision, "go_version": h.opts.Build.GoVersion})
 }
 
@@ -153,9 +153,9 @@ func (h *Handler) fail(w http.ResponseWriter, v2 bool, e apiError) {
 	w.Header().Set("X-Influxdb-Error", e.message)
 	w.WriteHeader(e.status)
 	if v2 {
-		json.NewEncoder(w).Encode(map[string]string{"code": e.code, "message": e.message})
+		_ = json.NewEncoder(w).Encode(map[string]string{"code": e.code, "message": e.message})
 	} else {
-		json.NewEncoder(w).Encode(map[string]string{"error": e.message})
+		_ = json.NewEncoder(w).Encode(map[string]string{"error": e.message})
 	}
 }
 

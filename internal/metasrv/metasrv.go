@@ -179,7 +179,7 @@ func (s *Server) campaign(ctx context.Context) {
 		}
 		el := concurrency.NewElection(sess, cluster.ElectionPrefix)
 		if err := el.Campaign(ctx, s.opts.Addr); err != nil {
-			sess.Close()
+			_ = sess.Close() // revokes the lease; failing that, it expires
 			continue
 		}
 		s.log.Info("elected leader")
@@ -211,9 +211,9 @@ func (s *Server) campaign(ctx context.Context) {
 		s.mu.Unlock()
 		s.metrics.Leader.Set(0)
 		rctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		el.Resign(rctx)
+		_ = el.Resign(rctx) // failing that, the key goes with the session's lease
 		cancel()
-		sess.Close()
+		_ = sess.Close()
 	}
 }
 

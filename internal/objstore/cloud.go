@@ -323,7 +323,7 @@ func (c *cloudBucket) writeAll(ctx context.Context, key string, data []byte, opt
 	}
 	if _, err := w.Write(data); err != nil {
 		abort()
-		w.Close()
+		_ = w.Close() // aborted: the write's error is the one returned
 		return err
 	}
 	return w.Close()

@@ -43,7 +43,7 @@ type logWriter interface {
 
 type ownWAL struct{ *wal.Writer }
 
-func (w ownWAL) Close() { w.Writer.Close() }
+func (w ownWAL) Close() { _ = w.Writer.Close() }
 
 // openStreams replays the streams the manifest names into the active
 // memtable, seals each (but this process's live stream), and commits what

@@ -337,7 +337,7 @@ func (s *Server) abort() {
 		s.grpcSrv.Stop()
 	}
 	if s.httpSrv != nil {
-		s.httpSrv.Close()
+		_ = s.httpSrv.Close()
 	}
 	for _, ln := range []net.Listener{s.httpLn, s.grpcLn} {
 		if ln != nil {
@@ -351,16 +351,16 @@ func (s *Server) abort() {
 		s.agent.Close(context.Background())
 	}
 	if s.eng != nil {
-		s.eng.Close(context.Background(), false)
+		_ = s.eng.Close(context.Background(), false)
 	}
 	if s.stream != nil {
-		s.stream.Close()
+		_ = s.stream.Close()
 	}
 	if s.etcd != nil {
 		s.etcd.Close()
 	}
 	s.closeEmbedded()
-	s.closeStore()
+	_ = s.closeStore()
 }
 
 func (s *Server) closeEmbedded() {
@@ -413,7 +413,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	s.log.Info("shutting down: flushing regions")
 	errs = append(errs, s.eng.Close(ctx, true))
 	if s.stream != nil {
-		s.stream.Close() // after every region detached
+		errs = append(errs, s.stream.Close()) // after every region detached
 	}
 	s.agent.Revoke(ctx)
 	s.etcd.Close()

@@ -122,7 +122,9 @@ func TestGroupCommitReplayAndFence(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	w.Close()
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
 	st := w.Stats()
 	if st.Entries != writers*each*2 || rec.n != writers*each*2 {
 		t.Fatalf("stats %+v, applied %d", st, rec.n)
@@ -159,7 +161,7 @@ func TestStaleWriterIsFenced(t *testing.T) {
 	s := objstoretest.Mem(t)
 	next, seq, _ := replayAll(t, s, 1, 0, 0)
 	old := NewWriter(s, region, 1, next, seq, Options{}, func(uint64, []row.Entry) {})
-	defer old.Close()
+	defer func() { _ = old.Close() }()
 	if err := old.Append(ctx, []row.Entry{put("a", 1, 1)}); err != nil {
 		t.Fatal(err)
 	}
@@ -191,7 +193,7 @@ func TestAmbiguousSegmentIsResolved(t *testing.T) {
 			fs := faultstore.New(inner, faultstore.Rule{Match: faultstore.KeyContains(".wal"), N: 1, Action: action})
 			rec := &recorder{}
 			w := NewWriter(fs, region, 1, next, seq, Options{}, rec.apply)
-			defer w.Close()
+			defer func() { _ = w.Close() }()
 			err := w.Append(ctx, []row.Entry{put("a", 1, 1)})
 			if !errors.Is(err, ErrOutcomeUnknown) {
 				t.Fatalf("first append: %v", err)
@@ -226,7 +228,7 @@ func TestAmbiguousSegmentCollected(t *testing.T) {
 	next, seq, _ := replayAll(t, inner, 1, 0, 0)
 	fs := faultstore.New(inner, faultstore.Rule{Match: faultstore.KeyContains(".wal"), N: 1, Action: faultstore.FailAfter})
 	w := NewWriter(fs, region, 1, next, seq, Options{}, (&recorder{}).apply)
-	defer w.Close()
+	defer func() { _ = w.Close() }()
 	if err := w.Append(ctx, []row.Entry{put("a", 1, 1)}); !errors.Is(err, ErrOutcomeUnknown) {
 		t.Fatalf("first append: %v", err)
 	}
@@ -266,7 +268,9 @@ func TestRecoverDetectsGapsAndCorruption(t *testing.T) {
 	if _, _, err := Recover(ctx, s, region, 2, 0, 0, func(*Segment) error { return nil }); !errors.Is(err, ErrCorrupt) {
 		t.Fatalf("sequence behind: %v", err)
 	}
-	s.Put(ctx, region.WALKey(3), []byte("not a segment"))
+	if err := s.Put(ctx, region.WALKey(3), []byte("not a segment")); err != nil {
+		t.Fatal(err)
+	}
 	if _, _, err := Recover(ctx, s, region, 2, 0, 0, func(*Segment) error { return nil }); !errors.Is(err, ErrCorrupt) {
 		t.Fatalf("garbage: %v", err)
 	}
@@ -282,8 +286,12 @@ func TestRecoverStoreFailures(t *testing.T) {
 	for _, op := range []objstore.Op{objstore.OpList, objstore.OpGet, objstore.OpPut} {
 		inner := objstoretest.Mem(t)
 		w := NewWriter(inner, region, 1, 1, 1, Options{}, func(uint64, []row.Entry) {})
-		w.Append(ctx, []row.Entry{put("a", 1, 1)})
-		w.Close()
+		if err := w.Append(ctx, []row.Entry{put("a", 1, 1)}); err != nil {
+			t.Fatal(err)
+		}
+		if err := w.Close(); err != nil {
+			t.Fatal(err)
+		}
 		fs := faultstore.New(inner, faultstore.Rule{Match: faultstore.OnOp(op), N: 1, Action: faultstore.Fail})
 		if _, _, err := Recover(ctx, fs, region, 2, 0, 0, func(*Segment) error { return nil }); !errors.Is(err, faultstore.ErrInjected) {
 			t.Fatalf("%s failure: %v", op, err)
@@ -308,7 +316,7 @@ func TestAppendsQueuedBehindASegmentShareTheNext(t *testing.T) {
 	}
 	rec := &recorder{}
 	w := NewWriter(fs, region, 1, 1, 1, Options{}, rec.apply)
-	defer w.Close()
+	defer func() { _ = w.Close() }()
 	var wg sync.WaitGroup
 	for g := range writers {
 		wg.Add(1)
@@ -345,13 +353,15 @@ func TestWindowAndSegmentSizeBoundGroups(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	w.Close()
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
 	if st := w.Stats(); st.Segments != 10 {
 		t.Fatalf("10 appends over a 1-byte cap took %d segments", st.Segments)
 	}
 	// A cancelled context before queuing fails fast and writes nothing.
 	w2 := NewWriter(s, region, 1, 11, 11, Options{}, rec.apply)
-	defer w2.Close()
+	defer func() { _ = w2.Close() }()
 	cctx, cancel := context.WithCancel(ctx)
 	cancel()
 	// NB: the send may still win the race with ctx.Done; both outcomes
@@ -377,7 +387,7 @@ func (s *lateCreate) CreateIfAbsent(ctx context.Context, key string, data []byte
 	}
 	if s.early && key == s.key {
 		s.early = false
-		s.Bucket.CreateIfAbsent(ctx, key, s.held)
+		_ = s.Bucket.CreateIfAbsent(ctx, key, s.held)
 	}
 	return s.Bucket.CreateIfAbsent(ctx, key, data)
 }
@@ -392,7 +402,7 @@ func TestLateLandingSegmentIsRefused(t *testing.T) {
 	ls := &lateCreate{Bucket: inner}
 	rec := &recorder{}
 	w := NewWriter(ls, region, 1, next, seq, Options{}, rec.apply)
-	defer w.Close()
+	defer func() { _ = w.Close() }()
 	if err := w.Append(ctx, []row.Entry{put("a", 1, 1)}); !errors.Is(err, ErrOutcomeUnknown) {
 		t.Fatalf("first append: %v", err)
 	}
@@ -415,7 +425,7 @@ func TestLateLandingSegmentIsRefused(t *testing.T) {
 	ls2 := &lateCreate{Bucket: inner2, early: true}
 	rec2 := &recorder{}
 	w2 := NewWriter(ls2, region, 1, next, seq, Options{}, rec2.apply)
-	defer w2.Close()
+	defer func() { _ = w2.Close() }()
 	if err := w2.Append(ctx, []row.Entry{put("a", 1, 1)}); !errors.Is(err, ErrOutcomeUnknown) {
 		t.Fatalf("first append: %v", err)
 	}
@@ -459,7 +469,7 @@ func TestNoAcknowledgementAfterTheLease(t *testing.T) {
 	}
 	applied := 0
 	w := NewWriter(leaseRunsOut{s, func() { mu.Lock(); expired = true; mu.Unlock() }}, region, 1, next, seq, Options{Lease: lease}, func(uint64, []row.Entry) { applied++ })
-	defer w.Close()
+	defer func() { _ = w.Close() }()
 	err := w.Append(ctx, []row.Entry{put("a", 1, 1)})
 	if !errors.Is(err, ErrLeaseExpired) || !errors.Is(err, fence.ErrFenced) || !errors.Is(err, ErrOutcomeUnknown) {
 		t.Fatalf("an append that landed after the lease: %v", err)
