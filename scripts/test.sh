@@ -30,6 +30,9 @@ install() { # name binary module@version
 install Prometheus prometheus github.com/prometheus/prometheus/cmd/prometheus@v0.316.0
 install node_exporter node_exporter github.com/prometheus/node_exporter@v1.12.1
 install VictoriaMetrics victoria-metrics github.com/VictoriaMetrics/VictoriaMetrics/app/victoria-metrics@v1.151.0
+# golangci-lint (.golangci.yml; docs/design-decisions.md, "Lint"), built
+# the same way (about 2 minutes the first time).
+install golangci-lint golangci-lint github.com/golangci/golangci-lint/v2/cmd/golangci-lint@v2.15.0
 export STRATA_PROMETHEUS_BIN="$BIN_DIR/prometheus" STRATA_NODE_EXPORTER_BIN="$BIN_DIR/node_exporter" STRATA_VM_BIN="$BIN_DIR/victoria-metrics"
 export STRATA_REQUIRE_PROMETHEUS=1
 
@@ -58,6 +61,10 @@ echo "go vet ./..."
 # ValueType is not io.Seeker's: vet's stdmethods check is off there alone.
 go vet $(go list ./... | grep -v '/internal/prom$')
 go vet -stdmethods=false ./internal/prom
+# As built, with cgo (the default): the cgo files (internal/sst/zstd_cgo.go)
+# are linted; the nocgo build is compiled below.
+echo "golangci-lint run ./..."
+"$BIN_DIR/golangci-lint" run ./...
 # SSTs are compressed with libzstd through cgo; without cgo a pure-Go
 # encoder takes its place (internal/sst/zstd_nocgo.go). Keep that build
 # compiling and its files readable.

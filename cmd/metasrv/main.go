@@ -19,8 +19,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/stratadb/strata/internal/tlsutil"
-
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/spf13/cobra"
@@ -34,6 +32,7 @@ import (
 	"github.com/stratadb/strata/internal/metasrv"
 	"github.com/stratadb/strata/internal/objstore"
 	"github.com/stratadb/strata/internal/procflags"
+	"github.com/stratadb/strata/internal/tlsutil"
 	"github.com/stratadb/strata/internal/version"
 )
 
@@ -159,7 +158,7 @@ failover, the GC scheduler, the admin gRPC service, and /metrics and
 		hs.Shutdown()
 		srv.Close()
 		g.GracefulStop()
-		hsrv.Close()
+		_ = hsrv.Close() // shutting down: a listener's close error changes nothing
 		if err != nil {
 			return fail(err)
 		}

@@ -131,7 +131,9 @@ func TestMetasrvServesMetrics(t *testing.T) {
 		t.Fatal(err)
 	}
 	var health struct{ Status, Role string }
-	json.NewDecoder(resp.Body).Decode(&health)
+	if err := json.NewDecoder(resp.Body).Decode(&health); err != nil {
+		t.Fatal(err)
+	}
 	resp.Body.Close()
 	if health.Status != "ok" || health.Role != "leader" {
 		t.Errorf("/health: %+v, want ok and leader", health)
@@ -152,7 +154,7 @@ func TestMetasrvServesMetrics(t *testing.T) {
 	}
 	g := grpc.NewServer()
 	pb.RegisterDatanodeServer(g, dn)
-	go g.Serve(ln)
+	go func() { _ = g.Serve(ln) }()
 	defer g.Stop()
 	register := func(id string, ttl int64) (clientv3.LeaseID, context.CancelFunc) {
 		t.Helper()
@@ -192,7 +194,7 @@ func TestMetasrvServesMetrics(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitMetric(t, hc, metrics, `strata_metasrv_placement_moves_total{reason="placed"}`, 1)
-	body = waitMetric(t, hc, metrics, `strata_metasrv_gc_runs_total{mode="fast",result="ok"}`, 1)
+	waitMetric(t, hc, metrics, `strata_metasrv_gc_runs_total{mode="fast",result="ok"}`, 1)
 	if dn.gcCalls.Load() == 0 {
 		t.Error("the GC run counted reached no datanode")
 	}

@@ -14,15 +14,13 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/spf13/cobra"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/stratadb/strata/internal/tlsutil"
-
-	"github.com/spf13/cobra"
-	"google.golang.org/grpc"
-
 	"github.com/stratadb/strata/internal/auth"
+	"github.com/stratadb/strata/internal/tlsutil"
 	pb "github.com/stratadb/strata/proto/strata/v1"
 )
 
@@ -115,7 +113,9 @@ func tlsRefusal(addr string, c tlsutil.Config) error {
 		return err
 	}
 	defer conn.Close()
-	conn.SetReadDeadline(time.Now().Add(2 * time.Second))
+	if err := conn.SetReadDeadline(time.Now().Add(2 * time.Second)); err != nil {
+		return err
+	}
 	if _, err := conn.Read(make([]byte, 1)); err != nil {
 		var ne net.Error
 		if errors.As(err, &ne) && ne.Timeout() {
@@ -139,9 +139,10 @@ func output(w io.Writer, format string, header []string, rows [][]string) error 
 		return tw.Flush()
 	case "csv":
 		cw := csv.NewWriter(w)
-		cw.Write(header)
-		cw.WriteAll(rows)
-		return cw.Error()
+		if err := cw.Write(header); err != nil {
+			return err
+		}
+		return cw.WriteAll(rows) // flushes; the first error of any write
 	case "json":
 		out := make([]map[string]string, len(rows))
 		for i, r := range rows {

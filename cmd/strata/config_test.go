@@ -12,7 +12,9 @@ import (
 // Flags beat STRATA_* variables, which beat the config file.
 func TestConfigPrecedence(t *testing.T) {
 	cfg := filepath.Join(t.TempDir(), "strata.yaml")
-	os.WriteFile(cfg, []byte("data-dir: /from/file\nhttp-addr: file:1\ngrpc-addr: file:2\nunknown-key: 1\n"), 0o644)
+	if err := os.WriteFile(cfg, []byte("data-dir: /from/file\nhttp-addr: file:1\ngrpc-addr: file:2\nunknown-key: 1\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	var got map[string]string
 	probe := func() *cobra.Command {
 		c := &cobra.Command{Use: "probe", RunE: func(cmd *cobra.Command, args []string) error {

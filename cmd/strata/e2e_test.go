@@ -41,7 +41,7 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	code := m.Run()
-	os.RemoveAll(dir)
+	_ = os.RemoveAll(dir)
 	os.Exit(code)
 }
 
@@ -85,26 +85,26 @@ func start(t *testing.T, dataDir string, extra ...string) *proc {
 		sc := bufio.NewScanner(pr)
 		for sc.Scan() {
 			line := sc.Text()
-			p.logs.Write([]byte(line + "\n"))
+			_, _ = p.logs.Write([]byte(line + "\n"))
 			if m := servingRE.FindStringSubmatch(line); m != nil {
 				addrs <- m[1:]
 			}
 		}
 	}()
-	go func() { p.exited <- cmd.Wait(); pw.Close() }()
+	go func() { p.exited <- cmd.Wait(); _ = pw.Close() }()
 	select {
 	case a := <-addrs:
 		p.http, p.grpc = "http://"+a[0], a[1]
 	case err := <-p.exited:
 		t.Fatalf("strata standalone exited: %v\n%s", err, p.logs.String())
 	case <-time.After(60 * time.Second):
-		cmd.Process.Kill()
+		_ = cmd.Process.Kill()
 		t.Fatalf("strata standalone did not start in 60s\n%s", p.logs.String())
 	}
 	t.Cleanup(func() {
 		if cmd.ProcessState == nil {
-			cmd.Process.Kill()
-			<-p.exited
+			_ = cmd.Process.Kill()
+			t.Logf("strata standalone stopped: %v", <-p.exited)
 		}
 	})
 	return p
@@ -113,7 +113,7 @@ func start(t *testing.T, dataDir string, extra ...string) *proc {
 // stop sends sig and waits for the process to exit.
 func (p *proc) stop(t *testing.T, sig syscall.Signal) error {
 	t.Helper()
-	p.cmd.Process.Signal(sig)
+	_ = p.cmd.Process.Signal(sig) // failing that, it has exited: the wait below says so
 	select {
 	case err := <-p.exited:
 		return err
@@ -162,8 +162,12 @@ func post(t *testing.T, url, body string, gz bool) (int, string) {
 	if gz {
 		var b bytes.Buffer
 		w := gzip.NewWriter(&b)
-		w.Write([]byte(body))
-		w.Close()
+		if _, err := w.Write([]byte(body)); err != nil {
+			t.Fatal(err)
+		}
+		if err := w.Close(); err != nil {
+			t.Fatal(err)
+		}
 		r = &b
 	}
 	req, _ := http.NewRequest(http.MethodPost, url, r)
@@ -317,13 +321,17 @@ func TestCLIWriteLineProtocolAndCSV(t *testing.T) {
 	for i := range 12_000 {
 		fmt.Fprintf(&b, "mem,host=h%d used=%di %d\n", i%7, i, int64(i)*1e9)
 	}
-	os.WriteFile(lp, []byte(b.String()), 0o644)
+	if err := os.WriteFile(lp, []byte(b.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	out, errs, code := p.cli(t, "write", lp, "--batch", "5000")
 	if code != 0 || !strings.Contains(out, "wrote 12000 points") {
 		t.Fatalf("write lp: %d %s %s", code, out, errs)
 	}
 	csvPath := filepath.Join(dir, "in.csv")
-	os.WriteFile(csvPath, []byte("time,host,load,count:int64,up\n2026-01-01T00:00:00Z,a,0.5,3,true\n2026-01-01T00:00:10Z,a,,4,false\n"), 0o644)
+	if err := os.WriteFile(csvPath, []byte("time,host,load,count:int64,up\n2026-01-01T00:00:00Z,a,0.5,3,true\n2026-01-01T00:00:10Z,a,,4,false\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	out, errs, code = p.cli(t, "write", csvPath, "--table", "sys", "--tags", "host")
 	if code != 0 || !strings.Contains(out, "wrote 2 points") {
 		t.Fatalf("write csv: %d %s %s", code, out, errs)
@@ -359,7 +367,9 @@ func TestCLIWriteLineProtocolAndCSV(t *testing.T) {
 	}
 	// A malformed line: the CLI names file and line and exits 2.
 	bad := filepath.Join(dir, "bad.lp")
-	os.WriteFile(bad, []byte("mem,host=z used=1i 1\nmem,host=z used=oops 2\n"), 0o644)
+	if err := os.WriteFile(bad, []byte("mem,host=z used=1i 1\nmem,host=z used=oops 2\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	_, errs, code = p.cli(t, "write", bad)
 	if code != exitUsage || !strings.Contains(errs, "bad.lp: line 2") {
 		t.Fatalf("bad lp: %d %s", code, errs)
@@ -413,7 +423,7 @@ func TestKill9MidIngestLosesNothingAcknowledged(t *testing.T) {
 	case <-done:
 		t.Fatalf("writer stopped early\n%s", p.logs.String())
 	}
-	p.stop(t, syscall.SIGKILL)
+	_ = p.stop(t, syscall.SIGKILL) // killed: its exit status says only that
 	<-done
 	mu.Lock()
 	nAcked, nInflight := acked, inflight
@@ -541,8 +551,12 @@ func TestTruncateGCAndFsck(t *testing.T) {
 	}
 	// A planted unowned SST: exit 1, or 0 with --allow-orphans.
 	sstDir := filepath.Join(dataDir, "store", "1", "0", "sst")
-	os.MkdirAll(sstDir, 0o755)
-	os.WriteFile(filepath.Join(sstDir, "01JPLANTEDPLANTEDPLANTED00.parquet"), []byte("x"), 0o644)
+	if err := os.MkdirAll(sstDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(sstDir, "01JPLANTEDPLANTEDPLANTED00.parquet"), []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	out, _, code = p.cli(t, "fsck", "--store", store, "--table", "1")
 	if code != 1 || !strings.Contains(out, "unowned sst 1/0/sst/01JPLANTEDPLANTEDPLANTED00.parquet") {
 		t.Fatalf("fsck with an orphan: %d\n%s", code, out)
@@ -566,14 +580,18 @@ func TestTruncateGCAndFsck(t *testing.T) {
 		return -1
 	}
 	out, _, _ = p.cli(t, "fsck", "--store", store, "-o", "json", "--allow-orphans")
-	json.Unmarshal([]byte(out), &rep)
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatal(err)
+	}
 	// First only its series index (label queries of the region would
 	// fail), then its SST too.
 	for _, suffix := range []string{".series", ".parquet"} {
 		ents, _ := os.ReadDir(sstDir)
 		for _, e := range ents {
 			if !strings.Contains(e.Name(), "PLANTED") && strings.HasSuffix(e.Name(), suffix) {
-				os.Remove(filepath.Join(sstDir, e.Name()))
+				if err := os.Remove(filepath.Join(sstDir, e.Name())); err != nil {
+					t.Fatal(err)
+				}
 			}
 		}
 		out, _, code = p.cli(t, "fsck", "--store", store, "-o", "json", "--allow-orphans")

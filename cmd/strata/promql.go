@@ -108,7 +108,9 @@ func runPromQL(cmd *cobra.Command, expr string) error {
 	switch r.Data.ResultType {
 	case "scalar", "string":
 		var p [2]any
-		json.Unmarshal(r.Data.Result, &p)
+		if err := json.Unmarshal(r.Data.Result, &p); err != nil {
+			return err
+		}
 		rows = append(rows, []string{"", promTime(p[0]), fmt.Sprint(p[1])})
 	case "vector", "matrix":
 		var series []struct {

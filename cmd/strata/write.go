@@ -92,7 +92,7 @@ func runWrite(cmd *cobra.Command, args []string) error {
 			if err != nil {
 				return usageError{err}
 			}
-			defer file.Close()
+			defer func() { _ = file.Close() }() // read only
 			if fi, err := file.Stat(); err == nil {
 				size = fi.Size()
 			}
@@ -101,7 +101,7 @@ func runWrite(cmd *cobra.Command, args []string) error {
 		if show := progressMode == "always" || (progressMode == "auto" && size > 1<<20 && isTerminal(cmd.ErrOrStderr())); show {
 			bar := progressbar.DefaultBytes(size, "writing "+filepath.Base(name))
 			in = io.TeeReader(in, bar)
-			defer bar.Finish()
+			defer func() { _ = bar.Finish() }() // the progress bar's last draw
 		}
 		fmtName := format
 		if fmtName == "" {

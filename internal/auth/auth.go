@@ -119,7 +119,7 @@ func (t Token) DialOptions() []grpc.DialOption {
 	if !t.Enabled() {
 		return nil
 	}
-	return []grpc.DialOption{grpc.WithPerRPCCredentials(bearer{t.secret})}
+	return []grpc.DialOption{grpc.WithPerRPCCredentials(bearer(t))}
 }
 
 // Authorize adds the token to an outgoing HTTP request (nothing when it is
@@ -146,7 +146,7 @@ func (t Token) HTTP(h http.Handler) http.Handler {
 		w.Header().Set("Content-Type", "application/json")
 		w.Header().Set("WWW-Authenticate", `Token realm="strata"`)
 		w.WriteHeader(http.StatusUnauthorized)
-		fmt.Fprintf(w, `{"code":"unauthorized","message":%q}`, ErrUnauthenticated.Error())
+		_, _ = fmt.Fprintf(w, `{"code":"unauthorized","message":%q}`, ErrUnauthenticated.Error())
 	})
 }
 

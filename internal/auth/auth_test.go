@@ -76,7 +76,7 @@ func TestGRPC(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	go g.Serve(ln)
+	go func() { _ = g.Serve(ln) }()
 	defer g.Stop()
 	call := func(opts ...grpc.DialOption) (health, list error) {
 		conn, err := grpc.NewClient(ln.Addr().String(), append(opts, grpc.WithTransportCredentials(insecure.NewCredentials()))...)
@@ -89,7 +89,8 @@ func TestGRPC(t *testing.T) {
 		// Reflection stands for every other service (a stream call).
 		st, err := reflectionpb.NewServerReflectionClient(conn).ServerReflectionInfo(context.Background())
 		if err == nil {
-			st.Send(&reflectionpb.ServerReflectionRequest{MessageRequest: &reflectionpb.ServerReflectionRequest_ListServices{}})
+			// A refused stream's status comes from Recv (Send says io.EOF).
+			_ = st.Send(&reflectionpb.ServerReflectionRequest{MessageRequest: &reflectionpb.ServerReflectionRequest_ListServices{}})
 			_, err = st.Recv()
 		}
 		list = err
@@ -111,11 +112,15 @@ func TestGRPC(t *testing.T) {
 
 func TestLoad(t *testing.T) {
 	p := filepath.Join(t.TempDir(), "tok")
-	os.WriteFile(p, []byte("  abc \n"), 0o600)
+	if err := os.WriteFile(p, []byte("  abc \n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	if tok, err := Load(p); err != nil || !tok.match("abc") {
 		t.Fatalf("load: %v", err)
 	}
-	os.WriteFile(p, []byte("\n"), 0o600)
+	if err := os.WriteFile(p, []byte("\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := Load(p); err == nil {
 		t.Fatal("an empty token file was accepted")
 	}

@@ -35,7 +35,7 @@ func StartProfile(b *testing.B) (stop func()) {
 		b.Fatalf("benchutil: cpu profile: %v", err)
 	}
 	if err := pprof.StartCPUProfile(f); err != nil {
-		f.Close()
+		_ = f.Close()
 		b.Fatalf("benchutil: cpu profile: %v", err)
 	}
 	return func() {
@@ -57,7 +57,7 @@ func startTrace(b *testing.B) (stop func()) {
 		b.Fatalf("benchutil: trace: %v", err)
 	}
 	if err := trace.Start(f); err != nil {
-		f.Close()
+		_ = f.Close()
 		b.Fatalf("benchutil: trace: %v", err)
 	}
 	return func() {

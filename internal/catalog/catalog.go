@@ -226,7 +226,7 @@ func (c *Catalog) load(ctx context.Context) error {
 	}
 	for k, e := range c.recs {
 		if !seen[k] && e.mod != 0 {
-			c.applyLocked(Record{Key: k, At: rev}) // deleted by rev
+			_ = c.applyLocked(Record{Key: k, At: rev}) // deleted by rev: nothing to decode
 		}
 	}
 	c.advanceLocked(rev)
@@ -261,7 +261,7 @@ func (c *Catalog) applyWatched(recs []Record, rev int64) {
 	for _, r := range recs {
 		// A value no Strata writes (decode fails) is skipped: the copy
 		// keeps the record's previous value.
-		c.applyLocked(r)
+		_ = c.applyLocked(r)
 	}
 	c.advanceLocked(rev)
 }
@@ -476,7 +476,7 @@ func (c *Catalog) change(ctx context.Context, what string, keys []string, plan f
 				if op.Value == nil {
 					mod = 0
 				}
-				c.applyLocked(Record{Key: op.Key, Value: op.Value, Mod: mod, At: rev}) // the plan encoded it
+				_ = c.applyLocked(Record{Key: op.Key, Value: op.Value, Mod: mod, At: rev}) // the plan encoded it
 			}
 			if rev == c.rev+1 { // nothing else was committed in between
 				c.advanceLocked(rev)
@@ -507,7 +507,7 @@ func (c *Catalog) applyRead(recs []Record) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for _, r := range recs {
-		c.applyLocked(r)
+		_ = c.applyLocked(r)
 	}
 }
 

@@ -341,6 +341,7 @@ func (b *EtcdBackend) writeAll(ctx context.Context, guard []clientv3.Cmp, recs [
 	if err := flush(); err != nil {
 		return err
 	}
-	ops = append(final, clientv3.OpPut(headKey, ""))
+	ops = append(ops, final...) // ops is empty after a flush
+	ops = append(ops, clientv3.OpPut(headKey, ""))
 	return flush()
 }

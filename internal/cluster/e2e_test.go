@@ -21,10 +21,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stratadb/strata/internal/tlsutil"
-
-	"github.com/stratadb/strata/internal/version"
-
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
@@ -36,6 +32,9 @@ import (
 	"github.com/stratadb/strata/internal/gcsched"
 	"github.com/stratadb/strata/internal/layout"
 	"github.com/stratadb/strata/internal/objstore/objstoretest"
+	"github.com/stratadb/strata/internal/testseed"
+	"github.com/stratadb/strata/internal/tlsutil"
+	"github.com/stratadb/strata/internal/version"
 	pb "github.com/stratadb/strata/proto/strata/v1"
 )
 
@@ -70,7 +69,7 @@ func TestMain(m *testing.M) {
 	}
 	code := m.Run()
 	objstoretest.StopMinIO()
-	os.RemoveAll(dir)
+	_ = os.RemoveAll(dir)
 	os.Exit(code)
 }
 
@@ -113,7 +112,7 @@ func start(t *testing.T, name, bin string, args ...string) *proc {
 		sc.Buffer(make([]byte, 1<<20), 1<<20)
 		for sc.Scan() {
 			line := sc.Text()
-			p.logs.Write([]byte(line + "\n"))
+			_, _ = p.logs.Write([]byte(line + "\n"))
 			if m := servingRE.FindStringSubmatch(line); m != nil {
 				ready <- m[1:]
 			} else if m := metaServingRE.FindStringSubmatch(line); m != nil {
@@ -121,12 +120,12 @@ func start(t *testing.T, name, bin string, args ...string) *proc {
 			}
 		}
 	}()
-	go func() { cmd.Wait(); pw.Close(); close(p.exited) }()
+	go func() { _ = cmd.Wait(); _ = pw.Close(); close(p.exited) }()
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("--- logs of %s ---\n%s", name, p.logs.String())
 		}
-		cmd.Process.Kill()
+		_ = cmd.Process.Kill()
 		<-p.exited
 	})
 	select {
@@ -140,7 +139,7 @@ func start(t *testing.T, name, bin string, args ...string) *proc {
 	return p
 }
 
-func (p *proc) signal(sig syscall.Signal) { p.cmd.Process.Signal(sig) }
+func (p *proc) signal(sig syscall.Signal) { _ = p.cmd.Process.Signal(sig) }
 
 // authed is admin with procEnv's token.
 func authed(t *testing.T, addr string) pb.MetaAdminClient {
@@ -207,11 +206,7 @@ func TestFailoverLosesNoAcknowledgedWrite(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts processes and waits for leases to expire")
 	}
-	seed := uint64(time.Now().UnixNano())
-	if v := os.Getenv("STRATA_SEED"); v != "" {
-		seed, _ = strconv.ParseUint(v, 10, 64)
-	}
-	t.Logf("seed %d", seed)
+	seed := testseed.Seed(t)
 	rng := rand.New(rand.NewPCG(seed, 7))
 	store := objstoretest.MinIO(t).NewBucket(t)
 	etcd := freePort(t)
@@ -280,14 +275,14 @@ func TestFailoverLosesNoAcknowledgedWrite(t *testing.T) {
 	// kill -9 dn2 during ingest and compactions.
 	killed := time.Now()
 	dns[1].signal(syscall.SIGKILL)
-	st = placed(t, c, regions, 30*time.Second, "dn2")
+	placed(t, c, regions, 30*time.Second, "dn2")
 	t.Logf("dn2 killed: its regions reopened elsewhere in %v", time.Since(killed).Round(100*time.Millisecond))
 	g.WaitMore(t, 2000, 90*time.Second)
 
 	// Pause dn3 past its lease (10 s), then let it run again.
 	dns[2].signal(syscall.SIGSTOP)
 	paused := time.Now()
-	st = placed(t, c, regions, 30*time.Second, "dn3")
+	placed(t, c, regions, 30*time.Second, "dn3")
 	t.Logf("dn3 paused: its regions moved in %v", time.Since(paused).Round(100*time.Millisecond))
 	dns[2].signal(syscall.SIGCONT)
 	g.WaitMore(t, 2000, 90*time.Second)
@@ -649,7 +644,8 @@ func TestClusterAdminCLI(t *testing.T) {
 		t.Fatalf("drop-table: %s", out)
 	}
 	var left []string
-	filepath.WalkDir(filepath.Join(storeDir, "1"), func(p string, d os.DirEntry, err error) error {
+	// What cannot be read (the table's directory gone) is nothing left.
+	_ = filepath.WalkDir(filepath.Join(storeDir, "1"), func(p string, d os.DirEntry, err error) error {
 		if err == nil && !d.IsDir() {
 			left = append(left, p)
 		}
@@ -706,12 +702,12 @@ func externalEtcdTLS(t *testing.T, certs *tlsutil.Files) string {
 		t.Fatal(err)
 	}
 	exited := make(chan struct{})
-	go func() { cmd.Wait(); close(exited) }()
+	go func() { _ = cmd.Wait(); close(exited) }()
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("--- logs of etcd ---\n%s", logs.String())
 		}
-		cmd.Process.Kill()
+		_ = cmd.Process.Kill()
 		<-exited
 	})
 	for end := time.Now().Add(30 * time.Second); ; {
@@ -745,11 +741,7 @@ func TestStormOverMinIO(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts processes")
 	}
-	seed := uint64(time.Now().UnixNano())
-	if v := os.Getenv("STRATA_SEED"); v != "" {
-		seed, _ = strconv.ParseUint(v, 10, 64)
-	}
-	t.Logf("seed %d", seed)
+	seed := testseed.Seed(t)
 	rng := rand.New(rand.NewPCG(seed, 11))
 	minio := objstoretest.MinIO(t)
 	store := minio.NewBucket(t)
@@ -832,7 +824,7 @@ func TestStormOverMinIO(t *testing.T) {
 		defer close(gcDone)
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		c.GcRun(ctx, &pb.GcRegionRequest{Table: "cpu", LingeringSeconds: -1})
+		_, _ = c.GcRun(ctx, &pb.GcRegionRequest{Table: "cpu", LingeringSeconds: -1})
 	}()
 	minio.Restart(t, func() { time.Sleep(500 * time.Millisecond) })
 	<-gcDone

@@ -111,7 +111,7 @@ func (f *frozenOwner) write(p *proc, n int) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	io.Copy(io.Discard, resp.Body)
+	_, _ = io.Copy(io.Discard, resp.Body)
 	resp.Body.Close()
 	if resp.StatusCode == http.StatusNoContent {
 		f.mu.Lock()

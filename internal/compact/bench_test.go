@@ -109,7 +109,9 @@ func BenchmarkCompaction(b *testing.B) {
 				b.ReportMetric(float64(res.BytesIn)/(1<<20), "input-MiB")
 				b.ReportMetric(float64(len(res.Outputs)), "outputs")
 				b.ReportMetric(float64(res.BytesOut)/(1<<20), "output-MiB")
-				r.Close(ctx, region.CloseOptions{})
+				if err := r.Close(ctx, region.CloseOptions{}); err != nil {
+					b.Fatal(err)
+				}
 			}
 			b.StartTimer()
 			b.ReportMetric(float64(bytesIn)*float64(b.N)/(1<<20)/b.Elapsed().Seconds(), "input-MB/s")
@@ -153,6 +155,6 @@ func procCPU(name string) (ticks int64) {
 
 func selfCPU() time.Duration {
 	var ru syscall.Rusage
-	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru) // failing that, 0
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

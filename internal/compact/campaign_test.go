@@ -13,6 +13,7 @@ import (
 	"github.com/stratadb/strata/internal/objstore/faultstore"
 	"github.com/stratadb/strata/internal/objstore/objstoretest"
 	"github.com/stratadb/strata/internal/region"
+	"github.com/stratadb/strata/internal/testseed"
 )
 
 // clone copies every object of src into a new in-memory bucket.
@@ -48,7 +49,7 @@ type campaign struct {
 // unowned SSTs, nothing but live SSTs in a full listing once fast GC has
 // run, zero live files missing, and every row with its latest value.
 func TestFaultCampaign(t *testing.T) {
-	s0 := seed(t)
+	s0 := testseed.Seed(t)
 	ctx := context.Background()
 	// At least 12 rounds, and more until 1000 runs (a round's runs depend
 	// on its seeded workload).
@@ -72,14 +73,16 @@ func TestFaultCampaign(t *testing.T) {
 			t.Fatal(err)
 		}
 		opts := Options{MaxOutputBytes: int64(2+rng.IntN(4)) * 4096, RowGroupRows: 32}
-		r.Close(ctx, region.CloseOptions{})
+		if err := r.Close(ctx, region.CloseOptions{}); err != nil {
+			t.Fatal(err)
+		}
 
 		// A clean run counts the compaction's calls.
 		calls := func() int {
 			st := clone(t, base)
 			fs := faultstore.New(st)
 			r := openRegion(t, objstoretest.Fast(fs))
-			defer r.Close(ctx, region.CloseOptions{})
+			defer func() { _ = r.Close(ctx, region.CloseOptions{}) }()
 			before := fs.Calls()
 			if _, err := NewJob(r, SortedFiles(r.Manifest().Files), opts).Run(ctx); err != nil {
 				t.Fatalf("seed %d: clean compaction: %v", sd, err)
@@ -98,7 +101,7 @@ func TestFaultCampaign(t *testing.T) {
 				o := opts
 				o.OnStage = func(jctx context.Context, s Stage) {
 					if s == cancelAt {
-						go job.Cancel()
+						go func() { _ = job.Cancel() }()
 						if s != StageCommitting {
 							<-jctx.Done()
 						}
@@ -109,7 +112,9 @@ func TestFaultCampaign(t *testing.T) {
 				if err != nil && !errors.Is(err, ErrCancelled) && fs.Fired() == nil {
 					t.Fatalf("seed %d: %s at call %d: error without a fault: %v", sd, a, n, err)
 				}
-				r.Close(ctx, region.CloseOptions{})
+				if err := r.Close(ctx, region.CloseOptions{}); err != nil {
+					t.Fatal(err)
+				}
 				// "Restart": reopen over what the store holds.
 				o2, m2 := orphans(t, st)
 				c.orphans += len(o2)
@@ -135,11 +140,13 @@ func TestFaultCampaign(t *testing.T) {
 				if len(o2)+len(m2) > 0 {
 					t.Errorf("seed %d: %s at call %d, cancel at %v (faults %v): orphans %v, missing %v", sd, a, n, cancelAt, fs.Fired(), o2, m2)
 				}
-				r2.Close(ctx, region.CloseOptions{})
+				if err := r2.Close(ctx, region.CloseOptions{}); err != nil {
+					t.Fatal(err)
+				}
 			}
 		}
 		t.Logf("round %d: %d store calls per compaction", round, calls)
 	}
-	t.Log(fmt.Sprintf("fault campaign: runs=%d orphans=%d missing=%d mismatched=%d", c.runs, c.orphans, c.missing, c.mismatched))
+	t.Logf("fault campaign: runs=%d orphans=%d missing=%d mismatched=%d", c.runs, c.orphans, c.missing, c.mismatched)
 	fmt.Printf("fault campaign: runs=%d orphans=%d missing=%d mismatched=%d\n", c.runs, c.orphans, c.missing, c.mismatched)
 }

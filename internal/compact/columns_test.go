@@ -14,6 +14,7 @@ import (
 	"github.com/stratadb/strata/internal/objstore/objstoretest"
 	"github.com/stratadb/strata/internal/region"
 	"github.com/stratadb/strata/internal/row"
+	"github.com/stratadb/strata/internal/testseed"
 )
 
 // TestColumnScanAfterCompaction: a compaction of files that are not
@@ -23,7 +24,7 @@ import (
 // row scan all the same: it cannot order those two files by age, so it
 // merges their rows.
 func TestColumnScanAfterCompaction(t *testing.T) {
-	s0 := seed(t)
+	s0 := testseed.Seed(t)
 	ctx := context.Background()
 	for round := range 6 {
 		sd := s0 + uint64(round)
@@ -76,6 +77,8 @@ func TestColumnScanAfterCompaction(t *testing.T) {
 		if !slices.Equal(got, want) {
 			t.Fatalf("seed %d: a column scan after compacting files 1 and 3 of 3 reads %d rows, a row scan %d:\n%q\n%q", sd, len(got), len(want), got, want)
 		}
-		r.Close(ctx, region.CloseOptions{})
+		if err := r.Close(ctx, region.CloseOptions{}); err != nil {
+			t.Fatal(err)
+		}
 	}
 }

@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"maps"
 	"math/rand/v2"
-	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -26,6 +25,7 @@ import (
 	"github.com/stratadb/strata/internal/region"
 	"github.com/stratadb/strata/internal/row"
 	"github.com/stratadb/strata/internal/sst"
+	"github.com/stratadb/strata/internal/testseed"
 )
 
 var rid = layout.RegionID{Table: 9, Region: 0}
@@ -142,15 +142,6 @@ func orphans(t testing.TB, s objstore.Bucket) (orphaned, missing []string) {
 	return orphaned, missing
 }
 
-func seed(t *testing.T) uint64 {
-	s := uint64(time.Now().UnixNano())
-	if v := os.Getenv("STRATA_SEED"); v != "" {
-		s, _ = strconv.ParseUint(v, 10, 64)
-	}
-	t.Logf("seed %d (replay with STRATA_SEED=%d)", s, s)
-	return s
-}
-
 func TestPickTWCS(t *testing.T) {
 	h := int64(time.Hour)
 	fs := map[string]manifest.FileMeta{}
@@ -193,7 +184,7 @@ func TestPickTWCS(t *testing.T) {
 
 // Compaction never changes what scans return.
 func TestCompactionPreservesScans(t *testing.T) {
-	s0 := seed(t)
+	s0 := testseed.Seed(t)
 	ctx := context.Background()
 	for round := range 10 {
 		sd := s0 + uint64(round)
@@ -243,7 +234,9 @@ func TestCompactionPreservesScans(t *testing.T) {
 		if len(r.Manifest().Pending) != 0 {
 			t.Fatalf("seed %d: markers left: %v", sd, r.Manifest().Pending)
 		}
-		r.Close(ctx, region.CloseOptions{})
+		if err := r.Close(ctx, region.CloseOptions{}); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
 
@@ -288,12 +281,11 @@ func TestCancelAfterUploadBeforeCommitLeavesNoOrphan(t *testing.T) {
 			inner := objstoretest.Mem(t)
 			fs := faultstore.New(inner)
 			r := openRegion(t, fs)
-			defer r.Close(ctx, region.CloseOptions{})
+			defer func() { _ = r.Close(ctx, region.CloseOptions{}) }()
 			load(t, r, 42, 5)
 			before, _ := scanLines(ctx, r, region.ScanRequest{})
 			paused := make(chan struct{})
-			var job *Job
-			job = NewJob(r, SortedFiles(r.Manifest().Files), Options{MaxOutputBytes: 8192, OnStage: func(ctx context.Context, s Stage) {
+			job := NewJob(r, SortedFiles(r.Manifest().Files), Options{MaxOutputBytes: 8192, OnStage: func(ctx context.Context, s Stage) {
 				if s == StageUploaded {
 					close(paused)
 					<-ctx.Done() // hold the job here until it is cancelled
@@ -411,7 +403,7 @@ func TestInputFailureMidEncodeLeavesNoOutput(t *testing.T) {
 				inner := bk.open(t)
 				fs := faultstore.New(inner)
 				r := openRegion(t, fs)
-				t.Cleanup(func() { r.Close(ctx, region.CloseOptions{}) })
+				t.Cleanup(func() { _ = r.Close(ctx, region.CloseOptions{}) })
 				load(t, r, 7, 6)
 				return inner, fs, r
 			}
@@ -470,7 +462,7 @@ func TestJobWithNoOutputForgetsItsReservation(t *testing.T) {
 		}
 	}
 	r := openRegion(t, fs)
-	defer r.Close(ctx, region.CloseOptions{})
+	defer func() { _ = r.Close(ctx, region.CloseOptions{}) }()
 	host := []row.Tag{{Name: "host", Value: "h0"}}
 	for f := range 2 {
 		var pts []row.Point
@@ -525,10 +517,10 @@ func TestCancelIsPerInstance(t *testing.T) {
 	ctx := context.Background()
 	s := objstoretest.Mem(t)
 	r := openRegion(t, s)
-	defer r.Close(ctx, region.CloseOptions{})
+	defer func() { _ = r.Close(ctx, region.CloseOptions{}) }()
 	load(t, r, 7, 3)
 	other := openRegion(t, objstoretest.Mem(t)) // the same region id, another instance
-	defer other.Close(ctx, region.CloseOptions{})
+	defer func() { _ = other.Close(ctx, region.CloseOptions{}) }()
 	reached, release := make(chan struct{}), make(chan struct{})
 	sched := NewScheduler(SchedulerOptions{Logger: quiet, Options: Options{OnStage: func(ctx context.Context, st Stage) {
 		if st == StageReserved {
@@ -539,7 +531,7 @@ func TestCancelIsPerInstance(t *testing.T) {
 			}
 		}
 	}}})
-	defer sched.Close()
+	defer func() { _ = sched.Close() }()
 	done := make(chan error, 1)
 	go func() { _, err := sched.Compact(ctx, r, true); done <- err }()
 	<-reached

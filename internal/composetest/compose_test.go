@@ -207,7 +207,7 @@ func newStack(t *testing.T) *stack {
 			out, _ := s.exec(dir, append(s.compose, "logs", "--no-color", "--tail", "80")...)
 			t.Logf("compose logs:\n%s", out)
 		}
-		s.exec(dir, append(s.compose, "down", "-v", "-t", "5")...)
+		_, _ = s.exec(dir, append(s.compose, "down", "-v", "-t", "5")...)
 	})
 	return s
 }
@@ -490,7 +490,7 @@ func (s *stack) write(ip, body string) bool {
 	if err != nil {
 		return false
 	}
-	io.Copy(io.Discard, resp.Body)
+	_, _ = io.Copy(io.Discard, resp.Body)
 	resp.Body.Close()
 	return resp.StatusCode == http.StatusNoContent
 }
@@ -561,7 +561,8 @@ func (s *stack) killMidCompaction(g *clustertest.Ingest) bool {
 		done := make(chan struct{})
 		go func() {
 			defer close(done)
-			s.call(s.ip("metasrv1")+":8088", func(ctx context.Context, c *grpc.ClientConn) error {
+			// The victim is killed under it: it may fail.
+			_ = s.call(s.ip("metasrv1")+":8088", func(ctx context.Context, c *grpc.ClientConn) error {
 				_, err := pb.NewMetaAdminClient(c).Compact(ctx, &pb.CompactRequest{Table: "cpu", All: true})
 				return err
 			})

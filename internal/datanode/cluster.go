@@ -112,7 +112,7 @@ func (e *Engine) Unassign(ctx context.Context, id layout.RegionID, flush bool) e
 	if r == nil {
 		return nil
 	}
-	e.sched.Cancel(r)
+	_, _ = e.sched.Cancel(r) // waits; a job too late to cancel has committed
 	err := r.Close(ctx, region.CloseOptions{Flush: flush})
 	e.log.Info("region closed", "region", id.String(), "flushed", flush, "err", err)
 	return err

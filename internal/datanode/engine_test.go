@@ -127,7 +127,9 @@ func TestMultiRegionTablesPersistAndRoute(t *testing.T) {
 	if ts := e.Tables(); len(ts) != 1 || ts[0].Regions != 4 || len(ts[0].Schema.Columns) != 4 {
 		t.Fatalf("tables after reopen: %+v", ts)
 	}
-	e.Delete(ctx, "cpu", []row.Tag{{Name: "host", Value: "h1"}}, 0, 10000)
+	if err := e.Delete(ctx, "cpu", []row.Tag{{Name: "host", Value: "h1"}}, 0, 10000); err != nil {
+		t.Fatal(err)
+	}
 	if n, _ := count(t, e, "cpu", region.ScanRequest{}); n != 1001-28 {
 		t.Fatalf("after delete: %d rows", n)
 	}
@@ -165,8 +167,12 @@ func TestWriteTablesValidatesEverythingFirst(t *testing.T) {
 	}
 	// Table-level types hold across regions: a conflict in another region
 	// than the one that has the column is still caught.
-	e.CreateTable(ctx, catalog.TableSpec{Name: "c", Regions: 8})
-	e.Write(ctx, "c", pts(1, "z", float), WriteOptions{})
+	if _, err := e.CreateTable(ctx, catalog.TableSpec{Name: "c", Regions: 8}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.Write(ctx, "c", pts(1, "z", float), WriteOptions{}); err != nil {
+		t.Fatal(err)
+	}
 	_, err = e.Write(ctx, "c", pts(37, "z", func(int) row.Value { return row.BoolValue(true) }), WriteOptions{})
 	if !errors.As(err, &ce) {
 		t.Fatalf("cross-region conflict: %v", err)
@@ -227,8 +233,12 @@ func TestDropTableDeletesItsObjects(t *testing.T) {
 	s := objstoretest.Mem(t)
 	dir := t.TempDir()
 	n, e := openEngine(t, s, servertest.Options{Dir: dir})
-	e.Write(ctx, "gone", pts(100, "v", func(i int) row.Value { return row.IntValue(int64(i)) }), WriteOptions{CreateTable: true})
-	e.Flush(ctx, "gone")
+	if _, err := e.Write(ctx, "gone", pts(100, "v", func(i int) row.Value { return row.IntValue(int64(i)) }), WriteOptions{CreateTable: true}); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Flush(ctx, "gone"); err != nil {
+		t.Fatal(err)
+	}
 	tb, _ := e.Table("gone")
 	prefix := fmt.Sprintf("%d/", tb.ID)
 	if objs, _ := objstore.ListAll(ctx, s, prefix, 100); len(objs) == 0 {
@@ -266,10 +276,14 @@ func TestDropTableDeletesItsObjects(t *testing.T) {
 
 func TestCompactionManualAndAfterFlush(t *testing.T) {
 	ctx := context.Background()
-	n, e := openEngine(t, objstoretest.Mem(t), servertest.Options{Tune: func(o *datanode.Options) { o.Compaction.Options.Trigger = 1000 }})
+	n, e := openEngine(t, objstoretest.Mem(t), servertest.Options{Tune: func(o *datanode.Options) { o.Compaction.Trigger = 1000 }})
 	for i := range 5 {
-		e.Write(ctx, "m", pts(100, "v", func(j int) row.Value { return row.FloatValue(float64(i*1000 + j)) }), WriteOptions{CreateTable: true})
-		e.Flush(ctx, "m")
+		if _, err := e.Write(ctx, "m", pts(100, "v", func(j int) row.Value { return row.FloatValue(float64(i*1000 + j)) }), WriteOptions{CreateTable: true}); err != nil {
+			t.Fatal(err)
+		}
+		if err := e.Flush(ctx, "m"); err != nil {
+			t.Fatal(err)
+		}
 	}
 	before, _ := count(t, e, "m", region.ScanRequest{})
 	if st, _ := e.Stats(ctx, "m"); st[0].Files != 5 {
@@ -293,8 +307,12 @@ func TestCompactionManualAndAfterFlush(t *testing.T) {
 	// written starts a compaction in the background.
 	_, e = openEngine(t, objstoretest.Mem(t), servertest.Options{})
 	for i := range 8 {
-		e.Write(ctx, "m", pts(100, "v", func(j int) row.Value { return row.FloatValue(float64(i*1000 + j)) }), WriteOptions{CreateTable: true})
-		e.Flush(ctx, "m")
+		if _, err := e.Write(ctx, "m", pts(100, "v", func(j int) row.Value { return row.FloatValue(float64(i*1000 + j)) }), WriteOptions{CreateTable: true}); err != nil {
+			t.Fatal(err)
+		}
+		if err := e.Flush(ctx, "m"); err != nil {
+			t.Fatal(err)
+		}
 	}
 	e.WaitCompactions()
 	if st, _ := e.Stats(ctx, "m"); st[0].Files != 1 {
@@ -306,15 +324,21 @@ func TestCompactionManualAndAfterFlush(t *testing.T) {
 func TestPerTableCompactionWindow(t *testing.T) {
 	ctx := context.Background()
 	_, e := openEngine(t, objstoretest.Mem(t), servertest.Options{})
-	e.CreateTable(ctx, catalog.TableSpec{Name: "inferred"})
-	e.CreateTable(ctx, catalog.TableSpec{Name: "daily", CompactionWindow: 24 * time.Hour})
+	if _, err := e.CreateTable(ctx, catalog.TableSpec{Name: "inferred"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.CreateTable(ctx, catalog.TableSpec{Name: "daily", CompactionWindow: 24 * time.Hour}); err != nil {
+		t.Fatal(err)
+	}
 	for _, table := range []string{"inferred", "daily"} {
 		for h := range 8 { // one flush per hour: 8 files, each a few seconds long
 			p := row.Point{Tags: []row.Tag{{Name: "host", Value: "a"}}, TS: int64(h) * int64(time.Hour), Fields: []row.Field{{Name: "v", Value: row.IntValue(1)}}}
 			if _, err := e.Write(ctx, table, []row.Point{p, {Tags: p.Tags, TS: p.TS + int64(time.Second), Fields: p.Fields}}, WriteOptions{}); err != nil {
 				t.Fatal(err)
 			}
-			e.Flush(ctx, table)
+			if err := e.Flush(ctx, table); err != nil {
+				t.Fatal(err)
+			}
 		}
 	}
 	e.WaitCompactions()
@@ -339,8 +363,8 @@ func TestTruncateCancelsCompaction(t *testing.T) {
 	paused := make(chan struct{})
 	var once sync.Once
 	_, e := openEngine(t, s, servertest.Options{Tune: func(o *datanode.Options) {
-		o.Compaction.Options.Trigger = 1000
-		o.Compaction.Options.OnStage = func(ctx context.Context, st compact.Stage) {
+		o.Compaction.Trigger = 1000
+		o.Compaction.OnStage = func(ctx context.Context, st compact.Stage) {
 			if st == compact.StageUploaded {
 				once.Do(func() { close(paused) })
 				<-ctx.Done()
@@ -348,8 +372,12 @@ func TestTruncateCancelsCompaction(t *testing.T) {
 		}
 	}})
 	for i := range 4 {
-		e.Write(ctx, "t", pts(100, "v", func(j int) row.Value { return row.FloatValue(float64(i*1000 + j)) }), WriteOptions{CreateTable: true})
-		e.Flush(ctx, "t")
+		if _, err := e.Write(ctx, "t", pts(100, "v", func(j int) row.Value { return row.FloatValue(float64(i*1000 + j)) }), WriteOptions{CreateTable: true}); err != nil {
+			t.Fatal(err)
+		}
+		if err := e.Flush(ctx, "t"); err != nil {
+			t.Fatal(err)
+		}
 	}
 	compacted := make(chan error, 1)
 	go func() { _, err := e.Compact(ctx, "t", true); compacted <- err }()
@@ -382,7 +410,9 @@ func TestTruncateCancelsCompaction(t *testing.T) {
 	if n, _ := count(t, e, "t", region.ScanRequest{}); n != 0 {
 		t.Fatalf("%d rows after truncate", n)
 	}
-	e.Write(ctx, "t", pts(10, "v", func(j int) row.Value { return row.FloatValue(1) }), WriteOptions{})
+	if _, err := e.Write(ctx, "t", pts(10, "v", func(j int) row.Value { return row.FloatValue(1) }), WriteOptions{}); err != nil {
+		t.Fatal(err)
+	}
 	if n, _ := count(t, e, "t", region.ScanRequest{}); n != 10 {
 		t.Fatalf("%d rows written after truncate, want 10", n)
 	}

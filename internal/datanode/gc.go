@@ -92,11 +92,12 @@ func (e *Engine) GC(ctx context.Context, req GCRequest) ([]GCResult, error) {
 		e.mu.Unlock()
 		// The region may have closed or moved since the snapshot; GC
 		// itself also proves ownership before deleting (region.Verify).
-		if !hosted {
+		switch {
+		case !hosted:
 			err = fmt.Errorf("%w: region %s closed before its GC ran", ErrNotHosted, r.ID())
-		} else if req.Full {
+		case req.Full:
 			res.Listed, err = gc.Full(ctx, r, gc.FullOptions{MinAge: req.MinAge, DryRun: req.DryRun, Metrics: e.opts.GCMetrics})
-		} else {
+		default:
 			res.Fast, err = gc.Fast(ctx, r, gc.Options{Lingering: req.Lingering, DryRun: req.DryRun, JobRunning: e.sched.JobRunning, Metrics: e.opts.GCMetrics,
 				Peers: walstream.Peers{State: e.peerState}})
 		}

@@ -73,8 +73,8 @@ func (e *Engine) DropTable(ctx context.Context, name string) error {
 	}
 	e.mu.Unlock()
 	for _, r := range rs {
-		e.sched.Cancel(r) // waits until the job's outputs are owned
-		r.Close(ctx, region.CloseOptions{})
+		_, _ = e.sched.Cancel(r)                // waits until the job's outputs are owned
+		_ = r.Close(ctx, region.CloseOptions{}) // not flushed: the table is being dropped
 	}
 	e.log.Info("table marked dropping; metasrv finishes the drop", "table", name)
 	return nil

@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"os"
 	"os/exec"
-	"path/filepath"
-	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -50,6 +48,15 @@ var rules = []rule{
 		pkg:       module + "internal/wire",
 		forbidden: []string{module + "internal/objstore", "github.com/aws/", "gocloud.dev/"},
 		why:       "protobuf conversions need no object store, and the AWS SDK in every client of wire is megabytes of nothing",
+	},
+	{
+		pkg: module + "internal/gc",
+		forbidden: []string{
+			module + "internal/region",
+			module + "internal/memtable",
+			module + "internal/sst",
+		},
+		why: "GC works on a region through gc.Region (its manifest, store and owner checks) and links no region engine, memtable or SST code",
 	},
 	{
 		pkg:       module + "internal/schema",
@@ -160,20 +167,13 @@ func trim(path []string) []string {
 	return out
 }
 
-// goTool is the go command of the toolchain running the test.
+// goTool is the go command of the toolchain running the test: go test
+// puts its $GOROOT/bin first in the test's PATH.
 func goTool(t *testing.T) string {
 	t.Helper()
-	if p := filepath.Join(runtime.GOROOT(), "bin", "go"); fileExists(p) {
-		return p
-	}
 	p, err := exec.LookPath("go")
 	if err != nil {
 		t.Fatal("the go command is needed to list imports: ", err)
 	}
 	return p
-}
-
-func fileExists(p string) bool {
-	_, err := os.Stat(p)
-	return err == nil
 }

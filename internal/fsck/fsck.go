@@ -189,7 +189,9 @@ func Check(ctx context.Context, store objstore.Bucket, opts Options) (*Report, e
 		}
 		for i := range t.Regions {
 			id := layout.RegionID{Table: t.ID, Region: i}
-			regions[id] = regions[id] // known even with no object at all
+			if _, ok := regions[id]; !ok {
+				regions[id] = nil // known even with no object at all
+			}
 		}
 	}
 	ids := make([]layout.RegionID, 0, len(regions))

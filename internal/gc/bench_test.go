@@ -138,7 +138,9 @@ func BenchmarkGC(b *testing.B) {
 					deletes += after[objstore.OpDelete] - before[objstore.OpDelete]
 					gets += after[objstore.OpGet] - before[objstore.OpGet] + after[objstore.OpHead] - before[objstore.OpHead]
 					puts += after[objstore.OpPut] - before[objstore.OpPut]
-					r.Close(ctx, region.CloseOptions{})
+					if err := r.Close(ctx, region.CloseOptions{}); err != nil {
+						b.Fatal(err)
+					}
 					s.Close()
 				}
 				n := float64(b.N)

@@ -17,7 +17,6 @@ import (
 
 	"github.com/stratadb/strata/internal/manifest"
 	"github.com/stratadb/strata/internal/objstore"
-	"github.com/stratadb/strata/internal/region"
 	"github.com/stratadb/strata/internal/walstream"
 )
 
@@ -62,7 +61,7 @@ type Report struct {
 // Fast runs fast GC on an open region. It is idempotent; a crash at any
 // point leaves work that the next run does again (deleting a missing object
 // is not an error).
-func Fast(ctx context.Context, r *region.Region, opts Options) (rep Report, err error) {
+func Fast(ctx context.Context, r Region, opts Options) (rep Report, err error) {
 	began := time.Now()
 	m := metricsOr(opts.Metrics)
 	defer func() { finish(m, "fast", began, opts.DryRun, err) }()

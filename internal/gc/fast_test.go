@@ -22,6 +22,9 @@ import (
 
 var rid = layout.RegionID{Table: 4, Region: 2}
 
+// The region engine's regions are what GC runs on.
+var _ Region = (*region.Region)(nil)
+
 var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 
 type clock struct {
@@ -76,7 +79,9 @@ func TestFastGCReclaimsEverythingWithoutListing(t *testing.T) {
 	if err := old.Flush(ctx); err == nil {
 		t.Fatal("the flush should have crashed at its commit")
 	}
-	old.Close(ctx, region.CloseOptions{})
+	if err := old.Close(ctx, region.CloseOptions{}); err != nil {
+		t.Fatal(err)
+	}
 
 	clk := &clock{t: time.Now()} // after the crashed owner's reservation
 	store := objstore.New(inner, objstore.Options{})
@@ -84,13 +89,17 @@ func TestFastGCReclaimsEverythingWithoutListing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer r.Close(ctx, region.CloseOptions{})
+	defer func() { _ = r.Close(ctx, region.CloseOptions{}) }()
 	if len(r.Manifest().Pending) != 1 {
 		t.Fatalf("want the crashed flush's marker, have %v", r.Manifest().Pending)
 	}
 	for i := range 4 {
-		r.Write(ctx, []row.Point{pt(int64(10 + i))})
-		r.Flush(ctx)
+		if _, err := r.Write(ctx, []row.Point{pt(int64(10 + i))}); err != nil {
+			t.Fatal(err)
+		}
+		if err := r.Flush(ctx); err != nil {
+			t.Fatal(err)
+		}
 	}
 	if _, err := compact.NewJob(r, compact.SortedFiles(r.Manifest().Files), compact.Options{}).Run(ctx); err != nil {
 		t.Fatal(err)
@@ -168,10 +177,14 @@ func TestFastGCSkipsPinnedAndRunning(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer r.Close(ctx, region.CloseOptions{})
+	defer func() { _ = r.Close(ctx, region.CloseOptions{}) }()
 	for i := range 2 {
-		r.Write(ctx, []row.Point{{Tags: []row.Tag{{Name: "h", Value: "a"}}, TS: int64(i), Fields: []row.Field{{Name: "v", Value: row.IntValue(1)}}}})
-		r.Flush(ctx)
+		if _, err := r.Write(ctx, []row.Point{{Tags: []row.Tag{{Name: "h", Value: "a"}}, TS: int64(i), Fields: []row.Field{{Name: "v", Value: row.IntValue(1)}}}}); err != nil {
+			t.Fatal(err)
+		}
+		if err := r.Flush(ctx); err != nil {
+			t.Fatal(err)
+		}
 	}
 	sc, err := r.Scan(ctx, region.ScanRequest{Start: region.AllTime, End: region.AllTimeEnd}) // pins both files
 	if err != nil {
@@ -195,7 +208,9 @@ func TestFastGCSkipsPinnedAndRunning(t *testing.T) {
 		t.Fatalf("after the scan: %v", rep.RemovedFiles)
 	}
 	// A marker whose job runs in this process is left alone.
-	r.Commit(ctx, manifest.Action{Pending: &manifest.PendingOutputs{JobID: "compact-live", FileIDs: []string{"01LIVE"}, Epoch: r.Epoch(), CreatedAt: clk.now()}})
+	if err := r.Commit(ctx, manifest.Action{Pending: &manifest.PendingOutputs{JobID: "compact-live", FileIDs: []string{"01LIVE"}, Epoch: r.Epoch(), CreatedAt: clk.now()}}); err != nil {
+		t.Fatal(err)
+	}
 	rep, _ = Fast(ctx, r, Options{JobRunning: func(job string) bool { return job == "compact-live" }})
 	if len(rep.PendingJobs) != 0 {
 		t.Fatalf("running job's marker resolved: %v", rep.PendingJobs)
@@ -216,7 +231,7 @@ func TestFastGCSettlesBeforeDeleting(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer r.Close(ctx, region.CloseOptions{})
+	defer func() { _ = r.Close(ctx, region.CloseOptions{}) }()
 	if _, err := r.Write(ctx, []row.Point{{Tags: []row.Tag{{Name: "h", Value: "a"}}, TS: 1, Fields: []row.Field{{Name: "v", Value: row.FloatValue(1)}}}}); err != nil {
 		t.Fatal(err)
 	}

@@ -10,7 +10,6 @@ import (
 	"github.com/stratadb/strata/internal/layout"
 	"github.com/stratadb/strata/internal/manifest"
 	"github.com/stratadb/strata/internal/objstore"
-	"github.com/stratadb/strata/internal/region"
 )
 
 // DefaultMinAge is how old an unowned object must be before full-listing
@@ -150,7 +149,7 @@ func ClassifyAll(id layout.RegionID, st *manifest.State, listed []objstore.Objec
 // deletes the objects no manifest entry owns that are older than MinAge.
 // Its report says what it found by kind and age. In a healthy system it
 // finds nothing; it is the backstop for bugs and foreign writers.
-func Full(ctx context.Context, r *region.Region, opts FullOptions) (rep FullReport, err error) {
+func Full(ctx context.Context, r Region, opts FullOptions) (rep FullReport, err error) {
 	began := time.Now()
 	m := metricsOr(opts.Metrics)
 	defer func() { finish(m, "full", began, opts.DryRun, err) }()

@@ -51,7 +51,7 @@ func TestFullGCDeletesOnlyOldOrphans(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			defer r.Close(ctx, region.CloseOptions{})
+			defer func() { _ = r.Close(ctx, region.CloseOptions{}) }()
 			// Live files, removed files (compaction inputs), and a purged
 			// watermark of the region's own WAL, which an earlier
 			// version wrote up to segment 3.
@@ -59,8 +59,12 @@ func TestFullGCDeletesOnlyOldOrphans(t *testing.T) {
 				t.Fatal(err)
 			}
 			for i := range 4 {
-				r.Write(ctx, []row.Point{point("a", int64(i))})
-				r.Flush(ctx)
+				if _, err := r.Write(ctx, []row.Point{point("a", int64(i))}); err != nil {
+					t.Fatal(err)
+				}
+				if err := r.Flush(ctx); err != nil {
+					t.Fatal(err)
+				}
 			}
 			if _, err := compact.NewJob(r, compact.SortedFiles(r.Manifest().Files), compact.Options{}).Run(ctx); err != nil {
 				t.Fatal(err)
@@ -68,7 +72,9 @@ func TestFullGCDeletesOnlyOldOrphans(t *testing.T) {
 			if _, err := Fast(ctx, r, Options{}); err != nil { // WAL purged; removed files still linger
 				t.Fatal(err)
 			}
-			r.Write(ctx, []row.Point{point("a", 100)}) // a live row
+			if _, err := r.Write(ctx, []row.Point{point("a", 100)}); err != nil { // a live row
+				t.Fatal(err)
+			}
 			st := r.Manifest()
 			var below uint64 // a purged WAL number that is not a kept fence
 			for n := uint64(1); n < st.WALPurged && below == 0; n++ {
@@ -95,7 +101,9 @@ func TestFullGCDeletesOnlyOldOrphans(t *testing.T) {
 				// Keep the count off a page boundary so that the expected
 				// number of LISTs does not depend on whether a backend
 				// returns a final empty page.
-				store.Put(ctx, rid.Prefix()+"stray/more.txt", []byte("x"))
+				if err := store.Put(ctx, rid.Prefix()+"stray/more.txt", []byte("x")); err != nil {
+					t.Fatal(err)
+				}
 				orphans = append(orphans, rid.Prefix()+"stray/more.txt")
 				slices.Sort(orphans)
 				n++

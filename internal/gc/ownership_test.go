@@ -24,6 +24,7 @@ import (
 	"github.com/stratadb/strata/internal/objstore/objstoretest"
 	"github.com/stratadb/strata/internal/region"
 	"github.com/stratadb/strata/internal/row"
+	"github.com/stratadb/strata/internal/testseed"
 	"github.com/stratadb/strata/internal/wal"
 )
 
@@ -192,7 +193,7 @@ func ownershipCase(t *testing.T, seed uint64, pauseAt int, leased, streams bool,
 			name := fmt.Sprintf("dn%d", nodes)
 			var n int
 			o.Stream = wal.NewStream(store, wal.StreamOptions{NewID: func() string { n++; return fmt.Sprintf("%s/%d", name, n) }})
-			t.Cleanup(func() { o.Stream.Close() })
+			t.Cleanup(func() { _ = o.Stream.Close() })
 		}
 		return o
 	}
@@ -207,11 +208,19 @@ func ownershipCase(t *testing.T, seed uint64, pauseAt int, leased, streams bool,
 		t.Fatal(err)
 	}
 	for range 2 + rng.IntN(2) {
-		led.write(ctx, s, rng, 5, never)
-		s.Flush(ctx)
+		if err := led.write(ctx, s, rng, 5, never); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Flush(ctx); err != nil {
+			t.Fatal(err)
+		}
 	}
-	led.write(ctx, s, rng, 5, never)
-	s.Close(ctx, region.CloseOptions{})
+	if err := led.write(ctx, s, rng, 5, never); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(ctx, region.CloseOptions{}); err != nil {
+		t.Fatal(err)
+	}
 
 	// A: the owner that will be overtaken.
 	g := newGate(inner, pauseAt)
@@ -230,7 +239,7 @@ func ownershipCase(t *testing.T, seed uint64, pauseAt int, leased, streams bool,
 		if neighbour, err = region.Open(ctx, inner, nrid, no); err != nil {
 			t.Fatal(err)
 		}
-		defer neighbour.Close(ctx, region.CloseOptions{})
+		defer func() { _ = neighbour.Close(ctx, region.CloseOptions{}) }()
 	}
 	nled := &ledger{acked: map[string]float64{}, maybe: map[string]float64{}}
 	aRng := rand.New(rand.NewPCG(seed, uint64(pauseAt)+1<<32))
@@ -241,25 +250,28 @@ func ownershipCase(t *testing.T, seed uint64, pauseAt int, leased, streams bool,
 		if err != nil {
 			return // fenced while opening
 		}
-		defer a.Close(ctx, region.CloseOptions{})
+		defer func() { _ = a.Close(ctx, region.CloseOptions{}) }()
 		sched := compact.NewScheduler(compact.SchedulerOptions{Logger: quiet})
-		defer sched.Close()
+		defer func() { _ = sched.Close() }()
+		// A's steps fail once it is overtaken, and may fail before: what
+		// counts is the outcome (the ledger records each write as acknowledged
+		// or not, and C checks the store).
 		steps := []func(){
 			func() {
 				if neighbour != nil {
-					nled.write(ctx, neighbour, aRng, 2, never)
+					_ = nled.write(ctx, neighbour, aRng, 2, never)
 				}
-				led.write(ctx, a, aRng, 3, aGone)
+				_ = led.write(ctx, a, aRng, 3, aGone)
 			},
-			func() { led.write(ctx, a, aRng, 3, aGone) },
-			func() { a.Flush(ctx) },
-			func() { led.write(ctx, a, aRng, 3, aGone) },
-			func() { sched.Compact(ctx, a, true) },
-			func() { gc.Fast(ctx, a, gc.Options{Lingering: -1, JobRunning: sched.JobRunning}) },
-			func() { led.write(ctx, a, aRng, 3, aGone) },
-			func() { a.Flush(ctx) },
-			func() { gc.Full(ctx, a, gc.FullOptions{MinAge: -1}) },
-			func() { led.write(ctx, a, aRng, 3, aGone) },
+			func() { _ = led.write(ctx, a, aRng, 3, aGone) },
+			func() { _ = a.Flush(ctx) },
+			func() { _ = led.write(ctx, a, aRng, 3, aGone) },
+			func() { _, _ = sched.Compact(ctx, a, true) },
+			func() { _, _ = gc.Fast(ctx, a, gc.Options{Lingering: -1, JobRunning: sched.JobRunning}) },
+			func() { _ = led.write(ctx, a, aRng, 3, aGone) },
+			func() { _ = a.Flush(ctx) },
+			func() { _, _ = gc.Full(ctx, a, gc.FullOptions{MinAge: -1}) },
+			func() { _ = led.write(ctx, a, aRng, 3, aGone) },
 		}
 		aRng.Shuffle(len(steps)-2, func(i, j int) { steps[i+2], steps[j+2] = steps[j+2], steps[i+2] })
 		for _, step := range steps {
@@ -295,10 +307,14 @@ func ownershipCase(t *testing.T, seed uint64, pauseAt int, leased, streams bool,
 		if err := led.write(ctx, b, rng, 4, never); err != nil {
 			t.Fatalf("seed %d pause %d: the new owner's write: %v", seed, pauseAt, err)
 		}
-		b.Flush(ctx)
+		if err := b.Flush(ctx); err != nil {
+			t.Fatalf("seed %d pause %d: the new owner's flush: %v", seed, pauseAt, err)
+		}
 	}
 	if rng.IntN(2) == 0 {
-		bsched.Compact(ctx, b, true)
+		if _, err := bsched.Compact(ctx, b, true); err != nil {
+			t.Fatalf("seed %d pause %d: the new owner's compaction: %v", seed, pauseAt, err)
+		}
 	}
 	if _, err := gc.Fast(ctx, b, gc.Options{Lingering: -1, JobRunning: bsched.JobRunning}); err != nil {
 		t.Fatalf("seed %d pause %d: the new owner's fast GC: %v", seed, pauseAt, err)
@@ -322,9 +338,15 @@ func ownershipCase(t *testing.T, seed uint64, pauseAt int, leased, streams bool,
 	if err := led.write(ctx, b, rng, 4, never); err != nil && !errors.Is(err, fence.ErrFenced) {
 		t.Fatalf("seed %d pause %d: the new owner's write after A woke: %v", seed, pauseAt, err)
 	}
-	b.Flush(ctx)
-	bsched.Close()
-	b.Close(ctx, region.CloseOptions{})
+	if err := b.Flush(ctx); err != nil && !errors.Is(err, fence.ErrFenced) {
+		t.Fatalf("seed %d pause %d: the new owner's flush after A woke: %v", seed, pauseAt, err)
+	}
+	if err := bsched.Close(); err != nil {
+		t.Fatalf("seed %d pause %d: the new owner's compactions: %v", seed, pauseAt, err)
+	}
+	if err := b.Close(ctx, region.CloseOptions{}); err != nil {
+		t.Fatalf("seed %d pause %d: the new owner's close: %v", seed, pauseAt, err)
+	}
 
 	// C: an owner opening after everything, on a clock past every upload
 	// window, checks the outcome and reclaims what may be reclaimed.
@@ -341,7 +363,7 @@ func ownershipCase(t *testing.T, seed uint64, pauseAt int, leased, streams bool,
 		t.Errorf("seed %d pause %d leased=%v: the region does not reopen: %v", seed, pauseAt, leased, err)
 		return calls
 	}
-	defer cr.Close(ctx, region.CloseOptions{})
+	defer func() { _ = cr.Close(ctx, region.CloseOptions{}) }()
 	for id := range cr.Manifest().Files {
 		if _, err := inner.Attributes(ctx, orid.SSTKey(id)); err != nil {
 			c.liveDeleted++
@@ -396,12 +418,14 @@ func ownershipCase(t *testing.T, seed uint64, pauseAt int, leased, streams bool,
 	if streams {
 		// The neighbour's every acknowledged row is there too, read by a
 		// next owner.
-		neighbour.Close(ctx, region.CloseOptions{})
+		if err := neighbour.Close(ctx, region.CloseOptions{}); err != nil {
+			t.Fatalf("seed %d pause %d: the neighbour's close: %v", seed, pauseAt, err)
+		}
 		nr, err := region.Open(ctx, inner, nrid, node(base, inner))
 		if err != nil {
 			t.Fatalf("seed %d pause %d: the neighbour does not reopen: %v", seed, pauseAt, err)
 		}
-		defer nr.Close(ctx, region.CloseOptions{})
+		defer func() { _ = nr.Close(ctx, region.CloseOptions{}) }()
 		ngot := scanValues(t, nr)
 		for k, v := range nled.acked {
 			if g, ok := ngot[k]; !ok || g != v {
@@ -432,7 +456,7 @@ func ownershipCase(t *testing.T, seed uint64, pauseAt int, leased, streams bool,
 // acknowledged row reads back, the region reopens, no live file is
 // missing, and after GC nothing is unowned. STRATA_SEED replays a run.
 func TestOwnershipCampaign(t *testing.T) {
-	s0 := testSeed(t)
+	s0 := testseed.Seed(t)
 	const want = 1000
 	var c campaignCounts
 	for round := uint64(0); c.runs < want && round < 200; round++ {
@@ -516,7 +540,7 @@ func TestOvertakenRecoveryLeavesNoUnownedFence(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer one.Close(ctx, region.CloseOptions{})
+	defer func() { _ = one.Close(ctx, region.CloseOptions{}) }()
 	if err := led.write(ctx, one, rng, 2, never); err != nil {
 		t.Fatal(err)
 	}
@@ -528,7 +552,7 @@ func TestOvertakenRecoveryLeavesNoUnownedFence(t *testing.T) {
 		var two *region.Region
 		two, twoErr = region.Open(ctx, g, orid, region.Options{Logger: quiet, FlushBytes: 1 << 30})
 		if twoErr == nil {
-			two.Close(ctx, region.CloseOptions{})
+			_ = two.Close(ctx, region.CloseOptions{})
 		}
 	}()
 	<-g.paused                                                 // owner 2 listed the WAL and is about to write its fence
@@ -539,7 +563,7 @@ func TestOvertakenRecoveryLeavesNoUnownedFence(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer three.Close(ctx, region.CloseOptions{})
+	defer func() { _ = three.Close(ctx, region.CloseOptions{}) }()
 	if err := led.write(ctx, three, rng, 2, never); err != nil {
 		t.Fatal(err)
 	}

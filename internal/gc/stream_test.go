@@ -49,7 +49,7 @@ func TestFastGCCollectsStreamSegments(t *testing.T) {
 			counted := faultstore.New(objstoretest.Mem(t))
 			n := 0
 			s1 := wal.NewStream(counted, wal.StreamOptions{NewID: func() string { n++; return fmt.Sprintf("dn1/%d", n) }})
-			defer s1.Close()
+			defer func() { _ = s1.Close() }()
 			ida, idb := layout.RegionID{Table: 5, Region: 1}, layout.RegionID{Table: 5, Region: 2}
 			open := func(id layout.RegionID, s *wal.Stream) *region.Region {
 				r, err := region.Open(ctx, counted, id, region.Options{Create: true, Stream: s, Logger: slog.New(slog.DiscardHandler)})
@@ -75,10 +75,14 @@ func TestFastGCCollectsStreamSegments(t *testing.T) {
 			}
 			if !indexed {
 				// A new process: the writer's index is gone.
-				a.Close(ctx, region.CloseOptions{})
-				b.Close(ctx, region.CloseOptions{})
+				if err := a.Close(ctx, region.CloseOptions{}); err != nil {
+					t.Fatal(err)
+				}
+				if err := b.Close(ctx, region.CloseOptions{}); err != nil {
+					t.Fatal(err)
+				}
 				s2 := wal.NewStream(counted, wal.StreamOptions{NewID: func() string { return "dn2/1" }})
-				defer s2.Close()
+				defer func() { _ = s2.Close() }()
 				a, b = open(ida, s2), open(idb, s2)
 			}
 			rep, err := gc.Fast(ctx, a, gc.Options{})
@@ -171,8 +175,12 @@ func TestFastGCCollectsStreamSegments(t *testing.T) {
 			if note := rep2.Orphans[0].Note; !strings.HasPrefix(note, "undecodable") || !strings.HasSuffix(note, "no manifest names the stream") {
 				t.Fatalf("fsck explains the stray segment as %q", note)
 			}
-			a.Close(ctx, region.CloseOptions{})
-			b.Close(ctx, region.CloseOptions{})
+			if err := a.Close(ctx, region.CloseOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			if err := b.Close(ctx, region.CloseOptions{}); err != nil {
+				t.Fatal(err)
+			}
 		})
 	}
 }

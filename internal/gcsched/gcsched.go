@@ -237,7 +237,7 @@ func (s *Scheduler) round(ctx context.Context, running *sync.Map, wg *sync.WaitG
 			// New region: spread the first runs over half an interval.
 			st.st.NextFast = now.Add(rand.N(opts.FastInterval/2 + 1))
 			st.st.NextFull = now.Add(rand.N(opts.FullInterval/2 + 1))
-			save(ctx, s.cli, id, st)
+			_, _ = save(ctx, s.cli, id, st) // failing that, the next round plans it again
 			continue
 		}
 		if replan(&st.st, now, opts) {

@@ -98,7 +98,9 @@ func TestSchedulerStateSurvivesLeaderChange(t *testing.T) {
 	// Disabled: nothing runs.
 	o, _ := LoadOptions(ctx, cli)
 	o.Enabled = false
-	SaveOptions(ctx, cli, o)
+	if err := SaveOptions(ctx, cli, o); err != nil {
+		t.Fatal(err)
+	}
 	before := f.runs[ids[0]]
 	f.mu.Unlock()
 	term(200 * time.Millisecond)

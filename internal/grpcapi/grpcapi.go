@@ -40,7 +40,7 @@ func Status(err error) error {
 	if err == nil {
 		return nil
 	}
-	code := codes.Unknown
+	var code codes.Code
 	switch {
 	case errors.Is(err, region.ErrInvalidWrite), errors.Is(err, region.ErrInvalidScan):
 		code = codes.InvalidArgument

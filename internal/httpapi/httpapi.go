@@ -19,20 +19,19 @@ import (
 	"strings"
 	"time"
 
-	"github.com/stratadb/strata/internal/fence"
-	"github.com/stratadb/strata/internal/freelist"
-	"github.com/stratadb/strata/internal/row"
-	"github.com/stratadb/strata/internal/version"
-
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/stratadb/strata/internal/catalog"
 	"github.com/stratadb/strata/internal/datanode"
+	"github.com/stratadb/strata/internal/fence"
+	"github.com/stratadb/strata/internal/freelist"
 	"github.com/stratadb/strata/internal/lineproto"
 	"github.com/stratadb/strata/internal/prom"
 	"github.com/stratadb/strata/internal/region"
+	"github.com/stratadb/strata/internal/row"
 	"github.com/stratadb/strata/internal/schema"
+	"github.com/stratadb/strata/internal/version"
 )
 
 // DefaultMaxBodyBytes bounds a write request's body, after decompression.
@@ -133,7 +132,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) { h.mux.Serv
 
 func (h *Handler) health(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "application/json")
-	json.NewEncoder(w).Encode(map[string]string{"name": "strata", "status": "pass", "message": "ready for queries and writes",
+	_ = json.NewEncoder(w).Encode(map[string]string{"name": "strata", "status": "pass", "message": "ready for queries and writes",
 		"version": h.opts.Build.Version, "revision": h.opts.Build.Revision, "go_version": h.opts.Build.GoVersion})
 }
 
@@ -154,9 +153,9 @@ func (h *Handler) fail(w http.ResponseWriter, v2 bool, e apiError) {
 	w.Header().Set("X-Influxdb-Error", e.message)
 	w.WriteHeader(e.status)
 	if v2 {
-		json.NewEncoder(w).Encode(map[string]string{"code": e.code, "message": e.message})
+		_ = json.NewEncoder(w).Encode(map[string]string{"code": e.code, "message": e.message})
 	} else {
-		json.NewEncoder(w).Encode(map[string]string{"error": e.message})
+		_ = json.NewEncoder(w).Encode(map[string]string{"error": e.message})
 	}
 }
 

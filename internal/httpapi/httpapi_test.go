@@ -12,13 +12,14 @@ import (
 	"strings"
 	"testing"
 
+	"golang.org/x/sync/errgroup"
+
 	"github.com/stratadb/strata/internal/datanode"
 	"github.com/stratadb/strata/internal/objstore/objstoretest"
 	"github.com/stratadb/strata/internal/region"
 	"github.com/stratadb/strata/internal/row"
 	"github.com/stratadb/strata/internal/server"
 	"github.com/stratadb/strata/internal/server/servertest"
-	"golang.org/x/sync/errgroup"
 )
 
 // start runs a standalone (as `strata standalone` does) and returns its
@@ -41,7 +42,7 @@ func do(t *testing.T, method, url string, body io.Reader, hdr map[string]string)
 	defer resp.Body.Close()
 	var m map[string]string
 	data, _ := io.ReadAll(resp.Body)
-	json.Unmarshal(data, &m)
+	_ = json.Unmarshal(data, &m) // an empty or non-JSON body: m stays nil
 	return resp.StatusCode, m
 }
 
@@ -91,8 +92,12 @@ func TestWriteEndpoints(t *testing.T) {
 	// gzip, including a corrupt body; unknown encodings.
 	var b bytes.Buffer
 	gz := gzip.NewWriter(&b)
-	gz.Write([]byte("m,h=b x=3 3\n"))
-	gz.Close()
+	if _, err := gz.Write([]byte("m,h=b x=3 3\n")); err != nil {
+		t.Fatal(err)
+	}
+	if err := gz.Close(); err != nil {
+		t.Fatal(err)
+	}
 	if code, _ := do(t, "POST", v2, &b, map[string]string{"Content-Encoding": "gzip"}); code != 204 || rows(t, e, "m") != 2 {
 		t.Fatalf("gzip write: %d", code)
 	}
@@ -109,8 +114,12 @@ func TestWriteEndpoints(t *testing.T) {
 	}
 	b.Reset()
 	gz = gzip.NewWriter(&b)
-	gz.Write([]byte(big))
-	gz.Close()
+	if _, err := gz.Write([]byte(big)); err != nil {
+		t.Fatal(err)
+	}
+	if err := gz.Close(); err != nil {
+		t.Fatal(err)
+	}
 	if code, _ := do(t, "POST", v2, &b, map[string]string{"Content-Encoding": "gzip"}); code != 413 {
 		t.Fatalf("big gzip body: %d", code)
 	}

@@ -37,16 +37,16 @@ func (h *Handler) influxQuery(w http.ResponseWriter, r *http.Request) {
 			results = append(results, influxResult{StatementID: i})
 		default:
 			w.WriteHeader(http.StatusBadRequest)
-			json.NewEncoder(w).Encode(map[string]string{"error": "InfluxQL is not supported: Strata answers SHOW DATABASES and CREATE DATABASE only; query with PromQL at /api/v1/query (statement: " + strings.TrimSpace(stmt) + ")"})
+			_ = json.NewEncoder(w).Encode(map[string]string{"error": "InfluxQL is not supported: Strata answers SHOW DATABASES and CREATE DATABASE only; query with PromQL at /api/v1/query (statement: " + strings.TrimSpace(stmt) + ")"})
 			return
 		}
 	}
 	if len(results) == 0 {
 		w.WriteHeader(http.StatusBadRequest)
-		json.NewEncoder(w).Encode(map[string]string{"error": `missing required parameter "q"`})
+		_ = json.NewEncoder(w).Encode(map[string]string{"error": `missing required parameter "q"`})
 		return
 	}
-	json.NewEncoder(w).Encode(map[string]any{"results": results})
+	_ = json.NewEncoder(w).Encode(map[string]any{"results": results})
 }
 
 // splitStatements splits q on semicolons outside quotes and drops empty

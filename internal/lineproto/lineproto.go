@@ -702,7 +702,7 @@ func decimalToken(b []byte) (f float64, n int, ok bool) {
 // (inf, nan, hex, underscores).
 func isNumber(b []byte) bool {
 	for _, c := range b {
-		if !(c >= '0' && c <= '9' || c == '.' || c == '-' || c == '+' || c == 'e' || c == 'E') {
+		if (c < '0' || c > '9') && strings.IndexByte(".-+eE", c) < 0 {
 			return false
 		}
 	}

@@ -338,23 +338,6 @@ func (m *Manifest) settleLocked(ctx context.Context, v uint64, data []byte, next
 	return nil
 }
 
-// landedLocked reports whether key holds exactly data. It fences the writer
-// if key holds another writer's delta.
-func (m *Manifest) landedLocked(ctx context.Context, key string, data []byte) (bool, error) {
-	got, err := m.store.Get(ctx, key)
-	if errors.Is(err, objstore.ErrNotFound) {
-		return false, nil
-	}
-	if err != nil {
-		return false, err
-	}
-	if string(got) != string(data) {
-		m.err = fmt.Errorf("%w: region %s: %s was committed by another writer", fence.ErrFenced, m.region, key)
-		return false, m.err
-	}
-	return true, nil
-}
-
 // resolveUnknownLocked settles an ambiguous commit before the next one.
 func (m *Manifest) resolveUnknownLocked(ctx context.Context) error {
 	err := m.settleLocked(ctx, m.pendingState.Version, m.unknown, m.pendingState)

@@ -6,9 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"os"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -19,6 +17,7 @@ import (
 	"github.com/stratadb/strata/internal/objstore/faultstore"
 	"github.com/stratadb/strata/internal/objstore/objstoretest"
 	"github.com/stratadb/strata/internal/schema"
+	"github.com/stratadb/strata/internal/testseed"
 )
 
 var region = layout.RegionID{Table: 7, Region: 3}
@@ -298,11 +297,7 @@ func randomActions(rng *rand.Rand, s *State, next *int) []Action {
 // every object-store call index in turn; reopening must always yield exactly
 // the state of the last delta that landed.
 func TestRandomizedCrashRecovery(t *testing.T) {
-	seed := uint64(time.Now().UnixNano())
-	if v := os.Getenv("STRATA_SEED"); v != "" {
-		seed, _ = strconv.ParseUint(v, 10, 64)
-	}
-	t.Logf("seed %d (replay with STRATA_SEED=%d)", seed, seed)
+	seed := testseed.Seed(t)
 	ctx := context.Background()
 	const steps = 40
 	// A clean run counts the calls one workload makes.
@@ -461,7 +456,6 @@ type lateStore struct {
 	key   string
 	early bool
 	held  []byte
-	late  error // the held create's outcome, when attempted late
 }
 
 func (s *lateStore) CreateIfAbsent(ctx context.Context, key string, data []byte) error {
@@ -470,7 +464,7 @@ func (s *lateStore) CreateIfAbsent(ctx context.Context, key string, data []byte)
 		return &objstore.OpError{Op: objstore.OpPut, Key: key, Cause: errors.New("connection reset after the body was sent")}
 	}
 	if key == s.key && s.early {
-		s.Bucket.CreateIfAbsent(ctx, key, s.held) // the server commits it now
+		_ = s.Bucket.CreateIfAbsent(ctx, key, s.held) // the server commits it now
 	}
 	return s.Bucket.CreateIfAbsent(ctx, key, data)
 }

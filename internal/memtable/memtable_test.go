@@ -236,7 +236,9 @@ func TestValuesRoundTrip(t *testing.T) {
 		for it.Next() {
 			e := *it.Entry()
 			var s int64
-			fmt.Sscanf(e.Series, "k%d", &s)
+			if _, err := fmt.Sscanf(e.Series, "k%d", &s); err != nil {
+				t.Fatal(err)
+			}
 			w := want[[2]int64{s, int64(e.Seq)}]
 			if e.TS != w.TS || e.Op != w.Op || e.End != w.End {
 				t.Fatalf("%s: got %v, want %v", name, e, w)

@@ -22,14 +22,22 @@ func parse(t *testing.T, spec string) row.Iterator {
 		}
 		var e row.Entry
 		e.Series = f[0]
-		fmt.Sscan(f[1], &e.TS)
-		fmt.Sscan(f[2], &e.Seq)
+		if _, err := fmt.Sscan(f[1], &e.TS); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := fmt.Sscan(f[2], &e.Seq); err != nil {
+			t.Fatal(err)
+		}
 		if f[3] == "del" {
 			e.Op = row.Delete
-			fmt.Sscan(f[4], &e.End)
+			if _, err := fmt.Sscan(f[4], &e.End); err != nil {
+				t.Fatal(err)
+			}
 		} else {
 			var v int64
-			fmt.Sscan(f[3], &v)
+			if _, err := fmt.Sscan(f[3], &v); err != nil {
+				t.Fatal(err)
+			}
 			e.Fields = []row.Value{row.IntValue(v)}
 		}
 		es = append(es, e)

@@ -99,8 +99,10 @@ func (s *Server) finishDrop(ctx context.Context, t catalog.Table) error {
 		return err
 	}
 	// GC state of the table's regions goes too.
+	// Best effort: a key left behind schedules nothing (the scheduler
+	// runs the regions of tables that exist).
 	for i := range t.Regions {
-		s.opts.Client.Delete(ctx, cluster.GCStateKey(layout.RegionID{Table: t.ID, Region: i}))
+		_, _ = s.opts.Client.Delete(ctx, cluster.GCStateKey(layout.RegionID{Table: t.ID, Region: i}))
 	}
 	if err := s.cat.Forget(ctx, t.Name, sweptAt); err != nil {
 		return err

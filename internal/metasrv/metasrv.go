@@ -16,10 +16,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/stratadb/strata/internal/tlsutil"
-
-	"github.com/stratadb/strata/internal/version"
-
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
 	"google.golang.org/grpc"
@@ -32,6 +28,8 @@ import (
 	"github.com/stratadb/strata/internal/gcsched"
 	"github.com/stratadb/strata/internal/layout"
 	"github.com/stratadb/strata/internal/objstore"
+	"github.com/stratadb/strata/internal/tlsutil"
+	"github.com/stratadb/strata/internal/version"
 	"github.com/stratadb/strata/internal/wire"
 	pb "github.com/stratadb/strata/proto/strata/v1"
 )
@@ -181,7 +179,7 @@ func (s *Server) campaign(ctx context.Context) {
 		}
 		el := concurrency.NewElection(sess, cluster.ElectionPrefix)
 		if err := el.Campaign(ctx, s.opts.Addr); err != nil {
-			sess.Close()
+			_ = sess.Close() // revokes the lease; failing that, it expires
 			continue
 		}
 		s.log.Info("elected leader")
@@ -213,9 +211,9 @@ func (s *Server) campaign(ctx context.Context) {
 		s.mu.Unlock()
 		s.metrics.Leader.Set(0)
 		rctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		el.Resign(rctx)
+		_ = el.Resign(rctx) // failing that, the key goes with the session's lease
 		cancel()
-		sess.Close()
+		_ = sess.Close()
 	}
 }
 

@@ -98,7 +98,7 @@ func (s *Server) Handler(g prometheus.Gatherer) http.Handler {
 			role = "leader"
 		}
 		w.Header().Set("Content-Type", "application/json")
-		fmt.Fprintf(w, `{"status":"ok","role":%q,"version":%q,"revision":%q}`+"\n", role, s.opts.Build.Version, strings.TrimSpace(s.opts.Build.Revision))
+		_, _ = fmt.Fprintf(w, `{"status":"ok","role":%q,"version":%q,"revision":%q}`+"\n", role, s.opts.Build.Version, strings.TrimSpace(s.opts.Build.Revision))
 	})
 	return mux
 }

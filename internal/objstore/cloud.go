@@ -13,12 +13,6 @@ import (
 	"strings"
 	"time"
 
-	"gocloud.dev/blob"
-	"gocloud.dev/blob/fileblob"
-	"gocloud.dev/blob/memblob"
-	"gocloud.dev/blob/s3blob"
-	"gocloud.dev/gcerrors"
-
 	"github.com/aws/aws-sdk-go-v2/aws"
 	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
 	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
@@ -28,6 +22,11 @@ import (
 	"github.com/aws/smithy-go/logging"
 	"github.com/aws/smithy-go/middleware"
 	gcaws "gocloud.dev/aws"
+	"gocloud.dev/blob"
+	"gocloud.dev/blob/fileblob"
+	"gocloud.dev/blob/memblob"
+	"gocloud.dev/blob/s3blob"
+	"gocloud.dev/gcerrors"
 )
 
 // openS3 opens s3://bucket?endpoint=...&use_path_style=true&region=...
@@ -324,7 +323,7 @@ func (c *cloudBucket) writeAll(ctx context.Context, key string, data []byte, opt
 	}
 	if _, err := w.Write(data); err != nil {
 		abort()
-		w.Close()
+		_ = w.Close() // aborted: the write's error is the one returned
 		return err
 	}
 	return w.Close()

@@ -33,7 +33,7 @@ func (f *fileWriter) write(key string, data []byte, exclusive bool) (err error) 
 	if err := writeSynced(tmp, data); err != nil {
 		return err
 	}
-	defer os.Remove(tmp)
+	defer func() { _ = os.Remove(tmp) }() // gone once renamed
 
 	dst := f.path(key)
 	parent := filepath.Dir(dst)
@@ -57,11 +57,11 @@ func writeSynced(path string, data []byte) error {
 		return err
 	}
 	if _, err := fd.Write(data); err != nil {
-		fd.Close()
+		_ = fd.Close()
 		return err
 	}
 	if err := fd.Sync(); err != nil {
-		fd.Close()
+		_ = fd.Close()
 		return err
 	}
 	return fd.Close()
@@ -72,6 +72,6 @@ func syncDir(dir string) error {
 	if err != nil {
 		return err
 	}
-	defer d.Close()
+	defer func() { _ = d.Close() }()
 	return d.Sync()
 }

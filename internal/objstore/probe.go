@@ -28,7 +28,7 @@ func CheckConditionalCreate(ctx context.Context, b Bucket, endpoint string) erro
 	if err := b.CreateIfAbsent(ctx, key, []byte("first")); err != nil {
 		return fmt.Errorf("objstore: probe of %s: create %s: %w", endpoint, key, err)
 	}
-	defer b.Delete(context.WithoutCancel(ctx), key)
+	defer func() { _ = b.Delete(context.WithoutCancel(ctx), key) }()
 	err := b.CreateIfAbsent(ctx, key, []byte("second"))
 	switch {
 	case err == nil:

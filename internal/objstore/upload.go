@@ -101,7 +101,7 @@ func (c *cloudBucket) Upload(ctx context.Context, key string, r io.ReaderAt, siz
 	}
 	if _, err := io.CopyBuffer(onlyWriter{w}, src, make([]byte, uploadBuffer)); err != nil {
 		abort()
-		w.Close()
+		_ = w.Close() // aborted: the upload's error is the one returned
 		return uploadError(key, src, err)
 	}
 	return classify(OpPut, key, w.Close())
@@ -117,13 +117,13 @@ func (f *fileWriter) writeFrom(key string, src io.Reader) error {
 		return err
 	}
 	tmp := fd.Name()
-	defer os.Remove(tmp)
+	defer func() { _ = os.Remove(tmp) }()
 	if _, err := io.CopyBuffer(onlyWriter{fd}, src, make([]byte, uploadBuffer)); err != nil {
-		fd.Close()
+		_ = fd.Close()
 		return err
 	}
 	if err := fd.Sync(); err != nil {
-		fd.Close()
+		_ = fd.Close()
 		return err
 	}
 	if err := fd.Close(); err != nil {

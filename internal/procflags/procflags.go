@@ -11,13 +11,12 @@ import (
 	"os"
 	"strings"
 
-	"github.com/stratadb/strata/internal/tlsutil"
-
-	"github.com/stratadb/strata/internal/version"
-
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 	"go.yaml.in/yaml/v3"
+
+	"github.com/stratadb/strata/internal/tlsutil"
+	"github.com/stratadb/strata/internal/version"
 )
 
 // UsageError is bad usage: a bad flag value, environment variable or

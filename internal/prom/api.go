@@ -11,8 +11,6 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/stratadb/strata/internal/version"
-
 	"github.com/prometheus/common/model"
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/promql"
@@ -20,6 +18,7 @@ import (
 	"github.com/prometheus/prometheus/storage"
 
 	"github.com/stratadb/strata/internal/datanode"
+	"github.com/stratadb/strata/internal/version"
 )
 
 // Limits bound what one query may take.
@@ -99,13 +98,13 @@ func badData(err error) *apiError { return &apiError{"bad_data", http.StatusBadR
 
 func respond(w http.ResponseWriter, data any) {
 	w.Header().Set("Content-Type", "application/json")
-	json.NewEncoder(w).Encode(map[string]any{"status": "success", "data": data})
+	_ = json.NewEncoder(w).Encode(map[string]any{"status": "success", "data": data})
 }
 
 func fail(w http.ResponseWriter, e *apiError) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(e.status)
-	json.NewEncoder(w).Encode(map[string]any{"status": "error", "errorType": e.typ, "error": e.err.Error()})
+	_ = json.NewEncoder(w).Encode(map[string]any{"status": "error", "errorType": e.typ, "error": e.err.Error()})
 }
 
 // queryError classifies an evaluation error as Prometheus does.
@@ -257,7 +256,7 @@ func (a *API) eval(w http.ResponseWriter, r *http.Request, newQuery func(context
 
 // selectors parses match[] (required says whether one must be given).
 func (a *API) selectors(r *http.Request, required bool) ([][]*labels.Matcher, *apiError) {
-	r.ParseForm()
+	_ = r.ParseForm() // as r.FormValue does: a malformed body leaves no values
 	ms := r.Form["match[]"]
 	if len(ms) == 0 && required {
 		return nil, badData(errors.New("no match[] parameter provided"))
@@ -436,7 +435,7 @@ func (a *API) buildinfo(w http.ResponseWriter, r *http.Request) {
 func (a *API) metadata(w http.ResponseWriter, r *http.Request) {
 	out := map[string][]map[string]string{}
 	qr := &querier{q: a.q, mint: math.MinInt64, maxt: math.MaxInt64}
-	names, _, err := qr.LabelValues(r.Context(), labels.MetricName, nil)
+	names, _, err := qr.LabelValues(r.Context(), model.MetricNameLabel, nil)
 	if err != nil {
 		fail(w, queryError(err))
 		return

@@ -122,7 +122,9 @@ func TestQueryRangeOverLineProtocol(t *testing.T) {
 			ResultType string `json:"resultType"`
 			Result     matrix `json:"result"`
 		}
-		json.Unmarshal(r.Data, &d)
+		if err := json.Unmarshal(r.Data, &d); err != nil {
+			t.Fatal(err)
+		}
 		if d.ResultType != "matrix" {
 			t.Fatalf("%s: result type %s", q, d.ResultType)
 		}
@@ -176,23 +178,31 @@ func TestQueryRangeOverLineProtocol(t *testing.T) {
 	// Series, labels and label values.
 	code, r = c.get("/api/v1/series", url.Values{"match[]": {"cpu_usage_user"}})
 	var series []map[string]string
-	json.Unmarshal(r.Data, &series)
+	if err := json.Unmarshal(r.Data, &series); err != nil {
+		t.Fatal(err)
+	}
 	if code != 200 || len(series) != 2 {
 		t.Fatalf("series: %d %s", code, r.Data)
 	}
 	code, r = c.get("/api/v1/labels", nil)
 	var names []string
-	json.Unmarshal(r.Data, &names)
+	if err := json.Unmarshal(r.Data, &names); err != nil {
+		t.Fatal(err)
+	}
 	if code != 200 || !slices.Equal(names, []string{"__name__", "host"}) {
 		t.Fatalf("labels: %d %s", code, r.Data)
 	}
 	code, r = c.get("/api/v1/label/__name__/values", nil)
-	json.Unmarshal(r.Data, &names)
+	if err := json.Unmarshal(r.Data, &names); err != nil {
+		t.Fatal(err)
+	}
 	if code != 200 || !slices.Equal(names, []string{"cpu_count", "cpu_usage_user"}) {
 		t.Fatalf("__name__ values: %d %s", code, r.Data)
 	}
 	code, r = c.get("/api/v1/label/host/values", url.Values{"match[]": {`cpu_count{host!="a"}`}})
-	json.Unmarshal(r.Data, &names)
+	if err := json.Unmarshal(r.Data, &names); err != nil {
+		t.Fatal(err)
+	}
 	if code != 200 || !slices.Equal(names, []string{"b"}) {
 		t.Fatalf("host values: %d %s", code, r.Data)
 	}

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/common/model"
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/promql/parser"
 
@@ -99,7 +100,7 @@ func TestGrafanaDashboard(t *testing.T) {
 					return nil
 				}
 				for _, m := range vs.LabelMatchers {
-					if m.Name == labels.MetricName && m.Type == labels.MatchEqual {
+					if m.Name == model.MetricNameLabel && m.Type == labels.MatchEqual {
 						names++
 						used[m.Value] = true
 						if !known(m.Value) {

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/prometheus/common/model"
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/promql"
 	"github.com/prometheus/prometheus/promql/parser"
@@ -45,7 +46,7 @@ func planDirect(expr parser.Expr, step time.Duration) *directPlan {
 		return nil
 	}
 	agg, ok := unparen(expr).(*parser.AggregateExpr)
-	if !ok || agg.Param != nil || agg.Without || slices.Contains(agg.Grouping, labels.MetricName) {
+	if !ok || agg.Param != nil || agg.Without || slices.Contains(agg.Grouping, model.MetricNameLabel) {
 		return nil
 	}
 	switch agg.Op {

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/common/model"
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/promql"
 	"github.com/prometheus/prometheus/promql/parser"
@@ -36,7 +37,7 @@ func TestAggregateMatchesEngine(t *testing.T) {
 		var held heldSeries
 		for i := range 1 + rng.Intn(12) {
 			lb := labels.NewScratchBuilder(3)
-			lb.Add(labels.MetricName, "x")
+			lb.Add(model.MetricNameLabel, "x")
 			lb.Add("i", fmt.Sprint(i))
 			if rng.Intn(4) > 0 {
 				lb.Add("g", fmt.Sprint("g", rng.Intn(3)))

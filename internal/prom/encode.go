@@ -24,13 +24,14 @@ var resultBufs = sync.Pool{New: func() any { return new([]byte) }}
 // respondValue writes a successful query's result.
 func respondValue(w http.ResponseWriter, v parser.Value) {
 	bp := resultBufs.Get().(*[]byte)
-	b := append((*bp)[:0], `{"data":{"result":`...)
+	b := (*bp)[:0]
+	b = append(b, `{"data":{"result":`...)
 	b = appendValue(b, v)
 	b = append(b, `,"resultType":`...)
 	b = appendString(b, string(v.Type()))
 	b = append(b, "},\"status\":\"success\"}\n"...)
 	w.Header().Set("Content-Type", "application/json")
-	w.Write(b)
+	_, _ = w.Write(b)
 	if cap(b) <= 16<<20 { // a huge result's buffer is not kept
 		*bp = b
 		resultBufs.Put(bp)

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/prometheus/common/model"
 	"github.com/prometheus/prometheus/model/histogram"
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/promql/promqltest"
@@ -63,7 +64,7 @@ func (a *appender) Append(ref storage.SeriesRef, ls labels.Labels, st, t int64, 
 	if h != nil || fh != nil {
 		return 0, errHistogram
 	}
-	name := ls.Get(labels.MetricName)
+	name := ls.Get(model.MetricNameLabel)
 	i, ok := a.byTable[name]
 	if !ok {
 		i = len(a.batches)
@@ -72,7 +73,7 @@ func (a *appender) Append(ref storage.SeriesRef, ls labels.Labels, st, t int64, 
 	}
 	var tags []row.Tag
 	ls.Range(func(l labels.Label) {
-		if l.Name != labels.MetricName && l.Value != "" {
+		if l.Name != model.MetricNameLabel && l.Value != "" {
 			tags = append(tags, row.Tag{Name: l.Name, Value: l.Value})
 		}
 	})

@@ -11,6 +11,7 @@ import (
 
 	"github.com/klauspost/compress/snappy"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/common/model"
 	"github.com/prometheus/prometheus/model/labels"
 
 	"github.com/stratadb/strata/internal/catalog"
@@ -67,9 +68,9 @@ var errBadWrite = errors.New("bad remote write request")
 
 func (rw *RemoteWrite) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	v2 := false
-	switch ct := strings.ReplaceAll(r.Header.Get("Content-Type"), " ", ""); {
-	case ct == "" || ct == "application/x-protobuf" || ct == "application/x-protobuf;proto=prometheus.WriteRequest":
-	case ct == rwV2ContentType:
+	switch ct := strings.ReplaceAll(r.Header.Get("Content-Type"), " ", ""); ct {
+	case "", "application/x-protobuf", "application/x-protobuf;proto=prometheus.WriteRequest":
+	case rwV2ContentType:
 		v2 = true
 	default:
 		http.Error(w, fmt.Sprintf("unsupported Content-Type %q (want application/x-protobuf, or %s)", ct, rwV2ContentType), http.StatusUnsupportedMediaType)
@@ -225,7 +226,7 @@ func (b *batcher) series(ls labels.Labels, histograms, n int, at func(i int) (in
 	if n == 0 {
 		return
 	}
-	if ls.Get(labels.MetricName) == "" {
+	if ls.Get(model.MetricNameLabel) == "" {
 		b.refuse(n, ls, "no __name__ label")
 		return
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/prometheus/promql/parser"
 	"github.com/prometheus/prometheus/storage"
 	"github.com/prometheus/prometheus/util/kahansum"
+
 	"github.com/stratadb/strata/internal/row"
 )
 
@@ -255,13 +256,7 @@ func searchFrom(ts []int64, from int, x int64) int {
 
 // anyStale reports whether vs holds a stale marker.
 func anyStale(vs []float64) bool {
-	bs := unsafe.Slice((*uint64)(unsafe.Pointer(unsafe.SliceData(vs))), len(vs))
-	for _, b := range bs {
-		if b == value.StaleNaN {
-			return true
-		}
-	}
-	return false
+	return slices.Contains(unsafe.Slice((*uint64)(unsafe.Pointer(unsafe.SliceData(vs))), len(vs)), value.StaleNaN)
 }
 
 // collect adds vs to the open window, stale markers left out.

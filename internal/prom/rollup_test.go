@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/common/model"
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/promql"
 	"github.com/prometheus/prometheus/promql/parser"
@@ -94,7 +95,7 @@ func TestRollupsMatchEngine(t *testing.T) {
 	for range 300 {
 		f, r := funcs[rng.Intn(len(funcs))], ranges[rng.Intn(len(ranges))]
 		metric := []string{"m_v", "n_v"}[rng.Intn(2)]
-		inner := fmt.Sprintf("%s(%s[%s])", f, metric, model(r))
+		inner := fmt.Sprintf("%s(%s[%s])", f, metric, promDuration(r))
 		agg := aggs[rng.Intn(len(aggs))]
 		expr := []string{inner, agg + " by (host) (" + inner + ")", agg + "(" + inner + ")", "(" + agg + " by (host, nope) ((" + inner + ")))", inner + " - " + inner}[rng.Intn(5)]
 		parsed, err := p.ParseExpr(expr)
@@ -170,7 +171,7 @@ func TestRollupsMatchEngine(t *testing.T) {
 	// The scan hands over one sample a window, not every sample.
 	qr, _ := rolled.Querier(base.UnixMilli(), base.Add(time.Hour).UnixMilli())
 	hints := &storage.SelectHints{Start: base.UnixMilli() - 60_000 + 1, End: base.Add(30 * time.Minute).UnixMilli(), Step: 60_000, Range: 60_000, Func: "avg_over_time"}
-	ss := qr.Select(ctx, false, hints, labels.MustNewMatcher(labels.MatchEqual, labels.MetricName, "m_v"))
+	ss := qr.Select(ctx, false, hints, labels.MustNewMatcher(labels.MatchEqual, model.MetricNameLabel, "m_v"))
 	var it chunkenc.Iterator
 	for ss.Next() {
 		n := 0
@@ -187,8 +188,8 @@ func TestRollupsMatchEngine(t *testing.T) {
 	}
 }
 
-// model formats a duration as PromQL does (10s, 1m, 3m).
-func model(d time.Duration) string {
+// promDuration formats a duration as PromQL does (10s, 1m, 3m).
+func promDuration(d time.Duration) string {
 	if d%time.Minute == 0 {
 		return fmt.Sprintf("%dm", d/time.Minute)
 	}

@@ -6,6 +6,7 @@ import (
 	"math"
 	"unsafe"
 
+	"github.com/prometheus/common/model"
 	"github.com/prometheus/prometheus/model/labels"
 
 	"github.com/stratadb/strata/internal/row"
@@ -490,7 +491,7 @@ func (b *batcher) appendTags(ls wireLabels) (tags []row.Tag, key []byte, shape u
 			}
 			seen.valid = true
 		}
-		named = named || l.name == labels.MetricName
+		named = named || l.name == model.MetricNameLabel
 		b.tags = append(b.tags, row.Tag{Name: l.name, Value: l.value})
 		// The key as row.SeriesEncoder writes it for these sorted tags.
 		b.keys = binary.AppendUvarint(b.keys, uint64(len(l.name)))

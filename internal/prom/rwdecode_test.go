@@ -224,7 +224,7 @@ func v1Seeds(tb testing.TB) [][]byte {
 			{Labels: lbl("__name__", "bad_utf8_empty", "\xff", ""), Samples: one(1)},
 			{Labels: lbl("__name__", "long", strings.Repeat("n", 300), "x"), Samples: one(1)},
 			{Labels: lbl(append([]string{"__name__", "many"}, many...)...), Samples: one(1)},
-			{Labels: lbl("__name__", "ts", "job", "a"), Samples: []prompb.Sample{{Timestamp: math.MinInt64}, {Timestamp: -1, Value: -0.0}, {Timestamp: math.MaxInt64 / 1_000_000, Value: math.Float64frombits(0x7ff8000000000bad)}}},
+			{Labels: lbl("__name__", "ts", "job", "a"), Samples: []prompb.Sample{{Timestamp: math.MinInt64}, {Timestamp: -1, Value: math.Copysign(0, -1)}, {Timestamp: math.MaxInt64 / 1_000_000, Value: math.Float64frombits(0x7ff8000000000bad)}}},
 			{Labels: lbl("__name__", "hist_and_samples"), Samples: one(2), Histograms: []prompb.Histogram{{Count: &prompb.Histogram_CountInt{CountInt: 3}, PositiveSpans: []prompb.BucketSpan{{Offset: -1, Length: 2}}, PositiveDeltas: []int64{1, -1}, NegativeCounts: []float64{1, 2}, CustomValues: []float64{3}}, {}}},
 			{Labels: lbl("__name__", "no_samples"), Histograms: []prompb.Histogram{{}}},
 			{Labels: lbl("__name__", "exemplar"), Samples: one(4), Exemplars: []prompb.Exemplar{{Labels: lbl("trace_id", "abc"), Value: 1, Timestamp: t0}}},
@@ -277,7 +277,7 @@ func v1Seeds(tb testing.TB) [][]byte {
 		bytesOf(1, slices.Concat(label("__name__", "odd"), bytesOf(1, oddLabel), bytesOf(2, varintOf(2, t0)))),
 	)
 	// A known field of each message with a wrong wire type: malformed.
-	for _, m := range [][]byte{
+	out = append(out,
 		bytesOf(2, nil), bytesOf(3, slices.Concat(varintOf(1, 1))),
 		bytesOf(1, slices.Concat(label("__name__", "w"), varintOf(2, 1))),
 		bytesOf(1, bytesOf(1, varintOf(2, 1))),
@@ -287,15 +287,10 @@ func v1Seeds(tb testing.TB) [][]byte {
 		bytesOf(1, bytesOf(4, bytesOf(8, f64Of(1, -1)))),
 		bytesOf(1, bytesOf(4, varintOf(10, 1))),
 		bytesOf(3, strOf(1, "x")),
-	} {
-		out = append(out, m)
-	}
+	)
 	// Avalanche-shaped requests, NaNs, churn and staleness markers
 	// among them.
-	for _, raw := range avalancheRequests(tb, rwload.V1, rwload.Shape{Names: 3, Series: 2, Labels: 3, Scrapes: 2, Interval: time.Second, Start: time.UnixMilli(t0), Churn: 0.5, NaNFraction: 0.3, StaleMarkers: true, Batch: 4}) {
-		out = append(out, raw)
-	}
-	return out
+	return append(out, avalancheRequests(tb, rwload.V1, rwload.Shape{Names: 3, Series: 2, Labels: 3, Scrapes: 2, Interval: time.Second, Start: time.UnixMilli(t0), Churn: 0.5, NaNFraction: 0.3, StaleMarkers: true, Batch: 4})...)
 }
 
 func v2Seeds(tb testing.TB) [][]byte {
@@ -348,7 +343,7 @@ func v2Seeds(tb testing.TB) [][]byte {
 	app, bytesOf := protowire.AppendTag, func(num protowire.Number, b []byte) []byte {
 		return protowire.AppendBytes(protowire.AppendTag(nil, num, protowire.BytesType), b)
 	}
-	for _, m := range [][]byte{
+	out = append(out,
 		app(nil, 4, protowire.VarintType), app(nil, 5, protowire.Fixed64Type),
 		bytesOf(5, app(nil, 1, protowire.Fixed64Type)),
 		bytesOf(5, bytesOf(2, bytesOf(3, nil))),
@@ -356,9 +351,7 @@ func v2Seeds(tb testing.TB) [][]byte {
 		bytesOf(5, bytesOf(4, bytesOf(2, nil))),
 		bytesOf(5, bytesOf(5, bytesOf(3, nil))),
 		bytesOf(5, app(nil, 5, protowire.VarintType)),
-	} {
-		out = append(out, m)
-	}
+	)
 	return append(out, avalancheRequests(tb, rwload.V2, rwload.Shape{Names: 3, Series: 2, Labels: 3, Scrapes: 2, Interval: time.Second, Start: time.UnixMilli(t0), Churn: 0.5, NaNFraction: 0.3, StaleMarkers: true, Batch: 4})...)
 }
 

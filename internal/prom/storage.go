@@ -26,6 +26,7 @@ import (
 	"sync/atomic"
 	"unsafe"
 
+	"github.com/prometheus/common/model"
 	"github.com/prometheus/prometheus/model/histogram"
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/storage"
@@ -138,7 +139,7 @@ func (qr *querier) matching(ms []*labels.Matcher) ([]metric, []*labels.Matcher) 
 	var rest []*labels.Matcher
 	var names []*labels.Matcher
 	for _, m := range ms {
-		if m.Name == labels.MetricName {
+		if m.Name == model.MetricNameLabel {
 			names = append(names, m)
 		} else {
 			rest = append(rest, m)
@@ -285,7 +286,7 @@ func (l *labeler) labels(key string) (labels.Labels, bool, error) {
 	}
 	lb := labels.NewScratchBuilder(len(l.tags) + 1)
 	if l.name != "" {
-		lb.Add(labels.MetricName, l.name)
+		lb.Add(model.MetricNameLabel, l.name)
 	}
 	for _, t := range l.tags {
 		lb.Add(t.Name, t.Value)
@@ -544,7 +545,7 @@ func (qr *querier) LabelNames(ctx context.Context, hints *storage.LabelHints, ms
 	var out []string
 	for _, mt := range mts {
 		if !mt.labels {
-			out = append(out, labels.MetricName)
+			out = append(out, model.MetricNameLabel)
 			out = append(out, mt.tags...)
 			continue
 		}
@@ -581,7 +582,7 @@ func (qr *querier) LabelNames(ctx context.Context, hints *storage.LabelHints, ms
 // the matchers select, listed from the series indexes (no data read).
 func (qr *querier) LabelValues(ctx context.Context, name string, hints *storage.LabelHints, ms ...*labels.Matcher) ([]string, annotations.Annotations, error) {
 	var out []string
-	if name == labels.MetricName {
+	if name == model.MetricNameLabel {
 		mts, _ := qr.matching(ms)
 		for _, mt := range mts {
 			if !mt.labels {
@@ -622,7 +623,7 @@ func (qr *querier) tagValues(ctx context.Context, name string, ms []*labels.Matc
 	listed := map[string]bool{}
 	for _, mt := range mts {
 		mrest := mt.matchers(ms, rest)
-		if listed[mt.table] || !mt.hasTag(name) || missingTag(mrest, &mt) || name == labels.MetricName && !mt.labels {
+		if listed[mt.table] || !mt.hasTag(name) || missingTag(mrest, &mt) || name == model.MetricNameLabel && !mt.labels {
 			continue
 		}
 		listed[mt.table] = true

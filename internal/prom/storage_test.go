@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/common/model"
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/storage"
 	"github.com/prometheus/prometheus/tsdb/chunkenc"
@@ -58,7 +59,7 @@ func TestSelectMatchesRows(t *testing.T) {
 	for range 20 {
 		mint := int64(rng.Intn(100))
 		maxt := mint + int64(rng.Intn(150))
-		ms := []*labels.Matcher{labels.MustNewMatcher(labels.MatchEqual, labels.MetricName, "cpu_usage")}
+		ms := []*labels.Matcher{labels.MustNewMatcher(labels.MatchEqual, model.MetricNameLabel, "cpu_usage")}
 		switch rng.Intn(3) {
 		case 1:
 			ms = append(ms, labels.MustNewMatcher(labels.MatchEqual, "host", hosts[rng.Intn(len(hosts))]))

@@ -65,7 +65,7 @@ func startVM(b *testing.B) string {
 	if err := cmd.Start(); err != nil {
 		b.Fatal(err)
 	}
-	b.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	b.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
 	base := "http://" + addr
 	deadline := time.Now().Add(time.Minute)
 	for {

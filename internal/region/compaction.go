@@ -1,15 +1,13 @@
 package region
 
 import (
-	"time"
-
-	"github.com/stratadb/strata/internal/wal"
-
 	"context"
+	"time"
 
 	"github.com/stratadb/strata/internal/manifest"
 	"github.com/stratadb/strata/internal/objstore"
 	"github.com/stratadb/strata/internal/sst"
+	"github.com/stratadb/strata/internal/wal"
 )
 
 // The methods here are what a compaction job (internal/compact) needs from

@@ -9,17 +9,16 @@ import (
 	"log/slog"
 	"math"
 	"math/rand/v2"
-	"os"
 	"slices"
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/stratadb/strata/internal/objstore"
 	"github.com/stratadb/strata/internal/objstore/faultstore"
 	"github.com/stratadb/strata/internal/objstore/objstoretest"
 	"github.com/stratadb/strata/internal/row"
+	"github.com/stratadb/strata/internal/testseed"
 )
 
 // model is the expected content of a region: (series, ts) -> row.
@@ -201,7 +200,7 @@ func (h *harness) crash(cause error, cands ...model) {
 			h.fail("no successful reopen in 100 attempts after %v", cause)
 		}
 		if h.r != nil {
-			h.r.Close(h.ctx, CloseOptions{}) // over a failed store: errors expected
+			_ = h.r.Close(h.ctx, CloseOptions{}) // over a failed store: errors expected
 			h.r = nil
 		}
 		fs := faultstore.New(h.inner)
@@ -320,25 +319,15 @@ func (h *harness) run(ops []op, first *faultstore.Store) {
 	}
 	h.check()
 	checkOwned(h.t, h.inner, h.r.Manifest())
-	h.r.Close(h.ctx, CloseOptions{})
+	if err := h.r.Close(h.ctx, CloseOptions{}); err != nil {
+		h.t.Fatal(err)
+	}
 }
 
 // maybeApplied reports whether a write error leaves the outcome open (it
 // must never be a validation error for a valid batch).
 func maybeApplied(err error) bool {
 	return !errors.Is(err, ErrInvalidWrite) && !errors.Is(err, ErrBatchTooLarge)
-}
-
-func seedFromEnv(t *testing.T) uint64 {
-	seed := uint64(time.Now().UnixNano())
-	if v := os.Getenv("STRATA_SEED"); v != "" {
-		var err error
-		if seed, err = strconv.ParseUint(v, 10, 64); err != nil {
-			t.Fatalf("STRATA_SEED=%q: %v", v, err)
-		}
-	}
-	t.Logf("seed %d (replay with STRATA_SEED=%d)", seed, seed)
-	return seed
 }
 
 // TestModelWithFaultAtEveryCall runs seeded random workloads (writes,
@@ -351,7 +340,7 @@ func seedFromEnv(t *testing.T) uint64 {
 // region holds every acknowledged write, the failed write wholly or not at
 // all, and no SST that the manifest does not own.
 func TestModelWithFaultAtEveryCall(t *testing.T) {
-	seed := seedFromEnv(t)
+	seed := testseed.Seed(t)
 	ctx := context.Background()
 	rounds, steps := 3, 40
 	if testing.Short() {
@@ -384,7 +373,7 @@ func TestModelWithFaultAtEveryCall(t *testing.T) {
 // TestModelRandomFaults runs longer workloads with a random fault in every
 // life of the region, so recovery itself is interrupted too.
 func TestModelRandomFaults(t *testing.T) {
-	seed := seedFromEnv(t)
+	seed := testseed.Seed(t)
 	ctx := context.Background()
 	runs, steps := 20, 300
 	if testing.Short() {

@@ -84,11 +84,15 @@ func TestScanFiltersAndProjection(t *testing.T) {
 		}
 	}
 	mustWrite(t, r, batch[:100]...)
-	r.Flush(ctx)
+	if err := r.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
 	mustWrite(t, r, batch[100:]...)
 	for _, flushed := range []bool{false, true} {
 		if flushed {
-			r.Flush(ctx)
+			if err := r.Flush(ctx); err != nil {
+				t.Fatal(err)
+			}
 		}
 		got := scanAll(t, r, ScanRequest{Start: 40, End: 43, Tags: []row.Tag{{Name: "host", Value: "b"}}, Fields: []string{"mem"}})
 		want := []string{"dc=x,host=b 40 mem=40", "dc=x,host=b 41 mem=41", "dc=x,host=b 42 mem=42"}
@@ -146,7 +150,9 @@ func TestScanPinsFiles(t *testing.T) {
 	r := open(t, s, Options{})
 	defer closeRegion(t, r, false)
 	mustWrite(t, r, pt("a", 1, fl("v", 1)))
-	r.Flush(ctx)
+	if err := r.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
 	var id string
 	for id = range r.Manifest().Files {
 	}
@@ -291,7 +297,9 @@ func TestDeletes(t *testing.T) {
 	for i := range 10 {
 		mustWrite(t, r, pt("a", int64(i), fl("v", float64(i))), pt("b", int64(i), fl("v", float64(i))))
 	}
-	r.Flush(ctx)
+	if err := r.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
 	// A tombstone in the memtable hides SST rows; b is untouched.
 	if err := r.Delete(ctx, []row.Tag{{Name: "host", Value: "a"}}, 2, 7); err != nil {
 		t.Fatal(err)
@@ -314,7 +322,9 @@ func TestDeletes(t *testing.T) {
 		}
 	}
 	check("memtable tombstone")
-	r.Flush(ctx) // the tombstone is now in a second SST
+	if err := r.Flush(ctx); err != nil { // the tombstone is now in a second SST
+		t.Fatal(err)
+	}
 	check("flushed tombstone")
 	closeRegion(t, r, false)
 	r = open(t, s, Options{})
@@ -337,9 +347,13 @@ func TestTTL(t *testing.T) {
 	if err != nil || res.Written != 1 || res.Expired != 1 {
 		t.Fatalf("write: %+v %v", res, err)
 	}
-	r.Flush(ctx)
+	if err := r.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
 	mustWrite(t, r, pt("a", at(10*time.Minute), fl("v", 3)))
-	r.Flush(ctx)
+	if err := r.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
 	if got := scanAll(t, r, ScanRequest{}); len(got) != 2 {
 		t.Fatalf("before expiry: %q", got)
 	}
@@ -484,7 +498,9 @@ func TestStaleOwnerIsFenced(t *testing.T) {
 	if err := old.Flush(ctx); !errors.Is(err, fence.ErrFenced) {
 		t.Fatalf("stale flush: %v", err)
 	}
-	old.Close(ctx, CloseOptions{})
+	if err := old.Close(ctx, CloseOptions{}); err != nil {
+		t.Fatal(err)
+	}
 	if got := scanAll(t, nu, ScanRequest{}); len(got) != 1 {
 		t.Fatalf("new owner sees %q after stale attempts", got)
 	}

@@ -27,7 +27,7 @@ var streamSeq atomic.Int64
 func newStream(t testing.TB, s objstore.Bucket, node string) *wal.Stream {
 	t.Helper()
 	st := wal.NewStream(s, wal.StreamOptions{NewID: func() string { return fmt.Sprintf("%s/%04d", node, streamSeq.Add(1)) }})
-	t.Cleanup(func() { st.Close() })
+	t.Cleanup(func() { _ = st.Close() })
 	return st
 }
 
@@ -140,7 +140,9 @@ func TestStreamNewOwnerWhileFormerRuns(t *testing.T) {
 		t.Fatalf("B: %d rows, want 8: %v", len(got), got)
 	}
 	for _, r := range []*Region{a1, b1, a2, a3, b3} {
-		r.Close(ctx, CloseOptions{})
+		if err := r.Close(ctx, CloseOptions{}); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
 
@@ -238,7 +240,7 @@ func TestWALMetricsCountSegments(t *testing.T) {
 			opts := Options{Metrics: m}
 			if mode == "stream" {
 				s := wal.NewStream(store, wal.StreamOptions{NewID: func() string { return "dn/1" }, OnPut: m.ObserveWALPut})
-				t.Cleanup(func() { s.Close() })
+				t.Cleanup(func() { _ = s.Close() })
 				opts.Stream = s
 			}
 			r := openAt(t, store, testRegion, opts)

@@ -77,7 +77,9 @@ func TestTruncateCommitFailureKeepsData(t *testing.T) {
 	r := open(t, fs, Options{})
 	defer closeRegion(t, r, false)
 	mustWrite(t, r, pt("a", 1, fl("v", 1)))
-	r.Flush(ctx)
+	if err := r.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
 	mustWrite(t, r, pt("a", 2, fl("v", 2)))
 	fs.AddRule(faultstore.Rule{Match: func(c faultstore.Call) bool {
 		return c.Op == objstore.OpPut && strings.Contains(c.Key, "/manifest/")

@@ -61,7 +61,7 @@ func BenchmarkWALCost(b *testing.B) {
 						opts := Options{Logger: quiet, WALWindow: window, FlushBytes: 1 << 40, MaxMemtableBytes: 1 << 40}
 						if mode == "stream" {
 							s := wal.NewStream(store, wal.StreamOptions{Window: window, NewID: func() string { return "bench/1" }})
-							defer s.Close()
+							defer func() { _ = s.Close() }()
 							opts.Stream = s
 						}
 						var rs []*Region
@@ -70,7 +70,7 @@ func BenchmarkWALCost(b *testing.B) {
 						}
 						defer func() {
 							for _, r := range rs {
-								r.Close(ctx, CloseOptions{})
+								_ = r.Close(ctx, CloseOptions{})
 							}
 						}()
 						tags := tsbsTags()

@@ -50,7 +50,7 @@ func TestValuesAndOrder(t *testing.T) {
 	vals := []Value{FloatValue(-0.5), IntValue(math.MinInt64), UintValue(math.MaxUint64), StringValue("x"), BoolValue(true), {}}
 	kinds := []Kind{Float, Int, Uint, String, Bool, Null}
 	for i, v := range vals {
-		if v.Kind() != kinds[i] || !v.Equal(v) || (i > 0 && v.Equal(vals[i-1])) {
+		if v.Kind() != kinds[i] || !v.Equal(vals[i]) || (i > 0 && v.Equal(vals[i-1])) {
 			t.Fatalf("value %d: %v kind %v", i, v, v.Kind())
 		}
 		if k, ok := ParseKind(kinds[i].String()); kinds[i] != Null && (!ok || k != kinds[i]) {

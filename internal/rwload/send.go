@@ -187,7 +187,7 @@ func (sh *shard) send(ctx context.Context, o Options, r request) error {
 		return fmt.Errorf("rwload: send: %w", err)
 	}
 	msg, _ := io.ReadAll(io.LimitReader(resp.Body, 4<<10))
-	io.Copy(io.Discard, resp.Body)
+	_, _ = io.Copy(io.Discard, resp.Body)
 	resp.Body.Close()
 	sh.lat = append(sh.lat, time.Since(t0))
 	sh.res.Requests++

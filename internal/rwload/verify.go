@@ -86,7 +86,7 @@ func Verify(ctx context.Context, g *Generator, o VerifyOptions) (Check, error) {
 			o.Authorize(req)
 		}
 		if resp, err := o.Client.Do(req); err == nil {
-			io.Copy(io.Discard, resp.Body)
+			_, _ = io.Copy(io.Discard, resp.Body)
 			resp.Body.Close()
 		}
 	}

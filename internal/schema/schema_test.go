@@ -41,7 +41,9 @@ func TestExtendAndReload(t *testing.T) {
 func TestConflictsNameColumnAndBothTypes(t *testing.T) {
 	s, _ := New(DefaultTimestamp)
 	add := s.Extend()
-	add.Field("cpu", row.Float)
+	if err := add.Field("cpu", row.Float); err != nil {
+		t.Fatal(err)
+	}
 	s, _ = add.Result()
 	for _, c := range []struct {
 		err  error
@@ -57,7 +59,9 @@ func TestConflictsNameColumnAndBothTypes(t *testing.T) {
 		}
 	}
 	a := s.Extend()
-	a.Field("x", row.Bool)
+	if err := a.Field("x", row.Bool); err != nil {
+		t.Fatal(err)
+	}
 	if err := a.Field("x", row.String); err == nil || !strings.Contains(err.Error(), "bool") {
 		t.Errorf("conflict within one batch: %v", err)
 	}

@@ -17,18 +17,12 @@ import (
 	"strconv"
 	"time"
 
-	"google.golang.org/grpc/credentials"
-
-	"github.com/stratadb/strata/internal/sst"
-	"github.com/stratadb/strata/internal/tlsutil"
-
-	"github.com/stratadb/strata/internal/version"
-
 	"github.com/oklog/ulid/v2"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/reflection"
@@ -48,6 +42,9 @@ import (
 	"github.com/stratadb/strata/internal/objstore"
 	"github.com/stratadb/strata/internal/prom"
 	"github.com/stratadb/strata/internal/region"
+	"github.com/stratadb/strata/internal/sst"
+	"github.com/stratadb/strata/internal/tlsutil"
+	"github.com/stratadb/strata/internal/version"
 	"github.com/stratadb/strata/internal/wal"
 )
 
@@ -335,7 +332,7 @@ func (s *Server) abort() {
 		s.grpcSrv.Stop()
 	}
 	if s.httpSrv != nil {
-		s.httpSrv.Close()
+		_ = s.httpSrv.Close()
 	}
 	for _, ln := range []net.Listener{s.httpLn, s.grpcLn} {
 		if ln != nil {
@@ -349,16 +346,16 @@ func (s *Server) abort() {
 		s.agent.Close(context.Background())
 	}
 	if s.eng != nil {
-		s.eng.Close(context.Background(), false)
+		_ = s.eng.Close(context.Background(), false)
 	}
 	if s.stream != nil {
-		s.stream.Close()
+		_ = s.stream.Close()
 	}
 	if s.etcd != nil {
 		s.etcd.Close()
 	}
 	s.closeEmbedded()
-	s.closeStore()
+	_ = s.closeStore()
 }
 
 func (s *Server) closeEmbedded() {
@@ -410,7 +407,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	s.agent.Stop()
 	s.log.Info("shutting down: flushing regions")
 	errs = append(errs, s.eng.Close(ctx, true))
-	s.stream.Close() // after every region detached
+	errs = append(errs, s.stream.Close()) // after every region detached
 	s.agent.Revoke(ctx)
 	s.etcd.Close()
 	errs = append(errs, s.closeStore())

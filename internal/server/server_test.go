@@ -47,7 +47,9 @@ func TestHealthReflectionAndFlushingShutdown(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rc.Send(&reflectionpb.ServerReflectionRequest{MessageRequest: &reflectionpb.ServerReflectionRequest_ListServices{}})
+	if err := rc.Send(&reflectionpb.ServerReflectionRequest{MessageRequest: &reflectionpb.ServerReflectionRequest_ListServices{}}); err != nil {
+		t.Fatal(err)
+	}
 	resp, err := rc.Recv()
 	if err != nil {
 		t.Fatal(err)
@@ -59,7 +61,9 @@ func TestHealthReflectionAndFlushingShutdown(t *testing.T) {
 	if !found {
 		t.Fatalf("reflection lists %v", resp.GetListServicesResponse().GetService())
 	}
-	rc.CloseSend()
+	if err := rc.CloseSend(); err != nil {
+		t.Fatal(err)
+	}
 	pt := row.Point{Tags: []row.Tag{{Name: "h", Value: "a"}}, TS: 1, Fields: []row.Field{{Name: "v", Value: row.FloatValue(1)}}}
 	if _, err := s.Engine().Write(ctx, "t", []row.Point{pt}, datanode.WriteOptions{CreateTable: true}); err != nil {
 		t.Fatal(err)
@@ -73,7 +77,7 @@ func TestHealthReflectionAndFlushingShutdown(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer s2.Shutdown(ctx)
+	defer func() { _ = s2.Shutdown(ctx) }()
 	servertest.WaitHosted(t, s2.Engine(), "t")
 	st, err := s2.Engine().Stats(context.Background(), "t")
 	if err != nil || st[0].Files != 1 || st[0].MemtableBytes != 0 {
@@ -138,7 +142,9 @@ func TestStandaloneRunsMetasrvAndImportsTheStoreCatalog(t *testing.T) {
 		if _, err := r.Write(ctx, share); err != nil {
 			t.Fatal(err)
 		}
-		r.Close(ctx, region.CloseOptions{}) // unflushed
+		if err := r.Close(ctx, region.CloseOptions{}); err != nil { // unflushed
+			t.Fatal(err)
+		}
 	}
 	store.Close()
 
@@ -146,7 +152,7 @@ func TestStandaloneRunsMetasrvAndImportsTheStoreCatalog(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer s.Shutdown(ctx)
+	defer func() { _ = s.Shutdown(ctx) }()
 	sc, err := s.Engine().Scan(ctx, "legacy", region.ScanRequest{Start: region.AllTime, End: region.AllTimeEnd})
 	if err != nil {
 		t.Fatal(err)

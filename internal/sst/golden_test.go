@@ -98,7 +98,7 @@ func TestWriteIsByteStable(t *testing.T) {
 		h.Write(data)
 		h.Write(m.SeriesIndex)
 		m.SeriesIndex = nil
-		fmt.Fprintf(h, "%+v", m)
+		_, _ = fmt.Fprintf(h, "%+v", m)
 		got := hex.EncodeToString(h.Sum(nil))
 		if want := goldenSums[cgo][name]; got != want {
 			t.Errorf("%s (cgo %v): %d bytes with sum %s, want %s", name, cgo, len(data), got, want)

@@ -251,13 +251,17 @@ func TestEmptyAndCorrupt(t *testing.T) {
 	}
 	data, _ := write(t, testEntries(t, 10), 0)
 	s := objstoretest.Mem(t)
-	s.Put(ctx, "ok", data)
+	if err := s.Put(ctx, "ok", data); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := Open(ctx, s, "ok", int64(len(data))+1); !errors.Is(err, ErrCorrupt) {
 		t.Fatalf("size mismatch: %v", err)
 	}
 	bad := slices.Clone(data)
 	copy(bad[len(bad)-8:], "garbage!")
-	s.Put(ctx, "bad", bad)
+	if err := s.Put(ctx, "bad", bad); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := Open(ctx, s, "bad", int64(len(bad))); !errors.Is(err, ErrCorrupt) {
 		t.Fatalf("corrupt footer: %v", err)
 	}

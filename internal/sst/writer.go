@@ -126,7 +126,7 @@ func Write(w io.Writer, fields []schema.Field, it row.Iterator, opts WriteOption
 		return Meta{}, err
 	}
 	cw := &countingWriter{w: w}
-	pw := parquet.NewWriter(cw,
+	pw := parquet.NewGenericWriter[any](cw,
 		l.schema,
 		parquet.Compression(codec),
 		parquet.KeyValueMetadata(formatKey, l.version),
@@ -217,7 +217,7 @@ func decimalScales(fields []schema.Field, decimals []int8) ([]int8, error) {
 // shorter queue the caller waits for the one worker it feeds, and the
 // other workers idle (measured: 12% slower compactions).
 type pipeline struct {
-	pw           *parquet.Writer
+	pw           *parquet.GenericWriter[any]
 	cols         batchColumns
 	pool         *batchPool
 	queued       int   // how many batches a row group's queue holds
@@ -246,7 +246,7 @@ type pipeline struct {
 const backlog = 2
 
 // startPipeline starts the committer of a pipeline writing to pw.
-func startPipeline(pw *parquet.Writer, cols batchColumns, opts WriteOptions) *pipeline {
+func startPipeline(pw *parquet.GenericWriter[any], cols batchColumns, opts WriteOptions) *pipeline {
 	parallel := max(1, opts.Parallel)
 	p := &pipeline{
 		pw: pw, cols: cols, pool: &batchPool{fields: len(cols.fields)},

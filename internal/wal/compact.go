@@ -6,7 +6,6 @@ import (
 	"unsafe"
 
 	"github.com/stratadb/strata/internal/decimal"
-
 	"github.com/stratadb/strata/internal/freelist"
 	"github.com/stratadb/strata/internal/row"
 )

@@ -147,7 +147,7 @@ func TestStreamCarriesManyRegionsInOneSegment(t *testing.T) {
 	// The window never ends by time: the segment closes when the fourth
 	// write fills it.
 	s := NewStream(store, StreamOptions{Window: time.Hour, MaxSegmentBytes: total, NewID: streamIDs()})
-	defer s.Close()
+	defer func() { _ = s.Close() }()
 	var recs []*memberLog
 	var wg sync.WaitGroup
 	errs := make(chan error, regions)
@@ -190,7 +190,7 @@ func TestStreamCarriesManyRegionsInOneSegment(t *testing.T) {
 func TestStreamSealedByNewOwner(t *testing.T) {
 	store := objstoretest.Mem(t)
 	s := NewStream(store, StreamOptions{NewID: streamIDs()})
-	defer s.Close()
+	defer func() { _ = s.Close() }()
 	a, b := newMemberLog(layout.RegionID{Table: 1, Region: 1}), newMemberLog(layout.RegionID{Table: 1, Region: 2})
 	ma, _ := s.Attach(a.options(1, 1))
 	mb, _ := s.Attach(b.options(1, 1))
@@ -258,7 +258,7 @@ func TestStreamReplayRacesTheWriter(t *testing.T) {
 		}
 	}}
 	s := NewStream(store, StreamOptions{NewID: streamIDs()})
-	defer s.Close()
+	defer func() { _ = s.Close() }()
 	a := newMemberLog(layout.RegionID{Table: 1, Region: 1})
 	ma, _ := s.Attach(a.options(1, 1))
 	ctx := context.Background()
@@ -293,7 +293,7 @@ func TestStreamAmbiguousCreate(t *testing.T) {
 		t.Run(action.String(), func(t *testing.T) {
 			fs := faultstore.New(objstoretest.Mem(t), faultstore.Rule{Match: faultstore.KeyContains(layout.StreamsPrefix), N: 2, Action: action})
 			s := NewStream(fs, StreamOptions{NewID: streamIDs()})
-			defer s.Close()
+			defer func() { _ = s.Close() }()
 			a := newMemberLog(layout.RegionID{Table: 1, Region: 1})
 			ma, _ := s.Attach(a.options(1, 1))
 			ctx := context.Background()
@@ -335,7 +335,7 @@ func TestStreamAmbiguousCreateCollected(t *testing.T) {
 	inner := objstoretest.Mem(t)
 	fs := faultstore.New(inner, faultstore.Rule{Match: faultstore.KeyContains(layout.StreamsPrefix), N: 2, Action: faultstore.FailAfter})
 	s := NewStream(fs, StreamOptions{NewID: streamIDs()})
-	defer s.Close()
+	defer func() { _ = s.Close() }()
 	a := newMemberLog(layout.RegionID{Table: 1, Region: 1})
 	ma, _ := s.Attach(a.options(1, 1))
 	ctx := context.Background()
@@ -391,7 +391,9 @@ func TestStreamMemberClose(t *testing.T) {
 	if _, err := s.Attach(a.options(2, 1)); err != nil {
 		t.Fatalf("reattach after close: %v", err)
 	}
-	s.Close()
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := s.Attach(a.options(3, 1)); !errors.Is(err, ErrClosed) {
 		t.Fatalf("attach after stream close: %v", err)
 	}
@@ -423,7 +425,7 @@ func TestStreamAppliesABlockAtOnce(t *testing.T) {
 		total += len(enc)
 	}
 	s := NewStream(store, StreamOptions{Window: time.Hour, MaxSegmentBytes: total, NewID: streamIDs()})
-	defer s.Close()
+	defer func() { _ = s.Close() }()
 	rec := newMemberLog(layout.RegionID{Table: 1, Region: 0})
 	opts := rec.options(1, 1)
 	var calls [][][]row.Entry

@@ -68,7 +68,7 @@ func StartIngest(o IngestOptions) *Ingest {
 				resp, err := httpc.Do(req)
 				ok := err == nil && resp.StatusCode == http.StatusNoContent
 				if err == nil {
-					io.Copy(io.Discard, resp.Body)
+					_, _ = io.Copy(io.Discard, resp.Body)
 					resp.Body.Close()
 				}
 				g.mu.Lock()

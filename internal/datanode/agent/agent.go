@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/grpc"
 
@@ -193,14 +192,14 @@ func (a *Agent) leaseLost(ctx context.Context) {
 	a.losses.Inc()
 	a.log.Error("region lease lost: closing every region", "regions", len(hosted))
 	for _, id := range hosted {
-		a.eng.Unassign(ctx, id, false)
+		_ = a.eng.Unassign(ctx, id, false) // it logs its outcome
 	}
 	for ctx.Err() == nil {
 		rctx, cancel := context.WithTimeout(ctx, a.opts.Heartbeat)
 		err := a.register(rctx)
 		cancel()
 		if err == nil {
-			a.refresh(ctx)
+			_, _ = a.refresh(ctx) // failing that, the watch loop reads again
 			return
 		}
 		a.log.Warn("registering again failed", "err", err)
@@ -289,10 +288,10 @@ func (a *Agent) refresh(ctx context.Context) (int64, error) {
 		if as, ok := owners[id]; !ok {
 			// No assignment: the table is being dropped; flushing would
 			// only write files about to be deleted.
-			go a.eng.Unassign(context.WithoutCancel(ctx), id, false)
+			go func() { _ = a.eng.Unassign(context.WithoutCancel(ctx), id, false) }() // it logs its outcome
 		} else if as.Owner != a.opts.Node.ID {
 			// Moved away (a planned move: flush first).
-			go a.eng.Unassign(context.WithoutCancel(ctx), id, true)
+			go func() { _ = a.eng.Unassign(context.WithoutCancel(ctx), id, true) }()
 		} else if known && as.Gen != gen {
 			// Ours again, but assigned anew since this instance opened (a
 			// quick move away and back): another owner may have fenced
@@ -301,7 +300,7 @@ func (a *Agent) refresh(ctx context.Context) (int64, error) {
 			a.wg.Add(1)
 			go func() {
 				defer a.wg.Done()
-				a.eng.Unassign(context.WithoutCancel(ctx), id, false)
+				_ = a.eng.Unassign(context.WithoutCancel(ctx), id, false)
 				a.mu.Lock()
 				delete(a.opened, id)
 				a.mu.Unlock()
@@ -390,9 +389,10 @@ func (a *Agent) Revoke(ctx context.Context) {
 		key := cluster.DatanodesPrefix + info.ID
 		// Only while the registration is still this lease's (a lost lease
 		// may have been replaced by a new one, or be gone).
-		a.opts.Client.Txn(rctx).If(clientv3.Compare(clientv3.LeaseValue(key), "=", id)).
+		// Both best effort: failing them, the lease expires.
+		_, _ = a.opts.Client.Txn(rctx).If(clientv3.Compare(clientv3.LeaseValue(key), "=", id)).
 			Then(clientv3.OpPut(key, string(data), clientv3.WithIgnoreLease())).Commit()
-		a.opts.Client.Revoke(rctx, id)
+		_, _ = a.opts.Client.Revoke(rctx, id)
 		cancel()
 	}
 }

@@ -46,7 +46,7 @@ func TestAgentReopensARegionReassignedSinceItOpened(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer eng.Close(ctx, false)
+	defer func() { _ = eng.Close(ctx, false) }()
 	agent.SetAddrs("127.0.0.1:1", "127.0.0.1:2")
 	if err := agent.Start(ctx, eng); err != nil {
 		t.Fatal(err)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"time"
 
 	"google.golang.org/grpc"
@@ -36,7 +37,7 @@ func (a *Agent) owner(ctx context.Context, id layout.RegionID) (string, error) {
 			if as.Owner != a.opts.Node.ID {
 				return n.GRPCAddr, nil
 			}
-			if slicesContains(a.eng.Hosted(), id) {
+			if slices.Contains(a.eng.Hosted(), id) {
 				return "", nil
 			}
 		}
@@ -47,15 +48,6 @@ func (a *Agent) owner(ctx context.Context, id layout.RegionID) (string, error) {
 		case <-time.After(time.Second):
 		}
 	}
-}
-
-func slicesContains(ids []layout.RegionID, id layout.RegionID) bool {
-	for _, x := range ids {
-		if x == id {
-			return true
-		}
-	}
-	return false
 }
 
 func (a *Agent) conn(addr string) (pb.DatanodeClient, error) {

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -64,14 +65,7 @@ type Rule struct {
 
 // OnOp matches calls of the given operations.
 func OnOp(ops ...objstore.Op) func(Call) bool {
-	return func(c Call) bool {
-		for _, op := range ops {
-			if c.Op == op {
-				return true
-			}
-		}
-		return false
-	}
+	return func(c Call) bool { return slices.Contains(ops, c.Op) }
 }
 
 // KeyContains matches calls whose key contains s.

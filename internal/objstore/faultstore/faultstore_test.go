@@ -8,19 +8,12 @@ import (
 
 	"github.com/stratadb/strata/internal/objstore"
 	"github.com/stratadb/strata/internal/objstore/faultstore"
+	"github.com/stratadb/strata/internal/objstore/objstoretest"
 )
-
-func mem(t *testing.T) objstore.Bucket {
-	b, err := objstore.OpenBackend(context.Background(), "mem://")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
-}
 
 func TestRulesFireAtTheNthMatchingCall(t *testing.T) {
 	ctx := context.Background()
-	inner := mem(t)
+	inner := objstoretest.Mem(t)
 	f := faultstore.New(inner,
 		faultstore.Rule{Match: faultstore.OnOp(objstore.OpPut), N: 2, Action: faultstore.Fail},
 		faultstore.Rule{Match: faultstore.KeyContains("wal"), N: 1, Action: faultstore.FailAfter})
@@ -49,7 +42,7 @@ func TestRulesFireAtTheNthMatchingCall(t *testing.T) {
 
 func TestCrashStopsEverything(t *testing.T) {
 	ctx := context.Background()
-	inner := mem(t)
+	inner := objstoretest.Mem(t)
 	f := faultstore.New(inner, faultstore.Rule{N: 2, Action: faultstore.CrashAfter})
 	_ = f.Put(ctx, "a", []byte("1"))
 	if err := f.Put(ctx, "b", []byte("2")); !errors.Is(err, faultstore.ErrCrashed) {
@@ -69,7 +62,7 @@ func TestCrashStopsEverything(t *testing.T) {
 }
 
 func TestDelayHonoursContext(t *testing.T) {
-	f := faultstore.New(mem(t), faultstore.Rule{N: 1, Action: faultstore.Delay, Delay: time.Hour})
+	f := faultstore.New(objstoretest.Mem(t), faultstore.Rule{N: 1, Action: faultstore.Delay, Delay: time.Hour})
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	if err := f.Put(ctx, "a", nil); !errors.Is(err, context.Canceled) {

@@ -350,7 +350,10 @@ func MaybeRunRaceHelper() {
 	}
 	parts := strings.Split(spec, "|")
 	var n int
-	fmt.Sscan(parts[2], &n)
+	if _, err := fmt.Sscan(parts[2], &n); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(3)
+	}
 	ctx := context.Background()
 	s, err := objstore.Open(ctx, parts[0], objstore.Options{})
 	if err != nil {

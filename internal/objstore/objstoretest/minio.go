@@ -102,13 +102,16 @@ func startMinIO() (*MinIOServer, error) {
 	}
 	s := &MinIOServer{Endpoint: "http://" + addr, dir: dir, addr: addr, bin: bin}
 	if err := s.run(); err != nil {
-		os.RemoveAll(dir)
+		_ = os.RemoveAll(dir)
 		return nil, err
 	}
 	// The AWS SDK in this process (and in helper processes) reads these.
-	os.Setenv("AWS_ACCESS_KEY_ID", minioUser)
-	os.Setenv("AWS_SECRET_ACCESS_KEY", minioPassword)
-	os.Setenv("AWS_REGION", "us-east-1")
+	for k, v := range map[string]string{"AWS_ACCESS_KEY_ID": minioUser, "AWS_SECRET_ACCESS_KEY": minioPassword, "AWS_REGION": "us-east-1"} {
+		if err := os.Setenv(k, v); err != nil {
+			s.stop()
+			return nil, err
+		}
+	}
 	return s, nil
 }
 
@@ -124,7 +127,7 @@ func (s *MinIOServer) run() error {
 		"MINIO_BROWSER=off", "MINIO_UPDATE=off")
 	cmd.Stdout, cmd.Stderr = logf, logf
 	if err := cmd.Start(); err != nil {
-		logf.Close()
+		_ = logf.Close()
 		return fmt.Errorf("start MinIO: %w", err)
 	}
 	s.cmd, s.log = cmd, logf
@@ -144,7 +147,7 @@ func (s *MinIOServer) run() error {
 			out, _ := os.ReadFile(logf.Name())
 			return fmt.Errorf("MinIO exited: %v\n%s", err, out)
 		case <-deadline:
-			cmd.Process.Kill()
+			_ = cmd.Process.Kill()
 			return fmt.Errorf("MinIO not ready after 60s")
 		case <-time.After(50 * time.Millisecond): // polling an external process: no signal exists
 		}
@@ -155,9 +158,9 @@ func (s *MinIOServer) run() error {
 // same address and data, after down has run (nil: at once).
 func (s *MinIOServer) Restart(t testing.TB, down func()) {
 	t.Helper()
-	s.cmd.Process.Kill()
-	<-s.exited
-	s.log.Close()
+	_ = s.cmd.Process.Kill()
+	t.Logf("MinIO killed: %v", <-s.exited)
+	_ = s.log.Close()
 	if down != nil {
 		down()
 	}
@@ -168,8 +171,8 @@ func (s *MinIOServer) Restart(t testing.TB, down func()) {
 
 func (s *MinIOServer) stop() {
 	_ = s.cmd.Process.Kill()
-	s.log.Close()
-	os.RemoveAll(s.dir)
+	_ = s.log.Close()
+	_ = os.RemoveAll(s.dir)
 }
 
 func (s *MinIOServer) client() *s3.Client {
