@@ -517,7 +517,7 @@ func unownedStreamSegments(t *testing.T, s objstore.Bucket, st *manifest.State, 
 		next, live := w.Next(stream)
 		released := slices.ContainsFunc(st.StreamGarbage, func(g manifest.StreamRef) bool { return g.Needs(stream, n) })
 		fence := slices.Contains(st.StreamFences, manifest.StreamRef{Stream: stream, End: n})
-		if !st.NeedsStream(stream, n) && !released && !fence && !(live && n == next-1) {
+		if !st.NeedsStream(stream, n) && !released && !fence && (!live || n != next-1) {
 			out = append(out, o.Key)
 		}
 	}

@@ -184,7 +184,7 @@ func TestLegacyOwnWALStoreOpens(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer func() { r.Close(ctx, region.CloseOptions{}) }()
+	defer func() { _ = r.Close(ctx, region.CloseOptions{}) }()
 	check(r, want)
 	for _, c := range calls() {
 		if c.Op != objstore.OpGet {
@@ -235,7 +235,9 @@ func TestLegacyOwnWALStoreOpens(t *testing.T) {
 	if err := r.Commit(ctx, manifest.Action{Fences: &manifest.WALFences{Segments: []uint64{11}}}); err != nil {
 		t.Fatal(err)
 	}
-	r.Close(ctx, region.CloseOptions{})
+	if err := r.Close(ctx, region.CloseOptions{}); err != nil {
+		t.Fatal(err)
+	}
 	r, err = region.Open(ctx, s, legacyRegion, region.Options{Logger: quiet})
 	if err != nil {
 		t.Fatal(err)

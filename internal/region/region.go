@@ -264,7 +264,7 @@ func Open(ctx context.Context, store objstore.Bucket, id layout.RegionID, opts O
 			NewID: func() string { return fmt.Sprintf("region-%d-%d/%s", id.Table, id.Region, ulid.Make()) }})
 	}
 	fail := func(err error) (*Region, error) {
-		r.closeOwnStream()
+		_ = r.closeOwnStream() // the open's own error is the one reported
 		man.Close()
 		return nil, fmt.Errorf("region %s: open: %w", id, err)
 	}
@@ -499,9 +499,11 @@ func (r *Region) Close(ctx context.Context, opts CloseOptions) error {
 	r.mu.Unlock()
 	// 1. Stop the WAL: the group in flight completes, queued writes fail.
 	r.wal.Close()
-	r.closeOwnStream()
-	// 2. Flush if asked (while background work is still possible).
 	var errs []error
+	if err := r.closeOwnStream(); err != nil {
+		errs = append(errs, fmt.Errorf("region %s: close its WAL stream: %w", r.id, err))
+	}
+	// 2. Flush if asked (while background work is still possible).
 	if opts.Flush {
 		if err := r.flushAll(ctx); err != nil {
 			errs = append(errs, fmt.Errorf("region %s: flush on close: %w", r.id, err))
@@ -526,10 +528,11 @@ func (r *Region) Close(ctx context.Context, opts CloseOptions) error {
 }
 
 // closeOwnStream stops the region's own stream (none with Options.Stream).
-func (r *Region) closeOwnStream() {
+func (r *Region) closeOwnStream() error {
 	if r.opts.Stream == nil {
-		r.stream.Close()
+		return r.stream.Close()
 	}
+	return nil
 }
 
 // ttlCutoff is the oldest timestamp still alive (MinInt64 without TTL).

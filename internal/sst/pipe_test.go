@@ -64,7 +64,9 @@ func TestPipeStreamsAndFailsBothWays(t *testing.T) {
 
 	// Abandoned by the encoder.
 	ab := NewPipe(4096)
-	ab.Write([]byte("partial"))
+	if _, err := ab.Write([]byte("partial")); err != nil {
+		t.Fatal(err)
+	}
 	failed := make(chan error, 1)
 	go func() {
 		_, err := io.ReadAll(io.NewSectionReader(ab, 0, 1<<62))
@@ -88,7 +90,9 @@ func TestPipeStreamsAndFailsBothWays(t *testing.T) {
 
 	// A retry before anything was read starts from the beginning.
 	fresh := NewPipe(64)
-	fresh.Write([]byte("abc"))
+	if _, err := fresh.Write([]byte("abc")); err != nil {
+		t.Fatal(err)
+	}
 	fresh.Finish(nil)
 	b, err := io.ReadAll(io.NewSectionReader(fresh, 0, 1<<62))
 	if err != nil || string(b) != "abc" {

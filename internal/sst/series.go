@@ -173,7 +173,7 @@ func EncodeSeriesIndex(x SeriesIndex) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	defer s.close()
+	defer func() { _ = s.close() }() // idempotent: the success path's close is checked below
 	for i, k := range x.Keys {
 		s.add(k)
 		s.rows = x.Rows[i]

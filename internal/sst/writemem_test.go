@@ -34,7 +34,7 @@ func promKeys(tb testing.TB, n int) []string {
 	for s := range n {
 		metric, inst := s/10, s%10
 		h := fnv.New64a()
-		fmt.Fprint(h, s)
+		_, _ = fmt.Fprint(h, s) // a hash.Hash never fails a write
 		r := h.Sum64()
 		tags[0] = row.Tag{Name: "__name__", Value: fmt.Sprintf("metric_name_%06d", metric)}
 		tags[1] = row.Tag{Name: "instance", Value: fmt.Sprintf("host-%04d:9100", (metric*7+inst)%5000)}
@@ -111,7 +111,9 @@ func startHeapPeak(profile *bytes.Buffer) *heapPeak {
 			p.live = l
 			if p.profile != nil {
 				p.profile.Reset()
-				pprof.Lookup("heap").WriteTo(p.profile, 0)
+				if err := pprof.Lookup("heap").WriteTo(p.profile, 0); err != nil {
+					panic(err)
+				}
 			}
 		}
 	}

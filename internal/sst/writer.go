@@ -138,7 +138,7 @@ func Write(w io.Writer, fields []schema.Field, it row.Iterator, opts WriteOption
 		if series, err = newSeriesIndex(opts.Compression); err != nil {
 			return Meta{}, err
 		}
-		defer series.close()
+		defer func() { _ = series.close() }() // idempotent: the success path's close is checked where the index is finished
 	}
 	m, err := startPipeline(pw, l.cols, opts).run(it, series)
 	if err != nil {

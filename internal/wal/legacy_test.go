@@ -90,7 +90,9 @@ func TestRecoverSealsTheLogOnce(t *testing.T) {
 	ctx := context.Background()
 	inner := objstoretest.Mem(t)
 	s := objstore.New(inner, objstore.Options{})
-	s.Put(ctx, region.WALKey(1), encode(nil, true, 1, 1, nil)) // the first owner's fence
+	if err := s.Put(ctx, region.WALKey(1), encode(nil, true, 1, 1, nil)); err != nil { // the first owner's fence
+		t.Fatal(err)
+	}
 	legacySegment(t, s, 2, 1, 1, put("a", 1, 1), put("a", 2, 2))
 	legacySegment(t, s, 3, 1, 3, put("a", 3, 3))
 	legacySegment(t, s, 4, 1, 4, put("a", 4, 4))
@@ -168,7 +170,9 @@ func TestRecoverDetectsGapsAndCorruption(t *testing.T) {
 	if _, _, err := Recover(ctx, s, region, 2, 0, 0, 0, func(*Segment) error { return nil }); !errors.Is(err, ErrCorrupt) {
 		t.Fatalf("sequence behind: %v", err)
 	}
-	s.Put(ctx, region.WALKey(3), []byte("not a segment"))
+	if err := s.Put(ctx, region.WALKey(3), []byte("not a segment")); err != nil {
+		t.Fatal(err)
+	}
 	if _, _, err := Recover(ctx, s, region, 2, 0, 0, 0, func(*Segment) error { return nil }); !errors.Is(err, ErrCorrupt) {
 		t.Fatalf("garbage: %v", err)
 	}

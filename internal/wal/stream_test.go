@@ -504,7 +504,9 @@ func TestStreamGroupCommitReplay(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	s.Close()
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
 	st := s.Stats()
 	if st.Entries != writers*each*2 || len(a.applied) != writers*each*2 {
 		t.Fatalf("stats %+v, applied %d", st, len(a.applied))
@@ -533,7 +535,7 @@ func TestStreamStaleMemberIsFenced(t *testing.T) {
 	ctx := context.Background()
 	store := objstoretest.Mem(t)
 	s := NewStream(store, StreamOptions{NewID: streamIDs()})
-	defer s.Close()
+	defer func() { _ = s.Close() }()
 	a := newMemberLog(region)
 	old, _ := s.Attach(a.options(1, 1))
 	if err := old.Append(ctx, []row.Entry{put("a", 1, 1)}); err != nil {
@@ -584,7 +586,7 @@ func TestStreamAppendsQueuedBehindASegmentShareTheNext(t *testing.T) {
 		}
 	}
 	s := NewStream(fs, StreamOptions{NewID: streamIDs()})
-	defer s.Close()
+	defer func() { _ = s.Close() }()
 	m, _ := s.Attach(newMemberLog(region).options(1, 1))
 	var wg sync.WaitGroup
 	for g := range writers {
@@ -618,13 +620,15 @@ func TestStreamWindowAndSegmentSizeBoundGroups(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	s.Close()
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
 	if st := s.Stats(); st.Segments != 10 {
 		t.Fatalf("10 appends over a 1-byte cap took %d segments", st.Segments)
 	}
 	// A cancelled context before queuing fails fast and writes nothing.
 	s2 := NewStream(store, StreamOptions{NewID: streamIDs()})
-	defer s2.Close()
+	defer func() { _ = s2.Close() }()
 	m2, _ := s2.Attach(newMemberLog(region).options(1, 11))
 	cctx, cancel := context.WithCancel(ctx)
 	cancel()
@@ -651,7 +655,7 @@ func (s *lateCreate) CreateIfAbsent(ctx context.Context, key string, data []byte
 	}
 	if s.early && key == s.key {
 		s.early = false
-		s.Bucket.CreateIfAbsent(ctx, key, s.held)
+		_ = s.Bucket.CreateIfAbsent(ctx, key, s.held) // the held create lands now, or already did
 	}
 	return s.Bucket.CreateIfAbsent(ctx, key, data)
 }
@@ -664,7 +668,7 @@ func TestStreamLateLandingSegmentIsRefused(t *testing.T) {
 	inner := objstoretest.Mem(t)
 	ls := &lateCreate{Bucket: inner}
 	s := NewStream(ls, StreamOptions{NewID: streamIDs()})
-	defer s.Close()
+	defer func() { _ = s.Close() }()
 	a := newMemberLog(region)
 	m, _ := s.Attach(a.options(1, 1))
 	if err := m.Append(ctx, []row.Entry{put("a", 1, 1)}); !errors.Is(err, ErrOutcomeUnknown) {
@@ -687,7 +691,7 @@ func TestStreamLateLandingSegmentIsRefused(t *testing.T) {
 	inner2 := objstoretest.Mem(t)
 	ls2 := &lateCreate{Bucket: inner2, early: true}
 	s2 := NewStream(ls2, StreamOptions{NewID: streamIDs()})
-	defer s2.Close()
+	defer func() { _ = s2.Close() }()
 	a2 := newMemberLog(region)
 	m2, _ := s2.Attach(a2.options(1, 1))
 	if err := m2.Append(ctx, []row.Entry{put("a", 1, 1)}); !errors.Is(err, ErrOutcomeUnknown) {
@@ -725,7 +729,7 @@ func TestStreamNoAcknowledgementAfterTheLease(t *testing.T) {
 	lease := func() time.Time { mu.Lock(); defer mu.Unlock(); return deadline }
 	expire := func() { mu.Lock(); deadline = time.Now(); mu.Unlock() }
 	s := NewStream(leaseRunsOut{store, expire}, StreamOptions{NewID: streamIDs()})
-	defer s.Close()
+	defer func() { _ = s.Close() }()
 	a := newMemberLog(region)
 	opts := a.options(1, 1)
 	opts.Lease = lease
