@@ -409,22 +409,19 @@ func TestWriteStallsUntilFlushFreesMemory(t *testing.T) {
 		}
 		return ps
 	}
-	memBytes := func() int64 {
-		r.mu.Lock()
-		defer r.mu.Unlock()
-		return r.memBytes
-	}
 	// Fill past FlushBytes: the background flush starts and blocks in the
 	// SST upload. (The region's bytes, not the active memtable's: the
 	// flush may freeze the memtable before the loop looks again, and a
 	// loop waiting for a new active memtable to fill would write on into
 	// the stall.) A batch is under 4 KiB, so no write here stalls.
-	for i := 0; memBytes() < 4<<10; i++ {
+	// (The rows' bytes, rowBytes: what a flush and the stall look at; a
+	// memtable's bytes also count its keys and its row slices' room.)
+	for i := 0; rowBytes(r) < 4<<10; i++ {
 		mustWrite(t, r, batch(i*100)...)
 	}
 	<-blocked
 	// Fill the region up to its limit while the flush is stuck.
-	for i := 1000; memBytes() < r.opts.MaxMemtableBytes; i++ {
+	for i := 1000; rowBytes(r) < r.opts.MaxMemtableBytes; i++ {
 		mustWrite(t, r, batch(i*100)...)
 	}
 	if budget.Used() < 8<<10 {
