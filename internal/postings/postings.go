@@ -1,63 +1,15 @@
 // Package postings indexes series keys by their tags: for each tag name and
 // value, the ordinals of the keys that have it, ascending, so a filtered
 // scan looks up the series its filter names instead of testing every key.
-// A memtable keeps an Index as its series arrive; a file's series (kept by
-// the region as symbols) build their own lists and narrow through Narrow.
+// A memtable's series and a file's (each kept as symbols) build their own
+// lists and narrow through Narrow.
 package postings
 
 import (
-	"iter"
-	"maps"
 	"slices"
 
 	"github.com/stratadb/strata/internal/row"
 )
-
-// Index maps tag name -> value -> ordinals of the keys added, ascending.
-// Keys must be added in ordinal order. The names and values it holds are
-// cut from the keys added (no copies). Not safe for concurrent use: the
-// owner serialises Add against readers.
-type Index struct {
-	m    map[string]map[string][]int32
-	tags []row.Tag // scratch of Add
-}
-
-// Add records key as ordinal id, which must be above every id added so
-// far. Of a key that does not decode, the tags before the fault are
-// recorded: a scan's match (row.SeriesTag) finds those, and no others.
-// It returns the number of tags recorded.
-func (x *Index) Add(id int32, key string) int {
-	if x.m == nil {
-		x.m = map[string]map[string][]int32{}
-	}
-	x.tags, _ = row.DecodeSeries(x.tags[:0], key)
-	for _, t := range x.tags {
-		vs := x.m[t.Name]
-		if vs == nil {
-			vs = map[string][]int32{}
-			x.m[t.Name] = vs
-		}
-		vs[t.Value] = append(vs[t.Value], id)
-	}
-	return len(x.tags)
-}
-
-// Lookup returns the ordinals of the keys with tag name = value, ascending
-// (the index's own slice: read it, do not change it).
-func (x *Index) Lookup(name, value string) []int32 { return x.m[name][value] }
-
-// Values returns the values of tag name and their ordinals (read only).
-func (x *Index) Values(name string) map[string][]int32 { return x.m[name] }
-
-// Names iterates the tag names present.
-func (x *Index) Names() iter.Seq[string] { return maps.Keys(x.m) }
-
-// Candidates returns the ordinals, ascending and in a slice of the
-// caller's, of the keys that may pass the filters tags and in (see
-// Narrow).
-func (x *Index) Candidates(tags []row.Tag, in []row.TagIn) (ords []int32, all bool) {
-	return Narrow(tags, in, x.Lookup)
-}
 
 // Narrow returns the ordinals, ascending and in a slice of the caller's,
 // of the keys that may pass the filters tags and in, given the postings

@@ -57,8 +57,8 @@ const kindDecimal = 0x20
 // place in an entry's values; decimal.None once a value was no decimal).
 type compactState struct {
 	// first is keyed by the address of an entry's series key (and holds
-	// its length): a write's entries share one string a series (the
-	// memtable's, memtable.ShareKeys), and hashing the address is cheaper
+	// its length): a write's entries share one string a series (a copy
+	// the batch keeps, memtable.ShareKeys), and hashing the address is cheaper
 	// than the key. Two strings of one series merely both write it out.
 	first  map[*byte]firstEntry
 	n      int
