@@ -37,7 +37,7 @@ type Region interface {
 	Verify(ctx context.Context) error
 	// Commit commits manifest actions as the region's owner.
 	Commit(ctx context.Context, actions ...manifest.Action) error
-	// WALStream is the shared WAL stream the region writes through (nil:
-	// none), whose index answers for the segments it wrote.
+	// WALStream is the WAL stream the region writes through, whose index
+	// answers for the segments it wrote.
 	WALStream() *wal.Stream
 }
