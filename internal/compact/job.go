@@ -305,12 +305,12 @@ func (j *Job) run(ctx context.Context) (Result, error) {
 // end of the object, which no store turns into an object, or by the
 // upload window after the reservation (region.UploadContext).
 func (j *Job) encodeAndUpload(ctx context.Context, id string, fields []schema.Field, wopts sst.WriteOptions, src row.Iterator) (sst.Meta, error) {
-	sp := newPipe(pipeBuffer)
+	sp := sst.NewPipe(sst.PipeBuffer)
 	uploaded := make(chan error, 1)
 	go func() {
 		err := j.txn.UploadSST(ctx, id, sp)
 		if err != nil {
-			sp.uploadFailed(err)
+			sp.UploadFailed(err)
 		}
 		uploaded <- err
 	}()
@@ -321,10 +321,10 @@ func (j *Job) encodeAndUpload(ctx context.Context, id string, fields []schema.Fi
 	if err == nil && ctx.Err() != nil {
 		err = ErrCancelled // before the upload has read the end
 	}
-	sp.finish(err)
+	sp.Finish(err)
 	uerr := <-uploaded
 	switch {
-	case err != nil && uerr != nil && errors.Is(uerr, errEncodeAbandoned):
+	case err != nil && uerr != nil && errors.Is(uerr, sst.ErrAbandoned):
 		return sst.Meta{}, fmt.Errorf("compact %s: encode: %w", j.ID, err)
 	case uerr != nil:
 		return sst.Meta{}, fmt.Errorf("compact %s: %w", j.ID, uerr)
