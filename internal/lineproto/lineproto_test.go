@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/stratadb/strata/internal/row"
+	"github.com/stratadb/strata/internal/testseed"
 	"github.com/stratadb/strata/internal/tsbs"
 )
 
@@ -276,9 +277,7 @@ func TestDecimalMatchesParseFloat(t *testing.T) {
 // tag names and field names and kinds in the same order; consecutive
 // points of one shape share it.
 func TestShapes(t *testing.T) {
-	seed := time.Now().UnixNano()
-	t.Logf("seed %d", seed)
-	rng := rand.New(rand.NewPCG(uint64(seed), 0))
+	rng := rand.New(rand.NewPCG(testseed.Seed(t), 0))
 	shapeKey := func(m string, pt row.Point) string {
 		k := m
 		for _, tg := range pt.Tags {
