@@ -507,18 +507,14 @@ func (g *fenceGate) CreateIfAbsent(ctx context.Context, key string, data []byte)
 // before it is sealed).
 func unownedStreamSegments(t *testing.T, s objstore.Bucket, st *manifest.State, w *wal.Stream) []string {
 	t.Helper()
-	objs, err := objstore.ListAll(context.Background(), s, layout.StreamsPrefix, 1000)
-	if err != nil {
-		t.Fatal(err)
-	}
 	var out []string
-	for _, o := range objs {
-		stream, n, _ := layout.ParseStreamKey(o.Key)
+	for _, key := range streamKeys(t, s) {
+		stream, n, _ := layout.ParseStreamKey(key)
 		next, live := w.Next(stream)
 		released := slices.ContainsFunc(st.StreamGarbage, func(g manifest.StreamRef) bool { return g.Needs(stream, n) })
 		fence := slices.Contains(st.StreamFences, manifest.StreamRef{Stream: stream, End: n})
 		if !st.NeedsStream(stream, n) && !released && !fence && (!live || n != next-1) {
-			out = append(out, o.Key)
+			out = append(out, key)
 		}
 	}
 	return out
