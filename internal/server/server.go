@@ -48,6 +48,14 @@ import (
 	"github.com/stratadb/strata/internal/wal"
 )
 
+// A standalone's lease timing (Config.Heartbeat, Config.Lease): its lease
+// guards against nothing but a second process on the same store, so it
+// rides out minutes-long stalls of its own etcd rather than seconds.
+const (
+	StandaloneHeartbeat = 5 * time.Second
+	StandaloneLease     = 60 * time.Second
+)
+
 // Config configures a standalone server.
 type Config struct {
 	// DataDir holds the local store (default ./strata-data).
@@ -102,7 +110,10 @@ type Config struct {
 	// NodeID names the datanode (cluster); AdvertiseGRPC is the address
 	// other datanodes reach it at (default: the bound gRPC address).
 	NodeID, AdvertiseGRPC string
-	// Heartbeat and Lease time the datanode's lease (cluster).
+	// Heartbeat and Lease time the datanode's lease (default: the
+	// cluster's, cluster.DefaultHeartbeat and cluster.DefaultLease; a
+	// standalone's, StandaloneHeartbeat and StandaloneLease, which also
+	// time its metasrv's leadership).
 	Heartbeat, Lease time.Duration
 	// Auth, if set, is required on every gRPC call and HTTP request (but
 	// health checks), and sent on calls to other datanodes.
@@ -202,6 +213,14 @@ func (s *Server) start(ctx context.Context) error {
 		}
 		s.embedded = e
 		cfg.Etcd, cfg.NodeID = e.Endpoints, "standalone"
+		// One process is the whole cluster: no other node can take a
+		// region over, so a lease that lapses while the process's own
+		// etcd is slow (a flush's fsyncs on a busy disk, a loaded
+		// machine) only closes and reopens every region. Seen at a
+		// million series on a loaded 2-core machine with the cluster
+		// defaults: the lease lost every minute or so.
+		cfg.Lease = cmp.Or(cfg.Lease, StandaloneLease)
+		cfg.Heartbeat = cmp.Or(cfg.Heartbeat, StandaloneHeartbeat)
 	}
 	if cfg.NodeID == "" {
 		return fmt.Errorf("a datanode of a cluster needs an id")
@@ -283,7 +302,7 @@ func (s *Server) start(ctx context.Context) error {
 	s.grpcSrv = grpc.NewServer(append(opts, cfg.Auth.ServerOptions()...)...)
 	grpcapi.New(s.eng).Register(s.grpcSrv)
 	if cfg.Standalone {
-		if s.meta, err = metasrv.Start(ctx, metasrv.Options{Client: cli, Addr: s.grpcLn.Addr().String(), Logger: cfg.Logger, Auth: cfg.Auth, TLS: cfg.TLS,
+		if s.meta, err = metasrv.Start(ctx, metasrv.Options{Client: cli, Addr: s.grpcLn.Addr().String(), Logger: cfg.Logger, Auth: cfg.Auth, TLS: cfg.TLS, ElectionTTL: cfg.Lease,
 			DefaultRegions: cfg.DefaultRegions, Store: s.store, Metrics: metasrv.NewMetrics(s.Registry)}); err != nil {
 			return err
 		}
