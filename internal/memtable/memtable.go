@@ -957,6 +957,12 @@ func (it *iter) Next() bool {
 			}
 			return true
 		}
+		if !it.keyed && it.idx >= 0 {
+			// Read past: the key goes with the reader's last entry. (Kept,
+			// a flush of a million series held every key it had rebuilt,
+			// 300 MB, until its last row.)
+			it.caps[it.idx].key = ""
+		}
 		it.idx++
 		if it.idx >= len(it.caps) {
 			return false

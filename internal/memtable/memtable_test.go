@@ -285,6 +285,36 @@ func TestSeriesKeepsACopyOfItsKey(t *testing.T) {
 	}
 }
 
+// An iteration holds the key of the series it reads, not of the ones it
+// read: a flush rebuilds every key of the memtable, and kept them all
+// until its last row.
+func TestIterationLetsGoOfKeysReadPast(t *testing.T) {
+	m := New()
+	for i := range 3 {
+		key, err := row.EncodeSeries(nil, []row.Tag{{Name: "__name__", Value: "m"}, {Name: "host", Value: fmt.Sprint("h", i)}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		m.Insert(1, []row.Entry{{Series: string(key), TS: 1, Seq: uint64(i + 1), Op: row.Put, Fields: []row.Value{row.FloatValue(1)}}})
+		m.Insert(1, []row.Entry{{Series: string(key), TS: 2, Seq: uint64(i + 4), Op: row.Put, Fields: []row.Value{row.FloatValue(1)}}})
+	}
+	it := m.Iter(all).(*iter)
+	defer it.Close()
+	for n := 0; it.Next(); n++ {
+		for i := range it.idx {
+			if it.caps[i].key != "" {
+				t.Fatalf("entry %d, of series %d: series %d's key is still held", n, it.idx, i)
+			}
+		}
+		if it.caps[it.idx].key == "" || it.Entry().Series != it.caps[it.idx].key {
+			t.Fatalf("entry %d: the series read has no key", n)
+		}
+	}
+	if it.idx != 3 {
+		t.Fatalf("read %d series, want 3", it.idx)
+	}
+}
+
 // A successor fed the load its predecessor had (a source's series in turn,
 // the memtable frozen between two rounds, so some series have a row more
 // than others) allocates each series' rows once.
