@@ -98,8 +98,59 @@ func badData(err error) *apiError { return &apiError{"bad_data", http.StatusBadR
 
 func respond(w http.ResponseWriter, data any) {
 	w.Header().Set("Content-Type", "application/json")
+	if vs, ok := data.([]string); ok {
+		_, _ = w.Write(appendStrings(vs))
+		return
+	}
 	_ = json.NewEncoder(w).Encode(map[string]any{"status": "success", "data": data})
 }
+
+// appendStrings is what respond's encoder writes of a list of strings, in
+// half its time (BenchmarkRespondNames against BenchmarkRespondNamesJSON):
+// a label endpoint answers 100,000 metric names, and encoding/json was a
+// quarter of the request. A string that needs escaping goes through
+// encoding/json alone.
+func appendStrings(vs []string) []byte {
+	n := 40
+	for _, v := range vs {
+		n += len(v) + 3
+	}
+	b := make([]byte, 0, n)
+	b = append(b, `{"data":[`...)
+	for i, v := range vs {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		if plainJSON(v) {
+			b = append(b, '"')
+			b = append(b, v...)
+			b = append(b, '"')
+			continue
+		}
+		q, _ := json.Marshal(v) // a string always encodes
+		b = append(b, q...)
+	}
+	return append(b, "],\"status\":\"success\"}\n"...)
+}
+
+// plainJSON reports whether encoding/json writes s as it is, between
+// quotes: printable ASCII but the quote, the backslash and the three bytes
+// it escapes for HTML.
+func plainJSON(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if !plainByte[s[i]] {
+			return false
+		}
+	}
+	return true
+}
+
+var plainByte = func() (t [256]bool) {
+	for c := 0x20; c <= 0x7e; c++ {
+		t[c] = c != '"' && c != '\\' && c != '<' && c != '>' && c != '&'
+	}
+	return t
+}()
 
 func fail(w http.ResponseWriter, e *apiError) {
 	w.Header().Set("Content-Type", "application/json")

@@ -321,26 +321,35 @@ func (r *Region) fromPostings(ctx context.Context, start, end int64, mem func(*m
 }
 
 // MergeSorted merges sorted runs into one new sorted run without repeats.
+// Each step takes the least head and moves every run that starts with it:
+// the runs of a label's values mostly hold the same values (every file
+// of a region names the same metrics), and moving one run a step (the
+// repeats found later) cost a scan of all of them per copy of a value.
 func MergeSorted(runs [][]string) []string {
 	runs = slices.DeleteFunc(runs, func(r []string) bool { return len(r) == 0 })
 	n := 0
 	for _, r := range runs {
-		n += len(r)
+		n = max(n, len(r))
 	}
-	out := make([]string, 0, n)
+	out := make([]string, 0, n+n/8)
 	for len(runs) > 0 {
-		lo := 0
-		for i := 1; i < len(runs); i++ {
-			if runs[i][0] < runs[lo][0] {
-				lo = i
+		v := runs[0][0]
+		for _, r := range runs[1:] {
+			if r[0] < v {
+				v = r[0]
 			}
 		}
-		if v := runs[lo][0]; len(out) == 0 || out[len(out)-1] != v {
-			out = append(out, v)
+		out = append(out, v)
+		live := runs[:0]
+		for _, r := range runs {
+			for len(r) > 0 && r[0] == v {
+				r = r[1:]
+			}
+			if len(r) > 0 {
+				live = append(live, r)
+			}
 		}
-		if runs[lo] = runs[lo][1:]; len(runs[lo]) == 0 {
-			runs = slices.Delete(runs, lo, lo+1)
-		}
+		runs = live
 	}
 	return out
 }
