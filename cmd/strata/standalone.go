@@ -3,9 +3,7 @@ package main
 import (
 	"context"
 	"log/slog"
-	"os"
 	"os/signal"
-	"runtime/debug"
 	"syscall"
 	"time"
 
@@ -13,12 +11,14 @@ import (
 
 	"github.com/stratadb/strata/internal/auth"
 	"github.com/stratadb/strata/internal/datanode"
+	"github.com/stratadb/strata/internal/procflags"
 	"github.com/stratadb/strata/internal/region"
 	"github.com/stratadb/strata/internal/server"
 )
 
 func newStandalone() *cobra.Command {
 	var cfg server.Config
+	var gogc *int
 	cmd := &cobra.Command{
 		Use:   "standalone",
 		Short: "Run a datanode and a local store in one process",
@@ -45,9 +45,7 @@ the next start replays the write-ahead log.`,
 			if err := cfg.TLS.CheckNode(); err != nil {
 				return usagef("%v", err)
 			}
-			if gogc, _ := cmd.Flags().GetInt("gogc"); os.Getenv("GOGC") == "" {
-				debug.SetGCPercent(gogc)
-			}
+			procflags.SetGOGC(*gogc)
 			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
 			defer stop()
 			s, err := server.Start(ctx, cfg)
@@ -78,7 +76,7 @@ the next start replays the write-ahead log.`,
 	f.Uint32Var(&cfg.DefaultRegions, "default-regions", 1, "regions of tables created by a write")
 	f.Uint32Var(&cfg.MetricsRegions, "metrics-regions", 0, "regions of the table that holds every remote-written metric, when a write creates it (0: --default-regions)")
 	f.Int64Var(&cfg.MaxBodyBytes, "max-body-bytes", 64<<20, "largest line-protocol request body, after decompression")
-	f.Int("gogc", 100, "Go GC target percentage (the GOGC variable wins if set)")
+	gogc = procflags.GOGCFlag(f)
 	f.String("log-level", "info", "log level: debug, info, warn or error")
 	f.String("log-format", "text", "log format: text or json")
 	f.IntVar(&cfg.Query.MaxSamples, "query-max-samples", 50_000_000, "most samples one PromQL query may read or hold")
