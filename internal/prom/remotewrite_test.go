@@ -25,7 +25,7 @@ import (
 
 type marshaler interface{ Marshal() ([]byte, error) }
 
-func send(t *testing.T, base string, m marshaler, contentType string) *http.Response {
+func send(t testing.TB, base string, m marshaler, contentType string) *http.Response {
 	t.Helper()
 	raw, err := m.Marshal()
 	if err != nil {
