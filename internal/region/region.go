@@ -227,6 +227,7 @@ type Region struct {
 	fatal      error // sticky: fence.ErrFenced
 
 	seriesIdx seriesCache // the live files' series; its own lock, taken under none of these
+	merged    mergedFiles // their merged answers to label questions; likewise
 
 	flushMu  sync.Mutex // one flush (or truncate) at a time; see the lock order
 	flushReq chan struct{}

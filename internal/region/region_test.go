@@ -661,3 +661,46 @@ func TestSeriesCacheIsBounded(t *testing.T) {
 		t.Fatalf("tag values after eviction: %d %v", len(vals), err)
 	}
 }
+
+// The files' merged answer to a label question is kept for the next call
+// over the same files, never handed out (a caller may sort or change what
+// it gets), and asked again once the files change.
+func TestTagValuesKeepTheFilesAnswer(t *testing.T) {
+	ctx := context.Background()
+	r := open(t, objstoretest.Mem(t), Options{FlushBytes: 1 << 30})
+	defer closeRegion(t, r, false)
+	values := func(want ...string) []string {
+		t.Helper()
+		vals, err := r.TagValues(ctx, "host", AllTime, AllTimeEnd)
+		if err != nil || !slices.Equal(vals, want) {
+			t.Fatalf("tag values %v (%v), want %v", vals, err, want)
+		}
+		return vals
+	}
+	flush := func() {
+		t.Helper()
+		if err := r.Flush(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mustWrite(t, r, pt("b", 1, fl("v", 1)), pt("a", 1, fl("v", 1)))
+	flush()
+	mustWrite(t, r, pt("c", 2, fl("v", 1)))
+	flush()
+	values("a", "b", "c")[0] = "changed by the caller"
+	r.merged.mu.Lock()
+	kept := r.merged.sets["vhost"]
+	r.merged.mu.Unlock()
+	if len(kept.files) != 2 || !slices.Equal(kept.vals, []string{"a", "b", "c"}) {
+		t.Fatalf("kept %+v", kept)
+	}
+	values("a", "b", "c")
+	mustWrite(t, r, pt("d", 3, fl("v", 1)))
+	values("a", "b", "c", "d") // the memtable's, merged with the kept answer
+	flush()
+	values("a", "b", "c", "d") // three files: asked again
+	if err := r.Truncate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	values()
+}

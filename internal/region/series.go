@@ -279,7 +279,7 @@ func (r *Region) readSeries(ctx context.Context, id string, f manifest.FileMeta)
 // as a listing counts it). Memtables and files answer from their postings
 // (a file's built once and kept with its series index); no key is sorted.
 func (r *Region) TagValues(ctx context.Context, name string, start, end int64) ([]string, error) {
-	return r.fromPostings(ctx, start, end, func(mt *memtable.Memtable) []string {
+	return r.fromPostings(ctx, "v"+name, start, end, func(mt *memtable.Memtable) []string {
 		return mt.TagValues(name, start, end)
 	}, func(fs *fileSeries) []string { return fs.values(name) })
 }
@@ -287,7 +287,7 @@ func (r *Region) TagValues(ctx context.Context, name string, start, end int64) (
 // TagNames returns the distinct tag names, sorted, of the series
 // TagValues counts.
 func (r *Region) TagNames(ctx context.Context, start, end int64) ([]string, error) {
-	return r.fromPostings(ctx, start, end, func(mt *memtable.Memtable) []string {
+	return r.fromPostings(ctx, "n", start, end, func(mt *memtable.Memtable) []string {
 		return mt.TagNames(start, end)
 	}, func(fs *fileSeries) []string { return slices.Sorted(fs.tagNames()) })
 }
@@ -296,8 +296,10 @@ func (r *Region) TagNames(ctx context.Context, start, end int64) ([]string, erro
 // files with rows in [start, end): each returns its values sorted (a
 // file's kept sorted with its postings), and they are merged, the repeats
 // between them dropped. (Sorting 100,000 metric names of each file again
-// on every request was most of /api/v1/label/__name__/values.)
-func (r *Region) fromPostings(ctx context.Context, start, end int64, mem func(*memtable.Memtable) []string, file func(*fileSeries) []string) ([]string, error) {
+// on every request was most of /api/v1/label/__name__/values.) The files'
+// merged answer to question (what file asks them, by name) is kept for
+// the next call over the same files (mergedFiles).
+func (r *Region) fromPostings(ctx context.Context, question string, start, end int64, mem func(*memtable.Memtable) []string, file func(*fileSeries) []string) ([]string, error) {
 	if err := r.usable(); err != nil {
 		return nil, err
 	}
@@ -306,18 +308,64 @@ func (r *Region) fromPostings(ctx context.Context, start, end int64, mem func(*m
 	}
 	mems, st, files := r.snapshot(start, end)
 	defer r.unpin(files)
-	xs, err := r.fileIndexes(ctx, st, files)
-	if err != nil {
-		return nil, fmt.Errorf("region %s: tags: %w", r.id, err)
+	fromFiles, ok := r.merged.get(question, files)
+	if !ok {
+		xs, err := r.fileIndexes(ctx, st, files)
+		if err != nil {
+			return nil, fmt.Errorf("region %s: tags: %w", r.id, err)
+		}
+		runs := make([][]string, 0, len(xs))
+		for _, x := range xs {
+			runs = append(runs, file(x))
+		}
+		fromFiles = slices.Clip(MergeSorted(runs))
+		r.merged.put(question, files, fromFiles)
 	}
-	runs := make([][]string, 0, len(mems)+len(xs))
+	runs := make([][]string, 0, 1+len(mems))
+	runs = append(runs, fromFiles)
 	for _, mt := range mems {
 		runs = append(runs, mem(mt))
 	}
-	for _, x := range xs {
-		runs = append(runs, file(x))
+	return MergeSorted(runs), nil // a new slice: the kept one is never handed out
+}
+
+// mergedFiles keeps, for each question asked of the files' postings
+// lately (a tag's values, the tag names), the merged answer of the files
+// it was asked of. Files never change, so the answer holds while the
+// region's files are the same; a flush or compaction changes the set,
+// and the next call merges again. At 100,000 metric names in a dozen
+// files, merging was most of a /api/v1/label/__name__/values request.
+type mergedFiles struct {
+	mu   sync.Mutex
+	sets map[string]mergedSet
+}
+
+type mergedSet struct {
+	files []string // the file ids, in the snapshot's order
+	vals  []string
+}
+
+// maxMergedSets bounds the questions kept (the label names asked lately;
+// a full map is emptied).
+const maxMergedSets = 16
+
+func (m *mergedFiles) get(question string, files []string) ([]string, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	e, ok := m.sets[question]
+	if !ok || !slices.Equal(e.files, files) {
+		return nil, false
 	}
-	return MergeSorted(runs), nil
+	return e.vals, true
+}
+
+func (m *mergedFiles) put(question string, files, vals []string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.sets == nil || len(m.sets) >= maxMergedSets {
+		m.sets = map[string]mergedSet{}
+	}
+	m.sets[question] = mergedSet{files: slices.Clone(files), vals: vals}
 }
 
 // MergeSorted merges sorted runs into one new sorted run without repeats.
