@@ -99,7 +99,9 @@ func badData(err error) *apiError { return &apiError{"bad_data", http.StatusBadR
 func respond(w http.ResponseWriter, data any) {
 	w.Header().Set("Content-Type", "application/json")
 	if vs, ok := data.([]string); ok {
-		_, _ = w.Write(appendStrings(vs))
+		b := appendStrings(vs)
+		w.Header().Set("Content-Length", strconv.Itoa(len(b))) // one write, not chunks
+		_, _ = w.Write(b)
 		return
 	}
 	_ = json.NewEncoder(w).Encode(map[string]any{"status": "success", "data": data})
