@@ -5,6 +5,7 @@ package servertest
 
 import (
 	"context"
+	"github.com/stratadb/strata/internal/catalog"
 	"io"
 	"log/slog"
 	"testing"
@@ -74,6 +75,9 @@ func WaitHosted(t testing.TB, e *datanode.Engine, table string) {
 	deadline := time.Now().Add(time.Minute)
 	for {
 		tb, err := e.Table(table)
+		if err == nil && tb.Logical { // its rows are in LinesTable's regions
+			tb, err = e.Table(catalog.LinesTable)
+		}
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -1,0 +1,228 @@
+package datanode
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"strconv"
+
+	"github.com/stratadb/strata/internal/catalog"
+	"github.com/stratadb/strata/internal/layout"
+	"github.com/stratadb/strata/internal/region"
+	"github.com/stratadb/strata/internal/row"
+	"github.com/stratadb/strata/internal/schema"
+)
+
+// Logical tables (catalog.Table.Logical) keep their rows in the physical
+// table catalog.LinesTable: a row of logical table t is a row of
+// LinesTable whose series key holds t's tags and the tag
+// catalog.TableTag=<t's id>, and whose fields are catalog.LinesColumn of
+// t's fields. Writes translate points on the way in (toLines); scans add
+// the tag to their filter, read the LinesTable columns, and give the rows
+// back under t's field names with the tag taken out of their keys
+// (Scanner.strip), so a scan's caller sees what a physical table gives.
+
+// tableTag is the tag of LinesTable's series keys that holds t's rows.
+func tableTag(t *catalog.Table) row.Tag {
+	return row.Tag{Name: catalog.TableTag, Value: strconv.FormatUint(uint64(t.ID), 10)}
+}
+
+type linesKey struct {
+	table   uint32
+	version uint64
+}
+
+// linesColumns are the LinesTable columns of logical table t's fields, by
+// field ordinal, computed once per schema version.
+func (e *Engine) linesColumns(t *catalog.Table, sch *schema.Schema) []string {
+	k := linesKey{t.ID, t.Schema.Version}
+	if c, ok := e.lines.Load(k); ok {
+		return c.([]string)
+	}
+	cols := make([]string, len(sch.Fields()))
+	for i, f := range sch.Fields() {
+		cols[i] = catalog.LinesColumn(f.Name, f.Kind)
+	}
+	e.lines.Store(k, cols)
+	return cols
+}
+
+// toLines returns points of logical table t, validated against its
+// schema, as rows of LinesTable. The points share two backing arrays (of
+// tags and of fields); a point whose series key the parser knew gets its
+// new key without sorting its tags again.
+func (e *Engine) toLines(t *catalog.Table, points []row.Point) ([]row.Point, error) {
+	cur, ok := e.cat.Lookup(t.Name) // its columns were just committed
+	if !ok || cur.ID != t.ID {
+		return nil, fmt.Errorf("%w: %s", catalog.ErrTableNotFound, t.Name)
+	}
+	sch, err := e.tableSchema(&cur)
+	if err != nil {
+		return nil, err
+	}
+	cols := e.linesColumns(&cur, sch)
+	id := tableTag(t)
+	ntags, nfields, nkeys := 0, 0, 0
+	for i := range points {
+		ntags += len(points[i].Tags) + 1
+		nfields += len(points[i].Fields)
+		if points[i].Series != nil {
+			nkeys += len(points[i].Series) + len(id.Name) + len(id.Value) + 2
+		}
+	}
+	tags := make([]row.Tag, 0, ntags)
+	fields := make([]row.Field, 0, nfields)
+	keys := make([]byte, 0, nkeys)
+	out := make([]row.Point, len(points))
+	for i := range points {
+		p := &points[i]
+		q := &out[i]
+		q.TS, q.Shape = p.TS, p.Shape
+		start := len(tags)
+		tags = append(append(tags, p.Tags...), id)
+		q.Tags = tags[start:len(tags):len(tags)]
+		start = len(fields)
+		for _, f := range p.Fields {
+			o, ok := sch.FieldOrdinal(f.Name)
+			if !ok {
+				return nil, &region.PointError{Index: i, Err: fmt.Errorf("%w: field %q is not in table %s", region.ErrInvalidWrite, f.Name, t.Name)}
+			}
+			fields = append(fields, row.Field{Name: cols[o], Value: f.Value})
+		}
+		q.Fields = fields[start:len(fields):len(fields)]
+		if p.Series != nil {
+			if i > 0 && points[i-1].Series != nil && string(points[i-1].Series) == string(p.Series) {
+				q.Series = out[i-1].Series
+				continue
+			}
+			start = len(keys)
+			if keys, err = row.InsertSeriesTag(keys, p.Series, id); err != nil {
+				return nil, &region.PointError{Index: i, Err: fmt.Errorf("%w: %v", region.ErrInvalidWrite, err)}
+			}
+			q.Series = keys[start:len(keys):len(keys)]
+		}
+	}
+	return out, nil
+}
+
+// checkTableTag refuses points of a logical table with a tag named
+// catalog.TableTag, which LinesTable's keys hold.
+func checkTableTag(points []row.Point) error {
+	for i := range points {
+		for _, tg := range points[i].Tags {
+			if tg.Name == catalog.TableTag {
+				return &region.PointError{Index: i, Err: fmt.Errorf("%w: tag %q is reserved in a logical table", region.ErrInvalidWrite, tg.Name)}
+			}
+		}
+	}
+	return nil
+}
+
+// linesScan is a scan request of logical table t turned into one of
+// LinesTable: t's tag added to the filter, its field names (fields, of
+// t's schema) turned into LinesTable's columns.
+func (e *Engine) linesScan(t *catalog.Table, sch *schema.Schema, req region.ScanRequest, fields []schema.Field) region.ScanRequest {
+	req.Tags = append(slices.Clone(req.Tags), tableTag(t))
+	req.Fields = make([]string, len(fields))
+	cols := e.linesColumns(t, sch)
+	for i, f := range fields {
+		o, _ := sch.FieldOrdinal(f.Name)
+		req.Fields[i] = cols[o]
+	}
+	if req.SeriesOnly {
+		req.Fields = []string{}
+	}
+	return req
+}
+
+// stripper takes the tag catalog.TableTag out of series keys, remembering
+// the last key (rows come by series).
+type stripper struct {
+	in, out string
+}
+
+func (s *stripper) strip(key string) string {
+	if key != s.in {
+		s.in, s.out = key, row.RemoveSeriesTag(key, catalog.TableTag)
+	}
+	return s.out
+}
+
+// ensureLines creates LinesTable if the catalog lacks it (a create that
+// loses the race to another's is no error).
+func (e *Engine) ensureLines(ctx context.Context) error {
+	if _, ok := e.cat.Lookup(catalog.LinesTable); ok {
+		return nil
+	}
+	_, err := e.createTable(ctx, catalog.TableSpec{Name: catalog.LinesTable, Regions: e.opts.LinesRegions})
+	if errors.Is(err, catalog.ErrTableExists) {
+		return nil
+	}
+	return err
+}
+
+// deleteLogical writes a tombstone over all time for every series of
+// logical table t that its regions hold: how its rows go when it is
+// truncated or dropped. Regions hosted elsewhere get theirs through their
+// owners.
+func (e *Engine) deleteLogical(ctx context.Context, t *catalog.Table) error {
+	tg, err := e.targetLocal(catalog.LinesTable)
+	if err != nil {
+		return err
+	}
+	id := tableTag(t)
+	var errs []error
+	for i, r := range tg.regions {
+		req := region.ScanRequest{Start: region.AllTime, End: region.AllTimeEnd, Tags: []row.Tag{id}, SeriesOnly: true, Fields: []string{}}
+		rid := layout.RegionID{Table: tg.phys.ID, Region: uint32(i)}
+		var keys []string
+		if r == nil {
+			it, err := e.opts.Remote.Scan(ctx, tg.phys.Name, rid, req)
+			if err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			for it.Next() {
+				if k := it.Entry().Series; len(keys) == 0 || keys[len(keys)-1] != k {
+					keys = append(keys, k)
+				}
+			}
+			errs = append(errs, it.Err(), it.Close())
+		} else {
+			sc, err := r.Scan(ctx, req)
+			if err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			for sc.Next() {
+				for _, en := range sc.Batch() {
+					if len(keys) == 0 || keys[len(keys)-1] != en.Series {
+						keys = append(keys, en.Series)
+					}
+				}
+			}
+			errs = append(errs, sc.Err(), sc.Close())
+		}
+		slices.Sort(keys)
+		keys = slices.Compact(keys)
+		for _, k := range keys {
+			tags, err := row.DecodeSeries(nil, k)
+			if err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			if r == nil {
+				err = e.opts.Remote.Delete(ctx, tg.phys.Name, rid, tags, region.AllTime, math.MaxInt64)
+			} else {
+				err = r.Delete(ctx, tags, region.AllTime, math.MaxInt64)
+			}
+			if err != nil {
+				errs = append(errs, err)
+				break
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
