@@ -289,8 +289,9 @@ func (e *Engine) ScanColumns(ctx context.Context, table string, req region.ScanR
 		req = e.linesScan(tg.t, sch, req, sch.Fields()[o:o+1])
 		to := emit
 		emit = func(c *region.Column) error {
-			c.Series = row.RemoveSeriesTag(c.Series, catalog.TableTag)
-			return to(c)
+			l := *c // the caller's may be read again (ColumnsOf compares its Series)
+			l.Series = row.RemoveSeriesTag(c.Series, catalog.TableTag)
+			return to(&l)
 		}
 	}
 	for i, r := range regions {
