@@ -138,7 +138,18 @@ func (e *Engine) Hosted() []layout.RegionID {
 // CloseTable closes every region of table id hosted here, without
 // flushing (the table is being dropped), each after its compaction has
 // acknowledged its cancellation. It returns once they are all closed.
+//
+// A logical table being dropped has no regions: its series in the
+// regions of LinesTable hosted here get a tombstone over all time each,
+// so its rows go (metasrv asks every datanode in turn).
 func (e *Engine) CloseTable(ctx context.Context, id uint32) (int, error) {
+	if t, ok := e.droppingLogical(ctx, id); ok {
+		if err := e.deleteLogical(ctx, &t, true); err != nil {
+			return 0, fmt.Errorf("delete the rows of logical table %s: %w", t.Name, err)
+		}
+		e.log.Info("rows of a dropped logical table deleted", "table", t.Name, "id", id)
+		return 0, nil
+	}
 	var errs []error
 	n := 0
 	for _, rid := range e.Hosted() {

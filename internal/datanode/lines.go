@@ -164,10 +164,11 @@ func (e *Engine) ensureLines(ctx context.Context) error {
 }
 
 // deleteLogical writes a tombstone over all time for every series of
-// logical table t that its regions hold: how its rows go when it is
-// truncated or dropped. Regions hosted elsewhere get theirs through their
-// owners.
-func (e *Engine) deleteLogical(ctx context.Context, t *catalog.Table) error {
+// logical table t that LinesTable's regions hold: how its rows go when it
+// is truncated (every region: those hosted elsewhere through their
+// owners) or dropped (hostedOnly: metasrv asks every datanode, through
+// CloseTable).
+func (e *Engine) deleteLogical(ctx context.Context, t *catalog.Table, hostedOnly bool) error {
 	tg, err := e.targetLocal(catalog.LinesTable)
 	if err != nil {
 		return err
@@ -175,6 +176,9 @@ func (e *Engine) deleteLogical(ctx context.Context, t *catalog.Table) error {
 	id := tableTag(t)
 	var errs []error
 	for i, r := range tg.regions {
+		if r == nil && hostedOnly {
+			continue
+		}
 		req := region.ScanRequest{Start: region.AllTime, End: region.AllTimeEnd, Tags: []row.Tag{id}, SeriesOnly: true, Fields: []string{}}
 		rid := layout.RegionID{Table: tg.phys.ID, Region: uint32(i)}
 		var keys []string
@@ -225,4 +229,28 @@ func (e *Engine) deleteLogical(ctx context.Context, t *catalog.Table) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// droppingLogical returns the logical table of id being dropped, as of
+// the newest commit (a table this copy lacks is synced first).
+func (e *Engine) droppingLogical(ctx context.Context, id uint32) (catalog.Table, bool) {
+	find := func() (catalog.Table, bool) {
+		for _, t := range e.cat.List(true) {
+			if t.ID == id {
+				return t, true
+			}
+		}
+		return catalog.Table{}, false
+	}
+	t, found := find()
+	if !found {
+		if _, live := e.cat.ByID(id); live {
+			return catalog.Table{}, false
+		}
+		if err := e.cat.Sync(ctx); err != nil {
+			return catalog.Table{}, false
+		}
+		t, found = find()
+	}
+	return t, found && t.Logical
 }

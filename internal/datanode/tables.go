@@ -77,12 +77,9 @@ func (e *Engine) DropTable(ctx context.Context, name string) error {
 	}
 	if t.Logical {
 		// Its rows are keyed by its id, which no table gets again: no
-		// scan reads them from now on, whatever lands after. The
-		// tombstones give their room back; a write racing the drop may
-		// leave rows no one reads (docs/design-decisions.md).
-		if err := e.deleteLogical(ctx, &t); err != nil {
-			e.log.Warn("rows of a dropped logical table stay unread", "table", name, "id", t.ID, "err", err)
-		}
+		// scan reads them from now on, whatever lands after. Metasrv
+		// has every datanode delete them from the regions of
+		// LinesTable it hosts (CloseTable).
 		e.log.Info("logical table marked dropping; metasrv finishes the drop", "table", name)
 		return nil
 	}
@@ -121,7 +118,7 @@ func (e *Engine) TruncateTable(ctx context.Context, table string) error {
 		return err
 	}
 	if tg.t.Logical {
-		return e.deleteLogical(ctx, tg.t)
+		return e.deleteLogical(ctx, tg.t, false)
 	}
 	if table == catalog.LinesTable {
 		return fmt.Errorf("%w: %s holds the rows of every logical table: truncate them one by one", catalog.ErrInvalidTable, table)
