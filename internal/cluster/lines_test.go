@@ -1,13 +1,22 @@
 package cluster_test
 
 import (
+	"context"
 	"fmt"
+	"io"
+	"math"
 	"net/http"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	pb "github.com/stratadb/strata/proto/strata/v1"
 )
 
 // Measurements a line-protocol write creates are logical tables: in a
@@ -92,6 +101,41 @@ func TestLogicalTablesAcrossDatanodes(t *testing.T) {
 		t.Fatalf("m3 through the CLI: %d rows", n)
 	}
 	// Drop through metasrv; a write then creates a new, empty m3.
+	dn := func(p *proc) pb.DatanodeClient {
+		conn, err := grpc.NewClient(p.grpc, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { conn.Close() })
+		return pb.NewDatanodeClient(conn)
+	}
+	d, err := dn(dns[0]).DescribeTable(context.Background(), &pb.DescribeTableRequest{Name: "m3"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The rows of m3's id in __lines, through either datanode.
+	left := func(p *proc) int {
+		t.Helper()
+		st, err := dn(p).Scan(context.Background(), &pb.ScanRequest{Table: "__lines", Start: math.MinInt64, End: math.MaxInt64,
+			Tags: []*pb.Tag{{Name: " ", Value: strconv.Itoa(int(d.Table.Id))}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for {
+			resp, err := st.Recv()
+			if err == io.EOF {
+				return n
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			n += len(resp.Rows)
+		}
+	}
+	if n := left(dns[1]); n != 4 {
+		t.Fatalf("m3 has %d rows in __lines before its drop", n)
+	}
 	if out, code := cli(t, "cluster", "drop-table", "m3", "--metasrv", meta.grpc); code != 0 {
 		t.Fatalf("drop-table: exit %d\n%s", code, out)
 	}
@@ -110,6 +154,10 @@ func TestLogicalTablesAcrossDatanodes(t *testing.T) {
 	}
 	if got := query(dns[0], "m3_v"); got != "new=1" {
 		t.Fatalf("m3_v after the drop and a write: %s", got)
+	}
+	// Its rows were deleted in both regions of __lines, not only hidden.
+	if n := left(dns[0]); n != 0 {
+		t.Fatalf("the dropped m3 has %d rows left in __lines", n)
 	}
 	// Truncate through the other datanode: the rows of m5 go, wherever
 	// their regions are; m6 keeps its own.
