@@ -181,33 +181,28 @@ func (e *Engine) deleteLogical(ctx context.Context, t *catalog.Table, hostedOnly
 		}
 		req := region.ScanRequest{Start: region.AllTime, End: region.AllTimeEnd, Tags: []row.Tag{id}, SeriesOnly: true, Fields: []string{}}
 		rid := layout.RegionID{Table: tg.phys.ID, Region: uint32(i)}
-		var keys []string
+		var it row.Iterator
 		if r == nil {
-			it, err := e.opts.Remote.Scan(ctx, tg.phys.Name, rid, req)
-			if err != nil {
-				errs = append(errs, err)
-				continue
-			}
-			for it.Next() {
-				if k := it.Entry().Series; len(keys) == 0 || keys[len(keys)-1] != k {
-					keys = append(keys, k)
-				}
-			}
-			errs = append(errs, it.Err(), it.Close())
+			it, err = e.opts.Remote.Scan(ctx, tg.phys.Name, rid, req)
 		} else {
-			sc, err := r.Scan(ctx, req)
-			if err != nil {
-				errs = append(errs, err)
-				continue
+			var sc *region.Scanner
+			if sc, err = r.Scan(ctx, req); err == nil {
+				it = &batchIter{src: sc, close: sc.Close}
 			}
-			for sc.Next() {
-				for _, en := range sc.Batch() {
-					if len(keys) == 0 || keys[len(keys)-1] != en.Series {
-						keys = append(keys, en.Series)
-					}
-				}
+		}
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		var keys []string
+		for it.Next() {
+			if k := it.Entry().Series; len(keys) == 0 || keys[len(keys)-1] != k {
+				keys = append(keys, k)
 			}
-			errs = append(errs, sc.Err(), sc.Close())
+		}
+		if err := errors.Join(it.Err(), it.Close()); err != nil {
+			errs = append(errs, err)
+			continue
 		}
 		slices.Sort(keys)
 		keys = slices.Compact(keys)
