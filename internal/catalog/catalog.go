@@ -418,6 +418,17 @@ func (c *Catalog) ByID(id uint32) (Table, bool) {
 	return Table{}, false
 }
 
+// Gone reports whether id was given to a table that is no longer live
+// (being dropped, or dropped and forgotten), as of the copy. An id the
+// copy has not seen given is not gone: a table another process created a
+// moment ago may hold it. (A create commits the table and next_id
+// together, and the copy applies a commit's records together.)
+func (c *Catalog) Gone(id uint32) bool {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return id >= 1 && id < c.recs[nextIDKey].nextID && c.byID[id] == nil
+}
+
 // List returns the tables as of the copy, by id: those being dropped only
 // if dropping.
 func (c *Catalog) List(dropping bool) []Table {

@@ -165,5 +165,22 @@ func TestLogicalTables(t *testing.T) {
 		if _, err := c.MarkDropping(ctx, catalog.LinesTable); !errors.Is(err, catalog.ErrInvalidTable) {
 			t.Fatalf("drop %s: %v", catalog.LinesTable, err)
 		}
+		// Gone: given to a table no longer live; not an id never given.
+		if c.Gone(a.ID) || c.Gone(lines.ID) || c.Gone(a.ID+1) || c.Gone(0) {
+			t.Fatal("a live table's id, or one never given, is gone")
+		}
+		if _, err := c.MarkDropping(ctx, "a"); err != nil {
+			t.Fatal(err)
+		}
+		if !c.Gone(a.ID) {
+			t.Fatal("the id of a table being dropped is not gone")
+		}
+		if err := c.Forget(ctx, "a", time.Now()); err != nil {
+			t.Fatal(err)
+		}
+		other := open(t, newBackend())
+		if !c.Gone(a.ID) || !other.Gone(a.ID) || other.Gone(a.ID+1) {
+			t.Fatal("a forgotten table's id is not gone")
+		}
 	})
 }

@@ -158,6 +158,9 @@ func (e *Engine) openRegion(ctx context.Context, t *catalog.Table, i uint32) err
 	}
 	o.TTL = t.TTL
 	o.CompactionWindow = t.CompactionWindow
+	if t.Name == catalog.LinesTable {
+		o.DropSeries = e.droppedSeries
+	}
 	if len(t.Schema.Columns) > 0 {
 		sch, err := schema.FromManifest(t.Schema)
 		if err != nil {

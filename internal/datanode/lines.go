@@ -150,6 +150,14 @@ func (s *stripper) strip(key string) string {
 	return s.out
 }
 
+// droppedSeries reports a series of LinesTable whose logical table is
+// gone (catalog.Catalog.Gone): a compaction drops its rows, which no scan
+// reads (those of a write that raced the drop among them).
+func (e *Engine) droppedSeries(series string) bool {
+	id, err := strconv.ParseUint(row.SeriesTag(series, catalog.TableTag), 10, 32)
+	return err == nil && e.cat.Gone(uint32(id))
+}
+
 // ensureLines creates LinesTable if the catalog lacks it (a create that
 // loses the race to another's is no error).
 func (e *Engine) ensureLines(ctx context.Context) error {

@@ -463,3 +463,74 @@ func TestDropAndTruncateOfALogicalTable(t *testing.T) {
 		t.Fatalf("kept after a delete: %v %v", got, err)
 	}
 }
+
+// Rows of a dropped logical table that landed after its drop's tombstones
+// (a write that raced the drop) are never read, and a compaction of
+// __lines drops them.
+func TestCompactionDropsRowsOfDroppedLogicalTables(t *testing.T) {
+	ctx := context.Background()
+	n, e := openEngine(t, objstoretest.Mem(t), servertest.Options{})
+	writeLines(t, n, "gone,host=a x=1 10\nkept,host=a x=3 30\n")
+	old, _ := e.Table("gone")
+	if err := e.DropTable(ctx, "gone"); err != nil {
+		t.Fatal(err)
+	}
+	// Once the drop is done, a new table of the name does not see the
+	// old one's rows.
+	for deadline := time.Now().Add(time.Minute); ; {
+		_, err := e.Write(ctx, "gone", []row.Point{{Tags: []row.Tag{{Name: "host", Value: "b"}}, TS: 20, Fields: []row.Field{{Name: "x", Value: row.FloatValue(2)}}}}, WriteOptions{CreateTable: true})
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("write after the drop: %v", err)
+		}
+		time.Sleep(50 * time.Millisecond) // metasrv finishes the drop in the background
+	}
+	// The raced write: a row of the old id, straight into __lines, after
+	// the drop's tombstones.
+	servertest.WaitHosted(t, e, catalog.LinesTable)
+	late := []row.Point{{Tags: []row.Tag{{Name: catalog.TableTag, Value: fmt.Sprint(old.ID)}, {Name: "host", Value: "late"}}, TS: 40,
+		Fields: []row.Field{{Name: catalog.LinesColumn("x", row.Float), Value: row.FloatValue(4)}}}}
+	if _, err := e.LocalRegions(catalog.LinesTable)[0].Write(ctx, late); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Flush(ctx, ""); err != nil {
+		t.Fatal(err)
+	}
+	oldRows := func() int {
+		t.Helper()
+		sc, err := e.Scan(ctx, catalog.LinesTable, region.ScanRequest{Start: region.AllTime, End: region.AllTimeEnd, Tags: []row.Tag{{Name: catalog.TableTag, Value: fmt.Sprint(old.ID)}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer sc.Close()
+		rows := 0
+		for sc.Next() {
+			rows += len(sc.Batch())
+		}
+		return rows
+	}
+	if got := oldRows(); got != 1 {
+		t.Fatalf("%d rows of the dropped table's id before compaction, want the late one", got)
+	}
+	if got, err := scanAll(t, e, "gone"); err != nil || !slices.Equal(got, []string{"host=b 20 2"}) {
+		t.Fatalf("the new gone: %v %v", got, err)
+	}
+	// A second file, so that the compaction has inputs to merge.
+	writeLines(t, n, "kept,host=a x=5 50\n")
+	if err := e.Flush(ctx, ""); err != nil {
+		t.Fatal(err)
+	}
+	if res, err := e.Compact(ctx, catalog.LinesTable, true); err != nil || len(res) == 0 {
+		t.Fatalf("compaction: %v %v", res, err)
+	}
+	if got := oldRows(); got != 0 {
+		t.Fatalf("%d rows of the dropped table's id after compaction", got)
+	}
+	for table, want := range map[string][]string{"gone": {"host=b 20 2"}, "kept": {"host=a 30 3", "host=a 50 5"}} {
+		if got, err := scanAll(t, e, table); err != nil || !slices.Equal(got, want) {
+			t.Fatalf("%s after compaction: %v %v", table, got, err)
+		}
+	}
+}
