@@ -92,6 +92,9 @@ func TestLogicalTablesAcrossDatanodes(t *testing.T) {
 			}
 		}
 	}
+	if out, code := cli(t, "cluster", "describe-table", "m7", "--metasrv", meta.grpc); code != 0 || !strings.Contains(out, "logical") {
+		t.Fatalf("describe-table m7: exit %d\n%s", code, out)
+	}
 	count := func(dn *proc, table string) int {
 		t.Helper()
 		have, _ := readBack(t, dn.grpc, nil, table)
