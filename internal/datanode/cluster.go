@@ -48,10 +48,11 @@ func (e *Engine) WriteHosted(ctx context.Context, id layout.RegionID, b region.B
 // hosted here: the share of a batch another datanode forwarded. The batch
 // is validated against the table's schema as a whole first.
 func (e *Engine) WriteRegion(ctx context.Context, table string, id layout.RegionID, points []row.Point) (region.WriteResult, error) {
-	tg, points, err := e.prepareWrite(ctx, table, points, WriteOptions{}, false)
+	tg, points, buf, err := e.prepareWrite(ctx, table, points, WriteOptions{}, false)
 	if err != nil {
 		return region.WriteResult{}, err
 	}
+	defer putLines(buf)
 	t, regions := tg.phys, tg.regions
 	if id.Table != t.ID || id.Region >= t.Regions {
 		return region.WriteResult{}, fmt.Errorf("%w: region %s is not a region of table %s", layout.ErrInvalidRegion, id, table)

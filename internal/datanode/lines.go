@@ -9,6 +9,7 @@ import (
 	"strconv"
 
 	"github.com/stratadb/strata/internal/catalog"
+	"github.com/stratadb/strata/internal/freelist"
 	"github.com/stratadb/strata/internal/layout"
 	"github.com/stratadb/strata/internal/region"
 	"github.com/stratadb/strata/internal/row"
@@ -49,11 +50,41 @@ func (e *Engine) linesColumns(t *catalog.Table, sch *schema.Schema) []string {
 	return cols
 }
 
+// linesBuf holds a batch's rows of LinesTable while the batch is written:
+// the points and the backing arrays of their tags, fields and keys, reused
+// through a free list (the regions copy what they keep of a point).
+type linesBuf struct {
+	points []row.Point
+	tags   []row.Tag
+	fields []row.Field
+	keys   []byte
+}
+
+var linesBufs = freelist.New[*linesBuf](16)
+
+func getLines() *linesBuf {
+	if b, ok := linesBufs.Get(); ok {
+		return b
+	}
+	return new(linesBuf)
+}
+
+// putLines keeps b for the next batch (not a rare huge batch's).
+func putLines(b *linesBuf) {
+	if b == nil || cap(b.fields) > 1<<20 || cap(b.keys) > 16<<20 {
+		return
+	}
+	clear(b.points) // drop references into other buffers
+	clear(b.tags)
+	clear(b.fields)
+	b.points, b.tags, b.fields, b.keys = b.points[:0], b.tags[:0], b.fields[:0], b.keys[:0]
+	linesBufs.Put(b)
+}
+
 // toLines returns points of logical table t, validated against its
-// schema, as rows of LinesTable. The points share two backing arrays (of
-// tags and of fields); a point whose series key the parser knew gets its
-// new key without sorting its tags again.
-func (e *Engine) toLines(t *catalog.Table, points []row.Point) ([]row.Point, error) {
+// schema, as rows of LinesTable, held by buf. A point whose series key
+// the parser knew gets its new key without sorting its tags again.
+func (e *Engine) toLines(t *catalog.Table, points []row.Point, buf *linesBuf) ([]row.Point, error) {
 	cur, ok := e.cat.Lookup(t.Name) // its columns were just committed
 	if !ok || cur.ID != t.ID {
 		return nil, fmt.Errorf("%w: %s", catalog.ErrTableNotFound, t.Name)
@@ -72,10 +103,12 @@ func (e *Engine) toLines(t *catalog.Table, points []row.Point) ([]row.Point, err
 			nkeys += len(points[i].Series) + len(id.Name) + len(id.Value) + 2
 		}
 	}
-	tags := make([]row.Tag, 0, ntags)
-	fields := make([]row.Field, 0, nfields)
-	keys := make([]byte, 0, nkeys)
-	out := make([]row.Point, len(points))
+	// Sized once: the points' slices of them must not move.
+	tags := slices.Grow(buf.tags[:0], ntags)
+	fields := slices.Grow(buf.fields[:0], nfields)
+	keys := slices.Grow(buf.keys[:0], nkeys)
+	out := slices.Grow(buf.points[:0], len(points))[:len(points)]
+	defer func() { buf.points, buf.tags, buf.fields, buf.keys = out, tags, fields, keys }()
 	for i := range points {
 		p := &points[i]
 		q := &out[i]

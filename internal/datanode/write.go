@@ -55,10 +55,11 @@ func (e *Engine) Write(ctx context.Context, table string, points []row.Point, op
 // validated once and its series key encoded once: the regions get
 // prepared batches.
 func (e *Engine) write(ctx context.Context, table string, points []row.Point, opts WriteOptions, checked bool) (region.WriteResult, error) {
-	tg, points, err := e.prepareWrite(ctx, table, points, opts, checked)
+	tg, points, buf, err := e.prepareWrite(ctx, table, points, opts, checked)
 	if err != nil {
 		return region.WriteResult{}, err
 	}
+	defer putLines(buf) // the regions copy what they keep of a point
 	t, regions := tg.phys, tg.regions
 	sk := getKeys()
 	defer putKeys(sk) // the regions copy what they keep of a key
@@ -172,34 +173,38 @@ func (sk *seriesKeys) encode(points []row.Point) error {
 // schema change takes the engine's lock: the catalog's compare-and-swap
 // orders concurrent changes of the catalog. It returns the points to
 // write to the target's regions: points themselves, or for a logical
-// table their rows of LinesTable (toLines).
-func (e *Engine) prepareWrite(ctx context.Context, table string, points []row.Point, opts WriteOptions, checked bool) (*target, []row.Point, error) {
+// table their rows of LinesTable (toLines), held by a buffer to give back
+// (putLines) once they are written.
+func (e *Engine) prepareWrite(ctx context.Context, table string, points []row.Point, opts WriteOptions, checked bool) (*target, []row.Point, *linesBuf, error) {
 	tg, err := e.resolveTable(ctx, table, opts.CreateTable)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	if tg.t.Logical {
 		if err := checkTableTag(points); err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
 	}
 	if err := e.commitColumns(ctx, tg.t, points, checked); err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	if !tg.t.Logical {
-		return tg, points, nil
+		return tg, points, nil, nil
 	}
-	lines, err := e.toLines(tg.t, points)
+	buf := getLines()
+	lines, err := e.toLines(tg.t, points, buf)
+	if err == nil {
+		// LinesTable's columns are checked on their own: a logical
+		// table's commit and LinesTable's are two, and a write that
+		// stopped between them must not leave the next one without its
+		// columns.
+		err = e.commitColumns(ctx, tg.phys, lines, true)
+	}
 	if err != nil {
-		return nil, nil, err
+		putLines(buf)
+		return nil, nil, nil, err
 	}
-	// LinesTable's columns are checked on their own: a logical table's
-	// commit and LinesTable's are two, and a write that stopped between
-	// them must not leave the next one without its columns.
-	if err := e.commitColumns(ctx, tg.phys, lines, true); err != nil {
-		return nil, nil, err
-	}
-	return tg, lines, nil
+	return tg, lines, buf, nil
 }
 
 // commitColumns validates points against t's schema (only their columns,
