@@ -227,6 +227,23 @@ func manyMeasurements(t *testing.T, n int) int {
 			t.Fatalf("m%d_x: %v, want %v", i, got, want)
 		}
 	}
+	// Every measurement at once: one query whose name matcher selects
+	// them all.
+	got := promQuery(t, node, `{__name__=~"m[0-9]+_x"}`, last)
+	var want []string
+	for i := range n {
+		for h := range 3 {
+			v := fmt.Sprint(float64(i*10+h*2+1) + 0.5)
+			if i%2 == 1 {
+				v = fmt.Sprint(i*10 + h*2 + 1)
+			}
+			want = append(want, fmt.Sprintf("__name__=m%d_x,host=h%d %s", i, h, v))
+		}
+	}
+	slices.Sort(want)
+	if !slices.Equal(got, want) {
+		t.Fatalf("every m<i>_x: %d series, want %d", len(got), len(want))
+	}
 	t.Logf("%d measurements: %d regions, %d objects written by the flush", n, len(e.Hosted()), written)
 	return written
 }

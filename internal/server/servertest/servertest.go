@@ -5,12 +5,12 @@ package servertest
 
 import (
 	"context"
-	"github.com/stratadb/strata/internal/catalog"
 	"io"
 	"log/slog"
 	"testing"
 	"time"
 
+	"github.com/stratadb/strata/internal/catalog"
 	"github.com/stratadb/strata/internal/datanode"
 	"github.com/stratadb/strata/internal/objstore"
 	"github.com/stratadb/strata/internal/server"
