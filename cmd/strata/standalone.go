@@ -78,6 +78,7 @@ the next start replays the write-ahead log.`,
 	f.Uint32Var(&cfg.DefaultRegions, "default-regions", 1, "regions of tables created without a region count")
 	f.Uint32Var(&cfg.MetricsRegions, "metrics-regions", 0, "regions of the table that holds every remote-written metric, when a write creates it (0: --default-regions)")
 	f.Uint32Var(&cfg.LinesRegions, "lines-regions", 0, "regions of the table that holds the rows of every measurement a write creates, when the first is created (0: --default-regions)")
+	f.BoolVar(&cfg.PhysicalTables, "physical-tables", false, "give each measurement a write creates regions of its own, as versions before logical tables did (during a rolling upgrade from one)")
 	f.Int64Var(&cfg.MaxBodyBytes, "max-body-bytes", 64<<20, "largest line-protocol request body, after decompression")
 	f.Int("gogc", 100, "Go GC target percentage (the GOGC variable wins if set)")
 	f.String("log-level", "info", "log level: debug, info, warn or error")
