@@ -165,7 +165,11 @@ func newCluster() *cobra.Command {
 					return fmt.Errorf("describe table %s: %w", args[0], err)
 				}
 				w := cmd.OutOrStdout()
-				fmt.Fprintf(w, "table %s (id %d, %d regions)\n", resp.Table.Name, resp.Table.Id, resp.Table.Regions)
+				if resp.Table.Logical {
+					fmt.Fprintf(w, "table %s (id %d, logical: its rows are in __lines)\n", resp.Table.Name, resp.Table.Id)
+				} else {
+					fmt.Fprintf(w, "table %s (id %d, %d regions)\n", resp.Table.Name, resp.Table.Id, resp.Table.Regions)
+				}
 				var rows [][]string
 				for _, col := range resp.Table.Columns {
 					rows = append(rows, []string{col.Name, col.Role, col.Type})

@@ -57,6 +57,12 @@ type Table struct {
 	Schema schema.Persisted `json:"schema"`
 	// Dropping: the table is being dropped; its objects are being deleted.
 	Dropping bool `json:"dropping,omitempty"`
+	// Logical: the table has no regions of its own (Regions is 0, and it
+	// has no TTL or compaction window); its rows are stored in the
+	// physical table LinesTable, under series keys that carry its id as
+	// the tag TableTag, and its fields in LinesTable's columns named by
+	// LinesColumn. Its schema is its own, typed as any table's.
+	Logical bool `json:"logical,omitempty"`
 }
 
 func (t *Table) clone() *Table {
@@ -73,6 +79,9 @@ type TableSpec struct {
 	TTL       time.Duration // 0: keep forever
 	// CompactionWindow is the TWCS window (0: inferred from the files).
 	CompactionWindow time.Duration
+	// Logical creates a logical table (Table.Logical): no regions, TTL or
+	// compaction window of its own; its rows go to LinesTable.
+	Logical bool
 }
 
 // MetricsTable is the table that holds every sample written through
@@ -85,16 +94,47 @@ const MetricsTable = "__metrics"
 // MetricsField is the metrics table's one field: a sample's value.
 const MetricsField = "value"
 
+// LinesTable is the physical table that holds the rows of every logical
+// table (Table.Logical: the line-protocol measurements a write created),
+// so a measurement costs a catalog record and its series, never regions
+// of its own (docs/design-decisions.md, "Measurements are logical
+// tables"). Like MetricsTable its tags are labels (schema.NewLabels); its
+// series keys carry the logical table's id as the tag TableTag, and its
+// fields are LinesColumn(field, kind) of the logical tables' fields.
+const LinesTable = "__lines"
+
+// TableTag is the tag of LinesTable's series keys that holds the id of
+// the logical table the series belongs to (decimal). Its name, one space,
+// sorts before every other tag name a table accepts (names have no
+// control characters), so it leads every key: LinesTable's keys are the
+// logical keys behind a prefix per table, in the same order, and the rows
+// of one table are contiguous. A logical table refuses a tag of this name.
+//
+// An id, not the table's name: a table dropped and created again under its
+// name gets a new id, so rows of the old one (a write racing the drop
+// among them) never show in the new one.
+const TableTag = " "
+
+// LinesColumn is the LinesTable column that holds field name of kind k of
+// the logical tables: one column per (name, kind), so two measurements
+// may type a field differently, and LinesTable's schema grows with the
+// distinct (name, kind) pairs written, never with the number of tables.
+func LinesColumn(name string, k row.Kind) string { return name + ":" + k.String() }
+
+// Reserved reports whether name is one of the tables the engine keeps for
+// itself (MetricsTable, LinesTable).
+func Reserved(name string) bool { return name == MetricsTable || name == LinesTable }
+
 // NewSchema is the first schema of table name: the metrics table's tags
 // are labels (schema.NewLabels), and it has its float field from the
 // start, so a query never finds it without one.
 func NewSchema(name, timestamp string) (*schema.Schema, error) {
-	if name != MetricsTable {
+	if !Reserved(name) {
 		return schema.New(timestamp)
 	}
 	s, err := schema.NewLabels(timestamp)
-	if err != nil {
-		return nil, err
+	if err != nil || name == LinesTable {
+		return s, err
 	}
 	add := s.Extend()
 	if err := add.Field(MetricsField, row.Float); err != nil {
@@ -103,9 +143,10 @@ func NewSchema(name, timestamp string) (*schema.Schema, error) {
 	return add.Result()
 }
 
-// ValidateTableName checks a table name (MetricsTable is valid).
+// ValidateTableName checks a table name (MetricsTable and LinesTable are
+// valid).
 func ValidateTableName(name string) error {
-	if name == MetricsTable {
+	if Reserved(name) {
 		return nil
 	}
 	if err := schema.ValidateName(name); err != nil {
@@ -119,7 +160,14 @@ func newTable(spec TableSpec, defaultRegions uint32) (*Table, error) {
 	if err := ValidateTableName(spec.Name); err != nil {
 		return nil, err
 	}
-	if spec.Regions == 0 {
+	if spec.Logical {
+		switch {
+		case Reserved(spec.Name):
+			return nil, fmt.Errorf("%w: %s cannot be a logical table", ErrInvalidTable, spec.Name)
+		case spec.Regions != 0 || spec.TTL != 0 || spec.CompactionWindow != 0:
+			return nil, fmt.Errorf("%w: a logical table has no regions, TTL or compaction window of its own", ErrInvalidTable)
+		}
+	} else if spec.Regions == 0 {
 		spec.Regions = max(1, defaultRegions)
 	}
 	if spec.Regions > MaxRegions {
@@ -136,7 +184,7 @@ func newTable(spec TableSpec, defaultRegions uint32) (*Table, error) {
 		return nil, fmt.Errorf("%w: %v", ErrInvalidTable, err)
 	}
 	return &Table{Name: spec.Name, Regions: spec.Regions, TTL: spec.TTL, CompactionWindow: spec.CompactionWindow,
-		Schema: sch.Manifest()}, nil
+		Schema: sch.Manifest(), Logical: spec.Logical}, nil
 }
 
 // entry is the catalog's copy of one record.
@@ -370,6 +418,17 @@ func (c *Catalog) ByID(id uint32) (Table, bool) {
 	return Table{}, false
 }
 
+// Gone reports whether id was given to a table that is no longer live
+// (being dropped, or dropped and forgotten), as of the copy. An id the
+// copy has not seen given is not gone: a table another process created a
+// moment ago may hold it. (A create commits the table and next_id
+// together, and the copy applies a commit's records together.)
+func (c *Catalog) Gone(id uint32) bool {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return id >= 1 && id < c.recs[nextIDKey].nextID && c.byID[id] == nil
+}
+
 // List returns the tables as of the copy, by id: those being dropped only
 // if dropping.
 func (c *Catalog) List(dropping bool) []Table {
@@ -578,7 +637,12 @@ func (c *Catalog) UpdateTable(ctx context.Context, name string, f func(*Table) e
 
 // MarkDropping starts dropping a table: it leaves the table list at once,
 // and its regions are closed and its objects deleted by metasrv's leader.
+//
+// LinesTable is never dropped: it holds the rows of the logical tables.
 func (c *Catalog) MarkDropping(ctx context.Context, name string) (Table, error) {
+	if name == LinesTable {
+		return Table{}, fmt.Errorf("%w: %s holds the rows of every logical table; drop them one by one", ErrInvalidTable, name)
+	}
 	return c.UpdateTable(ctx, name, func(t *Table) error {
 		t.Dropping = true
 		return nil

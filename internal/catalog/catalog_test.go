@@ -133,3 +133,54 @@ func TestTwoProcessesSeeEachOthersChanges(t *testing.T) {
 		}
 	})
 }
+
+// A logical table has no regions, TTL or compaction window; it persists
+// as logical; LinesTable is not dropped.
+func TestLogicalTables(t *testing.T) {
+	backends(t, func(t *testing.T, newBackend func() catalog.Backend) {
+		ctx := context.Background()
+		c := open(t, newBackend())
+		for _, bad := range []catalog.TableSpec{
+			{Name: "a", Logical: true, Regions: 2},
+			{Name: "a", Logical: true, TTL: time.Hour},
+			{Name: "a", Logical: true, CompactionWindow: time.Hour},
+			{Name: catalog.LinesTable, Logical: true},
+			{Name: catalog.MetricsTable, Logical: true},
+		} {
+			if _, err := c.CreateTable(ctx, bad); !errors.Is(err, catalog.ErrInvalidTable) {
+				t.Fatalf("create %+v: %v", bad, err)
+			}
+		}
+		lines, err := c.CreateTable(ctx, catalog.TableSpec{Name: catalog.LinesTable})
+		if err != nil || lines.Regions != 1 || lines.Logical || !lines.Schema.Labels {
+			t.Fatalf("%s: %+v %v", catalog.LinesTable, lines, err)
+		}
+		a, err := c.CreateTable(ctx, catalog.TableSpec{Name: "a", Logical: true})
+		if err != nil || a.Regions != 0 || !a.Logical || a.Schema.Labels {
+			t.Fatalf("a: %+v %v", a, err)
+		}
+		if got, err := open(t, newBackend()).Table(ctx, "a"); err != nil || !got.Logical || got.Regions != 0 {
+			t.Fatalf("a as another process reads it: %+v %v", got, err)
+		}
+		if _, err := c.MarkDropping(ctx, catalog.LinesTable); !errors.Is(err, catalog.ErrInvalidTable) {
+			t.Fatalf("drop %s: %v", catalog.LinesTable, err)
+		}
+		// Gone: given to a table no longer live; not an id never given.
+		if c.Gone(a.ID) || c.Gone(lines.ID) || c.Gone(a.ID+1) || c.Gone(0) {
+			t.Fatal("a live table's id, or one never given, is gone")
+		}
+		if _, err := c.MarkDropping(ctx, "a"); err != nil {
+			t.Fatal(err)
+		}
+		if !c.Gone(a.ID) {
+			t.Fatal("the id of a table being dropped is not gone")
+		}
+		if err := c.Forget(ctx, "a", time.Now()); err != nil {
+			t.Fatal(err)
+		}
+		other := open(t, newBackend())
+		if !c.Gone(a.ID) || !other.Gone(a.ID) || other.Gone(a.ID+1) {
+			t.Fatal("a forgotten table's id is not gone")
+		}
+	})
+}

@@ -192,7 +192,7 @@ func (j *Job) run(ctx context.Context) (Result, error) {
 		opening[i] = &openingInput{open: func() (*sst.Reader, error) { return j.r.OpenSST(ctx, f) }, filter: filter}
 		inputs[i] = opening[i]
 	}
-	it := merge.New(inputs, merge.Options{KeepTombstones: keepTombstones, DropBefore: j.r.TTLCutoff(), ParallelStart: true})
+	it := merge.New(inputs, merge.Options{KeepTombstones: keepTombstones, DropBefore: j.r.TTLCutoff(), ParallelStart: true, DropSeries: j.r.DropSeries()})
 	defer it.Close()
 
 	// Rows per output, from the inputs' bytes per row.

@@ -100,7 +100,8 @@ func BenchmarkQuery(b *testing.B) {
 // BenchmarkWrite measures the engine's write path (validation, routing,
 // series keys, the regions' WAL commits) for TSBS batches of 1000 rows
 // into a table of 4 regions on a memory store, in a standalone. Each op is
-// one batch; WriteTables splits it over two tables.
+// one batch; WriteTables splits it over two tables. Logical writes logical
+// tables (catalog.Table.Logical), their rows in __lines of 4 regions.
 func BenchmarkWrite(b *testing.B) {
 	const hosts, batch = 4000, 1000
 	tags := make([][]row.Tag, hosts)
@@ -114,40 +115,51 @@ func BenchmarkWrite(b *testing.B) {
 		}
 		return out
 	}
-	ctx := context.Background()
-	for _, multi := range []bool{false, true} {
-		name := "Write"
-		if multi {
-			name = "WriteTables"
+	for _, logical := range []bool{false, true} {
+		for _, multi := range []bool{false, true} {
+			name := "Write"
+			if multi {
+				name = "WriteTables"
+			}
+			if logical {
+				name += "/Logical"
+			}
+			b.Run(name, func(b *testing.B) { benchWrite(b, points, batch, multi, logical) })
 		}
-		b.Run(name, func(b *testing.B) {
-			e := servertest.Start(b, objstoretest.Mem(b), servertest.Options{}).Engine()
-			for _, tb := range []string{"cpu", "mem"} {
-				if _, err := e.CreateTable(ctx, catalog.TableSpec{Name: tb, Regions: 4}); err != nil {
-					b.Fatal(err)
-				}
-				servertest.WaitHosted(b, e, tb)
-			}
-			batches := make([][]row.Point, 64)
-			for i := range batches {
-				batches[i] = points(i)
-			}
-			b.ReportAllocs()
-			i := 0
-			for b.Loop() {
-				ps := batches[i%len(batches)]
-				i++
-				var err error
-				if multi {
-					_, err = e.WriteTables(ctx, []datanode.TableBatch{{Table: "cpu", Points: ps[:batch/2]}, {Table: "mem", Points: ps[batch/2:]}}, datanode.WriteOptions{})
-				} else {
-					_, err = e.Write(ctx, "cpu", ps, datanode.WriteOptions{})
-				}
-				if err != nil {
-					b.Fatal(err)
-				}
-			}
-			b.ReportMetric(float64(b.N)*batch/b.Elapsed().Seconds(), "rows/s")
-		})
 	}
+}
+
+func benchWrite(b *testing.B, points func(int) []row.Point, batch int, multi, logical bool) {
+	ctx := context.Background()
+	e := servertest.Start(b, objstoretest.Mem(b), servertest.Options{Tune: func(o *datanode.Options) { o.LinesRegions = 4 }}).Engine()
+	for _, tb := range []string{"cpu", "mem"} {
+		spec := catalog.TableSpec{Name: tb, Regions: 4}
+		if logical {
+			spec = catalog.TableSpec{Name: tb, Logical: true}
+		}
+		if _, err := e.CreateTable(ctx, spec); err != nil {
+			b.Fatal(err)
+		}
+		servertest.WaitHosted(b, e, tb)
+	}
+	batches := make([][]row.Point, 64)
+	for i := range batches {
+		batches[i] = points(i)
+	}
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		ps := batches[i%len(batches)]
+		i++
+		var err error
+		if multi {
+			_, err = e.WriteTables(ctx, []datanode.TableBatch{{Table: "cpu", Points: ps[:batch/2]}, {Table: "mem", Points: ps[batch/2:]}}, datanode.WriteOptions{})
+		} else {
+			_, err = e.Write(ctx, "cpu", ps, datanode.WriteOptions{})
+		}
+		if err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.N)*float64(batch)/b.Elapsed().Seconds(), "rows/s")
 }

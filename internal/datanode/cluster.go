@@ -21,6 +21,10 @@ type Remote interface {
 	// Scan scans region id on its owner; the entries' Fields are
 	// req.Fields, in that order.
 	Scan(ctx context.Context, table string, id layout.RegionID, req region.ScanRequest) (row.Iterator, error)
+	// Delete writes a tombstone for the series of tags, which belongs to
+	// region id, on the region's owner (Engine.DeleteHosted if that is
+	// this engine).
+	Delete(ctx context.Context, table string, id layout.RegionID, tags []row.Tag, start, end int64) error
 }
 
 // ErrNotHosted: the region is not hosted by this datanode (it moved, or is
@@ -44,10 +48,12 @@ func (e *Engine) WriteHosted(ctx context.Context, id layout.RegionID, b region.B
 // hosted here: the share of a batch another datanode forwarded. The batch
 // is validated against the table's schema as a whole first.
 func (e *Engine) WriteRegion(ctx context.Context, table string, id layout.RegionID, points []row.Point) (region.WriteResult, error) {
-	t, regions, err := e.prepareWrite(ctx, table, points, WriteOptions{}, false)
+	tg, points, buf, err := e.prepareWrite(ctx, table, points, WriteOptions{}, false)
 	if err != nil {
 		return region.WriteResult{}, err
 	}
+	defer putLines(buf)
+	t, regions := tg.phys, tg.regions
 	if id.Table != t.ID || id.Region >= t.Regions {
 		return region.WriteResult{}, fmt.Errorf("%w: region %s is not a region of table %s", layout.ErrInvalidRegion, id, table)
 	}
@@ -133,7 +139,18 @@ func (e *Engine) Hosted() []layout.RegionID {
 // CloseTable closes every region of table id hosted here, without
 // flushing (the table is being dropped), each after its compaction has
 // acknowledged its cancellation. It returns once they are all closed.
+//
+// A logical table being dropped has no regions: its series in the
+// regions of LinesTable hosted here get a tombstone over all time each,
+// so its rows go (metasrv asks every datanode in turn).
 func (e *Engine) CloseTable(ctx context.Context, id uint32) (int, error) {
+	if t, ok := e.droppingLogical(ctx, id); ok {
+		if err := e.deleteLogical(ctx, &t, true); err != nil {
+			return 0, fmt.Errorf("delete the rows of logical table %s: %w", t.Name, err)
+		}
+		e.log.Info("rows of a dropped logical table deleted", "table", t.Name, "id", id)
+		return 0, nil
+	}
 	var errs []error
 	n := 0
 	for _, rid := range e.Hosted() {

@@ -41,6 +41,15 @@ type Options struct {
 	// DefaultRegions). Its series spread over them by their labels'
 	// hash, so it spreads a Prometheus workload over a cluster.
 	MetricsRegions uint32
+	// LinesRegions is the region count of the table that holds the rows
+	// of every logical table (catalog.LinesTable) when the first logical
+	// table is created (default: DefaultRegions).
+	LinesRegions uint32
+	// PhysicalTables makes the tables a write creates physical tables of
+	// their own, each with DefaultRegions regions, as before logical
+	// tables (catalog.Table.Logical) existed: for tests of stores written
+	// so.
+	PhysicalTables bool
 	Logger         *slog.Logger
 	// Compaction configures the compaction scheduler; compactions start
 	// after flushes that give a time window enough files.
@@ -74,6 +83,9 @@ type Engine struct {
 	// schemas caches parsed table schemas by (table id, version): writes
 	// and scans would otherwise rebuild them per request.
 	schemas sync.Map
+	// lines caches the LinesTable columns of logical tables' fields by
+	// (table id, version).
+	lines sync.Map
 
 	cat     *catalog.Catalog // its copy follows etcd by itself
 	reloads reloads          // of tables missing from cat's copy
@@ -102,6 +114,9 @@ func Open(ctx context.Context, store objstore.Bucket, opts Options) (*Engine, er
 	}
 	if opts.DefaultRegions == 0 {
 		opts.DefaultRegions = 1
+	}
+	if opts.LinesRegions == 0 {
+		opts.LinesRegions = opts.DefaultRegions
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
@@ -143,6 +158,9 @@ func (e *Engine) openRegion(ctx context.Context, t *catalog.Table, i uint32) err
 	}
 	o.TTL = t.TTL
 	o.CompactionWindow = t.CompactionWindow
+	if t.Name == catalog.LinesTable {
+		o.DropSeries = e.droppedSeries
+	}
 	if len(t.Schema.Columns) > 0 {
 		sch, err := schema.FromManifest(t.Schema)
 		if err != nil {

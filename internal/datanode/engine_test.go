@@ -232,7 +232,11 @@ func TestDropTableDeletesItsObjects(t *testing.T) {
 	ctx := context.Background()
 	s := objstoretest.Mem(t)
 	dir := t.TempDir()
+	// A physical table (created explicitly): its objects are its own.
 	n, e := openEngine(t, s, servertest.Options{Dir: dir})
+	if _, err := e.CreateTable(ctx, catalog.TableSpec{Name: "gone"}); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := e.Write(ctx, "gone", pts(100, "v", func(i int) row.Value { return row.IntValue(int64(i)) }), WriteOptions{CreateTable: true}); err != nil {
 		t.Fatal(err)
 	}
@@ -371,6 +375,10 @@ func TestTruncateCancelsCompaction(t *testing.T) {
 			}
 		}
 	}})
+	// A physical table: a logical one's truncate deletes its series.
+	if _, err := e.CreateTable(ctx, catalog.TableSpec{Name: "t"}); err != nil {
+		t.Fatal(err)
+	}
 	for i := range 4 {
 		if _, err := e.Write(ctx, "t", pts(100, "v", func(j int) row.Value { return row.FloatValue(float64(i*1000 + j)) }), WriteOptions{CreateTable: true}); err != nil {
 			t.Fatal(err)

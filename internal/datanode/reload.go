@@ -104,12 +104,28 @@ func (e *Engine) reloadTable(ctx context.Context, table string, create bool) err
 		if err := e.cat.Sync(ctx); err != nil && !errors.Is(err, catalog.ErrClosed) {
 			return err
 		}
-		if _, ok := e.cat.Lookup(table); ok || !create {
+		t, ok := e.cat.Lookup(table)
+		switch {
+		case ok && t.Logical && !t.Dropping:
+			return e.ensureLines(ctx) // written by a node that died before creating it
+		case ok || !create:
 			return nil
 		}
 		spec := catalog.TableSpec{Name: table}
-		if table == catalog.MetricsTable {
+		switch {
+		case table == catalog.MetricsTable:
 			spec.Regions = e.opts.MetricsRegions
+		case !e.opts.PhysicalTables && !catalog.Reserved(table):
+			// A measurement a write names: a logical table, its rows in
+			// LinesTable, which is created first so that no logical
+			// table is ever without it.
+			if err := catalog.ValidateTableName(table); err != nil {
+				return err
+			}
+			if err := e.ensureLines(ctx); err != nil {
+				return err
+			}
+			spec.Logical = true
 		}
 		_, err := e.createTable(ctx, spec)
 		if errors.Is(err, catalog.ErrTableExists) {

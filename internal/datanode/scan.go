@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/stratadb/strata/internal/catalog"
 	"github.com/stratadb/strata/internal/layout"
 	"github.com/stratadb/strata/internal/merge"
 	"github.com/stratadb/strata/internal/region"
@@ -20,6 +21,7 @@ type Scanner struct {
 	remotes []row.Iterator // scans of regions hosted elsewhere
 	it      row.Iterator
 	batch   []row.Entry
+	strip   *stripper // a logical table's: takes catalog.TableTag out of keys
 	size    int
 	last    int // rows of the last batch
 	err     error
@@ -38,11 +40,12 @@ func (e *Engine) ScanRegion(ctx context.Context, table string, id layout.RegionI
 }
 
 func (e *Engine) scan(ctx context.Context, table string, req region.ScanRequest, only *layout.RegionID) (*Scanner, error) {
-	t, regions, err := e.tableRegions(ctx, table)
+	tg, err := e.resolveTable(ctx, table, false)
 	if err != nil {
 		return nil, err
 	}
-	sch, err := e.tableSchema(t)
+	t, regions := tg.phys, tg.regions
+	sch, err := e.tableSchema(tg.t)
 	if err != nil {
 		return nil, err
 	}
@@ -70,7 +73,12 @@ func (e *Engine) scan(ctx context.Context, table string, req region.ScanRequest,
 	if only != nil && (only.Table != t.ID || only.Region >= t.Regions) {
 		return nil, fmt.Errorf("%w: region %s is not a region of table %s", layout.ErrInvalidRegion, only, table)
 	}
-	s := &Scanner{fields: fields, size: req.BatchRows}
+	var strip *stripper
+	if tg.t.Logical {
+		req = e.linesScan(tg.t, sch, req, fields)
+		names, strip = req.Fields, &stripper{}
+	}
+	s := &Scanner{fields: fields, size: req.BatchRows, strip: strip}
 	var inputs []row.Iterator
 	for i, r := range regions {
 		if only != nil && uint32(i) != only.Region {
@@ -115,7 +123,7 @@ func (e *Engine) scan(ctx context.Context, table string, req region.ScanRequest,
 		s.scans = append(s.scans, sc)
 		inputs = append(inputs, &batchIter{src: sc, remap: true, pos: pos, width: len(names)})
 	}
-	if si, ok := inputs[0].(*batchIter); ok && len(inputs) == 1 && len(si.pos) == si.width && isIdentity(si.pos) {
+	if si, ok := inputs[0].(*batchIter); ok && len(inputs) == 1 && len(s.scans) == 1 && len(si.pos) == si.width && isIdentity(si.pos) {
 		s.direct = s.scans[0]
 	} else if len(inputs) == 1 {
 		s.it = inputs[0]
@@ -153,11 +161,18 @@ func (s *Scanner) Next() bool {
 
 // Batch is the current batch; it stays valid after Next.
 func (s *Scanner) Batch() []row.Entry {
+	var b []row.Entry
 	if s.direct != nil {
-		return s.direct.Batch()
+		b = s.direct.Batch()
+	} else {
+		b = s.batch
+		s.batch = nil
 	}
-	b := s.batch
-	s.batch = nil
+	if s.strip != nil {
+		for i := range b {
+			b[i].Series = s.strip.strip(b[i].Series)
+		}
+	}
 	return b
 }
 
@@ -256,11 +271,12 @@ func (e *Engine) ScanColumns(ctx context.Context, table string, req region.ScanR
 	if len(req.Fields) != 1 || req.SeriesOnly {
 		return fmt.Errorf("%w: a column scan reads exactly one field", region.ErrInvalidScan)
 	}
-	t, regions, err := e.tableRegions(ctx, table)
+	tg, err := e.resolveTable(ctx, table, false)
 	if err != nil {
 		return err
 	}
-	sch, err := e.tableSchema(t)
+	t, regions := tg.phys, tg.regions
+	sch, err := e.tableSchema(tg.t)
 	if err != nil {
 		return err
 	}
@@ -269,6 +285,15 @@ func (e *Engine) ScanColumns(ctx context.Context, table string, req region.ScanR
 		return fmt.Errorf("%w: unknown field %q", region.ErrInvalidScan, req.Fields[0])
 	}
 	kind := sch.Fields()[o].Kind
+	if tg.t.Logical {
+		req = e.linesScan(tg.t, sch, req, sch.Fields()[o:o+1])
+		to := emit
+		emit = func(c *region.Column) error {
+			l := *c // the caller's may be read again (ColumnsOf compares its Series)
+			l.Series = row.RemoveSeriesTag(c.Series, catalog.TableTag)
+			return to(&l)
+		}
+	}
 	for i, r := range regions {
 		if r == nil {
 			it, err := e.opts.Remote.Scan(ctx, t.Name, layout.RegionID{Table: t.ID, Region: uint32(i)}, req)
@@ -311,10 +336,16 @@ func (e *Engine) TagNames(ctx context.Context, table string, start, end int64) (
 // fromRegions merges what each region of table answers (each a sorted
 // set), if all of them are hosted here (local).
 func (e *Engine) fromRegions(ctx context.Context, table string, each func(*region.Region) ([]string, error)) (out []string, local bool, err error) {
-	_, regions, err := e.tableRegions(ctx, table)
+	tg, err := e.resolveTable(ctx, table, false)
 	if err != nil {
 		return nil, false, err
 	}
+	if tg.t.Logical {
+		// LinesTable's indexes answer for every logical table at once:
+		// the caller lists the table's series instead.
+		return nil, false, nil
+	}
+	regions := tg.regions
 	for _, r := range regions {
 		if r == nil {
 			return nil, false, nil

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 
 	"github.com/stratadb/strata/internal/catalog"
@@ -14,7 +15,20 @@ import (
 
 // CreateTable adds a table to the catalog; metasrv places its regions and
 // their owners create them.
+// A table created so is physical unless spec says Logical; a write
+// creates logical ones (catalog.Table.Logical).
 func (e *Engine) CreateTable(ctx context.Context, spec catalog.TableSpec) (catalog.Table, error) {
+	if spec.Name == catalog.LinesTable {
+		return catalog.Table{}, fmt.Errorf("%w: %s is created with the first logical table", catalog.ErrInvalidTable, spec.Name)
+	}
+	if spec.Logical {
+		if err := catalog.ValidateTableName(spec.Name); err != nil {
+			return catalog.Table{}, err
+		}
+		if err := e.ensureLines(ctx); err != nil {
+			return catalog.Table{}, err
+		}
+	}
 	return e.createTable(ctx, spec)
 }
 
@@ -36,9 +50,10 @@ func (e *Engine) createTable(ctx context.Context, spec catalog.TableSpec) (catal
 	return t, nil
 }
 
-// Tables lists the tables by name.
+// Tables lists the tables by name: LinesTable, whose rows are those of
+// the logical tables listed, is left out.
 func (e *Engine) Tables() []catalog.Table {
-	out := e.cat.List(false)
+	out := slices.DeleteFunc(e.cat.List(false), func(t catalog.Table) bool { return t.Name == catalog.LinesTable })
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out
 }
@@ -59,6 +74,14 @@ func (e *Engine) DropTable(ctx context.Context, name string) error {
 	t, err := e.cat.MarkDropping(ctx, name)
 	if err != nil {
 		return err
+	}
+	if t.Logical {
+		// Its rows are keyed by its id, which no table gets again: no
+		// scan reads them from now on, whatever lands after. Metasrv
+		// has every datanode delete them from the regions of
+		// LinesTable it hosts (CloseTable).
+		e.log.Info("logical table marked dropping; metasrv finishes the drop", "table", name)
+		return nil
 	}
 	// Once the table is dropping in the copy, Assign opens none of its
 	// regions (ByID leaves it out): those taken out here are all there are.
@@ -86,7 +109,20 @@ func (e *Engine) DropTable(ctx context.Context, name string) error {
 // cancellation is acknowledged (the job's outputs deleted or owned by its
 // marker). A compaction that starts in between cannot commit: its inputs
 // are no longer live, so the manifest refuses its edit.
+//
+// A logical table's rows are deleted series by series, in the regions of
+// LinesTable wherever they are hosted.
 func (e *Engine) TruncateTable(ctx context.Context, table string) error {
+	tg, err := e.resolveTable(ctx, table, false)
+	if err != nil {
+		return err
+	}
+	if tg.t.Logical {
+		return e.deleteLogical(ctx, tg.t, false)
+	}
+	if table == catalog.LinesTable {
+		return fmt.Errorf("%w: %s holds the rows of every logical table: truncate them one by one", catalog.ErrInvalidTable, table)
+	}
 	_, regions, err := e.localRegions(ctx, table)
 	if err != nil {
 		return err

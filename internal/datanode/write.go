@@ -25,10 +25,15 @@ type WriteOptions struct {
 	Metrics bool
 }
 
-// checkMetrics refuses a write to the metrics table without opts.Metrics.
+// checkMetrics refuses a write to the metrics table without opts.Metrics,
+// and any write naming LinesTable: its rows are written through the
+// logical tables it holds.
 func checkMetrics(table string, opts WriteOptions) error {
-	if table == catalog.MetricsTable && !opts.Metrics {
+	switch {
+	case table == catalog.MetricsTable && !opts.Metrics:
 		return fmt.Errorf("%w: table %s is written through remote write (/api/v1/write) only", catalog.ErrInvalidTable, table)
+	case table == catalog.LinesTable:
+		return fmt.Errorf("%w: table %s holds the rows of the logical tables, and is written through them only", catalog.ErrInvalidTable, table)
 	}
 	return nil
 }
@@ -50,10 +55,12 @@ func (e *Engine) Write(ctx context.Context, table string, points []row.Point, op
 // validated once and its series key encoded once: the regions get
 // prepared batches.
 func (e *Engine) write(ctx context.Context, table string, points []row.Point, opts WriteOptions, checked bool) (region.WriteResult, error) {
-	t, regions, err := e.prepareWrite(ctx, table, points, opts, checked)
+	tg, points, buf, err := e.prepareWrite(ctx, table, points, opts, checked)
 	if err != nil {
 		return region.WriteResult{}, err
 	}
+	defer putLines(buf) // the regions copy what they keep of a point
+	t, regions := tg.phys, tg.regions
 	sk := getKeys()
 	defer putKeys(sk) // the regions copy what they keep of a key
 	if err := sk.encode(points); err != nil {
@@ -164,12 +171,45 @@ func (sk *seriesKeys) encode(points []row.Point) error {
 // batch (only its columns, if checked) and commits new columns to the
 // catalog. Neither the reload or create of a table, nor validation, nor a
 // schema change takes the engine's lock: the catalog's compare-and-swap
-// orders concurrent changes of the catalog.
-func (e *Engine) prepareWrite(ctx context.Context, table string, points []row.Point, opts WriteOptions, checked bool) (*catalog.Table, []*region.Region, error) {
-	t, regions, err := e.resolveTable(ctx, table, opts.CreateTable)
+// orders concurrent changes of the catalog. It returns the points to
+// write to the target's regions: points themselves, or for a logical
+// table their rows of LinesTable (toLines), held by a buffer to give back
+// (putLines) once they are written.
+func (e *Engine) prepareWrite(ctx context.Context, table string, points []row.Point, opts WriteOptions, checked bool) (*target, []row.Point, *linesBuf, error) {
+	tg, err := e.resolveTable(ctx, table, opts.CreateTable)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
+	if tg.t.Logical {
+		if err := checkTableTag(points); err != nil {
+			return nil, nil, nil, err
+		}
+	}
+	if err := e.commitColumns(ctx, tg.t, points, checked); err != nil {
+		return nil, nil, nil, err
+	}
+	if !tg.t.Logical {
+		return tg, points, nil, nil
+	}
+	buf := getLines()
+	lines, err := e.toLines(tg.t, points, buf)
+	if err == nil {
+		// LinesTable's columns are checked on their own: a logical
+		// table's commit and LinesTable's are two, and a write that
+		// stopped between them must not leave the next one without its
+		// columns.
+		err = e.commitColumns(ctx, tg.phys, lines, true)
+	}
+	if err != nil {
+		putLines(buf)
+		return nil, nil, nil, err
+	}
+	return tg, lines, buf, nil
+}
+
+// commitColumns validates points against t's schema (only their columns,
+// if checked) and commits the columns t lacks.
+func (e *Engine) commitColumns(ctx context.Context, t *catalog.Table, points []row.Point, checked bool) error {
 	check := func(t *catalog.Table) (*schema.Additions, error) {
 		sch, err := e.tableSchema(t)
 		if err != nil {
@@ -182,14 +222,14 @@ func (e *Engine) prepareWrite(ctx context.Context, table string, points []row.Po
 	}
 	add, err := check(t)
 	if err != nil || !add.Changed() {
-		return t, regions, err
+		return err
 	}
 	checked = true // values are schema-independent: checked once is enough
 	// Only this table's record is read and written. Another write (here or
 	// on another datanode) may have changed the schema meanwhile: the
 	// update checks again against the newest schema it knows, and again if
 	// its commit loses the race.
-	_, err = e.cat.UpdateTable(ctx, table, func(cur *catalog.Table) error {
+	_, err = e.cat.UpdateTable(ctx, t.Name, func(cur *catalog.Table) error {
 		add, err := check(cur)
 		if err != nil || !add.Changed() {
 			return err
@@ -202,53 +242,75 @@ func (e *Engine) prepareWrite(ctx context.Context, table string, points []row.Po
 		return nil
 	})
 	if err != nil {
-		return nil, nil, fmt.Errorf("record new columns: %w", err)
+		return fmt.Errorf("record new columns: %w", err)
 	}
-	return t, regions, nil
+	return nil
 }
 
-// tableRegions resolves table and its regions, nil for one hosted
-// elsewhere. A table missing from the catalog's copy is looked for in etcd
-// first (reloadTable).
+// target is a table resolved for a request: the table named, and the
+// table whose regions hold its rows (itself, or LinesTable for a logical
+// table) with those regions, nil for one hosted elsewhere.
+type target struct {
+	t       *catalog.Table
+	phys    *catalog.Table
+	regions []*region.Region
+}
+
+// tableRegions resolves the table whose regions hold table's rows (table
+// itself, or LinesTable for a logical table) and those regions, nil for
+// one hosted elsewhere. A table missing from the catalog's copy is looked
+// for in etcd first (reloadTable).
 func (e *Engine) tableRegions(ctx context.Context, table string) (*catalog.Table, []*region.Region, error) {
-	return e.resolveTable(ctx, table, false)
+	tg, err := e.resolveTable(ctx, table, false)
+	if err != nil {
+		return nil, nil, err
+	}
+	return tg.phys, tg.regions, nil
 }
 
-// resolveTable is tableRegions, creating a missing table if create is set.
+// resolveTable resolves table, creating a missing table if create is set.
 // NB: the reload (an etcd round trip) runs without Engine.mu, which every
 // write and scan takes; the copy and the regions are read again under the
 // lock after it.
-func (e *Engine) resolveTable(ctx context.Context, table string, create bool) (*catalog.Table, []*region.Region, error) {
-	t, regions, err := e.tableRegionsLocal(table)
+func (e *Engine) resolveTable(ctx context.Context, table string, create bool) (*target, error) {
+	tg, err := e.targetLocal(table)
 	if !errors.Is(err, catalog.ErrTableNotFound) {
-		return t, regions, err
+		return tg, err
 	}
-	if _, ok := e.cat.Lookup(table); ok {
-		return nil, nil, err // being dropped: no reload brings it back
+	if t, ok := e.cat.Lookup(table); ok && (t.Dropping || !t.Logical) {
+		return nil, err // being dropped: no reload brings it back
 	}
 	if err := e.reloadTable(ctx, table, create); err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	return e.tableRegionsLocal(table)
+	return e.targetLocal(table)
 }
 
-// tableRegionsLocal is tableRegions as of the catalog's copy: it reads no
+// targetLocal is resolveTable as of the catalog's copy: it reads no
 // backend.
-func (e *Engine) tableRegionsLocal(table string) (*catalog.Table, []*region.Region, error) {
+func (e *Engine) targetLocal(table string) (*target, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.closed {
-		return nil, nil, region.ErrClosed
+		return nil, region.ErrClosed
 	}
 	t, ok := e.cat.Lookup(table)
 	if !ok || t.Dropping {
-		return nil, nil, fmt.Errorf("%w: %s", catalog.ErrTableNotFound, table)
+		return nil, fmt.Errorf("%w: %s", catalog.ErrTableNotFound, table)
 	}
-	regions := make([]*region.Region, t.Regions)
-	for i := range regions {
-		regions[i] = e.regions[layout.RegionID{Table: t.ID, Region: uint32(i)}]
+	tg := &target{t: &t, phys: &t}
+	if t.Logical {
+		p, ok := e.cat.Lookup(catalog.LinesTable)
+		if !ok || p.Dropping {
+			return nil, fmt.Errorf("%w: %s (the table of logical table %s)", catalog.ErrTableNotFound, catalog.LinesTable, table)
+		}
+		tg.phys = &p
 	}
-	return &t, regions, nil
+	tg.regions = make([]*region.Region, tg.phys.Regions)
+	for i := range tg.regions {
+		tg.regions[i] = e.regions[layout.RegionID{Table: tg.phys.ID, Region: uint32(i)}]
+	}
+	return tg, nil
 }
 
 // localRegions is tableRegions without the regions hosted elsewhere.
@@ -268,17 +330,39 @@ func (e *Engine) localRegions(ctx context.Context, table string) (*catalog.Table
 
 // Delete writes a tombstone for one series in the region that holds it.
 func (e *Engine) Delete(ctx context.Context, table string, tags []row.Tag, start, end int64) error {
-	t, regions, err := e.tableRegions(ctx, table)
+	tg, err := e.resolveTable(ctx, table, false)
 	if err != nil {
 		return err
+	}
+	tags = slices.Clone(tags)
+	if tg.t.Logical {
+		for _, t := range tags {
+			if t.Name == catalog.TableTag {
+				return fmt.Errorf("%w: tag %s is reserved", region.ErrInvalidWrite, t.Name)
+			}
+		}
+		tags = append(tags, tableTag(tg.t))
 	}
 	key, err := row.EncodeSeries(nil, slices.Clone(tags))
 	if err != nil {
 		return fmt.Errorf("%w: %v", region.ErrInvalidWrite, err)
 	}
-	r := regions[layout.Route(key, t.Regions)]
+	n := layout.Route(key, tg.phys.Regions)
+	r := tg.regions[n]
 	if r == nil {
-		return fmt.Errorf("%w: the series is in region %d/%d: send the delete to its owner", ErrNotHosted, t.ID, layout.Route(key, t.Regions))
+		return e.opts.Remote.Delete(ctx, tg.phys.Name, layout.RegionID{Table: tg.phys.ID, Region: n}, tags, start, end)
+	}
+	return r.Delete(ctx, tags, start, end)
+}
+
+// DeleteHosted writes a tombstone for one series of region id, which must
+// be hosted here (the Remote found it hosted here).
+func (e *Engine) DeleteHosted(ctx context.Context, id layout.RegionID, tags []row.Tag, start, end int64) error {
+	e.mu.Lock()
+	r := e.regions[id]
+	e.mu.Unlock()
+	if r == nil {
+		return fmt.Errorf("%w: region %s", ErrNotHosted, id)
 	}
 	return r.Delete(ctx, tags, start, end)
 }
@@ -307,19 +391,28 @@ func (e *Engine) WriteTables(ctx context.Context, batches []TableBatch, opts Wri
 			return region.WriteResult{}, err
 		}
 		var sch *schema.Schema
+		logical := false
 		t, err := e.Table(b.Table)
 		switch {
 		case err == nil:
 			sch, err = e.tableSchema(&t)
+			logical = t.Logical
 		case errors.Is(err, catalog.ErrTableNotFound) && opts.CreateTable:
 			if err = catalog.ValidateTableName(b.Table); err == nil {
 				sch, err = catalog.NewSchema(b.Table, schema.DefaultTimestamp)
 			}
+			logical = !e.opts.PhysicalTables && !catalog.Reserved(b.Table)
 		}
 		if err != nil {
 			return region.WriteResult{}, err
 		}
-		if _, err := region.ValidateBatch(b.Points, sch); err != nil {
+		if logical {
+			err = checkTableTag(b.Points)
+		}
+		if err == nil {
+			_, err = region.ValidateBatch(b.Points, sch)
+		}
+		if err != nil {
 			var pe *region.PointError
 			if errors.As(err, &pe) {
 				return region.WriteResult{}, &BatchError{Table: b.Table, Err: pe}

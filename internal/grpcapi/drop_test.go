@@ -37,6 +37,13 @@ func TestDropReleasesStreamSegments(t *testing.T) {
 	point := func(ts int64) []*pb.Point {
 		return []*pb.Point{{Ts: ts, Tags: []*pb.Tag{{Name: "host", Value: "a"}}, Fields: []*pb.Field{{Name: "v", Value: wire.FromValue(row.FloatValue(1))}}}}
 	}
+	// Physical tables (created explicitly), each with regions of its own:
+	// a logical table has no regions or WAL ranges of its own to release.
+	for _, table := range []string{"gone", "kept"} {
+		if _, err := c.CreateTable(ctx, &pb.CreateTableRequest{Name: table}); err != nil {
+			t.Fatal(err)
+		}
+	}
 	for i := range 5 {
 		for _, table := range []string{"gone", "kept"} {
 			if _, err := c.Write(ctx, &pb.WriteRequest{Table: table, Points: point(int64(i)), CreateTable: true}); err != nil {

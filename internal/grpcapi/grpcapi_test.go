@@ -73,8 +73,13 @@ func TestServiceRoundTrip(t *testing.T) {
 		t.Fatalf("write: %v %v", resp, err)
 	}
 	fields, rows, series := scan(t, c, &pb.ScanRequest{Table: "t", BatchRows: 2})
-	if len(fields) != 5 || len(rows) != 5 || series[4][0].Value != "a" {
-		t.Fatalf("scan: %v %v", fields, rows)
+	if len(fields) != 5 || len(rows) != 5 || len(series[4]) != 1 || series[4][0].Value != "a" {
+		t.Fatalf("scan: %v %v %v", fields, rows, series)
+	}
+	// A table create_table made is logical: its rows are in __lines, and
+	// its scan shows its own tags only.
+	if tb, err := e.Table("t"); err != nil || !tb.Logical {
+		t.Fatalf("t: %+v %v", tb, err)
 	}
 	for i, v := range vals {
 		if got := wire.ToValue(rows[i].Values[i]); !got.Equal(v) {

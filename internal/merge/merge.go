@@ -27,6 +27,10 @@ type Options struct {
 	// inputs must not share unsynchronized state. Every goroutine has
 	// returned before the first Next does.
 	ParallelStart bool
+	// DropSeries, if set, drops every entry, put or tombstone, of the
+	// series it reports (a compaction's: the rows of a dropped logical
+	// table). It is asked once per series.
+	DropSeries func(series string) bool
 }
 
 // DefaultOptions keeps everything and emits no tombstones.
@@ -45,6 +49,7 @@ type iter struct {
 	cur      row.Entry
 	series   string
 	inSeries bool
+	dropping bool // opts.DropSeries reports series
 	tombs    []tomb
 	lastTS   int64
 	havePut  bool // a put (or its suppressed newer version) was seen at (series, lastTS)
@@ -144,6 +149,10 @@ func (m *iter) Next() bool {
 		e := &m.cur
 		if !m.inSeries || e.Series != m.series {
 			m.series, m.tombs, m.havePut, m.inSeries = e.Series, m.tombs[:0], false, true
+			m.dropping = m.opts.DropSeries != nil && m.opts.DropSeries(e.Series)
+		}
+		if m.dropping {
+			continue
 		}
 		// Forget tombstones that end before this entry.
 		live := m.tombs[:0]

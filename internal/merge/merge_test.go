@@ -83,6 +83,8 @@ func TestMerge(t *testing.T) {
 		{"ttl", []string{"a 1 1 10, a 5 2 50", "b 0 3 del 2, b 3 4 del 9"}, Options{KeepTombstones: true, DropBefore: 3}, "a 5 2 50, b 3 4 del 9"},
 		{"dedup survives suppressed newest", []string{"a 2 1 10", "a 2 3 30", "a 1 5 del 2"}, DefaultOptions(), ""},
 		{"empty series key", []string{" 1 1 10", " 1 2 20"}, DefaultOptions(), " 1 2 20"},
+		{"dropped series", []string{"a 1 1 10, b 1 2 20, c 1 3 30", "b 0 9 del 5, b 2 4 20"},
+			Options{KeepTombstones: true, DropBefore: math.MinInt64, DropSeries: func(s string) bool { return s == "b" }}, "a 1 1 10, c 1 3 30"},
 	} {
 		for _, parallel := range []bool{false, true} {
 			t.Run(fmt.Sprintf("%s/parallel=%v", tc.name, parallel), func(t *testing.T) {

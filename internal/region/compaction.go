@@ -35,6 +35,10 @@ func (r *Region) UploadWindow() time.Duration {
 // Now is the region's clock.
 func (r *Region) Now() func() time.Time { return r.opts.Now }
 
+// DropSeries reports series whose rows a compaction drops (nil: none;
+// Options.DropSeries).
+func (r *Region) DropSeries() func(series string) bool { return r.opts.DropSeries }
+
 // TTLCutoff is the oldest timestamp still alive (math.MinInt64 without a
 // TTL).
 func (r *Region) TTLCutoff() int64 { return r.ttlCutoff() }

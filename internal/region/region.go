@@ -67,6 +67,11 @@ type Options struct {
 	// Labels makes a new region's tags free-form labels
 	// (schema.Persisted.Labels), as the metrics table's are.
 	Labels bool
+	// DropSeries, if set, reports series whose rows a compaction drops
+	// (merge.Options.DropSeries): the datanode's, for the regions that
+	// hold logical tables' rows, reports those of dropped tables. It must
+	// not report a series that may still be read.
+	DropSeries func(series string) bool
 	// Stream, if set, is the datanode's WAL stream, shared by its regions.
 	// Nil: the region writes a stream of its own, started by Open and
 	// stopped by Close (stream.go).

@@ -165,3 +165,55 @@ type TagIn struct {
 	Name   string
 	Values []string
 }
+
+// InsertSeriesTag appends to dst the series key of key's tags and t, t
+// in its place by name: the key EncodeSeries gives the tags and t, made
+// without decoding key. key must not hold a tag named t.Name.
+func InsertSeriesTag(dst, key []byte, t Tag) ([]byte, error) {
+	rest := string(key)
+	for len(rest) > 0 {
+		n, after, ok := cutString(rest)
+		if !ok {
+			return dst, ErrBadSeries
+		}
+		if n > t.Name {
+			break
+		}
+		if n == t.Name {
+			return dst, errors.New("tag " + t.Name + " appears twice")
+		}
+		if _, after, ok = cutString(after); !ok {
+			return dst, ErrBadSeries
+		}
+		rest = after
+	}
+	at := len(key) - len(rest)
+	dst = append(dst, key[:at]...)
+	dst = appendTag(dst, &t)
+	return append(dst, key[at:]...), nil
+}
+
+// RemoveSeriesTag returns key without its tag name (key itself if it has
+// none, or does not decode).
+func RemoveSeriesTag(key, name string) string {
+	rest := key
+	for len(rest) > 0 {
+		n, after, ok := cutString(rest)
+		if !ok {
+			return key
+		}
+		_, next, ok := cutString(after)
+		if !ok {
+			return key
+		}
+		if n == name {
+			at := len(key) - len(rest)
+			return key[:at] + next
+		}
+		if n > name {
+			return key
+		}
+		rest = next
+	}
+	return key
+}

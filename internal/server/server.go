@@ -86,11 +86,18 @@ type Config struct {
 	// of a group waits for others (0: no wait, the lowest latency;
 	// docs/cost.md).
 	WALWindow time.Duration
-	// DefaultRegions is the region count of tables created by writes.
+	// DefaultRegions is the region count of tables created without one.
 	DefaultRegions uint32
 	// MetricsRegions is the region count of the table remote write
 	// creates for every metric (0: DefaultRegions).
 	MetricsRegions uint32
+	// LinesRegions is the region count of the table that holds the rows
+	// of every measurement a write creates (0: DefaultRegions).
+	LinesRegions uint32
+	// PhysicalTables gives the tables a write creates regions of their
+	// own, as before logical tables (datanode.Options.PhysicalTables): for
+	// a rolling upgrade, until every datanode knows logical tables.
+	PhysicalTables bool
 	// MaxBodyBytes bounds a line-protocol request.
 	MaxBodyBytes int64
 	// ShutdownTimeout bounds the graceful shutdown (default 1 min).
@@ -267,7 +274,7 @@ func (s *Server) start(ctx context.Context) error {
 	}
 	s.agent = agent.New(agent.Options{Client: cli, Node: cluster.NodeInfo{ID: cfg.NodeID, Version: cfg.Build.Version, Revision: cfg.Build.Revision}, Heartbeat: cfg.Heartbeat, Lease: cfg.Lease, Logger: cfg.Logger,
 		DialOptions: append([]grpc.DialOption{transport}, cfg.Auth.DialOptions()...), Registerer: s.Registry})
-	dopts := datanode.Options{Region: ropts, DefaultRegions: cfg.DefaultRegions, MetricsRegions: cfg.MetricsRegions, Logger: cfg.Logger,
+	dopts := datanode.Options{Region: ropts, DefaultRegions: cfg.DefaultRegions, MetricsRegions: cfg.MetricsRegions, LinesRegions: cfg.LinesRegions, PhysicalTables: cfg.PhysicalTables, Logger: cfg.Logger,
 		Compaction: compact.SchedulerOptions{Metrics: compact.NewMetrics(s.Registry)},
 		GCInterval: gcInterval, FullGCInterval: fullGCInterval, GCMetrics: gc.NewMetrics(s.Registry),
 		Catalog: catalog.NewEtcdBackend(cli), Remote: s.agent, Lease: s.agent.BindLease}

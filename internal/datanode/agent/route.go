@@ -107,6 +107,39 @@ func (a *Agent) Write(ctx context.Context, table string, id layout.RegionID, b r
 	}
 }
 
+// Delete writes a tombstone for one series of region id on its owner.
+func (a *Agent) Delete(ctx context.Context, table string, id layout.RegionID, tags []row.Tag, start, end int64) error {
+	ctx, cancel := context.WithTimeout(ctx, routeTimeout)
+	defer cancel()
+	for {
+		addr, err := a.owner(ctx, id)
+		if err != nil {
+			return err
+		}
+		if addr == "" {
+			err := a.eng.DeleteHosted(ctx, id, tags, start, end)
+			if err == nil || !errors.Is(err, datanode.ErrNotHosted) {
+				return err
+			}
+			continue
+		}
+		c, err := a.conn(addr)
+		if err != nil {
+			return err
+		}
+		// The owner routes the series to the region by its key, as this
+		// node did.
+		_, err = c.Delete(ctx, &pb.DeleteRequest{Table: table, Tags: wire.FromTags(tags), Start: start, End: end})
+		if err == nil {
+			return nil
+		}
+		if !retryable(err) || ctx.Err() != nil {
+			return fmt.Errorf("region %s on %s: %w", id, addr, err)
+		}
+		a.waitChange(ctx)
+	}
+}
+
 func (a *Agent) waitChange(ctx context.Context) {
 	a.mu.Lock()
 	ch := a.changed

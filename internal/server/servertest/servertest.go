@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stratadb/strata/internal/catalog"
 	"github.com/stratadb/strata/internal/datanode"
 	"github.com/stratadb/strata/internal/objstore"
 	"github.com/stratadb/strata/internal/server"
@@ -74,6 +75,9 @@ func WaitHosted(t testing.TB, e *datanode.Engine, table string) {
 	deadline := time.Now().Add(time.Minute)
 	for {
 		tb, err := e.Table(table)
+		if err == nil && tb.Logical { // its rows are in LinesTable's regions
+			tb, err = e.Table(catalog.LinesTable)
+		}
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -1322,8 +1322,11 @@ type Table struct {
 	Columns       []*Column `protobuf:"bytes,6,rep,name=columns,proto3" json:"columns,omitempty"`
 	// TWCS window in seconds (0: inferred from the files).
 	CompactionWindowSeconds int64 `protobuf:"varint,7,opt,name=compaction_window_seconds,json=compactionWindowSeconds,proto3" json:"compaction_window_seconds,omitempty"`
-	unknownFields           protoimpl.UnknownFields
-	sizeCache               protoimpl.SizeCache
+	// A logical table: no regions of its own; its rows are in the table
+	// __lines (a measurement a write created).
+	Logical       bool `protobuf:"varint,8,opt,name=logical,proto3" json:"logical,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Table) Reset() {
@@ -1403,6 +1406,13 @@ func (x *Table) GetCompactionWindowSeconds() int64 {
 		return x.CompactionWindowSeconds
 	}
 	return 0
+}
+
+func (x *Table) GetLogical() bool {
+	if x != nil {
+		return x.Logical
+	}
+	return false
 }
 
 type CreateTableRequest struct {
@@ -2699,7 +2709,7 @@ const file_strata_v1_datanode_proto_rawDesc = "" +
 	"\x06Column\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
 	"\x04role\x18\x02 \x01(\tR\x04role\x12\x12\n" +
-	"\x04type\x18\x03 \x01(\tR\x04type\"\xf7\x01\n" +
+	"\x04type\x18\x03 \x01(\tR\x04type\"\x91\x02\n" +
 	"\x05Table\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\rR\x02id\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x18\n" +
@@ -2708,7 +2718,8 @@ const file_strata_v1_datanode_proto_rawDesc = "" +
 	"ttlSeconds\x12&\n" +
 	"\x0fcreated_at_unix\x18\x05 \x01(\x03R\rcreatedAtUnix\x12+\n" +
 	"\acolumns\x18\x06 \x03(\v2\x11.strata.v1.ColumnR\acolumns\x12:\n" +
-	"\x19compaction_window_seconds\x18\a \x01(\x03R\x17compactionWindowSeconds\"\xca\x01\n" +
+	"\x19compaction_window_seconds\x18\a \x01(\x03R\x17compactionWindowSeconds\x12\x18\n" +
+	"\alogical\x18\b \x01(\bR\alogical\"\xca\x01\n" +
 	"\x12CreateTableRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x18\n" +
 	"\aregions\x18\x02 \x01(\rR\aregions\x12)\n" +
