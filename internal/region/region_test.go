@@ -691,14 +691,19 @@ func TestTagValuesKeepTheFilesAnswer(t *testing.T) {
 	r.merged.mu.Lock()
 	kept := r.merged.sets["vhost"]
 	r.merged.mu.Unlock()
-	if len(kept.files) != 2 || !slices.Equal(kept.vals, []string{"a", "b", "c"}) {
+	if len(kept.files) != 2 || !slices.Equal(kept.fromFiles, []string{"a", "b", "c"}) {
 		t.Fatalf("kept %+v", kept)
 	}
 	values("a", "b", "c")
 	mustWrite(t, r, pt("d", 3, fl("v", 1)))
-	values("a", "b", "c", "d") // the memtable's, merged with the kept answer
+	values("a", "b", "c", "d")[3] = "changed" // the memtable's, merged with the files' kept answer
+	values("a", "b", "c", "d")                // the whole answer kept
+	mustWrite(t, r, pt("e", 3, fl("v", 1)))
+	values("a", "b", "c", "d", "e") // the memtable's answer changed with its new series
+	mustWrite(t, r, pt("d", 4, fl("v", 1)))
+	values("a", "b", "c", "d", "e") // a row of a known series: the same
 	flush()
-	values("a", "b", "c", "d") // three files: asked again
+	values("a", "b", "c", "d", "e") // three files: asked again
 	if err := r.Truncate(ctx); err != nil {
 		t.Fatal(err)
 	}

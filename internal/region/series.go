@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"unsafe"
 
 	"github.com/stratadb/strata/internal/manifest"
 	"github.com/stratadb/strata/internal/memtable"
@@ -296,9 +297,9 @@ func (r *Region) TagNames(ctx context.Context, start, end int64) ([]string, erro
 // files with rows in [start, end): each returns its values sorted (a
 // file's kept sorted with its postings), and they are merged, the repeats
 // between them dropped. (Sorting 100,000 metric names of each file again
-// on every request was most of /api/v1/label/__name__/values.) The files'
-// merged answer to question (what file asks them, by name) is kept for
-// the next call over the same files (mergedFiles).
+// on every request was most of /api/v1/label/__name__/values.) The
+// answers to question (what mem and file ask, by name) are kept for the
+// next call (mergedFiles).
 func (r *Region) fromPostings(ctx context.Context, question string, start, end int64, mem func(*memtable.Memtable) []string, file func(*fileSeries) []string) ([]string, error) {
 	if err := r.usable(); err != nil {
 		return nil, err
@@ -308,64 +309,83 @@ func (r *Region) fromPostings(ctx context.Context, question string, start, end i
 	}
 	mems, st, files := r.snapshot(start, end)
 	defer r.unpin(files)
-	fromFiles, ok := r.merged.get(question, files)
-	if !ok {
+	runs := make([][]string, 1, 1+len(mems))
+	for _, mt := range mems {
+		runs = append(runs, mem(mt))
+	}
+	kept := r.merged.get(question, files)
+	if kept.all != nil && sameRuns(kept.mems, runs[1:]) {
+		return slices.Clone(kept.all), nil // handed out: the kept one is never changed
+	}
+	if kept.files == nil {
 		xs, err := r.fileIndexes(ctx, st, files)
 		if err != nil {
 			return nil, fmt.Errorf("region %s: tags: %w", r.id, err)
 		}
-		runs := make([][]string, 0, len(xs))
+		fileRuns := make([][]string, 0, len(xs))
 		for _, x := range xs {
-			runs = append(runs, file(x))
+			fileRuns = append(fileRuns, file(x))
 		}
-		fromFiles = slices.Clip(MergeSorted(runs))
-		r.merged.put(question, files, fromFiles)
+		kept = mergedSet{files: slices.Clone(files), fromFiles: slices.Clip(MergeSorted(fileRuns))}
 	}
-	runs := make([][]string, 0, 1+len(mems))
-	runs = append(runs, fromFiles)
-	for _, mt := range mems {
-		runs = append(runs, mem(mt))
-	}
-	return MergeSorted(runs), nil // a new slice: the kept one is never handed out
+	runs[0] = kept.fromFiles
+	all := MergeSorted(runs)
+	// The memtables' answers are kept only to be recognized: a memtable
+	// hands out the same sorted slice while it gains no series.
+	kept.mems, kept.all = slices.Clone(runs[1:]), slices.Clip(all)
+	r.merged.put(question, kept)
+	return slices.Clone(all), nil
 }
 
-// mergedFiles keeps, for each question asked of the files' postings
-// lately (a tag's values, the tag names), the merged answer of the files
-// it was asked of. Files never change, so the answer holds while the
-// region's files are the same; a flush or compaction changes the set,
-// and the next call merges again. At 100,000 metric names in a dozen
-// files, merging was most of a /api/v1/label/__name__/values request.
+// sameRuns reports whether a and b are the same slices (not only equal).
+func sameRuns(a, b [][]string) bool {
+	return slices.EqualFunc(a, b, func(x, y []string) bool {
+		return len(x) == len(y) && unsafe.SliceData(x) == unsafe.SliceData(y)
+	})
+}
+
+// mergedFiles keeps, for each question asked of the postings lately (a
+// tag's values, the tag names), the merged answer of the files it was
+// asked of, and the whole answer with the memtables'. Files never change,
+// so the files' answer holds while the region's files are the same (a
+// flush or compaction changes the set, and the next call merges again);
+// the whole answer holds while the memtables answer with the same slices.
+// At 100,000 metric names in a dozen files, merging was most of a
+// /api/v1/label/__name__/values request.
 type mergedFiles struct {
 	mu   sync.Mutex
 	sets map[string]mergedSet
 }
 
 type mergedSet struct {
-	files []string // the file ids, in the snapshot's order
-	vals  []string
+	files     []string // the file ids, in the snapshot's order
+	fromFiles []string // their merged answer
+	mems      [][]string
+	all       []string // fromFiles merged with mems
 }
 
 // maxMergedSets bounds the questions kept (the label names asked lately;
 // a full map is emptied).
 const maxMergedSets = 16
 
-func (m *mergedFiles) get(question string, files []string) ([]string, bool) {
+// get returns what is kept for question over files (nothing if the files
+// differ).
+func (m *mergedFiles) get(question string, files []string) mergedSet {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	e, ok := m.sets[question]
-	if !ok || !slices.Equal(e.files, files) {
-		return nil, false
+	if e, ok := m.sets[question]; ok && slices.Equal(e.files, files) {
+		return e
 	}
-	return e.vals, true
+	return mergedSet{}
 }
 
-func (m *mergedFiles) put(question string, files, vals []string) {
+func (m *mergedFiles) put(question string, e mergedSet) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.sets == nil || len(m.sets) >= maxMergedSets {
 		m.sets = map[string]mergedSet{}
 	}
-	m.sets[question] = mergedSet{files: slices.Clone(files), vals: vals}
+	m.sets[question] = e
 }
 
 // MergeSorted merges sorted runs into one new sorted run without repeats.
