@@ -321,29 +321,46 @@ func (e *Engine) ScanColumns(ctx context.Context, table string, req region.ScanR
 
 // TagValues returns the distinct values, sorted, of tag name in table's
 // series with rows in [start, end), from its regions' memtables and series
-// indexes. local is false, and nothing is returned, if a region of the
-// table is hosted elsewhere: list its series then (Scan with SeriesOnly).
+// indexes (of a logical table, those of LinesTable's regions, among the
+// series with its table tag). local is false, and nothing is returned, if
+// a region of the table is hosted elsewhere: list its series then (Scan
+// with SeriesOnly).
 func (e *Engine) TagValues(ctx context.Context, table, name string, start, end int64) (vals []string, local bool, err error) {
-	return e.fromRegions(ctx, table, func(r *region.Region) ([]string, error) { return r.TagValues(ctx, name, start, end) })
+	return e.fromRegions(ctx, table, func(r *region.Region, where *row.Tag) ([]string, error) {
+		if where != nil {
+			return r.TagValuesWhere(ctx, name, *where, start, end)
+		}
+		return r.TagValues(ctx, name, start, end)
+	})
 }
 
 // TagNames returns the distinct tag names, sorted, of table's series
-// with rows in [start, end), as TagValues does.
+// with rows in [start, end), as TagValues does (not local for a logical
+// table).
 func (e *Engine) TagNames(ctx context.Context, table string, start, end int64) (names []string, local bool, err error) {
-	return e.fromRegions(ctx, table, func(r *region.Region) ([]string, error) { return r.TagNames(ctx, start, end) })
+	return e.fromRegions(ctx, table, func(r *region.Region, where *row.Tag) ([]string, error) {
+		if where != nil {
+			return nil, errNotLocal
+		}
+		return r.TagNames(ctx, start, end)
+	})
 }
 
+// errNotLocal: fromRegions' function cannot answer for a logical table.
+var errNotLocal = errors.New("datanode: not answered from the postings")
+
 // fromRegions merges what each region of table answers (each a sorted
-// set), if all of them are hosted here (local).
-func (e *Engine) fromRegions(ctx context.Context, table string, each func(*region.Region) ([]string, error)) (out []string, local bool, err error) {
+// set), if all of them are hosted here (local). Of a logical table, each
+// of LinesTable's regions is asked with where set to the table's tag.
+func (e *Engine) fromRegions(ctx context.Context, table string, each func(r *region.Region, where *row.Tag) ([]string, error)) (out []string, local bool, err error) {
 	tg, err := e.resolveTable(ctx, table, false)
 	if err != nil {
 		return nil, false, err
 	}
+	var where *row.Tag
 	if tg.t.Logical {
-		// LinesTable's indexes answer for every logical table at once:
-		// the caller lists the table's series instead.
-		return nil, false, nil
+		tag := tableTag(tg.t)
+		where = &tag
 	}
 	regions := tg.regions
 	for _, r := range regions {
@@ -353,7 +370,10 @@ func (e *Engine) fromRegions(ctx context.Context, table string, each func(*regio
 	}
 	runs := make([][]string, 0, len(regions))
 	for _, r := range regions {
-		vs, err := each(r)
+		vs, err := each(r, where)
+		if errors.Is(err, errNotLocal) {
+			return nil, false, nil
+		}
 		if err != nil {
 			return nil, true, err
 		}

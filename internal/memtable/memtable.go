@@ -809,6 +809,36 @@ func (m *Memtable) TagValues(name string, start, end int64) []string {
 	return vals
 }
 
+// TagValuesWhere returns the values of tag name, sorted, of the series
+// with tag where and an entry in [start, end): a logical table's values in
+// the physical table that holds many (its series carry its table tag).
+func (m *Memtable) TagValuesWhere(name string, where row.Tag, start, end int64) []string {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	ns, ok := m.syms.Lookup(name)
+	if !ok {
+		return nil
+	}
+	in := m.lookup(where.Name, where.Value)
+	if len(in) == 0 {
+		return nil
+	}
+	all := m.within(start, end)
+	var out []string
+	for v, ords := range m.post[ns] {
+		for o := range ords.all {
+			if _, ok := slices.BinarySearch(in, o); ok {
+				if s := m.at(o); all || s.maxTS >= start && s.minTS < end {
+					out = append(out, m.syms.Sym(v))
+					break
+				}
+			}
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
 // TagNames returns the tag names of the series with an entry in
 // [start, end), sorted.
 func (m *Memtable) TagNames(start, end int64) []string {

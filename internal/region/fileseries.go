@@ -141,6 +141,27 @@ func (fs *fileSeries) values(name string) []string {
 	return fs.sorted[ns]
 }
 
+// valuesWhere returns the values of tag name, sorted, of the series with
+// tag where (a logical table's, by its table tag).
+func (fs *fileSeries) valuesWhere(name string, where row.Tag) []string {
+	in := fs.lookup(where.Name, where.Value)
+	ns, ok := fs.syms.Lookup(name)
+	if len(in) == 0 || !ok {
+		return nil
+	}
+	var out []string
+	for v, ords := range fs.postings(ns) {
+		for _, o := range ords {
+			if _, ok := slices.BinarySearch(in, o); ok {
+				out = append(out, fs.syms.Sym(v))
+				break
+			}
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
 // tagNames iterates the file's tag names.
 func (fs *fileSeries) tagNames() iter.Seq[string] {
 	return func(yield func(string) bool) {

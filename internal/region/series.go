@@ -10,6 +10,7 @@ import (
 
 	"github.com/stratadb/strata/internal/manifest"
 	"github.com/stratadb/strata/internal/memtable"
+	"github.com/stratadb/strata/internal/row"
 	"github.com/stratadb/strata/internal/sst"
 )
 
@@ -283,6 +284,14 @@ func (r *Region) TagValues(ctx context.Context, name string, start, end int64) (
 	return r.fromPostings(ctx, "v"+name, start, end, func(mt *memtable.Memtable) []string {
 		return mt.TagValues(name, start, end)
 	}, func(fs *fileSeries) []string { return fs.values(name) })
+}
+
+// TagValuesWhere is TagValues of the series with tag where: the values
+// of one logical table in the physical table that holds many.
+func (r *Region) TagValuesWhere(ctx context.Context, name string, where row.Tag, start, end int64) ([]string, error) {
+	return r.fromPostings(ctx, "w"+where.Name+"\x00"+where.Value+"\x00"+name, start, end, func(mt *memtable.Memtable) []string {
+		return mt.TagValuesWhere(name, where, start, end)
+	}, func(fs *fileSeries) []string { return fs.valuesWhere(name, where) })
 }
 
 // TagNames returns the distinct tag names, sorted, of the series
