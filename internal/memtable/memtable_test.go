@@ -299,7 +299,7 @@ func TestIterationLetsGoOfKeysReadPast(t *testing.T) {
 		m.Insert(1, []row.Entry{{Series: string(key), TS: 2, Seq: uint64(i + 4), Op: row.Put, Fields: []row.Value{row.FloatValue(1)}}})
 	}
 	it := m.Iter(all).(*iter)
-	defer it.Close()
+	defer func() { _ = it.Close() }()
 	for n := 0; it.Next(); n++ {
 		for i := range it.idx {
 			if it.caps[i].key != "" {
