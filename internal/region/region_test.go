@@ -10,6 +10,7 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
@@ -704,6 +705,26 @@ func TestTagValuesKeepTheFilesAnswer(t *testing.T) {
 	values("a", "b", "c", "d", "e") // a row of a known series: the same
 	flush()
 	values("a", "b", "c", "d", "e") // three files: asked again
+	// The manifest lists its files in no order: the answer is kept for
+	// the set, however a snapshot lists it.
+	for i := range 4 {
+		mustWrite(t, r, pt(fmt.Sprint("f", i), 5, fl("v", 1)))
+		flush()
+	}
+	want := []string{"a", "b", "c", "d", "e", "f0", "f1", "f2", "f3"}
+	values(want...)
+	r.merged.mu.Lock()
+	first := r.merged.sets["vhost"].all
+	r.merged.mu.Unlock()
+	for range 20 {
+		values(want...)
+		r.merged.mu.Lock()
+		again := r.merged.sets["vhost"].all
+		r.merged.mu.Unlock()
+		if unsafe.SliceData(again) != unsafe.SliceData(first) {
+			t.Fatal("the answer over the same 7 files was merged again")
+		}
+	}
 	if err := r.Truncate(ctx); err != nil {
 		t.Fatal(err)
 	}

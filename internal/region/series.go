@@ -322,7 +322,8 @@ func (r *Region) fromPostings(ctx context.Context, question string, start, end i
 	for _, mt := range mems {
 		runs = append(runs, mem(mt))
 	}
-	kept := r.merged.get(question, files)
+	set := slices.Sorted(slices.Values(files)) // a snapshot lists them in no order
+	kept := r.merged.get(question, set)
 	if kept.all != nil && sameRuns(kept.mems, runs[1:]) {
 		return slices.Clone(kept.all), nil // handed out: the kept one is never changed
 	}
@@ -335,7 +336,7 @@ func (r *Region) fromPostings(ctx context.Context, question string, start, end i
 		for _, x := range xs {
 			fileRuns = append(fileRuns, file(x))
 		}
-		kept = mergedSet{files: slices.Clone(files), fromFiles: slices.Clip(MergeSorted(fileRuns))}
+		kept = mergedSet{files: set, fromFiles: slices.Clip(MergeSorted(fileRuns))}
 	}
 	runs[0] = kept.fromFiles
 	all := MergeSorted(runs)
@@ -367,7 +368,7 @@ type mergedFiles struct {
 }
 
 type mergedSet struct {
-	files     []string // the file ids, in the snapshot's order
+	files     []string // the file ids, sorted
 	fromFiles []string // their merged answer
 	mems      [][]string
 	all       []string // fromFiles merged with mems
@@ -377,8 +378,8 @@ type mergedSet struct {
 // a full map is emptied).
 const maxMergedSets = 16
 
-// get returns what is kept for question over files (nothing if the files
-// differ).
+// get returns what is kept for question over files, sorted (nothing if
+// the files differ).
 func (m *mergedFiles) get(question string, files []string) mergedSet {
 	m.mu.Lock()
 	defer m.mu.Unlock()
