@@ -4,15 +4,15 @@ import (
 	"math"
 	"math/rand"
 	"testing"
-	"time"
+
+	"github.com/stratadb/strata/internal/testseed"
 )
 
 // TestMantissa: every decimal m / 10^s under the limit is found at its
 // scale and at every higher one the limit allows, with the same value back
 // to the bit; numbers that are no such decimal are refused.
 func TestMantissa(t *testing.T) {
-	seed := time.Now().UnixNano()
-	t.Logf("seed %d", seed)
+	seed := int64(testseed.Seed(t))
 	rng := rand.New(rand.NewSource(seed))
 	for range 200_000 {
 		s := int8(rng.Intn(MaxScale + 1))
@@ -118,8 +118,7 @@ func TestFloatsInto(t *testing.T) {
 // math.Round (ties away from zero), for decimals, values half an integer
 // away from one at some scale, and random doubles.
 func TestMantissaAsRounded(t *testing.T) {
-	seed := time.Now().UnixNano()
-	t.Logf("seed %d", seed)
+	seed := int64(testseed.Seed(t))
 	rng := rand.New(rand.NewSource(seed))
 	byRound := func(v float64, scale int8) (int64, bool) {
 		x := v * pow10[scale]

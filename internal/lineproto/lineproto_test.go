@@ -168,8 +168,7 @@ func BenchmarkParseTSBSHosts(b *testing.B) {
 // between good ones, parses each request as a fresh parser does; and a
 // request like the last one is parsed into the same memory.
 func TestParserReusesItsMemory(t *testing.T) {
-	seed := time.Now().UnixNano()
-	t.Logf("seed %d", seed)
+	seed := int64(testseed.Seed(t))
 	rng := rand.New(rand.NewPCG(uint64(seed), 0))
 	request := func() []byte {
 		var b strings.Builder
@@ -224,8 +223,7 @@ func TestParserReusesItsMemory(t *testing.T) {
 // decimal agrees with strconv.ParseFloat to the bit wherever it answers,
 // and answers for the usual forms.
 func TestDecimalMatchesParseFloat(t *testing.T) {
-	seed := time.Now().UnixNano()
-	t.Logf("seed %d", seed)
+	seed := int64(testseed.Seed(t))
 	rng := rand.New(rand.NewPCG(uint64(seed), 0))
 	check := func(s string) {
 		t.Helper()
@@ -346,8 +344,7 @@ func TestShapes(t *testing.T) {
 // gives, for names that are prefixes of each other, escaped names, names
 // that repeat at other positions, and malformed lines in between.
 func TestShapedNamesMatchScans(t *testing.T) {
-	seed := time.Now().UnixNano()
-	t.Logf("seed %d", seed)
+	seed := int64(testseed.Seed(t))
 	rng := rand.New(rand.NewPCG(uint64(seed), 1))
 	names := []string{"host", "hostname", "h", `ho\ st`, `ho\,st`, `a\=b`, "cpu", "cpu_usage", `c\\d`}
 	pick := func() string { return names[rng.IntN(len(names))] }

@@ -7,12 +7,12 @@ import (
 	"slices"
 	"strings"
 	"testing"
-	"time"
 	"unsafe"
 
 	"github.com/stratadb/strata/internal/decimal"
 	"github.com/stratadb/strata/internal/row"
 	"github.com/stratadb/strata/internal/symtab"
+	"github.com/stratadb/strata/internal/testseed"
 )
 
 // seriesOf returns the series of key, or nil.
@@ -192,8 +192,7 @@ func TestSuccessorExpectsThePredecessorsRows(t *testing.T) {
 // come back as inserted: whole, projected, and with ReuseFields read the
 // way a merge reads (each entry held while the next is read).
 func TestValuesRoundTrip(t *testing.T) {
-	seed := time.Now().UnixNano()
-	t.Logf("seed %d", seed)
+	seed := int64(testseed.Seed(t))
 	rng := rand.New(rand.NewPCG(uint64(seed), 0))
 	value := func() row.Value {
 		switch rng.IntN(7) {
@@ -379,8 +378,7 @@ func TestShareKeysAndKeyBytes(t *testing.T) {
 // The postings narrow a filtered iteration, listing and tag lookup to the
 // series they name, and return exactly what testing every key returns.
 func TestPostingsNarrowWithoutChangingTheResult(t *testing.T) {
-	seed := uint64(time.Now().UnixNano())
-	t.Logf("seed %d", seed)
+	seed := testseed.Seed(t)
 	rng := rand.New(rand.NewPCG(seed, 0))
 	m := New()
 	key := func(tags ...row.Tag) string {

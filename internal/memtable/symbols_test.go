@@ -7,10 +7,10 @@ import (
 	"slices"
 	"strings"
 	"testing"
-	"time"
 	"unsafe"
 
 	"github.com/stratadb/strata/internal/row"
+	"github.com/stratadb/strata/internal/testseed"
 )
 
 // randomKeys returns n distinct keys: mostly canonical (row.EncodeSeries
@@ -154,8 +154,7 @@ func checkKeys(t *testing.T, rng *rand.Rand, m *Memtable, keys []string, seq *ui
 // Random keys, canonical and not, are each one series, found, listed and
 // iterated in bytewise order; with a hash that collides all the time too.
 func TestRandomKeys(t *testing.T) {
-	seed := uint64(time.Now().UnixNano())
-	t.Logf("seed %d", seed)
+	seed := testseed.Seed(t)
 	rng := rand.New(rand.NewPCG(seed, 0))
 	for _, tiny := range []bool{false, true} {
 		if tiny {
@@ -174,8 +173,7 @@ func TestRandomKeys(t *testing.T) {
 // iterated and listed alike, and it holds none of the predecessor's
 // memory.
 func TestSuccessorHasThePredecessorsKeys(t *testing.T) {
-	seed := uint64(time.Now().UnixNano())
-	t.Logf("seed %d", seed)
+	seed := testseed.Seed(t)
 	rng := rand.New(rand.NewPCG(seed, 0))
 	keys := randomKeys(rng, 200)
 	var seq uint64

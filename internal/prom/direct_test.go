@@ -14,6 +14,8 @@ import (
 	"github.com/prometheus/prometheus/promql/parser"
 	"github.com/prometheus/prometheus/storage"
 	"github.com/prometheus/prometheus/util/annotations"
+
+	"github.com/stratadb/strata/internal/testseed"
 )
 
 // TestAggregateMatchesEngine: aggregating rolled-up series without the
@@ -23,8 +25,7 @@ import (
 // hold one sample at some steps each, as rolled-up series do; max_over_time
 // over such a window is that sample, so the engine sees the same inputs.
 func TestAggregateMatchesEngine(t *testing.T) {
-	seed := time.Now().UnixNano()
-	t.Logf("seed %d", seed)
+	seed := int64(testseed.Seed(t))
 	rng := rand.New(rand.NewSource(seed))
 	special := []float64{math.NaN(), math.Inf(1), math.Inf(-1), 0, math.Copysign(0, -1), 1e308, -1e308, 1.7e308, 5e-324}
 	engine := promql.NewEngine(promql.EngineOpts{MaxSamples: 1e7, Timeout: time.Minute, LookbackDelta: 5 * time.Minute})

@@ -8,11 +8,12 @@ import (
 	"net/http/httptest"
 	"strconv"
 	"testing"
-	"time"
 
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/promql"
 	"github.com/prometheus/prometheus/promql/parser"
+
+	"github.com/stratadb/strata/internal/testseed"
 )
 
 // TestResultEncoding: a query's result is written as encoding/json wrote
@@ -20,8 +21,7 @@ import (
 // byte, for random matrices, vectors, scalars and strings with label
 // values and strings that need escaping, and special floats.
 func TestResultEncoding(t *testing.T) {
-	seed := time.Now().UnixNano()
-	t.Logf("seed %d", seed)
+	seed := int64(testseed.Seed(t))
 	rng := rand.New(rand.NewSource(seed))
 	pieces := []string{"a", "host_1", `"`, `\`, "\n", "\t", "\x00", "\x1f", "<", ">", "&", "é", "\u2028", "\u2029", "\xff", "\xe2\x82", "日本", " ", "\x7f", "\U0001F600"}
 	str := func() string {

@@ -20,6 +20,7 @@ import (
 	"github.com/stratadb/strata/internal/prom"
 	"github.com/stratadb/strata/internal/row"
 	"github.com/stratadb/strata/internal/server/servertest"
+	"github.com/stratadb/strata/internal/testseed"
 )
 
 // TestRollupsMatchEngine: range functions computed in the scan give the
@@ -32,8 +33,7 @@ import (
 // cannot be rolled up (steps under the range, other functions) must match
 // too, and RollupSafe must refuse subqueries, @ and offsets.
 func TestRollupsMatchEngine(t *testing.T) {
-	seed := time.Now().UnixNano()
-	t.Logf("seed %d", seed)
+	seed := int64(testseed.Seed(t))
 	rng := rand.New(rand.NewSource(seed))
 	ctx := context.Background()
 	e := servertest.Start(t, objstoretest.Mem(t), servertest.Options{}).Engine()

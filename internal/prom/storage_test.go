@@ -7,7 +7,6 @@ import (
 	"math/rand"
 	"slices"
 	"testing"
-	"time"
 
 	"github.com/prometheus/common/model"
 	"github.com/prometheus/prometheus/model/labels"
@@ -20,6 +19,7 @@ import (
 	"github.com/stratadb/strata/internal/region"
 	"github.com/stratadb/strata/internal/row"
 	"github.com/stratadb/strata/internal/server/servertest"
+	"github.com/stratadb/strata/internal/testseed"
 )
 
 // TestSelectMatchesRows: Select, which reads column by column and merges a
@@ -29,8 +29,7 @@ import (
 // millisecond the later. The history has overwrites in later flushes and in
 // memtables, rows without the field, and several rows a millisecond.
 func TestSelectMatchesRows(t *testing.T) {
-	seed := time.Now().UnixNano()
-	t.Logf("seed %d", seed)
+	seed := int64(testseed.Seed(t))
 	rng := rand.New(rand.NewSource(seed))
 	ctx := context.Background()
 	e := servertest.Start(t, objstoretest.Mem(t), servertest.Options{}).Engine()

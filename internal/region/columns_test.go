@@ -8,11 +8,11 @@ import (
 	"slices"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/stratadb/strata/internal/objstore/objstoretest"
 	"github.com/stratadb/strata/internal/row"
 	"github.com/stratadb/strata/internal/sst"
+	"github.com/stratadb/strata/internal/testseed"
 )
 
 // TestScanColumnsMatchesScan: a column scan, its Columns resolved as its
@@ -22,8 +22,7 @@ import (
 // tombstones (which make it merge rows) and files read in ranges and in
 // parallel parts.
 func TestScanColumnsMatchesScan(t *testing.T) {
-	seed := time.Now().UnixNano()
-	t.Logf("seed %d", seed)
+	seed := int64(testseed.Seed(t))
 	rng := rand.New(rand.NewSource(seed))
 	oldLimit, oldPart := sst.WholeFileLimit, minPartRows
 	t.Cleanup(func() { sst.WholeFileLimit, minPartRows = oldLimit, oldPart })

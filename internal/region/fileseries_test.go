@@ -6,7 +6,6 @@ import (
 	"runtime"
 	"slices"
 	"testing"
-	"time"
 	"unsafe"
 
 	"github.com/stratadb/strata/internal/row"
@@ -20,8 +19,7 @@ import (
 // the postings list a key's tags (of one that does not decode, those
 // before the fault); and the index survives its object's encoding.
 func TestFileSeriesRebuildsEveryKey(t *testing.T) {
-	seed := uint64(time.Now().UnixNano())
-	t.Logf("seed %d", seed)
+	seed := testseed.Seed(t)
 	rng := rand.New(rand.NewPCG(seed, 0))
 	var x sst.SeriesIndex
 	for i := range 2000 {

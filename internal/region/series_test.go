@@ -9,7 +9,6 @@ import (
 	"math/rand"
 	"slices"
 	"testing"
-	"time"
 
 	"github.com/oklog/ulid/v2"
 
@@ -18,6 +17,7 @@ import (
 	"github.com/stratadb/strata/internal/objstore/objstoretest"
 	"github.com/stratadb/strata/internal/row"
 	"github.com/stratadb/strata/internal/sst"
+	"github.com/stratadb/strata/internal/testseed"
 )
 
 // A series listing comes from the files' series indexes and the
@@ -127,8 +127,7 @@ func TestListSeries(t *testing.T) {
 // (equalities, sets, "" for an absent tag), the runs fileRuns returns are
 // exactly those of the keys the filter matches, in key order.
 func TestPostingsSelectWhatTheFilterMatches(t *testing.T) {
-	seed := time.Now().UnixNano()
-	t.Logf("seed %d", seed)
+	seed := int64(testseed.Seed(t))
 	rng := rand.New(rand.NewSource(seed))
 	vals := []string{"", "a", "b", "c", "d"}
 	names := []string{"dc", "host", "rack"}

@@ -7,7 +7,8 @@ import (
 	"math/rand/v2"
 	"slices"
 	"testing"
-	"time"
+
+	"github.com/stratadb/strata/internal/testseed"
 )
 
 func TestSeriesKeyRoundTripAndOrder(t *testing.T) {
@@ -82,8 +83,7 @@ func TestValuesAndOrder(t *testing.T) {
 // sets whose names repeat, change order, change count and hold
 // duplicates, and leaves the tags as given.
 func TestSeriesEncoderMatchesEncodeSeries(t *testing.T) {
-	seed := time.Now().UnixNano()
-	t.Logf("seed %d", seed)
+	seed := int64(testseed.Seed(t))
 	rng := rand.New(rand.NewPCG(uint64(seed), 0))
 	names := []string{"host", "region", "az", "rack", "os", "a", "zz"}
 	var enc SeriesEncoder

@@ -7,11 +7,11 @@ import (
 	"io"
 	"math/rand"
 	"testing"
-	"time"
 
 	"github.com/stratadb/strata/internal/objstore"
 	"github.com/stratadb/strata/internal/objstore/faultstore"
 	"github.com/stratadb/strata/internal/objstore/objstoretest"
+	"github.com/stratadb/strata/internal/testseed"
 )
 
 // A ranged reader is cached (its tail and parsed footer, not the file) and
@@ -48,8 +48,7 @@ func TestCacheKeepsRangedReaders(t *testing.T) {
 // (GroupBytes) leave no blocks behind, the cache stays within its limit
 // while evicting, and a failed fetch caches nothing.
 func TestCacheBlocks(t *testing.T) {
-	seed := time.Now().UnixNano()
-	t.Logf("seed %d", seed)
+	seed := int64(testseed.Seed(t))
 	rng := rand.New(rand.NewSource(seed))
 	old := WholeFileLimit
 	WholeFileLimit = 1024

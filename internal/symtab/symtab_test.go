@@ -4,16 +4,15 @@ import (
 	"math/rand/v2"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/stratadb/strata/internal/row"
+	"github.com/stratadb/strata/internal/testseed"
 )
 
 // Refs rebuild their keys, compare as the keys do bytewise, and tell a
 // key equal only to itself (not to another encoding of its tags).
 func TestRefs(t *testing.T) {
-	seed := uint64(time.Now().UnixNano())
-	t.Logf("seed %d", seed)
+	seed := testseed.Seed(t)
 	rng := rand.New(rand.NewPCG(seed, 0))
 	word := func() string {
 		n := rng.IntN(4)

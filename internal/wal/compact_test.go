@@ -9,11 +9,11 @@ import (
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/stratadb/strata/internal/decimal"
 	"github.com/stratadb/strata/internal/layout"
 	"github.com/stratadb/strata/internal/row"
+	"github.com/stratadb/strata/internal/testseed"
 	"github.com/stratadb/strata/internal/walstream"
 )
 
@@ -97,8 +97,7 @@ func sameEntries(t *testing.T, got, want []row.Entry, firstSeq uint64) {
 // A stream block of several appends' compact chunks decodes to the
 // entries written, each chunk's references within itself.
 func TestCompactChunksRoundTrip(t *testing.T) {
-	seed := time.Now().UnixNano()
-	t.Logf("seed %d", seed)
+	seed := int64(testseed.Seed(t))
 	rng := rand.New(rand.NewSource(seed))
 	for round := range 50 {
 		var blocks []Block
@@ -270,8 +269,7 @@ func appendCompactEach(dst []byte, e *row.Entry, st *compactState) []byte {
 // decodes; the same chunks read as carried kinds do not decode to the
 // entries written (the codec is not a formality).
 func TestStreamReadsCompactBlocksOfEveryKind(t *testing.T) {
-	seed := time.Now().UnixNano()
-	t.Logf("seed %d", seed)
+	seed := int64(testseed.Seed(t))
 	rng := rand.New(rand.NewSource(seed))
 	for round := range 50 {
 		es := randomEntries(rng, 1+rng.Intn(300))
