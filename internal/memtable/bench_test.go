@@ -116,7 +116,7 @@ func (p *promShape) load(m *Memtable, from, to int, seq *uint64) (took, cpu time
 				entries = append(entries, row.Entry{TS: int64(s) * 15_000, Seq: *seq, Op: row.Put, Fields: fields[i : i+1 : i+1]})
 			}
 			t0, c0 := time.Now(), cpuTime()
-			m.ShareKeys(entries, keys)
+			ShareKeys(entries, keys)
 			m.Insert(uint64(s), entries)
 			took += time.Since(t0)
 			cpu += cpuTime() - c0

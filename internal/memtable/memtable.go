@@ -572,18 +572,20 @@ func (m *Memtable) Decimals(width int) []int8 {
 // ShareKeys sets each entry's Series to the series key keys[i] as a
 // string, one string for the keys of the batch that are equal (the WAL's
 // compact encoding writes a key once for the entries that share its
-// string), copied into chunks of the batch's own (keys may be cut from
-// buffers that change): one allocation a chunk, not a key.
-func (m *Memtable) ShareKeys(entries []row.Entry, keys [][]byte) {
+// string). The strings are keys' bytes, not copies: they hold only while
+// the caller leaves those bytes alone. The write path does until the WAL's
+// Append returns, and Insert copies what it keeps (as symbols, or a raw
+// key with strings.Clone); a WAL that keeps entries past its Append copies
+// them (wal.Stream, an ambiguous segment).
+func ShareKeys(entries []row.Entry, keys [][]byte) {
 	seen, ok := shareMaps.Get()
 	if !ok {
 		seen = map[string]string{}
 	}
-	var arena symtab.KeyArena
 	for i, k := range keys {
 		key, ok := seen[string(k)]
 		if !ok {
-			key = arena.End(append(arena.Start(), k...))
+			key = unsafe.String(unsafe.SliceData(k), len(k))
 			seen[key] = key
 		}
 		entries[i].Series = key

@@ -336,8 +336,9 @@ func TestSuccessorSizesSeriesForTheLoad(t *testing.T) {
 }
 
 // ShareKeys gives the entries of one key one string (the WAL writes a
-// key once for the entries that share it), a copy of the caller's bytes;
-// Insert finds the series of each. A series' key is accounted apart from
+// key once for the entries that share it), the caller's bytes, not a
+// copy; Insert finds the series of each and keeps copies: the caller's
+// bytes change after it, the memtable's keys do not. A series' key is accounted apart from
 // its rows, as its refs, symbols and postings; a successor interns its
 // symbols anew.
 func TestShareKeysAndKeyBytes(t *testing.T) {
@@ -357,14 +358,17 @@ func TestShareKeysAndKeyBytes(t *testing.T) {
 	for i := range es {
 		es[i] = row.Entry{TS: 2, Seq: uint64(2 + i), Op: row.Put, Fields: []row.Value{row.FloatValue(float64(i))}}
 	}
-	n.ShareKeys(es, [][]byte{buf[:len(key)], buf[len(key):], []byte(key)})
+	ShareKeys(es, [][]byte{buf[:len(key)], buf[len(key):], []byte(key)})
 	if unsafe.StringData(es[0].Series) != unsafe.StringData(es[2].Series) || es[0].Series != key || es[1].Series != "fresh" {
 		t.Fatal("ShareKeys did not give the entries of one key one string")
 	}
-	if unsafe.StringData(es[0].Series) == &buf[0] {
-		t.Fatal("ShareKeys handed out the caller's bytes")
+	if unsafe.StringData(es[0].Series) != &buf[0] {
+		t.Fatal("ShareKeys copied the caller's bytes")
 	}
 	n.Insert(2, es)
+	for i := range buf {
+		buf[i] = 'x'
+	}
 	// "fresh" decodes to no tag; the successor sizes a series for two rows,
 	// so it has one reserved.
 	if got, want := n.Stats().KeyBytes, want+int64(len("fresh")+seriesOverhead+rawOverhead)+rowSize; got != want {

@@ -85,7 +85,7 @@ func checkKeys(t *testing.T, rng *rand.Rand, m *Memtable, keys []string, seq *ui
 		}
 		switch rng.IntN(3) {
 		case 0:
-			m.ShareKeys(batch, bkeys)
+			ShareKeys(batch, bkeys)
 		case 1: // cut from one string
 			all := strings.Join(func() []string {
 				var ks []string
@@ -255,7 +255,7 @@ func TestScanWhileInserting(t *testing.T) {
 				keys[i] = []byte(key(b*20 + i))
 				batch[i] = row.Entry{TS: int64(b), Seq: seq, Op: row.Put, Fields: []row.Value{row.FloatValue(1)}}
 			}
-			m.ShareKeys(batch, keys)
+			ShareKeys(batch, keys)
 			m.Insert(1, batch)
 		}
 	}()

@@ -9,6 +9,7 @@ import (
 
 	"github.com/stratadb/strata/internal/freelist"
 	"github.com/stratadb/strata/internal/manifest"
+	"github.com/stratadb/strata/internal/memtable"
 	"github.com/stratadb/strata/internal/row"
 	"github.com/stratadb/strata/internal/schema"
 	"github.com/stratadb/strata/internal/wal"
@@ -90,9 +91,11 @@ func (r *Region) write(ctx context.Context, b Batch, prepared bool) (WriteResult
 	nf := len(sch.Fields())
 	sc := getScratch(len(points), nf)
 	entries, vals, keys := sc.entries, sc.vals, sc.keys[:0]
-	r.mu.Lock()
-	active := r.active
-	r.mu.Unlock()
+	defer func() { // whatever the outcome: the WAL keeps none of them (wal.Member.Append)
+		clear(keys) // drop references into the write's buffers
+		sc.entries, sc.keys = entries, keys
+		putScratch(sc)
+	}()
 	var ords []int
 	var prev *row.Point
 	for i := range points {
@@ -129,17 +132,14 @@ func (r *Region) write(ctx context.Context, b Batch, prepared bool) (WriteResult
 		size += int64(e.Size() + len(key))
 		entries = append(entries, e)
 	}
-	active.ShareKeys(entries, keys)
+	memtable.ShareKeys(entries, keys)
 	if size > r.opts.MaxBatchBytes {
 		return WriteResult{}, fmt.Errorf("%w: about %d bytes, the limit is %d", ErrBatchTooLarge, size, r.opts.MaxBatchBytes)
 	}
 	if err := r.append(ctx, entries); err != nil {
-		return WriteResult{}, err // the WAL may still hold the entries: not reused
+		return WriteResult{}, err
 	}
 	res.Written = len(entries)
-	clear(keys) // drop references into the write's buffers
-	sc.entries, sc.keys = entries, keys
-	putScratch(sc)
 	return res, nil
 }
 
@@ -149,7 +149,7 @@ func (r *Region) write(ctx context.Context, b Batch, prepared bool) (WriteResult
 type scratch struct {
 	entries []row.Entry
 	vals    []row.Value
-	keys    [][]byte // the entries' series keys, until ShareKeys
+	keys    [][]byte // the entries' series keys, until memtable.ShareKeys
 }
 
 // scratches are kept for the next writes (freelist: a sync.Pool's were

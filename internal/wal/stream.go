@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"maps"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -296,10 +297,11 @@ func deadline(group []*streamReq) time.Time {
 
 // Append makes entries durable in one segment and returns once they are
 // (or the write failed). It sets each entry's Seq. The entries belong to
-// the stream from the call on; once Append has returned nil, it keeps none
-// of them (or their Fields), so the caller may reuse them. Once queued, a
-// write is carried out even if ctx is cancelled: Append then waits for
-// the outcome.
+// the stream from the call on; once Append has returned, whatever it
+// returned, the stream refers to none of them (their Series and Fields
+// included: a group it keeps is a copy, keep), so the caller may reuse
+// them and the memory they point into. Once queued, a write is carried
+// out even if ctx is cancelled: Append then waits for the outcome.
 func (m *Member) Append(ctx context.Context, entries []row.Entry) error {
 	if len(entries) == 0 {
 		return nil
@@ -492,7 +494,7 @@ func (s *Stream) commit(group []*streamReq) {
 			failStream(group, fmt.Errorf("%w: segment %s exists in a new stream", fence.ErrFenced, key))
 			return
 		default:
-			s.unknown = &streamPending{number: number, data: slices.Clone(s.buf), blocks: blocks, reqs: group}
+			s.unknown = &streamPending{number: number, data: slices.Clone(s.buf), blocks: blocks, reqs: keep(group)}
 			s.opts.Logger.Warn("wal stream: segment outcome unknown", "segment", key, "err", err)
 			failStream(group, fmt.Errorf("%w: write segment %s: %v", ErrOutcomeUnknown, key, err))
 			return
@@ -642,6 +644,29 @@ func (s *Stream) landed(stream string, number uint64, blocks []Block, group []*s
 	s.stats.Entries += entries
 	s.stats.Bytes += uint64(size)
 	s.mu.Unlock()
+}
+
+// keep copies the requests of a group whose outcome is unknown, their
+// entries whole: their writers are answered now, and may then reuse the
+// entries and the keys and strings they point into, while the stream
+// holds the group until it resolves it (and may apply it then).
+func keep(group []*streamReq) []*streamReq {
+	out := make([]*streamReq, len(group))
+	for i, r := range group {
+		entries := slices.Clone(r.entries)
+		for j := range entries {
+			e := &entries[j]
+			e.Series = strings.Clone(e.Series)
+			e.Fields = slices.Clone(e.Fields)
+			for k, v := range e.Fields {
+				if v.Kind() == row.String {
+					e.Fields[k] = row.StringValue(strings.Clone(v.Str()))
+				}
+			}
+		}
+		out[i] = &streamReq{m: r.m, entries: entries, raw: r.raw, size: r.size}
+	}
+	return out
 }
 
 // resolve reads back an ambiguous segment. If it landed, its entries are

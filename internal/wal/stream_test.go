@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/stratadb/strata/internal/fence"
 	"github.com/stratadb/strata/internal/layout"
@@ -323,6 +324,41 @@ func TestStreamAmbiguousCreate(t *testing.T) {
 				t.Fatalf("applied %d entries, want %d", len(a.applied), len(want))
 			}
 		})
+	}
+}
+
+// TestStreamAmbiguousCreateKeepsItsOwnEntries: a writer told the outcome
+// is unknown has its Append back and reuses its memory (the write path
+// hands the stream keys that point into request buffers). The stream
+// keeps the group until it resolves it, and applies the segment that had
+// landed as it was written, not as the writer's buffers read now.
+func TestStreamAmbiguousCreateKeepsItsOwnEntries(t *testing.T) {
+	fs := faultstore.New(objstoretest.Mem(t), faultstore.Rule{Match: faultstore.KeyContains(layout.StreamsPrefix), N: 1, Action: faultstore.FailAfter})
+	s := NewStream(fs, StreamOptions{NewID: streamIDs()})
+	defer func() { _ = s.Close() }()
+	a := newMemberLog(layout.RegionID{Table: 1, Region: 1})
+	ma, _ := s.Attach(a.options(1, 1))
+	ctx := context.Background()
+	key, str := []byte("series-a"), []byte("value-a")
+	entries := []row.Entry{{Series: unsafe.String(&key[0], len(key)), TS: 1, Op: row.Put,
+		Fields: []row.Value{row.FloatValue(1), row.StringValue(unsafe.String(&str[0], len(str)))}}}
+	if err := ma.Append(ctx, entries); !errors.Is(err, ErrOutcomeUnknown) {
+		t.Fatalf("ambiguous append: %v", err)
+	}
+	copy(key, "series-b")
+	copy(str, "value-b")
+	entries[0].TS, entries[0].Fields[0] = 99, row.FloatValue(99)
+	if err := ma.Append(ctx, []row.Entry{put("s", 2, 2)}); err != nil {
+		t.Fatal(err)
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if len(a.applied) != 2 {
+		t.Fatalf("applied %v, want the resolved entry and the next", a.applied)
+	}
+	got := a.applied[0]
+	if got.Series != "series-a" || got.TS != 1 || got.Fields[0] != row.FloatValue(1) || got.Fields[1].Str() != "value-a" || got.Seq != 1 {
+		t.Fatalf("the resolved segment applied %+v, want series-a at 1 with 1 and value-a", got)
 	}
 }
 
