@@ -183,9 +183,14 @@ func TestFileSeriesPostingsCountInTheCache(t *testing.T) {
 }
 
 func TestMergeSorted(t *testing.T) {
-	got := MergeSorted([][]string{{"b", "d", "f"}, nil, {"a", "b", "c"}, {"f", "g"}, {"d"}})
+	runs := [][]string{{"b", "d", "f"}, nil, {"a", "b", "c"}, {"f", "g"}, {"d"}}
+	before := slices.Clone(runs)
+	got := MergeSorted(runs)
 	if want := []string{"a", "b", "c", "d", "f", "g"}; !slices.Equal(got, want) {
 		t.Fatalf("%v, want %v", got, want)
+	}
+	if !sameRuns(runs, before) {
+		t.Fatalf("the runs were changed: %v, were %v", runs, before)
 	}
 	if got := MergeSorted(nil); len(got) != 0 {
 		t.Fatalf("%v from no runs", got)

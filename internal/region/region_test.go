@@ -725,6 +725,24 @@ func TestTagValuesKeepTheFilesAnswer(t *testing.T) {
 			t.Fatal("the answer over the same 7 files was merged again")
 		}
 	}
+	// A memtable's values between the files': the whole answer is kept
+	// (the merge once left the memtable's run it was asked to keep
+	// advanced, so the next call never recognized it).
+	mustWrite(t, r, pt("b2", 6, fl("v", 1)), pt("e2", 6, fl("v", 1)))
+	want = []string{"a", "b", "b2", "c", "d", "e", "e2", "f0", "f1", "f2", "f3"}
+	values(want...)
+	r.merged.mu.Lock()
+	first = r.merged.sets["vhost"].all
+	r.merged.mu.Unlock()
+	for range 3 {
+		values(want...)
+		r.merged.mu.Lock()
+		again := r.merged.sets["vhost"].all
+		r.merged.mu.Unlock()
+		if unsafe.SliceData(again) != unsafe.SliceData(first) {
+			t.Fatal("the answer over the same files and memtable was merged again")
+		}
+	}
 	if err := r.Truncate(ctx); err != nil {
 		t.Fatal(err)
 	}

@@ -403,8 +403,9 @@ func (m *mergedFiles) put(question string, e mergedSet) {
 // the runs of a label's values mostly hold the same values (every file
 // of a region names the same metrics), and moving one run a step (the
 // repeats found later) cost a scan of all of them per copy of a value.
+// runs itself is left as it was (its caller may keep it: fromPostings).
 func MergeSorted(runs [][]string) []string {
-	runs = slices.DeleteFunc(runs, func(r []string) bool { return len(r) == 0 })
+	runs = slices.DeleteFunc(slices.Clone(runs), func(r []string) bool { return len(r) == 0 })
 	n := 0
 	for _, r := range runs {
 		n = max(n, len(r))
