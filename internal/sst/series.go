@@ -1,12 +1,18 @@
 package sst
 
 import (
+	"bufio"
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"hash/crc32"
 	"io"
 	"math"
+	"slices"
+	"sync"
+
+	kzstd "github.com/klauspost/compress/zstd"
 )
 
 // A series index is an SST's companion object ({file_id}.series, beside
@@ -199,6 +205,12 @@ func DecodeSeriesIndex(data []byte) (SeriesIndex, error) {
 // (the keys are rebuilt in one buffer): a reader keeps what it needs of it,
 // not the key itself. Nothing is called unless the checksum holds, but a
 // malformed body found past some keys returns its error after them.
+//
+// The body is decompressed as it is read, a buffer at a time, never whole.
+// For the index of a million Prometheus series (425 MiB of keys, 33 MiB
+// compressed), decoding it at once took 4.4 s and 2.2 GB of allocations;
+// streamed, 0.22 s and 0.4 MB (BenchmarkReadSeriesIndex). Every cold read
+// of a file's postings pays this.
 func ReadSeriesIndex(data []byte, each func(key []byte, rows int64)) error {
 	if len(data) < 9 || string(data[:4]) != seriesMagic {
 		return fmt.Errorf("%w: bad magic", ErrCorruptSeries)
@@ -209,34 +221,75 @@ func ReadSeriesIndex(data []byte, each func(key []byte, rows int64)) error {
 	if crc32.Checksum(data[9:], castagnoli) != binary.LittleEndian.Uint32(data[5:9]) {
 		return fmt.Errorf("%w: checksum mismatch", ErrCorruptSeries)
 	}
-	body, err := decoder.Decode(nil, data[9:])
-	if err != nil {
+	z := getSeriesDecoder()
+	defer putSeriesDecoder(z)
+	if err := z.d.Reset(bytes.NewReader(data[9:])); err != nil {
 		return fmt.Errorf("%w: %w", ErrCorruptSeries, err)
 	}
+	body := z.br
+	body.Reset(z.d)
+	corrupt := func(what string, err error) error {
+		if err == nil || err == io.EOF {
+			err = io.ErrUnexpectedEOF
+		}
+		return fmt.Errorf("%w: %s: %w", ErrCorruptSeries, what, err)
+	}
 	var key, last []byte
-	for n := 0; len(body) > 0; n++ {
-		shared, w := binary.Uvarint(body)
-		if w <= 0 {
-			return fmt.Errorf("%w: bad prefix length", ErrCorruptSeries)
+	for n := 0; ; n++ {
+		shared, err := binary.ReadUvarint(body)
+		if err == io.EOF {
+			return nil // the end, between two keys
 		}
-		body = body[w:]
-		suffix, w := binary.Uvarint(body)
-		if w <= 0 || shared > uint64(len(last)) || suffix > uint64(len(body)-w) {
-			return fmt.Errorf("%w: bad key", ErrCorruptSeries)
+		if err != nil {
+			return corrupt("bad prefix length", err)
 		}
-		body = body[w:]
-		key = append(append(key[:0], last[:shared]...), body[:suffix]...)
-		body = body[suffix:]
-		rows, w := binary.Uvarint(body)
-		if w <= 0 || rows == 0 || rows > math.MaxInt64 {
-			return fmt.Errorf("%w: bad row count", ErrCorruptSeries)
+		suffix, err := binary.ReadUvarint(body)
+		if err != nil || shared > uint64(len(last)) || suffix > maxSeriesSuffix {
+			return corrupt("bad key", err)
 		}
-		body = body[w:]
+		key = append(key[:0], last[:shared]...)
+		key = slices.Grow(key, int(suffix))[:int(shared+suffix)]
+		if _, err := io.ReadFull(body, key[shared:]); err != nil {
+			return corrupt("bad key", err)
+		}
+		rows, err := binary.ReadUvarint(body)
+		if err != nil || rows == 0 || rows > math.MaxInt64 {
+			return corrupt("bad row count", err)
+		}
 		if n > 0 && string(key) <= string(last) {
 			return fmt.Errorf("%w: keys out of order", ErrCorruptSeries)
 		}
 		each(key, int64(rows))
 		key, last = last, key
 	}
-	return nil
+}
+
+// maxSeriesSuffix bounds a key's suffix in a series index: far above any
+// series key, far below what a corrupt length could make a reader
+// allocate.
+const maxSeriesSuffix = 16 << 20
+
+// seriesDecoder is a streaming zstd decoder and the buffer keys are read
+// from, kept for the next read (a decoder's state is a window and its
+// history: about a MiB, not worth building for every file).
+type seriesDecoder struct {
+	d  *kzstd.Decoder
+	br *bufio.Reader
+}
+
+var seriesDecoders = sync.Pool{New: func() any {
+	// Concurrency 1: decoded in Read, on the caller's goroutine.
+	d, err := kzstd.NewReader(nil, kzstd.WithDecoderConcurrency(1))
+	if err != nil {
+		panic(fmt.Sprintf("sst: zstd decoder: %v", err)) // only for invalid options
+	}
+	return &seriesDecoder{d: d, br: bufio.NewReaderSize(nil, 64<<10)}
+}}
+
+func getSeriesDecoder() *seriesDecoder { return seriesDecoders.Get().(*seriesDecoder) }
+
+func putSeriesDecoder(z *seriesDecoder) {
+	z.br.Reset(nil)
+	_ = z.d.Reset(nil) // lets go of the data; a nil reader is always taken
+	seriesDecoders.Put(z)
 }
