@@ -324,7 +324,7 @@ func (e *Engine) ScanColumns(ctx context.Context, table string, req region.ScanR
 // indexes (of a logical table, those of LinesTable's regions, among the
 // series with its table tag). local is false, and nothing is returned, if
 // a region of the table is hosted elsewhere: list its series then (Scan
-// with SeriesOnly).
+// with SeriesOnly). vals may be a region's kept answer: read only.
 func (e *Engine) TagValues(ctx context.Context, table, name string, start, end int64) (vals []string, local bool, err error) {
 	return e.fromRegions(ctx, table, func(r *region.Region, where *row.Tag) ([]string, error) {
 		if where != nil {

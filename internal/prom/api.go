@@ -9,7 +9,9 @@ import (
 	"math"
 	"net/http"
 	"strconv"
+	"sync"
 	"time"
+	"unsafe"
 
 	"github.com/prometheus/common/model"
 	"github.com/prometheus/prometheus/model/labels"
@@ -99,12 +101,48 @@ func badData(err error) *apiError { return &apiError{"bad_data", http.StatusBadR
 func respond(w http.ResponseWriter, data any) {
 	w.Header().Set("Content-Type", "application/json")
 	if vs, ok := data.([]string); ok {
-		b := appendStrings(vs)
+		b := stringsBody(vs)
 		w.Header().Set("Content-Length", strconv.Itoa(len(b))) // one write, not chunks
 		_, _ = w.Write(b)
 		return
 	}
 	_ = json.NewEncoder(w).Encode(map[string]any{"status": "success", "data": data})
+}
+
+// keptBody is the last long list of strings respond encoded, and its body.
+// Asked again while nothing changed, a label endpoint answers a region's
+// kept answer, the very slice it answered before (read only:
+// datanode.Engine.TagValues), and the body is written again, not encoded
+// again (100,000 metric names: 3 MB, 5.6 ms to encode, BenchmarkRespondNames).
+// The slice is held while kept, so no other can have its address; a slice
+// built for one request is dropped after it, never answered again, so it
+// is never found here.
+var keptBody struct {
+	sync.Mutex
+	vs   []string
+	body []byte
+}
+
+// minKeptBody is the least list keptBody keeps.
+const minKeptBody = 1000
+
+// stringsBody returns the body of an answer of vs (read only).
+func stringsBody(vs []string) []byte {
+	if len(vs) < minKeptBody {
+		return appendStrings(vs)
+	}
+	keptBody.Lock()
+	if len(keptBody.vs) == len(vs) && unsafe.SliceData(keptBody.vs) == unsafe.SliceData(vs) {
+		b := keptBody.body
+		keptBody.Unlock()
+		return b
+	}
+	keptBody.Unlock()
+	b := appendStrings(vs)
+	keptBody.Lock()
+	keptBody.vs, keptBody.body = vs, b
+	keptBody.Unlock()
+	return b
 }
 
 // appendStrings is what respond's encoder writes of a list of strings, in

@@ -25,3 +25,10 @@ func EvalDirect(ctx context.Context, q *Queryable, expr parser.Expr, start, end 
 
 // RenderBits prints a result exactly: every value's bits.
 var RenderBits = renderBits
+
+// KeptBodyLen is how many strings respond's kept body lists.
+func KeptBodyLen() int {
+	keptBody.Lock()
+	defer keptBody.Unlock()
+	return len(keptBody.vs)
+}

@@ -13,10 +13,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stratadb/strata/internal/catalog"
 	"github.com/stratadb/strata/internal/datanode"
 	"github.com/stratadb/strata/internal/objstore"
 	"github.com/stratadb/strata/internal/objstore/faultstore"
 	"github.com/stratadb/strata/internal/objstore/objstoretest"
+	"github.com/stratadb/strata/internal/prom"
 	"github.com/stratadb/strata/internal/server"
 	"github.com/stratadb/strata/internal/server/servertest"
 	"github.com/stratadb/strata/internal/sst"
@@ -175,4 +177,66 @@ func TestLabelsReadNoSST(t *testing.T) {
 	if reads.parquet.Load() == 0 {
 		t.Fatal("a data query read no SST: the counter is blind")
 	}
+}
+
+// A label's values asked again while nothing changed are the region's
+// kept answer and its kept body; a new series, a flush and a compaction
+// each change what the next request answers, and it is exact every time.
+func TestLabelValuesKeptFollowWrites(t *testing.T) {
+	n := servertest.Start(t, objstoretest.Mem(t), servertest.Options{})
+	ctx := context.Background()
+	// One region: the engine hands out the region's kept answer itself.
+	if _, err := n.Engine().CreateTable(ctx, catalog.TableSpec{Name: "cpu", Regions: 1}); err != nil {
+		t.Fatal(err)
+	}
+	servertest.WaitHosted(t, n.Engine(), "cpu")
+	c := client{t, "http://" + n.HTTPAddr()}
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).Unix()
+	var want []string
+	write := func(from, to int) {
+		t.Helper()
+		var b strings.Builder
+		for h := from; h < to; h++ {
+			fmt.Fprintf(&b, "cpu,hostname=host_%05d usage_user=%d %d\n", h, h, t0+int64(h))
+			want = append(want, fmt.Sprintf("host_%05d", h))
+		}
+		resp, err := http.Post("http://"+n.HTTPAddr()+"/write?db=x&precision=s", "text/plain", strings.NewReader(b.String()))
+		if err != nil || resp.StatusCode != http.StatusNoContent {
+			t.Fatalf("write: %v %v", resp, err)
+		}
+		resp.Body.Close()
+	}
+	check := func(step string) {
+		t.Helper()
+		for range 3 {
+			code, r := c.get("/api/v1/label/hostname/values", nil)
+			var got []string
+			if err := json.Unmarshal(r.Data, &got); code != 200 || err != nil {
+				t.Fatalf("%s: %d %v", step, code, err)
+			}
+			if !slices.Equal(got, want) {
+				t.Fatalf("%s: %d values, want %d", step, len(got), len(want))
+			}
+			if kept := prom.KeptBodyLen(); kept != len(want) {
+				t.Fatalf("%s: the kept body lists %d, want %d", step, kept, len(want))
+			}
+		}
+	}
+	write(0, 1500) // more than respond keeps a body for
+	check("memtable")
+	write(1500, 1501)
+	check("a new series")
+	if err := n.Engine().Flush(ctx, "cpu"); err != nil {
+		t.Fatal(err)
+	}
+	check("flushed")
+	write(1501, 1600)
+	check("a file and a memtable")
+	if err := n.Engine().Flush(ctx, "cpu"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := n.Engine().Compact(ctx, "cpu", true); err != nil {
+		t.Fatal(err)
+	}
+	check("compacted")
 }

@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http/httptest"
+	"slices"
 	"testing"
+	"unsafe"
 )
 
 // A list of strings is written byte for byte as encoding/json writes the
@@ -57,5 +59,36 @@ func BenchmarkAppendStrings(b *testing.B) {
 	}
 	for b.Loop() {
 		appendStrings(names)
+	}
+}
+
+// A long list answered again, the same slice, is written from the kept
+// body; a slice of it, or an equal list elsewhere, is encoded anew, and
+// every body is what encoding/json writes.
+func TestRespondKeepsTheBodyOfTheSameList(t *testing.T) {
+	names := make([]string, 2*minKeptBody)
+	for i := range names {
+		names[i] = fmt.Sprintf("metric_%05d", i)
+	}
+	body := func(vs []string) []byte {
+		t.Helper()
+		rec := httptest.NewRecorder()
+		respond(rec, vs)
+		var want bytes.Buffer
+		_ = json.NewEncoder(&want).Encode(map[string]any{"status": "success", "data": vs})
+		if !bytes.Equal(rec.Body.Bytes(), want.Bytes()) {
+			t.Fatalf("%d names: the body is not encoding/json's", len(vs))
+		}
+		return stringsBody(vs)
+	}
+	first := body(names)
+	if again := body(names); unsafe.SliceData(again) != unsafe.SliceData(first) {
+		t.Fatal("the same list was encoded again")
+	}
+	if short := body(names[:len(names)-1]); unsafe.SliceData(short) == unsafe.SliceData(first) {
+		t.Fatal("a shorter slice of the list got its body")
+	}
+	if other := body(slices.Clone(names)); unsafe.SliceData(other) == unsafe.SliceData(first) {
+		t.Fatal("another list got the kept body")
 	}
 }

@@ -280,6 +280,8 @@ func (r *Region) readSeries(ctx context.Context, id string, f manifest.FileMeta)
 // series is counted if a file or memtable holding it overlaps the range,
 // as a listing counts it). Memtables and files answer from their postings
 // (a file's built once and kept with its series index); no key is sorted.
+// The answer is shared (the region keeps it for the next call, and hands
+// the same slice out while nothing changed): read only.
 func (r *Region) TagValues(ctx context.Context, name string, start, end int64) ([]string, error) {
 	return r.fromPostings(ctx, "v"+name, start, end, func(mt *memtable.Memtable) []string {
 		return mt.TagValues(name, start, end)
@@ -308,7 +310,8 @@ func (r *Region) TagNames(ctx context.Context, start, end int64) ([]string, erro
 // between them dropped. (Sorting 100,000 metric names of each file again
 // on every request was most of /api/v1/label/__name__/values.) The
 // answers to question (what mem and file ask, by name) are kept for the
-// next call (mergedFiles).
+// next call (mergedFiles), and the whole answer is handed out as kept:
+// callers read it, never change it.
 func (r *Region) fromPostings(ctx context.Context, question string, start, end int64, mem func(*memtable.Memtable) []string, file func(*fileSeries) []string) ([]string, error) {
 	if err := r.usable(); err != nil {
 		return nil, err
@@ -325,7 +328,7 @@ func (r *Region) fromPostings(ctx context.Context, question string, start, end i
 	set := slices.Sorted(slices.Values(files)) // a snapshot lists them in no order
 	kept := r.merged.get(question, set)
 	if kept.all != nil && sameRuns(kept.mems, runs[1:]) {
-		return slices.Clone(kept.all), nil // handed out: the kept one is never changed
+		return kept.all, nil
 	}
 	if kept.files == nil {
 		xs, err := r.fileIndexes(ctx, st, files)
@@ -344,7 +347,7 @@ func (r *Region) fromPostings(ctx context.Context, question string, start, end i
 	// hands out the same sorted slice while it gains no series.
 	kept.mems, kept.all = slices.Clone(runs[1:]), slices.Clip(all)
 	r.merged.put(question, kept)
-	return slices.Clone(all), nil
+	return kept.all, nil
 }
 
 // sameRuns reports whether a and b are the same slices (not only equal).
