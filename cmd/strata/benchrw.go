@@ -97,9 +97,12 @@ type rwReport struct {
 // rwProbe is how long the server took to list the metric names and to
 // count each name's series, after the check.
 type rwProbe struct {
-	LabelValuesP50   float64   `json:"label_values_p50_seconds"`
-	LabelValuesP99   float64   `json:"label_values_p99_seconds"`
-	LabelValuesMax   float64   `json:"label_values_max_seconds"`
+	LabelValuesP50 float64 `json:"label_values_p50_seconds"`
+	LabelValuesP99 float64 `json:"label_values_p99_seconds"`
+	LabelValuesMax float64 `json:"label_values_max_seconds"`
+	// LabelValuesFirst is the first request's time, in the others: the
+	// one that finds nothing of the answer kept.
+	LabelValuesFirst float64   `json:"label_values_first_seconds"`
 	LabelValuesN     int       `json:"label_values_requests"`
 	Names            int       `json:"names"`
 	CountByNameTimes []float64 `json:"count_by_name_seconds"`
@@ -226,6 +229,9 @@ func runBenchRemoteWrite(cmd *cobra.Command, args []string) error {
 			}
 			r.Probe = &rwProbe{LabelValuesP50: rwload.Quantile(p.LabelValues, 0.5).Seconds(), LabelValuesP99: rwload.Quantile(p.LabelValues, 0.99).Seconds(),
 				LabelValuesMax: rwload.Quantile(p.LabelValues, 1).Seconds(), LabelValuesN: len(p.LabelValues), Names: p.Names}
+			if len(p.LabelValues) > 0 {
+				r.Probe.LabelValuesFirst = p.LabelValues[0].Seconds()
+			}
 			for _, d := range p.CountByName {
 				r.Probe.CountByNameTimes = append(r.Probe.CountByNameTimes, d.Seconds())
 			}
@@ -288,8 +294,8 @@ func (r rwReport) print(out io.Writer, batch, workers int) {
 	}
 	if p := r.Probe; p != nil {
 		if p.LabelValuesN > 0 {
-			fmt.Fprintf(out, "names:       /api/v1/label/__name__/values (%d names) p50 %s  p99 %s  max %s over %d requests\n",
-				p.Names, sec(p.LabelValuesP50), sec(p.LabelValuesP99), sec(p.LabelValuesMax), p.LabelValuesN)
+			fmt.Fprintf(out, "names:       /api/v1/label/__name__/values (%d names) p50 %s  p99 %s  max %s over %d requests (the first %s)\n",
+				p.Names, sec(p.LabelValuesP50), sec(p.LabelValuesP99), sec(p.LabelValuesMax), p.LabelValuesN, sec(p.LabelValuesFirst))
 		}
 		if len(p.CountByNameTimes) > 0 {
 			ts := make([]string, len(p.CountByNameTimes))

@@ -770,11 +770,16 @@ func (kv *keyView) compare(a, b *series) int {
 
 type sortedValues struct {
 	series int32
-	vals   []string
+	vals   []string // sorted
+	syms   []uint32 // vals[i]'s symbol
 }
 
 // TagValues returns the values of tag name in the series with an entry in
-// [start, end), sorted (read only: the memtable may keep it).
+// [start, end), sorted (read only: the memtable may keep it). While every
+// series with the tag has an entry in the range (the usual case: a range
+// that ends now, over sources that keep sending), it is the same slice
+// from one call to the next until a series is added, which lets a
+// region recognize, and keep, what it merged it into.
 func (m *Memtable) TagValues(name string, start, end int64) []string {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
@@ -782,33 +787,57 @@ func (m *Memtable) TagValues(name string, start, end int64) []string {
 	if !ok {
 		return nil
 	}
-	if !m.within(start, end) {
-		var out []string
-		for v, ords := range m.post[ns] {
-			if m.anyIn(&ords, start, end) {
-				out = append(out, m.syms.Sym(v))
-			}
-		}
-		slices.Sort(out)
-		return out
+	c := m.sortedOf(name, ns)
+	if m.within(start, end) {
+		return c.vals
 	}
-	// Every series is in range: the values of all of them, sorted once
-	// for as long as no series is added.
+	post := m.post[ns]
+	var out []string
+	missed := false
+	for i, v := range c.syms {
+		ords := post[v]
+		switch in := m.anyIn(&ords, start, end); {
+		case in && missed:
+			out = append(out, c.vals[i])
+		case !in && !missed:
+			missed = true
+			out = append(make([]string, 0, len(c.vals)-1), c.vals[:i]...)
+		}
+	}
+	if !missed {
+		return c.vals
+	}
+	return out
+}
+
+// sortedOf returns the values of tag ns (named name) sorted, with their
+// symbols: sorted once for as long as no series is added. The caller
+// holds m.mu.
+func (m *Memtable) sortedOf(name string, ns uint32) sortedValues {
 	m.sortedMu.Lock()
 	defer m.sortedMu.Unlock()
 	if c, ok := m.sorted[name]; ok && c.series == m.n {
-		return c.vals
+		return c
 	}
-	vals := make([]string, 0, len(m.post[ns]))
-	for v := range m.post[ns] {
-		vals = append(vals, m.syms.Sym(v))
+	type value struct {
+		s   string
+		sym uint32
 	}
-	slices.Sort(vals)
+	post := m.post[ns]
+	vs := make([]value, 0, len(post))
+	for v := range post {
+		vs = append(vs, value{m.syms.Sym(v), v})
+	}
+	slices.SortFunc(vs, func(a, b value) int { return strings.Compare(a.s, b.s) })
+	c := sortedValues{series: m.n, vals: make([]string, len(vs)), syms: make([]uint32, len(vs))}
+	for i, v := range vs {
+		c.vals[i], c.syms[i] = v.s, v.sym
+	}
 	if m.sorted == nil {
 		m.sorted = map[string]sortedValues{}
 	}
-	m.sorted[name] = sortedValues{series: m.n, vals: vals}
-	return vals
+	m.sorted[name] = c
+	return c
 }
 
 // TagValuesWhere returns the values of tag name, sorted, of the series
