@@ -50,7 +50,16 @@ type fileSeriesBuilder struct {
 	fs   *fileSeries
 	tags []row.Tag
 	size int64
+	// last holds the symbols of the last key's tags, name and value, by
+	// place: sorted keys share most of their tags with the key before
+	// them, and a compare with the symbol costs less than the table's
+	// hash look-up (which, for 36 strings a Prometheus series, was most
+	// of building a file of a million).
+	last [][2]uint32
 }
+
+// noSym is no symbol (last's place not yet set).
+const noSym = ^uint32(0)
 
 func newFileSeriesBuilder(id string, rows bool) *fileSeriesBuilder {
 	fs := &fileSeries{id: id, offs: []uint32{0}, names: map[uint32]struct{}{}}
@@ -69,13 +78,20 @@ func (b *fileSeriesBuilder) add(key []byte, rows int64) {
 	k := unsafe.String(unsafe.SliceData(key), len(key)) // transient: nothing keeps it
 	var err error
 	b.tags, err = row.DecodeSeries(b.tags[:0], k)
-	for _, t := range b.tags {
-		fs.names[fs.syms.Intern(t.Name)] = struct{}{}
-	}
 	if err == nil && symtab.Canonical(b.tags, k) {
-		fs.refs = fs.syms.AppendRefs(fs.refs, b.tags)
+		if cap(fs.refs)-len(fs.refs) < 2*binary.MaxVarintLen32*len(b.tags) {
+			// Doubled: grown a quarter at a time by append, a million
+			// series' refs were copied four times over.
+			fs.refs = slices.Grow(fs.refs, max(len(fs.refs), 4<<10))
+		}
+		for i, t := range b.tags { // as symtab.AppendRefs, the same symbols in the same order
+			name, value := b.intern(i, t)
+			fs.refs = binary.AppendUvarint(fs.refs, uint64(name))
+			fs.refs = binary.AppendUvarint(fs.refs, uint64(value))
+		}
 	} else {
 		for _, t := range b.tags { // the tags before the fault: symbols for the postings
+			fs.names[fs.syms.Intern(t.Name)] = struct{}{}
 			fs.syms.Intern(t.Value)
 		}
 		if fs.raw == nil {
@@ -88,6 +104,24 @@ func (b *fileSeriesBuilder) add(key []byte, rows int64) {
 	if fs.starts != nil {
 		fs.starts = append(fs.starts, fs.starts[len(fs.starts)-1]+rows)
 	}
+}
+
+// intern returns the symbols of tag t, the i-th of its key: the last
+// key's i-th tag's where they are the same strings.
+func (b *fileSeriesBuilder) intern(i int, t row.Tag) (name, value uint32) {
+	fs := b.fs
+	for len(b.last) <= i {
+		b.last = append(b.last, [2]uint32{noSym, noSym})
+	}
+	p := &b.last[i]
+	if p[0] == noSym || fs.syms.Sym(p[0]) != t.Name {
+		p[0] = fs.syms.Intern(t.Name)
+		fs.names[p[0]] = struct{}{}
+	}
+	if p[1] == noSym || fs.syms.Sym(p[1]) != t.Value {
+		p[1] = fs.syms.Intern(t.Value)
+	}
+	return p[0], p[1]
 }
 
 // done returns the series, their arrays cut to size and their memory
