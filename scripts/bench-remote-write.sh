@@ -21,7 +21,8 @@
 # ingestion); Strata stores them.
 #
 # After each check, a second table: the times of 50
-# /api/v1/label/__name__/values requests (p50, p99, max) and of 3
+# /api/v1/label/__name__/values requests (p50, p99, max, and the first's:
+# the one that finds nothing kept) and of 3
 # count by (__name__) queries over the run's series, each answer checked
 # to hold every name sent.
 #
@@ -128,15 +129,16 @@ if vm and st:
     print(f"| strata ÷ victoriametrics | {ratio('samples_per_second'):.2f} | {ratio('series_per_second'):.2f} | {ratio('latency_p50_seconds'):.1f} | "
           f"{ratio('latency_p99_seconds'):.1f} | {ratio('peak_rss_bytes'):.1f} |  |  |  |  |  |  |")
 print()
-print("| server | names listed | label values p50 ms | p99 ms | max ms | count by (__name__) s |")
-print("| --- | --- | --- | --- | --- | --- |")
+print("| server | names listed | label values p50 ms | p99 ms | max ms | first ms | count by (__name__) s |")
+print("| --- | --- | --- | --- | --- | --- | --- |")
 for name, r in rows.items():
     p = (r or {}).get("probe")
     if not p:
-        print(f"| {name} | not probed |  |  |  |  |")
+        print(f"| {name} | not probed |  |  |  |  |  |")
         continue
     cb = ", ".join(f"{t:.2f}" for t in p.get("count_by_name_seconds") or [])
-    print(f"| {name} | {p['names']:,} | {p['label_values_p50_seconds']*1e3:.1f} | {p['label_values_p99_seconds']*1e3:.1f} | {p['label_values_max_seconds']*1e3:.1f} | {cb} |")
+    print(f"| {name} | {p['names']:,} | {p['label_values_p50_seconds']*1e3:.1f} | {p['label_values_p99_seconds']*1e3:.1f} | {p['label_values_max_seconds']*1e3:.1f} | "
+          f"{p.get('label_values_first_seconds', 0)*1e3:.1f} | {cb} |")
 for name, r in rows.items():
     if r and r.get("first_error"):
         print(f"\n{name}: first non-2xx answer: {r['first_error'][:300]}")
