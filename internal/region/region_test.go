@@ -714,38 +714,29 @@ func TestTagValuesKeepTheFilesAnswer(t *testing.T) {
 		mustWrite(t, r, pt(fmt.Sprint("f", i), 5, fl("v", 1)))
 		flush()
 	}
-	want := []string{"a", "b", "c", "d", "e", "f0", "f1", "f2", "f3"}
-	values(want...)
-	r.merged.mu.Lock()
-	first := r.merged.sets["vhost"].all
-	r.merged.mu.Unlock()
-	for range 20 {
+	// stays checks that asking n more times merges nothing again.
+	stays := func(what string, n int, want ...string) {
+		t.Helper()
 		values(want...)
-		r.merged.mu.Lock()
-		again := r.merged.sets["vhost"].all
-		r.merged.mu.Unlock()
-		if unsafe.SliceData(again) != unsafe.SliceData(first) {
-			t.Fatal("the answer over the same 7 files was merged again")
+		keptAll := func() []string {
+			r.merged.mu.Lock()
+			defer r.merged.mu.Unlock()
+			return r.merged.sets["vhost"].all
+		}
+		first := keptAll()
+		for range n {
+			values(want...)
+			if unsafe.SliceData(keptAll()) != unsafe.SliceData(first) {
+				t.Fatalf("the answer over %s was merged again", what)
+			}
 		}
 	}
+	stays("the same 7 files", 20, "a", "b", "c", "d", "e", "f0", "f1", "f2", "f3")
 	// A memtable's values between the files': the whole answer is kept
 	// (the merge once left the memtable's run it was asked to keep
 	// advanced, so the next call never recognized it).
 	mustWrite(t, r, pt("b2", 6, fl("v", 1)), pt("e2", 6, fl("v", 1)))
-	want = []string{"a", "b", "b2", "c", "d", "e", "e2", "f0", "f1", "f2", "f3"}
-	values(want...)
-	r.merged.mu.Lock()
-	first = r.merged.sets["vhost"].all
-	r.merged.mu.Unlock()
-	for range 3 {
-		values(want...)
-		r.merged.mu.Lock()
-		again := r.merged.sets["vhost"].all
-		r.merged.mu.Unlock()
-		if unsafe.SliceData(again) != unsafe.SliceData(first) {
-			t.Fatal("the answer over the same files and memtable was merged again")
-		}
-	}
+	stays("the same files and memtable", 3, "a", "b", "b2", "c", "d", "e", "e2", "f0", "f1", "f2", "f3")
 	if err := r.Truncate(ctx); err != nil {
 		t.Fatal(err)
 	}
