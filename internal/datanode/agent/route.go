@@ -74,12 +74,13 @@ func retryable(err error) bool {
 	return status.Code(err) == codes.Unavailable || errors.Is(err, datanode.ErrNotHosted)
 }
 
-// gaveUp is the error a forward ends with: err, unless routing's own
-// timeout (ctx, of parent) ran out while the owner kept answering last (a
-// region closed or fenced there): then that answer, which keeps its class
-// (unavailable) where the deadline would say timeout.
+// gaveUp is the error a forward ends with: err, unless err is routing's
+// own timeout (ctx, of parent) running out while the owner kept answering
+// last (a region closed or fenced there): then that answer, which keeps
+// its class (unavailable) where the deadline would say timeout.
 func gaveUp(parent, ctx context.Context, err, last error) error {
-	if last != nil && ctx.Err() != nil && parent.Err() == nil {
+	deadline := status.Code(err) == codes.DeadlineExceeded || errors.Is(err, context.DeadlineExceeded)
+	if last != nil && deadline && ctx.Err() != nil && parent.Err() == nil {
 		return fmt.Errorf("%w (retried for %v)", last, routeTimeout)
 	}
 	return err
