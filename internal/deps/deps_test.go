@@ -50,6 +50,18 @@ var rules = []rule{
 		why:       "protobuf conversions need no object store, and the AWS SDK in every client of wire is megabytes of nothing",
 	},
 	{
+		pkg: module + "internal/errclass",
+		forbidden: []string{
+			module + "internal/region",
+			module + "internal/datanode",
+			module + "internal/compact",
+			module + "internal/fence",
+			module + "internal/objstore",
+			module + "proto/",
+		},
+		why: "metasrv classifies errors through it: it knows the shared sentinels and gRPC codes, and links no data plane (datanode.ErrClass adds the data plane's sentinels)",
+	},
+	{
 		pkg: module + "internal/gc",
 		forbidden: []string{
 			module + "internal/region",

@@ -4,7 +4,6 @@ package grpcapi
 
 import (
 	"context"
-	"errors"
 	"time"
 
 	"google.golang.org/grpc"
@@ -12,9 +11,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/stratadb/strata/internal/catalog"
-	"github.com/stratadb/strata/internal/compact"
 	"github.com/stratadb/strata/internal/datanode"
-	"github.com/stratadb/strata/internal/fence"
 	"github.com/stratadb/strata/internal/layout"
 	"github.com/stratadb/strata/internal/region"
 	"github.com/stratadb/strata/internal/row"
@@ -34,27 +31,10 @@ func New(eng *datanode.Engine) *Server { return &Server{eng: eng} }
 // Register adds the service to s.
 func (s *Server) Register(g *grpc.Server) { pb.RegisterDatanodeServer(g, s) }
 
-// Status maps an engine error to a gRPC status: the data plane's own
-// sentinels here, the ones both planes share in wire.Status.
+// Status maps an engine error to a gRPC status by its class
+// (datanode.ErrClass): an error another datanode answered keeps its code.
 func Status(err error) error {
-	if err == nil {
-		return nil
-	}
-	var code codes.Code
-	switch {
-	case errors.Is(err, region.ErrInvalidWrite), errors.Is(err, region.ErrInvalidScan):
-		code = codes.InvalidArgument
-	case errors.Is(err, compact.ErrBusy):
-		code = codes.FailedPrecondition
-	case errors.Is(err, region.ErrBatchTooLarge):
-		code = codes.ResourceExhausted
-	case errors.Is(err, fence.ErrFenced), errors.Is(err, region.ErrClosed), errors.Is(err, region.ErrOutcomeUnknown),
-		errors.Is(err, datanode.ErrNotHosted):
-		code = codes.Unavailable
-	default:
-		return wire.Status(err)
-	}
-	return status.Error(code, err.Error())
+	return datanode.ErrClass(err).Status(err)
 }
 
 func (s *Server) Write(ctx context.Context, req *pb.WriteRequest) (*pb.WriteResponse, error) {

@@ -22,13 +22,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
-	"github.com/stratadb/strata/internal/catalog"
 	"github.com/stratadb/strata/internal/datanode"
-	"github.com/stratadb/strata/internal/fence"
+	"github.com/stratadb/strata/internal/errclass"
 	"github.com/stratadb/strata/internal/freelist"
 	"github.com/stratadb/strata/internal/lineproto"
 	"github.com/stratadb/strata/internal/prom"
-	"github.com/stratadb/strata/internal/region"
 	"github.com/stratadb/strata/internal/row"
 	"github.com/stratadb/strata/internal/schema"
 	"github.com/stratadb/strata/internal/version"
@@ -258,29 +256,52 @@ func (h *Handler) serveWrite(w http.ResponseWriter, r *http.Request, v2 bool) in
 	if err != nil {
 		var be *datanode.BatchError
 		var ce *schema.ConflictError
-		switch {
-		case errors.As(err, &be):
+		if errors.As(err, &be) {
 			line := lines[be.Table][be.Err.Index]
 			msg := fmt.Sprintf("line %d: table %s: %v; nothing written", line, be.Table, be.Err.Err)
 			if errors.As(err, &ce) {
 				msg = fmt.Sprintf("line %d: field type conflict: table %s: %v; nothing written", line, be.Table, ce)
 			}
-			return fail(apiError{http.StatusBadRequest, "invalid", msg})
-		case errors.Is(err, catalog.ErrInvalidTable):
-			return fail(apiError{http.StatusBadRequest, "invalid", err.Error()})
-		case errors.Is(err, region.ErrBatchTooLarge):
-			return fail(apiError{http.StatusRequestEntityTooLarge, "request too large", err.Error()})
-		case errors.Is(err, fence.ErrFenced), errors.Is(err, region.ErrClosed):
-			return fail(apiError{http.StatusServiceUnavailable, "unavailable", err.Error()})
-		case errors.Is(err, r.Context().Err()) && r.Context().Err() != nil:
-			return fail(apiError{499, "canceled", err.Error()})
-		default:
-			h.opts.Logger.Warn("write failed", "err", err)
-			return fail(apiError{http.StatusInternalServerError, "internal error", err.Error() + " (the write may be partly applied; retrying it is safe)"})
+			return fail(apiError{errclass.Invalid.HTTP(), "invalid", msg})
 		}
+		// The class of the error, wherever it arose (another datanode's
+		// keeps its own): a cancel is the client's only if it went away.
+		c := datanode.ErrClass(err)
+		if gone := r.Context().Err(); gone != nil && errors.Is(err, gone) {
+			c = errclass.Canceled
+		} else if c == errclass.Canceled && gone == nil {
+			c = errclass.Unavailable // canceled here, not by the client: a retry may succeed
+		}
+		msg := err.Error()
+		if c.HTTP() >= 500 {
+			if c == errclass.Internal {
+				h.opts.Logger.Warn("write failed", "err", err)
+			}
+			msg += " (the write may be partly applied; retrying it is safe)"
+		}
+		return fail(apiError{c.HTTP(), influxCode(c), msg})
 	}
 	w.WriteHeader(http.StatusNoContent)
 	return http.StatusNoContent
+}
+
+// influxCode is the InfluxDB 2.x error code of a write's error class.
+func influxCode(c errclass.Class) string {
+	switch c {
+	case errclass.Invalid:
+		return "invalid"
+	case errclass.TooLarge:
+		return "request too large"
+	case errclass.Unavailable, errclass.Timeout:
+		return "unavailable"
+	case errclass.Canceled:
+		return "canceled"
+	case errclass.NotFound:
+		return "not found"
+	case errclass.Exists, errclass.Busy:
+		return "conflict"
+	}
+	return "internal error"
 }
 
 // byTable splits a request's points by table, keeping each point's line

@@ -20,6 +20,7 @@ import (
 	"github.com/prometheus/prometheus/storage"
 
 	"github.com/stratadb/strata/internal/datanode"
+	"github.com/stratadb/strata/internal/errclass"
 	"github.com/stratadb/strata/internal/version"
 )
 
@@ -198,7 +199,9 @@ func fail(w http.ResponseWriter, e *apiError) {
 	_ = json.NewEncoder(w).Encode(map[string]any{"status": "error", "errorType": e.typ, "error": e.err.Error()})
 }
 
-// queryError classifies an evaluation error as Prometheus does.
+// queryError classifies an evaluation error as Prometheus does; a
+// storage error by its class (datanode.ErrClass), so that a region
+// unavailable here or on another datanode is a 503, as a timeout is.
 func queryError(err error) *apiError {
 	var (
 		timeout  promql.ErrQueryTimeout
@@ -206,11 +209,24 @@ func queryError(err error) *apiError {
 		storageE promql.ErrStorage
 	)
 	switch {
-	case errors.As(err, &timeout), errors.Is(err, context.DeadlineExceeded):
-		return &apiError{"timeout", http.StatusServiceUnavailable, err}
-	case errors.As(err, &canceled), errors.Is(err, context.Canceled):
-		return &apiError{"canceled", 499, err}
-	case errors.As(err, &storageE):
+	case errors.As(err, &timeout):
+		return &apiError{"timeout", errclass.Timeout.HTTP(), err}
+	case errors.As(err, &canceled):
+		return &apiError{"canceled", errclass.Canceled.HTTP(), err}
+	}
+	cause := err
+	if errors.As(err, &storageE) {
+		cause = storageE.Err // ErrStorage does not unwrap
+	}
+	switch c := datanode.ErrClass(cause); c {
+	case errclass.Timeout:
+		return &apiError{"timeout", c.HTTP(), err}
+	case errclass.Canceled:
+		return &apiError{"canceled", c.HTTP(), err}
+	case errclass.Unavailable:
+		return &apiError{"unavailable", c.HTTP(), err}
+	}
+	if cause != err {
 		return &apiError{"internal", http.StatusInternalServerError, err}
 	}
 	return &apiError{"execution", http.StatusUnprocessableEntity, err}

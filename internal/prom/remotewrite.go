@@ -16,8 +16,8 @@ import (
 
 	"github.com/stratadb/strata/internal/catalog"
 	"github.com/stratadb/strata/internal/datanode"
+	"github.com/stratadb/strata/internal/errclass"
 	"github.com/stratadb/strata/internal/freelist"
-	"github.com/stratadb/strata/internal/region"
 	"github.com/stratadb/strata/internal/row"
 	"github.com/stratadb/strata/internal/schema"
 )
@@ -108,14 +108,15 @@ func (rw *RemoteWrite) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if len(b.points) > 0 {
 		batch := []datanode.TableBatch{{Table: catalog.MetricsTable, Points: b.points}}
 		if _, err := rw.engine.WriteTables(r.Context(), batch, datanode.WriteOptions{CreateTable: true, Metrics: true}); err != nil {
-			switch {
-			case errors.Is(err, region.ErrInvalidWrite), errors.Is(err, catalog.ErrInvalidTable), errors.Is(err, schema.ErrBadName):
-				http.Error(w, err.Error(), http.StatusBadRequest)
-			case errors.Is(err, region.ErrBatchTooLarge):
-				http.Error(w, err.Error(), http.StatusRequestEntityTooLarge)
-			default:
-				http.Error(w, err.Error(), http.StatusServiceUnavailable) // retryable
+			// Prometheus drops a batch answered 4xx and retries one
+			// answered 5xx: only bad input and a batch over a limit (here
+			// or on the datanode the share went to) are the sender's to
+			// fix; the rest is a 503, retried.
+			c := datanode.ErrClass(err)
+			if c != errclass.Invalid && c != errclass.TooLarge {
+				c = errclass.Unavailable
 			}
+			http.Error(w, err.Error(), c.HTTP())
 			return
 		}
 		rw.samples.Add(float64(len(b.points)))

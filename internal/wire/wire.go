@@ -1,48 +1,24 @@
 // Package wire converts between Strata's types and the protobuf messages
-// of proto/strata/v1, and maps the errors both planes share (catalog,
-// region ids, schema, context) to gRPC status codes. metasrv, the
-// datanode's gRPC server and its router all speak through it; it imports
-// no engine.
+// of proto/strata/v1, and answers the errors both planes share (catalog,
+// region ids, schema, context) with gRPC statuses (package errclass says
+// which). metasrv, the datanode's gRPC server and its router all speak
+// through it; it imports no engine.
 package wire
 
 import (
-	"context"
-	"errors"
 	"time"
 
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
-
 	"github.com/stratadb/strata/internal/catalog"
-	"github.com/stratadb/strata/internal/layout"
+	"github.com/stratadb/strata/internal/errclass"
 	"github.com/stratadb/strata/internal/row"
-	"github.com/stratadb/strata/internal/schema"
 	pb "github.com/stratadb/strata/proto/strata/v1"
 )
 
-// Status maps an error to a gRPC status: the sentinels both planes share,
-// Internal otherwise.
+// Status maps an error to a gRPC status by its class (errclass.Of): the
+// sentinels both planes share, context errors and a status from another
+// node keep theirs; Internal otherwise.
 func Status(err error) error {
-	if err == nil {
-		return nil
-	}
-	var ce *schema.ConflictError
-	code := codes.Internal
-	switch {
-	case errors.As(err, &ce), errors.Is(err, catalog.ErrInvalidTable), errors.Is(err, schema.ErrBadName), errors.Is(err, layout.ErrInvalidRegion):
-		code = codes.InvalidArgument
-	case errors.Is(err, catalog.ErrTableNotFound):
-		code = codes.NotFound
-	case errors.Is(err, catalog.ErrTableExists):
-		code = codes.AlreadyExists
-	case errors.Is(err, catalog.ErrConflict):
-		code = codes.Unavailable
-	case errors.Is(err, context.Canceled):
-		code = codes.Canceled
-	case errors.Is(err, context.DeadlineExceeded):
-		code = codes.DeadlineExceeded
-	}
-	return status.Error(code, err.Error())
+	return errclass.Of(err).Status(err)
 }
 
 // ToValue converts a message value (nil: null).

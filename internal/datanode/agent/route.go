@@ -74,12 +74,26 @@ func retryable(err error) bool {
 	return status.Code(err) == codes.Unavailable || errors.Is(err, datanode.ErrNotHosted)
 }
 
+// gaveUp is the error a forward ends with: err, unless err is routing's
+// own timeout (ctx, of parent) running out while the owner kept answering
+// last (a region closed or fenced there): then that answer, which keeps
+// its class (unavailable) where the deadline would say timeout.
+func gaveUp(parent, ctx context.Context, err, last error) error {
+	deadline := status.Code(err) == codes.DeadlineExceeded || errors.Is(err, context.DeadlineExceeded)
+	if last != nil && deadline && ctx.Err() != nil && parent.Err() == nil {
+		return fmt.Errorf("%w (retried for %v)", last, routeTimeout)
+	}
+	return err
+}
+
 // Write forwards a region's batch to its owner, waiting for an owner and
 // retrying while the region moves. Another datanode validates the points
 // again (it takes them from the network); this one does not.
 func (a *Agent) Write(ctx context.Context, table string, id layout.RegionID, b region.Batch) (region.WriteResult, error) {
+	parent := ctx
 	ctx, cancel := context.WithTimeout(ctx, routeTimeout)
 	defer cancel()
+	var last error // the owner's last answer worth a retry
 	for {
 		addr, err := a.owner(ctx, id)
 		if err != nil {
@@ -101,16 +115,19 @@ func (a *Agent) Write(ctx context.Context, table string, id layout.RegionID, b r
 			return region.WriteResult{Written: int(resp.Written), Expired: int(resp.Expired)}, nil
 		}
 		if !retryable(err) || ctx.Err() != nil {
-			return region.WriteResult{}, fmt.Errorf("region %s on %s: %w", id, addr, err)
+			return region.WriteResult{}, fmt.Errorf("region %s on %s: %w", id, addr, gaveUp(parent, ctx, err, last))
 		}
+		last = err
 		a.waitChange(ctx)
 	}
 }
 
 // Delete writes a tombstone for one series of region id on its owner.
 func (a *Agent) Delete(ctx context.Context, table string, id layout.RegionID, tags []row.Tag, start, end int64) error {
+	parent := ctx
 	ctx, cancel := context.WithTimeout(ctx, routeTimeout)
 	defer cancel()
+	var last error // the owner's last answer worth a retry
 	for {
 		addr, err := a.owner(ctx, id)
 		if err != nil {
@@ -134,8 +151,9 @@ func (a *Agent) Delete(ctx context.Context, table string, id layout.RegionID, ta
 			return nil
 		}
 		if !retryable(err) || ctx.Err() != nil {
-			return fmt.Errorf("region %s on %s: %w", id, addr, err)
+			return fmt.Errorf("region %s on %s: %w", id, addr, gaveUp(parent, ctx, err, last))
 		}
+		last = err
 		a.waitChange(ctx)
 	}
 }
