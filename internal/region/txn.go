@@ -21,7 +21,7 @@ const abandonTimeout = 30 * time.Second
 // OutputTxn is the commit protocol of a job that writes SSTs, written once
 // for flushes and compactions (docs/compaction.md, "The commit protocol"):
 //
-//	Reserve(id) ... ──► PutSST / UploadSST, PutSeries ──► Commit(edit) ──► done
+//	Reserve(id) ... ──► UploadSST, PutSeries ──► Commit(edit) ──► done
 //	      │                        │                         │ failed, and landed says it did not land:
 //	      │ failed: nothing        │ failed or cancelled      │   ambiguous or fenced: return, delete nothing
 //	      │ of id is written       ▼                          ▼   otherwise:
@@ -86,11 +86,6 @@ func (t *OutputTxn) Reserve(ctx context.Context, id string) error {
 	t.reserved = append(t.reserved, id)
 	t.at[id] = p.CreatedAt
 	return nil
-}
-
-// PutSST writes reserved output id's SST.
-func (t *OutputTxn) PutSST(ctx context.Context, id string, data []byte) error {
-	return t.put(ctx, id, t.r.id.SSTKey(id), data)
 }
 
 // PutSeries writes reserved output id's series index.
