@@ -3,6 +3,7 @@ package memtable
 import (
 	"fmt"
 	"math"
+	"math/bits"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -445,33 +446,33 @@ func TestPostingsNarrowWithoutChangingTheResult(t *testing.T) {
 
 	// Tag values and names count a series with an entry in the range.
 	m.Insert(2, []row.Entry{{Series: key(row.Tag{Name: "late", Value: "v"}, row.Tag{Name: "host", Value: "h99"}), TS: 10_000, Seq: seq + 2, Op: row.Put, Fields: []row.Value{row.FloatValue(1)}}})
-	vals := m.TagValues("host", 0, 1000)
+	vals := m.TagValues("host", 0, 1000, nil)
 	if slices.Contains(vals, "h99") || len(vals) == 0 {
 		t.Fatalf("host values in [0, 1000): %v", vals)
 	}
-	if vals := m.TagValues("host", 10_000, 10_001); !slices.Equal(vals, []string{"h99"}) {
+	if vals := m.TagValues("host", 10_000, 10_001, nil); !slices.Equal(vals, []string{"h99"}) {
 		t.Fatalf("host values in [10000, 10001): %v, want h99", vals)
 	}
-	all := m.TagValues("host", -1, 1<<40)
+	all := m.TagValues("host", -1, 1<<40, nil)
 	if len(all) != len(vals)+1 || !slices.IsSorted(all) {
 		t.Fatalf("host values of all time: %v, want those of [0, 1000) and h99, sorted", all)
 	}
 	// The sorted values kept for all time follow a new series.
 	m.Insert(2, []row.Entry{{Series: key(row.Tag{Name: "host", Value: "h0a"}), TS: 5, Seq: seq + 3, Op: row.Put, Fields: []row.Value{row.FloatValue(1)}}})
-	again := m.TagValues("host", -1, 1<<40)
+	again := m.TagValues("host", -1, 1<<40, nil)
 	if len(again) != len(all)+1 || !slices.Contains(again, "h0a") || !slices.IsSorted(again) {
 		t.Fatalf("host values after h0a came: %v", again)
 	}
 	// A range that leaves out some of the memtable's entries, but none of
 	// the series with a host: the kept slice itself, call after call.
 	m.Insert(2, []row.Entry{{Series: key(row.Tag{Name: "dc", Value: "later"}), TS: 50_000, Seq: seq + 4, Op: row.Put, Fields: []row.Value{row.FloatValue(1)}}})
-	kept := m.TagValues("host", -1, 1<<40)
+	kept := m.TagValues("host", -1, 1<<40, nil)
 	for range 2 {
-		if some := m.TagValues("host", -1, 20_000); unsafe.SliceData(some) != unsafe.SliceData(kept) || len(some) != len(kept) {
+		if some := m.TagValues("host", -1, 20_000, nil); unsafe.SliceData(some) != unsafe.SliceData(kept) || len(some) != len(kept) {
 			t.Fatalf("host values in [-1, 20000): %v, want the kept %v", some, kept)
 		}
 	}
-	if some, want := m.TagValues("host", 0, 1000), slices.DeleteFunc(slices.Clone(kept), func(v string) bool { return v == "h99" }); !slices.Equal(some, want) {
+	if some, want := m.TagValues("host", 0, 1000, nil), slices.DeleteFunc(slices.Clone(kept), func(v string) bool { return v == "h99" }); !slices.Equal(some, want) {
 		t.Fatalf("host values in [0, 1000) after h0a: %v, want %v", some, want)
 	}
 	names := m.TagNames(0, 1000)
@@ -480,5 +481,89 @@ func TestPostingsNarrowWithoutChangingTheResult(t *testing.T) {
 	}
 	if names := m.TagNames(9_000, 20_000); !slices.Equal(names, []string{"host", "late"}) {
 		t.Fatalf("tag names in [9000, 20000): %v, want host and late", names)
+	}
+}
+
+// A memtable's values but those of a list (a region's files') are
+// those sorted without it, less the list's, whatever the list holds: all
+// of them, some, others, none; looked up in the list, or the list in them.
+func TestTagValuesExceptAList(t *testing.T) {
+	seed := testseed.Seed(t)
+	rng := rand.New(rand.NewPCG(seed, seed))
+	lookedUp := 0
+	for round := range 300 {
+		m, fresh := New(), New() // answered without except, and with it
+		n := 1 + rng.IntN(300)
+		for i := range n {
+			k, _ := row.EncodeSeries(nil, []row.Tag{{Name: "t", Value: fmt.Sprintf("v%04d", rng.IntN(2*n))}, {Name: "i", Value: fmt.Sprint(i)}})
+			e := []row.Entry{{Series: string(k), TS: int64(i), Seq: uint64(i + 1), Op: row.Put, Fields: []row.Value{row.FloatValue(1)}}}
+			m.Insert(1, e)
+			fresh.Insert(1, e)
+		}
+		all := m.TagValues("t", math.MinInt64, math.MaxInt64, nil)
+		var except []string // sorted: some of the values, and others
+		for i := range (2 + 4*(round%3)) * n {
+			if rng.IntN(4) > 0 {
+				except = append(except, fmt.Sprintf("v%04d", i))
+			}
+			if rng.IntN(8) == 0 {
+				except = append(except, fmt.Sprintf("v%04d~", i)) // never a value
+			}
+		}
+		if 3*len(except) < len(all)*bits.Len(uint(len(all))) {
+			lookedUp++
+		}
+		without := func(vs []string) []string {
+			return slices.DeleteFunc(slices.Clone(vs), func(v string) bool {
+				_, ok := slices.BinarySearch(except, v)
+				return ok
+			})
+		}
+		if got, want := fresh.TagValues("t", math.MinInt64, math.MaxInt64, except), without(all); !slices.Equal(got, want) {
+			t.Fatalf("round %d (seed %d): except %d values: %v, want %v", round, seed, len(except), got, want)
+		}
+		some := fresh.TagValues("t", 0, int64(n/2), except) // the kept values, filtered
+		if want := without(m.TagValues("t", 0, int64(n/2), nil)); !slices.Equal(some, want) {
+			t.Fatalf("round %d (seed %d): values in [0, %d): %v, want %v", round, seed, n/2, some, want)
+		}
+		if again := fresh.TagValues("t", math.MinInt64, math.MaxInt64, except); len(again) > 0 && !sameSlice(again, fresh.TagValues("t", math.MinInt64, math.MaxInt64, except)) {
+			t.Fatalf("round %d (seed %d): the answer was not kept", round, seed)
+		}
+	}
+	if lookedUp < 50 || lookedUp > 250 {
+		t.Fatalf("seed %d: %d of 300 rounds looked the list's values up: both ways not tried", seed, lookedUp)
+	}
+}
+
+// BenchmarkTagValuesCold: the first listing of 100,000 metric names after
+// series were added: sorted (no files), or but those of the region's
+// files, which hold them all (except).
+func BenchmarkTagValuesCold(b *testing.B) {
+	const names = 100_000
+	m := New()
+	along := make([]string, names)
+	for i := range names {
+		along[i] = fmt.Sprintf("avalanche_metric_mmmmm_%05d_%d", (i*7919)%names, i%10)
+	}
+	for i, v := range along {
+		k, _ := row.EncodeSeries(nil, []row.Tag{{Name: "__name__", Value: v}, {Name: "job", Value: "avalanche"}})
+		m.Insert(1, []row.Entry{{Series: string(k), TS: 1, Seq: uint64(i + 1), Op: row.Put, Fields: []row.Value{row.FloatValue(1)}}})
+	}
+	slices.Sort(along)
+	for _, c := range []struct {
+		name   string
+		except []string
+	}{{"sort", nil}, {"except", along}} {
+		b.Run(c.name, func(b *testing.B) {
+			c0, n := cpuTime(), 0
+			for b.Loop() {
+				n++
+				m.sorted = nil // as if a series came
+				if got := m.TagValues("__name__", math.MinInt64, math.MaxInt64, c.except); len(got) != names-len(c.except) {
+					b.Fatalf("%d names", len(got))
+				}
+			}
+			b.ReportMetric(float64((cpuTime()-c0).Nanoseconds())/float64(n), "cpu-ns/op")
+		})
 	}
 }

@@ -281,7 +281,7 @@ func TestScanWhileInserting(t *testing.T) {
 			n++
 		}
 		m.Series(all)
-		m.TagValues("__name__", math.MinInt64, math.MaxInt64)
+		m.TagValues("__name__", math.MinInt64, math.MaxInt64, nil)
 		m.TagNames(0, 10)
 	}
 	if n := len(entries(m.Iter(all))); n != 200*50 {

@@ -283,15 +283,15 @@ func (r *Region) readSeries(ctx context.Context, id string, f manifest.FileMeta)
 // The answer is shared (the region keeps it for the next call, and hands
 // the same slice out while nothing changed): read only.
 func (r *Region) TagValues(ctx context.Context, name string, start, end int64) ([]string, error) {
-	return r.fromPostings(ctx, "v"+name, start, end, func(mt *memtable.Memtable) []string {
-		return mt.TagValues(name, start, end)
+	return r.fromPostings(ctx, "v"+name, start, end, func(mt *memtable.Memtable, files []string) []string {
+		return mt.TagValues(name, start, end, files) // but the files'
 	}, func(fs *fileSeries) []string { return fs.values(name) })
 }
 
 // TagValuesWhere is TagValues of the series with tag where: the values
 // of one logical table in the physical table that holds many.
 func (r *Region) TagValuesWhere(ctx context.Context, name string, where row.Tag, start, end int64) ([]string, error) {
-	return r.fromPostings(ctx, "w"+where.Name+"\x00"+where.Value+"\x00"+name, start, end, func(mt *memtable.Memtable) []string {
+	return r.fromPostings(ctx, "w"+where.Name+"\x00"+where.Value+"\x00"+name, start, end, func(mt *memtable.Memtable, _ []string) []string {
 		return mt.TagValuesWhere(name, where, start, end)
 	}, func(fs *fileSeries) []string { return fs.valuesWhere(name, where) })
 }
@@ -299,7 +299,7 @@ func (r *Region) TagValuesWhere(ctx context.Context, name string, where row.Tag,
 // TagNames returns the distinct tag names, sorted, of the series
 // TagValues counts.
 func (r *Region) TagNames(ctx context.Context, start, end int64) ([]string, error) {
-	return r.fromPostings(ctx, "n", start, end, func(mt *memtable.Memtable) []string {
+	return r.fromPostings(ctx, "n", start, end, func(mt *memtable.Memtable, _ []string) []string {
 		return mt.TagNames(start, end)
 	}, func(fs *fileSeries) []string { return slices.Sorted(fs.tagNames()) })
 }
@@ -311,8 +311,10 @@ func (r *Region) TagNames(ctx context.Context, start, end int64) ([]string, erro
 // on every request was most of /api/v1/label/__name__/values.) The
 // answers to question (what mem and file ask, by name) are kept for the
 // next call (mergedFiles), and the whole answer is handed out as kept:
-// callers read it, never change it.
-func (r *Region) fromPostings(ctx context.Context, question string, start, end int64, mem func(*memtable.Memtable) []string, file func(*fileSeries) []string) ([]string, error) {
+// callers read it, never change it. mem is given the files' merged
+// answer, which usually holds most of a memtable's values, and answers
+// with the values it does not hold.
+func (r *Region) fromPostings(ctx context.Context, question string, start, end int64, mem func(mt *memtable.Memtable, files []string) []string, file func(*fileSeries) []string) ([]string, error) {
 	if err := r.usable(); err != nil {
 		return nil, err
 	}
@@ -321,15 +323,8 @@ func (r *Region) fromPostings(ctx context.Context, question string, start, end i
 	}
 	mems, st, files := r.snapshot(start, end)
 	defer r.unpin(files)
-	runs := make([][]string, 1, 1+len(mems))
-	for _, mt := range mems {
-		runs = append(runs, mem(mt))
-	}
 	set := slices.Sorted(slices.Values(files)) // a snapshot lists them in no order
 	kept := r.merged.get(question, set)
-	if kept.all != nil && sameRuns(kept.mems, runs[1:]) {
-		return kept.all, nil
-	}
 	if kept.files == nil {
 		xs, err := r.fileIndexes(ctx, st, files)
 		if err != nil {
@@ -341,10 +336,18 @@ func (r *Region) fromPostings(ctx context.Context, question string, start, end i
 		}
 		kept = mergedSet{files: set, fromFiles: slices.Clip(MergeSorted(fileRuns))}
 	}
+	runs := make([][]string, 1, 1+len(mems))
 	runs[0] = kept.fromFiles
-	all := MergeSorted(runs)
+	for _, mt := range mems {
+		runs = append(runs, mem(mt, kept.fromFiles))
+	}
+	if kept.all != nil && sameRuns(kept.mems, runs[1:]) {
+		return kept.all, nil
+	}
+	all := MergeSorted(runs) // the files' answer itself, if the memtables add nothing
 	// The memtables' answers are kept only to be recognized: a memtable
-	// hands out the same sorted slice while it gains no series.
+	// hands out the same sorted slice while it gains no series (and
+	// none, nil, while it adds nothing to the files').
 	kept.mems, kept.all = slices.Clone(runs[1:]), slices.Clip(all)
 	r.merged.put(question, kept)
 	return kept.all, nil
@@ -401,14 +404,20 @@ func (m *mergedFiles) put(question string, e mergedSet) {
 	m.sets[question] = e
 }
 
-// MergeSorted merges sorted runs into one new sorted run without repeats.
+// MergeSorted merges sorted runs into one sorted run without repeats.
 // Each step takes the least head and moves every run that starts with it:
 // the runs of a label's values mostly hold the same values (every file
 // of a region names the same metrics), and moving one run a step (the
 // repeats found later) cost a scan of all of them per copy of a value.
 // runs itself is left as it was (its caller may keep it: fromPostings).
+// Where only one run holds anything, it is the answer itself, not a copy
+// (read only, as every answer is): a region's memtables mostly add nothing
+// to its files' values (memtable.Memtable.TagValues).
 func MergeSorted(runs [][]string) []string {
 	runs = slices.DeleteFunc(slices.Clone(runs), func(r []string) bool { return len(r) == 0 })
+	if len(runs) == 1 {
+		return runs[0]
+	}
 	n := 0
 	for _, r := range runs {
 		n = max(n, len(r))
