@@ -394,7 +394,12 @@ def same(a, b):
 def diff_note(a, b):
     if isinstance(a, list) and a and not isinstance(a[0], tuple):
         return f"{len(a)} against {len(b)} values"
-    return f"{len(a)} against {len(b)} series"
+    if len(a) != len(b):
+        return f"{len(a)} against {len(b)} series"
+    for x, y in zip(a, b):
+        if not same([x], [y]):
+            return "first at " + ",".join(f"{k}={v}" for k, v in x[0])
+    return "?"
 
 goals = {0: 1.5, 1: 1.5, 2: 1.5, 3: 1.2}
 for st in stores:
