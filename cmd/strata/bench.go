@@ -39,7 +39,7 @@ cost per day on S3 at the measured rate (docs/cost.md).`,
 		RunE: runBenchIngest,
 	}
 	f := ingest.Flags()
-	f.String("url", "http://localhost:8086", "the server's HTTP address")
+	f.String("url", "http://localhost:8086", "the server's HTTP address; several, comma-separated, take the requests in turn (the server figures are the first one's)")
 	f.String("table", "cpu", "measurement (table) to write")
 	f.Int("hosts", 4000, "number of hosts (series)")
 	f.Int("rows", 1_400_000, "rows to write")
@@ -47,7 +47,7 @@ cost per day on S3 at the measured rate (docs/cost.md).`,
 	f.Int("workers", 8, "concurrent requests")
 	f.String("start", "2026-01-01T00:00:00Z", "timestamp of the first row")
 	f.Uint64("seed", 1, "seed of the generated values")
-	cmd.AddCommand(ingest, newBenchRemoteWrite())
+	cmd.AddCommand(ingest, newBenchRemoteWrite(), newBenchQuery())
 	return cmd
 }
 
@@ -69,7 +69,11 @@ func runBenchIngest(cmd *cobra.Command, args []string) error {
 		return usagef("--start: %v", err)
 	}
 	out := cmd.OutOrStdout()
-	url = strings.TrimRight(url, "/")
+	var urls []string
+	for _, u := range strings.Split(url, ",") {
+		urls = append(urls, strings.TrimRight(strings.TrimSpace(u), "/"))
+	}
+	url = urls[0]
 
 	// Generate every request body first: random walks per host and field.
 	fmt.Fprintf(out, "generating %d rows for %d hosts...\n", rows, hosts)
@@ -118,7 +122,7 @@ func runBenchIngest(cmd *cobra.Command, args []string) error {
 	for _, b := range bodies {
 		total += int64(len(b))
 	}
-	fmt.Fprintf(out, "%d requests, %.1f MiB of line protocol; writing with %d workers...\n", len(bodies), float64(total)/(1<<20), workers)
+	fmt.Fprintf(out, "%d requests, %.1f MiB of line protocol; writing with %d workers to %d server(s)...\n", len(bodies), float64(total)/(1<<20), workers, len(urls))
 
 	ctx, cancel := context.WithCancel(cmd.Context())
 	defer cancel()
@@ -146,7 +150,7 @@ func runBenchIngest(cmd *cobra.Command, args []string) error {
 					return
 				}
 				t0 := time.Now()
-				req, _ := http.NewRequestWithContext(ctx, http.MethodPost, url+"/api/v2/write?bucket=bench&precision=ns", bytes.NewReader(bodies[i]))
+				req, _ := http.NewRequestWithContext(ctx, http.MethodPost, urls[i%len(urls)]+"/api/v2/write?bucket=bench&precision=ns", bytes.NewReader(bodies[i]))
 				authorize(req)
 				resp, err := client.Do(req)
 				if err != nil {

@@ -32,7 +32,8 @@ import (
 	"github.com/stratadb/strata/internal/server/servertest"
 )
 
-// onlyOnFaults are the metrics a healthy workload leaves at zero.
+// onlyOnFaults are the metrics a healthy workload leaves at zero (and one
+// that only a cluster moves).
 var onlyOnFaults = map[string]string{
 	"strata_gc_orphans_found_total":                "full GC finds orphans only if the ownership invariant broke",
 	"strata_gc_delete_errors_total":                "deletes fail only when the store does",
@@ -42,6 +43,7 @@ var onlyOnFaults = map[string]string{
 	"strata_lease_losses_total":                    "the lease runs out only when etcd is out of reach",
 	"strata_metasrv_elections_lost_total":          "a term ends early only when the election session expires",
 	"strata_metasrv_datanode_lease_expiries_total": "a datanode's lease expires only when it dies, pauses or loses etcd",
+	"strata_peer_grpc_bytes_total":                 "a standalone has no other datanode to call (TestPeerBytesCountsMessages)",
 }
 
 // TestEveryMetricMoves runs a standard workload on a standalone: HTTP

@@ -273,7 +273,7 @@ func (s *Server) start(ctx context.Context) error {
 		return err
 	}
 	s.agent = agent.New(agent.Options{Client: cli, Node: cluster.NodeInfo{ID: cfg.NodeID, Version: cfg.Build.Version, Revision: cfg.Build.Revision}, Heartbeat: cfg.Heartbeat, Lease: cfg.Lease, Logger: cfg.Logger,
-		DialOptions: append([]grpc.DialOption{transport}, cfg.Auth.DialOptions()...), Registerer: s.Registry})
+		DialOptions: append([]grpc.DialOption{transport, grpc.WithStatsHandler(newPeerBytes(s.Registry))}, cfg.Auth.DialOptions()...), Registerer: s.Registry})
 	dopts := datanode.Options{Region: ropts, DefaultRegions: cfg.DefaultRegions, MetricsRegions: cfg.MetricsRegions, LinesRegions: cfg.LinesRegions, PhysicalTables: cfg.PhysicalTables, Logger: cfg.Logger,
 		Compaction: compact.SchedulerOptions{Metrics: compact.NewMetrics(s.Registry)},
 		GCInterval: gcInterval, FullGCInterval: fullGCInterval, GCMetrics: gc.NewMetrics(s.Registry),

@@ -1,0 +1,76 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+)
+
+// bench query repeats a range query as a form POST, writes the first
+// answer, and reports the peer bytes the datanodes' counters moved per
+// timed query (warm-up requests left out).
+func TestBenchQuery(t *testing.T) {
+	var queries atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/api/v1/query_range":
+			if r.Method != http.MethodPost || r.FormValue("query") != "max(cpu_usage_user)" || r.FormValue("start") != "100" ||
+				r.FormValue("end") != "3700" || r.FormValue("step") != "60" {
+				http.Error(w, "bad request "+r.Form.Encode(), http.StatusBadRequest)
+				return
+			}
+			queries.Add(1)
+			fmt.Fprint(w, `{"status":"success","data":{"resultType":"matrix","result":[]}}`)
+		case "/api/v1/labels":
+			fmt.Fprint(w, `{"status":"error","error":"nope"}`)
+		case "/metrics":
+			// Each query moved 100 bytes out and 1,000 in on this node.
+			n := queries.Load()
+			fmt.Fprintf(w, "# TYPE strata_peer_grpc_bytes_total counter\n"+
+				"strata_peer_grpc_bytes_total{direction=\"sent\",method=\"/strata.v1.Datanode/Scan\"} %d\n"+
+				"strata_peer_grpc_bytes_total{direction=\"received\",method=\"/strata.v1.Datanode/Scan\"} %d\n", 100*n, 1000*n)
+		default:
+			http.NotFound(w, r)
+		}
+	}))
+	defer srv.Close()
+	answer := filepath.Join(t.TempDir(), "answer.json")
+	var out, errb bytes.Buffer
+	code := run([]string{"bench", "query", "--url", srv.URL, "--promql", "max(cpu_usage_user)", "--start", "100", "--end", "3700", "--step", "1m",
+		"--runs", "5", "--warmup", "2", "--answer", answer, "--peer-metrics", srv.URL + "/metrics," + srv.URL + "/metrics", "--json"}, nil, &out, &errb)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errb.String())
+	}
+	var rep queryReport
+	if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
+		t.Fatal(err, out.String())
+	}
+	if queries.Load() != 7 || rep.Runs != 5 || rep.P50 <= 0 || rep.P99 < rep.P50 || rep.Max < rep.P99 {
+		t.Fatalf("%d queries, report %+v", queries.Load(), rep)
+	}
+	// Two URLs of the same node: its counters count twice.
+	if rep.PeerSent == nil || *rep.PeerSent != 200 || *rep.PeerReceived != 2000 || rep.PeerByMethod["/strata.v1.Datanode/Scan"] != 2200 {
+		t.Fatalf("peer bytes %+v", rep)
+	}
+	if b, err := os.ReadFile(answer); err != nil || !strings.Contains(string(b), `"matrix"`) {
+		t.Fatalf("answer %q %v", b, err)
+	}
+
+	// An answer that is not a success fails the run.
+	out.Reset()
+	errb.Reset()
+	if code := run([]string{"bench", "query", "--url", srv.URL, "--path", "/api/v1/labels", "--runs", "1"}, nil, &out, &errb); code == 0 {
+		t.Fatalf("an error answer passed: %s", out.String())
+	}
+	// One of --promql and --path.
+	if code := run([]string{"bench", "query", "--url", srv.URL}, nil, &out, &errb); code != exitUsage {
+		t.Fatalf("neither --promql nor --path: exit %d", code)
+	}
+}

@@ -1,0 +1,45 @@
+package server
+
+import (
+	"context"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/grpc/stats"
+)
+
+// peerBytes is a gRPC stats handler on the connections a datanode dials to
+// other datanodes (forwarded writes, remote scans, label and series
+// look-ups): it counts the bytes of the messages it sends and receives, by
+// method, in strata_peer_grpc_bytes_total. A message counts as the gRPC
+// frame it travels in (its payload as sent, compressed if it was, plus the
+// 5-byte message header); HTTP/2 framing, headers and trailers are not
+// counted, nor TLS.
+type peerBytes struct{ bytes *prometheus.CounterVec }
+
+type peerMethodKey struct{}
+
+func newPeerBytes(reg prometheus.Registerer) *peerBytes {
+	h := &peerBytes{bytes: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "strata_peer_grpc_bytes_total",
+		Help: "Bytes of gRPC messages this datanode sent to and received from other datanodes, by direction and method (the gRPC frames: payload and 5-byte header; not HTTP/2 framing, headers or TLS)."},
+		[]string{"direction", "method"})}
+	reg.MustRegister(h.bytes)
+	return h
+}
+
+func (h *peerBytes) TagRPC(ctx context.Context, info *stats.RPCTagInfo) context.Context {
+	return context.WithValue(ctx, peerMethodKey{}, info.FullMethodName)
+}
+
+func (h *peerBytes) HandleRPC(ctx context.Context, s stats.RPCStats) {
+	method, _ := ctx.Value(peerMethodKey{}).(string)
+	switch p := s.(type) {
+	case *stats.OutPayload:
+		h.bytes.WithLabelValues("sent", method).Add(float64(p.WireLength))
+	case *stats.InPayload:
+		h.bytes.WithLabelValues("received", method).Add(float64(p.WireLength))
+	}
+}
+
+func (h *peerBytes) TagConn(ctx context.Context, _ *stats.ConnTagInfo) context.Context { return ctx }
+
+func (h *peerBytes) HandleConn(context.Context, stats.ConnStats) {}

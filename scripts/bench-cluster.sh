@@ -1,0 +1,466 @@
+#!/usr/bin/env bash
+# Is a cluster as fast as one node? The same TSBS cpu-only data (HOSTS
+# hosts every 10 s for HOURS hours, `strata bench ingest`) loaded into a
+# fresh `strata standalone` and into a fresh cluster on the same machine
+# (metasrv with its embedded etcd + 3 datanodes), one after the other, on
+# each store of STORES (file:// and MinIO). Both get table `cpu` created
+# with 3 regions first; the cluster's writes all go to datanode 1 (as the
+# first measurement did). Each setup is flushed and compacted, its row
+# count checked against the rows sent (a PromQL count and the regions'
+# rows), then asked (`strata bench query`, RUNS times each, datanode 1 in
+# the cluster):
+#
+#   1 host, 1 h      max(max_over_time(cpu_usage_user{hostname=~"host_1"}[1m]))  step 1m
+#   8 hosts, 1 h     the same with host_1|...|host_8                              step 1m
+#   1 host, HOURS    the first, over the whole data                               step 1m
+#   all hosts        avg(avg_over_time(cpu_usage_user[1h])) by (hostname)         step 1h
+#   /api/v1/labels and /api/v1/label/hostname/values over the data's hours
+#
+# Prints, per store, ingest rows/s and the servers' CPU, each query's p50 and
+# p99, the cluster ÷ standalone ratio of each with the goal it has, and the
+# bytes datanodes moved between them per query: strata_peer_grpc_bytes_total
+# summed over the 3 datanodes, both directions (the gRPC messages of
+# datanode-to-datanode calls: remote scans, label look-ups; their frames, not
+# HTTP/2 framing, headers or TLS). The two setups' answers must be the same
+# and their row counts what was sent: a difference prints FAIL instead of a
+# ratio, and the script exits 1.
+#
+# With SPREAD=1 (the default) the cluster's table is then dropped, created
+# again and loaded once more with the requests spread over the 3 datanodes
+# in turn, for a second ingest figure.
+#
+#   scripts/bench-cluster.sh                           # 400 hosts × 12 h (1.728M rows), file:// and MinIO
+#   STORES=file HOSTS=100 HOURS=2 scripts/bench-cluster.sh
+#   HOSTS=4000 HOURS=12 scripts/bench-cluster.sh       # the full size: 17.28M rows
+#
+# Goals on the same cores (issue 39): ingest ≥ 0.8× standalone; point
+# queries ≤ 1.5×; the all-host aggregation ≤ 1.2×. Needs MinIO for
+# STORES=minio (scripts/test.sh installs it into ~/.cache/strata/bin; without
+# it the MinIO runs are skipped with a note).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+HOSTS=${HOSTS:-400}
+HOURS=${HOURS:-12}
+STORES=${STORES:-file minio}
+WORKERS=${WORKERS:-4}
+BATCH=${BATCH:-10000}
+RUNS=${RUNS:-30}
+SPREAD=${SPREAD:-1}
+START=${START:-2026-01-01T00:00:00Z}
+ROWS=$((HOSTS * HOURS * 360))
+if [ "$HOSTS" -lt 9 ] || [ "$HOURS" -lt 1 ]; then
+	echo "HOSTS must be at least 9 (the 8-host query) and HOURS at least 1" >&2
+	exit 2
+fi
+
+BIN=${STRATA_BIN_CACHE:-$HOME/.cache/strata/bin}
+MINIO=${STRATA_MINIO_BIN:-$BIN/minio}
+
+work=$(mktemp -d)
+pids=()
+cleanup() {
+	for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+	wait 2>/dev/null || true
+	rm -rf "$work"
+}
+trap cleanup EXIT
+
+echo "building strata, metasrv and datanode..."
+for c in strata metasrv datanode; do
+	go build -o "$work/$c" "./cmd/$c"
+done
+strata() { "$work/strata" "$@"; }
+
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'; }
+
+wait_http() { # url
+	for _ in $(seq 1 600); do
+		if curl -fsS -o /dev/null "$1" 2>/dev/null; then return 0; fi
+		sleep 0.1 # polling a process we started: no signal exists
+	done
+	echo "timed out waiting for $1" >&2
+	return 1
+}
+
+# stop PID...: stop processes this script started and wait for them.
+stop() {
+	for p in "$@"; do kill "$p" 2>/dev/null || true; done
+	for p in "$@"; do wait "$p" 2>/dev/null || true; done
+}
+
+# retry N CMD...: run CMD until it succeeds, at most N times a second apart
+# (a compaction refuses while a background one runs).
+retry() {
+	local n=$1 i out
+	shift
+	for i in $(seq 1 "$n"); do
+		if out=$("$@" 2>&1); then
+			echo "$out"
+			return 0
+		fi
+		if [ "$i" = "$n" ]; then
+			echo "$out" >&2
+			return 1
+		fi
+		sleep 1 # waiting out a running compaction: no signal to wait on
+	done
+}
+
+# cpu_seconds URL...: process_cpu_seconds_total summed over /metrics URLs.
+cpu_seconds() {
+	local u
+	for u in "$@"; do curl -fsS "$u" | awk '$1 == "process_cpu_seconds_total" { print $2 }'; done | awk '{ s += $1 } END { printf "%.2f\n", s }'
+}
+
+# cpu_since C0 URL...: the CPU seconds spent since cpu_seconds URL... said C0.
+cpu_since() {
+	local c0=$1
+	shift
+	python3 -c 'import sys; print("%.2f" % (float(sys.argv[2]) - float(sys.argv[1])))' "$c0" "$(cpu_seconds "$@")"
+}
+
+epoch=$(python3 -c 'import datetime, sys; print(int(datetime.datetime.fromisoformat(sys.argv[1].replace("Z", "+00:00")).timestamp()))' "$START")
+last=$((epoch + HOURS * 3600 - 10)) # the last rows' timestamp
+hour_in=$((epoch + 3600))           # the first full hour's end
+if [ "$hour_in" -gt "$last" ]; then hour_in=$last; fi
+one='host_1'
+eight='host_1|host_2|host_3|host_4|host_5|host_6|host_7|host_8'
+# name;promql;start;end;step, or name;path
+queries=(
+	"1 host, 1 h;max(max_over_time(cpu_usage_user{hostname=~\"$one\"}[1m]));$((last - 3600));$last;1m"
+	"8 hosts, 1 h;max(max_over_time(cpu_usage_user{hostname=~\"$eight\"}[1m]));$((last - 3600));$last;1m"
+	"1 host, all ${HOURS} h;max(max_over_time(cpu_usage_user{hostname=~\"$one\"}[1m]));$epoch;$last;1m"
+	"all hosts hourly avg, ${HOURS} h;avg(avg_over_time(cpu_usage_user[1h])) by (hostname);$hour_in;$last;1h"
+	"/api/v1/labels;/api/v1/labels?start=$epoch&end=$((last + 10))"
+	"/api/v1/label/hostname/values;/api/v1/label/hostname/values?start=$epoch&end=$((last + 10))"
+)
+
+# ingest DIR URLS: load the data through URLS (comma-separated); writes
+# DIR/ingest.txt.
+ingest() {
+	strata bench ingest --url "$2" --hosts "$HOSTS" --rows "$ROWS" --batch "$BATCH" --workers "$WORKERS" --start "$START" >"$1/ingest.txt" 2>&1 || {
+		cat "$1/ingest.txt" >&2
+		return 1
+	}
+	grep -E 'throughput|CPU' "$1/ingest.txt" | sed 's/^/    /'
+}
+
+# count DIR URL SUFFIX: the rows the server holds, by a PromQL count of
+# one field's samples; writes DIR/count-SUFFIX.json.
+count() {
+	strata bench query --url "$2" --promql "sum(count_over_time(cpu_usage_user[${HOURS}h]))" --end "$last" --runs 1 --warmup 1 \
+		--answer "$1/count-$3.json" >/dev/null
+}
+
+# ask DIR URL [PEER_METRICS]: run every query; writes DIR/q<i>.json (the
+# timing) and DIR/a<i>.json (the answer).
+ask() {
+	local dir=$1 url=$2 peers=${3:-} i=0 q name rest expr qs qe step args
+	for q in "${queries[@]}"; do
+		name=${q%%;*}
+		rest=${q#*;}
+		if [[ $rest == /* ]]; then
+			args=(--path "$rest")
+		else
+			IFS=';' read -r expr qs qe step <<<"$rest"
+			args=(--promql "$expr" --start "$qs" --end "$qe" --step "$step")
+		fi
+		if [ -n "$peers" ]; then args+=(--peer-metrics "$peers"); fi
+		strata bench query --url "$url" "${args[@]}" --runs "$RUNS" --warmup 2 --answer "$dir/a$i.json" --json >"$dir/q$i.json"
+		python3 -c 'import json, sys; r = json.load(open(sys.argv[1])); print("    %-34s p50 %9.2f ms  p99 %9.2f ms" % (sys.argv[2], r["p50_seconds"] * 1e3, r["p99_seconds"] * 1e3))' "$dir/q$i.json" "$name"
+		i=$((i + 1))
+	done
+}
+
+# regions STORE_DIR METASRV: the table's regions (owner, files, rows) as JSON.
+regions() {
+	strata cluster regions --table cpu -o json --metasrv "$2" >"$1/regions.json"
+}
+
+# standalone ST STORE_URL: the standalone's turn on store ST.
+standalone() {
+	local st=$1 store=$2 dir="$work/$1/standalone" port gport pid url
+	mkdir -p "$dir"
+	port=$(free_port)
+	gport=$(free_port)
+	echo "[$st] standalone: loading $ROWS rows ($HOSTS hosts × $HOURS h)..."
+	strata standalone --data-dir "$dir/data" --store "$store" --http-addr "127.0.0.1:$port" --grpc-addr "127.0.0.1:$gport" --log-level warn >"$dir/log" 2>&1 &
+	pid=$!
+	pids+=("$pid")
+	url="http://127.0.0.1:$port"
+	wait_http "$url/health"
+	strata table create cpu --regions 3 --server "127.0.0.1:$gport" >/dev/null
+	local c0
+	c0=$(cpu_seconds "$url/metrics")
+	ingest "$dir" "$url"
+	cpu_since "$c0" "$url/metrics" >"$dir/cpu"
+	strata admin flush cpu --server "127.0.0.1:$gport" --timeout 0 >/dev/null
+	retry 120 strata admin compact cpu --all --server "127.0.0.1:$gport" --timeout 0 >"$dir/compact.txt"
+	regions "$dir" "127.0.0.1:$gport"
+	count "$dir" "$url" load
+	echo "[$st] standalone: queries, $RUNS runs each..."
+	ask "$dir" "$url"
+	stop "$pid"
+}
+
+# cluster ST STORE_URL: the cluster's turn on store ST.
+cluster() {
+	local st=$1 store=$2 dir="$work/$1/cluster" etcd mg mh meta i
+	local -a dpids=() http=() grpc=()
+	mkdir -p "$dir"
+	etcd=$(free_port)
+	mg=$(free_port)
+	mh=$(free_port)
+	echo "[$st] cluster: metasrv + 3 datanodes; loading $ROWS rows through datanode 1..."
+	"$work/metasrv" --data-dir "$dir/meta" --etcd-client-addr "127.0.0.1:$etcd" --grpc-addr "127.0.0.1:$mg" --http-addr "127.0.0.1:$mh" \
+		--store "$store" --default-regions 3 --final-sweep-after 1s --log-level warn >"$dir/metasrv.log" 2>&1 &
+	meta=$!
+	pids+=("$meta")
+	wait_http "http://127.0.0.1:$mh/health"
+	for i in 1 2 3; do
+		http+=("$(free_port)")
+		grpc+=("$(free_port)")
+		"$work/datanode" --id "dn$i" --etcd-endpoints "http://127.0.0.1:$etcd" --store "$store" --data-dir "$dir/dn$i" \
+			--grpc-addr "127.0.0.1:${grpc[$((i - 1))]}" --http-addr "127.0.0.1:${http[$((i - 1))]}" --default-regions 3 --log-level warn >"$dir/dn$i.log" 2>&1 &
+		dpids+=($!)
+		pids+=($!)
+	done
+	local -a urls=() metrics=()
+	for i in 0 1 2; do
+		urls+=("http://127.0.0.1:${http[$i]}")
+		metrics+=("http://127.0.0.1:${http[$i]}/metrics")
+		wait_http "${urls[$i]}/health"
+	done
+	wait_datanodes "127.0.0.1:$mg"
+	create_table "127.0.0.1:$mg"
+	local c0
+	c0=$(cpu_seconds "${metrics[@]}" "http://127.0.0.1:$mh/metrics")
+	ingest "$dir" "${urls[0]}"
+	cpu_since "$c0" "${metrics[@]}" "http://127.0.0.1:$mh/metrics" >"$dir/cpu"
+	for i in 0 1 2; do strata admin flush cpu --server "127.0.0.1:${grpc[$i]}" --timeout 0 >/dev/null; done
+	retry 120 strata cluster compact cpu --all --metasrv "127.0.0.1:$mg" --timeout 0 >"$dir/compact.txt"
+	regions "$dir" "127.0.0.1:$mg"
+	count "$dir" "${urls[0]}" load
+	echo "[$st] cluster: queries through datanode 1, $RUNS runs each..."
+	ask "$dir" "${urls[0]}" "$(
+		IFS=,
+		echo "${metrics[*]}"
+	)"
+	if [ "$SPREAD" = 1 ]; then
+		echo "[$st] cluster: table dropped and created again; loading $ROWS rows spread over the 3 datanodes..."
+		mkdir -p "$dir/spread"
+		strata cluster drop-table cpu --metasrv "127.0.0.1:$mg" >/dev/null
+		create_table "127.0.0.1:$mg"
+		c0=$(cpu_seconds "${metrics[@]}" "http://127.0.0.1:$mh/metrics")
+		ingest "$dir/spread" "$(
+			IFS=,
+			echo "${urls[*]}"
+		)"
+		cpu_since "$c0" "${metrics[@]}" "http://127.0.0.1:$mh/metrics" >"$dir/spread/cpu"
+		count "$dir" "${urls[1]}" spread
+	fi
+	stop "${dpids[@]}" "$meta"
+}
+
+# wait_datanodes METASRV: until metasrv lists 3 live datanodes (so the
+# table's regions are spread over them).
+wait_datanodes() {
+	for _ in $(seq 1 300); do
+		if [ "$(strata cluster status --metasrv "$1" 2>/dev/null | grep -cE '^dn[123] ')" = 3 ]; then return 0; fi
+		sleep 0.2 # polling the cluster's view: no signal to wait on
+	done
+	echo "metasrv did not list 3 datanodes" >&2
+	strata cluster status --metasrv "$1" >&2 || true
+	return 1
+}
+
+# create_table METASRV: table cpu with 3 regions, waited for until every
+# region has a live owner.
+create_table() {
+	strata cluster create-table cpu --regions 3 --metasrv "$1" >/dev/null
+	for _ in $(seq 1 300); do
+		if [ "$(strata cluster status --metasrv "$1" 2>/dev/null | awk '$2 == "cpu" && $NF == "live"' | wc -l)" = 3 ]; then
+			echo "    regions: $(strata cluster status --metasrv "$1" | awk '$2 == "cpu" { printf "%s on %s; ", $1, $3 }')"
+			return 0
+		fi
+		sleep 0.2 # polling the cluster's view: no signal to wait on
+	done
+	echo "table cpu's regions did not all get a live owner" >&2
+	strata cluster status --metasrv "$1" >&2 || true
+	return 1
+}
+
+stores=()
+for st in $STORES; do
+	case $st in
+	file) ;;
+	minio)
+		if [ ! -x "$MINIO" ]; then
+			echo "no MinIO at $MINIO (scripts/test.sh installs it, or set STRATA_MINIO_BIN): skipping the MinIO runs" >&2
+			continue
+		fi
+		;;
+	*)
+		echo "STORES: unknown store $st (want file and/or minio)" >&2
+		exit 2
+		;;
+	esac
+	stores+=("$st")
+done
+
+mport=
+if [[ " ${stores[*]} " == *" minio "* ]]; then
+	export AWS_ACCESS_KEY_ID=strata-bench AWS_SECRET_ACCESS_KEY=strata-bench-secret AWS_REGION=us-east-1
+	mport=$(free_port)
+	MINIO_ROOT_USER=$AWS_ACCESS_KEY_ID MINIO_ROOT_PASSWORD=$AWS_SECRET_ACCESS_KEY MINIO_BROWSER=off \
+		"$MINIO" server --quiet --address "127.0.0.1:$mport" --console-address "127.0.0.1:$(free_port)" "$work/minio" >"$work/minio.log" 2>&1 &
+	pids+=($!)
+	wait_http "http://127.0.0.1:$mport/minio/health/ready"
+fi
+
+# store_url ST NAME: a fresh store for one setup.
+store_url() {
+	if [ "$1" = file ]; then
+		mkdir -p "$work/$1/$2-store"
+		echo "file://$work/$1/$2-store"
+	else
+		local s="s3://bench-$2-$RANDOM$RANDOM?endpoint=http%3A%2F%2F127.0.0.1%3A$mport&use_path_style=true&region=us-east-1"
+		strata store init --store "$s" >/dev/null
+		echo "$s"
+	fi
+}
+
+echo "data: $ROWS rows, $HOSTS hosts × $HOURS h from $START; $WORKERS workers × $BATCH-row requests; $RUNS runs a query; $(nproc) cores"
+for st in "${stores[@]}"; do
+	standalone "$st" "$(store_url "$st" standalone)"
+	cluster "$st" "$(store_url "$st" cluster)"
+done
+
+printf '%s\n' "${queries[@]}" >"$work/queries"
+python3 - "$work" "$ROWS" "$SPREAD" "${stores[@]}" <<'EOF'
+import json, math, os, sys
+
+work, rows, spread, stores = sys.argv[1], int(sys.argv[2]), sys.argv[3] == "1", sys.argv[4:]
+names = [l.split(";", 1)[0] for l in open(os.path.join(work, "queries")).read().splitlines()]
+failed = False
+
+def load(path):
+    with open(path) as f:
+        return json.load(f)
+
+def rate(d):
+    for line in open(os.path.join(d, "ingest.txt")):
+        if line.startswith("throughput:"):
+            return float(line.split()[1])
+    return float("nan")
+
+def cpu(d):
+    return float(open(os.path.join(d, "cpu")).read())
+
+def counted(d, suffix):
+    """The rows a PromQL count found (sum over the answer's one sample)."""
+    r = load(os.path.join(d, f"count-{suffix}.json"))["data"]["result"]
+    return int(float(r[0]["value"][1])) if r else 0
+
+def region_rows(d):
+    return sum(int(r.get("rows", 0)) for r in load(os.path.join(d, "regions.json")))
+
+def canon(a):
+    """An answer in a form two servers' can be compared in: series sorted
+    by labels, values as floats (labels: the sorted list)."""
+    d = a["data"]
+    if isinstance(d, list):
+        return sorted(d)
+    out = []
+    for s in d["result"]:
+        vals = s.get("values") or [s.get("value")]
+        out.append((sorted(s["metric"].items()), [(t, float(v)) for t, v in vals]))
+    return sorted(out)
+
+def same(a, b):
+    if isinstance(a, list) and a and not isinstance(a[0], tuple):
+        return a == b
+    if len(a) != len(b):
+        return False
+    for (la, va), (lb, vb) in zip(a, b):
+        if la != lb or len(va) != len(vb):
+            return False
+        for (ta, xa), (tb, xb) in zip(va, vb):
+            if ta != tb or not (xa == xb or (math.isnan(xa) and math.isnan(xb)) or math.isclose(xa, xb, rel_tol=1e-9)):
+                return False
+    return True
+
+def diff_note(a, b):
+    if isinstance(a, list) and a and not isinstance(a[0], tuple):
+        return f"{len(a)} against {len(b)} values"
+    if len(a) != len(b):
+        return f"{len(a)} against {len(b)} series"
+    for x, y in zip(a, b):
+        if not same([x], [y]):
+            return "first at " + ",".join(f"{k}={v}" for k, v in x[0])
+    return "?"
+
+goals = {0: 1.5, 1: 1.5, 2: 1.5, 3: 1.2}
+for st in stores:
+    sd, cd = os.path.join(work, st, "standalone"), os.path.join(work, st, "cluster")
+    print()
+    print(f"### {'file://' if st == 'file' else 'MinIO'}: standalone against metasrv + 3 datanodes, {rows:,} rows")
+    print()
+    print("| measure | standalone | cluster | cluster ÷ standalone | goal | bytes between datanodes a query |")
+    print("| --- | --- | --- | --- | --- | --- |")
+    s_rows, c_rows = counted(sd, "load"), counted(cd, "load")
+    s_reg, c_reg = region_rows(sd), region_rows(cd)
+    ok = s_rows == rows and c_rows == rows and s_reg == rows and c_reg == rows
+    s_rate, c_rate = rate(sd), rate(cd)
+    if ok:
+        r = c_rate / s_rate
+        ratio, met = f"**{r:.2f}**", ("met" if r >= 0.8 else "NOT met")
+    else:
+        failed = True
+        ratio, met = (f"FAIL: rows counted {s_rows:,} (regions {s_reg:,}) and {c_rows:,} (regions {c_reg:,}), "
+                      f"sent {rows:,}"), ""
+    print(f"| ingest rows/s, cluster's to datanode 1 | {s_rate:,.0f} | {c_rate:,.0f} | {ratio} | ≥ 0.8 {met} |  |")
+    print(f"| ingest: servers' CPU s (cluster: 3 datanodes + metasrv) | {cpu(sd):.1f} | {cpu(cd):.1f} | {cpu(cd) / cpu(sd):.2f} |  |  |")
+    sp = os.path.join(cd, "spread")
+    if spread and os.path.exists(os.path.join(sp, "ingest.txt")):
+        sr = counted(cd, "spread")
+        p_rate = rate(sp)
+        if sr == rows:
+            ratio = f"{p_rate / s_rate:.2f}"
+        else:
+            failed = True
+            ratio = f"FAIL: rows counted {sr:,}, sent {rows:,}"
+        print(f"| ingest rows/s, cluster's spread over 3 datanodes | {s_rate:,.0f} | {p_rate:,.0f} | {ratio} |  |  |")
+        print(f"| ingest spread: servers' CPU s | {cpu(sd):.1f} | {cpu(sp):.1f} | {cpu(sp) / cpu(sd):.2f} |  |  |")
+    methods = {}
+    for i, name in enumerate(names):
+        sq, cq = load(os.path.join(sd, f"q{i}.json")), load(os.path.join(cd, f"q{i}.json"))
+        sa, ca = canon(load(os.path.join(sd, f"a{i}.json"))), canon(load(os.path.join(cd, f"a{i}.json")))
+        moved = (cq.get("peer_sent_bytes_per_query") or 0) + (cq.get("peer_received_bytes_per_query") or 0)
+        for m, v in (cq.get("peer_bytes_per_query_by_method") or {}).items():
+            methods.setdefault(i, {})[m] = v
+        empty = not sa
+        for p in ("p50", "p99"):
+            s, c = sq[p + "_seconds"], cq[p + "_seconds"]
+            if not same(sa, ca):
+                failed = True
+                ratio, met = f"FAIL: the answers differ ({diff_note(sa, ca)})", ""
+            elif empty:
+                failed = True
+                ratio, met = "FAIL: empty answers", ""
+            else:
+                r = c / s
+                ratio = f"**{r:.2f}**" if p == "p50" else f"{r:.2f}"
+                g = goals.get(i)
+                met = f"≤ {g} {'met' if r <= g else 'NOT met'}" if g and p == "p50" else ""
+            kib = f"{moved / 1024:,.1f} KiB" if p == "p50" else ""
+            print(f"| {name} {p} | {s * 1e3:.2f} ms | {c * 1e3:.2f} ms | {ratio} | {met} | {kib} |")
+    print()
+    print("Bytes between datanodes a query, by gRPC method (sent + received, summed over the datanodes):")
+    for i, ms in sorted(methods.items()):
+        print(f"  {names[i]}: " + ", ".join(f"{m.rsplit('/', 1)[-1]} {v / 1024:,.1f} KiB" for m, v in sorted(ms.items())))
+    regs = load(os.path.join(cd, "regions.json"))
+    print("Cluster regions after compaction: " + "; ".join(f"{r['region']} on {r.get('owner', '?')}: {r.get('files', 0)} files, {int(r.get('rows', 0)):,} rows, {int(r.get('bytes', 0)) / 2**20:.1f} MiB" for r in regs))
+sys.exit(1 if failed else 0)
+EOF
