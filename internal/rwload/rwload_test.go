@@ -354,3 +354,18 @@ func TestBadShapesAndProtocols(t *testing.T) {
 		t.Fatal("protocol headers")
 	}
 }
+
+// Quantile leaves the times in the order taken: the report's first
+// request is the first, not the fastest.
+func TestQuantileKeepsTheOrder(t *testing.T) {
+	ds := []time.Duration{90, 1, 3, 2}
+	if got := Quantile(ds, 0.5); got != 3 {
+		t.Fatalf("median %d, want 3", got)
+	}
+	if got := Quantile(ds, 0.99); got != 90 {
+		t.Fatalf("p99 of 4 %d, want the slowest, 90", got)
+	}
+	if !slices.Equal(ds, []time.Duration{90, 1, 3, 2}) {
+		t.Fatalf("times reordered: %v", ds)
+	}
+}
