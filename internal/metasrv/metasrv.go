@@ -45,8 +45,10 @@ type Options struct {
 	// PlacementInterval is how often the leader reconciles placement
 	// besides reacting to changes (default 1 s).
 	PlacementInterval time.Duration
-	DefaultRegions    uint32
-	Logger            *slog.Logger
+	// DefaultRegions is the region count of a table created without one
+	// (0: one per live datanode at its creation; catalog.DefaultRegionCount).
+	DefaultRegions uint32
+	Logger         *slog.Logger
 	// Auth is sent on calls to datanodes and to the leader.
 	Auth auth.Token
 	// TLS secures those calls (the datanodes' and replicas' CA, and this
@@ -101,7 +103,9 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 	if opts.Metrics == nil {
 		opts.Metrics = NewMetrics(nil)
 	}
-	cat, err := catalog.Open(ctx, catalog.NewEtcdBackend(opts.Client), opts.DefaultRegions)
+	// CreateTable resolves a region count before the catalog's default
+	// would apply.
+	cat, err := catalog.Open(ctx, catalog.NewEtcdBackend(opts.Client), max(1, opts.DefaultRegions))
 	if err != nil {
 		return nil, err
 	}
@@ -568,7 +572,19 @@ func (s *Server) MoveRegion(ctx context.Context, req *pb.MoveRegionRequest) (*pb
 
 // CreateTable adds a table to the catalog; placement follows at once.
 func (s *Server) CreateTable(ctx context.Context, req *pb.CreateTableRequest) (*pb.CreateTableResponse, error) {
-	t, err := s.cat.CreateTable(ctx, catalog.TableSpec{Name: req.GetName(), Regions: req.GetRegions(), Timestamp: req.GetTimestampColumn(),
+	regions := req.GetRegions()
+	if regions == 0 {
+		live := 1
+		if s.opts.DefaultRegions == 0 {
+			n, err := cluster.LiveDatanodes(ctx, s.opts.Client)
+			if err != nil {
+				return nil, status.Error(codes.Unavailable, err.Error())
+			}
+			live = n
+		}
+		regions = catalog.DefaultRegionCount(s.opts.DefaultRegions, live)
+	}
+	t, err := s.cat.CreateTable(ctx, catalog.TableSpec{Name: req.GetName(), Regions: regions, Timestamp: req.GetTimestampColumn(),
 		TTL: time.Duration(req.GetTtlSeconds()) * time.Second, CompactionWindow: time.Duration(req.GetCompactionWindowSeconds()) * time.Second})
 	if err != nil {
 		return nil, wire.Status(err)
