@@ -296,7 +296,10 @@ func placementChange(resp clientv3.WatchResponse) bool {
 }
 
 // place assigns every region of every table that has no live owner to the
-// live datanode with the fewest regions. Each assignment is a transaction
+// live datanode with the fewest regions of that table, then with the
+// fewest regions (leastLoaded): a table with as many regions as there are
+// live datanodes gets one on each, even where some host more of the
+// others' than the rest. Regions already placed stay where they are. Each assignment is a transaction
 // comparing the region key's mod revision with the one read, so two
 // leaders (an old one not yet aware it lost) cannot both assign it.
 func (s *Server) place(ctx context.Context) error {
@@ -339,6 +342,17 @@ func (s *Server) place(ctx context.Context) error {
 		}
 	}
 	for _, t := range tables {
+		// The table's regions each live datanode hosts: a region goes
+		// where the table has the fewest, so that a table of one region
+		// per datanode gets one on each, whatever else they host.
+		mine := map[string]int{}
+		for i := range t.Regions {
+			if cur, exists := st.regions[layout.RegionID{Table: t.ID, Region: i}]; exists {
+				if _, live := st.nodes[cur.as.Owner]; live {
+					mine[cur.as.Owner]++
+				}
+			}
+		}
 		for i := range t.Regions {
 			id := layout.RegionID{Table: t.ID, Region: i}
 			cur, exists := st.regions[id]
@@ -348,12 +362,13 @@ func (s *Server) place(ctx context.Context) error {
 			if len(load) == 0 {
 				continue // no live datanode yet
 			}
-			to := leastLoaded(load)
+			to := leastLoaded(mine, load)
 			if err := s.assign(ctx, id, cur, exists, to); err != nil {
 				errs = append(errs, err)
 				continue
 			}
 			load[to]++
+			mine[to]++
 			reason := movePlaced
 			if exists {
 				reason = moveFailover
@@ -369,7 +384,10 @@ func (s *Server) place(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-func leastLoaded(load map[string]int) string {
+// leastLoaded is the live datanode (a key of load) hosting the fewest
+// regions of the table being placed (table), then the fewest regions in
+// all (load), then the first by id.
+func leastLoaded(table, load map[string]int) string {
 	ids := make([]string, 0, len(load))
 	for id := range load {
 		ids = append(ids, id)
@@ -377,7 +395,7 @@ func leastLoaded(load map[string]int) string {
 	slices.Sort(ids)
 	best := ids[0]
 	for _, id := range ids[1:] {
-		if load[id] < load[best] {
+		if table[id] < table[best] || table[id] == table[best] && load[id] < load[best] {
 			best = id
 		}
 	}
