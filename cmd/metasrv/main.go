@@ -172,7 +172,7 @@ failover, the GC scheduler, the admin gRPC service, and /metrics and
 	fs.StringVar(&grpcAddr, "grpc-addr", ":8088", "admin gRPC listen address")
 	fs.StringVar(&httpAddr, "http-addr", ":8089", "HTTP listen address: Prometheus /metrics and /health")
 	fs.StringVar(&advertise, "advertise-addr", "", "admin address other replicas forward to (default: the bound address)")
-	fs.UintVar(&regions, "default-regions", 1, "regions of tables created without a region count")
+	fs.UintVar(&regions, "default-regions", 0, "regions of tables strata cluster create-table creates without a region count (0: one per datanode live at the table's creation)")
 	fs.StringVar(&storeURL, "store", "", "the cluster's object store URL (dropping a table deletes its objects through it; without it, drops are refused)")
 	fs.DurationVar(&finalSweep, "final-sweep-after", 0, "how long after dropping a table its prefix is swept again, for late writes of a paused former owner (default: the upload window plus clock skew, 1h1m)")
 	procflags.TLSFlags(fs, &tlsCfg)

@@ -154,7 +154,7 @@ func newCluster() *cobra.Command {
 			})
 		},
 	}
-	create.Flags().Uint32("regions", 0, "number of regions (default: metasrv's --default-regions)")
+	create.Flags().Uint32("regions", 0, "number of regions (0: metasrv's --default-regions, by default one per live datanode)")
 	create.Flags().Duration("ttl", 0, "drop rows older than this (0: keep forever)")
 	describe := &cobra.Command{
 		Use: "describe-table NAME", Short: "A table's columns and its regions' statistics", Args: exactArgs(1),

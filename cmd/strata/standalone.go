@@ -73,7 +73,7 @@ the next start replays the write-ahead log.`,
 	f.Int64Var(&cfg.MemoryLimit, "memory-limit", 1<<30, "bound on all memtables together, in bytes (0: none)")
 	f.Int64Var(&cfg.CacheBytes, "cache-bytes", datanode.DefaultCacheBytes, "bound on the SST cache (open files, and blocks of large files that queries read), in bytes")
 	f.Int64Var(&cfg.SeriesCacheBytes, "series-cache-bytes", region.DefaultSeriesCacheBytes, "bound on each region's decoded SST series indexes (what label and series look-ups and filtered scans read), in bytes")
-	f.Uint32Var(&cfg.DefaultRegions, "default-regions", 1, "regions of tables created without a region count")
+	f.Uint32Var(&cfg.DefaultRegions, "default-regions", 1, "regions of tables created without a region count (0: one per live datanode, which in a standalone is one)")
 	f.Uint32Var(&cfg.MetricsRegions, "metrics-regions", 0, "regions of the table that holds every remote-written metric, when a write creates it (0: --default-regions)")
 	f.Uint32Var(&cfg.LinesRegions, "lines-regions", 0, "regions of the table that holds the rows of every measurement a write creates, when the first is created (0: --default-regions)")
 	f.BoolVar(&cfg.PhysicalTables, "physical-tables", false, "give each measurement a write creates regions of its own, as versions before logical tables did (during a rolling upgrade from one)")

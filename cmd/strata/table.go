@@ -36,7 +36,7 @@ func newTable() *cobra.Command {
 			})
 		},
 	}
-	create.Flags().Uint32("regions", 1, "number of regions (the table is split by a hash of the series)")
+	create.Flags().Uint32("regions", 0, "number of regions, the table split by a hash of the series (0: the datanode's --default-regions, by default one per live datanode)")
 	create.Flags().String("timestamp", "time", "name of the timestamp column")
 	create.Flags().Duration("ttl", 0, "drop rows older than this (0: keep forever)")
 	create.Flags().Duration("compaction-window", 0, "TWCS time window (0: inferred from the data)")

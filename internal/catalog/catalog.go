@@ -155,6 +155,20 @@ func ValidateTableName(name string) error {
 	return nil
 }
 
+// DefaultRegionCount is the region count of a physical table created
+// without one: def (a process's --default-regions, or --metrics-regions
+// and --lines-regions for the shared tables) if set, else one per live
+// datanode, live, at least 1 and at most MaxRegions. A standalone counts
+// as one live datanode. The count is fixed at creation: a datanode that
+// registers later gets no region of the table (docs/cluster.md, "Region
+// count").
+func DefaultRegionCount(def uint32, live int) uint32 {
+	if def > 0 {
+		return def
+	}
+	return uint32(min(max(live, 1), MaxRegions))
+}
+
 // newTable validates spec and returns its table, without an id.
 func newTable(spec TableSpec, defaultRegions uint32) (*Table, error) {
 	if err := ValidateTableName(spec.Name); err != nil {

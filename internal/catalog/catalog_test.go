@@ -184,3 +184,24 @@ func TestLogicalTables(t *testing.T) {
 		}
 	})
 }
+
+// The count rule itself: a flag's value if set, else one region per live
+// datanode, within 1 and MaxRegions.
+func TestDefaultRegionCount(t *testing.T) {
+	for _, c := range []struct {
+		def  uint32
+		live int
+		want uint32
+	}{
+		{0, 1, 1}, // a standalone
+		{0, 3, 3}, // a cluster of three
+		{0, 0, 1}, // nobody registered yet (a write reaches a datanode before its own registration)
+		{2, 3, 2}, // the flag wins
+		{5, 1, 5}, // even over fewer datanodes
+		{0, 1000, catalog.MaxRegions},
+	} {
+		if got := catalog.DefaultRegionCount(c.def, c.live); got != c.want {
+			t.Errorf("DefaultRegionCount(%d, %d) = %d, want %d", c.def, c.live, got, c.want)
+		}
+	}
+}

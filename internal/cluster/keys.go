@@ -19,6 +19,7 @@ package cluster
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strconv"
 	"strings"
@@ -94,6 +95,26 @@ func ReadPlacement(ctx context.Context, cli *clientv3.Client) ([]*mvccpb.KeyValu
 		kvs = append(kvs, r.GetResponseRange().GetKvs()...)
 	}
 	return kvs, resp.Header.Revision, nil
+}
+
+// LiveDatanodes counts the datanodes registered now: each registration
+// lives under its datanode's lease, so it is gone once the lease expired
+// or was revoked; one marked Leaving (a clean shutdown under way) is not
+// counted. A table created without a region count gets one region per
+// live datanode (catalog.DefaultRegionCount).
+func LiveDatanodes(ctx context.Context, cli *clientv3.Client) (int, error) {
+	resp, err := cli.Get(ctx, DatanodesPrefix, clientv3.WithPrefix())
+	if err != nil {
+		return 0, fmt.Errorf("count live datanodes: %w", err)
+	}
+	n := 0
+	for _, kv := range resp.Kvs {
+		var info NodeInfo
+		if json.Unmarshal(kv.Value, &info) == nil && !info.Leaving {
+			n++
+		}
+	}
+	return n, nil
 }
 
 // RegionKey is the assignment key of a region.

@@ -33,18 +33,23 @@ const DefaultCacheBytes = 256 << 20
 type Options struct {
 	// Region is the template for every region's options.
 	Region region.Options
-	// DefaultRegions is the region count of tables created by a write
-	// (default 1).
+	// DefaultRegions is the region count of physical tables created
+	// without one, by a write or CreateTable (0: one per live datanode,
+	// LiveDatanodes, at the table's creation; catalog.DefaultRegionCount).
 	DefaultRegions uint32
 	// MetricsRegions is the region count of the metrics table
-	// (catalog.MetricsTable) when a remote write creates it (default:
+	// (catalog.MetricsTable) when a remote write creates it (0:
 	// DefaultRegions). Its series spread over them by their labels'
 	// hash, so it spreads a Prometheus workload over a cluster.
 	MetricsRegions uint32
 	// LinesRegions is the region count of the table that holds the rows
 	// of every logical table (catalog.LinesTable) when the first logical
-	// table is created (default: DefaultRegions).
+	// table is created (0: DefaultRegions).
 	LinesRegions uint32
+	// LiveDatanodes counts the cluster's live datanodes, for a table
+	// created without a region count while DefaultRegions is 0
+	// (cluster.LiveDatanodes). Nil: one (a standalone).
+	LiveDatanodes func(context.Context) (int, error)
 	// PhysicalTables makes the tables a write creates physical tables of
 	// their own, each with DefaultRegions regions, as before logical
 	// tables (catalog.Table.Logical) existed: for tests of stores written
@@ -112,9 +117,6 @@ func Open(ctx context.Context, store objstore.Bucket, opts Options) (*Engine, er
 	if opts.Catalog == nil || opts.Remote == nil {
 		return nil, errors.New("datanode: an engine needs a catalog and a remote (it runs as a datanode of a cluster)")
 	}
-	if opts.DefaultRegions == 0 {
-		opts.DefaultRegions = 1
-	}
 	if opts.LinesRegions == 0 {
 		opts.LinesRegions = opts.DefaultRegions
 	}
@@ -127,7 +129,9 @@ func Open(ctx context.Context, store objstore.Bucket, opts Options) (*Engine, er
 	if opts.Region.Cache == nil {
 		opts.Region.Cache = sst.NewCache(DefaultCacheBytes)
 	}
-	cat, err := catalog.Open(ctx, opts.Catalog, opts.DefaultRegions)
+	// Every create resolves its region count first (regionCount): the
+	// catalog's own default is never used.
+	cat, err := catalog.Open(ctx, opts.Catalog, max(1, opts.DefaultRegions))
 	if err != nil {
 		return nil, err
 	}

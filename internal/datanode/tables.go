@@ -42,12 +42,34 @@ func (e *Engine) createTable(ctx context.Context, spec catalog.TableSpec) (catal
 	if closed {
 		return catalog.Table{}, region.ErrClosed
 	}
+	if !spec.Logical && spec.Regions == 0 {
+		n, err := e.regionCount(ctx)
+		if err != nil {
+			return catalog.Table{}, fmt.Errorf("create table %s: %w", spec.Name, err)
+		}
+		spec.Regions = n
+	}
 	t, err := e.cat.CreateTable(ctx, spec)
 	if err != nil {
 		return catalog.Table{}, err
 	}
 	e.log.Info("table created", "table", t.Name, "id", t.ID, "regions", t.Regions)
 	return t, nil
+}
+
+// regionCount is the region count of a physical table created without
+// one: DefaultRegions if set, else one per datanode live now. The count
+// is fixed at creation, so a table a write creates while a cluster is
+// still starting spreads over the datanodes registered by then only.
+func (e *Engine) regionCount(ctx context.Context) (uint32, error) {
+	if e.opts.DefaultRegions > 0 || e.opts.LiveDatanodes == nil {
+		return catalog.DefaultRegionCount(e.opts.DefaultRegions, 1), nil
+	}
+	live, err := e.opts.LiveDatanodes(ctx)
+	if err != nil {
+		return 0, err
+	}
+	return catalog.DefaultRegionCount(0, live), nil
 }
 
 // Tables lists the tables by name: LinesTable, whose rows are those of

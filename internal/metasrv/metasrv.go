@@ -45,8 +45,10 @@ type Options struct {
 	// PlacementInterval is how often the leader reconciles placement
 	// besides reacting to changes (default 1 s).
 	PlacementInterval time.Duration
-	DefaultRegions    uint32
-	Logger            *slog.Logger
+	// DefaultRegions is the region count of a table created without one
+	// (0: one per live datanode at its creation; catalog.DefaultRegionCount).
+	DefaultRegions uint32
+	Logger         *slog.Logger
 	// Auth is sent on calls to datanodes and to the leader.
 	Auth auth.Token
 	// TLS secures those calls (the datanodes' and replicas' CA, and this
@@ -101,7 +103,9 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 	if opts.Metrics == nil {
 		opts.Metrics = NewMetrics(nil)
 	}
-	cat, err := catalog.Open(ctx, catalog.NewEtcdBackend(opts.Client), opts.DefaultRegions)
+	// CreateTable resolves a region count before the catalog's default
+	// would apply.
+	cat, err := catalog.Open(ctx, catalog.NewEtcdBackend(opts.Client), max(1, opts.DefaultRegions))
 	if err != nil {
 		return nil, err
 	}
@@ -292,7 +296,10 @@ func placementChange(resp clientv3.WatchResponse) bool {
 }
 
 // place assigns every region of every table that has no live owner to the
-// live datanode with the fewest regions. Each assignment is a transaction
+// live datanode with the fewest regions of that table, then with the
+// fewest regions (leastLoaded): a table with as many regions as there are
+// live datanodes gets one on each, even where some host more of the
+// others' than the rest. Regions already placed stay where they are. Each assignment is a transaction
 // comparing the region key's mod revision with the one read, so two
 // leaders (an old one not yet aware it lost) cannot both assign it.
 func (s *Server) place(ctx context.Context) error {
@@ -335,6 +342,17 @@ func (s *Server) place(ctx context.Context) error {
 		}
 	}
 	for _, t := range tables {
+		// The table's regions each live datanode hosts: a region goes
+		// where the table has the fewest, so that a table of one region
+		// per datanode gets one on each, whatever else they host.
+		mine := map[string]int{}
+		for i := range t.Regions {
+			if cur, exists := st.regions[layout.RegionID{Table: t.ID, Region: i}]; exists {
+				if _, live := st.nodes[cur.as.Owner]; live {
+					mine[cur.as.Owner]++
+				}
+			}
+		}
 		for i := range t.Regions {
 			id := layout.RegionID{Table: t.ID, Region: i}
 			cur, exists := st.regions[id]
@@ -344,12 +362,13 @@ func (s *Server) place(ctx context.Context) error {
 			if len(load) == 0 {
 				continue // no live datanode yet
 			}
-			to := leastLoaded(load)
+			to := leastLoaded(mine, load)
 			if err := s.assign(ctx, id, cur, exists, to); err != nil {
 				errs = append(errs, err)
 				continue
 			}
 			load[to]++
+			mine[to]++
 			reason := movePlaced
 			if exists {
 				reason = moveFailover
@@ -365,7 +384,10 @@ func (s *Server) place(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-func leastLoaded(load map[string]int) string {
+// leastLoaded is the live datanode (a key of load) hosting the fewest
+// regions of the table being placed (table), then the fewest regions in
+// all (load), then the first by id.
+func leastLoaded(table, load map[string]int) string {
 	ids := make([]string, 0, len(load))
 	for id := range load {
 		ids = append(ids, id)
@@ -373,7 +395,7 @@ func leastLoaded(load map[string]int) string {
 	slices.Sort(ids)
 	best := ids[0]
 	for _, id := range ids[1:] {
-		if load[id] < load[best] {
+		if table[id] < table[best] || table[id] == table[best] && load[id] < load[best] {
 			best = id
 		}
 	}
@@ -568,7 +590,19 @@ func (s *Server) MoveRegion(ctx context.Context, req *pb.MoveRegionRequest) (*pb
 
 // CreateTable adds a table to the catalog; placement follows at once.
 func (s *Server) CreateTable(ctx context.Context, req *pb.CreateTableRequest) (*pb.CreateTableResponse, error) {
-	t, err := s.cat.CreateTable(ctx, catalog.TableSpec{Name: req.GetName(), Regions: req.GetRegions(), Timestamp: req.GetTimestampColumn(),
+	regions := req.GetRegions()
+	if regions == 0 {
+		live := 1
+		if s.opts.DefaultRegions == 0 {
+			n, err := cluster.LiveDatanodes(ctx, s.opts.Client)
+			if err != nil {
+				return nil, status.Error(codes.Unavailable, err.Error())
+			}
+			live = n
+		}
+		regions = catalog.DefaultRegionCount(s.opts.DefaultRegions, live)
+	}
+	t, err := s.cat.CreateTable(ctx, catalog.TableSpec{Name: req.GetName(), Regions: regions, Timestamp: req.GetTimestampColumn(),
 		TTL: time.Duration(req.GetTtlSeconds()) * time.Second, CompactionWindow: time.Duration(req.GetCompactionWindowSeconds()) * time.Second})
 	if err != nil {
 		return nil, wire.Status(err)

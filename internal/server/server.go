@@ -86,7 +86,9 @@ type Config struct {
 	// of a group waits for others (0: no wait, the lowest latency;
 	// docs/cost.md).
 	WALWindow time.Duration
-	// DefaultRegions is the region count of tables created without one.
+	// DefaultRegions is the region count of tables created without one
+	// (0: one per live datanode when the table is created, in a cluster;
+	// one in a standalone).
 	DefaultRegions uint32
 	// MetricsRegions is the region count of the table remote write
 	// creates for every metric (0: DefaultRegions).
@@ -274,7 +276,17 @@ func (s *Server) start(ctx context.Context) error {
 	}
 	s.agent = agent.New(agent.Options{Client: cli, Node: cluster.NodeInfo{ID: cfg.NodeID, Version: cfg.Build.Version, Revision: cfg.Build.Revision}, Heartbeat: cfg.Heartbeat, Lease: cfg.Lease, Logger: cfg.Logger,
 		DialOptions: append([]grpc.DialOption{transport, grpc.WithStatsHandler(newPeerBytes(s.Registry))}, cfg.Auth.DialOptions()...), Registerer: s.Registry})
-	dopts := datanode.Options{Region: ropts, DefaultRegions: cfg.DefaultRegions, MetricsRegions: cfg.MetricsRegions, LinesRegions: cfg.LinesRegions, PhysicalTables: cfg.PhysicalTables, Logger: cfg.Logger,
+	// A table created without a region count gets one region per live
+	// datanode, counted at its creation; a standalone is one datanode.
+	defaultRegions := cfg.DefaultRegions
+	var live func(context.Context) (int, error)
+	if cfg.Standalone {
+		defaultRegions = cmp.Or(defaultRegions, 1)
+	} else {
+		live = func(ctx context.Context) (int, error) { return cluster.LiveDatanodes(ctx, cli) }
+	}
+	dopts := datanode.Options{Region: ropts, DefaultRegions: defaultRegions, MetricsRegions: cfg.MetricsRegions, LinesRegions: cfg.LinesRegions, LiveDatanodes: live,
+		PhysicalTables: cfg.PhysicalTables, Logger: cfg.Logger,
 		Compaction: compact.SchedulerOptions{Metrics: compact.NewMetrics(s.Registry)},
 		GCInterval: gcInterval, FullGCInterval: fullGCInterval, GCMetrics: gc.NewMetrics(s.Registry),
 		Catalog: catalog.NewEtcdBackend(cli), Remote: s.agent, Lease: s.agent.BindLease}
@@ -310,7 +322,7 @@ func (s *Server) start(ctx context.Context) error {
 	grpcapi.New(s.eng).Register(s.grpcSrv)
 	if cfg.Standalone {
 		if s.meta, err = metasrv.Start(ctx, metasrv.Options{Client: cli, Addr: s.grpcLn.Addr().String(), Logger: cfg.Logger, Auth: cfg.Auth, TLS: cfg.TLS, ElectionTTL: cfg.Lease,
-			DefaultRegions: cfg.DefaultRegions, Store: s.store, Metrics: metasrv.NewMetrics(s.Registry)}); err != nil {
+			DefaultRegions: defaultRegions, Store: s.store, Metrics: metasrv.NewMetrics(s.Registry)}); err != nil {
 			return err
 		}
 		s.meta.Register(s.grpcSrv)
