@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"runtime"
 	"slices"
+	"strings"
 	"testing"
 	"unsafe"
 
@@ -223,20 +224,32 @@ func TestMergeSortedMatchesSortingEverything(t *testing.T) {
 }
 
 // BenchmarkMergeSorted: /api/v1/label/__name__/values over a region of 12
-// files and a memtable, each naming the same 100,000 metrics.
+// files and a memtable, each naming the same 100,000 metrics (each its
+// own copy, as files' are), and (differ) the same with the last file
+// holding a name the others lack.
 func BenchmarkMergeSorted(b *testing.B) {
 	names := make([]string, 100_000)
 	for i := range names {
 		names[i] = fmt.Sprintf("avalanche_metric_mmmmm_%05d", i)
 	}
 	runs := make([][]string, 13)
-	for b.Loop() {
-		for i := range runs {
-			runs[i] = names
+	for i := range runs {
+		runs[i] = make([]string, len(names))
+		for j, n := range names {
+			runs[i][j] = strings.Clone(n)
 		}
-		if got := MergeSorted(runs); len(got) != len(names) {
-			b.Fatal(len(got))
+	}
+	for _, differ := range []bool{false, true} {
+		if differ {
+			runs[12] = append(runs[12], "zz_new_metric")
 		}
+		b.Run(fmt.Sprintf("differ=%v", differ), func(b *testing.B) {
+			for b.Loop() {
+				if got := MergeSorted(runs); len(got) < len(names) {
+					b.Fatal(len(got))
+				}
+			}
+		})
 	}
 }
 
