@@ -265,8 +265,9 @@ func (a *API) query(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	a.eval(w, r, func(ctx context.Context) (evaluation, error) {
-		q, _ := a.queryable(r.FormValue("query"))
-		return a.engine.NewInstantQuery(ctx, q, nil, r.FormValue("query"), ts)
+		p := a.plan(r.FormValue("query"))
+		q, err := a.engine.NewInstantQuery(ctx, p.q, nil, p.text, ts)
+		return p.wrap(q), err
 	})
 }
 
@@ -299,24 +300,50 @@ func (a *API) queryRange(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	a.eval(w, r, func(ctx context.Context) (evaluation, error) {
-		q, expr := a.queryable(r.FormValue("query"))
-		if p := planDirect(expr, step); p != nil {
-			return &directQuery{plan: p, q: q, start: start, end: end, step: step}, nil
+		p := a.plan(r.FormValue("query"))
+		if d := planDirect(p.rollup, step); d != nil {
+			return p.wrap(&directQuery{plan: d, q: p.q, start: start, end: end, step: step}), nil
 		}
-		return a.engine.NewRangeQuery(ctx, q, nil, r.FormValue("query"), start, end, step)
+		q, err := a.engine.NewRangeQuery(ctx, p.q, nil, p.text, start, end, step)
+		return p.wrap(q), err
 	})
 }
 
-// queryable is the Queryable for query, and the parsed query if it is
-// RollupSafe: then the Queryable computes range functions in the scan.
-func (a *API) queryable(query string) (*Queryable, parser.Expr) {
+// queryPlan is how a query is evaluated.
+type queryPlan struct {
+	q      *Queryable
+	text   string      // the query the engine evaluates
+	rollup parser.Expr // the parsed query if it is RollupSafe (then q computes range functions in the scan), or nil
+	byName bool        // rewritten by rewriteByName: the answer's names are restored
+}
+
+// plan parses query once to vet it: an aggregation by __name__ over a
+// function that drops it is rewritten (byname.go), and a RollupSafe one
+// has its range functions computed in the scan.
+func (a *API) plan(query string) queryPlan {
 	expr, err := a.parser.ParseExpr(query)
-	if err != nil || !RollupSafe(expr) {
-		return a.q, nil // a bad expression fails in the engine, with its message
+	if err != nil {
+		return queryPlan{q: a.q, text: query} // a bad expression fails in the engine, with its message
 	}
+	p := queryPlan{q: a.q, text: query}
 	q := *a.q
-	q.Rollups = true
-	return &q, expr
+	if rewriteByName(expr) {
+		p.byName, p.text, q.byName = true, expr.String(), true
+		p.q = &q
+	}
+	if RollupSafe(expr) {
+		q.Rollups = true
+		p.q, p.rollup = &q, expr
+	}
+	return p
+}
+
+// wrap is the evaluation of e as the plan asks (nil stays nil).
+func (p queryPlan) wrap(e evaluation) evaluation {
+	if e == nil || !p.byName {
+		return e
+	}
+	return byNameQuery{e}
 }
 
 // evaluation is a query to run: the engine's (a promql.Query) or a

@@ -64,7 +64,11 @@ func planDirect(expr parser.Expr, step time.Duration) *directPlan {
 		return nil
 	}
 	vs, ok := ms.VectorSelector.(*parser.VectorSelector)
-	if !ok {
+	// Series of several names may have the same labels once F dropped
+	// their names: the engine then fails where they meet at a step, and
+	// merges them (in no set order) where they do not. Unless the
+	// grouping keeps the names apart (byname.go), that is the engine's.
+	if !ok || !oneName(vs) && !slices.Contains(agg.Grouping, nameLabel) {
 		return nil
 	}
 	by := slices.Clone(agg.Grouping)

@@ -111,6 +111,8 @@ type Queryable struct {
 	// Rollups computes the range functions the Select hints name in the
 	// scan (rollup.go): only for queries RollupSafe passes.
 	Rollups bool
+	// byName sets nameLabel on every series Select returns (byname.go).
+	byName bool
 }
 
 var _ storage.Queryable = (*Queryable)(nil)
@@ -206,6 +208,20 @@ func (qr *querier) Select(ctx context.Context, sortSeries bool, hints *storage.S
 		out = merged
 	} else if sortSeries {
 		slices.SortFunc(out, func(a, b storage.Series) int { return labels.Compare(a.Labels(), b.Labels()) })
+	}
+	if qr.q.byName {
+		// The label sorts right after __name__ and holds its value: the
+		// order stays.
+		ss := make([]*series, len(out))
+		for i, s := range out {
+			var ok bool
+			if ss[i], ok = s.(*series); !ok {
+				return storage.ErrSeriesSet(fmt.Errorf("prom: a %T from a scan", s))
+			}
+		}
+		if err := withNameLabel(ss); err != nil {
+			return storage.ErrSeriesSet(err)
+		}
 	}
 	return &seriesSet{series: out, pos: -1}
 }
