@@ -6,7 +6,10 @@
 # median and range of rows/s, the ratio of medians to VictoriaMetrics, and
 # peak RSS (process_resident_memory_bytes on the server's /metrics), and the
 # CPU the server and the loader spent during the run (MinIO's own CPU is not
-# in strata-minio's server figure).
+# in strata-minio's server figure). After each run, before the server stops,
+# the loader counts every series and sample back through the server's
+# /api/v1/query and fails the script if one is missing: a ratio against a
+# server that dropped rows is no comparison.
 #
 #   scripts/bench-peers.sh                       # 3 turns, 4 workers x 10,000 rows
 #   TURNS=5 WORKERS=8 BATCH=5000 scripts/bench-peers.sh
@@ -38,7 +41,10 @@ run() {
 	dir=$(mktemp -d -p "$work")
 	case $name in
 	victoriametrics)
-		"$BIN/victoria-metrics" -storageDataPath "$dir" -httpListenAddr "127.0.0.1:$port" -loggerLevel ERROR >"$dir/log" 2>&1 &
+		# The loader stamps rows from 2026-01-01: past VictoriaMetrics'
+		# default retention (1 month), which drops them silently. The
+		# loader's check (--verify) fails a run that lost any.
+		"$BIN/victoria-metrics" -storageDataPath "$dir" -httpListenAddr "127.0.0.1:$port" -loggerLevel ERROR -retentionPeriod 100y >"$dir/log" 2>&1 &
 		pid=$!
 		wait_http "http://127.0.0.1:$port/health"
 		;;

@@ -47,6 +47,8 @@ cost per day on S3 at the measured rate (docs/cost.md).`,
 	f.Int("workers", 8, "concurrent requests")
 	f.String("start", "2026-01-01T00:00:00Z", "timestamp of the first row")
 	f.Uint64("seed", 1, "seed of the generated values")
+	f.Bool("verify", true, "count the rows back through the server's PromQL API (/api/v1/query) and fail on a difference: a peer that drops data (retention, limits) makes every ratio a lie")
+	f.Duration("verify-timeout", 2*time.Minute, "how long the check waits for the counts to match (a server may make rows searchable after it acknowledged them)")
 	cmd.AddCommand(ingest, newBenchRemoteWrite(), newBenchQuery())
 	return cmd
 }
@@ -61,6 +63,8 @@ func runBenchIngest(cmd *cobra.Command, args []string) error {
 	workers, _ := f.GetInt("workers")
 	startS, _ := f.GetString("start")
 	seed, _ := f.GetUint64("seed")
+	verify, _ := f.GetBool("verify")
+	verifyTimeout, _ := f.GetDuration("verify-timeout")
 	if hosts <= 0 || rows <= 0 || batch <= 0 || workers <= 0 {
 		return usagef("--hosts, --rows, --batch and --workers must be positive")
 	}
@@ -200,6 +204,13 @@ func runBenchIngest(cmd *cobra.Command, args []string) error {
 		cpu += fmt.Sprintf("; the machine was %.0f%% idle", 100*float64(idle1.idle-idle0.idle)/float64(idle1.total-idle0.total))
 	}
 	fmt.Fprintf(out, "CPU:         %s during the run\n", cpu)
+	if verify {
+		c := ingestCheck{table: table, hosts: hosts, rows: rows, start: start}
+		if err := c.run(cmd.Context(), client, url, verifyTimeout); err != nil {
+			return err
+		}
+		fmt.Fprintf(out, "verify:      %s\n", c)
+	}
 	if berr != nil || aerr != nil {
 		fmt.Fprintln(out, "requests:    unknown (no strata_objstore_requests_total on /metrics)")
 		return nil
