@@ -11,6 +11,7 @@ import (
 
 	"github.com/stratadb/strata/internal/region"
 	"github.com/stratadb/strata/internal/row"
+	"github.com/stratadb/strata/internal/testseed"
 )
 
 // staleNaN is Prometheus's staleness marker.
@@ -82,8 +83,7 @@ func randomBatch(rng *rand.Rand) region.Batch {
 }
 
 func TestRoundTrip(t *testing.T) {
-	seed := uint64(time.Now().UnixNano())
-	t.Logf("seed %d", seed)
+	seed := testseed.Seed(t)
 	rng := rand.New(rand.NewPCG(seed, 0))
 	for iter := range 500 {
 		b := randomBatch(rng)
@@ -140,8 +140,7 @@ func same(want, got region.Batch) error {
 // ErrMalformed (so region.ErrInvalidWrite) or decode to a batch: none
 // panics, none allocates beyond what the bytes warrant.
 func TestMalformed(t *testing.T) {
-	seed := uint64(time.Now().UnixNano())
-	t.Logf("seed %d", seed)
+	seed := testseed.Seed(t)
 	rng := rand.New(rand.NewPCG(seed, 1))
 	for iter := range 200 {
 		b := randomBatch(rng)
