@@ -265,7 +265,7 @@ func TestForwardedWritesReadBackExactly(t *testing.T) {
 		t.Fatal(err)
 	}
 	tableID := desc.Table.Id
-	here := layout.RegionID{Table: tableID, Region: 1}     // dn2's
+	here := layout.RegionID{Table: tableID, Region: 1}      // dn2's
 	elsewhere := layout.RegionID{Table: tableID, Region: 2} // dn3's
 	// keyFor finds a series key of host=forgedN that routes to region n.
 	keyFor := func(n uint32) ([]row.Tag, []byte) {
