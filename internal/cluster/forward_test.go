@@ -283,7 +283,7 @@ func TestForwardedWritesReadBackExactly(t *testing.T) {
 	forward := func(id layout.RegionID, b region.Batch) error {
 		raw := fwdbatch.Append(nil, b)
 		_, err := clients["dn2"].ForwardWrite(context.Background(), &pb.ForwardWriteRequest{Table: "phys", Region: id.String(),
-			Compression: uint32(fwdbatch.Zstd), Size: uint64(len(raw)), Batch: fwdbatch.Compress(fwdbatch.Zstd, raw)})
+			Compression: uint32(fwdbatch.Zstd), Size: uint64(len(raw)), Batch: fwdbatch.Compress(fwdbatch.Zstd, nil, raw)})
 		return err
 	}
 	tagsHere, keyHere := keyFor(1)

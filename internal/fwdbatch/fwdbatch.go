@@ -29,6 +29,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 
 	"github.com/klauspost/compress/s2"
@@ -169,6 +170,27 @@ func sameShape(p, prev *row.Point) bool {
 // Shape. Keys point into data; the strings of names and values are copies.
 // Any error wraps ErrMalformed (a *region.PointError for a bad point).
 func Decode(data []byte) (region.Batch, error) {
+	return new(Scratch).Decode(data)
+}
+
+// Scratch is the memory of decoded batches, reused from one to the next:
+// a batch Decode returned is valid until the next Decode with the same
+// Scratch (a region copies what it keeps of a batch it wrote).
+type Scratch struct {
+	// Buf is for Decompress's output.
+	Buf    []byte
+	points []row.Point
+	keys   [][]byte
+	vals   []row.Field
+}
+
+// Keep reports whether s is small enough to keep for the next batch.
+func (s *Scratch) Keep() bool {
+	return cap(s.Buf) <= 16<<20 && cap(s.vals) <= 1<<20 && cap(s.points) <= 1<<18
+}
+
+// Decode is Decode into s's memory.
+func (s *Scratch) Decode(data []byte) (region.Batch, error) {
 	d := decoder{buf: data}
 	if v := d.byte(); v != version {
 		return region.Batch{}, fmt.Errorf("%w: version %d, not %d", ErrMalformed, v, version)
@@ -177,8 +199,9 @@ func Decode(data []byte) (region.Batch, error) {
 	if d.err != nil {
 		return region.Batch{}, d.err
 	}
-	b := region.Batch{Points: make([]row.Point, 0, rows), Keys: make([][]byte, 0, rows)}
-	var vals []row.Field
+	b := region.Batch{Points: slices.Grow(s.points[:0], rows), Keys: slices.Grow(s.keys[:0], rows)}
+	s.points, s.keys = b.Points[:0], b.Keys[:0]
+	free := s.vals[:0] // every value is written before it is read
 	for r := range runs {
 		n := d.count(2) // a key's length and a timestamp at least
 		if d.err == nil && len(b.Points)+n > rows {
@@ -223,7 +246,12 @@ func Decode(data []byte) (region.Batch, error) {
 			d.fail("%d points of %d fields in %d bytes", n, nf, len(d.buf))
 			return region.Batch{}, d.err
 		}
-		vals = make([]row.Field, n*nf)
+		if cap(free)-len(free) < n*nf {
+			free = make([]row.Field, 0, max(n*nf, 2*cap(free)))
+			s.vals = free
+		}
+		vals := free[len(free) : len(free)+n*nf : len(free)+n*nf]
+		free = free[:len(free)+n*nf]
 		ts := int64(0)
 		for i := range n {
 			ts += d.varint()
@@ -406,20 +434,21 @@ func (d *decoder) bytes() []byte {
 
 func (d *decoder) string() string { return string(d.bytes()) }
 
-// Compress compresses an encoded batch with c (None: raw itself).
-func Compress(c Codec, raw []byte) []byte {
+// Compress compresses an encoded batch with c (None: raw itself), into
+// dst's memory if it is large enough.
+func Compress(c Codec, dst, raw []byte) []byte {
 	switch c {
 	case Snappy:
-		return s2.EncodeSnappy(nil, raw)
+		return s2.EncodeSnappy(dst[:cap(dst)], raw)
 	case Zstd:
-		return zenc.EncodeAll(raw, make([]byte, 0, len(raw)/4))
+		return zenc.EncodeAll(raw, dst[:0])
 	}
 	return raw
 }
 
 // Decompress decompresses data, compressed with c, that decodes to size
-// bytes (at most MaxSize).
-func Decompress(c Codec, data []byte, size uint64) ([]byte, error) {
+// bytes (at most MaxSize), into dst's memory if it is large enough.
+func Decompress(c Codec, dst, data []byte, size uint64) ([]byte, error) {
 	if size > MaxSize {
 		return nil, fmt.Errorf("%w: %d bytes decoded, the limit is %d", region.ErrBatchTooLarge, size, MaxSize)
 	}
@@ -433,9 +462,9 @@ func Decompress(c Codec, data []byte, size uint64) ([]byte, error) {
 		if derr != nil || uint64(n) != size {
 			return nil, fmt.Errorf("%w: snappy: %d bytes decoded, %d declared (%v)", ErrMalformed, n, size, derr)
 		}
-		out, err = s2.Decode(make([]byte, n), data)
+		out, err = s2.Decode(slices.Grow(dst[:0], n)[:n], data)
 	case Zstd:
-		out, err = zdec.DecodeAll(data, make([]byte, 0, size))
+		out, err = zdec.DecodeAll(data, slices.Grow(dst[:0], int(size)))
 	default:
 		return nil, fmt.Errorf("%w: compression %d", ErrMalformed, c)
 	}

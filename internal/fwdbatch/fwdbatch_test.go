@@ -85,15 +85,28 @@ func randomBatch(rng *rand.Rand) region.Batch {
 func TestRoundTrip(t *testing.T) {
 	seed := testseed.Seed(t)
 	rng := rand.New(rand.NewPCG(seed, 0))
+	sc := new(Scratch) // reused: each batch is checked before the next decode
+	var raw, comp []byte
 	for iter := range 500 {
 		b := randomBatch(rng)
-		raw := Append(nil, b)
+		raw = Append(raw[:0], b)
 		for _, c := range []Codec{None, Snappy, Zstd} {
-			data, err := Decompress(c, Compress(c, raw), uint64(len(raw)))
+			z := Compress(c, comp, raw)
+			if c != None {
+				comp = z
+			}
+			data, err := Decompress(c, sc.Buf, z, uint64(len(raw)))
 			if err != nil {
 				t.Fatalf("seed %d, batch %d, codec %d: %v", seed, iter, c, err)
 			}
-			got, err := Decode(data)
+			if c != None {
+				sc.Buf = data
+			}
+			decode := sc.Decode
+			if iter%2 == 0 {
+				decode = Decode
+			}
+			got, err := decode(data)
 			if err != nil {
 				t.Fatalf("seed %d, batch %d, codec %d: %v", seed, iter, c, err)
 			}
@@ -173,15 +186,15 @@ func TestMalformed(t *testing.T) {
 	}
 	// A declared size over the limit, or not the decoded size.
 	raw := Append(nil, region.Batch{Points: []row.Point{p}, Keys: [][]byte{[]byte("\x01a\x011")}})
-	if _, err := Decompress(Zstd, Compress(Zstd, raw), MaxSize+1); !errors.Is(err, region.ErrBatchTooLarge) {
+	if _, err := Decompress(Zstd, nil, Compress(Zstd, nil, raw), MaxSize+1); !errors.Is(err, region.ErrBatchTooLarge) {
 		t.Errorf("over the limit: %v", err)
 	}
 	for _, c := range []Codec{None, Snappy, Zstd} {
-		if _, err := Decompress(c, Compress(c, raw), uint64(len(raw)+1)); !errors.Is(err, ErrMalformed) {
+		if _, err := Decompress(c, nil, Compress(c, nil, raw), uint64(len(raw)+1)); !errors.Is(err, ErrMalformed) {
 			t.Errorf("codec %d, a size not the decoded one: %v", c, err)
 		}
 	}
-	if _, err := Decompress(7, raw, uint64(len(raw))); !errors.Is(err, ErrMalformed) {
+	if _, err := Decompress(7, nil, raw, uint64(len(raw))); !errors.Is(err, ErrMalformed) {
 		t.Errorf("codec 7: %v", err)
 	}
 }

@@ -62,6 +62,7 @@ func (f *forwarder) setLegacy(addr string) {
 // (a write retried while its region moves is encoded once).
 type forwarded struct {
 	raw  []byte // the encoding, kept for the next batch
+	comp []byte // compressed, kept for the next batch
 	data []byte // raw compressed (raw itself if not)
 	size uint64
 }
@@ -71,7 +72,7 @@ var forwardBufs = freelist.New[*forwarded](16)
 // release gives the buffers back (no request refers to them any more:
 // gRPC has marshalled each before its call returned).
 func (fb *forwarded) release() {
-	if fb == nil || cap(fb.raw) > 16<<20 {
+	if fb == nil || cap(fb.raw) > 16<<20 || cap(fb.comp) > 16<<20 {
 		return
 	}
 	fb.raw, fb.data = fb.raw[:0], nil
@@ -90,7 +91,10 @@ func (a *Agent) forwardWrite(ctx context.Context, c pb.DatanodeClient, addr, tab
 			}
 			e.raw = fwdbatch.Append(e.raw[:0], b)
 			e.size = uint64(len(e.raw))
-			e.data = fwdbatch.Compress(forwardCodec, e.raw)
+			e.data = fwdbatch.Compress(forwardCodec, e.comp, e.raw)
+			if forwardCodec != fwdbatch.None {
+				e.comp = e.data
+			}
 			*fb = e
 		}
 		e := *fb
