@@ -12,6 +12,8 @@ import (
 
 	"github.com/stratadb/strata/internal/catalog"
 	"github.com/stratadb/strata/internal/datanode"
+	"github.com/stratadb/strata/internal/freelist"
+	"github.com/stratadb/strata/internal/fwdbatch"
 	"github.com/stratadb/strata/internal/layout"
 	"github.com/stratadb/strata/internal/region"
 	"github.com/stratadb/strata/internal/row"
@@ -48,6 +50,47 @@ func (s *Server) Write(ctx context.Context, req *pb.WriteRequest) (*pb.WriteResp
 	} else {
 		res, err = s.eng.Write(ctx, req.GetTable(), wire.ToPoints(req.GetPoints()), datanode.WriteOptions{CreateTable: req.GetCreateTable()})
 	}
+	if err != nil {
+		return nil, Status(err)
+	}
+	return &pb.WriteResponse{Written: int64(res.Written), Expired: int64(res.Expired)}, nil
+}
+
+// scratches are the memory of forwarded batches, kept for the next ones
+// (freelist: a sync.Pool's were mostly gone by the next write).
+var scratches = freelist.New[*fwdbatch.Scratch](8)
+
+// ForwardWrite writes the share of a write another datanode forwarded:
+// decoded (its structure and keys checked) and written to the region,
+// which must be hosted here (datanode.Engine.WriteForwarded checks the
+// rest).
+func (s *Server) ForwardWrite(ctx context.Context, req *pb.ForwardWriteRequest) (*pb.WriteResponse, error) {
+	id, err := layout.ParseRegionID(req.GetRegion())
+	if err != nil {
+		return nil, Status(err)
+	}
+	sc, ok := scratches.Get()
+	if !ok {
+		sc = new(fwdbatch.Scratch)
+	}
+	defer func() { // the region copied what it keeps
+		if sc.Keep() {
+			scratches.Put(sc)
+		}
+	}()
+	c := fwdbatch.Codec(req.GetCompression())
+	raw, err := fwdbatch.Decompress(c, sc.Buf, req.GetBatch(), req.GetSize())
+	if err != nil {
+		return nil, Status(err)
+	}
+	if c != fwdbatch.None {
+		sc.Buf = raw
+	}
+	b, err := sc.Decode(raw)
+	if err != nil {
+		return nil, Status(err)
+	}
+	res, err := s.eng.WriteForwarded(ctx, req.GetTable(), id, b)
 	if err != nil {
 		return nil, Status(err)
 	}

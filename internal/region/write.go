@@ -48,6 +48,8 @@ func (r *Region) Write(ctx context.Context, points []row.Point) (WriteResult, er
 type Batch struct {
 	Points []row.Point
 	Keys   [][]byte // Keys[i] is row.EncodeSeries of Points[i].Tags
+	// With Keys, only the names of Points' tags are read (their columns):
+	// a forwarded batch's points carry names only (internal/fwdbatch).
 }
 
 // WriteBatch is Write for a prepared batch: the region checks only which

@@ -59,6 +59,7 @@ type Agent struct {
 	opening  map[layout.RegionID]bool
 	opened   map[layout.RegionID]uint64 // the assignment generation each hosted region was opened for
 	conns    map[string]*grpc.ClientConn
+	fwd      forwarder // the owners older than ForwardWrite (forward.go)
 
 	stop context.CancelFunc
 	wg   sync.WaitGroup

@@ -87,13 +87,16 @@ func gaveUp(parent, ctx context.Context, err, last error) error {
 }
 
 // Write forwards a region's batch to its owner, waiting for an owner and
-// retrying while the region moves. Another datanode validates the points
-// again (it takes them from the network); this one does not.
+// retrying while the region moves. Another datanode checks the batch for
+// safety (it takes it from the network) without parsing it again
+// (forwardWrite); this one does not.
 func (a *Agent) Write(ctx context.Context, table string, id layout.RegionID, b region.Batch) (region.WriteResult, error) {
 	parent := ctx
 	ctx, cancel := context.WithTimeout(ctx, routeTimeout)
 	defer cancel()
-	var last error // the owner's last answer worth a retry
+	var last error    // the owner's last answer worth a retry
+	var fb *forwarded // b encoded, once
+	defer func() { fb.release() }()
 	for {
 		addr, err := a.owner(ctx, id)
 		if err != nil {
@@ -110,7 +113,7 @@ func (a *Agent) Write(ctx context.Context, table string, id layout.RegionID, b r
 		if err != nil {
 			return region.WriteResult{}, err
 		}
-		resp, err := c.Write(ctx, &pb.WriteRequest{Table: table, Region: id.String(), Points: wire.FromPoints(b.Points)})
+		resp, err := a.forwardWrite(ctx, c, addr, table, id, b, &fb)
 		if err == nil {
 			return region.WriteResult{Written: int(resp.Written), Expired: int(resp.Expired)}, nil
 		}

@@ -2618,6 +2618,89 @@ func (x *CloseTableResponse) GetClosed() int64 {
 	return 0
 }
 
+type ForwardWriteRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The table whose region it is (for a logical table, the table that
+	// holds its rows).
+	Table string `protobuf:"bytes,1,opt,name=table,proto3" json:"table,omitempty"`
+	// "table_id/region": the receiving datanode must host it (Unavailable
+	// if not: it moved, ask metasrv and retry).
+	Region string `protobuf:"bytes,2,opt,name=region,proto3" json:"region,omitempty"`
+	// How batch is compressed: 0 none, 1 snappy, 2 zstd.
+	Compression uint32 `protobuf:"varint,3,opt,name=compression,proto3" json:"compression,omitempty"`
+	// The size of batch decompressed.
+	Size uint64 `protobuf:"varint,4,opt,name=size,proto3" json:"size,omitempty"`
+	// The batch, encoded by internal/fwdbatch.
+	Batch         []byte `protobuf:"bytes,5,opt,name=batch,proto3" json:"batch,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ForwardWriteRequest) Reset() {
+	*x = ForwardWriteRequest{}
+	mi := &file_strata_v1_datanode_proto_msgTypes[42]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ForwardWriteRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ForwardWriteRequest) ProtoMessage() {}
+
+func (x *ForwardWriteRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_strata_v1_datanode_proto_msgTypes[42]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ForwardWriteRequest.ProtoReflect.Descriptor instead.
+func (*ForwardWriteRequest) Descriptor() ([]byte, []int) {
+	return file_strata_v1_datanode_proto_rawDescGZIP(), []int{42}
+}
+
+func (x *ForwardWriteRequest) GetTable() string {
+	if x != nil {
+		return x.Table
+	}
+	return ""
+}
+
+func (x *ForwardWriteRequest) GetRegion() string {
+	if x != nil {
+		return x.Region
+	}
+	return ""
+}
+
+func (x *ForwardWriteRequest) GetCompression() uint32 {
+	if x != nil {
+		return x.Compression
+	}
+	return 0
+}
+
+func (x *ForwardWriteRequest) GetSize() uint64 {
+	if x != nil {
+		return x.Size
+	}
+	return 0
+}
+
+func (x *ForwardWriteRequest) GetBatch() []byte {
+	if x != nil {
+		return x.Batch
+	}
+	return nil
+}
+
 var File_strata_v1_datanode_proto protoreflect.FileDescriptor
 
 const file_strata_v1_datanode_proto_rawDesc = "" +
@@ -2798,7 +2881,13 @@ const file_strata_v1_datanode_proto_rawDesc = "" +
 	"\x11CloseTableRequest\x12\x19\n" +
 	"\btable_id\x18\x01 \x01(\rR\atableId\",\n" +
 	"\x12CloseTableResponse\x12\x16\n" +
-	"\x06closed\x18\x01 \x01(\x03R\x06closed2\x82\b\n" +
+	"\x06closed\x18\x01 \x01(\x03R\x06closed\"\x8f\x01\n" +
+	"\x13ForwardWriteRequest\x12\x14\n" +
+	"\x05table\x18\x01 \x01(\tR\x05table\x12\x16\n" +
+	"\x06region\x18\x02 \x01(\tR\x06region\x12 \n" +
+	"\vcompression\x18\x03 \x01(\rR\vcompression\x12\x12\n" +
+	"\x04size\x18\x04 \x01(\x04R\x04size\x12\x14\n" +
+	"\x05batch\x18\x05 \x01(\fR\x05batch2\xcc\b\n" +
 	"\bDatanode\x12:\n" +
 	"\x05Write\x12\x17.strata.v1.WriteRequest\x1a\x18.strata.v1.WriteResponse\x12=\n" +
 	"\x06Delete\x12\x18.strata.v1.DeleteRequest\x1a\x19.strata.v1.DeleteResponse\x129\n" +
@@ -2815,7 +2904,8 @@ const file_strata_v1_datanode_proto_rawDesc = "" +
 	"\rTruncateTable\x12\x1f.strata.v1.TruncateTableRequest\x1a .strata.v1.TruncateTableResponse\x12C\n" +
 	"\bGcRegion\x12\x1a.strata.v1.GcRegionRequest\x1a\x1b.strata.v1.GcRegionResponse\x12I\n" +
 	"\n" +
-	"CloseTable\x12\x1c.strata.v1.CloseTableRequest\x1a\x1d.strata.v1.CloseTableResponseB5Z3github.com/stratadb/strata/proto/strata/v1;stratav1b\x06proto3"
+	"CloseTable\x12\x1c.strata.v1.CloseTableRequest\x1a\x1d.strata.v1.CloseTableResponse\x12H\n" +
+	"\fForwardWrite\x12\x1e.strata.v1.ForwardWriteRequest\x1a\x18.strata.v1.WriteResponseB5Z3github.com/stratadb/strata/proto/strata/v1;stratav1b\x06proto3"
 
 var (
 	file_strata_v1_datanode_proto_rawDescOnce sync.Once
@@ -2829,7 +2919,7 @@ func file_strata_v1_datanode_proto_rawDescGZIP() []byte {
 	return file_strata_v1_datanode_proto_rawDescData
 }
 
-var file_strata_v1_datanode_proto_msgTypes = make([]protoimpl.MessageInfo, 42)
+var file_strata_v1_datanode_proto_msgTypes = make([]protoimpl.MessageInfo, 43)
 var file_strata_v1_datanode_proto_goTypes = []any{
 	(*Tag)(nil),                      // 0: strata.v1.Tag
 	(*Value)(nil),                    // 1: strata.v1.Value
@@ -2873,6 +2963,7 @@ var file_strata_v1_datanode_proto_goTypes = []any{
 	(*GcRegionResponse)(nil),         // 39: strata.v1.GcRegionResponse
 	(*CloseTableRequest)(nil),        // 40: strata.v1.CloseTableRequest
 	(*CloseTableResponse)(nil),       // 41: strata.v1.CloseTableResponse
+	(*ForwardWriteRequest)(nil),      // 42: strata.v1.ForwardWriteRequest
 }
 var file_strata_v1_datanode_proto_depIdxs = []int32{
 	1,  // 0: strata.v1.Field.value:type_name -> strata.v1.Value
@@ -2910,22 +3001,24 @@ var file_strata_v1_datanode_proto_depIdxs = []int32{
 	34, // 32: strata.v1.Datanode.TruncateTable:input_type -> strata.v1.TruncateTableRequest
 	36, // 33: strata.v1.Datanode.GcRegion:input_type -> strata.v1.GcRegionRequest
 	40, // 34: strata.v1.Datanode.CloseTable:input_type -> strata.v1.CloseTableRequest
-	5,  // 35: strata.v1.Datanode.Write:output_type -> strata.v1.WriteResponse
-	7,  // 36: strata.v1.Datanode.Delete:output_type -> strata.v1.DeleteResponse
-	13, // 37: strata.v1.Datanode.Scan:output_type -> strata.v1.ScanResponse
-	15, // 38: strata.v1.Datanode.Flush:output_type -> strata.v1.FlushResponse
-	18, // 39: strata.v1.Datanode.RegionStats:output_type -> strata.v1.RegionStatsResponse
-	31, // 40: strata.v1.Datanode.Compact:output_type -> strata.v1.CompactResponse
-	33, // 41: strata.v1.Datanode.CancelCompaction:output_type -> strata.v1.CancelCompactionResponse
-	22, // 42: strata.v1.Datanode.CreateTable:output_type -> strata.v1.CreateTableResponse
-	24, // 43: strata.v1.Datanode.ListTables:output_type -> strata.v1.ListTablesResponse
-	26, // 44: strata.v1.Datanode.DescribeTable:output_type -> strata.v1.DescribeTableResponse
-	28, // 45: strata.v1.Datanode.DropTable:output_type -> strata.v1.DropTableResponse
-	35, // 46: strata.v1.Datanode.TruncateTable:output_type -> strata.v1.TruncateTableResponse
-	39, // 47: strata.v1.Datanode.GcRegion:output_type -> strata.v1.GcRegionResponse
-	41, // 48: strata.v1.Datanode.CloseTable:output_type -> strata.v1.CloseTableResponse
-	35, // [35:49] is the sub-list for method output_type
-	21, // [21:35] is the sub-list for method input_type
+	42, // 35: strata.v1.Datanode.ForwardWrite:input_type -> strata.v1.ForwardWriteRequest
+	5,  // 36: strata.v1.Datanode.Write:output_type -> strata.v1.WriteResponse
+	7,  // 37: strata.v1.Datanode.Delete:output_type -> strata.v1.DeleteResponse
+	13, // 38: strata.v1.Datanode.Scan:output_type -> strata.v1.ScanResponse
+	15, // 39: strata.v1.Datanode.Flush:output_type -> strata.v1.FlushResponse
+	18, // 40: strata.v1.Datanode.RegionStats:output_type -> strata.v1.RegionStatsResponse
+	31, // 41: strata.v1.Datanode.Compact:output_type -> strata.v1.CompactResponse
+	33, // 42: strata.v1.Datanode.CancelCompaction:output_type -> strata.v1.CancelCompactionResponse
+	22, // 43: strata.v1.Datanode.CreateTable:output_type -> strata.v1.CreateTableResponse
+	24, // 44: strata.v1.Datanode.ListTables:output_type -> strata.v1.ListTablesResponse
+	26, // 45: strata.v1.Datanode.DescribeTable:output_type -> strata.v1.DescribeTableResponse
+	28, // 46: strata.v1.Datanode.DropTable:output_type -> strata.v1.DropTableResponse
+	35, // 47: strata.v1.Datanode.TruncateTable:output_type -> strata.v1.TruncateTableResponse
+	39, // 48: strata.v1.Datanode.GcRegion:output_type -> strata.v1.GcRegionResponse
+	41, // 49: strata.v1.Datanode.CloseTable:output_type -> strata.v1.CloseTableResponse
+	5,  // 50: strata.v1.Datanode.ForwardWrite:output_type -> strata.v1.WriteResponse
+	36, // [36:51] is the sub-list for method output_type
+	21, // [21:36] is the sub-list for method input_type
 	21, // [21:21] is the sub-list for extension type_name
 	21, // [21:21] is the sub-list for extension extendee
 	0,  // [0:21] is the sub-list for field type_name
@@ -2949,7 +3042,7 @@ func file_strata_v1_datanode_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_strata_v1_datanode_proto_rawDesc), len(file_strata_v1_datanode_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   42,
+			NumMessages:   43,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

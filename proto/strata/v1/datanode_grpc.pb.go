@@ -37,6 +37,7 @@ const (
 	Datanode_TruncateTable_FullMethodName    = "/strata.v1.Datanode/TruncateTable"
 	Datanode_GcRegion_FullMethodName         = "/strata.v1.Datanode/GcRegion"
 	Datanode_CloseTable_FullMethodName       = "/strata.v1.Datanode/CloseTable"
+	Datanode_ForwardWrite_FullMethodName     = "/strata.v1.Datanode/ForwardWrite"
 )
 
 // DatanodeClient is the client API for Datanode service.
@@ -74,6 +75,13 @@ type DatanodeClient interface {
 	// table): close every region of the table hosted here, without flushing,
 	// and return once they are closed.
 	CloseTable(ctx context.Context, in *CloseTableRequest, opts ...grpc.CallOption) (*CloseTableResponse, error)
+	// ForwardWrite (cluster-internal): the share of a write, all of one
+	// region, that another datanode validated and routed, as its engine
+	// holds it (series keys encoded, fields in columns; internal/fwdbatch),
+	// compressed. The owner checks it for safety and writes it to the
+	// region without parsing or encoding it again. A datanode older than
+	// this RPC answers Unimplemented: the sender falls back to Write.
+	ForwardWrite(ctx context.Context, in *ForwardWriteRequest, opts ...grpc.CallOption) (*WriteResponse, error)
 }
 
 type datanodeClient struct {
@@ -233,6 +241,16 @@ func (c *datanodeClient) CloseTable(ctx context.Context, in *CloseTableRequest, 
 	return out, nil
 }
 
+func (c *datanodeClient) ForwardWrite(ctx context.Context, in *ForwardWriteRequest, opts ...grpc.CallOption) (*WriteResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(WriteResponse)
+	err := c.cc.Invoke(ctx, Datanode_ForwardWrite_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // DatanodeServer is the server API for Datanode service.
 // All implementations must embed UnimplementedDatanodeServer
 // for forward compatibility.
@@ -268,6 +286,13 @@ type DatanodeServer interface {
 	// table): close every region of the table hosted here, without flushing,
 	// and return once they are closed.
 	CloseTable(context.Context, *CloseTableRequest) (*CloseTableResponse, error)
+	// ForwardWrite (cluster-internal): the share of a write, all of one
+	// region, that another datanode validated and routed, as its engine
+	// holds it (series keys encoded, fields in columns; internal/fwdbatch),
+	// compressed. The owner checks it for safety and writes it to the
+	// region without parsing or encoding it again. A datanode older than
+	// this RPC answers Unimplemented: the sender falls back to Write.
+	ForwardWrite(context.Context, *ForwardWriteRequest) (*WriteResponse, error)
 	mustEmbedUnimplementedDatanodeServer()
 }
 
@@ -319,6 +344,9 @@ func (UnimplementedDatanodeServer) GcRegion(context.Context, *GcRegionRequest) (
 }
 func (UnimplementedDatanodeServer) CloseTable(context.Context, *CloseTableRequest) (*CloseTableResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method CloseTable not implemented")
+}
+func (UnimplementedDatanodeServer) ForwardWrite(context.Context, *ForwardWriteRequest) (*WriteResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ForwardWrite not implemented")
 }
 func (UnimplementedDatanodeServer) mustEmbedUnimplementedDatanodeServer() {}
 func (UnimplementedDatanodeServer) testEmbeddedByValue()                  {}
@@ -586,6 +614,24 @@ func _Datanode_CloseTable_Handler(srv interface{}, ctx context.Context, dec func
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Datanode_ForwardWrite_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ForwardWriteRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(DatanodeServer).ForwardWrite(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Datanode_ForwardWrite_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(DatanodeServer).ForwardWrite(ctx, req.(*ForwardWriteRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Datanode_ServiceDesc is the grpc.ServiceDesc for Datanode service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -644,6 +690,10 @@ var Datanode_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "CloseTable",
 			Handler:    _Datanode_CloseTable_Handler,
+		},
+		{
+			MethodName: "ForwardWrite",
+			Handler:    _Datanode_ForwardWrite_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

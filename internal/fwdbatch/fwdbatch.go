@@ -1,0 +1,483 @@
+// Package fwdbatch encodes the share of a write one datanode forwards to
+// the owner of a region: the batch as the engine holds it once it has
+// validated it (region.Batch: points and their encoded series keys), in
+// column form, so the owner neither parses points nor encodes keys again.
+//
+// The encoding is a version byte, then uvarint(rows) uvarint(runs), then
+// runs of consecutive points of one shape (tag names, field names and
+// kinds, in the points' order), each:
+//
+//	uvarint(n)
+//	uvarint(tags)   tags   × (uvarint(len) name)
+//	uvarint(fields) fields × (uvarint(len) name, kind byte)
+//	n × (uvarint(len) series key)
+//	n × varint(ts - previous ts)            (the first against 0)
+//	per field, n values: float64 8 bytes little-endian (any bits: NaN,
+//	±Inf and staleness markers stay as they are), int64 varint, uint64
+//	uvarint, bool one byte 0 or 1, string uvarint(len) bytes
+//
+// Decode checks everything that does not need the table's schema: the
+// structure and sizes, every key decodes (tag names ascending, values not
+// empty, each name one of its run's tag names), kinds are kinds, bools
+// are 0 or 1. The engine checks the rest (datanode.Engine.WriteForwarded):
+// the batch against the table's schema (region.ValidateBatch, a number
+// compared per point: a run's points share a Shape), and that each key
+// routes to the region.
+package fwdbatch
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+	"slices"
+	"sort"
+
+	"github.com/klauspost/compress/s2"
+	"github.com/klauspost/compress/zstd"
+
+	"github.com/stratadb/strata/internal/region"
+	"github.com/stratadb/strata/internal/row"
+)
+
+const version = 1
+
+// MaxSize bounds a batch decoded (and so decompressed): a datanode takes
+// gRPC messages of up to 64 MiB, which compress well.
+const MaxSize = 256 << 20
+
+// Codec says how an encoded batch is compressed.
+type Codec uint32
+
+const (
+	None   Codec = 0
+	Snappy Codec = 1 // S2's snappy-compatible block format
+	Zstd   Codec = 2 // one zstd frame, fastest level
+)
+
+// ErrMalformed: a forwarded batch does not decode. It wraps
+// region.ErrInvalidWrite (the class of a bad write).
+var ErrMalformed = fmt.Errorf("%w: malformed forwarded batch", region.ErrInvalidWrite)
+
+// Append appends the encoding of b to dst. b's points must have their
+// fields (the engine's prepared batches do), and Keys[i] must be the
+// series key of Points[i].
+func Append(dst []byte, b region.Batch) []byte {
+	pts := b.Points
+	dst = append(dst, version)
+	dst = binary.AppendUvarint(dst, uint64(len(pts)))
+	runs := 0
+	for i := range pts {
+		if i == 0 || !sameShape(&pts[i], &pts[i-1]) {
+			runs++
+		}
+	}
+	dst = binary.AppendUvarint(dst, uint64(runs))
+	for i := 0; i < len(pts); {
+		j := i + 1
+		for j < len(pts) && sameShape(&pts[j], &pts[j-1]) {
+			j++
+		}
+		dst = appendRun(dst, pts[i:j], b.Keys[i:j])
+		i = j
+	}
+	return dst
+}
+
+func appendRun(dst []byte, pts []row.Point, keys [][]byte) []byte {
+	p0 := &pts[0]
+	dst = binary.AppendUvarint(dst, uint64(len(pts)))
+	dst = binary.AppendUvarint(dst, uint64(len(p0.Tags)))
+	for _, t := range p0.Tags {
+		dst = appendString(dst, t.Name)
+	}
+	dst = binary.AppendUvarint(dst, uint64(len(p0.Fields)))
+	for _, f := range p0.Fields {
+		dst = appendString(dst, f.Name)
+		dst = append(dst, byte(f.Value.Kind()))
+	}
+	for _, k := range keys {
+		dst = binary.AppendUvarint(dst, uint64(len(k)))
+		dst = append(dst, k...)
+	}
+	prev := int64(0)
+	for i := range pts {
+		dst = binary.AppendVarint(dst, pts[i].TS-prev)
+		prev = pts[i].TS
+	}
+	for j, f := range p0.Fields {
+		switch f.Value.Kind() {
+		case row.Float:
+			for i := range pts {
+				dst = binary.LittleEndian.AppendUint64(dst, pts[i].Fields[j].Value.Bits())
+			}
+		case row.Int:
+			for i := range pts {
+				dst = binary.AppendVarint(dst, pts[i].Fields[j].Value.Int())
+			}
+		case row.Uint:
+			for i := range pts {
+				dst = binary.AppendUvarint(dst, pts[i].Fields[j].Value.Uint())
+			}
+		case row.Bool:
+			for i := range pts {
+				b := byte(0)
+				if pts[i].Fields[j].Value.Bool() {
+					b = 1
+				}
+				dst = append(dst, b)
+			}
+		case row.String:
+			for i := range pts {
+				dst = appendString(dst, pts[i].Fields[j].Value.Str())
+			}
+		}
+		// A null field (never in a validated batch) has no values: the
+		// receiver refuses the kind.
+	}
+	return dst
+}
+
+func appendString(dst []byte, s string) []byte {
+	dst = binary.AppendUvarint(dst, uint64(len(s)))
+	return append(dst, s...)
+}
+
+// sameShape reports whether p has prev's tag names and field names and
+// kinds, in the same order.
+func sameShape(p, prev *row.Point) bool {
+	if len(p.Tags) != len(prev.Tags) || len(p.Fields) != len(prev.Fields) {
+		return false
+	}
+	if p.Shape != 0 && p.Shape == prev.Shape {
+		return true
+	}
+	for i := range p.Tags {
+		if p.Tags[i].Name != prev.Tags[i].Name {
+			return false
+		}
+	}
+	for i := range p.Fields {
+		if p.Fields[i].Name != prev.Fields[i].Name || p.Fields[i].Value.Kind() != prev.Fields[i].Value.Kind() {
+			return false
+		}
+	}
+	return true
+}
+
+// Decode decodes a batch Append encoded. The batch's points carry their
+// tag names only (values empty: the keys hold them, and a prepared batch's
+// writer reads only names, region.Batch), and the points of a run share a
+// Shape. Keys point into data; the strings of names and values are copies.
+// Any error wraps ErrMalformed (a *region.PointError for a bad point).
+func Decode(data []byte) (region.Batch, error) {
+	return new(Scratch).Decode(data)
+}
+
+// Scratch is the memory of decoded batches, reused from one to the next:
+// a batch Decode returned is valid until the next Decode with the same
+// Scratch (a region copies what it keeps of a batch it wrote).
+type Scratch struct {
+	// Buf is for Decompress's output.
+	Buf    []byte
+	points []row.Point
+	keys   [][]byte
+	vals   []row.Field
+}
+
+// Keep reports whether s is small enough to keep for the next batch.
+func (s *Scratch) Keep() bool {
+	return cap(s.Buf) <= 16<<20 && cap(s.vals) <= 1<<20 && cap(s.points) <= 1<<18
+}
+
+// Decode is Decode into s's memory.
+func (s *Scratch) Decode(data []byte) (region.Batch, error) {
+	d := decoder{buf: data}
+	if v := d.byte(); v != version {
+		return region.Batch{}, fmt.Errorf("%w: version %d, not %d", ErrMalformed, v, version)
+	}
+	rows, runs := d.count(1), d.count(1)
+	if d.err != nil {
+		return region.Batch{}, d.err
+	}
+	b := region.Batch{Points: slices.Grow(s.points[:0], rows), Keys: slices.Grow(s.keys[:0], rows)}
+	s.points, s.keys = b.Points[:0], b.Keys[:0]
+	free := s.vals[:0] // every value is written before it is read
+	for r := range runs {
+		n := d.count(2) // a key's length and a timestamp at least
+		if d.err == nil && len(b.Points)+n > rows {
+			d.fail("%d points in the runs, %d declared", len(b.Points)+n, rows)
+		}
+		ntags := d.count(1)
+		tags := make([]row.Tag, 0, min(ntags, 1024))
+		for range ntags {
+			tags = append(tags, row.Tag{Name: d.string()})
+		}
+		nf := d.count(2)
+		fields := make([]row.Field, 0, min(nf, 1024))
+		for range nf {
+			name := d.string()
+			k := row.Kind(d.byte())
+			if d.err == nil && (k == row.Null || k > row.Bool) {
+				d.fail("field %q of kind %d", name, k)
+			}
+			fields = append(fields, row.Field{Name: name, Value: zero(k)})
+		}
+		if d.err != nil {
+			return region.Batch{}, d.err
+		}
+		sorted := make([]string, len(tags))
+		for i, t := range tags {
+			sorted[i] = t.Name
+		}
+		sort.Strings(sorted)
+		first := len(b.Points)
+		for i := range n {
+			k := d.bytes()
+			if d.err != nil {
+				return region.Batch{}, d.err
+			}
+			if err := checkKey(k, sorted); err != nil {
+				return region.Batch{}, &region.PointError{Index: first + i, Err: fmt.Errorf("%w: %v", ErrMalformed, err)}
+			}
+			b.Keys = append(b.Keys, k)
+		}
+		// The run's fields, row-major as points hold them: one slice.
+		if n*nf > len(d.buf) { // a value takes a byte at least
+			d.fail("%d points of %d fields in %d bytes", n, nf, len(d.buf))
+			return region.Batch{}, d.err
+		}
+		if cap(free)-len(free) < n*nf {
+			free = make([]row.Field, 0, max(n*nf, 2*cap(free)))
+			s.vals = free
+		}
+		vals := free[len(free) : len(free)+n*nf : len(free)+n*nf]
+		free = free[:len(free)+n*nf]
+		ts := int64(0)
+		for i := range n {
+			ts += d.varint()
+			b.Points = append(b.Points, row.Point{Tags: tags, TS: ts, Fields: vals[i*nf : (i+1)*nf : (i+1)*nf], Shape: uint32(r + 1)})
+		}
+		for j, f := range fields {
+			for i := range n {
+				v := &vals[i*nf+j]
+				v.Name = f.Name
+				switch f.Value.Kind() {
+				case row.Float:
+					v.Value = row.FloatValue(math.Float64frombits(d.uint64()))
+				case row.Int:
+					v.Value = row.IntValue(d.varint())
+				case row.Uint:
+					v.Value = row.UintValue(d.uvarint())
+				case row.Bool:
+					switch d.byte() {
+					case 0:
+						v.Value = row.BoolValue(false)
+					case 1:
+						v.Value = row.BoolValue(true)
+					default:
+						d.fail("point %d: field %q: a bool not 0 or 1", first+i, f.Name)
+					}
+				case row.String:
+					v.Value = row.StringValue(d.string())
+				}
+			}
+		}
+		if d.err != nil {
+			return region.Batch{}, d.err
+		}
+	}
+	if len(b.Points) != rows {
+		return region.Batch{}, fmt.Errorf("%w: %d points in the runs, %d declared", ErrMalformed, len(b.Points), rows)
+	}
+	if len(d.buf) != 0 {
+		return region.Batch{}, fmt.Errorf("%w: %d bytes after the batch", ErrMalformed, len(d.buf))
+	}
+	return b, nil
+}
+
+func zero(k row.Kind) row.Value {
+	switch k {
+	case row.Float, row.Int, row.Uint:
+		return row.NumberValue(k, 0)
+	case row.String:
+		return row.StringValue("")
+	case row.Bool:
+		return row.BoolValue(false)
+	}
+	return row.Value{}
+}
+
+// checkKey checks that key is a series key EncodeSeries could have made
+// of tags named among names (sorted): tags ascending by name, each once,
+// no empty value.
+func checkKey(key []byte, names []string) error {
+	prev, j := "", 0
+	for len(key) > 0 {
+		name, rest, ok := cut(key)
+		if !ok {
+			return row.ErrBadSeries
+		}
+		value, rest, ok := cut(rest)
+		if !ok {
+			return row.ErrBadSeries
+		}
+		if len(value) == 0 {
+			return fmt.Errorf("%w: tag %q has an empty value", row.ErrBadSeries, name)
+		}
+		if j > 0 && string(name) <= prev {
+			return fmt.Errorf("%w: tag %q out of order", row.ErrBadSeries, name)
+		}
+		for j < len(names) && names[j] < string(name) {
+			j++
+		}
+		if j == len(names) || names[j] != string(name) {
+			return fmt.Errorf("%w: tag %q is not one of the point's tags", row.ErrBadSeries, name)
+		}
+		prev = names[j]
+		j++
+		key = rest
+	}
+	return nil
+}
+
+func cut(b []byte) (s, rest []byte, ok bool) {
+	n, w := binary.Uvarint(b)
+	if w <= 0 || uint64(len(b)-w) < n {
+		return nil, b, false
+	}
+	return b[w : w+int(n)], b[w+int(n):], true
+}
+
+// decoder reads an encoded batch; the first error sticks, and reads after
+// it return zeros.
+type decoder struct {
+	buf []byte
+	err error
+}
+
+func (d *decoder) fail(format string, args ...any) {
+	if d.err == nil {
+		d.err = fmt.Errorf("%w: %s", ErrMalformed, fmt.Sprintf(format, args...))
+	}
+}
+
+func (d *decoder) byte() byte {
+	if d.err != nil || len(d.buf) == 0 {
+		d.fail("short")
+		return 0
+	}
+	c := d.buf[0]
+	d.buf = d.buf[1:]
+	return c
+}
+
+func (d *decoder) uvarint() uint64 {
+	if d.err != nil {
+		return 0
+	}
+	v, w := binary.Uvarint(d.buf)
+	if w <= 0 {
+		d.fail("bad uvarint")
+		return 0
+	}
+	d.buf = d.buf[w:]
+	return v
+}
+
+func (d *decoder) varint() int64 {
+	if d.err != nil {
+		return 0
+	}
+	v, w := binary.Varint(d.buf)
+	if w <= 0 {
+		d.fail("bad varint")
+		return 0
+	}
+	d.buf = d.buf[w:]
+	return v
+}
+
+func (d *decoder) uint64() uint64 {
+	if d.err != nil || len(d.buf) < 8 {
+		d.fail("short")
+		return 0
+	}
+	v := binary.LittleEndian.Uint64(d.buf)
+	d.buf = d.buf[8:]
+	return v
+}
+
+// count reads a count of items of at least min bytes each, which the
+// rest of the batch must be able to hold (so no count allocates more than
+// the batch's size warrants).
+func (d *decoder) count(min int) int {
+	v := d.uvarint()
+	if d.err == nil && v > uint64(len(d.buf)/min) {
+		d.fail("%d items in %d bytes", v, len(d.buf))
+		return 0
+	}
+	return int(v)
+}
+
+func (d *decoder) bytes() []byte {
+	n := d.uvarint()
+	if d.err == nil && n > uint64(len(d.buf)) {
+		d.fail("%d bytes of %d", n, len(d.buf))
+	}
+	if d.err != nil {
+		return nil
+	}
+	b := d.buf[:n:n]
+	d.buf = d.buf[n:]
+	return b
+}
+
+func (d *decoder) string() string { return string(d.bytes()) }
+
+// Compress compresses an encoded batch with c (None: raw itself), into
+// dst's memory if it is large enough.
+func Compress(c Codec, dst, raw []byte) []byte {
+	switch c {
+	case Snappy:
+		return s2.EncodeSnappy(dst[:cap(dst)], raw)
+	case Zstd:
+		return zenc.EncodeAll(raw, dst[:0])
+	}
+	return raw
+}
+
+// Decompress decompresses data, compressed with c, that decodes to size
+// bytes (at most MaxSize), into dst's memory if it is large enough.
+func Decompress(c Codec, dst, data []byte, size uint64) ([]byte, error) {
+	if size > MaxSize {
+		return nil, fmt.Errorf("%w: %d bytes decoded, the limit is %d", region.ErrBatchTooLarge, size, MaxSize)
+	}
+	var out []byte
+	var err error
+	switch c {
+	case None:
+		out = data
+	case Snappy:
+		n, derr := s2.DecodedLen(data)
+		if derr != nil || uint64(n) != size {
+			return nil, fmt.Errorf("%w: snappy: %d bytes decoded, %d declared (%v)", ErrMalformed, n, size, derr)
+		}
+		out, err = s2.Decode(slices.Grow(dst[:0], n)[:n], data)
+	case Zstd:
+		out, err = zdec.DecodeAll(data, slices.Grow(dst[:0], int(size)))
+	default:
+		return nil, fmt.Errorf("%w: compression %d", ErrMalformed, c)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrMalformed, err)
+	}
+	if uint64(len(out)) != size {
+		return nil, fmt.Errorf("%w: %d bytes decoded, %d declared", ErrMalformed, len(out), size)
+	}
+	return out, nil
+}
+
+var (
+	zenc, _ = zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedFastest), zstd.WithEncoderConcurrency(1))
+	zdec, _ = zstd.NewReader(nil, zstd.WithDecoderMaxMemory(MaxSize), zstd.WithDecoderConcurrency(0))
+)

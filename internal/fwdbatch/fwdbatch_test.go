@@ -1,0 +1,200 @@
+package fwdbatch
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/stratadb/strata/internal/region"
+	"github.com/stratadb/strata/internal/row"
+	"github.com/stratadb/strata/internal/testseed"
+)
+
+// staleNaN is Prometheus's staleness marker.
+var staleNaN = math.Float64frombits(0x7ff0000000000002)
+
+// randomBatch is a prepared batch of runs of random shapes: tags in any
+// order (some with empty values, which keys leave out), every field kind,
+// NaN, ±Inf and staleness markers among the floats.
+func randomBatch(rng *rand.Rand) region.Batch {
+	var b region.Batch
+	floats := []float64{math.NaN(), staleNaN, math.Inf(1), math.Inf(-1), 0, math.Copysign(0, -1), math.MaxFloat64, math.SmallestNonzeroFloat64}
+	for run := range rng.IntN(6) {
+		ntags := rng.IntN(5)
+		names := rng.Perm(8)[:ntags]
+		nf := 1 + rng.IntN(5)
+		kinds := make([]row.Kind, nf)
+		for j := range kinds {
+			kinds[j] = row.Kind(1 + rng.IntN(5))
+		}
+		shape := uint32(0) // unknown
+		if rng.IntN(2) == 0 {
+			shape = uint32(run + 1)
+		}
+		for range 1 + rng.IntN(40) {
+			p := row.Point{TS: rng.Int64() - rng.Int64(), Shape: shape}
+			if rng.IntN(4) == 0 {
+				p.TS = int64(rng.IntN(1000)) * int64(time.Second)
+			}
+			for _, n := range names {
+				v := fmt.Sprintf("v%d", rng.IntN(20))
+				if rng.IntN(10) == 0 {
+					v = ""
+				}
+				p.Tags = append(p.Tags, row.Tag{Name: fmt.Sprintf("t%d", n), Value: v})
+			}
+			for j, k := range kinds {
+				var v row.Value
+				switch k {
+				case row.Float:
+					if rng.IntN(3) == 0 {
+						v = row.FloatValue(floats[rng.IntN(len(floats))])
+					} else {
+						v = row.FloatValue(rng.NormFloat64() * 1e6)
+					}
+				case row.Int:
+					v = row.IntValue(rng.Int64() - rng.Int64())
+				case row.Uint:
+					v = row.UintValue(rng.Uint64() >> rng.IntN(64))
+				case row.String:
+					s := make([]byte, rng.IntN(30))
+					for i := range s {
+						s[i] = byte(rng.IntN(256))
+					}
+					v = row.StringValue(string(s))
+				case row.Bool:
+					v = row.BoolValue(rng.IntN(2) == 0)
+				}
+				p.Fields = append(p.Fields, row.Field{Name: fmt.Sprintf("f%d", j), Value: v})
+			}
+			key, err := row.EncodeSeries(nil, slices.Clone(p.Tags))
+			if err != nil {
+				panic(err)
+			}
+			b.Points = append(b.Points, p)
+			b.Keys = append(b.Keys, key)
+		}
+	}
+	return b
+}
+
+func TestRoundTrip(t *testing.T) {
+	seed := testseed.Seed(t)
+	rng := rand.New(rand.NewPCG(seed, 0))
+	sc := new(Scratch) // reused: each batch is checked before the next decode
+	var raw, comp []byte
+	for iter := range 500 {
+		b := randomBatch(rng)
+		raw = Append(raw[:0], b)
+		for _, c := range []Codec{None, Snappy, Zstd} {
+			z := Compress(c, comp, raw)
+			if c != None {
+				comp = z
+			}
+			data, err := Decompress(c, sc.Buf, z, uint64(len(raw)))
+			if err != nil {
+				t.Fatalf("seed %d, batch %d, codec %d: %v", seed, iter, c, err)
+			}
+			if c != None {
+				sc.Buf = data
+			}
+			decode := sc.Decode
+			if iter%2 == 0 {
+				decode = Decode
+			}
+			got, err := decode(data)
+			if err != nil {
+				t.Fatalf("seed %d, batch %d, codec %d: %v", seed, iter, c, err)
+			}
+			if err := same(b, got); err != nil {
+				t.Fatalf("seed %d, batch %d, codec %d: %v", seed, iter, c, err)
+			}
+		}
+	}
+}
+
+// same compares a batch with its decoding: keys, timestamps, field names
+// and values (floats by bits), tag names; the decoded points of a run
+// share a shape.
+func same(want, got region.Batch) error {
+	if len(got.Points) != len(want.Points) || len(got.Keys) != len(want.Keys) {
+		return fmt.Errorf("%d points, %d keys; want %d", len(got.Points), len(got.Keys), len(want.Points))
+	}
+	for i, w := range want.Points {
+		g := got.Points[i]
+		if string(got.Keys[i]) != string(want.Keys[i]) {
+			return fmt.Errorf("point %d: key %q, want %q", i, got.Keys[i], want.Keys[i])
+		}
+		if g.TS != w.TS || len(g.Fields) != len(w.Fields) || len(g.Tags) != len(w.Tags) {
+			return fmt.Errorf("point %d: %+v, want %+v", i, g, w)
+		}
+		for j := range w.Fields {
+			if g.Fields[j].Name != w.Fields[j].Name || !g.Fields[j].Value.Equal(w.Fields[j].Value) {
+				return fmt.Errorf("point %d: field %d: %v=%v, want %v=%v", i, j, g.Fields[j].Name, g.Fields[j].Value, w.Fields[j].Name, w.Fields[j].Value)
+			}
+		}
+		for j := range w.Tags {
+			if g.Tags[j].Name != w.Tags[j].Name {
+				return fmt.Errorf("point %d: tag %d: %q, want %q", i, j, g.Tags[j].Name, w.Tags[j].Name)
+			}
+		}
+		if g.Shape == 0 || i > 0 && sameShape(&w, &want.Points[i-1]) != (g.Shape == got.Points[i-1].Shape) {
+			return fmt.Errorf("point %d: shape %d (previous %d)", i, g.Shape, got.Points[i-1].Shape)
+		}
+	}
+	return nil
+}
+
+// Truncations and corruptions corruptions of a batch are refused with
+// ErrMalformed (so region.ErrInvalidWrite) or decode to a batch: none
+// panics, none allocates beyond what the bytes warrant.
+func TestMalformed(t *testing.T) {
+	seed := testseed.Seed(t)
+	rng := rand.New(rand.NewPCG(seed, 1))
+	for iter := range 200 {
+		b := randomBatch(rng)
+		if len(b.Points) == 0 {
+			continue
+		}
+		raw := Append(nil, b)
+		for range 100 {
+			n := rng.IntN(len(raw))
+			if _, err := Decode(raw[:n]); !errors.Is(err, ErrMalformed) || !errors.Is(err, region.ErrInvalidWrite) {
+				t.Fatalf("seed %d, batch %d: %d of %d bytes: %v", seed, iter, n, len(raw), err)
+			}
+		}
+		for range 50 {
+			bad := slices.Clone(raw)
+			bad[rng.IntN(len(bad))] ^= byte(1 + rng.IntN(255))
+			if _, err := Decode(bad); err != nil && !errors.Is(err, ErrMalformed) {
+				t.Fatalf("seed %d, batch %d: %v", seed, iter, err)
+			}
+		}
+	}
+	// Keys that are not series keys of the run's tags.
+	p := row.Point{Tags: []row.Tag{{Name: "a", Value: "1"}, {Name: "b", Value: "2"}}, TS: 1, Fields: []row.Field{{Name: "v", Value: row.FloatValue(1)}}}
+	for _, key := range []string{"\x01a", "\x01a\x05x", "\x01b\x012\x01a\x011", "\x01a\x00", "\x01c\x011", "\x01a\x011\x01a\x011"} {
+		raw := Append(nil, region.Batch{Points: []row.Point{p}, Keys: [][]byte{[]byte(key)}})
+		var pe *region.PointError
+		if _, err := Decode(raw); !errors.Is(err, ErrMalformed) || !errors.As(err, &pe) {
+			t.Errorf("key %q: %v", key, err)
+		}
+	}
+	// A declared size over the limit, or not the decoded size.
+	raw := Append(nil, region.Batch{Points: []row.Point{p}, Keys: [][]byte{[]byte("\x01a\x011")}})
+	if _, err := Decompress(Zstd, nil, Compress(Zstd, nil, raw), MaxSize+1); !errors.Is(err, region.ErrBatchTooLarge) {
+		t.Errorf("over the limit: %v", err)
+	}
+	for _, c := range []Codec{None, Snappy, Zstd} {
+		if _, err := Decompress(c, nil, Compress(c, nil, raw), uint64(len(raw)+1)); !errors.Is(err, ErrMalformed) {
+			t.Errorf("codec %d, a size not the decoded one: %v", c, err)
+		}
+	}
+	if _, err := Decompress(7, nil, raw, uint64(len(raw))); !errors.Is(err, ErrMalformed) {
+		t.Errorf("codec 7: %v", err)
+	}
+}
