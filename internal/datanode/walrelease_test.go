@@ -220,4 +220,3 @@ func noOrphansOffline(t *testing.T, s objstore.Bucket) {
 		t.Fatalf("fsck: no stream segment awaiting GC: %+v", rep.Streams)
 	}
 }
-
