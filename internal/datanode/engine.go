@@ -66,7 +66,9 @@ type Options struct {
 	FullGCInterval time.Duration
 	GCMetrics      *gc.Metrics
 	// AfterRelease, if set, hears of each release of the WAL a flush let
-	// go (gc.go, releaseLoop): tests wait on it.
+	// go (gc.go, releaseLoop): tests wait on it. A Region.OnWALReleased
+	// set by the caller replaces the release (tests that count what a
+	// flush writes, or run GC outside Engine.GC).
 	AfterRelease func(GCResult)
 	// Catalog is the cluster's catalog (etcd). Required.
 	Catalog catalog.Backend
