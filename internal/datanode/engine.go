@@ -65,6 +65,11 @@ type Options struct {
 	GCInterval     time.Duration
 	FullGCInterval time.Duration
 	GCMetrics      *gc.Metrics
+	// AfterRelease, if set, hears of each release of the WAL a flush let
+	// go (gc.go, releaseLoop): tests wait on it. A Region.OnWALReleased
+	// set by the caller replaces the release (tests that count what a
+	// flush writes, or run GC outside Engine.GC).
+	AfterRelease func(GCResult)
 	// Catalog is the cluster's catalog (etcd). Required.
 	Catalog catalog.Backend
 	// Remote reaches the regions this engine does not host: the engine
@@ -109,6 +114,7 @@ type Engine struct {
 	stop    context.CancelFunc // stops background loops
 	wg      sync.WaitGroup
 	gcLocks sync.Map // region id -> *sync.Mutex
+	release releases // regions whose flush released WAL (gc.go)
 }
 
 // Open loads the catalog. It opens no region: regions open as metasrv
@@ -143,9 +149,15 @@ func Open(ctx context.Context, store objstore.Bucket, opts Options) (*Engine, er
 		opts.Region.OnFlush = sched.Trigger
 	}
 	e := &Engine{store: store, opts: opts, log: opts.Logger, cat: cat, regions: map[layout.RegionID]*region.Region{}, sched: sched}
+	if e.opts.Region.OnWALReleased == nil {
+		e.opts.Region.OnWALReleased = e.release.add
+	}
+	e.release.init()
 	bg, stop := context.WithCancel(context.Background())
 	e.stop = stop
 	e.reloads.life = bg
+	e.wg.Add(1)
+	go e.releaseLoop(bg)
 	if opts.GCInterval > 0 {
 		e.wg.Add(1)
 		go e.gcLoop(bg)

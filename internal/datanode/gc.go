@@ -30,6 +30,9 @@ type GCRequest struct {
 	// means no wait.
 	Lingering time.Duration
 	MinAge    time.Duration
+	// WALOnly (fast GC) collects only the WAL the region let go
+	// (gc.Options.WALOnly): the release after a flush.
+	WALOnly bool
 }
 
 // GCResult is one region's run.
@@ -98,7 +101,7 @@ func (e *Engine) GC(ctx context.Context, req GCRequest) ([]GCResult, error) {
 		case req.Full:
 			res.Listed, err = gc.Full(ctx, r, gc.FullOptions{MinAge: req.MinAge, DryRun: req.DryRun, Metrics: e.opts.GCMetrics})
 		default:
-			res.Fast, err = gc.Fast(ctx, r, gc.Options{Lingering: req.Lingering, DryRun: req.DryRun, JobRunning: e.sched.JobRunning, Metrics: e.opts.GCMetrics,
+			res.Fast, err = gc.Fast(ctx, r, gc.Options{Lingering: req.Lingering, DryRun: req.DryRun, WALOnly: req.WALOnly, JobRunning: e.sched.JobRunning, Metrics: e.opts.GCMetrics,
 				Peers: walstream.Peers{State: e.peerState}})
 		}
 		mu.(*sync.Mutex).Unlock()
@@ -153,6 +156,92 @@ func (e *Engine) runGC(ctx context.Context, req GCRequest) {
 	}
 	if err != nil && !errors.Is(err, region.ErrClosed) {
 		e.log.Warn("periodic GC failed", "full", req.Full, "err", err)
+	}
+}
+
+// releases are the regions whose flush (or truncate) committed a release
+// of WAL that fast GC has not collected yet: region.Options.OnWALReleased
+// adds them, releaseLoop collects them. A region is in the set once
+// however many flushes it committed since its last collection.
+type releases struct {
+	mu      sync.Mutex
+	pending map[layout.RegionID]bool
+	signal  chan struct{} // one buffered wakeup of releaseLoop
+}
+
+func (q *releases) init() {
+	q.pending = map[layout.RegionID]bool{}
+	q.signal = make(chan struct{}, 1)
+}
+
+// add is region.Options.OnWALReleased: it runs on the flushing goroutine
+// and never blocks.
+func (q *releases) add(r *region.Region) {
+	q.mu.Lock()
+	q.pending[r.ID()] = true
+	q.mu.Unlock()
+	select {
+	case q.signal <- struct{}{}:
+	default:
+	}
+}
+
+// take empties the set, in a stable order.
+func (q *releases) take() []layout.RegionID {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	ids := make([]layout.RegionID, 0, len(q.pending))
+	for id := range q.pending {
+		ids = append(ids, id)
+	}
+	clear(q.pending)
+	slices.SortFunc(ids, func(a, b layout.RegionID) int { return strings.Compare(a.String(), b.String()) })
+	return ids
+}
+
+// releaseRunTimeout bounds one region's release after a flush.
+const releaseRunTimeout = 5 * time.Minute
+
+// releaseLoop deletes the WAL that flushes let go, as soon as they commit
+// it, instead of at the next fast GC (issue 40: a load's WAL outlived it
+// by the GC interval, 3.9 times its SSTs). It runs fast GC with WALOnly
+// on each such region, one region at a time (e.GC: the region's GC lock,
+// its ownership proved before deleting, shared stream segments deleted
+// only once no region with entries in them needs them). A run that fails
+// or is cut short by Close deletes nothing the manifest still needs and
+// forgets nothing: the ranges stay in the manifest's stream garbage for
+// the next run, here or the scheduled fast GC.
+func (e *Engine) releaseLoop(ctx context.Context) {
+	defer e.wg.Done()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-e.release.signal:
+		}
+		for _, id := range e.release.take() {
+			if ctx.Err() != nil {
+				return
+			}
+			rctx, cancel := context.WithTimeout(ctx, releaseRunTimeout)
+			res, err := e.GC(rctx, GCRequest{Region: id.String(), WALOnly: true})
+			cancel()
+			switch {
+			case err == nil:
+				e.log.Debug("released flushed WAL", "region", id.String(), "stream_segments", res[0].Fast.Stream.Deleted, "kept", res[0].Fast.Stream.Kept, "wal_segments", res[0].Fast.WALSegments)
+			case ctx.Err() != nil, errors.Is(err, region.ErrClosed), errors.Is(err, ErrNotHosted), errors.Is(err, layout.ErrInvalidRegion):
+				// Closed or moved: its next owner's GC collects it.
+			default:
+				e.log.Warn("releasing flushed WAL failed; fast GC will collect it", "region", id.String(), "err", err)
+			}
+			if e.opts.AfterRelease != nil {
+				r := GCResult{Region: id, Err: err}
+				if len(res) == 1 {
+					r = res[0]
+				}
+				e.opts.AfterRelease(r)
+			}
+		}
 	}
 }
 

@@ -35,6 +35,10 @@ type Options struct {
 	// JobRunning reports whether a job of this process (a compaction) is
 	// running; flushes are asked of the region. Nil: none is.
 	JobRunning func(job string) bool
+	// WALOnly collects only the WAL: removed files and pending markers are
+	// left for a full run (the datanode's release after a flush, which must
+	// not apply a lingering time of its own to removed files).
+	WALOnly bool
 	// Peers answers for the other regions when shared WAL stream segments
 	// are collected (default: their manifests in the store, and the
 	// region's stream's index).
@@ -87,6 +91,9 @@ func Fast(ctx context.Context, r Region, opts Options) (rep Report, err error) {
 
 	// 1. Removed files past the lingering time and not pinned.
 	for id, f := range st.Removed {
+		if opts.WALOnly {
+			break
+		}
 		if now.Sub(f.RemovedAt) >= opts.Lingering && !r.Pinned(id) {
 			rep.RemovedFiles = append(rep.RemovedFiles, id)
 			rep.Bytes += f.Size
@@ -104,6 +111,9 @@ func Fast(ctx context.Context, r Region, opts Options) (rep Report, err error) {
 	// and take only markers still there, or live outputs would be deleted.
 	dead := map[string]bool{}
 	for job, p := range st.Pending {
+		if opts.WALOnly {
+			break
+		}
 		if p.Epoch == r.Epoch() && (r.FlushRunning(job) || (opts.JobRunning != nil && opts.JobRunning(job))) {
 			continue
 		}

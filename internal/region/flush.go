@@ -127,6 +127,7 @@ func (r *Region) flushOne(ctx context.Context, mt *memtable.Memtable) (err error
 	m.FlushBytes.Add(float64(meta.Size))
 	m.FlushRows.Add(float64(meta.Rows))
 	r.log.Debug("flushed", "file", id, "rows", meta.Rows, "bytes", meta.Size, "flushed_seq", st.MaxSeq, "took", time.Since(began))
+	r.walReleased()
 	if r.opts.OnFlush != nil && len(edit.Add) > 0 {
 		r.opts.OnFlush(r)
 	}
@@ -136,6 +137,21 @@ func (r *Region) flushOne(ctx context.Context, mt *memtable.Memtable) (err error
 		}
 	}
 	return nil
+}
+
+// walReleased tells Options.OnWALReleased that the manifest holds WAL
+// garbage, after a commit that may have released some.
+func (r *Region) walReleased() {
+	if r.opts.OnWALReleased != nil && HasWALGarbage(r.man.State()) {
+		r.opts.OnWALReleased(r)
+	}
+}
+
+// HasWALGarbage reports whether fast GC has WAL to collect in st: stream
+// ranges released (StreamGarbage), or segments of the region's own WAL
+// (an earlier version's) up to the flushed segment.
+func HasWALGarbage(st *manifest.State) bool {
+	return len(st.StreamGarbage) > 0 || st.FlushedSegment >= max(st.WALPurged, 1)
 }
 
 // dropFlushed forgets a memtable whose data is now in the manifest.

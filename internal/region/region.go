@@ -94,6 +94,13 @@ type Options struct {
 	// OnFlush, if set, runs (on the flushing goroutine) after each flush
 	// that added a file; a compaction scheduler hooks in here.
 	OnFlush func(*Region)
+	// OnWALReleased, if set, runs (on the committing goroutine; it must
+	// not block) after a flush or truncate whose committed edit left WAL
+	// garbage in the manifest (HasWALGarbage): the datanode's hook has the
+	// region's owner collect it at once (gc.Options.WALOnly) instead of at
+	// the next fast GC. A crash before it runs loses nothing: the garbage
+	// is in the manifest, for the next fast GC.
+	OnWALReleased func(*Region)
 	// Cache holds open SSTs for scans, shared by the regions of a process
 	// (default: none; every scan opens its files).
 	Cache *sst.Cache

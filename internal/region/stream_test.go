@@ -193,12 +193,19 @@ func TestStreamOpenRecordsFenceInOwnStream(t *testing.T) {
 func TestStreamFlushReleasesSegments(t *testing.T) {
 	store := objstoretest.Mem(t)
 	s1 := newStream(t, store, "dn1")
-	r := openAt(t, store, testRegion, Options{Stream: s1})
+	var released []*Region // OnWALReleased runs on the flushing goroutine
+	r := openAt(t, store, testRegion, Options{Stream: s1, OnWALReleased: func(r *Region) { released = append(released, r) }})
 	for i := range 3 {
 		mustWrite(t, r, pt("a", int64(i), fl("v", 1)))
 	}
+	if len(released) != 0 {
+		t.Fatalf("released before a flush: %d", len(released))
+	}
 	if err := r.Flush(context.Background()); err != nil {
 		t.Fatal(err)
+	}
+	if len(released) != 1 || released[0] != r {
+		t.Fatalf("OnWALReleased after the flush: %d calls", len(released))
 	}
 	st := r.Manifest()
 	_, next := s1.Position()

@@ -62,6 +62,7 @@ func (r *Region) Truncate(ctx context.Context) error {
 	for _, mt := range dropped {
 		r.dropFlushed(mt, mt.Stats())
 	}
+	r.walReleased()
 	r.log.Info("truncated", "files", removed, "memtables", len(dropped), "flushed_seq", cut.FlushedSeq)
 	return nil
 }
