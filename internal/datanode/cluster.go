@@ -31,6 +31,11 @@ type Remote interface {
 // being opened). Ask metasrv where it is and retry.
 var ErrNotHosted = errors.New("region not hosted here")
 
+// ErrScanInterrupted: a region's owner moved or stopped answering after
+// part of its scan had been delivered (a retry elsewhere would deliver
+// those rows twice). The scan as a whole may be retried.
+var ErrScanInterrupted = errors.New("region moved or its owner stopped answering in the middle of a scan")
+
 // WriteHosted writes a batch of region id that Engine.Write has prepared
 // and routed (the Remote it called found the region hosted here after
 // all): no second validation of the batch against the table.

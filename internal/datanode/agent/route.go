@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"slices"
 	"time"
 
@@ -168,80 +167,3 @@ func (a *Agent) waitChange(ctx context.Context) {
 	case <-time.After(500 * time.Millisecond):
 	}
 }
-
-// Scan scans a region on its owner.
-func (a *Agent) Scan(ctx context.Context, table string, id layout.RegionID, req region.ScanRequest) (row.Iterator, error) {
-	wctx, cancel := context.WithTimeout(ctx, routeTimeout)
-	defer cancel()
-	addr, err := a.owner(wctx, id)
-	if err != nil {
-		return nil, err
-	}
-	if addr == "" {
-		sc, err := a.eng.ScanRegion(ctx, table, id, req)
-		if err != nil {
-			return nil, err
-		}
-		return sc.Iterator(), nil
-	}
-	c, err := a.conn(addr)
-	if err != nil {
-		return nil, err
-	}
-	sctx, scancel := context.WithCancel(ctx)
-	stream, err := c.Scan(sctx, &pb.ScanRequest{Table: table, Region: id.String(), Start: req.Start, End: req.End,
-		Tags: wire.FromTags(req.Tags), In: wire.FromTagIns(req.In), Fields: req.Fields, BatchRows: int32(req.BatchRows), SeriesOnly: req.SeriesOnly})
-	if err != nil {
-		scancel()
-		return nil, fmt.Errorf("scan region %s on %s: %w", id, addr, err)
-	}
-	return &remoteIter{stream: stream, cancel: scancel, width: len(req.Fields)}, nil
-}
-
-// remoteIter turns a streamed scan into entries.
-type remoteIter struct {
-	stream grpc.ServerStreamingClient[pb.ScanResponse]
-	cancel context.CancelFunc
-	width  int
-	resp   *pb.ScanResponse
-	keys   []string // series keys of resp
-	pos    int
-	cur    row.Entry
-	err    error
-}
-
-func (it *remoteIter) Next() bool {
-	for it.resp == nil || it.pos >= len(it.resp.Rows) {
-		resp, err := it.stream.Recv()
-		if err == io.EOF {
-			return false
-		}
-		if err != nil {
-			it.err = err
-			return false
-		}
-		it.resp, it.pos = resp, 0
-		it.keys = it.keys[:0]
-		for _, s := range resp.Series {
-			k, err := row.EncodeSeries(nil, wire.ToTags(s.Tags))
-			if err != nil {
-				it.err = err
-				return false
-			}
-			it.keys = append(it.keys, string(k))
-		}
-	}
-	r := it.resp.Rows[it.pos]
-	it.pos++
-	fields := make([]row.Value, it.width)
-	for i, v := range r.Values {
-		if i < it.width {
-			fields[i] = wire.ToValue(v)
-		}
-	}
-	it.cur = row.Entry{Series: it.keys[r.Series], TS: r.Ts, Fields: fields}
-	return true
-}
-func (it *remoteIter) Entry() *row.Entry { return &it.cur }
-func (it *remoteIter) Err() error        { return it.err }
-func (it *remoteIter) Close() error      { it.cancel(); return nil }
