@@ -21,6 +21,10 @@ type Remote interface {
 	// Scan scans region id on its owner; the entries' Fields are
 	// req.Fields, in that order.
 	Scan(ctx context.Context, table string, id layout.RegionID, req region.ScanRequest) (row.Iterator, error)
+	// ScanColumns reads one numeric field of region id on its owner, as
+	// Region.ScanColumns does (Engine.ScanRegionColumns if that is this
+	// engine).
+	ScanColumns(ctx context.Context, table string, id layout.RegionID, req region.ScanRequest, emit func(*region.Column) error) error
 	// Delete writes a tombstone for the series of tags, which belongs to
 	// region id, on the region's owner (Engine.DeleteHosted if that is
 	// this engine).

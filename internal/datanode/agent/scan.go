@@ -44,10 +44,10 @@ type ownerStream[T any] struct {
 	// here scans the region hosted here, should its owner be this node.
 	here func() error
 
-	delivered bool
-	until     time.Time // routing's deadline; zero while messages come
-	last      error     // the owner's last answer worth a retry
-	addr      string    // the owner being read
+	delivered atomic.Bool // set by the caller, maybe from here's goroutines
+	until     time.Time   // routing's deadline; zero while messages come
+	last      error       // the owner's last answer worth a retry
+	addr      string      // the owner being read
 	stream    grpc.ServerStreamingClient[T]
 	cancel    context.CancelFunc
 	moved     *atomic.Bool
@@ -84,7 +84,7 @@ func (s *ownerStream[T]) connect() error {
 			if err == nil {
 				return errHere
 			}
-			if !errors.Is(err, datanode.ErrNotHosted) || s.delivered {
+			if !errors.Is(err, datanode.ErrNotHosted) || s.delivered.Load() {
 				return err
 			}
 			s.last = err
@@ -119,7 +119,7 @@ func (s *ownerStream[T]) retry(rctx context.Context, addr string, moved bool, er
 		return fmt.Errorf("scan region %s on %s: %w", s.id, addr, s.ctx.Err())
 	case !moved && !retryable(err):
 		return fmt.Errorf("scan region %s on %s: %w", s.id, addr, err)
-	case s.delivered:
+	case s.delivered.Load():
 		why := "its owner moved"
 		if !moved {
 			why = err.Error()
@@ -272,7 +272,7 @@ func (it *remoteIter) Next() bool {
 		}
 	}
 	it.cur = row.Entry{Series: it.keys[r.Series], TS: r.Ts, Fields: fields}
-	it.s.delivered = true
+	it.s.delivered.Store(true)
 	return true
 }
 
@@ -296,4 +296,44 @@ func (it *remoteIter) Close() error {
 		return it.here.Close()
 	}
 	return nil
+}
+
+// ScanColumns reads one numeric field of a region on its owner (see
+// ownerStream), column by column.
+func (a *Agent) ScanColumns(ctx context.Context, table string, id layout.RegionID, req region.ScanRequest, emit func(*region.Column) error) error {
+	var s *ownerStream[pb.ScanColumnsResponse]
+	deliver := func(c *region.Column) error {
+		s.delivered.Store(true)
+		return emit(c)
+	}
+	preq := &pb.ScanRequest{Table: table, Region: id.String(), Start: req.Start, End: req.End, Tags: wire.FromTags(req.Tags), In: wire.FromTagIns(req.In), Fields: req.Fields}
+	s = newOwnerStream(a, ctx, id, func() error {
+		return a.eng.ScanRegionColumns(ctx, table, id, req, deliver)
+	}, func(ctx context.Context, c pb.DatanodeClient) (grpc.ServerStreamingClient[pb.ScanColumnsResponse], error) {
+		return c.ScanColumns(ctx, preq)
+	})
+	defer s.close()
+	var col region.Column
+	for {
+		m, err := s.Recv()
+		if err == io.EOF || errors.Is(err, errHere) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		kind, ok := row.ParseKind(m.Type)
+		if !ok && len(m.Columns) > 0 {
+			return fmt.Errorf("scan region %s on %s: columns of unknown type %q", id, s.addr, m.Type)
+		}
+		col.Kind = kind
+		for _, c := range m.Columns {
+			if err := wire.ToColumn(c, &col.SeriesColumn); err != nil {
+				return fmt.Errorf("scan region %s on %s: %w", id, s.addr, err)
+			}
+			if err := deliver(&col); err != nil {
+				return err
+			}
+		}
+	}
 }
