@@ -83,6 +83,22 @@ func (f *frozenOwner) freeze() {
 	f.old.signal(syscall.SIGSTOP)
 	f.frozen, f.paused = true, time.Now()
 	f.t.Cleanup(func() { f.wake() })
+	// The signal stops the process's threads asynchronously: wait until
+	// the kernel reports it stopped.
+	for end := time.Now().Add(30 * time.Second); ; {
+		stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", f.old.cmd.Process.Pid))
+		if err != nil {
+			break // not Linux: the signal has to do
+		}
+		// pid (comm) state ...
+		if i := strings.LastIndexByte(string(stat), ')'); i > 0 && i+2 < len(stat) && (stat[i+2] == 'T' || stat[i+2] == 't') {
+			break
+		}
+		if time.Now().After(end) {
+			f.t.Fatalf("%s not stopped 30 s after SIGSTOP: %s", f.oldID, stat)
+		}
+		time.Sleep(time.Millisecond) // the kernel's state of another process
+	}
 	f.codes = make([]int, 40)
 	for i := range f.codes {
 		f.queued.Add(1)
