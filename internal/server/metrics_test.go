@@ -42,6 +42,7 @@ var onlyOnFaults = map[string]string{
 	"strata_lease_losses_total":                    "the lease runs out only when etcd is out of reach",
 	"strata_metasrv_elections_lost_total":          "a term ends early only when the election session expires",
 	"strata_metasrv_datanode_lease_expiries_total": "a datanode's lease expires only when it dies, pauses or loses etcd",
+	"strata_remote_scan_retries_total":             "a remote scan starts again only when its region moves or its owner cannot answer",
 }
 
 // TestEveryMetricMoves runs a standard workload on a standalone: HTTP
