@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 
+	"golang.org/x/sync/errgroup"
+
 	"github.com/stratadb/strata/internal/catalog"
 	"github.com/stratadb/strata/internal/layout"
 	"github.com/stratadb/strata/internal/merge"
@@ -265,10 +267,11 @@ func (it *batchIter) Close() error {
 
 // ScanColumns reads one numeric field of a table's series, column by
 // column (region.Region.ScanColumns): each region hosted here directly,
-// each hosted elsewhere through its owner's column scan (Remote). Regions
-// hold disjoint series, so a series' Columns all come from one region,
-// under its order. As Region.ScanColumns does, it may call emit from
-// several goroutines at once, never for one series at once.
+// each hosted elsewhere through its owner's column scan (Remote), up to
+// regionScans regions at once. Regions hold disjoint series, so a series'
+// Columns all come from one region, under its order. As
+// Region.ScanColumns does, it may call emit from several goroutines at
+// once, never for one series at once; it returns once no call is left.
 func (e *Engine) ScanColumns(ctx context.Context, table string, req region.ScanRequest, emit func(*region.Column) error) error {
 	if len(req.Fields) != 1 || req.SeriesOnly {
 		return fmt.Errorf("%w: a column scan reads exactly one field", region.ErrInvalidScan)
@@ -295,13 +298,23 @@ func (e *Engine) ScanColumns(ctx context.Context, table string, req region.ScanR
 			return to(&l)
 		}
 	}
-	for i, r := range regions {
-		if err := e.regionColumns(ctx, t, uint32(i), r, req, emit); err != nil {
-			return err
-		}
+	if len(regions) == 1 {
+		return e.regionColumns(ctx, t, 0, regions[0], req, emit)
 	}
-	return nil
+	// Regions hold disjoint series: read at once, they still never give
+	// emit one series at once. No caller needs an order across series.
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(regionScans)
+	for i, r := range regions {
+		g.Go(func() error { return e.regionColumns(gctx, t, uint32(i), r, req, emit) })
+	}
+	return g.Wait()
 }
+
+// regionScans is how many regions a column scan reads at once: a remote
+// one mostly waits on its owner, a local one reads files in parallel
+// parts already.
+const regionScans = 4
 
 // ScanRegionColumns reads one numeric field of region id of a physical
 // table, as Region.ScanColumns does; the region must be hosted here (a
