@@ -10,6 +10,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/status"
 
 	"github.com/stratadb/strata/internal/datanode"
@@ -55,7 +56,7 @@ func (a *Agent) conn(addr string) (pb.DatanodeClient, error) {
 	c := a.conns[addr]
 	if c == nil {
 		// The transport in DialOptions, if any, comes last and wins.
-		opts := append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}, a.opts.DialOptions...)
+		opts := append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials()), grpc.WithKeepaliveParams(Keepalive)}, a.opts.DialOptions...)
 		var err error
 		if c, err = grpc.NewClient(addr, opts...); err != nil {
 			return nil, err
@@ -64,6 +65,19 @@ func (a *Agent) conn(addr string) (pb.DatanodeClient, error) {
 	}
 	return pb.NewDatanodeClient(c), nil
 }
+
+// Keepalive pings another datanode on a connection that has had no
+// traffic for Time while a call is open, and gives the connection up if
+// the ping has no answer within Timeout (which takes the peer process
+// itself): a stream from a datanode cut off from this one fails, rather
+// than waiting as long as TCP does, while the peer keeps its lease. A
+// datanode's server must allow pings this often (KeepalivePolicy).
+var Keepalive = keepalive.ClientParameters{Time: 15 * time.Second, Timeout: 10 * time.Second}
+
+// KeepalivePolicy is the datanode gRPC server's: it permits Keepalive's
+// pings (the default policy answers pings more often than every 5 min
+// with GOAWAY too_many_pings).
+var KeepalivePolicy = keepalive.EnforcementPolicy{MinTime: 5 * time.Second}
 
 // routeTimeout bounds how long a forwarded request waits for a region to
 // get an owner (failover takes up to a lease).
