@@ -172,3 +172,36 @@ func key(h string) string {
 	}
 	return string(k)
 }
+
+// A row scan of a region another datanode hosts ends once: a Scanner asks
+// its input for more after a short last batch, and the stream, ended, must
+// not be opened again (it was, and read the region again, forever).
+func TestRemoteRowScanEndsOnce(t *testing.T) {
+	dns := twoDatanodes(t, nil)
+	ctx := context.Background()
+	if _, err := dns[0].Engine().CreateTable(ctx, catalog.TableSpec{Name: "m", Regions: 1}); err != nil {
+		t.Fatal(err)
+	}
+	owner, other, _ := ownerOf(t, dns, "m")
+	var points []row.Point
+	for i := range 3 {
+		points = append(points, row.Point{Tags: []row.Tag{{Name: "host", Value: "a"}}, TS: int64(i + 1), Fields: []row.Field{{Name: "v", Value: row.FloatValue(1)}}})
+	}
+	if _, err := owner.Engine().Write(ctx, "m", points, datanode.WriteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	sctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	sc, err := other.Engine().Scan(sctx, "m", region.ScanRequest{Start: region.AllTime, End: region.AllTimeEnd, BatchRows: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sc.Close()
+	n := 0
+	for sc.Next() && n <= 3 {
+		n += len(sc.Batch())
+	}
+	if n != 3 || sc.Err() != nil {
+		t.Fatalf("%d rows, %v; want 3", n, sc.Err())
+	}
+}

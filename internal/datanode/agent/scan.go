@@ -51,6 +51,7 @@ type ownerStream[T any] struct {
 	stream    grpc.ServerStreamingClient[T]
 	cancel    context.CancelFunc
 	moved     *atomic.Bool
+	end       error // io.EOF or the error that ended the scan: Recv's answer from then on
 }
 
 func newOwnerStream[T any](a *Agent, ctx context.Context, id layout.RegionID, here func() error,
@@ -138,8 +139,20 @@ func (s *ownerStream[T]) retry(rctx context.Context, addr string, moved bool, er
 }
 
 // Recv returns the stream's next message, io.EOF at its end, or errHere
-// once the scan has run here instead.
+// once the scan has run here instead; once it has ended, that again (a
+// stream closed at its end is not one to open again).
 func (s *ownerStream[T]) Recv() (*T, error) {
+	if s.end != nil {
+		return nil, s.end
+	}
+	m, err := s.recv()
+	if err != nil {
+		s.end = err
+	}
+	return m, err
+}
+
+func (s *ownerStream[T]) recv() (*T, error) {
 	for {
 		if s.stream == nil {
 			if err := s.connect(); err != nil {
