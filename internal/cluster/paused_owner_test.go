@@ -41,9 +41,20 @@ type frozenOwner struct {
 	queued sync.WaitGroup
 	codes  []int
 	frozen bool
+	paused time.Time
 }
 
 func freezeOwner(t *testing.T, metaArgs ...string) *frozenOwner {
+	t.Helper()
+	f := ownedTable(t, metaArgs...)
+	f.freeze()
+	f.failover()
+	return f
+}
+
+// ownedTable starts freezeOwner's cluster and writes table t's first 20
+// rows through the region's owner, f.old; f.nw is the other datanode.
+func ownedTable(t *testing.T, metaArgs ...string) *frozenOwner {
 	t.Helper()
 	f := &frozenOwner{t: t, etcd: freePort(t), storeDir: t.TempDir(), acked: map[string]bool{}, httpc: &http.Client{Timeout: 2 * time.Minute}}
 	store := "file://" + f.storeDir
@@ -63,9 +74,31 @@ func freezeOwner(t *testing.T, metaArgs ...string) *frozenOwner {
 			t.Fatalf("write to the owner: %d %v", code, err)
 		}
 	}
+	return f
+}
+
+// freeze freezes the owner (SIGSTOP) and queues 40 single-row writes at
+// its HTTP port.
+func (f *frozenOwner) freeze() {
 	f.old.signal(syscall.SIGSTOP)
-	f.frozen = true
-	t.Cleanup(func() { f.wake() })
+	f.frozen, f.paused = true, time.Now()
+	f.t.Cleanup(func() { f.wake() })
+	// The signal stops the process's threads asynchronously: wait until
+	// the kernel reports it stopped.
+	for end := time.Now().Add(30 * time.Second); ; {
+		stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", f.old.cmd.Process.Pid))
+		if err != nil {
+			break // not Linux: the signal has to do
+		}
+		// pid (comm) state ...
+		if i := strings.LastIndexByte(string(stat), ')'); i > 0 && i+2 < len(stat) && (stat[i+2] == 'T' || stat[i+2] == 't') {
+			break
+		}
+		if time.Now().After(end) {
+			f.t.Fatalf("%s not stopped 30 s after SIGSTOP: %s", f.oldID, stat)
+		}
+		time.Sleep(time.Millisecond) // the kernel's state of another process
+	}
 	f.codes = make([]int, 40)
 	for i := range f.codes {
 		f.queued.Add(1)
@@ -74,10 +107,13 @@ func freezeOwner(t *testing.T, metaArgs ...string) *frozenOwner {
 			f.codes[i], _ = f.write(f.old, 1)
 		}()
 	}
-	paused := time.Now()
-	placed(t, f.c, 1, 60*time.Second, f.oldID)
-	t.Logf("%s frozen: the region reopened elsewhere in %v", f.oldID, time.Since(paused).Round(100*time.Millisecond))
-	return f
+}
+
+// failover waits until the frozen owner's region reopened on f.nw.
+func (f *frozenOwner) failover() {
+	f.t.Helper()
+	placed(f.t, f.c, 1, 60*time.Second, f.oldID)
+	f.t.Logf("%s frozen: the region reopened elsewhere in %v", f.oldID, time.Since(f.paused).Round(100*time.Millisecond))
 }
 
 // run runs the CLI against metasrv (admin and cluster commands get

@@ -31,9 +31,9 @@ import (
 const remoteRows = 10
 
 // twoDatanodes starts, in this process, etcd, a metasrv and two datanodes
-// on one file:// store, each datanode's regions refusing writes of more
-// than remoteRows points (what the binaries cannot be told).
-func twoDatanodes(t *testing.T) []*server.Server {
+// on one file:// store, their engines' options adjusted by tune (what the
+// binaries cannot be told).
+func twoDatanodes(t *testing.T, tune func(*datanode.Options)) []*server.Server {
 	t.Helper()
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	cli := clustertest.Etcd(t)
@@ -54,7 +54,7 @@ func twoDatanodes(t *testing.T) []*server.Server {
 	for _, id := range []string{"dn1", "dn2"} {
 		s, err := server.Start(context.Background(), server.Config{NodeID: id, Etcd: cli.Endpoints(), Store: store, DataDir: t.TempDir(), DefaultRegions: 1,
 			HTTPAddr: "127.0.0.1:0", GRPCAddr: "127.0.0.1:0", Logger: quiet,
-			Tune: func(o *datanode.Options) { o.Region.MaxBatchRows = remoteRows }})
+			Tune: tune})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -142,7 +142,8 @@ func TestRemoteErrorsKeepTheirClass(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a cluster")
 	}
-	dns := twoDatanodes(t)
+	// Each datanode's regions refuse writes of more than remoteRows points.
+	dns := twoDatanodes(t, func(o *datanode.Options) { o.Region.MaxBatchRows = remoteRows })
 	// The first writes create the tables; metasrv places their regions.
 	for _, w := range []func(*testing.T, *server.Server, int) (int, string){lineWrite, remoteWrite} {
 		if code, body := w(t, dns[0], 1); code != http.StatusNoContent {

@@ -25,7 +25,7 @@ func dataPlane(err error) (errclass.Class, bool) {
 	case errors.Is(err, region.ErrBatchTooLarge):
 		return errclass.TooLarge, true
 	case errors.Is(err, fence.ErrFenced), errors.Is(err, region.ErrClosed), errors.Is(err, region.ErrOutcomeUnknown),
-		errors.Is(err, ErrNotHosted):
+		errors.Is(err, ErrNotHosted), errors.Is(err, ErrScanInterrupted):
 		return errclass.Unavailable, true
 	}
 	return errclass.Internal, false

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 
+	"golang.org/x/sync/errgroup"
+
 	"github.com/stratadb/strata/internal/catalog"
 	"github.com/stratadb/strata/internal/layout"
 	"github.com/stratadb/strata/internal/merge"
@@ -265,8 +267,11 @@ func (it *batchIter) Close() error {
 
 // ScanColumns reads one numeric field of a table's series, column by
 // column (region.Region.ScanColumns): each region hosted here directly,
-// each hosted elsewhere through its owner's row scan. Regions hold disjoint
-// series, so a series' Columns all come from one region, under its order.
+// each hosted elsewhere through its owner's column scan (Remote), up to
+// regionScans regions at once. Regions hold disjoint series, so a series'
+// Columns all come from one region, under its order. As
+// Region.ScanColumns does, it may call emit from several goroutines at
+// once, never for one series at once; it returns once no call is left.
 func (e *Engine) ScanColumns(ctx context.Context, table string, req region.ScanRequest, emit func(*region.Column) error) error {
 	if len(req.Fields) != 1 || req.SeriesOnly {
 		return fmt.Errorf("%w: a column scan reads exactly one field", region.ErrInvalidScan)
@@ -284,7 +289,6 @@ func (e *Engine) ScanColumns(ctx context.Context, table string, req region.ScanR
 	if !ok {
 		return fmt.Errorf("%w: unknown field %q", region.ErrInvalidScan, req.Fields[0])
 	}
-	kind := sch.Fields()[o].Kind
 	if tg.t.Logical {
 		req = e.linesScan(tg.t, sch, req, sch.Fields()[o:o+1])
 		to := emit
@@ -294,29 +298,59 @@ func (e *Engine) ScanColumns(ctx context.Context, table string, req region.ScanR
 			return to(&l)
 		}
 	}
-	for i, r := range regions {
-		if r == nil {
-			it, err := e.opts.Remote.Scan(ctx, t.Name, layout.RegionID{Table: t.ID, Region: uint32(i)}, req)
-			if err != nil {
-				return err
-			}
-			err = region.ColumnsOf(it, kind, emit)
-			if cerr := it.Close(); err == nil {
-				err = cerr
-			}
-			if err != nil {
-				return err
-			}
-			continue
-		}
-		if _, ok := r.Schema().FieldOrdinal(req.Fields[0]); !ok {
-			continue // the region has no values of the field yet
-		}
-		if err := r.ScanColumns(ctx, req, emit); err != nil {
-			return err
-		}
+	if len(regions) == 1 {
+		return e.regionColumns(ctx, t, 0, regions[0], req, emit)
 	}
-	return nil
+	// Regions hold disjoint series: read at once, they still never give
+	// emit one series at once. No caller needs an order across series.
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(regionScans)
+	for i, r := range regions {
+		g.Go(func() error { return e.regionColumns(gctx, t, uint32(i), r, req, emit) })
+	}
+	return g.Wait()
+}
+
+// regionScans is how many regions a column scan reads at once: a remote
+// one mostly waits on its owner, a local one reads files in parallel
+// parts already.
+const regionScans = 4
+
+// ScanRegionColumns reads one numeric field of region id of a physical
+// table, as Region.ScanColumns does; the region must be hosted here (a
+// column scan forwarded by another datanode).
+func (e *Engine) ScanRegionColumns(ctx context.Context, table string, id layout.RegionID, req region.ScanRequest, emit func(*region.Column) error) error {
+	if len(req.Fields) != 1 || req.SeriesOnly {
+		return fmt.Errorf("%w: a column scan reads exactly one field", region.ErrInvalidScan)
+	}
+	tg, err := e.resolveTable(ctx, table, false)
+	if err != nil {
+		return err
+	}
+	t := tg.phys
+	if tg.t.Logical {
+		return fmt.Errorf("%w: %s is a logical table: scan the regions of %s", region.ErrInvalidScan, table, t.Name)
+	}
+	if id.Table != t.ID || id.Region >= t.Regions {
+		return fmt.Errorf("%w: region %s is not a region of table %s", layout.ErrInvalidRegion, id, table)
+	}
+	r := tg.regions[id.Region]
+	if r == nil {
+		return fmt.Errorf("%w: region %s", ErrNotHosted, id)
+	}
+	return e.regionColumns(ctx, t, id.Region, r, req, emit)
+}
+
+// regionColumns is the column scan of region n of t: r, or the region's
+// owner's if r is nil (hosted elsewhere).
+func (e *Engine) regionColumns(ctx context.Context, t *catalog.Table, n uint32, r *region.Region, req region.ScanRequest, emit func(*region.Column) error) error {
+	if r == nil {
+		return e.opts.Remote.ScanColumns(ctx, t.Name, layout.RegionID{Table: t.ID, Region: n}, req, emit)
+	}
+	if _, ok := r.Schema().FieldOrdinal(req.Fields[0]); !ok {
+		return nil // the region has no values of the field yet
+	}
+	return r.ScanColumns(ctx, req, emit)
 }
 
 // TagValues returns the distinct values, sorted, of tag name in table's

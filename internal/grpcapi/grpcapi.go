@@ -4,6 +4,7 @@ package grpcapi
 
 import (
 	"context"
+	"sync"
 	"time"
 
 	"google.golang.org/grpc"
@@ -17,6 +18,7 @@ import (
 	"github.com/stratadb/strata/internal/layout"
 	"github.com/stratadb/strata/internal/region"
 	"github.com/stratadb/strata/internal/row"
+	"github.com/stratadb/strata/internal/sst"
 	"github.com/stratadb/strata/internal/wire"
 	pb "github.com/stratadb/strata/proto/strata/v1"
 )
@@ -104,7 +106,8 @@ func (s *Server) Delete(ctx context.Context, req *pb.DeleteRequest) (*pb.DeleteR
 	return &pb.DeleteResponse{}, nil
 }
 
-func (s *Server) Scan(req *pb.ScanRequest, stream grpc.ServerStreamingServer[pb.ScanResponse]) error {
+// scanRequest is the scan req asks for.
+func scanRequest(req *pb.ScanRequest) region.ScanRequest {
 	start, end := req.GetStart(), req.GetEnd()
 	if start == 0 && end == 0 {
 		start, end = region.AllTime, region.AllTimeEnd
@@ -113,7 +116,11 @@ func (s *Server) Scan(req *pb.ScanRequest, stream grpc.ServerStreamingServer[pb.
 	if len(fields) == 0 {
 		fields = nil
 	}
-	rreq := region.ScanRequest{Start: start, End: end, Tags: wire.ToTags(req.GetTags()), In: wire.ToTagIns(req.GetIn()), Fields: fields, BatchRows: int(req.GetBatchRows()), SeriesOnly: req.GetSeriesOnly()}
+	return region.ScanRequest{Start: start, End: end, Tags: wire.ToTags(req.GetTags()), In: wire.ToTagIns(req.GetIn()), Fields: fields, BatchRows: int(req.GetBatchRows()), SeriesOnly: req.GetSeriesOnly()}
+}
+
+func (s *Server) Scan(req *pb.ScanRequest, stream grpc.ServerStreamingServer[pb.ScanResponse]) error {
+	rreq := scanRequest(req)
 	var sc *datanode.Scanner
 	var err error
 	if req.GetRegion() != "" {
@@ -172,6 +179,59 @@ func (s *Server) Scan(req *pb.ScanRequest, stream grpc.ServerStreamingServer[pb.
 	}
 	if !sent {
 		return stream.Send(first)
+	}
+	return nil
+}
+
+// Column scans are sent in responses of about columnsBytes, each column
+// in pieces of at most columnPiece values (a client takes messages of up
+// to 4 MiB by default).
+const (
+	columnsBytes = 1 << 20
+	columnPiece  = 32 << 10
+)
+
+func (s *Server) ScanColumns(req *pb.ScanRequest, stream grpc.ServerStreamingServer[pb.ScanColumnsResponse]) error {
+	id, err := layout.ParseRegionID(req.GetRegion())
+	if err != nil {
+		return Status(err)
+	}
+	var mu sync.Mutex // the region calls emit from several goroutines
+	resp := &pb.ScanColumnsResponse{}
+	size := 0
+	send := func() error {
+		err := stream.Send(resp)
+		resp, size = &pb.ScanColumnsResponse{Type: resp.Type}, 0
+		return err
+	}
+	err = s.eng.ScanRegionColumns(stream.Context(), req.GetTable(), id, scanRequest(req), func(c *region.Column) error {
+		mu.Lock()
+		defer mu.Unlock()
+		resp.Type = c.Kind.String()
+		for piece := c.SeriesColumn; ; {
+			n := min(len(piece.TS), columnPiece)
+			m := wire.FromColumn(&sst.SeriesColumn{Series: piece.Series, TS: piece.TS[:n], Bits: piece.Bits[:n], Null: piece.Null[:min(n, len(piece.Null))], Finite: piece.Finite})
+			resp.Columns = append(resp.Columns, m)
+			size += len(m.Series) + len(m.Ts) + len(m.Values) + len(m.Nulls)
+			if size >= columnsBytes {
+				if err := send(); err != nil {
+					return err
+				}
+			}
+			if n == len(piece.TS) {
+				return nil
+			}
+			piece.TS, piece.Bits = piece.TS[n:], piece.Bits[n:]
+			if piece.Null != nil {
+				piece.Null = piece.Null[n:]
+			}
+		}
+	})
+	if err != nil {
+		return Status(err)
+	}
+	if len(resp.Columns) > 0 {
+		return send()
 	}
 	return nil
 }

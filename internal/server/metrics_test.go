@@ -44,6 +44,7 @@ var onlyOnFaults = map[string]string{
 	"strata_metasrv_elections_lost_total":          "a term ends early only when the election session expires",
 	"strata_metasrv_datanode_lease_expiries_total": "a datanode's lease expires only when it dies, pauses or loses etcd",
 	"strata_peer_grpc_bytes_total":                 "a standalone has no other datanode to call (TestPeerBytesCountsMessages)",
+	"strata_remote_scan_retries_total":             "a remote scan starts again only when its region moves or its owner cannot answer",
 }
 
 // TestEveryMetricMoves runs a standard workload on a standalone: HTTP

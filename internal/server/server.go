@@ -308,7 +308,7 @@ func (s *Server) start(ctx context.Context) error {
 	}
 	h := httpapi.New(s.eng, httpapi.Options{MaxBodyBytes: cfg.MaxBodyBytes, Gatherer: s.Registry, Registerer: s.Registry, Logger: cfg.Logger, Build: cfg.Build, Pprof: cfg.Pprof, Query: cfg.Query})
 	s.httpSrv = &http.Server{Handler: cfg.Auth.HTTP(h), ReadHeaderTimeout: 10 * time.Second}
-	opts := []grpc.ServerOption{grpc.MaxRecvMsgSize(64 << 20)}
+	opts := []grpc.ServerOption{grpc.MaxRecvMsgSize(64 << 20), grpc.KeepaliveEnforcementPolicy(agent.KeepalivePolicy)}
 	if cfg.TLS.Server() {
 		// One configuration (and one certificate reloader) for both servers.
 		tc, err := cfg.TLS.ServerTLS()

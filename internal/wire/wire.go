@@ -6,11 +6,16 @@
 package wire
 
 import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"slices"
 	"time"
 
 	"github.com/stratadb/strata/internal/catalog"
 	"github.com/stratadb/strata/internal/errclass"
 	"github.com/stratadb/strata/internal/row"
+	"github.com/stratadb/strata/internal/sst"
 	pb "github.com/stratadb/strata/proto/strata/v1"
 )
 
@@ -125,3 +130,86 @@ func TableMsg(t catalog.Table) *pb.Table {
 	}
 	return m
 }
+
+// FromColumn packs one column of a column scan (pb.SeriesColumn).
+func FromColumn(c *sst.SeriesColumn) *pb.SeriesColumn {
+	m := &pb.SeriesColumn{Series: []byte(c.Series), Finite: c.Finite}
+	m.Ts = make([]byte, 0, len(c.TS)*2+binary.MaxVarintLen64)
+	var delta int64
+	for i, t := range c.TS {
+		switch i {
+		case 0:
+			m.Ts = binary.AppendVarint(m.Ts, t)
+		case 1:
+			delta = t - c.TS[0]
+			m.Ts = binary.AppendUvarint(m.Ts, uint64(delta))
+		default:
+			d := t - c.TS[i-1]
+			m.Ts = binary.AppendVarint(m.Ts, d-delta)
+			delta = d
+		}
+	}
+	m.Values = make([]byte, 8*len(c.Bits))
+	for i, b := range c.Bits {
+		binary.LittleEndian.PutUint64(m.Values[8*i:], b)
+	}
+	if slices.Contains(c.Null, true) {
+		m.Nulls = make([]byte, (len(c.Null)+7)/8)
+		for i, null := range c.Null {
+			if null {
+				m.Nulls[i/8] |= 1 << (i % 8)
+			}
+		}
+	}
+	return m
+}
+
+// ToColumn unpacks m into c, reusing c's slices.
+func ToColumn(m *pb.SeriesColumn, c *sst.SeriesColumn) error {
+	n := len(m.Values) / 8
+	if len(m.Values)%8 != 0 || (len(m.Nulls) != 0 && len(m.Nulls) != (n+7)/8) {
+		return fmt.Errorf("%w: %d bytes of values, %d of nulls", errBadColumn, len(m.Values), len(m.Nulls))
+	}
+	c.Series, c.Finite = string(m.Series), m.Finite
+	c.TS, c.Bits = slices.Grow(c.TS[:0], n), slices.Grow(c.Bits[:0], n)
+	ts := m.Ts
+	var delta int64
+	for i := range n {
+		var v int64
+		var k int
+		switch i {
+		case 0:
+			v, k = binary.Varint(ts)
+		case 1:
+			var d uint64
+			d, k = binary.Uvarint(ts)
+			delta = int64(d)
+			v = c.TS[0] + delta
+		default:
+			var dd int64
+			dd, k = binary.Varint(ts)
+			delta += dd
+			v = c.TS[i-1] + delta
+		}
+		if k <= 0 {
+			return fmt.Errorf("%w: %d values but fewer timestamps", errBadColumn, n)
+		}
+		ts = ts[k:]
+		c.TS = append(c.TS, v)
+		c.Bits = append(c.Bits, binary.LittleEndian.Uint64(m.Values[8*i:]))
+	}
+	if len(ts) != 0 {
+		return fmt.Errorf("%w: more timestamps than %d values", errBadColumn, n)
+	}
+	c.Null = c.Null[:0]
+	if len(m.Nulls) == 0 {
+		c.Null = nil
+		return nil
+	}
+	for i := range n {
+		c.Null = append(c.Null, m.Nulls[i/8]&(1<<(i%8)) != 0)
+	}
+	return nil
+}
+
+var errBadColumn = errors.New("wire: malformed column")

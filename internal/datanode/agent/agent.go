@@ -64,8 +64,10 @@ type Agent struct {
 	stop context.CancelFunc
 	wg   sync.WaitGroup
 
-	renewals *prometheus.CounterVec // by result
-	losses   prometheus.Counter
+	renewals    *prometheus.CounterVec // by result
+	losses      prometheus.Counter
+	remoteScans prometheus.Gauge   // streams open (or opening) to other datanodes
+	scanRetries prometheus.Counter // remote scans started again on a region's new owner
 }
 
 // New prepares an agent; the engine is attached with Start.
@@ -81,10 +83,13 @@ func New(opts Options) *Agent {
 	}
 	a := &Agent{opts: opts, log: opts.Logger.With("node", opts.Node.ID), owners: map[layout.RegionID]cluster.Assignment{}, nodes: map[string]cluster.NodeInfo{},
 		changed: make(chan struct{}), opening: map[layout.RegionID]bool{}, opened: map[layout.RegionID]uint64{}, conns: map[string]*grpc.ClientConn{},
-		renewals: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "strata_lease_renewals_total", Help: "Renewals of the datanode's lease by result: ok or failed."}, []string{"result"}),
-		losses:   prometheus.NewCounter(prometheus.CounterOpts{Name: "strata_lease_losses_total", Help: "Times the datanode's lease ran out and it closed every region."})}
+		renewals:    prometheus.NewCounterVec(prometheus.CounterOpts{Name: "strata_lease_renewals_total", Help: "Renewals of the datanode's lease by result: ok or failed."}, []string{"result"}),
+		losses:      prometheus.NewCounter(prometheus.CounterOpts{Name: "strata_lease_losses_total", Help: "Times the datanode's lease ran out and it closed every region."}),
+		remoteScans: prometheus.NewGauge(prometheus.GaugeOpts{Name: "strata_remote_scans", Help: "Scan streams open, or opening, to the owners of regions hosted elsewhere."}),
+		scanRetries: prometheus.NewCounter(prometheus.CounterOpts{Name: "strata_remote_scan_retries_total",
+			Help: "Remote scans started again, nothing delivered yet, because the region's owner moved, lost its lease or could not answer yet."})}
 	if opts.Registerer != nil {
-		opts.Registerer.MustRegister(a.renewals, a.losses)
+		opts.Registerer.MustRegister(a.renewals, a.losses, a.remoteScans, a.scanRetries)
 	}
 	return a
 }

@@ -4,13 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"slices"
 	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/status"
 
 	"github.com/stratadb/strata/internal/datanode"
@@ -56,7 +56,7 @@ func (a *Agent) conn(addr string) (pb.DatanodeClient, error) {
 	c := a.conns[addr]
 	if c == nil {
 		// The transport in DialOptions, if any, comes last and wins.
-		opts := append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}, a.opts.DialOptions...)
+		opts := append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials()), grpc.WithKeepaliveParams(Keepalive)}, a.opts.DialOptions...)
 		var err error
 		if c, err = grpc.NewClient(addr, opts...); err != nil {
 			return nil, err
@@ -65,6 +65,19 @@ func (a *Agent) conn(addr string) (pb.DatanodeClient, error) {
 	}
 	return pb.NewDatanodeClient(c), nil
 }
+
+// Keepalive pings another datanode on a connection that has had no
+// traffic for Time while a call is open, and gives the connection up if
+// the ping has no answer within Timeout (which takes the peer process
+// itself): a stream from a datanode cut off from this one fails, rather
+// than waiting as long as TCP does, while the peer keeps its lease. A
+// datanode's server must allow pings this often (KeepalivePolicy).
+var Keepalive = keepalive.ClientParameters{Time: 15 * time.Second, Timeout: 10 * time.Second}
+
+// KeepalivePolicy is the datanode gRPC server's: it permits Keepalive's
+// pings (the default policy answers pings more often than every 5 min
+// with GOAWAY too_many_pings).
+var KeepalivePolicy = keepalive.EnforcementPolicy{MinTime: 5 * time.Second}
 
 // routeTimeout bounds how long a forwarded request waits for a region to
 // get an owner (failover takes up to a lease).
@@ -171,80 +184,3 @@ func (a *Agent) waitChange(ctx context.Context) {
 	case <-time.After(500 * time.Millisecond):
 	}
 }
-
-// Scan scans a region on its owner.
-func (a *Agent) Scan(ctx context.Context, table string, id layout.RegionID, req region.ScanRequest) (row.Iterator, error) {
-	wctx, cancel := context.WithTimeout(ctx, routeTimeout)
-	defer cancel()
-	addr, err := a.owner(wctx, id)
-	if err != nil {
-		return nil, err
-	}
-	if addr == "" {
-		sc, err := a.eng.ScanRegion(ctx, table, id, req)
-		if err != nil {
-			return nil, err
-		}
-		return sc.Iterator(), nil
-	}
-	c, err := a.conn(addr)
-	if err != nil {
-		return nil, err
-	}
-	sctx, scancel := context.WithCancel(ctx)
-	stream, err := c.Scan(sctx, &pb.ScanRequest{Table: table, Region: id.String(), Start: req.Start, End: req.End,
-		Tags: wire.FromTags(req.Tags), In: wire.FromTagIns(req.In), Fields: req.Fields, BatchRows: int32(req.BatchRows), SeriesOnly: req.SeriesOnly})
-	if err != nil {
-		scancel()
-		return nil, fmt.Errorf("scan region %s on %s: %w", id, addr, err)
-	}
-	return &remoteIter{stream: stream, cancel: scancel, width: len(req.Fields)}, nil
-}
-
-// remoteIter turns a streamed scan into entries.
-type remoteIter struct {
-	stream grpc.ServerStreamingClient[pb.ScanResponse]
-	cancel context.CancelFunc
-	width  int
-	resp   *pb.ScanResponse
-	keys   []string // series keys of resp
-	pos    int
-	cur    row.Entry
-	err    error
-}
-
-func (it *remoteIter) Next() bool {
-	for it.resp == nil || it.pos >= len(it.resp.Rows) {
-		resp, err := it.stream.Recv()
-		if err == io.EOF {
-			return false
-		}
-		if err != nil {
-			it.err = err
-			return false
-		}
-		it.resp, it.pos = resp, 0
-		it.keys = it.keys[:0]
-		for _, s := range resp.Series {
-			k, err := row.EncodeSeries(nil, wire.ToTags(s.Tags))
-			if err != nil {
-				it.err = err
-				return false
-			}
-			it.keys = append(it.keys, string(k))
-		}
-	}
-	r := it.resp.Rows[it.pos]
-	it.pos++
-	fields := make([]row.Value, it.width)
-	for i, v := range r.Values {
-		if i < it.width {
-			fields[i] = wire.ToValue(v)
-		}
-	}
-	it.cur = row.Entry{Series: it.keys[r.Series], TS: r.Ts, Fields: fields}
-	return true
-}
-func (it *remoteIter) Entry() *row.Entry { return &it.cur }
-func (it *remoteIter) Err() error        { return it.err }
-func (it *remoteIter) Close() error      { it.cancel(); return nil }

@@ -941,6 +941,147 @@ func (x *ScanResponse) GetRows() []*Row {
 	return nil
 }
 
+// One series' values of one field from one input of a region's column
+// scan, packed.
+type SeriesColumn struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The series key, encoded as regions store it (row.EncodeSeries).
+	Series []byte `protobuf:"bytes,1,opt,name=series,proto3" json:"series,omitempty"`
+	// The timestamps, strictly increasing: the first as a zigzag varint,
+	// the second as the uvarint of its distance from the first, each next
+	// one as the zigzag varint of its distance from the previous minus the
+	// distance before (0, one byte, at a regular interval).
+	Ts []byte `protobuf:"bytes,2,opt,name=ts,proto3" json:"ts,omitempty"`
+	// The values' 64-bit payloads (a float's IEEE 754 bits), 8 bytes little
+	// endian each.
+	Values []byte `protobuf:"bytes,3,opt,name=values,proto3" json:"values,omitempty"`
+	// One bit per value, least significant first, set where the row has no
+	// value; empty if every row has one.
+	Nulls []byte `protobuf:"bytes,4,opt,name=nulls,proto3" json:"nulls,omitempty"`
+	// Every value is a finite float (none is NaN, so none a stale marker).
+	Finite        bool `protobuf:"varint,5,opt,name=finite,proto3" json:"finite,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SeriesColumn) Reset() {
+	*x = SeriesColumn{}
+	mi := &file_strata_v1_datanode_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SeriesColumn) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SeriesColumn) ProtoMessage() {}
+
+func (x *SeriesColumn) ProtoReflect() protoreflect.Message {
+	mi := &file_strata_v1_datanode_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SeriesColumn.ProtoReflect.Descriptor instead.
+func (*SeriesColumn) Descriptor() ([]byte, []int) {
+	return file_strata_v1_datanode_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *SeriesColumn) GetSeries() []byte {
+	if x != nil {
+		return x.Series
+	}
+	return nil
+}
+
+func (x *SeriesColumn) GetTs() []byte {
+	if x != nil {
+		return x.Ts
+	}
+	return nil
+}
+
+func (x *SeriesColumn) GetValues() []byte {
+	if x != nil {
+		return x.Values
+	}
+	return nil
+}
+
+func (x *SeriesColumn) GetNulls() []byte {
+	if x != nil {
+		return x.Nulls
+	}
+	return nil
+}
+
+func (x *SeriesColumn) GetFinite() bool {
+	if x != nil {
+		return x.Finite
+	}
+	return false
+}
+
+type ScanColumnsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The field's type, as FieldInfo.type.
+	Type          string          `protobuf:"bytes,1,opt,name=type,proto3" json:"type,omitempty"`
+	Columns       []*SeriesColumn `protobuf:"bytes,2,rep,name=columns,proto3" json:"columns,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ScanColumnsResponse) Reset() {
+	*x = ScanColumnsResponse{}
+	mi := &file_strata_v1_datanode_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ScanColumnsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ScanColumnsResponse) ProtoMessage() {}
+
+func (x *ScanColumnsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_strata_v1_datanode_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ScanColumnsResponse.ProtoReflect.Descriptor instead.
+func (*ScanColumnsResponse) Descriptor() ([]byte, []int) {
+	return file_strata_v1_datanode_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *ScanColumnsResponse) GetType() string {
+	if x != nil {
+		return x.Type
+	}
+	return ""
+}
+
+func (x *ScanColumnsResponse) GetColumns() []*SeriesColumn {
+	if x != nil {
+		return x.Columns
+	}
+	return nil
+}
+
 type FlushRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Empty: every table.
@@ -951,7 +1092,7 @@ type FlushRequest struct {
 
 func (x *FlushRequest) Reset() {
 	*x = FlushRequest{}
-	mi := &file_strata_v1_datanode_proto_msgTypes[14]
+	mi := &file_strata_v1_datanode_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -963,7 +1104,7 @@ func (x *FlushRequest) String() string {
 func (*FlushRequest) ProtoMessage() {}
 
 func (x *FlushRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_datanode_proto_msgTypes[14]
+	mi := &file_strata_v1_datanode_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -976,7 +1117,7 @@ func (x *FlushRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FlushRequest.ProtoReflect.Descriptor instead.
 func (*FlushRequest) Descriptor() ([]byte, []int) {
-	return file_strata_v1_datanode_proto_rawDescGZIP(), []int{14}
+	return file_strata_v1_datanode_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *FlushRequest) GetTable() string {
@@ -994,7 +1135,7 @@ type FlushResponse struct {
 
 func (x *FlushResponse) Reset() {
 	*x = FlushResponse{}
-	mi := &file_strata_v1_datanode_proto_msgTypes[15]
+	mi := &file_strata_v1_datanode_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1006,7 +1147,7 @@ func (x *FlushResponse) String() string {
 func (*FlushResponse) ProtoMessage() {}
 
 func (x *FlushResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_datanode_proto_msgTypes[15]
+	mi := &file_strata_v1_datanode_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1019,7 +1160,7 @@ func (x *FlushResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FlushResponse.ProtoReflect.Descriptor instead.
 func (*FlushResponse) Descriptor() ([]byte, []int) {
-	return file_strata_v1_datanode_proto_rawDescGZIP(), []int{15}
+	return file_strata_v1_datanode_proto_rawDescGZIP(), []int{17}
 }
 
 type RegionStatsRequest struct {
@@ -1031,7 +1172,7 @@ type RegionStatsRequest struct {
 
 func (x *RegionStatsRequest) Reset() {
 	*x = RegionStatsRequest{}
-	mi := &file_strata_v1_datanode_proto_msgTypes[16]
+	mi := &file_strata_v1_datanode_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1043,7 +1184,7 @@ func (x *RegionStatsRequest) String() string {
 func (*RegionStatsRequest) ProtoMessage() {}
 
 func (x *RegionStatsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_datanode_proto_msgTypes[16]
+	mi := &file_strata_v1_datanode_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1056,7 +1197,7 @@ func (x *RegionStatsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegionStatsRequest.ProtoReflect.Descriptor instead.
 func (*RegionStatsRequest) Descriptor() ([]byte, []int) {
-	return file_strata_v1_datanode_proto_rawDescGZIP(), []int{16}
+	return file_strata_v1_datanode_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *RegionStatsRequest) GetTable() string {
@@ -1087,7 +1228,7 @@ type RegionStat struct {
 
 func (x *RegionStat) Reset() {
 	*x = RegionStat{}
-	mi := &file_strata_v1_datanode_proto_msgTypes[17]
+	mi := &file_strata_v1_datanode_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1099,7 +1240,7 @@ func (x *RegionStat) String() string {
 func (*RegionStat) ProtoMessage() {}
 
 func (x *RegionStat) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_datanode_proto_msgTypes[17]
+	mi := &file_strata_v1_datanode_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1112,7 +1253,7 @@ func (x *RegionStat) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegionStat.ProtoReflect.Descriptor instead.
 func (*RegionStat) Descriptor() ([]byte, []int) {
-	return file_strata_v1_datanode_proto_rawDescGZIP(), []int{17}
+	return file_strata_v1_datanode_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *RegionStat) GetTableId() uint32 {
@@ -1215,7 +1356,7 @@ type RegionStatsResponse struct {
 
 func (x *RegionStatsResponse) Reset() {
 	*x = RegionStatsResponse{}
-	mi := &file_strata_v1_datanode_proto_msgTypes[18]
+	mi := &file_strata_v1_datanode_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1227,7 +1368,7 @@ func (x *RegionStatsResponse) String() string {
 func (*RegionStatsResponse) ProtoMessage() {}
 
 func (x *RegionStatsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_datanode_proto_msgTypes[18]
+	mi := &file_strata_v1_datanode_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1240,7 +1381,7 @@ func (x *RegionStatsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegionStatsResponse.ProtoReflect.Descriptor instead.
 func (*RegionStatsResponse) Descriptor() ([]byte, []int) {
-	return file_strata_v1_datanode_proto_rawDescGZIP(), []int{18}
+	return file_strata_v1_datanode_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *RegionStatsResponse) GetRegions() []*RegionStat {
@@ -1262,7 +1403,7 @@ type Column struct {
 
 func (x *Column) Reset() {
 	*x = Column{}
-	mi := &file_strata_v1_datanode_proto_msgTypes[19]
+	mi := &file_strata_v1_datanode_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1274,7 +1415,7 @@ func (x *Column) String() string {
 func (*Column) ProtoMessage() {}
 
 func (x *Column) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_datanode_proto_msgTypes[19]
+	mi := &file_strata_v1_datanode_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1287,7 +1428,7 @@ func (x *Column) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Column.ProtoReflect.Descriptor instead.
 func (*Column) Descriptor() ([]byte, []int) {
-	return file_strata_v1_datanode_proto_rawDescGZIP(), []int{19}
+	return file_strata_v1_datanode_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *Column) GetName() string {
@@ -1331,7 +1472,7 @@ type Table struct {
 
 func (x *Table) Reset() {
 	*x = Table{}
-	mi := &file_strata_v1_datanode_proto_msgTypes[20]
+	mi := &file_strata_v1_datanode_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1343,7 +1484,7 @@ func (x *Table) String() string {
 func (*Table) ProtoMessage() {}
 
 func (x *Table) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_datanode_proto_msgTypes[20]
+	mi := &file_strata_v1_datanode_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1356,7 +1497,7 @@ func (x *Table) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Table.ProtoReflect.Descriptor instead.
 func (*Table) Descriptor() ([]byte, []int) {
-	return file_strata_v1_datanode_proto_rawDescGZIP(), []int{20}
+	return file_strata_v1_datanode_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *Table) GetId() uint32 {
@@ -1428,7 +1569,7 @@ type CreateTableRequest struct {
 
 func (x *CreateTableRequest) Reset() {
 	*x = CreateTableRequest{}
-	mi := &file_strata_v1_datanode_proto_msgTypes[21]
+	mi := &file_strata_v1_datanode_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1440,7 +1581,7 @@ func (x *CreateTableRequest) String() string {
 func (*CreateTableRequest) ProtoMessage() {}
 
 func (x *CreateTableRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_datanode_proto_msgTypes[21]
+	mi := &file_strata_v1_datanode_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1453,7 +1594,7 @@ func (x *CreateTableRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateTableRequest.ProtoReflect.Descriptor instead.
 func (*CreateTableRequest) Descriptor() ([]byte, []int) {
-	return file_strata_v1_datanode_proto_rawDescGZIP(), []int{21}
+	return file_strata_v1_datanode_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *CreateTableRequest) GetName() string {
@@ -1500,7 +1641,7 @@ type CreateTableResponse struct {
 
 func (x *CreateTableResponse) Reset() {
 	*x = CreateTableResponse{}
-	mi := &file_strata_v1_datanode_proto_msgTypes[22]
+	mi := &file_strata_v1_datanode_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1512,7 +1653,7 @@ func (x *CreateTableResponse) String() string {
 func (*CreateTableResponse) ProtoMessage() {}
 
 func (x *CreateTableResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_datanode_proto_msgTypes[22]
+	mi := &file_strata_v1_datanode_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1525,7 +1666,7 @@ func (x *CreateTableResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateTableResponse.ProtoReflect.Descriptor instead.
 func (*CreateTableResponse) Descriptor() ([]byte, []int) {
-	return file_strata_v1_datanode_proto_rawDescGZIP(), []int{22}
+	return file_strata_v1_datanode_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *CreateTableResponse) GetTable() *Table {
@@ -1543,7 +1684,7 @@ type ListTablesRequest struct {
 
 func (x *ListTablesRequest) Reset() {
 	*x = ListTablesRequest{}
-	mi := &file_strata_v1_datanode_proto_msgTypes[23]
+	mi := &file_strata_v1_datanode_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1555,7 +1696,7 @@ func (x *ListTablesRequest) String() string {
 func (*ListTablesRequest) ProtoMessage() {}
 
 func (x *ListTablesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_datanode_proto_msgTypes[23]
+	mi := &file_strata_v1_datanode_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1568,7 +1709,7 @@ func (x *ListTablesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTablesRequest.ProtoReflect.Descriptor instead.
 func (*ListTablesRequest) Descriptor() ([]byte, []int) {
-	return file_strata_v1_datanode_proto_rawDescGZIP(), []int{23}
+	return file_strata_v1_datanode_proto_rawDescGZIP(), []int{25}
 }
 
 type ListTablesResponse struct {
@@ -1580,7 +1721,7 @@ type ListTablesResponse struct {
 
 func (x *ListTablesResponse) Reset() {
 	*x = ListTablesResponse{}
-	mi := &file_strata_v1_datanode_proto_msgTypes[24]
+	mi := &file_strata_v1_datanode_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1592,7 +1733,7 @@ func (x *ListTablesResponse) String() string {
 func (*ListTablesResponse) ProtoMessage() {}
 
 func (x *ListTablesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_datanode_proto_msgTypes[24]
+	mi := &file_strata_v1_datanode_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1605,7 +1746,7 @@ func (x *ListTablesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTablesResponse.ProtoReflect.Descriptor instead.
 func (*ListTablesResponse) Descriptor() ([]byte, []int) {
-	return file_strata_v1_datanode_proto_rawDescGZIP(), []int{24}
+	return file_strata_v1_datanode_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *ListTablesResponse) GetTables() []*Table {
@@ -1624,7 +1765,7 @@ type DescribeTableRequest struct {
 
 func (x *DescribeTableRequest) Reset() {
 	*x = DescribeTableRequest{}
-	mi := &file_strata_v1_datanode_proto_msgTypes[25]
+	mi := &file_strata_v1_datanode_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1636,7 +1777,7 @@ func (x *DescribeTableRequest) String() string {
 func (*DescribeTableRequest) ProtoMessage() {}
 
 func (x *DescribeTableRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_datanode_proto_msgTypes[25]
+	mi := &file_strata_v1_datanode_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1649,7 +1790,7 @@ func (x *DescribeTableRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeTableRequest.ProtoReflect.Descriptor instead.
 func (*DescribeTableRequest) Descriptor() ([]byte, []int) {
-	return file_strata_v1_datanode_proto_rawDescGZIP(), []int{25}
+	return file_strata_v1_datanode_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *DescribeTableRequest) GetName() string {
@@ -1669,7 +1810,7 @@ type DescribeTableResponse struct {
 
 func (x *DescribeTableResponse) Reset() {
 	*x = DescribeTableResponse{}
-	mi := &file_strata_v1_datanode_proto_msgTypes[26]
+	mi := &file_strata_v1_datanode_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1681,7 +1822,7 @@ func (x *DescribeTableResponse) String() string {
 func (*DescribeTableResponse) ProtoMessage() {}
 
 func (x *DescribeTableResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_datanode_proto_msgTypes[26]
+	mi := &file_strata_v1_datanode_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1694,7 +1835,7 @@ func (x *DescribeTableResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeTableResponse.ProtoReflect.Descriptor instead.
 func (*DescribeTableResponse) Descriptor() ([]byte, []int) {
-	return file_strata_v1_datanode_proto_rawDescGZIP(), []int{26}
+	return file_strata_v1_datanode_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *DescribeTableResponse) GetTable() *Table {
@@ -1720,7 +1861,7 @@ type DropTableRequest struct {
 
 func (x *DropTableRequest) Reset() {
 	*x = DropTableRequest{}
-	mi := &file_strata_v1_datanode_proto_msgTypes[27]
+	mi := &file_strata_v1_datanode_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1732,7 +1873,7 @@ func (x *DropTableRequest) String() string {
 func (*DropTableRequest) ProtoMessage() {}
 
 func (x *DropTableRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_datanode_proto_msgTypes[27]
+	mi := &file_strata_v1_datanode_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1745,7 +1886,7 @@ func (x *DropTableRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DropTableRequest.ProtoReflect.Descriptor instead.
 func (*DropTableRequest) Descriptor() ([]byte, []int) {
-	return file_strata_v1_datanode_proto_rawDescGZIP(), []int{27}
+	return file_strata_v1_datanode_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *DropTableRequest) GetName() string {
@@ -1763,7 +1904,7 @@ type DropTableResponse struct {
 
 func (x *DropTableResponse) Reset() {
 	*x = DropTableResponse{}
-	mi := &file_strata_v1_datanode_proto_msgTypes[28]
+	mi := &file_strata_v1_datanode_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1775,7 +1916,7 @@ func (x *DropTableResponse) String() string {
 func (*DropTableResponse) ProtoMessage() {}
 
 func (x *DropTableResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_datanode_proto_msgTypes[28]
+	mi := &file_strata_v1_datanode_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1788,7 +1929,7 @@ func (x *DropTableResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DropTableResponse.ProtoReflect.Descriptor instead.
 func (*DropTableResponse) Descriptor() ([]byte, []int) {
-	return file_strata_v1_datanode_proto_rawDescGZIP(), []int{28}
+	return file_strata_v1_datanode_proto_rawDescGZIP(), []int{30}
 }
 
 type CompactRequest struct {
@@ -1802,7 +1943,7 @@ type CompactRequest struct {
 
 func (x *CompactRequest) Reset() {
 	*x = CompactRequest{}
-	mi := &file_strata_v1_datanode_proto_msgTypes[29]
+	mi := &file_strata_v1_datanode_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1814,7 +1955,7 @@ func (x *CompactRequest) String() string {
 func (*CompactRequest) ProtoMessage() {}
 
 func (x *CompactRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_datanode_proto_msgTypes[29]
+	mi := &file_strata_v1_datanode_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1827,7 +1968,7 @@ func (x *CompactRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompactRequest.ProtoReflect.Descriptor instead.
 func (*CompactRequest) Descriptor() ([]byte, []int) {
-	return file_strata_v1_datanode_proto_rawDescGZIP(), []int{29}
+	return file_strata_v1_datanode_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *CompactRequest) GetTable() string {
@@ -1859,7 +2000,7 @@ type CompactionResult struct {
 
 func (x *CompactionResult) Reset() {
 	*x = CompactionResult{}
-	mi := &file_strata_v1_datanode_proto_msgTypes[30]
+	mi := &file_strata_v1_datanode_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1871,7 +2012,7 @@ func (x *CompactionResult) String() string {
 func (*CompactionResult) ProtoMessage() {}
 
 func (x *CompactionResult) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_datanode_proto_msgTypes[30]
+	mi := &file_strata_v1_datanode_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1884,7 +2025,7 @@ func (x *CompactionResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompactionResult.ProtoReflect.Descriptor instead.
 func (*CompactionResult) Descriptor() ([]byte, []int) {
-	return file_strata_v1_datanode_proto_rawDescGZIP(), []int{30}
+	return file_strata_v1_datanode_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *CompactionResult) GetInputs() int64 {
@@ -1945,7 +2086,7 @@ type CompactResponse struct {
 
 func (x *CompactResponse) Reset() {
 	*x = CompactResponse{}
-	mi := &file_strata_v1_datanode_proto_msgTypes[31]
+	mi := &file_strata_v1_datanode_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1957,7 +2098,7 @@ func (x *CompactResponse) String() string {
 func (*CompactResponse) ProtoMessage() {}
 
 func (x *CompactResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_datanode_proto_msgTypes[31]
+	mi := &file_strata_v1_datanode_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1970,7 +2111,7 @@ func (x *CompactResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompactResponse.ProtoReflect.Descriptor instead.
 func (*CompactResponse) Descriptor() ([]byte, []int) {
-	return file_strata_v1_datanode_proto_rawDescGZIP(), []int{31}
+	return file_strata_v1_datanode_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *CompactResponse) GetJobs() []*CompactionResult {
@@ -1989,7 +2130,7 @@ type CancelCompactionRequest struct {
 
 func (x *CancelCompactionRequest) Reset() {
 	*x = CancelCompactionRequest{}
-	mi := &file_strata_v1_datanode_proto_msgTypes[32]
+	mi := &file_strata_v1_datanode_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2001,7 +2142,7 @@ func (x *CancelCompactionRequest) String() string {
 func (*CancelCompactionRequest) ProtoMessage() {}
 
 func (x *CancelCompactionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_datanode_proto_msgTypes[32]
+	mi := &file_strata_v1_datanode_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2014,7 +2155,7 @@ func (x *CancelCompactionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelCompactionRequest.ProtoReflect.Descriptor instead.
 func (*CancelCompactionRequest) Descriptor() ([]byte, []int) {
-	return file_strata_v1_datanode_proto_rawDescGZIP(), []int{32}
+	return file_strata_v1_datanode_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *CancelCompactionRequest) GetTable() string {
@@ -2035,7 +2176,7 @@ type CancelCompactionResponse struct {
 
 func (x *CancelCompactionResponse) Reset() {
 	*x = CancelCompactionResponse{}
-	mi := &file_strata_v1_datanode_proto_msgTypes[33]
+	mi := &file_strata_v1_datanode_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2047,7 +2188,7 @@ func (x *CancelCompactionResponse) String() string {
 func (*CancelCompactionResponse) ProtoMessage() {}
 
 func (x *CancelCompactionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_datanode_proto_msgTypes[33]
+	mi := &file_strata_v1_datanode_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2060,7 +2201,7 @@ func (x *CancelCompactionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelCompactionResponse.ProtoReflect.Descriptor instead.
 func (*CancelCompactionResponse) Descriptor() ([]byte, []int) {
-	return file_strata_v1_datanode_proto_rawDescGZIP(), []int{33}
+	return file_strata_v1_datanode_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *CancelCompactionResponse) GetCancelled() int64 {
@@ -2086,7 +2227,7 @@ type TruncateTableRequest struct {
 
 func (x *TruncateTableRequest) Reset() {
 	*x = TruncateTableRequest{}
-	mi := &file_strata_v1_datanode_proto_msgTypes[34]
+	mi := &file_strata_v1_datanode_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2098,7 +2239,7 @@ func (x *TruncateTableRequest) String() string {
 func (*TruncateTableRequest) ProtoMessage() {}
 
 func (x *TruncateTableRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_datanode_proto_msgTypes[34]
+	mi := &file_strata_v1_datanode_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2111,7 +2252,7 @@ func (x *TruncateTableRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TruncateTableRequest.ProtoReflect.Descriptor instead.
 func (*TruncateTableRequest) Descriptor() ([]byte, []int) {
-	return file_strata_v1_datanode_proto_rawDescGZIP(), []int{34}
+	return file_strata_v1_datanode_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *TruncateTableRequest) GetName() string {
@@ -2129,7 +2270,7 @@ type TruncateTableResponse struct {
 
 func (x *TruncateTableResponse) Reset() {
 	*x = TruncateTableResponse{}
-	mi := &file_strata_v1_datanode_proto_msgTypes[35]
+	mi := &file_strata_v1_datanode_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2141,7 +2282,7 @@ func (x *TruncateTableResponse) String() string {
 func (*TruncateTableResponse) ProtoMessage() {}
 
 func (x *TruncateTableResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_datanode_proto_msgTypes[35]
+	mi := &file_strata_v1_datanode_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2154,7 +2295,7 @@ func (x *TruncateTableResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TruncateTableResponse.ProtoReflect.Descriptor instead.
 func (*TruncateTableResponse) Descriptor() ([]byte, []int) {
-	return file_strata_v1_datanode_proto_rawDescGZIP(), []int{35}
+	return file_strata_v1_datanode_proto_rawDescGZIP(), []int{37}
 }
 
 type GcRegionRequest struct {
@@ -2179,7 +2320,7 @@ type GcRegionRequest struct {
 
 func (x *GcRegionRequest) Reset() {
 	*x = GcRegionRequest{}
-	mi := &file_strata_v1_datanode_proto_msgTypes[36]
+	mi := &file_strata_v1_datanode_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2191,7 +2332,7 @@ func (x *GcRegionRequest) String() string {
 func (*GcRegionRequest) ProtoMessage() {}
 
 func (x *GcRegionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_datanode_proto_msgTypes[36]
+	mi := &file_strata_v1_datanode_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2204,7 +2345,7 @@ func (x *GcRegionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GcRegionRequest.ProtoReflect.Descriptor instead.
 func (*GcRegionRequest) Descriptor() ([]byte, []int) {
-	return file_strata_v1_datanode_proto_rawDescGZIP(), []int{36}
+	return file_strata_v1_datanode_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *GcRegionRequest) GetTable() string {
@@ -2261,7 +2402,7 @@ type GcObject struct {
 
 func (x *GcObject) Reset() {
 	*x = GcObject{}
-	mi := &file_strata_v1_datanode_proto_msgTypes[37]
+	mi := &file_strata_v1_datanode_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2273,7 +2414,7 @@ func (x *GcObject) String() string {
 func (*GcObject) ProtoMessage() {}
 
 func (x *GcObject) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_datanode_proto_msgTypes[37]
+	mi := &file_strata_v1_datanode_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2286,7 +2427,7 @@ func (x *GcObject) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GcObject.ProtoReflect.Descriptor instead.
 func (*GcObject) Descriptor() ([]byte, []int) {
-	return file_strata_v1_datanode_proto_rawDescGZIP(), []int{37}
+	return file_strata_v1_datanode_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *GcObject) GetKey() string {
@@ -2346,7 +2487,7 @@ type GcRegionResult struct {
 
 func (x *GcRegionResult) Reset() {
 	*x = GcRegionResult{}
-	mi := &file_strata_v1_datanode_proto_msgTypes[38]
+	mi := &file_strata_v1_datanode_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2358,7 +2499,7 @@ func (x *GcRegionResult) String() string {
 func (*GcRegionResult) ProtoMessage() {}
 
 func (x *GcRegionResult) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_datanode_proto_msgTypes[38]
+	mi := &file_strata_v1_datanode_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2371,7 +2512,7 @@ func (x *GcRegionResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GcRegionResult.ProtoReflect.Descriptor instead.
 func (*GcRegionResult) Descriptor() ([]byte, []int) {
-	return file_strata_v1_datanode_proto_rawDescGZIP(), []int{38}
+	return file_strata_v1_datanode_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *GcRegionResult) GetRegion() string {
@@ -2495,7 +2636,7 @@ type GcRegionResponse struct {
 
 func (x *GcRegionResponse) Reset() {
 	*x = GcRegionResponse{}
-	mi := &file_strata_v1_datanode_proto_msgTypes[39]
+	mi := &file_strata_v1_datanode_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2507,7 +2648,7 @@ func (x *GcRegionResponse) String() string {
 func (*GcRegionResponse) ProtoMessage() {}
 
 func (x *GcRegionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_datanode_proto_msgTypes[39]
+	mi := &file_strata_v1_datanode_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2520,7 +2661,7 @@ func (x *GcRegionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GcRegionResponse.ProtoReflect.Descriptor instead.
 func (*GcRegionResponse) Descriptor() ([]byte, []int) {
-	return file_strata_v1_datanode_proto_rawDescGZIP(), []int{39}
+	return file_strata_v1_datanode_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *GcRegionResponse) GetRegions() []*GcRegionResult {
@@ -2539,7 +2680,7 @@ type CloseTableRequest struct {
 
 func (x *CloseTableRequest) Reset() {
 	*x = CloseTableRequest{}
-	mi := &file_strata_v1_datanode_proto_msgTypes[40]
+	mi := &file_strata_v1_datanode_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2551,7 +2692,7 @@ func (x *CloseTableRequest) String() string {
 func (*CloseTableRequest) ProtoMessage() {}
 
 func (x *CloseTableRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_datanode_proto_msgTypes[40]
+	mi := &file_strata_v1_datanode_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2564,7 +2705,7 @@ func (x *CloseTableRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CloseTableRequest.ProtoReflect.Descriptor instead.
 func (*CloseTableRequest) Descriptor() ([]byte, []int) {
-	return file_strata_v1_datanode_proto_rawDescGZIP(), []int{40}
+	return file_strata_v1_datanode_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *CloseTableRequest) GetTableId() uint32 {
@@ -2583,7 +2724,7 @@ type CloseTableResponse struct {
 
 func (x *CloseTableResponse) Reset() {
 	*x = CloseTableResponse{}
-	mi := &file_strata_v1_datanode_proto_msgTypes[41]
+	mi := &file_strata_v1_datanode_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2595,7 +2736,7 @@ func (x *CloseTableResponse) String() string {
 func (*CloseTableResponse) ProtoMessage() {}
 
 func (x *CloseTableResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_datanode_proto_msgTypes[41]
+	mi := &file_strata_v1_datanode_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2608,7 +2749,7 @@ func (x *CloseTableResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CloseTableResponse.ProtoReflect.Descriptor instead.
 func (*CloseTableResponse) Descriptor() ([]byte, []int) {
-	return file_strata_v1_datanode_proto_rawDescGZIP(), []int{41}
+	return file_strata_v1_datanode_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *CloseTableResponse) GetClosed() int64 {
@@ -2638,7 +2779,7 @@ type ForwardWriteRequest struct {
 
 func (x *ForwardWriteRequest) Reset() {
 	*x = ForwardWriteRequest{}
-	mi := &file_strata_v1_datanode_proto_msgTypes[42]
+	mi := &file_strata_v1_datanode_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2650,7 +2791,7 @@ func (x *ForwardWriteRequest) String() string {
 func (*ForwardWriteRequest) ProtoMessage() {}
 
 func (x *ForwardWriteRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_datanode_proto_msgTypes[42]
+	mi := &file_strata_v1_datanode_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2663,7 +2804,7 @@ func (x *ForwardWriteRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ForwardWriteRequest.ProtoReflect.Descriptor instead.
 func (*ForwardWriteRequest) Descriptor() ([]byte, []int) {
-	return file_strata_v1_datanode_proto_rawDescGZIP(), []int{42}
+	return file_strata_v1_datanode_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *ForwardWriteRequest) GetTable() string {
@@ -2764,7 +2905,16 @@ const file_strata_v1_datanode_proto_rawDesc = "" +
 	"\fScanResponse\x12,\n" +
 	"\x06fields\x18\x01 \x03(\v2\x14.strata.v1.FieldInfoR\x06fields\x12)\n" +
 	"\x06series\x18\x02 \x03(\v2\x11.strata.v1.SeriesR\x06series\x12\"\n" +
-	"\x04rows\x18\x03 \x03(\v2\x0e.strata.v1.RowR\x04rows\"$\n" +
+	"\x04rows\x18\x03 \x03(\v2\x0e.strata.v1.RowR\x04rows\"|\n" +
+	"\fSeriesColumn\x12\x16\n" +
+	"\x06series\x18\x01 \x01(\fR\x06series\x12\x0e\n" +
+	"\x02ts\x18\x02 \x01(\fR\x02ts\x12\x16\n" +
+	"\x06values\x18\x03 \x01(\fR\x06values\x12\x14\n" +
+	"\x05nulls\x18\x04 \x01(\fR\x05nulls\x12\x16\n" +
+	"\x06finite\x18\x05 \x01(\bR\x06finite\"\\\n" +
+	"\x13ScanColumnsResponse\x12\x12\n" +
+	"\x04type\x18\x01 \x01(\tR\x04type\x121\n" +
+	"\acolumns\x18\x02 \x03(\v2\x17.strata.v1.SeriesColumnR\acolumns\"$\n" +
 	"\fFlushRequest\x12\x14\n" +
 	"\x05table\x18\x01 \x01(\tR\x05table\"\x0f\n" +
 	"\rFlushResponse\"*\n" +
@@ -2887,11 +3037,12 @@ const file_strata_v1_datanode_proto_rawDesc = "" +
 	"\x06region\x18\x02 \x01(\tR\x06region\x12 \n" +
 	"\vcompression\x18\x03 \x01(\rR\vcompression\x12\x12\n" +
 	"\x04size\x18\x04 \x01(\x04R\x04size\x12\x14\n" +
-	"\x05batch\x18\x05 \x01(\fR\x05batch2\xcc\b\n" +
+	"\x05batch\x18\x05 \x01(\fR\x05batch2\x95\t\n" +
 	"\bDatanode\x12:\n" +
 	"\x05Write\x12\x17.strata.v1.WriteRequest\x1a\x18.strata.v1.WriteResponse\x12=\n" +
 	"\x06Delete\x12\x18.strata.v1.DeleteRequest\x1a\x19.strata.v1.DeleteResponse\x129\n" +
-	"\x04Scan\x12\x16.strata.v1.ScanRequest\x1a\x17.strata.v1.ScanResponse0\x01\x12:\n" +
+	"\x04Scan\x12\x16.strata.v1.ScanRequest\x1a\x17.strata.v1.ScanResponse0\x01\x12G\n" +
+	"\vScanColumns\x12\x16.strata.v1.ScanRequest\x1a\x1e.strata.v1.ScanColumnsResponse0\x01\x12:\n" +
 	"\x05Flush\x12\x17.strata.v1.FlushRequest\x1a\x18.strata.v1.FlushResponse\x12L\n" +
 	"\vRegionStats\x12\x1d.strata.v1.RegionStatsRequest\x1a\x1e.strata.v1.RegionStatsResponse\x12@\n" +
 	"\aCompact\x12\x19.strata.v1.CompactRequest\x1a\x1a.strata.v1.CompactResponse\x12[\n" +
@@ -2919,7 +3070,7 @@ func file_strata_v1_datanode_proto_rawDescGZIP() []byte {
 	return file_strata_v1_datanode_proto_rawDescData
 }
 
-var file_strata_v1_datanode_proto_msgTypes = make([]protoimpl.MessageInfo, 43)
+var file_strata_v1_datanode_proto_msgTypes = make([]protoimpl.MessageInfo, 45)
 var file_strata_v1_datanode_proto_goTypes = []any{
 	(*Tag)(nil),                      // 0: strata.v1.Tag
 	(*Value)(nil),                    // 1: strata.v1.Value
@@ -2935,35 +3086,37 @@ var file_strata_v1_datanode_proto_goTypes = []any{
 	(*Row)(nil),                      // 11: strata.v1.Row
 	(*FieldInfo)(nil),                // 12: strata.v1.FieldInfo
 	(*ScanResponse)(nil),             // 13: strata.v1.ScanResponse
-	(*FlushRequest)(nil),             // 14: strata.v1.FlushRequest
-	(*FlushResponse)(nil),            // 15: strata.v1.FlushResponse
-	(*RegionStatsRequest)(nil),       // 16: strata.v1.RegionStatsRequest
-	(*RegionStat)(nil),               // 17: strata.v1.RegionStat
-	(*RegionStatsResponse)(nil),      // 18: strata.v1.RegionStatsResponse
-	(*Column)(nil),                   // 19: strata.v1.Column
-	(*Table)(nil),                    // 20: strata.v1.Table
-	(*CreateTableRequest)(nil),       // 21: strata.v1.CreateTableRequest
-	(*CreateTableResponse)(nil),      // 22: strata.v1.CreateTableResponse
-	(*ListTablesRequest)(nil),        // 23: strata.v1.ListTablesRequest
-	(*ListTablesResponse)(nil),       // 24: strata.v1.ListTablesResponse
-	(*DescribeTableRequest)(nil),     // 25: strata.v1.DescribeTableRequest
-	(*DescribeTableResponse)(nil),    // 26: strata.v1.DescribeTableResponse
-	(*DropTableRequest)(nil),         // 27: strata.v1.DropTableRequest
-	(*DropTableResponse)(nil),        // 28: strata.v1.DropTableResponse
-	(*CompactRequest)(nil),           // 29: strata.v1.CompactRequest
-	(*CompactionResult)(nil),         // 30: strata.v1.CompactionResult
-	(*CompactResponse)(nil),          // 31: strata.v1.CompactResponse
-	(*CancelCompactionRequest)(nil),  // 32: strata.v1.CancelCompactionRequest
-	(*CancelCompactionResponse)(nil), // 33: strata.v1.CancelCompactionResponse
-	(*TruncateTableRequest)(nil),     // 34: strata.v1.TruncateTableRequest
-	(*TruncateTableResponse)(nil),    // 35: strata.v1.TruncateTableResponse
-	(*GcRegionRequest)(nil),          // 36: strata.v1.GcRegionRequest
-	(*GcObject)(nil),                 // 37: strata.v1.GcObject
-	(*GcRegionResult)(nil),           // 38: strata.v1.GcRegionResult
-	(*GcRegionResponse)(nil),         // 39: strata.v1.GcRegionResponse
-	(*CloseTableRequest)(nil),        // 40: strata.v1.CloseTableRequest
-	(*CloseTableResponse)(nil),       // 41: strata.v1.CloseTableResponse
-	(*ForwardWriteRequest)(nil),      // 42: strata.v1.ForwardWriteRequest
+	(*SeriesColumn)(nil),             // 14: strata.v1.SeriesColumn
+	(*ScanColumnsResponse)(nil),      // 15: strata.v1.ScanColumnsResponse
+	(*FlushRequest)(nil),             // 16: strata.v1.FlushRequest
+	(*FlushResponse)(nil),            // 17: strata.v1.FlushResponse
+	(*RegionStatsRequest)(nil),       // 18: strata.v1.RegionStatsRequest
+	(*RegionStat)(nil),               // 19: strata.v1.RegionStat
+	(*RegionStatsResponse)(nil),      // 20: strata.v1.RegionStatsResponse
+	(*Column)(nil),                   // 21: strata.v1.Column
+	(*Table)(nil),                    // 22: strata.v1.Table
+	(*CreateTableRequest)(nil),       // 23: strata.v1.CreateTableRequest
+	(*CreateTableResponse)(nil),      // 24: strata.v1.CreateTableResponse
+	(*ListTablesRequest)(nil),        // 25: strata.v1.ListTablesRequest
+	(*ListTablesResponse)(nil),       // 26: strata.v1.ListTablesResponse
+	(*DescribeTableRequest)(nil),     // 27: strata.v1.DescribeTableRequest
+	(*DescribeTableResponse)(nil),    // 28: strata.v1.DescribeTableResponse
+	(*DropTableRequest)(nil),         // 29: strata.v1.DropTableRequest
+	(*DropTableResponse)(nil),        // 30: strata.v1.DropTableResponse
+	(*CompactRequest)(nil),           // 31: strata.v1.CompactRequest
+	(*CompactionResult)(nil),         // 32: strata.v1.CompactionResult
+	(*CompactResponse)(nil),          // 33: strata.v1.CompactResponse
+	(*CancelCompactionRequest)(nil),  // 34: strata.v1.CancelCompactionRequest
+	(*CancelCompactionResponse)(nil), // 35: strata.v1.CancelCompactionResponse
+	(*TruncateTableRequest)(nil),     // 36: strata.v1.TruncateTableRequest
+	(*TruncateTableResponse)(nil),    // 37: strata.v1.TruncateTableResponse
+	(*GcRegionRequest)(nil),          // 38: strata.v1.GcRegionRequest
+	(*GcObject)(nil),                 // 39: strata.v1.GcObject
+	(*GcRegionResult)(nil),           // 40: strata.v1.GcRegionResult
+	(*GcRegionResponse)(nil),         // 41: strata.v1.GcRegionResponse
+	(*CloseTableRequest)(nil),        // 42: strata.v1.CloseTableRequest
+	(*CloseTableResponse)(nil),       // 43: strata.v1.CloseTableResponse
+	(*ForwardWriteRequest)(nil),      // 44: strata.v1.ForwardWriteRequest
 }
 var file_strata_v1_datanode_proto_depIdxs = []int32{
 	1,  // 0: strata.v1.Field.value:type_name -> strata.v1.Value
@@ -2978,50 +3131,53 @@ var file_strata_v1_datanode_proto_depIdxs = []int32{
 	12, // 9: strata.v1.ScanResponse.fields:type_name -> strata.v1.FieldInfo
 	10, // 10: strata.v1.ScanResponse.series:type_name -> strata.v1.Series
 	11, // 11: strata.v1.ScanResponse.rows:type_name -> strata.v1.Row
-	17, // 12: strata.v1.RegionStatsResponse.regions:type_name -> strata.v1.RegionStat
-	19, // 13: strata.v1.Table.columns:type_name -> strata.v1.Column
-	20, // 14: strata.v1.CreateTableResponse.table:type_name -> strata.v1.Table
-	20, // 15: strata.v1.ListTablesResponse.tables:type_name -> strata.v1.Table
-	20, // 16: strata.v1.DescribeTableResponse.table:type_name -> strata.v1.Table
-	17, // 17: strata.v1.DescribeTableResponse.regions:type_name -> strata.v1.RegionStat
-	30, // 18: strata.v1.CompactResponse.jobs:type_name -> strata.v1.CompactionResult
-	37, // 19: strata.v1.GcRegionResult.orphans:type_name -> strata.v1.GcObject
-	38, // 20: strata.v1.GcRegionResponse.regions:type_name -> strata.v1.GcRegionResult
-	4,  // 21: strata.v1.Datanode.Write:input_type -> strata.v1.WriteRequest
-	6,  // 22: strata.v1.Datanode.Delete:input_type -> strata.v1.DeleteRequest
-	8,  // 23: strata.v1.Datanode.Scan:input_type -> strata.v1.ScanRequest
-	14, // 24: strata.v1.Datanode.Flush:input_type -> strata.v1.FlushRequest
-	16, // 25: strata.v1.Datanode.RegionStats:input_type -> strata.v1.RegionStatsRequest
-	29, // 26: strata.v1.Datanode.Compact:input_type -> strata.v1.CompactRequest
-	32, // 27: strata.v1.Datanode.CancelCompaction:input_type -> strata.v1.CancelCompactionRequest
-	21, // 28: strata.v1.Datanode.CreateTable:input_type -> strata.v1.CreateTableRequest
-	23, // 29: strata.v1.Datanode.ListTables:input_type -> strata.v1.ListTablesRequest
-	25, // 30: strata.v1.Datanode.DescribeTable:input_type -> strata.v1.DescribeTableRequest
-	27, // 31: strata.v1.Datanode.DropTable:input_type -> strata.v1.DropTableRequest
-	34, // 32: strata.v1.Datanode.TruncateTable:input_type -> strata.v1.TruncateTableRequest
-	36, // 33: strata.v1.Datanode.GcRegion:input_type -> strata.v1.GcRegionRequest
-	40, // 34: strata.v1.Datanode.CloseTable:input_type -> strata.v1.CloseTableRequest
-	42, // 35: strata.v1.Datanode.ForwardWrite:input_type -> strata.v1.ForwardWriteRequest
-	5,  // 36: strata.v1.Datanode.Write:output_type -> strata.v1.WriteResponse
-	7,  // 37: strata.v1.Datanode.Delete:output_type -> strata.v1.DeleteResponse
-	13, // 38: strata.v1.Datanode.Scan:output_type -> strata.v1.ScanResponse
-	15, // 39: strata.v1.Datanode.Flush:output_type -> strata.v1.FlushResponse
-	18, // 40: strata.v1.Datanode.RegionStats:output_type -> strata.v1.RegionStatsResponse
-	31, // 41: strata.v1.Datanode.Compact:output_type -> strata.v1.CompactResponse
-	33, // 42: strata.v1.Datanode.CancelCompaction:output_type -> strata.v1.CancelCompactionResponse
-	22, // 43: strata.v1.Datanode.CreateTable:output_type -> strata.v1.CreateTableResponse
-	24, // 44: strata.v1.Datanode.ListTables:output_type -> strata.v1.ListTablesResponse
-	26, // 45: strata.v1.Datanode.DescribeTable:output_type -> strata.v1.DescribeTableResponse
-	28, // 46: strata.v1.Datanode.DropTable:output_type -> strata.v1.DropTableResponse
-	35, // 47: strata.v1.Datanode.TruncateTable:output_type -> strata.v1.TruncateTableResponse
-	39, // 48: strata.v1.Datanode.GcRegion:output_type -> strata.v1.GcRegionResponse
-	41, // 49: strata.v1.Datanode.CloseTable:output_type -> strata.v1.CloseTableResponse
-	5,  // 50: strata.v1.Datanode.ForwardWrite:output_type -> strata.v1.WriteResponse
-	36, // [36:51] is the sub-list for method output_type
-	21, // [21:36] is the sub-list for method input_type
-	21, // [21:21] is the sub-list for extension type_name
-	21, // [21:21] is the sub-list for extension extendee
-	0,  // [0:21] is the sub-list for field type_name
+	14, // 12: strata.v1.ScanColumnsResponse.columns:type_name -> strata.v1.SeriesColumn
+	19, // 13: strata.v1.RegionStatsResponse.regions:type_name -> strata.v1.RegionStat
+	21, // 14: strata.v1.Table.columns:type_name -> strata.v1.Column
+	22, // 15: strata.v1.CreateTableResponse.table:type_name -> strata.v1.Table
+	22, // 16: strata.v1.ListTablesResponse.tables:type_name -> strata.v1.Table
+	22, // 17: strata.v1.DescribeTableResponse.table:type_name -> strata.v1.Table
+	19, // 18: strata.v1.DescribeTableResponse.regions:type_name -> strata.v1.RegionStat
+	32, // 19: strata.v1.CompactResponse.jobs:type_name -> strata.v1.CompactionResult
+	39, // 20: strata.v1.GcRegionResult.orphans:type_name -> strata.v1.GcObject
+	40, // 21: strata.v1.GcRegionResponse.regions:type_name -> strata.v1.GcRegionResult
+	4,  // 22: strata.v1.Datanode.Write:input_type -> strata.v1.WriteRequest
+	6,  // 23: strata.v1.Datanode.Delete:input_type -> strata.v1.DeleteRequest
+	8,  // 24: strata.v1.Datanode.Scan:input_type -> strata.v1.ScanRequest
+	8,  // 25: strata.v1.Datanode.ScanColumns:input_type -> strata.v1.ScanRequest
+	16, // 26: strata.v1.Datanode.Flush:input_type -> strata.v1.FlushRequest
+	18, // 27: strata.v1.Datanode.RegionStats:input_type -> strata.v1.RegionStatsRequest
+	31, // 28: strata.v1.Datanode.Compact:input_type -> strata.v1.CompactRequest
+	34, // 29: strata.v1.Datanode.CancelCompaction:input_type -> strata.v1.CancelCompactionRequest
+	23, // 30: strata.v1.Datanode.CreateTable:input_type -> strata.v1.CreateTableRequest
+	25, // 31: strata.v1.Datanode.ListTables:input_type -> strata.v1.ListTablesRequest
+	27, // 32: strata.v1.Datanode.DescribeTable:input_type -> strata.v1.DescribeTableRequest
+	29, // 33: strata.v1.Datanode.DropTable:input_type -> strata.v1.DropTableRequest
+	36, // 34: strata.v1.Datanode.TruncateTable:input_type -> strata.v1.TruncateTableRequest
+	38, // 35: strata.v1.Datanode.GcRegion:input_type -> strata.v1.GcRegionRequest
+	42, // 36: strata.v1.Datanode.CloseTable:input_type -> strata.v1.CloseTableRequest
+	44, // 37: strata.v1.Datanode.ForwardWrite:input_type -> strata.v1.ForwardWriteRequest
+	5,  // 38: strata.v1.Datanode.Write:output_type -> strata.v1.WriteResponse
+	7,  // 39: strata.v1.Datanode.Delete:output_type -> strata.v1.DeleteResponse
+	13, // 40: strata.v1.Datanode.Scan:output_type -> strata.v1.ScanResponse
+	15, // 41: strata.v1.Datanode.ScanColumns:output_type -> strata.v1.ScanColumnsResponse
+	17, // 42: strata.v1.Datanode.Flush:output_type -> strata.v1.FlushResponse
+	20, // 43: strata.v1.Datanode.RegionStats:output_type -> strata.v1.RegionStatsResponse
+	33, // 44: strata.v1.Datanode.Compact:output_type -> strata.v1.CompactResponse
+	35, // 45: strata.v1.Datanode.CancelCompaction:output_type -> strata.v1.CancelCompactionResponse
+	24, // 46: strata.v1.Datanode.CreateTable:output_type -> strata.v1.CreateTableResponse
+	26, // 47: strata.v1.Datanode.ListTables:output_type -> strata.v1.ListTablesResponse
+	28, // 48: strata.v1.Datanode.DescribeTable:output_type -> strata.v1.DescribeTableResponse
+	30, // 49: strata.v1.Datanode.DropTable:output_type -> strata.v1.DropTableResponse
+	37, // 50: strata.v1.Datanode.TruncateTable:output_type -> strata.v1.TruncateTableResponse
+	41, // 51: strata.v1.Datanode.GcRegion:output_type -> strata.v1.GcRegionResponse
+	43, // 52: strata.v1.Datanode.CloseTable:output_type -> strata.v1.CloseTableResponse
+	5,  // 53: strata.v1.Datanode.ForwardWrite:output_type -> strata.v1.WriteResponse
+	38, // [38:54] is the sub-list for method output_type
+	22, // [22:38] is the sub-list for method input_type
+	22, // [22:22] is the sub-list for extension type_name
+	22, // [22:22] is the sub-list for extension extendee
+	0,  // [0:22] is the sub-list for field type_name
 }
 
 func init() { file_strata_v1_datanode_proto_init() }
@@ -3042,7 +3198,7 @@ func file_strata_v1_datanode_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_strata_v1_datanode_proto_rawDesc), len(file_strata_v1_datanode_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   43,
+			NumMessages:   45,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

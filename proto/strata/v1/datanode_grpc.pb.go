@@ -26,6 +26,7 @@ const (
 	Datanode_Write_FullMethodName            = "/strata.v1.Datanode/Write"
 	Datanode_Delete_FullMethodName           = "/strata.v1.Datanode/Delete"
 	Datanode_Scan_FullMethodName             = "/strata.v1.Datanode/Scan"
+	Datanode_ScanColumns_FullMethodName      = "/strata.v1.Datanode/ScanColumns"
 	Datanode_Flush_FullMethodName            = "/strata.v1.Datanode/Flush"
 	Datanode_RegionStats_FullMethodName      = "/strata.v1.Datanode/RegionStats"
 	Datanode_Compact_FullMethodName          = "/strata.v1.Datanode/Compact"
@@ -50,6 +51,13 @@ type DatanodeClient interface {
 	Delete(ctx context.Context, in *DeleteRequest, opts ...grpc.CallOption) (*DeleteResponse, error)
 	// Scan streams rows in (series, timestamp) order.
 	Scan(ctx context.Context, in *ScanRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[ScanResponse], error)
+	// ScanColumns (cluster-internal, a datanode reading a region another one
+	// hosts) streams one numeric field of one region's series column by
+	// column, as the region reads them: the request names the region and
+	// exactly one field (not series_only; batch_rows is ignored). A series
+	// may come in several columns, oldest input first; where two hold the
+	// same timestamp, the later one's value stands.
+	ScanColumns(ctx context.Context, in *ScanRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[ScanColumnsResponse], error)
 	// Flush writes memtables to SSTs.
 	Flush(ctx context.Context, in *FlushRequest, opts ...grpc.CallOption) (*FlushResponse, error)
 	// RegionStats describes a table's regions.
@@ -130,6 +138,25 @@ func (c *datanodeClient) Scan(ctx context.Context, in *ScanRequest, opts ...grpc
 
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type Datanode_ScanClient = grpc.ServerStreamingClient[ScanResponse]
+
+func (c *datanodeClient) ScanColumns(ctx context.Context, in *ScanRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[ScanColumnsResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &Datanode_ServiceDesc.Streams[1], Datanode_ScanColumns_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[ScanRequest, ScanColumnsResponse]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Datanode_ScanColumnsClient = grpc.ServerStreamingClient[ScanColumnsResponse]
 
 func (c *datanodeClient) Flush(ctx context.Context, in *FlushRequest, opts ...grpc.CallOption) (*FlushResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
@@ -261,6 +288,13 @@ type DatanodeServer interface {
 	Delete(context.Context, *DeleteRequest) (*DeleteResponse, error)
 	// Scan streams rows in (series, timestamp) order.
 	Scan(*ScanRequest, grpc.ServerStreamingServer[ScanResponse]) error
+	// ScanColumns (cluster-internal, a datanode reading a region another one
+	// hosts) streams one numeric field of one region's series column by
+	// column, as the region reads them: the request names the region and
+	// exactly one field (not series_only; batch_rows is ignored). A series
+	// may come in several columns, oldest input first; where two hold the
+	// same timestamp, the later one's value stands.
+	ScanColumns(*ScanRequest, grpc.ServerStreamingServer[ScanColumnsResponse]) error
 	// Flush writes memtables to SSTs.
 	Flush(context.Context, *FlushRequest) (*FlushResponse, error)
 	// RegionStats describes a table's regions.
@@ -311,6 +345,9 @@ func (UnimplementedDatanodeServer) Delete(context.Context, *DeleteRequest) (*Del
 }
 func (UnimplementedDatanodeServer) Scan(*ScanRequest, grpc.ServerStreamingServer[ScanResponse]) error {
 	return status.Error(codes.Unimplemented, "method Scan not implemented")
+}
+func (UnimplementedDatanodeServer) ScanColumns(*ScanRequest, grpc.ServerStreamingServer[ScanColumnsResponse]) error {
+	return status.Error(codes.Unimplemented, "method ScanColumns not implemented")
 }
 func (UnimplementedDatanodeServer) Flush(context.Context, *FlushRequest) (*FlushResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Flush not implemented")
@@ -415,6 +452,17 @@ func _Datanode_Scan_Handler(srv interface{}, stream grpc.ServerStream) error {
 
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type Datanode_ScanServer = grpc.ServerStreamingServer[ScanResponse]
+
+func _Datanode_ScanColumns_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(ScanRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(DatanodeServer).ScanColumns(m, &grpc.GenericServerStream[ScanRequest, ScanColumnsResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Datanode_ScanColumnsServer = grpc.ServerStreamingServer[ScanColumnsResponse]
 
 func _Datanode_Flush_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(FlushRequest)
@@ -700,6 +748,11 @@ var Datanode_ServiceDesc = grpc.ServiceDesc{
 		{
 			StreamName:    "Scan",
 			Handler:       _Datanode_Scan_Handler,
+			ServerStreams: true,
+		},
+		{
+			StreamName:    "ScanColumns",
+			Handler:       _Datanode_ScanColumns_Handler,
 			ServerStreams: true,
 		},
 	},

@@ -1,0 +1,218 @@
+package cluster_test
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// rowsQuery counts table t's rows (freezeOwner's: timestamps in the first
+// hours of 1970) through PromQL.
+const rowsQuery = "sum(count_over_time(t_v[100d]))"
+
+// queryRows runs rowsQuery on a datanode's Prometheus API and returns the
+// count, or the error the datanode answered with.
+func queryRows(httpAddr string) (int, error) {
+	c := &http.Client{Timeout: 3 * time.Minute}
+	resp, err := c.Get("http://" + httpAddr + "/api/v1/query?time=8640000&timeout=150s&query=" + url.QueryEscape(rowsQuery))
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	data, _ := io.ReadAll(resp.Body)
+	var out struct {
+		Status string `json:"status"`
+		Error  string `json:"error"`
+		Data   struct {
+			Result []struct {
+				Value [2]any `json:"value"`
+			} `json:"result"`
+		} `json:"data"`
+	}
+	if err := json.Unmarshal(data, &out); err != nil {
+		return 0, fmt.Errorf("%d %s", resp.StatusCode, data)
+	}
+	if out.Status != "success" {
+		return 0, fmt.Errorf("%d %s", resp.StatusCode, out.Error)
+	}
+	if len(out.Data.Result) != 1 {
+		return 0, nil
+	}
+	s, _ := out.Data.Result[0].Value[1].(string)
+	n, err := strconv.Atoi(s)
+	return n, err
+}
+
+// metricValue reads one unlabelled metric from a datanode's /metrics.
+func metricValue(t *testing.T, httpAddr, name string) float64 {
+	t.Helper()
+	resp, err := http.Get("http://" + httpAddr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), name+" "); ok {
+			f, err := strconv.ParseFloat(v, 64)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return f
+		}
+	}
+	t.Fatalf("no metric %s on %s", name, httpAddr)
+	return 0
+}
+
+// A query sent to a datanode while the owner of the region it reads is
+// frozen (SIGSTOP) opens a scan stream the owner never answers. It must
+// neither hang nor answer in part: once the owner's lease ends, the stream
+// is cancelled and the scan starts again on the region's new owner, and
+// the query answers every row.
+func TestQueryThroughAFrozenOwner(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts processes and waits for a lease to expire")
+	}
+	f := ownedTable(t)
+	want := len(f.acked)
+	if n, err := queryRows(f.nw.http); err != nil || n != want {
+		t.Fatalf("before the freeze: %d rows, %v; want %d", n, err, want)
+	}
+	retries := metricValue(t, f.nw.http, "strata_remote_scan_retries_total")
+	f.freeze()
+	type answer struct {
+		n   int
+		err error
+		at  time.Time
+	}
+	done := make(chan answer, 1)
+	go func() {
+		n, err := queryRows(f.nw.http)
+		done <- answer{n, err, time.Now()}
+	}()
+	// The query's stream to the frozen owner is open while metasrv still
+	// places the region there: it was sent to a frozen node.
+	for end := time.Now().Add(60 * time.Second); metricValue(t, f.nw.http, "strata_remote_scans") < 1; {
+		if time.Now().After(end) {
+			t.Fatal("no remote scan open on the querying datanode after 60 s")
+		}
+		time.Sleep(20 * time.Millisecond) // another process's state, read from its metrics
+	}
+	st := placed(t, f.c, 1, time.Second, "")
+	if st.Regions[0].Owner != f.oldID {
+		t.Fatalf("the region moved to %s before the query reached its frozen owner: the machine is too slow for this test", st.Regions[0].Owner)
+	}
+	select {
+	case a := <-done:
+		t.Fatalf("the query answered while the region's only owner was frozen: %d rows, %v", a.n, a.err)
+	default:
+	}
+	f.failover()
+	select {
+	case a := <-done:
+		if a.err != nil || a.n != want {
+			t.Fatalf("query across the failover: %d rows, %v; want %d", a.n, a.err, want)
+		}
+		t.Logf("query answered %d rows %v after the freeze", a.n, a.at.Sub(f.paused).Round(100*time.Millisecond))
+	case <-time.After(2 * time.Minute):
+		t.Fatal("no answer 2 min after the region reopened on a live datanode")
+	}
+	if r := metricValue(t, f.nw.http, "strata_remote_scan_retries_total"); r <= retries {
+		t.Fatalf("the querying datanode retried no remote scan (%v before, %v after)", retries, r)
+	}
+	if open := metricValue(t, f.nw.http, "strata_remote_scans"); open != 0 {
+		t.Fatalf("%v remote scans still open after the answer", open)
+	}
+}
+
+// Queries on both datanodes, in a loop, while the region they read moves
+// back and forth: every answer has every row, or is an error naming the
+// region. None is partial.
+func TestQueriesWhileTheRegionMoves(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts processes")
+	}
+	f := ownedTable(t)
+	for range 20 {
+		if code, err := f.write(f.old, 1000); code != http.StatusNoContent {
+			t.Fatalf("write: %d %v", code, err)
+		}
+	}
+	want := len(f.acked)
+	st := placed(t, f.c, 1, 30*time.Second, "")
+	region := st.Regions[0].Region
+	stop := make(chan struct{})
+	var mu sync.Mutex
+	complete, failed := map[string]int{}, map[string]int{}
+	var wg sync.WaitGroup
+	for _, p := range []*proc{f.old, f.nw} {
+		wg.Go(func() {
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				n, err := queryRows(p.http)
+				mu.Lock()
+				switch {
+				case err == nil && n == want:
+					complete[p.name]++
+				case err != nil && strings.Contains(err.Error(), "region "+region):
+					failed[p.name]++
+					t.Logf("%s: %v", p.name, err)
+				default:
+					t.Errorf("%s answered %d rows (want %d), %v", p.name, n, want, err)
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	to := []string{f.nw.name, f.old.name}
+	for i := range 6 {
+		f.run("cluster", "move", region, to[i%2])
+		// Until the new owner has opened the region: a query is then
+		// sure to be running on it.
+		for end := time.Now().Add(60 * time.Second); ; {
+			st := placed(t, f.c, 1, 30*time.Second, "")
+			if st.Regions[0].Owner == to[i%2] {
+				break
+			}
+			if time.Now().After(end) {
+				t.Fatalf("region %s not on %s after 60 s", region, to[i%2])
+			}
+		}
+		mu.Lock()
+		n := complete[f.old.name] + complete[f.nw.name] + failed[f.old.name] + failed[f.nw.name]
+		mu.Unlock()
+		for end := time.Now().Add(2 * time.Minute); ; { // at least one answer more per move
+			mu.Lock()
+			m := complete[f.old.name] + complete[f.nw.name] + failed[f.old.name] + failed[f.nw.name]
+			mu.Unlock()
+			if m > n {
+				break
+			}
+			if time.Now().After(end) {
+				t.Fatal("no answer for 2 min")
+			}
+			time.Sleep(50 * time.Millisecond) // answers of other processes
+		}
+	}
+	close(stop)
+	wg.Wait()
+	for _, p := range []*proc{f.old, f.nw} {
+		if n, err := queryRows(p.http); err != nil || n != want {
+			t.Errorf("%s after the moves: %d rows, %v; want %d", p.name, n, err, want)
+		}
+	}
+	t.Logf("6 moves of region %s: complete answers %v, errors %v", region, complete, failed)
+}

@@ -1,0 +1,39 @@
+package wire
+
+import (
+	"math"
+	"reflect"
+	"testing"
+
+	"github.com/stratadb/strata/internal/sst"
+)
+
+// A column packs and unpacks to itself: timestamps of any spacing (negative,
+// irregular, the extremes), every payload's bits, nulls or none.
+func TestColumnRoundTrip(t *testing.T) {
+	cols := []sst.SeriesColumn{
+		{Series: "a", TS: []int64{42}, Bits: []uint64{math.Float64bits(math.NaN())}},
+		{Series: "b", TS: []int64{-5, 3}, Bits: []uint64{0x7ff0000000000002, math.MaxUint64}, Finite: true},
+		{Series: "c", TS: []int64{math.MinInt64, -1, 0, 10, 20, 30, 31, 1000, math.MaxInt64}, Bits: []uint64{1, 2, 3, 4, 5, 6, 7, 8, 9},
+			Null: []bool{false, true, false, false, false, false, false, false, true}},
+	}
+	var got sst.SeriesColumn
+	for _, c := range cols {
+		if err := ToColumn(FromColumn(&c), &got); err != nil {
+			t.Fatalf("%s: %v", c.Series, err)
+		}
+		if !reflect.DeepEqual(got, c) {
+			t.Fatalf("%s: got %+v, want %+v", c.Series, got, c)
+		}
+	}
+	m := FromColumn(&cols[2])
+	m.Ts = m.Ts[:len(m.Ts)-1]
+	if err := ToColumn(m, &got); err == nil {
+		t.Fatal("a column missing part of a timestamp unpacked")
+	}
+	m = FromColumn(&cols[2])
+	m.Values = m.Values[:8]
+	if err := ToColumn(m, &got); err == nil {
+		t.Fatal("a column with more timestamps than values unpacked")
+	}
+}
