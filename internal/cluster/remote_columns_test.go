@@ -17,8 +17,8 @@ import (
 	"github.com/stratadb/strata/internal/server"
 )
 
-// staleNaN is Prometheus' stale marker.
-const staleNaN = 0x7ff0000000000002
+// staleBits are Prometheus' stale marker's bits.
+const staleBits = 0x7ff0000000000002
 
 // colPoint is one value of a column scan with what its column said of it.
 type colPoint struct {
@@ -101,7 +101,7 @@ func TestRemoteColumnScanIsTheLocalOne(t *testing.T) {
 	point := func(host string, ts int64, fields ...row.Field) row.Point {
 		return row.Point{Tags: []row.Tag{{Name: "host", Value: host}}, TS: ts, Fields: fields}
 	}
-	odd := []float64{math.NaN(), math.Float64frombits(staleNaN), math.Inf(1), math.Inf(-1), -0.0, 1.5}
+	odd := []float64{math.NaN(), math.Float64frombits(staleBits), math.Inf(1), math.Inf(-1), -0.0, 1.5}
 	var batch []row.Point
 	for i := range 200_000 { // one long series
 		batch = append(batch, point("long", int64(i+1)*int64(time.Second), row.Field{Name: "v", Value: row.FloatValue(float64(i) / 3)}, row.Field{Name: "n", Value: row.IntValue(int64(i))}))
@@ -126,7 +126,7 @@ func TestRemoteColumnScanIsTheLocalOne(t *testing.T) {
 		}
 	}
 	// Newer values for some of the same timestamps, in the memtables.
-	write([]row.Point{point("h0", 2*int64(time.Second), row.Field{Name: "v", Value: row.FloatValue(math.Float64frombits(staleNaN))}),
+	write([]row.Point{point("h0", 2*int64(time.Second), row.Field{Name: "v", Value: row.FloatValue(math.Float64frombits(staleBits))}),
 		point("h1", 60*int64(time.Second), row.Field{Name: "v", Value: row.FloatValue(-7)}),
 		point("long", 5*int64(time.Second), row.Field{Name: "v", Value: row.FloatValue(math.NaN())})})
 	for _, field := range []string{"v", "n"} {
@@ -152,7 +152,7 @@ func TestRemoteColumnScanIsTheLocalOne(t *testing.T) {
 	// what a float's value cannot tell apart.
 	stale, nulls := 0, 0
 	for _, p := range columns(t, dns[1], "m", "v")[key("h0")] {
-		if p.Bits == staleNaN {
+		if p.Bits == staleBits {
 			stale++
 		}
 		if p.Null {
