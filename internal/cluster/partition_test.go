@@ -31,7 +31,6 @@ type cutProxy struct {
 	target atomic.Value // string
 	cut    chan struct{}
 	done   chan struct{}
-	once   sync.Once
 	wg     sync.WaitGroup
 	mu     sync.Mutex
 	conns  []net.Conn

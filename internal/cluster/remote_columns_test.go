@@ -101,7 +101,7 @@ func TestRemoteColumnScanIsTheLocalOne(t *testing.T) {
 	point := func(host string, ts int64, fields ...row.Field) row.Point {
 		return row.Point{Tags: []row.Tag{{Name: "host", Value: host}}, TS: ts, Fields: fields}
 	}
-	odd := []float64{math.NaN(), math.Float64frombits(staleBits), math.Inf(1), math.Inf(-1), -0.0, 1.5}
+	odd := []float64{math.NaN(), math.Float64frombits(staleBits), math.Inf(1), math.Inf(-1), math.Copysign(0, -1), 1.5}
 	var batch []row.Point
 	for i := range 200_000 { // one long series
 		batch = append(batch, point("long", int64(i+1)*int64(time.Second), row.Field{Name: "v", Value: row.FloatValue(float64(i) / 3)}, row.Field{Name: "n", Value: row.IntValue(int64(i))}))

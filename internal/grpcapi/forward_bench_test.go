@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/stratadb/strata/internal/catalog"
@@ -19,9 +21,6 @@ import (
 	"github.com/stratadb/strata/internal/tsbs"
 	"github.com/stratadb/strata/internal/wire"
 	pb "github.com/stratadb/strata/proto/strata/v1"
-
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 )
 
 // BenchmarkForwardWrite: a datanode's share of a TSBS cpu write (400
