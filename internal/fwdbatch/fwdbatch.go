@@ -67,14 +67,14 @@ func Append(dst []byte, b region.Batch) []byte {
 	dst = binary.AppendUvarint(dst, uint64(len(pts)))
 	runs := 0
 	for i := range pts {
-		if i == 0 || !sameShape(&pts[i], &pts[i-1]) {
+		if i == 0 || !row.SameShape(&pts[i], &pts[i-1]) {
 			runs++
 		}
 	}
 	dst = binary.AppendUvarint(dst, uint64(runs))
 	for i := 0; i < len(pts); {
 		j := i + 1
-		for j < len(pts) && sameShape(&pts[j], &pts[j-1]) {
+		for j < len(pts) && row.SameShape(&pts[j], &pts[j-1]) {
 			j++
 		}
 		dst = appendRun(dst, pts[i:j], b.Keys[i:j])
@@ -140,28 +140,6 @@ func appendRun(dst []byte, pts []row.Point, keys [][]byte) []byte {
 func appendString(dst []byte, s string) []byte {
 	dst = binary.AppendUvarint(dst, uint64(len(s)))
 	return append(dst, s...)
-}
-
-// sameShape reports whether p has prev's tag names and field names and
-// kinds, in the same order.
-func sameShape(p, prev *row.Point) bool {
-	if len(p.Tags) != len(prev.Tags) || len(p.Fields) != len(prev.Fields) {
-		return false
-	}
-	if p.Shape != 0 && p.Shape == prev.Shape {
-		return true
-	}
-	for i := range p.Tags {
-		if p.Tags[i].Name != prev.Tags[i].Name {
-			return false
-		}
-	}
-	for i := range p.Fields {
-		if p.Fields[i].Name != prev.Fields[i].Name || p.Fields[i].Value.Kind() != prev.Fields[i].Value.Kind() {
-			return false
-		}
-	}
-	return true
 }
 
 // Decode decodes a batch Append encoded. The batch's points carry their

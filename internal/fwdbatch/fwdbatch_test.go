@@ -142,7 +142,7 @@ func same(want, got region.Batch) error {
 				return fmt.Errorf("point %d: tag %d: %q, want %q", i, j, g.Tags[j].Name, w.Tags[j].Name)
 			}
 		}
-		if g.Shape == 0 || i > 0 && sameShape(&w, &want.Points[i-1]) != (g.Shape == got.Points[i-1].Shape) {
+		if g.Shape == 0 || i > 0 && row.SameShape(&w, &want.Points[i-1]) != (g.Shape == got.Points[i-1].Shape) {
 			return fmt.Errorf("point %d: shape %d (previous %d)", i, g.Shape, got.Points[i-1].Shape)
 		}
 	}

@@ -116,7 +116,7 @@ func (r *Region) write(ctx context.Context, b Batch, prepared bool) (WriteResult
 			key = kbuf[start:len(kbuf):len(kbuf)]
 		}
 		fields := vals[i*nf : (i+1)*nf : (i+1)*nf]
-		if !sameShape(p, prev) {
+		if !row.SameShape(p, prev) {
 			ords = ords[:0]
 			for _, f := range p.Fields {
 				ord, _ := sch.FieldOrdinal(f.Name)
@@ -192,7 +192,7 @@ func ValidateBatch(points []row.Point, base *schema.Schema) (*schema.Additions, 
 	var prev *row.Point
 	for i := range points {
 		p := &points[i]
-		if err := validate(p, sameShape(p, prev), base.Timestamp(), add); err != nil {
+		if err := validate(p, row.SameShape(p, prev), base.Timestamp(), add); err != nil {
 			return nil, &PointError{Index: i, Err: err}
 		}
 		prev = p
@@ -209,7 +209,7 @@ func Columns(points []row.Point, base *schema.Schema) (*schema.Additions, error)
 	var prev *row.Point
 	for i := range points {
 		p := &points[i]
-		if !sameShape(p, prev) {
+		if !row.SameShape(p, prev) {
 			if err := addColumns(p, add); err != nil {
 				return nil, &PointError{Index: i, Err: err}
 			}
@@ -231,29 +231,6 @@ func addColumns(p *row.Point, add *schema.Additions) error {
 		}
 	}
 	return nil
-}
-
-// sameShape reports whether p has exactly prev's tag names and field names
-// and kinds, in the same order; then p's columns need no checks of their
-// own (batches from one source usually repeat one shape).
-func sameShape(p, prev *row.Point) bool {
-	if prev == nil || len(p.Tags) != len(prev.Tags) || len(p.Fields) != len(prev.Fields) {
-		return false
-	}
-	if p.Shape != 0 && p.Shape == prev.Shape {
-		return true
-	}
-	for i := range p.Tags {
-		if p.Tags[i].Name != prev.Tags[i].Name {
-			return false
-		}
-	}
-	for i := range p.Fields {
-		if p.Fields[i].Name != prev.Fields[i].Name || p.Fields[i].Value.Kind() != prev.Fields[i].Value.Kind() {
-			return false
-		}
-	}
-	return true
 }
 
 // validate checks one point against the schema, collecting new columns.

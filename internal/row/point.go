@@ -26,3 +26,27 @@ type Field struct {
 	Name  string
 	Value Value
 }
+
+// SameShape reports whether p has exactly prev's tag names and field
+// names and kinds, in the same order (false if prev is nil): then p's
+// columns need no checks of their own, and a forwarded batch sends them
+// once (batches from one source usually repeat one shape).
+func SameShape(p, prev *Point) bool {
+	if prev == nil || len(p.Tags) != len(prev.Tags) || len(p.Fields) != len(prev.Fields) {
+		return false
+	}
+	if p.Shape != 0 && p.Shape == prev.Shape {
+		return true
+	}
+	for i := range p.Tags {
+		if p.Tags[i].Name != prev.Tags[i].Name {
+			return false
+		}
+	}
+	for i := range p.Fields {
+		if p.Fields[i].Name != prev.Fields[i].Name || p.Fields[i].Value.Kind() != prev.Fields[i].Value.Kind() {
+			return false
+		}
+	}
+	return true
+}
