@@ -6,23 +6,14 @@ import (
 	"sort"
 
 	"github.com/stratadb/strata/internal/freelist"
+	"github.com/stratadb/strata/internal/scan"
 	"github.com/stratadb/strata/internal/sst/internal/page"
 )
 
-// SeriesColumn is one series' values of one numeric field, in ts order:
-// TS[i] and Bits[i] (the value's payload, row.NumberValue(kind, Bits[i]))
-// of row i, which has no value if Null is set and Null[i] is true. The
-// slices belong to the reader and are valid only until the callback it was
-// passed to returns.
-type SeriesColumn struct {
-	Series string
-	TS     []int64
-	Bits   []uint64
-	Null   []bool // nil: every row has a value
-	// Finite: every value is a finite float (a column of decimals), so
-	// none is NaN, a stale marker among them.
-	Finite bool
-}
+// SeriesColumn is one series' values of one numeric field
+// (scan.SeriesColumn); a reader's slices are valid only until the
+// callback it was passed to returns.
+type SeriesColumn = scan.SeriesColumn
 
 // NumericField reports whether field's column holds 64-bit numbers
 // (float, int, uint), which ReadColumns reads.

@@ -5,19 +5,19 @@ import (
 	"reflect"
 	"testing"
 
-	"github.com/stratadb/strata/internal/sst"
+	"github.com/stratadb/strata/internal/scan"
 )
 
 // A column packs and unpacks to itself: timestamps of any spacing (negative,
 // irregular, the extremes), every payload's bits, nulls or none.
 func TestColumnRoundTrip(t *testing.T) {
-	cols := []sst.SeriesColumn{
+	cols := []scan.SeriesColumn{
 		{Series: "a", TS: []int64{42}, Bits: []uint64{math.Float64bits(math.NaN())}},
 		{Series: "b", TS: []int64{-5, 3}, Bits: []uint64{0x7ff0000000000002, math.MaxUint64}, Finite: true},
 		{Series: "c", TS: []int64{math.MinInt64, -1, 0, 10, 20, 30, 31, 1000, math.MaxInt64}, Bits: []uint64{1, 2, 3, 4, 5, 6, 7, 8, 9},
 			Null: []bool{false, true, false, false, false, false, false, false, true}},
 	}
-	var got sst.SeriesColumn
+	var got scan.SeriesColumn
 	for _, c := range cols {
 		if err := ToColumn(FromColumn(&c), &got); err != nil {
 			t.Fatalf("%s: %v", c.Series, err)

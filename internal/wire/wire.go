@@ -15,7 +15,7 @@ import (
 	"github.com/stratadb/strata/internal/catalog"
 	"github.com/stratadb/strata/internal/errclass"
 	"github.com/stratadb/strata/internal/row"
-	"github.com/stratadb/strata/internal/sst"
+	"github.com/stratadb/strata/internal/scan"
 	pb "github.com/stratadb/strata/proto/strata/v1"
 )
 
@@ -132,7 +132,7 @@ func TableMsg(t catalog.Table) *pb.Table {
 }
 
 // FromColumn packs one column of a column scan (pb.SeriesColumn).
-func FromColumn(c *sst.SeriesColumn) *pb.SeriesColumn {
+func FromColumn(c *scan.SeriesColumn) *pb.SeriesColumn {
 	m := &pb.SeriesColumn{Series: []byte(c.Series), Finite: c.Finite}
 	m.Ts = make([]byte, 0, len(c.TS)*2+binary.MaxVarintLen64)
 	var delta int64
@@ -165,7 +165,7 @@ func FromColumn(c *sst.SeriesColumn) *pb.SeriesColumn {
 }
 
 // ToColumn unpacks m into c, reusing c's slices.
-func ToColumn(m *pb.SeriesColumn, c *sst.SeriesColumn) error {
+func ToColumn(m *pb.SeriesColumn, c *scan.SeriesColumn) error {
 	n := len(m.Values) / 8
 	if len(m.Values)%8 != 0 || (len(m.Nulls) != 0 && len(m.Nulls) != (n+7)/8) {
 		return fmt.Errorf("%w: %d bytes of values, %d of nulls", errBadColumn, len(m.Values), len(m.Nulls))
