@@ -12,12 +12,9 @@ import (
 	"testing"
 	"time"
 
-	"google.golang.org/grpc"
-
 	"github.com/stratadb/strata/internal/catalog"
 	"github.com/stratadb/strata/internal/cluster/clustertest"
 	"github.com/stratadb/strata/internal/datanode"
-	"github.com/stratadb/strata/internal/metasrv"
 	"github.com/stratadb/strata/internal/region"
 	"github.com/stratadb/strata/internal/row"
 	"github.com/stratadb/strata/internal/server"
@@ -124,18 +121,7 @@ func TestScanThroughACutNetworkFails(t *testing.T) {
 	}
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	cli := clustertest.Etcd(t)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	meta, err := metasrv.Start(context.Background(), metasrv.Options{Client: cli, Addr: ln.Addr().String(), Logger: quiet, DefaultRegions: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	g := grpc.NewServer()
-	meta.Register(g)
-	go func() { _ = g.Serve(ln) }()
-	t.Cleanup(func() { g.Stop(); meta.Close() })
+	startMetasrv(t, cli, quiet)
 	store := "file://" + t.TempDir()
 	var dns []*server.Server
 	proxies := map[*server.Server]*cutProxy{}
@@ -170,7 +156,7 @@ func TestScanThroughACutNetworkFails(t *testing.T) {
 	qctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
 	defer cancel()
 	start := time.Now()
-	err = other.Engine().ScanColumns(qctx, "m", req, func(c *region.Column) error { return nil })
+	err := other.Engine().ScanColumns(qctx, "m", req, func(c *region.Column) error { return nil })
 	t.Logf("scan through the cut network: %v after %v", err, time.Since(start).Round(time.Second))
 	if err == nil || qctx.Err() != nil {
 		t.Fatalf("scan through a cut network: %v (caller's deadline: %v)", err, qctx.Err())

@@ -16,6 +16,7 @@ import (
 
 	"github.com/klauspost/compress/snappy"
 	"github.com/prometheus/prometheus/prompb"
+	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/grpc"
 
 	"github.com/stratadb/strata/internal/catalog"
@@ -37,18 +38,7 @@ func twoDatanodes(t *testing.T, tune func(*datanode.Options)) []*server.Server {
 	t.Helper()
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	cli := clustertest.Etcd(t)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	meta, err := metasrv.Start(context.Background(), metasrv.Options{Client: cli, Addr: ln.Addr().String(), Logger: quiet, DefaultRegions: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	g := grpc.NewServer()
-	meta.Register(g)
-	go func() { _ = g.Serve(ln) }()
-	t.Cleanup(func() { g.Stop(); meta.Close() })
+	startMetasrv(t, cli, quiet)
 	store := "file://" + t.TempDir()
 	var dns []*server.Server
 	for _, id := range []string{"dn1", "dn2"} {
@@ -200,4 +190,22 @@ func TestRemoteErrorsKeepTheirClass(t *testing.T) {
 		})
 	}
 	wg.Wait()
+}
+
+// startMetasrv runs a metasrv in this process on etcd cli, until the test
+// ends.
+func startMetasrv(t *testing.T, cli *clientv3.Client, log *slog.Logger) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	meta, err := metasrv.Start(context.Background(), metasrv.Options{Client: cli, Addr: ln.Addr().String(), Logger: log, DefaultRegions: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := grpc.NewServer()
+	meta.Register(g)
+	go func() { _ = g.Serve(ln) }()
+	t.Cleanup(func() { g.Stop(); meta.Close() })
 }
