@@ -492,27 +492,20 @@ func (s *series) merge(c *scan.Column, conv func(uint64) float64) {
 	})
 }
 
-// mergeNewer merges samples newer than the series' into them: at each of
-// ts, value(j) (if it has one) replaces the series' sample at that ts, and
-// with none, neither has the series. ts is ascending.
+// mergeNewer merges samples newer than the series' into them, by the
+// merge rule (scan.MergeNewer): at each of ts, value(j) (if it has one)
+// replaces the series' sample at that ts, and with none, neither has the
+// series. ts is ascending.
 func (s *series) mergeNewer(ts []int64, value func(j int) (float64, bool)) {
 	mts := make([]int64, 0, len(s.ts)+len(ts))
 	mvs := make([]float64, 0, len(s.ts)+len(ts))
-	i, j := 0, 0
-	for i < len(s.ts) || j < len(ts) {
-		if j == len(ts) || i < len(s.ts) && s.ts[i] < ts[j] {
+	scan.MergeNewer(s.ts, ts, func(i int, newer bool) {
+		if !newer {
 			mts, mvs = append(mts, s.ts[i]), append(mvs, s.vs[i])
-			i++
-			continue
+		} else if v, ok := value(i); ok {
+			mts, mvs = append(mts, ts[i]), append(mvs, v)
 		}
-		if i < len(s.ts) && s.ts[i] == ts[j] {
-			i++ // an older version of the row
-		}
-		if v, ok := value(j); ok {
-			mts, mvs = append(mts, ts[j]), append(mvs, v)
-		}
-		j++
-	}
+	})
 	s.ts, s.vs = mts, mvs
 }
 

@@ -288,12 +288,14 @@ func splitRuns(runs []sst.Run, n int, minRows int64) [][]sst.Run {
 
 // ColumnsOf calls emit with the values of field 0 of it's puts, a Column
 // per run of entries of one series, each (series, ts) once: the first of
-// its entries, which a merge's or a memtable's order makes the newest.
+// its entries, which a merge's or a memtable's order makes the newest
+// (scan.Latest).
 // Tombstones are skipped: it is for inputs that hold none, or whose
 // tombstones a merge applied.
 func ColumnsOf(it row.Iterator, kind row.Kind, emit func(*scan.Column) error) error {
 	col := scan.Column{Kind: kind}
 	nulls := false
+	var latest scan.Latest
 	flush := func() error {
 		if len(col.TS) == 0 {
 			return nil
@@ -315,8 +317,9 @@ func ColumnsOf(it row.Iterator, kind row.Kind, emit func(*scan.Column) error) er
 				return err
 			}
 			col.Series = e.Series
+			latest.Reset()
 		}
-		if n := len(col.TS); n > 0 && col.TS[n-1] == e.TS {
+		if !latest.Stands(e.TS) {
 			continue // an older version
 		}
 		v := e.Field(0)
