@@ -17,6 +17,7 @@ import (
 	"github.com/stratadb/strata/internal/datanode"
 	"github.com/stratadb/strata/internal/region"
 	"github.com/stratadb/strata/internal/row"
+	"github.com/stratadb/strata/internal/scan"
 	"github.com/stratadb/strata/internal/server"
 )
 
@@ -147,16 +148,16 @@ func TestScanThroughACutNetworkFails(t *testing.T) {
 	if _, err := owner.Engine().Write(ctx, "m", []row.Point{{Tags: []row.Tag{{Name: "host", Value: "a"}}, TS: 1, Fields: []row.Field{{Name: "v", Value: row.FloatValue(1)}}}}, datanode.WriteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	req := region.ScanRequest{Start: region.AllTime, End: region.AllTimeEnd, Fields: []string{"v"}}
+	req := scan.Request{Start: region.AllTime, End: region.AllTimeEnd, Fields: []string{"v"}}
 	n := 0
-	if err := other.Engine().ScanColumns(ctx, "m", req, func(c *region.Column) error { n += len(c.TS); return nil }); err != nil || n != 1 {
+	if err := other.Engine().ScanColumns(ctx, "m", req, func(c *scan.Column) error { n += len(c.TS); return nil }); err != nil || n != 1 {
 		t.Fatalf("before the cut: %d points, %v", n, err)
 	}
 	close(proxies[owner].cut)
 	qctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
 	defer cancel()
 	start := time.Now()
-	err := other.Engine().ScanColumns(qctx, "m", req, func(c *region.Column) error { return nil })
+	err := other.Engine().ScanColumns(qctx, "m", req, func(c *scan.Column) error { return nil })
 	t.Logf("scan through the cut network: %v after %v", err, time.Since(start).Round(time.Second))
 	if err == nil || qctx.Err() != nil {
 		t.Fatalf("scan through a cut network: %v (caller's deadline: %v)", err, qctx.Err())

@@ -14,6 +14,7 @@ import (
 	"github.com/stratadb/strata/internal/layout"
 	"github.com/stratadb/strata/internal/region"
 	"github.com/stratadb/strata/internal/row"
+	"github.com/stratadb/strata/internal/scan"
 	"github.com/stratadb/strata/internal/server"
 )
 
@@ -37,7 +38,7 @@ func columns(t *testing.T, dn *server.Server, table, field string) map[string][]
 	t.Helper()
 	var mu sync.Mutex
 	out := map[string][]colPoint{}
-	err := dn.Engine().ScanColumns(context.Background(), table, region.ScanRequest{Start: region.AllTime, End: region.AllTimeEnd, Fields: []string{field}}, func(c *region.Column) error {
+	err := dn.Engine().ScanColumns(context.Background(), table, scan.Request{Start: region.AllTime, End: region.AllTimeEnd, Fields: []string{field}}, func(c *scan.Column) error {
 		mu.Lock()
 		defer mu.Unlock()
 		for i, ts := range c.TS {
@@ -192,7 +193,7 @@ func TestRemoteRowScanEndsOnce(t *testing.T) {
 	}
 	sctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
-	sc, err := other.Engine().Scan(sctx, "m", region.ScanRequest{Start: region.AllTime, End: region.AllTimeEnd, BatchRows: 2})
+	sc, err := other.Engine().Scan(sctx, "m", scan.Request{Start: region.AllTime, End: region.AllTimeEnd, BatchRows: 2})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/stratadb/strata/internal/objstore/faultstore"
 	"github.com/stratadb/strata/internal/objstore/objstoretest"
 	"github.com/stratadb/strata/internal/region"
+	"github.com/stratadb/strata/internal/scan"
 	"github.com/stratadb/strata/internal/testseed"
 )
 
@@ -68,7 +69,7 @@ func TestFaultCampaign(t *testing.T) {
 		base := objstoretest.Mem(t)
 		r := openRegion(t, base)
 		load(t, r, sd, 5+rng.IntN(4))
-		want, err := scanLines(ctx, r, region.ScanRequest{})
+		want, err := scanLines(ctx, r, scan.Request{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -132,7 +133,7 @@ func TestFaultCampaign(t *testing.T) {
 						t.Errorf("seed %d: %s at call %d, cancel at %v: %s survives fast GC without being live", sd, a, n, cancelAt, id)
 					}
 				}
-				got, err := scanLines(ctx, r2, region.ScanRequest{})
+				got, err := scanLines(ctx, r2, scan.Request{})
 				if err != nil || !slices.Equal(got, want) {
 					c.mismatched++
 					t.Errorf("seed %d: %s at call %d, cancel at %v: reopened region differs (%v): %d rows, want %d", sd, a, n, cancelAt, err, len(got), len(want))

@@ -14,6 +14,7 @@ import (
 	"github.com/stratadb/strata/internal/objstore/objstoretest"
 	"github.com/stratadb/strata/internal/region"
 	"github.com/stratadb/strata/internal/row"
+	"github.com/stratadb/strata/internal/scan"
 	"github.com/stratadb/strata/internal/testseed"
 )
 
@@ -47,14 +48,14 @@ func TestColumnScanAfterCompaction(t *testing.T) {
 		if _, err := NewJob(r, []manifest.FileMeta{fs[0], fs[2]}, Options{RowGroupRows: 32, MaxOutputBytes: int64(1+rng.IntN(4)) * 2048}).Run(ctx); err != nil {
 			t.Fatalf("seed %d: %v", sd, err)
 		}
-		req := region.ScanRequest{Start: region.AllTime, End: region.AllTimeEnd, Fields: []string{"v"}}
+		req := scan.Request{Start: region.AllTime, End: region.AllTimeEnd, Fields: []string{"v"}}
 		want, err := scanLines(ctx, r, req)
 		if err != nil {
 			t.Fatal(err)
 		}
 		var mu sync.Mutex
 		rows := map[string]map[int64]float64{}
-		err = r.ScanColumns(ctx, req, func(c *region.Column) error {
+		err = r.ScanColumns(ctx, req, func(c *scan.Column) error {
 			mu.Lock()
 			defer mu.Unlock()
 			if rows[c.Series] == nil {

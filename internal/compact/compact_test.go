@@ -24,6 +24,7 @@ import (
 	"github.com/stratadb/strata/internal/objstore/objstoretest"
 	"github.com/stratadb/strata/internal/region"
 	"github.com/stratadb/strata/internal/row"
+	"github.com/stratadb/strata/internal/scan"
 	"github.com/stratadb/strata/internal/sst"
 	"github.com/stratadb/strata/internal/testseed"
 )
@@ -87,7 +88,7 @@ func load(t testing.TB, r *region.Region, seed uint64, files int) {
 }
 
 // scanLines renders every row of a scan, or a scan with a filter.
-func scanLines(ctx context.Context, r *region.Region, req region.ScanRequest) ([]string, error) {
+func scanLines(ctx context.Context, r *region.Region, req scan.Request) ([]string, error) {
 	if req.End == 0 {
 		req.Start, req.End = region.AllTime, region.AllTimeEnd
 	}
@@ -192,7 +193,7 @@ func TestCompactionPreservesScans(t *testing.T) {
 		st := objstoretest.Mem(t)
 		r := openRegion(t, st)
 		load(t, r, sd, 6+rng.IntN(6))
-		reqs := []region.ScanRequest{{}, {Start: 100, End: 200}, {Start: region.AllTime, End: region.AllTimeEnd, Tags: []row.Tag{{Name: "host", Value: "h3"}}}}
+		reqs := []scan.Request{{}, {Start: 100, End: 200}, {Start: region.AllTime, End: region.AllTimeEnd, Tags: []row.Tag{{Name: "host", Value: "h3"}}}}
 		var before [][]string
 		for _, q := range reqs {
 			l, err := scanLines(ctx, r, q)
@@ -283,7 +284,7 @@ func TestCancelAfterUploadBeforeCommitLeavesNoOrphan(t *testing.T) {
 			r := openRegion(t, fs)
 			defer func() { _ = r.Close(ctx, region.CloseOptions{}) }()
 			load(t, r, 42, 5)
-			before, _ := scanLines(ctx, r, region.ScanRequest{})
+			before, _ := scanLines(ctx, r, scan.Request{})
 			paused := make(chan struct{})
 			job := NewJob(r, SortedFiles(r.Manifest().Files), Options{MaxOutputBytes: 8192, OnStage: func(ctx context.Context, s Stage) {
 				if s == StageUploaded {
@@ -327,7 +328,7 @@ func TestCancelAfterUploadBeforeCommitLeavesNoOrphan(t *testing.T) {
 			if failDelete && len(st.Pending[job.ID].FileIDs) == 0 {
 				t.Fatal("with deletion failing, the marker must stay")
 			}
-			after, _ := scanLines(ctx, r, region.ScanRequest{})
+			after, _ := scanLines(ctx, r, scan.Request{})
 			if !slices.Equal(before, after) {
 				t.Fatal("a cancelled compaction changed the data")
 			}
@@ -422,7 +423,7 @@ func TestInputFailureMidEncodeLeavesNoOutput(t *testing.T) {
 				t.Fatalf("the job made only %d GETs", gets.Load())
 			}
 			inner, fs, r := setup()
-			before, _ := scanLines(ctx, r, region.ScanRequest{})
+			before, _ := scanLines(ctx, r, scan.Request{})
 			filesBefore := sstIDs(t, inner)
 			fs.AddRule(faultstore.Rule{Match: faultstore.OnOp(objstore.OpGet), N: int(gets.Load()) - 1, Action: faultstore.Fail})
 			_, err := NewJob(r, SortedFiles(r.Manifest().Files), Options{}).Run(ctx)
@@ -438,7 +439,7 @@ func TestInputFailureMidEncodeLeavesNoOutput(t *testing.T) {
 			if p := r.Manifest().Pending; len(p) != 0 {
 				t.Fatalf("markers left: %v", p)
 			}
-			after, _ := scanLines(ctx, r, region.ScanRequest{})
+			after, _ := scanLines(ctx, r, scan.Request{})
 			if !slices.Equal(before, after) {
 				t.Fatal("a failed compaction changed the data")
 			}
@@ -504,7 +505,7 @@ func TestJobWithNoOutputForgetsItsReservation(t *testing.T) {
 	if len(st.Files) != 0 || len(st.Pending) != 0 || len(st.Removed) != len(in) {
 		t.Fatalf("persisted: %d files, markers %v, %d removed", len(st.Files), st.Pending, len(st.Removed))
 	}
-	if lines, err := scanLines(ctx, r, region.ScanRequest{}); err != nil || len(lines) != 0 {
+	if lines, err := scanLines(ctx, r, scan.Request{}); err != nil || len(lines) != 0 {
 		t.Fatalf("scan: %v, %v", lines, err)
 	}
 }
@@ -579,7 +580,7 @@ func TestCompactionKeepsDecimals(t *testing.T) {
 	}
 	compact := func() manifest.FileMeta {
 		t.Helper()
-		before, err := scanLines(ctx, r, region.ScanRequest{})
+		before, err := scanLines(ctx, r, scan.Request{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -587,7 +588,7 @@ func TestCompactionKeepsDecimals(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		after, err := scanLines(ctx, r, region.ScanRequest{})
+		after, err := scanLines(ctx, r, scan.Request{})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -12,6 +12,7 @@ import (
 	"github.com/stratadb/strata/internal/objstore/objstoretest"
 	"github.com/stratadb/strata/internal/region"
 	"github.com/stratadb/strata/internal/row"
+	"github.com/stratadb/strata/internal/scan"
 	"github.com/stratadb/strata/internal/server/servertest"
 	"github.com/stratadb/strata/internal/tsbs"
 )
@@ -56,7 +57,7 @@ func BenchmarkQuery(b *testing.B) {
 	e := loadTSBS(b, hosts, rounds)
 	st, _ := e.Stats(context.Background(), "cpu")
 	b.Logf("%d SSTs, %d rows", st[0].Files, st[0].Rows)
-	scan := func(b *testing.B, req region.ScanRequest) int {
+	count := func(b *testing.B, req scan.Request) int {
 		sc, err := e.Scan(context.Background(), "cpu", req)
 		if err != nil {
 			b.Fatal(err)
@@ -72,11 +73,11 @@ func BenchmarkQuery(b *testing.B) {
 		return n
 	}
 	b.Run("host-hour", func(b *testing.B) {
-		req := region.ScanRequest{Start: benchStart.UnixNano(), End: benchStart.Add(time.Hour).UnixNano(), Tags: []row.Tag{{Name: "hostname", Value: "host_1234"}}}
+		req := scan.Request{Start: benchStart.UnixNano(), End: benchStart.Add(time.Hour).UnixNano(), Tags: []row.Tag{{Name: "hostname", Value: "host_1234"}}}
 		var lat []time.Duration
 		for b.Loop() {
 			t0 := time.Now()
-			if n := scan(b, req); n != rounds {
+			if n := count(b, req); n != rounds {
 				b.Fatalf("%d rows", n)
 			}
 			lat = append(lat, time.Since(t0))
@@ -88,7 +89,7 @@ func BenchmarkQuery(b *testing.B) {
 	b.Run("all", func(b *testing.B) {
 		n := 0
 		for b.Loop() {
-			n = scan(b, region.ScanRequest{Start: region.AllTime, End: region.AllTimeEnd})
+			n = count(b, scan.Request{Start: region.AllTime, End: region.AllTimeEnd})
 		}
 		if n != hosts*rounds {
 			b.Fatalf("%d rows", n)

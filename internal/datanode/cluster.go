@@ -11,6 +11,7 @@ import (
 	"github.com/stratadb/strata/internal/layout"
 	"github.com/stratadb/strata/internal/region"
 	"github.com/stratadb/strata/internal/row"
+	"github.com/stratadb/strata/internal/scan"
 )
 
 // Remote reaches regions hosted by other datanodes.
@@ -20,11 +21,11 @@ type Remote interface {
 	Write(ctx context.Context, table string, id layout.RegionID, b region.Batch) (region.WriteResult, error)
 	// Scan scans region id on its owner; the entries' Fields are
 	// req.Fields, in that order.
-	Scan(ctx context.Context, table string, id layout.RegionID, req region.ScanRequest) (row.Iterator, error)
+	Scan(ctx context.Context, table string, id layout.RegionID, req scan.Request) (row.Iterator, error)
 	// ScanColumns reads one numeric field of region id on its owner, as
 	// Region.ScanColumns does (Engine.ScanRegionColumns if that is this
 	// engine).
-	ScanColumns(ctx context.Context, table string, id layout.RegionID, req region.ScanRequest, emit func(*region.Column) error) error
+	ScanColumns(ctx context.Context, table string, id layout.RegionID, req scan.Request, emit func(*scan.Column) error) error
 	// Delete writes a tombstone for the series of tags, which belongs to
 	// region id, on the region's owner (Engine.DeleteHosted if that is
 	// this engine).
@@ -34,11 +35,6 @@ type Remote interface {
 // ErrNotHosted: the region is not hosted by this datanode (it moved, or is
 // being opened). Ask metasrv where it is and retry.
 var ErrNotHosted = errors.New("region not hosted here")
-
-// ErrScanInterrupted: a region's owner moved or stopped answering after
-// part of its scan had been delivered (a retry elsewhere would deliver
-// those rows twice). The scan as a whole may be retried.
-var ErrScanInterrupted = errors.New("region moved or its owner stopped answering in the middle of a scan")
 
 // WriteHosted writes a batch of region id that Engine.Write has prepared
 // and routed (the Remote it called found the region hosted here after

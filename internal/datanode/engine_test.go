@@ -18,6 +18,7 @@ import (
 	"github.com/stratadb/strata/internal/objstore/objstoretest"
 	"github.com/stratadb/strata/internal/region"
 	"github.com/stratadb/strata/internal/row"
+	"github.com/stratadb/strata/internal/scan"
 	"github.com/stratadb/strata/internal/schema"
 	"github.com/stratadb/strata/internal/server/servertest"
 )
@@ -45,7 +46,7 @@ func pts(n int, field string, v func(i int) row.Value) []row.Point {
 	return out
 }
 
-func count(t *testing.T, e *Engine, table string, req region.ScanRequest) (int, []string) {
+func count(t *testing.T, e *Engine, table string, req scan.Request) (int, []string) {
 	t.Helper()
 	if req.Start == 0 && req.End == 0 {
 		req.Start, req.End = region.AllTime, region.AllTimeEnd
@@ -111,10 +112,10 @@ func TestMultiRegionTablesPersistAndRoute(t *testing.T) {
 	if len(st) != 4 || spread < 3 {
 		t.Fatalf("37 series over 4 regions reached %d regions", spread)
 	}
-	if n, names := count(t, e, "cpu", region.ScanRequest{}); n != 1001 || strings.Join(names, ",") != "v,w" {
+	if n, names := count(t, e, "cpu", scan.Request{}); n != 1001 || strings.Join(names, ",") != "v,w" {
 		t.Fatalf("scan: %d rows, fields %v", n, names)
 	}
-	if n, _ := count(t, e, "cpu", region.ScanRequest{Tags: []row.Tag{{Name: "host", Value: "h1"}}, Fields: []string{"w"}}); n != 28 {
+	if n, _ := count(t, e, "cpu", scan.Request{Tags: []row.Tag{{Name: "host", Value: "h1"}}, Fields: []string{"w"}}); n != 28 {
 		t.Fatalf("h1 rows: %d", n)
 	}
 	if err := e.Flush(ctx, "cpu"); err != nil {
@@ -130,10 +131,10 @@ func TestMultiRegionTablesPersistAndRoute(t *testing.T) {
 	if err := e.Delete(ctx, "cpu", []row.Tag{{Name: "host", Value: "h1"}}, 0, 10000); err != nil {
 		t.Fatal(err)
 	}
-	if n, _ := count(t, e, "cpu", region.ScanRequest{}); n != 1001-28 {
+	if n, _ := count(t, e, "cpu", scan.Request{}); n != 1001-28 {
 		t.Fatalf("after delete: %d rows", n)
 	}
-	if _, err := e.Scan(ctx, "nope", region.ScanRequest{Start: 0, End: 1}); !errors.Is(err, catalog.ErrTableNotFound) {
+	if _, err := e.Scan(ctx, "nope", scan.Request{Start: 0, End: 1}); !errors.Is(err, catalog.ErrTableNotFound) {
 		t.Fatalf("scan missing table: %v", err)
 	}
 }
@@ -162,7 +163,7 @@ func TestWriteTablesValidatesEverythingFirst(t *testing.T) {
 	if _, err := e.Table("b"); !errors.Is(err, catalog.ErrTableNotFound) {
 		t.Fatalf("table b exists after a rejected request: %v", err)
 	}
-	if n, _ := count(t, e, "a", region.ScanRequest{}); n != 3 {
+	if n, _ := count(t, e, "a", scan.Request{}); n != 3 {
 		t.Fatalf("table a: %d rows", n)
 	}
 	// Table-level types hold across regions: a conflict in another region
@@ -222,7 +223,7 @@ func TestARefusedSchemaCommitLeavesTheNodeWriting(t *testing.T) {
 		t.Fatalf("a new table: %v", err)
 	}
 	for table, want := range map[string]int{"wide": 20, "other": 20, "fresh": 10} {
-		if n, _ := count(t, e, table, region.ScanRequest{}); n != want {
+		if n, _ := count(t, e, table, scan.Request{}); n != want {
 			t.Fatalf("table %s: %d rows, want %d", table, n, want)
 		}
 	}
@@ -289,7 +290,7 @@ func TestCompactionManualAndAfterFlush(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	before, _ := count(t, e, "m", region.ScanRequest{})
+	before, _ := count(t, e, "m", scan.Request{})
 	if st, _ := e.Stats(ctx, "m"); st[0].Files != 5 {
 		t.Fatalf("%d files before compaction", st[0].Files)
 	}
@@ -298,7 +299,7 @@ func TestCompactionManualAndAfterFlush(t *testing.T) {
 		t.Fatalf("compact: %+v %v", res, err)
 	}
 	st, _ := e.Stats(ctx, "m")
-	after, _ := count(t, e, "m", region.ScanRequest{})
+	after, _ := count(t, e, "m", scan.Request{})
 	if st[0].Files != 1 || st[0].Removed != 5 || after != before {
 		t.Fatalf("after compaction: %+v, %d rows (was %d)", st[0], after, before)
 	}
@@ -418,13 +419,13 @@ func TestTruncateCancelsCompaction(t *testing.T) {
 	if err := <-compacted; !errors.Is(err, compact.ErrCancelled) {
 		t.Fatalf("compaction: %v", err)
 	}
-	if n, _ := count(t, e, "t", region.ScanRequest{}); n != 0 {
+	if n, _ := count(t, e, "t", scan.Request{}); n != 0 {
 		t.Fatalf("%d rows after truncate", n)
 	}
 	if _, err := e.Write(ctx, "t", pts(10, "v", func(j int) row.Value { return row.FloatValue(1) }), WriteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if n, _ := count(t, e, "t", region.ScanRequest{}); n != 10 {
+	if n, _ := count(t, e, "t", scan.Request{}); n != 10 {
 		t.Fatalf("%d rows written after truncate, want 10", n)
 	}
 	if _, err := gc.Fast(ctx, r, gc.Options{Lingering: -1}); err != nil {

@@ -18,14 +18,14 @@ func ErrClass(err error) errclass.Class { return errclass.Of(err, dataPlane) }
 // context errors and statuses from other datanodes are errclass.Of's.
 func dataPlane(err error) (errclass.Class, bool) {
 	switch {
-	case errors.Is(err, region.ErrInvalidWrite), errors.Is(err, region.ErrInvalidScan):
+	case errors.Is(err, region.ErrInvalidWrite):
 		return errclass.Invalid, true
 	case errors.Is(err, compact.ErrBusy):
 		return errclass.Busy, true
 	case errors.Is(err, region.ErrBatchTooLarge):
 		return errclass.TooLarge, true
 	case errors.Is(err, fence.ErrFenced), errors.Is(err, region.ErrClosed), errors.Is(err, region.ErrOutcomeUnknown),
-		errors.Is(err, ErrNotHosted), errors.Is(err, ErrScanInterrupted):
+		errors.Is(err, ErrNotHosted):
 		return errclass.Unavailable, true
 	}
 	return errclass.Internal, false

@@ -15,6 +15,7 @@ import (
 	"github.com/stratadb/strata/internal/errclass"
 	"github.com/stratadb/strata/internal/fence"
 	"github.com/stratadb/strata/internal/region"
+	"github.com/stratadb/strata/internal/scan"
 	"github.com/stratadb/strata/internal/schema"
 )
 
@@ -34,7 +35,7 @@ func TestErrClass(t *testing.T) {
 		code codes.Code
 	}{
 		{&region.PointError{Index: 3, Err: fmt.Errorf("%w: no fields", region.ErrInvalidWrite)}, errclass.Invalid, 400, codes.InvalidArgument},
-		{fmt.Errorf("%w: no such field", region.ErrInvalidScan), errclass.Invalid, 400, codes.InvalidArgument},
+		{fmt.Errorf("%w: no such field", scan.ErrInvalid), errclass.Invalid, 400, codes.InvalidArgument},
 		{fmt.Errorf("%w: x", catalog.ErrInvalidTable), errclass.Invalid, 400, codes.InvalidArgument},
 		{fmt.Errorf("%w: a b", schema.ErrBadName), errclass.Invalid, 400, codes.InvalidArgument},
 		{fmt.Errorf("%w: 5 points, the limit is 2", region.ErrBatchTooLarge), errclass.TooLarge, 413, codes.ResourceExhausted},
@@ -42,6 +43,7 @@ func TestErrClass(t *testing.T) {
 		{region.ErrClosed, errclass.Unavailable, 503, codes.Unavailable},
 		{fmt.Errorf("wal: %w", region.ErrOutcomeUnknown), errclass.Unavailable, 503, codes.Unavailable},
 		{fmt.Errorf("%w: region 1/0", datanode.ErrNotHosted), errclass.Unavailable, 503, codes.Unavailable},
+		{fmt.Errorf("%w: region 1/0, read from 127.0.0.1:1: moved", scan.ErrInterrupted), errclass.Unavailable, 503, codes.Unavailable},
 		{fmt.Errorf("%w: cpu", catalog.ErrTableNotFound), errclass.NotFound, 404, codes.NotFound},
 		{fmt.Errorf("compact: %w", compact.ErrBusy), errclass.Busy, 409, codes.FailedPrecondition},
 		{fmt.Errorf("scan: %w", context.Canceled), errclass.Canceled, 499, codes.Canceled},

@@ -13,6 +13,7 @@ import (
 	"github.com/stratadb/strata/internal/layout"
 	"github.com/stratadb/strata/internal/region"
 	"github.com/stratadb/strata/internal/row"
+	"github.com/stratadb/strata/internal/scan"
 	"github.com/stratadb/strata/internal/schema"
 )
 
@@ -156,7 +157,7 @@ func checkTableTag(points []row.Point) error {
 // linesScan is a scan request of logical table t turned into one of
 // LinesTable: t's tag added to the filter, its field names (fields, of
 // t's schema) turned into LinesTable's columns.
-func (e *Engine) linesScan(t *catalog.Table, sch *schema.Schema, req region.ScanRequest, fields []schema.Field) region.ScanRequest {
+func (e *Engine) linesScan(t *catalog.Table, sch *schema.Schema, req scan.Request, fields []schema.Field) scan.Request {
 	req.Tags = append(slices.Clone(req.Tags), tableTag(t))
 	req.Fields = make([]string, len(fields))
 	cols := e.linesColumns(t, sch)
@@ -220,7 +221,7 @@ func (e *Engine) deleteLogical(ctx context.Context, t *catalog.Table, hostedOnly
 		if r == nil && hostedOnly {
 			continue
 		}
-		req := region.ScanRequest{Start: region.AllTime, End: region.AllTimeEnd, Tags: []row.Tag{id}, SeriesOnly: true, Fields: []string{}}
+		req := scan.Request{Start: region.AllTime, End: region.AllTimeEnd, Tags: []row.Tag{id}, SeriesOnly: true, Fields: []string{}}
 		rid := layout.RegionID{Table: tg.phys.ID, Region: uint32(i)}
 		var it row.Iterator
 		if r == nil {

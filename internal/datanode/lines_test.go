@@ -19,6 +19,7 @@ import (
 	"github.com/stratadb/strata/internal/objstore/objstoretest"
 	"github.com/stratadb/strata/internal/region"
 	"github.com/stratadb/strata/internal/row"
+	"github.com/stratadb/strata/internal/scan"
 	"github.com/stratadb/strata/internal/schema"
 	"github.com/stratadb/strata/internal/server/servertest"
 )
@@ -73,7 +74,7 @@ func checkMeasurement(t *testing.T, e *Engine, i int) {
 	if !tb.Logical || tb.Regions != 0 {
 		t.Fatalf("%s: logical %v, %d regions", name, tb.Logical, tb.Regions)
 	}
-	sc, err := e.Scan(context.Background(), name, region.ScanRequest{Start: region.AllTime, End: region.AllTimeEnd})
+	sc, err := e.Scan(context.Background(), name, scan.Request{Start: region.AllTime, End: region.AllTimeEnd})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -279,7 +280,7 @@ func TestLogicalTablesTypeTheirFields(t *testing.T) {
 		t.Fatalf("a's float x written as an integer: %v", err)
 	}
 	for table, want := range map[string]row.Value{"a": row.FloatValue(1.5), "b": row.IntValue(7)} {
-		sc, err := e.Scan(ctx, table, region.ScanRequest{Start: region.AllTime, End: region.AllTimeEnd})
+		sc, err := e.Scan(ctx, table, scan.Request{Start: region.AllTime, End: region.AllTimeEnd})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -331,7 +332,7 @@ func TestTSBSCPUAsALogicalTable(t *testing.T) {
 	if err := e.Flush(ctx, ""); err != nil {
 		t.Fatal(err)
 	}
-	sc, err := e.Scan(ctx, "cpu", region.ScanRequest{Start: region.AllTime, End: region.AllTimeEnd, Tags: []row.Tag{{Name: "hostname", Value: "host_3"}}})
+	sc, err := e.Scan(ctx, "cpu", scan.Request{Start: region.AllTime, End: region.AllTimeEnd, Tags: []row.Tag{{Name: "hostname", Value: "host_3"}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -370,7 +371,7 @@ func TestTSBSCPUAsALogicalTable(t *testing.T) {
 // scanAll returns the rows of table as "series ts fields" lines.
 func scanAll(t *testing.T, e *Engine, table string) ([]string, error) {
 	t.Helper()
-	sc, err := e.Scan(context.Background(), table, region.ScanRequest{Start: region.AllTime, End: region.AllTimeEnd})
+	sc, err := e.Scan(context.Background(), table, scan.Request{Start: region.AllTime, End: region.AllTimeEnd})
 	if err != nil {
 		return nil, err
 	}
@@ -522,7 +523,7 @@ func TestCompactionDropsRowsOfDroppedLogicalTables(t *testing.T) {
 	}
 	oldRows := func() int {
 		t.Helper()
-		sc, err := e.Scan(ctx, catalog.LinesTable, region.ScanRequest{Start: region.AllTime, End: region.AllTimeEnd, Tags: []row.Tag{{Name: catalog.TableTag, Value: fmt.Sprint(old.ID)}}})
+		sc, err := e.Scan(ctx, catalog.LinesTable, scan.Request{Start: region.AllTime, End: region.AllTimeEnd, Tags: []row.Tag{{Name: catalog.TableTag, Value: fmt.Sprint(old.ID)}}})
 		if err != nil {
 			t.Fatal(err)
 		}

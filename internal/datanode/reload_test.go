@@ -14,6 +14,7 @@ import (
 	"github.com/stratadb/strata/internal/objstore/objstoretest"
 	"github.com/stratadb/strata/internal/region"
 	"github.com/stratadb/strata/internal/row"
+	"github.com/stratadb/strata/internal/scan"
 	"github.com/stratadb/strata/internal/server/servertest"
 )
 
@@ -179,7 +180,7 @@ func TestACreateWaitingOnEtcdHoldsUpNoOtherTable(t *testing.T) {
 		t.Fatal(err)
 	}
 	if err := await(t, "a scan of a known table while another table's create waits on etcd", async(func() error {
-		sc, err := e.Scan(ctx, "cpu", region.ScanRequest{Start: region.AllTime, End: region.AllTimeEnd})
+		sc, err := e.Scan(ctx, "cpu", scan.Request{Start: region.AllTime, End: region.AllTimeEnd})
 		if err != nil {
 			return err
 		}
@@ -260,7 +261,7 @@ func TestWritesMissingOneTableShareOneReload(t *testing.T) {
 			t.Fatalf("writer %d: %v", i, err)
 		}
 	}
-	if n, _ := count(t, e, "shared", region.ScanRequest{}); n != writers*10 {
+	if n, _ := count(t, e, "shared", scan.Request{}); n != writers*10 {
 		t.Fatalf("%d rows, want %d", n, writers*10)
 	}
 }

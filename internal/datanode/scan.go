@@ -12,6 +12,7 @@ import (
 	"github.com/stratadb/strata/internal/merge"
 	"github.com/stratadb/strata/internal/region"
 	"github.com/stratadb/strata/internal/row"
+	"github.com/stratadb/strata/internal/scan"
 	"github.com/stratadb/strata/internal/schema"
 )
 
@@ -31,17 +32,17 @@ type Scanner struct {
 
 // Scan scans a table. The fields of the result are the table's fields (or
 // the requested ones), in that order.
-func (e *Engine) Scan(ctx context.Context, table string, req region.ScanRequest) (*Scanner, error) {
+func (e *Engine) Scan(ctx context.Context, table string, req scan.Request) (*Scanner, error) {
 	return e.scan(ctx, table, req, nil)
 }
 
 // ScanRegion scans one region of a table, which must be hosted here (a
 // scan forwarded by another datanode).
-func (e *Engine) ScanRegion(ctx context.Context, table string, id layout.RegionID, req region.ScanRequest) (*Scanner, error) {
+func (e *Engine) ScanRegion(ctx context.Context, table string, id layout.RegionID, req scan.Request) (*Scanner, error) {
 	return e.scan(ctx, table, req, &id)
 }
 
-func (e *Engine) scan(ctx context.Context, table string, req region.ScanRequest, only *layout.RegionID) (*Scanner, error) {
+func (e *Engine) scan(ctx context.Context, table string, req scan.Request, only *layout.RegionID) (*Scanner, error) {
 	tg, err := e.resolveTable(ctx, table, false)
 	if err != nil {
 		return nil, err
@@ -68,7 +69,7 @@ func (e *Engine) scan(ctx context.Context, table string, req region.ScanRequest,
 	for _, n := range names {
 		o, ok := sch.FieldOrdinal(n)
 		if !ok {
-			return nil, fmt.Errorf("%w: unknown field %q", region.ErrInvalidScan, n)
+			return nil, fmt.Errorf("%w: unknown field %q", scan.ErrInvalid, n)
 		}
 		fields = append(fields, sch.Fields()[o])
 	}
@@ -272,9 +273,9 @@ func (it *batchIter) Close() error {
 // Columns all come from one region, under its order. As
 // Region.ScanColumns does, it may call emit from several goroutines at
 // once, never for one series at once; it returns once no call is left.
-func (e *Engine) ScanColumns(ctx context.Context, table string, req region.ScanRequest, emit func(*region.Column) error) error {
+func (e *Engine) ScanColumns(ctx context.Context, table string, req scan.Request, emit func(*scan.Column) error) error {
 	if len(req.Fields) != 1 || req.SeriesOnly {
-		return fmt.Errorf("%w: a column scan reads exactly one field", region.ErrInvalidScan)
+		return fmt.Errorf("%w: a column scan reads exactly one field", scan.ErrInvalid)
 	}
 	tg, err := e.resolveTable(ctx, table, false)
 	if err != nil {
@@ -287,12 +288,12 @@ func (e *Engine) ScanColumns(ctx context.Context, table string, req region.ScanR
 	}
 	o, ok := sch.FieldOrdinal(req.Fields[0])
 	if !ok {
-		return fmt.Errorf("%w: unknown field %q", region.ErrInvalidScan, req.Fields[0])
+		return fmt.Errorf("%w: unknown field %q", scan.ErrInvalid, req.Fields[0])
 	}
 	if tg.t.Logical {
 		req = e.linesScan(tg.t, sch, req, sch.Fields()[o:o+1])
 		to := emit
-		emit = func(c *region.Column) error {
+		emit = func(c *scan.Column) error {
 			l := *c // the caller's may be read again (ColumnsOf compares its Series)
 			l.Series = row.RemoveSeriesTag(c.Series, catalog.TableTag)
 			return to(&l)
@@ -319,9 +320,9 @@ const regionScans = 4
 // ScanRegionColumns reads one numeric field of region id of a physical
 // table, as Region.ScanColumns does; the region must be hosted here (a
 // column scan forwarded by another datanode).
-func (e *Engine) ScanRegionColumns(ctx context.Context, table string, id layout.RegionID, req region.ScanRequest, emit func(*region.Column) error) error {
+func (e *Engine) ScanRegionColumns(ctx context.Context, table string, id layout.RegionID, req scan.Request, emit func(*scan.Column) error) error {
 	if len(req.Fields) != 1 || req.SeriesOnly {
-		return fmt.Errorf("%w: a column scan reads exactly one field", region.ErrInvalidScan)
+		return fmt.Errorf("%w: a column scan reads exactly one field", scan.ErrInvalid)
 	}
 	tg, err := e.resolveTable(ctx, table, false)
 	if err != nil {
@@ -329,7 +330,7 @@ func (e *Engine) ScanRegionColumns(ctx context.Context, table string, id layout.
 	}
 	t := tg.phys
 	if tg.t.Logical {
-		return fmt.Errorf("%w: %s is a logical table: scan the regions of %s", region.ErrInvalidScan, table, t.Name)
+		return fmt.Errorf("%w: %s is a logical table: scan the regions of %s", scan.ErrInvalid, table, t.Name)
 	}
 	if id.Table != t.ID || id.Region >= t.Regions {
 		return fmt.Errorf("%w: region %s is not a region of table %s", layout.ErrInvalidRegion, id, table)
@@ -343,7 +344,7 @@ func (e *Engine) ScanRegionColumns(ctx context.Context, table string, id layout.
 
 // regionColumns is the column scan of region n of t: r, or the region's
 // owner's if r is nil (hosted elsewhere).
-func (e *Engine) regionColumns(ctx context.Context, t *catalog.Table, n uint32, r *region.Region, req region.ScanRequest, emit func(*region.Column) error) error {
+func (e *Engine) regionColumns(ctx context.Context, t *catalog.Table, n uint32, r *region.Region, req scan.Request, emit func(*scan.Column) error) error {
 	if r == nil {
 		return e.opts.Remote.ScanColumns(ctx, t.Name, layout.RegionID{Table: t.ID, Region: n}, req, emit)
 	}

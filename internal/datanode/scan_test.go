@@ -14,6 +14,7 @@ import (
 	"github.com/stratadb/strata/internal/objstore/objstoretest"
 	"github.com/stratadb/strata/internal/region"
 	"github.com/stratadb/strata/internal/row"
+	"github.com/stratadb/strata/internal/scan"
 	"github.com/stratadb/strata/internal/server/servertest"
 )
 
@@ -50,7 +51,7 @@ func TestScanColumnsReadsRegionsAtOnce(t *testing.T) {
 	seen := map[uint32]bool{}
 	met := make(chan struct{})
 	n := 0
-	err := e.ScanColumns(context.Background(), "m", region.ScanRequest{Start: region.AllTime, End: region.AllTimeEnd, Fields: []string{"v"}}, func(c *region.Column) error {
+	err := e.ScanColumns(context.Background(), "m", scan.Request{Start: region.AllTime, End: region.AllTimeEnd, Fields: []string{"v"}}, func(c *scan.Column) error {
 		mu.Lock()
 		n += len(c.TS)
 		if r := layout.Route([]byte(c.Series), tb.Regions); !seen[r] {
@@ -78,7 +79,7 @@ func TestScanColumnsEndsWithItsContext(t *testing.T) {
 	e, _ := regionsTable(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	var returned, late atomic.Bool
-	err := e.ScanColumns(ctx, "m", region.ScanRequest{Start: region.AllTime, End: region.AllTimeEnd, Fields: []string{"v"}}, func(c *region.Column) error {
+	err := e.ScanColumns(ctx, "m", scan.Request{Start: region.AllTime, End: region.AllTimeEnd, Fields: []string{"v"}}, func(c *scan.Column) error {
 		if returned.Load() {
 			late.Store(true)
 		}

@@ -13,8 +13,8 @@ import (
 	"github.com/stratadb/strata/internal/manifest"
 	"github.com/stratadb/strata/internal/objstore"
 	"github.com/stratadb/strata/internal/objstore/objstoretest"
-	"github.com/stratadb/strata/internal/region"
 	"github.com/stratadb/strata/internal/row"
+	"github.com/stratadb/strata/internal/scan"
 	"github.com/stratadb/strata/internal/server/servertest"
 )
 
@@ -119,7 +119,7 @@ func TestFlushReleasesWALAtOnce(t *testing.T) {
 			t.Fatalf("two minutes after the flush: segments %v, releases reported %d deleted of %d written", segs, deleted, rounds)
 		}
 	}
-	if n, _ := count(t, e, "m", region.ScanRequest{}); n != rounds*200 {
+	if n, _ := count(t, e, "m", scan.Request{}); n != rounds*200 {
 		t.Fatalf("%d rows after the release, want %d", n, rounds*200)
 	}
 	noOrphans(t, e, s)
@@ -199,7 +199,7 @@ func TestReleaseCutShortLeavesWALToFastGC(t *testing.T) {
 	if deleted < rounds || countSegments(left) > 2 {
 		t.Fatalf("fast GC deleted %d segments; left %v", deleted, left)
 	}
-	if n, _ := count(t, e, "m", region.ScanRequest{}); n != rounds*200 {
+	if n, _ := count(t, e, "m", scan.Request{}); n != rounds*200 {
 		t.Fatalf("%d rows after fast GC, want %d", n, rounds*200)
 	}
 	noOrphans(t, e, s)

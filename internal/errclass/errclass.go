@@ -5,7 +5,8 @@
 // a share of a write refused as too large by the datanode it was forwarded
 // to is a 413 at the HTTP edge, as it is when the region is local.
 //
-// Of knows the sentinels both planes share (catalog, schema, layout),
+// Of knows the sentinels both planes share (catalog, schema, layout,
+// scan),
 // context errors and gRPC statuses; the data plane passes a Rule for its
 // own (datanode.ErrClass). The package links no data-plane code: metasrv
 // answers through it too (wire.Status).
@@ -21,6 +22,7 @@ import (
 
 	"github.com/stratadb/strata/internal/catalog"
 	"github.com/stratadb/strata/internal/layout"
+	"github.com/stratadb/strata/internal/scan"
 	"github.com/stratadb/strata/internal/schema"
 )
 
@@ -140,12 +142,16 @@ func Of(err error, rules ...Rule) Class {
 }
 
 // Shared classifies the sentinels the control and data planes share:
-// catalog, schema and region-id errors.
+// catalog, schema and region-id errors, and a scan's (what the query
+// layer, the engine and the wire share).
 func Shared(err error) (Class, bool) {
 	var ce *schema.ConflictError
 	switch {
-	case errors.As(err, &ce), errors.Is(err, catalog.ErrInvalidTable), errors.Is(err, schema.ErrBadName), errors.Is(err, layout.ErrInvalidRegion):
+	case errors.As(err, &ce), errors.Is(err, catalog.ErrInvalidTable), errors.Is(err, schema.ErrBadName), errors.Is(err, layout.ErrInvalidRegion),
+		errors.Is(err, scan.ErrInvalid):
 		return Invalid, true
+	case errors.Is(err, scan.ErrInterrupted):
+		return Unavailable, true
 	case errors.Is(err, catalog.ErrTableNotFound):
 		return NotFound, true
 	case errors.Is(err, catalog.ErrTableExists):

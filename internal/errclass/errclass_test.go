@@ -13,6 +13,7 @@ import (
 	"github.com/stratadb/strata/internal/catalog"
 	"github.com/stratadb/strata/internal/errclass"
 	"github.com/stratadb/strata/internal/layout"
+	"github.com/stratadb/strata/internal/scan"
 	"github.com/stratadb/strata/internal/schema"
 )
 
@@ -74,6 +75,8 @@ func TestOf(t *testing.T) {
 		{"bad name", fmt.Errorf("%w: x y", schema.ErrBadName), errclass.Invalid},
 		{"type conflict", fmt.Errorf("write: %w", &schema.ConflictError{Column: "v"}), errclass.Invalid},
 		{"invalid region", fmt.Errorf("%w: 1/x", layout.ErrInvalidRegion), errclass.Invalid},
+		{"invalid scan", fmt.Errorf("%w: unknown field %q", scan.ErrInvalid, "f"), errclass.Invalid},
+		{"scan interrupted", fmt.Errorf("table cpu: %w: region 1/0", scan.ErrInterrupted), errclass.Unavailable},
 		{"no table", fmt.Errorf("%w: cpu", catalog.ErrTableNotFound), errclass.NotFound},
 		{"table exists", catalog.ErrTableExists, errclass.Exists},
 		{"catalog conflict", fmt.Errorf("commit: %w", catalog.ErrConflict), errclass.Unavailable},

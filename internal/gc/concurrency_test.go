@@ -19,6 +19,7 @@ import (
 	"github.com/stratadb/strata/internal/objstore/objstoretest"
 	"github.com/stratadb/strata/internal/region"
 	"github.com/stratadb/strata/internal/row"
+	"github.com/stratadb/strata/internal/scan"
 	"github.com/stratadb/strata/internal/sst"
 	"github.com/stratadb/strata/internal/testseed"
 )
@@ -138,7 +139,7 @@ func (l *life) run(t *testing.T, batches int, seed uint64) {
 	// Scans, continuously: they may fail once the store has crashed;
 	// before that, any failure means a file was deleted under the scan.
 	loop(nil, func(rng *rand.Rand) {
-		sc, err := l.r.Scan(ctx, region.ScanRequest{Start: region.AllTime, End: region.AllTimeEnd})
+		sc, err := l.r.Scan(ctx, scan.Request{Start: region.AllTime, End: region.AllTimeEnd})
 		if err == nil {
 			for sc.Next() {
 			}
@@ -253,7 +254,7 @@ func TestGCSafeUnderConcurrency(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := map[string]float64{}
-	sc, err := r.Scan(ctx, region.ScanRequest{Start: region.AllTime, End: region.AllTimeEnd})
+	sc, err := r.Scan(ctx, scan.Request{Start: region.AllTime, End: region.AllTimeEnd})
 	if err != nil {
 		t.Fatal(err)
 	}

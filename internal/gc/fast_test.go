@@ -18,6 +18,7 @@ import (
 	"github.com/stratadb/strata/internal/objstore/objstoretest"
 	"github.com/stratadb/strata/internal/region"
 	"github.com/stratadb/strata/internal/row"
+	"github.com/stratadb/strata/internal/scan"
 )
 
 var rid = layout.RegionID{Table: 4, Region: 2}
@@ -158,7 +159,7 @@ func TestFastGCReclaimsEverythingWithoutListing(t *testing.T) {
 		t.Fatalf("second run: %+v %v", rep, err)
 	}
 	// The data is intact.
-	sc, _ := r.Scan(ctx, region.ScanRequest{Start: region.AllTime, End: region.AllTimeEnd})
+	sc, _ := r.Scan(ctx, scan.Request{Start: region.AllTime, End: region.AllTimeEnd})
 	n := 0
 	for sc.Next() {
 		n += len(sc.Batch())
@@ -186,7 +187,7 @@ func TestFastGCSkipsPinnedAndRunning(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	sc, err := r.Scan(ctx, region.ScanRequest{Start: region.AllTime, End: region.AllTimeEnd}) // pins both files
+	sc, err := r.Scan(ctx, scan.Request{Start: region.AllTime, End: region.AllTimeEnd}) // pins both files
 	if err != nil {
 		t.Fatal(err)
 	}

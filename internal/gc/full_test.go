@@ -13,6 +13,7 @@ import (
 	"github.com/stratadb/strata/internal/objstore/objstoretest"
 	"github.com/stratadb/strata/internal/region"
 	"github.com/stratadb/strata/internal/row"
+	"github.com/stratadb/strata/internal/scan"
 )
 
 func TestMain(m *testing.M) {
@@ -165,7 +166,7 @@ func TestFullGCDeletesOnlyOldOrphans(t *testing.T) {
 			}
 			// Nothing owned was touched: the data reads back, and a
 			// second run finds nothing.
-			sc, err := r.Scan(ctx, region.ScanRequest{Start: region.AllTime, End: region.AllTimeEnd})
+			sc, err := r.Scan(ctx, scan.Request{Start: region.AllTime, End: region.AllTimeEnd})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -24,6 +24,7 @@ import (
 	"github.com/stratadb/strata/internal/objstore/objstoretest"
 	"github.com/stratadb/strata/internal/region"
 	"github.com/stratadb/strata/internal/row"
+	"github.com/stratadb/strata/internal/scan"
 	"github.com/stratadb/strata/internal/testseed"
 	"github.com/stratadb/strata/internal/wal"
 )
@@ -107,7 +108,7 @@ var (
 func scanValues(t *testing.T, r *region.Region) map[string]float64 {
 	t.Helper()
 	got := map[string]float64{}
-	sc, err := r.Scan(context.Background(), region.ScanRequest{Start: region.AllTime, End: region.AllTimeEnd})
+	sc, err := r.Scan(context.Background(), scan.Request{Start: region.AllTime, End: region.AllTimeEnd})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -371,7 +372,7 @@ func ownershipCase(t *testing.T, seed uint64, pauseAt int, leased, streams bool,
 		}
 	}
 	got := map[string]float64{}
-	sc, err := cr.Scan(ctx, region.ScanRequest{Start: region.AllTime, End: region.AllTimeEnd})
+	sc, err := cr.Scan(ctx, scan.Request{Start: region.AllTime, End: region.AllTimeEnd})
 	if err == nil {
 		for sc.Next() {
 			for _, e := range sc.Batch() {
@@ -586,7 +587,7 @@ func TestOvertakenRecoveryLeavesNoUnownedFence(t *testing.T) {
 	for _, k := range unownedStreamSegments(t, s, three.Manifest(), three.WALStream()) {
 		t.Errorf("unowned %s", k)
 	}
-	sc, err := three.Scan(ctx, region.ScanRequest{Start: region.AllTime, End: region.AllTimeEnd})
+	sc, err := three.Scan(ctx, scan.Request{Start: region.AllTime, End: region.AllTimeEnd})
 	if err != nil {
 		t.Fatal(err)
 	}

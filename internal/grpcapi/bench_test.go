@@ -18,6 +18,7 @@ import (
 	"github.com/stratadb/strata/internal/objstore/objstoretest"
 	"github.com/stratadb/strata/internal/region"
 	"github.com/stratadb/strata/internal/row"
+	"github.com/stratadb/strata/internal/scan"
 	"github.com/stratadb/strata/internal/server/servertest"
 	"github.com/stratadb/strata/internal/wire"
 	pb "github.com/stratadb/strata/proto/strata/v1"
@@ -78,23 +79,23 @@ func BenchmarkRemoteRegionScan(b *testing.B) {
 	defer conn.Close()
 	c := pb.NewDatanodeClient(conn)
 	req := &pb.ScanRequest{Table: "cpu", Region: fmt.Sprintf("%d/0", tb.ID), Fields: []string{"usage_user"}}
-	run := func(b *testing.B, scan func(emit func(*region.Column) error) error) {
+	run := func(b *testing.B, columns func(emit func(*scan.Column) error) error) {
 		got := 0
-		emit := func(c *region.Column) error { got += len(c.TS); return nil }
-		if err := scan(emit); err != nil || got != series*points {
+		emit := func(c *scan.Column) error { got += len(c.TS); return nil }
+		if err := columns(emit); err != nil || got != series*points {
 			b.Fatalf("%d points, %v", got, err)
 		}
 		read.Store(0)
 		b.ResetTimer()
 		for b.Loop() {
-			if err := scan(emit); err != nil {
+			if err := columns(emit); err != nil {
 				b.Fatal(err)
 			}
 		}
 		b.ReportMetric(float64(read.Load())/float64(b.N), "wire-B/op")
 	}
 	b.Run("rows", func(b *testing.B) {
-		run(b, func(emit func(*region.Column) error) error {
+		run(b, func(emit func(*scan.Column) error) error {
 			st, err := c.Scan(ctx, req)
 			if err != nil {
 				return err
@@ -103,12 +104,12 @@ func BenchmarkRemoteRegionScan(b *testing.B) {
 		})
 	})
 	b.Run("columns", func(b *testing.B) {
-		run(b, func(emit func(*region.Column) error) error {
+		run(b, func(emit func(*scan.Column) error) error {
 			st, err := c.ScanColumns(ctx, req)
 			if err != nil {
 				return err
 			}
-			col := region.Column{Kind: row.Float}
+			col := scan.Column{Kind: row.Float}
 			for {
 				m, err := st.Recv()
 				if err == io.EOF {

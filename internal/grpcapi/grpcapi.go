@@ -18,7 +18,7 @@ import (
 	"github.com/stratadb/strata/internal/layout"
 	"github.com/stratadb/strata/internal/region"
 	"github.com/stratadb/strata/internal/row"
-	"github.com/stratadb/strata/internal/sst"
+	"github.com/stratadb/strata/internal/scan"
 	"github.com/stratadb/strata/internal/wire"
 	pb "github.com/stratadb/strata/proto/strata/v1"
 )
@@ -107,7 +107,7 @@ func (s *Server) Delete(ctx context.Context, req *pb.DeleteRequest) (*pb.DeleteR
 }
 
 // scanRequest is the scan req asks for.
-func scanRequest(req *pb.ScanRequest) region.ScanRequest {
+func scanRequest(req *pb.ScanRequest) scan.Request {
 	start, end := req.GetStart(), req.GetEnd()
 	if start == 0 && end == 0 {
 		start, end = region.AllTime, region.AllTimeEnd
@@ -116,7 +116,7 @@ func scanRequest(req *pb.ScanRequest) region.ScanRequest {
 	if len(fields) == 0 {
 		fields = nil
 	}
-	return region.ScanRequest{Start: start, End: end, Tags: wire.ToTags(req.GetTags()), In: wire.ToTagIns(req.GetIn()), Fields: fields, BatchRows: int(req.GetBatchRows()), SeriesOnly: req.GetSeriesOnly()}
+	return scan.Request{Start: start, End: end, Tags: wire.ToTags(req.GetTags()), In: wire.ToTagIns(req.GetIn()), Fields: fields, BatchRows: int(req.GetBatchRows()), SeriesOnly: req.GetSeriesOnly()}
 }
 
 func (s *Server) Scan(req *pb.ScanRequest, stream grpc.ServerStreamingServer[pb.ScanResponse]) error {
@@ -204,13 +204,13 @@ func (s *Server) ScanColumns(req *pb.ScanRequest, stream grpc.ServerStreamingSer
 		resp, size = &pb.ScanColumnsResponse{Type: resp.Type}, 0
 		return err
 	}
-	err = s.eng.ScanRegionColumns(stream.Context(), req.GetTable(), id, scanRequest(req), func(c *region.Column) error {
+	err = s.eng.ScanRegionColumns(stream.Context(), req.GetTable(), id, scanRequest(req), func(c *scan.Column) error {
 		mu.Lock()
 		defer mu.Unlock()
 		resp.Type = c.Kind.String()
 		for piece := c.SeriesColumn; ; {
 			n := min(len(piece.TS), columnPiece)
-			m := wire.FromColumn(&sst.SeriesColumn{Series: piece.Series, TS: piece.TS[:n], Bits: piece.Bits[:n], Null: piece.Null[:min(n, len(piece.Null))], Finite: piece.Finite})
+			m := wire.FromColumn(&scan.SeriesColumn{Series: piece.Series, TS: piece.TS[:n], Bits: piece.Bits[:n], Null: piece.Null[:min(n, len(piece.Null))], Finite: piece.Finite})
 			resp.Columns = append(resp.Columns, m)
 			size += len(m.Series) + len(m.Ts) + len(m.Values) + len(m.Nulls)
 			if size >= columnsBytes {

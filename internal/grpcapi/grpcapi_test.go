@@ -29,7 +29,7 @@ func client(t *testing.T) (pb.DatanodeClient, *datanode.Engine) {
 	return pb.NewDatanodeClient(conn), n.Engine()
 }
 
-func scan(t *testing.T, c pb.DatanodeClient, req *pb.ScanRequest) ([]*pb.FieldInfo, []*pb.Row, [][]*pb.Tag) {
+func scanRows(t *testing.T, c pb.DatanodeClient, req *pb.ScanRequest) ([]*pb.FieldInfo, []*pb.Row, [][]*pb.Tag) {
 	t.Helper()
 	st, err := c.Scan(context.Background(), req)
 	if err != nil {
@@ -72,7 +72,7 @@ func TestServiceRoundTrip(t *testing.T) {
 	if err != nil || resp.Written != 5 {
 		t.Fatalf("write: %v %v", resp, err)
 	}
-	fields, rows, series := scan(t, c, &pb.ScanRequest{Table: "t", BatchRows: 2})
+	fields, rows, series := scanRows(t, c, &pb.ScanRequest{Table: "t", BatchRows: 2})
 	if len(fields) != 5 || len(rows) != 5 || len(series[4]) != 1 || series[4][0].Value != "a" {
 		t.Fatalf("scan: %v %v %v", fields, rows, series)
 	}
@@ -90,26 +90,26 @@ func TestServiceRoundTrip(t *testing.T) {
 		}
 	}
 	// Projection and time range.
-	fields, rows, _ = scan(t, c, &pb.ScanRequest{Table: "t", Start: 1, End: 3, Fields: []string{"fint64"}})
+	fields, rows, _ = scanRows(t, c, &pb.ScanRequest{Table: "t", Start: 1, End: 3, Fields: []string{"fint64"}})
 	if len(fields) != 1 || len(rows) != 2 || wire.ToValue(rows[0].Values[0]).Int() != math.MinInt64 {
 		t.Fatalf("projected scan: %v %v", fields, rows)
 	}
 	// Set filters travel over gRPC.
-	if _, rows, _ = scan(t, c, &pb.ScanRequest{Table: "t", In: []*pb.TagIn{{Name: "host", Values: []string{"a", "b"}}}}); len(rows) != 5 {
+	if _, rows, _ = scanRows(t, c, &pb.ScanRequest{Table: "t", In: []*pb.TagIn{{Name: "host", Values: []string{"a", "b"}}}}); len(rows) != 5 {
 		t.Fatalf("host in (a, b): %d rows", len(rows))
 	}
-	if _, rows, _ = scan(t, c, &pb.ScanRequest{Table: "t", In: []*pb.TagIn{{Name: "host", Values: []string{"b"}}}}); len(rows) != 0 {
+	if _, rows, _ = scanRows(t, c, &pb.ScanRequest{Table: "t", In: []*pb.TagIn{{Name: "host", Values: []string{"b"}}}}); len(rows) != 0 {
 		t.Fatalf("host in (b): %d rows", len(rows))
 	}
 	// An empty result still names the fields.
-	fields, rows, _ = scan(t, c, &pb.ScanRequest{Table: "t", Tags: []*pb.Tag{{Name: "host", Value: "zz"}}})
+	fields, rows, _ = scanRows(t, c, &pb.ScanRequest{Table: "t", Tags: []*pb.Tag{{Name: "host", Value: "zz"}}})
 	if len(fields) != 5 || len(rows) != 0 {
 		t.Fatalf("empty scan: %v %v", fields, rows)
 	}
 	if _, err := c.Delete(ctx, &pb.DeleteRequest{Table: "t", Tags: []*pb.Tag{{Name: "host", Value: "a"}}, Start: 0, End: 1}); err != nil {
 		t.Fatal(err)
 	}
-	if _, rows, _ = scan(t, c, &pb.ScanRequest{Table: "t"}); len(rows) != 3 {
+	if _, rows, _ = scanRows(t, c, &pb.ScanRequest{Table: "t"}); len(rows) != 3 {
 		t.Fatalf("after delete: %d rows", len(rows))
 	}
 	if _, err := c.Flush(ctx, &pb.FlushRequest{Table: "t"}); err != nil {

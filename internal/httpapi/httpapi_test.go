@@ -18,6 +18,7 @@ import (
 	"github.com/stratadb/strata/internal/objstore/objstoretest"
 	"github.com/stratadb/strata/internal/region"
 	"github.com/stratadb/strata/internal/row"
+	"github.com/stratadb/strata/internal/scan"
 	"github.com/stratadb/strata/internal/server"
 	"github.com/stratadb/strata/internal/server/servertest"
 )
@@ -47,7 +48,7 @@ func do(t *testing.T, method, url string, body io.Reader, hdr map[string]string)
 }
 
 func rows(t *testing.T, e *datanode.Engine, table string) int {
-	sc, err := e.Scan(context.Background(), table, region.ScanRequest{Start: region.AllTime, End: region.AllTimeEnd})
+	sc, err := e.Scan(context.Background(), table, scan.Request{Start: region.AllTime, End: region.AllTimeEnd})
 	if err != nil {
 		return -1
 	}
@@ -195,7 +196,7 @@ func TestRequestsReuseParserMemory(t *testing.T) {
 	}
 	check := func(when string) {
 		t.Helper()
-		sc, err := e.Scan(context.Background(), "m", region.ScanRequest{Start: region.AllTime, End: region.AllTimeEnd})
+		sc, err := e.Scan(context.Background(), "m", scan.Request{Start: region.AllTime, End: region.AllTimeEnd})
 		if err != nil {
 			t.Fatal(err)
 		}

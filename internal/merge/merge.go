@@ -1,8 +1,9 @@
 // Package merge combines sorted entry streams (memtables and SSTs) into one:
 // a k-way merge by (series, ts, seq desc) that keeps only the newest version
-// of each (series, ts) and applies range tombstones. It is pure logic over
-// row.Iterator, shared by scans, flushes and compactions, and holds one
-// entry per input in memory whatever the inputs' sizes.
+// of each (series, ts), by the one merge rule (scan.Latest), and applies
+// range tombstones. It is pure logic over row.Iterator, shared by scans,
+// flushes and compactions, and holds one entry per input in memory
+// whatever the inputs' sizes.
 package merge
 
 import (
@@ -11,6 +12,7 @@ import (
 	"sync"
 
 	"github.com/stratadb/strata/internal/row"
+	"github.com/stratadb/strata/internal/scan"
 )
 
 // Options control what the merge emits.
@@ -51,8 +53,7 @@ type iter struct {
 	inSeries bool
 	dropping bool // opts.DropSeries reports series
 	tombs    []tomb
-	lastTS   int64
-	havePut  bool // a put (or its suppressed newer version) was seen at (series, lastTS)
+	latest   scan.Latest // of the series' puts: the first at a ts decides it
 	err      error
 	started  bool
 }
@@ -148,7 +149,8 @@ func (m *iter) Next() bool {
 	for m.err == nil && m.pop() {
 		e := &m.cur
 		if !m.inSeries || e.Series != m.series {
-			m.series, m.tombs, m.havePut, m.inSeries = e.Series, m.tombs[:0], false, true
+			m.series, m.tombs, m.inSeries = e.Series, m.tombs[:0], true
+			m.latest.Reset()
 			m.dropping = m.opts.DropSeries != nil && m.opts.DropSeries(e.Series)
 		}
 		if m.dropping {
@@ -172,10 +174,11 @@ func (m *iter) Next() bool {
 			}
 			continue
 		}
-		if m.havePut && m.lastTS == e.TS {
+		if !m.latest.Stands(e.TS) {
 			continue // an older version of a (series, ts) already decided
 		}
-		m.havePut, m.lastTS = true, e.TS
+		// Decided by this put, even if dropped below: the older
+		// versions are hidden with it.
 		if e.TS < m.opts.DropBefore || m.covered(e) {
 			continue
 		}

@@ -14,14 +14,12 @@ import (
 	"time"
 
 	"github.com/stratadb/strata/internal/catalog"
-	"github.com/stratadb/strata/internal/datanode"
 	"github.com/stratadb/strata/internal/objstore"
 	"github.com/stratadb/strata/internal/objstore/faultstore"
 	"github.com/stratadb/strata/internal/objstore/objstoretest"
 	"github.com/stratadb/strata/internal/prom"
 	"github.com/stratadb/strata/internal/server"
 	"github.com/stratadb/strata/internal/server/servertest"
-	"github.com/stratadb/strata/internal/sst"
 )
 
 // readCounter counts reads of SSTs and of series indexes while on.
@@ -54,8 +52,7 @@ func TestLabelsReadNoSST(t *testing.T) {
 	fs.Hook = reads.hook
 	dir := t.TempDir()
 	opts := servertest.Options{Dir: dir,
-		Tune:   func(o *datanode.Options) { o.Region.Cache = sst.NewCache(0) },
-		Config: func(c *server.Config) { c.DefaultRegions = 2 }}
+		Config: func(c *server.Config) { c.DefaultRegions, c.CacheBytes = 2, -1 }}
 	n := servertest.Start(t, fs, opts)
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).Unix()
 	write := func(n *servertest.Node, hosts []int, from, to int64) {

@@ -35,8 +35,8 @@ import (
 
 	"github.com/stratadb/strata/internal/catalog"
 	"github.com/stratadb/strata/internal/datanode"
-	"github.com/stratadb/strata/internal/region"
 	"github.com/stratadb/strata/internal/row"
+	"github.com/stratadb/strata/internal/scan"
 	"github.com/stratadb/strata/internal/schema"
 )
 
@@ -250,13 +250,13 @@ func mergeEqual(out []storage.Series) []storage.Series {
 // pushDown is the scan of metric mt over [mint, maxt] (milliseconds) with
 // the tag matchers ms pushed down where the scan can apply them, and the
 // matchers left to apply to each series after.
-func pushDown(mt metric, ms []*labels.Matcher, mint, maxt int64) (region.ScanRequest, []*labels.Matcher) {
+func pushDown(mt metric, ms []*labels.Matcher, mint, maxt int64) (scan.Request, []*labels.Matcher) {
 	// Rows in maxt's millisecond floor to it: the scan ends at the next.
 	end := msToNs(maxt)
 	if end < math.MaxInt64-1e6 {
 		end += 1e6
 	}
-	req := region.ScanRequest{Start: msToNs(mint), End: end, Fields: []string{mt.field}}
+	req := scan.Request{Start: msToNs(mint), End: end, Fields: []string{mt.field}}
 	var post []*labels.Matcher
 	for _, m := range ms {
 		switch {
@@ -320,7 +320,7 @@ func (l *labeler) labels(key string) (labels.Labels, bool, error) {
 // list lists one metric's series without samples: a series-only scan,
 // answered from the regions' series indexes and memtables (no SST read).
 // A series is listed if a file or memtable holding it overlaps the range.
-func (qr *querier) list(ctx context.Context, mt metric, req region.ScanRequest, post []*labels.Matcher) ([]storage.Series, error) {
+func (qr *querier) list(ctx context.Context, mt metric, req scan.Request, post []*labels.Matcher) ([]storage.Series, error) {
 	req.SeriesOnly = true
 	sc, err := qr.q.Engine.Scan(ctx, mt.table, req)
 	if err != nil {
@@ -348,7 +348,7 @@ func (qr *querier) list(ctx context.Context, mt metric, req region.ScanRequest, 
 // each series' columns are rolled up as they come if they come in time
 // order, as they do unless rows were written out of order across files;
 // if not, the scan is read again with the samples kept.
-func (qr *querier) scan(ctx context.Context, mt metric, req region.ScanRequest, post []*labels.Matcher, budget int, hints *storage.SelectHints) ([]storage.Series, int, error) {
+func (qr *querier) scan(ctx context.Context, mt metric, req scan.Request, post []*labels.Matcher, budget int, hints *storage.SelectHints) ([]storage.Series, int, error) {
 	var fn *rollup
 	if qr.q.Rollups && !qr.raw {
 		fn = rollupOf(hints)
@@ -371,7 +371,7 @@ var errUnordered = errors.New("prom: a series' columns out of time order")
 // which path a query took).
 var unorderedRescans atomic.Int64
 
-func (qr *querier) scanWith(ctx context.Context, mt metric, req region.ScanRequest, post []*labels.Matcher, budget int, hints *storage.SelectHints, fn *rollup, fused bool) ([]storage.Series, int, error) {
+func (qr *querier) scanWith(ctx context.Context, mt metric, req scan.Request, post []*labels.Matcher, budget int, hints *storage.SelectHints, fn *rollup, fused bool) ([]storage.Series, int, error) {
 	byKey := map[string]*series{} // nil: a series the post-scan matchers reject
 	var out []*series
 	n := 0
@@ -388,7 +388,7 @@ func (qr *querier) scanWith(ctx context.Context, mt metric, req region.ScanReque
 		}
 		return nil
 	}
-	err := qr.q.Engine.ScanColumns(ctx, mt.table, req, func(c *region.Column) error {
+	err := qr.q.Engine.ScanColumns(ctx, mt.table, req, func(c *scan.Column) error {
 		mu.Lock()
 		s, seen := byKey[c.Series]
 		if !seen {
@@ -483,7 +483,7 @@ func floats(k row.Kind) func(uint64) float64 {
 // merge merges a Column newer than the series' samples into them, as a
 // scan merges rows: at a ts both have, the Column's row stands, and if it
 // has no value, neither has the series.
-func (s *series) merge(c *region.Column, conv func(uint64) float64) {
+func (s *series) merge(c *scan.Column, conv func(uint64) float64) {
 	s.mergeNewer(c.TS, func(j int) (float64, bool) {
 		if c.Null != nil && c.Null[j] {
 			return 0, false
@@ -492,27 +492,20 @@ func (s *series) merge(c *region.Column, conv func(uint64) float64) {
 	})
 }
 
-// mergeNewer merges samples newer than the series' into them: at each of
-// ts, value(j) (if it has one) replaces the series' sample at that ts, and
-// with none, neither has the series. ts is ascending.
+// mergeNewer merges samples newer than the series' into them, by the
+// merge rule (scan.MergeNewer): at each of ts, value(j) (if it has one)
+// replaces the series' sample at that ts, and with none, neither has the
+// series. ts is ascending.
 func (s *series) mergeNewer(ts []int64, value func(j int) (float64, bool)) {
 	mts := make([]int64, 0, len(s.ts)+len(ts))
 	mvs := make([]float64, 0, len(s.ts)+len(ts))
-	i, j := 0, 0
-	for i < len(s.ts) || j < len(ts) {
-		if j == len(ts) || i < len(s.ts) && s.ts[i] < ts[j] {
+	scan.MergeNewer(s.ts, ts, func(i int, newer bool) {
+		if !newer {
 			mts, mvs = append(mts, s.ts[i]), append(mvs, s.vs[i])
-			i++
-			continue
+		} else if v, ok := value(i); ok {
+			mts, mvs = append(mts, ts[i]), append(mvs, v)
 		}
-		if i < len(s.ts) && s.ts[i] == ts[j] {
-			i++ // an older version of the row
-		}
-		if v, ok := value(j); ok {
-			mts, mvs = append(mts, ts[j]), append(mvs, v)
-		}
-		j++
-	}
+	})
 	s.ts, s.vs = mts, mvs
 }
 

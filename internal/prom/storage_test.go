@@ -16,8 +16,8 @@ import (
 	"github.com/stratadb/strata/internal/datanode"
 	"github.com/stratadb/strata/internal/objstore/objstoretest"
 	"github.com/stratadb/strata/internal/prom"
-	"github.com/stratadb/strata/internal/region"
 	"github.com/stratadb/strata/internal/row"
+	"github.com/stratadb/strata/internal/scan"
 	"github.com/stratadb/strata/internal/server/servertest"
 	"github.com/stratadb/strata/internal/testseed"
 )
@@ -101,7 +101,7 @@ func selectLines(t *testing.T, q *prom.Queryable, mint, maxt int64, ms []*labels
 // millisecond standing.
 func rowLines(t *testing.T, e *datanode.Engine, mint, maxt int64, ms []*labels.Matcher) []string {
 	t.Helper()
-	sc, err := e.Scan(context.Background(), "cpu", region.ScanRequest{Start: mint * 1e6, End: (maxt + 1) * 1e6, Fields: []string{"usage"}})
+	sc, err := e.Scan(context.Background(), "cpu", scan.Request{Start: mint * 1e6, End: (maxt + 1) * 1e6, Fields: []string{"usage"}})
 	if err != nil {
 		t.Fatal(err)
 	}

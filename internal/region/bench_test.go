@@ -14,6 +14,7 @@ import (
 	"github.com/stratadb/strata/internal/objstore"
 	"github.com/stratadb/strata/internal/objstore/objstoretest"
 	"github.com/stratadb/strata/internal/row"
+	"github.com/stratadb/strata/internal/scan"
 	"github.com/stratadb/strata/internal/tsbs"
 )
 
@@ -124,7 +125,7 @@ func BenchmarkScan(b *testing.B) {
 				heap := benchutil.WatchHeap()
 				var rows int
 				for b.Loop() {
-					rows = countScan(b, r, ScanRequest{Start: AllTime, End: AllTimeEnd})
+					rows = countScan(b, r, scan.Request{Start: AllTime, End: AllTimeEnd})
 				}
 				heap.Report(b)
 				if rows != rounds*tsbsHosts {
@@ -134,7 +135,7 @@ func BenchmarkScan(b *testing.B) {
 			})
 			b.Run("host-window", func(b *testing.B) {
 				start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).UnixNano()
-				req := ScanRequest{Start: start + 100*int64(10*time.Second), End: start + 125*int64(10*time.Second),
+				req := scan.Request{Start: start + 100*int64(10*time.Second), End: start + 125*int64(10*time.Second),
 					Tags: []row.Tag{{Name: "hostname", Value: "host_77"}}}
 				var rows int
 				for b.Loop() {
@@ -148,7 +149,7 @@ func BenchmarkScan(b *testing.B) {
 	}
 }
 
-func countScan(b *testing.B, r *Region, req ScanRequest) int {
+func countScan(b *testing.B, r *Region, req scan.Request) int {
 	sc, err := r.Scan(context.Background(), req)
 	if err != nil {
 		b.Fatal(err)

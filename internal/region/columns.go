@@ -12,17 +12,9 @@ import (
 
 	"github.com/stratadb/strata/internal/memtable"
 	"github.com/stratadb/strata/internal/row"
+	"github.com/stratadb/strata/internal/scan"
 	"github.com/stratadb/strata/internal/sst"
 )
-
-// Column is one series' values of one field from one input of a column
-// scan, in ts order (strictly increasing): the payloads of values of Kind
-// (row.NumberValue(Kind, Bits[i])), Null[i] set for rows without one. Its
-// slices are valid only while the callback it was passed to runs.
-type Column struct {
-	Kind row.Kind
-	sst.SeriesColumn
-}
 
 // ScanColumns reads one numeric field (req.Fields names it) of the series
 // and time range req selects, and calls emit with each series' values
@@ -39,9 +31,9 @@ type Column struct {
 // every series if an input holds a tombstone the range touches. Rows of
 // files written before the field existed are left out: they have no value
 // of it, and are older than every row that has one.
-func (r *Region) ScanColumns(ctx context.Context, req ScanRequest, emit func(*Column) error) error {
+func (r *Region) ScanColumns(ctx context.Context, req scan.Request, emit func(*scan.Column) error) error {
 	if len(req.Fields) != 1 || req.SeriesOnly {
-		return fmt.Errorf("%w: a column scan reads exactly one field", ErrInvalidScan)
+		return fmt.Errorf("%w: a column scan reads exactly one field", scan.ErrInvalid)
 	}
 	p, err := r.plan(&req)
 	if err != nil {
@@ -52,7 +44,7 @@ func (r *Region) ScanColumns(ctx context.Context, req ScanRequest, emit func(*Co
 	case row.Float, row.Int, row.Uint, row.Bool:
 	default:
 		r.unpin(p.files)
-		return fmt.Errorf("%w: field %q is not numeric", ErrInvalidScan, p.names[0])
+		return fmt.Errorf("%w: field %q is not numeric", scan.ErrInvalid, p.names[0])
 	}
 	inputs, contested, ok, err := r.columnInputs(ctx, p)
 	if err != nil {
@@ -84,7 +76,7 @@ func (r *Region) ScanColumns(ctx context.Context, req ScanRequest, emit func(*Co
 		}
 		match = func(k string) bool { return !contested[k] && (p.match == nil || p.match(k)) }
 	}
-	counted := func(c *Column) error {
+	counted := func(c *scan.Column) error {
 		r.opts.Metrics.ScanRows.Add(float64(len(c.TS)))
 		return emit(c)
 	}
@@ -221,7 +213,7 @@ var minPartRows int64 = 64 << 10
 // readColumns reads a file input's runs in up to columnWorkers parts of
 // whole series at once. emit may be called from several parts at once,
 // but a series is in one part only.
-func readColumns(ctx context.Context, in columnInput, p *scanPlan, kind row.Kind, emit func(*Column) error) error {
+func readColumns(ctx context.Context, in columnInput, p *scanPlan, kind row.Kind, emit func(*scan.Column) error) error {
 	least := minPartRows
 	if in.file.Ranged() {
 		// Each part waits on its own requests: worth it for fewer rows.
@@ -233,8 +225,8 @@ func readColumns(ctx context.Context, in columnInput, p *scanPlan, kind row.Kind
 	var wg sync.WaitGroup
 	for i, part := range parts {
 		read := func() {
-			col := Column{Kind: kind}
-			errs[i] = in.file.ReadColumns(part, p.names[0], p.start, p.end, func(c *sst.SeriesColumn) error {
+			col := scan.Column{Kind: kind}
+			errs[i] = in.file.ReadColumns(part, p.names[0], p.start, p.end, func(c *scan.SeriesColumn) error {
 				if failed.Load() {
 					return errStopped
 				}
@@ -296,12 +288,14 @@ func splitRuns(runs []sst.Run, n int, minRows int64) [][]sst.Run {
 
 // ColumnsOf calls emit with the values of field 0 of it's puts, a Column
 // per run of entries of one series, each (series, ts) once: the first of
-// its entries, which a merge's or a memtable's order makes the newest.
+// its entries, which a merge's or a memtable's order makes the newest
+// (scan.Latest).
 // Tombstones are skipped: it is for inputs that hold none, or whose
 // tombstones a merge applied.
-func ColumnsOf(it row.Iterator, kind row.Kind, emit func(*Column) error) error {
-	col := Column{Kind: kind}
+func ColumnsOf(it row.Iterator, kind row.Kind, emit func(*scan.Column) error) error {
+	col := scan.Column{Kind: kind}
 	nulls := false
+	var latest scan.Latest
 	flush := func() error {
 		if len(col.TS) == 0 {
 			return nil
@@ -323,8 +317,9 @@ func ColumnsOf(it row.Iterator, kind row.Kind, emit func(*Column) error) error {
 				return err
 			}
 			col.Series = e.Series
+			latest.Reset()
 		}
-		if n := len(col.TS); n > 0 && col.TS[n-1] == e.TS {
+		if !latest.Stands(e.TS) {
 			continue // an older version
 		}
 		v := e.Field(0)

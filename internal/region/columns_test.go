@@ -11,6 +11,7 @@ import (
 
 	"github.com/stratadb/strata/internal/objstore/objstoretest"
 	"github.com/stratadb/strata/internal/row"
+	"github.com/stratadb/strata/internal/scan"
 	"github.com/stratadb/strata/internal/sst"
 	"github.com/stratadb/strata/internal/testseed"
 )
@@ -62,7 +63,7 @@ func TestScanColumnsMatchesScan(t *testing.T) {
 			}
 		}
 		for q := range 10 {
-			req := ScanRequest{Start: int64(rng.Intn(150)) * 1_000_000, Fields: []string{[]string{"cpu", "mem"}[rng.Intn(2)]}}
+			req := scan.Request{Start: int64(rng.Intn(150)) * 1_000_000, Fields: []string{[]string{"cpu", "mem"}[rng.Intn(2)]}}
 			req.End = req.Start + int64(1+rng.Intn(200))*1_000_000
 			switch rng.Intn(3) {
 			case 1:
@@ -94,7 +95,7 @@ func TestScanColumnsMatchesScan(t *testing.T) {
 
 // rowScan is a row scan's "series ts value" lines of req's one field, for
 // the rows that have a value of it.
-func rowScan(t *testing.T, r *Region, req ScanRequest) []string {
+func rowScan(t *testing.T, r *Region, req scan.Request) []string {
 	t.Helper()
 	sc, err := r.Scan(context.Background(), req)
 	if err != nil {
@@ -118,7 +119,7 @@ func rowScan(t *testing.T, r *Region, req ScanRequest) []string {
 // columnScan is a column scan's lines, its Columns resolved: a later
 // Column's row of a series stands over an earlier one's at the same ts,
 // even without a value.
-func columnScan(t *testing.T, r *Region, req ScanRequest) []string {
+func columnScan(t *testing.T, r *Region, req scan.Request) []string {
 	t.Helper()
 	type val struct {
 		bits uint64
@@ -126,7 +127,7 @@ func columnScan(t *testing.T, r *Region, req ScanRequest) []string {
 	}
 	var mu sync.Mutex
 	rows := map[string]map[int64]val{}
-	err := r.ScanColumns(context.Background(), req, func(c *Column) error {
+	err := r.ScanColumns(context.Background(), req, func(c *scan.Column) error {
 		mu.Lock()
 		defer mu.Unlock()
 		if len(c.TS) == 0 || len(c.Bits) != len(c.TS) || c.Null != nil && len(c.Null) != len(c.TS) {

@@ -10,6 +10,7 @@ import (
 	"github.com/stratadb/strata/internal/memtable"
 	"github.com/stratadb/strata/internal/objstore/objstoretest"
 	"github.com/stratadb/strata/internal/row"
+	"github.com/stratadb/strata/internal/scan"
 )
 
 // TestFlushWritesDecimals: a flush writes each float field whose values
@@ -77,7 +78,7 @@ func TestFlushWritesDecimals(t *testing.T) {
 				want = append(want, line(string(key), base+i, math.Float64bits(v)))
 			}
 		}
-		if got := rowScan(t, r, ScanRequest{Start: math.MinInt64, End: math.MaxInt64, Fields: []string{f}}); !slices.Equal(got, want) {
+		if got := rowScan(t, r, scan.Request{Start: math.MinInt64, End: math.MaxInt64, Fields: []string{f}}); !slices.Equal(got, want) {
 			t.Fatalf("field %s read back %q\nwant %q", f, got, want)
 		}
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/stratadb/strata/internal/manifest"
 	"github.com/stratadb/strata/internal/objstore"
 	"github.com/stratadb/strata/internal/row"
+	"github.com/stratadb/strata/internal/scan"
 	"github.com/stratadb/strata/internal/schema"
 )
 
@@ -50,7 +51,7 @@ func mustWrite(t testing.TB, r *Region, points ...row.Point) {
 }
 
 // scanAll returns "series ts field=value ..." lines of a scan, in order.
-func scanAll(t testing.TB, r *Region, req ScanRequest) []string {
+func scanAll(t testing.TB, r *Region, req scan.Request) []string {
 	t.Helper()
 	if req.Start == 0 && req.End == 0 {
 		req.Start, req.End = AllTime, AllTimeEnd

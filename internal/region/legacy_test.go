@@ -22,6 +22,7 @@ import (
 	"github.com/stratadb/strata/internal/objstore/objstoretest"
 	"github.com/stratadb/strata/internal/region"
 	"github.com/stratadb/strata/internal/row"
+	"github.com/stratadb/strata/internal/scan"
 )
 
 // testdata/legacy-own-wal is a store the version before the one WAL writer
@@ -68,7 +69,7 @@ func legacyRows(n int64) map[string]float64 {
 
 func scanRows(t *testing.T, r *region.Region) map[string]float64 {
 	t.Helper()
-	sc, err := r.Scan(context.Background(), region.ScanRequest{Start: region.AllTime, End: region.AllTimeEnd})
+	sc, err := r.Scan(context.Background(), scan.Request{Start: region.AllTime, End: region.AllTimeEnd})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/stratadb/strata/internal/objstore/objstoretest"
 	"github.com/stratadb/strata/internal/row"
+	"github.com/stratadb/strata/internal/scan"
 )
 
 // A memtable holds less than 2^32 sequences from its first (its rows keep
@@ -32,7 +33,7 @@ func TestSequencesPastAMemtableGoToASuccessor(t *testing.T) {
 	if !frozen && r.Manifest().FlushedSeq < 1 {
 		t.Fatal("the memtable from 1 is neither frozen nor flushed")
 	}
-	if got, want := scanAll(t, r, ScanRequest{}), []string{"host=a 10 cpu=1", "host=b 20 cpu=2"}; !slices.Equal(got, want) {
+	if got, want := scanAll(t, r, scan.Request{}), []string{"host=a 10 cpu=1", "host=b 20 cpu=2"}; !slices.Equal(got, want) {
 		t.Fatalf("scan %q, want %q", got, want)
 	}
 	if err := r.Flush(ctx); err != nil {

@@ -18,6 +18,7 @@ import (
 	"github.com/stratadb/strata/internal/objstore/faultstore"
 	"github.com/stratadb/strata/internal/objstore/objstoretest"
 	"github.com/stratadb/strata/internal/row"
+	"github.com/stratadb/strata/internal/scan"
 	"github.com/stratadb/strata/internal/testseed"
 )
 
@@ -233,7 +234,7 @@ func (h *harness) crash(cause error, cands ...model) {
 }
 
 func scanLines(ctx context.Context, r *Region) ([]string, error) {
-	sc, err := r.Scan(ctx, ScanRequest{Start: AllTime, End: AllTimeEnd})
+	sc, err := r.Scan(ctx, scan.Request{Start: AllTime, End: AllTimeEnd})
 	if err != nil {
 		return nil, err
 	}
@@ -298,7 +299,7 @@ func (h *harness) run(ops []op, first *faultstore.Store) {
 			}
 		case "scan":
 			var sc *Scanner
-			if sc, err = h.r.Scan(h.ctx, ScanRequest{Start: AllTime, End: AllTimeEnd}); err == nil {
+			if sc, err = h.r.Scan(h.ctx, scan.Request{Start: AllTime, End: AllTimeEnd}); err == nil {
 				for sc.Next() {
 				}
 				err = sc.Err()

@@ -20,6 +20,7 @@ import (
 	"github.com/stratadb/strata/internal/objstore/faultstore"
 	"github.com/stratadb/strata/internal/objstore/objstoretest"
 	"github.com/stratadb/strata/internal/row"
+	"github.com/stratadb/strata/internal/scan"
 	"github.com/stratadb/strata/internal/schema"
 )
 
@@ -29,7 +30,7 @@ func TestWriteScanFlushReopen(t *testing.T) {
 	r := open(t, s, Options{})
 	mustWrite(t, r, pt("b", 20, fl("cpu", 2)), pt("a", 10, fl("cpu", 1)), pt("a", 5, fl("cpu", 0.5), row.Field{Name: "up", Value: row.BoolValue(true)}))
 	want := []string{"host=a 5 cpu=0.5 up=true", "host=a 10 cpu=1", "host=b 20 cpu=2"}
-	if got := scanAll(t, r, ScanRequest{}); !slices.Equal(got, want) {
+	if got := scanAll(t, r, scan.Request{}); !slices.Equal(got, want) {
 		t.Fatalf("memtable scan:\n%q\nwant\n%q", got, want)
 	}
 	if err := r.Flush(ctx); err != nil {
@@ -47,14 +48,14 @@ func TestWriteScanFlushReopen(t *testing.T) {
 	// An overwrite in the memtable wins over the SST.
 	mustWrite(t, r, pt("a", 10, fl("cpu", 11)))
 	want[1] = "host=a 10 cpu=11"
-	if got := scanAll(t, r, ScanRequest{}); !slices.Equal(got, want) {
+	if got := scanAll(t, r, scan.Request{}); !slices.Equal(got, want) {
 		t.Fatalf("mixed scan:\n%q\nwant\n%q", got, want)
 	}
 	closeRegion(t, r, false)
 
 	// Reopen: the SST plus the WAL tail.
 	r = open(t, s, Options{})
-	if got := scanAll(t, r, ScanRequest{}); !slices.Equal(got, want) {
+	if got := scanAll(t, r, scan.Request{}); !slices.Equal(got, want) {
 		t.Fatalf("after reopen:\n%q\nwant\n%q", got, want)
 	}
 	if sch := r.Schema(); len(sch.Fields()) != 2 || len(sch.Tags()) != 1 {
@@ -67,7 +68,7 @@ func TestWriteScanFlushReopen(t *testing.T) {
 	if n := r.activeBytes(); n != 0 {
 		t.Fatalf("replayed %d bytes after a flushing close", n)
 	}
-	if got := scanAll(t, r, ScanRequest{}); !slices.Equal(got, want) {
+	if got := scanAll(t, r, scan.Request{}); !slices.Equal(got, want) {
 		t.Fatalf("after flushed close:\n%q", got)
 	}
 	checkOwned(t, s, r.Manifest())
@@ -95,32 +96,32 @@ func TestScanFiltersAndProjection(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		got := scanAll(t, r, ScanRequest{Start: 40, End: 43, Tags: []row.Tag{{Name: "host", Value: "b"}}, Fields: []string{"mem"}})
+		got := scanAll(t, r, scan.Request{Start: 40, End: 43, Tags: []row.Tag{{Name: "host", Value: "b"}}, Fields: []string{"mem"}})
 		want := []string{"dc=x,host=b 40 mem=40", "dc=x,host=b 41 mem=41", "dc=x,host=b 42 mem=42"}
 		if !slices.Equal(got, want) {
 			t.Fatalf("flushed=%v:\n%q\nwant\n%q", flushed, got, want)
 		}
 		// A tag filter on a tag nobody has, with the empty value, matches
 		// every series.
-		if got := scanAll(t, r, ScanRequest{Start: 0, End: 1, Tags: []row.Tag{{Name: "rack", Value: ""}}}); len(got) != 2 {
+		if got := scanAll(t, r, scan.Request{Start: 0, End: 1, Tags: []row.Tag{{Name: "rack", Value: ""}}}); len(got) != 2 {
 			t.Fatalf("empty tag value: %q", got)
 		}
-		if got := scanAll(t, r, ScanRequest{Tags: []row.Tag{{Name: "host", Value: "zzz"}}}); len(got) != 0 {
+		if got := scanAll(t, r, scan.Request{Tags: []row.Tag{{Name: "host", Value: "zzz"}}}); len(got) != 0 {
 			t.Fatalf("no such host: %q", got)
 		}
 		// Set filters: one of the values; "" is a series without the tag.
-		if got := scanAll(t, r, ScanRequest{Start: 7, End: 8, In: []row.TagIn{{Name: "host", Values: []string{"b", "zzz"}}}}); len(got) != 1 || !strings.HasPrefix(got[0], "dc=x,host=b 7") {
+		if got := scanAll(t, r, scan.Request{Start: 7, End: 8, In: []row.TagIn{{Name: "host", Values: []string{"b", "zzz"}}}}); len(got) != 1 || !strings.HasPrefix(got[0], "dc=x,host=b 7") {
 			t.Fatalf("host in (b, zzz): %q", got)
 		}
-		if got := scanAll(t, r, ScanRequest{Start: 7, End: 8, In: []row.TagIn{{Name: "host", Values: []string{"a", "b"}}, {Name: "rack", Values: []string{""}}}}); len(got) != 2 {
+		if got := scanAll(t, r, scan.Request{Start: 7, End: 8, In: []row.TagIn{{Name: "host", Values: []string{"a", "b"}}, {Name: "rack", Values: []string{""}}}}); len(got) != 2 {
 			t.Fatalf("host in (a, b), no rack: %q", got)
 		}
-		if got := scanAll(t, r, ScanRequest{In: []row.TagIn{{Name: "host", Values: nil}}}); len(got) != 0 {
+		if got := scanAll(t, r, scan.Request{In: []row.TagIn{{Name: "host", Values: nil}}}); len(got) != 0 {
 			t.Fatalf("host in (): %q", got)
 		}
 	}
 	// Small batches stream: every batch holds at most BatchRows rows.
-	sc, err := r.Scan(ctx, ScanRequest{Start: AllTime, End: AllTimeEnd, BatchRows: 7})
+	sc, err := r.Scan(ctx, scan.Request{Start: AllTime, End: AllTimeEnd, BatchRows: 7})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -137,10 +138,10 @@ func TestScanFiltersAndProjection(t *testing.T) {
 		t.Fatalf("streamed %d rows", n)
 	}
 	// Bad requests.
-	if _, err := r.Scan(ctx, ScanRequest{Start: 5, End: 5}); !errors.Is(err, ErrInvalidScan) {
+	if _, err := r.Scan(ctx, scan.Request{Start: 5, End: 5}); !errors.Is(err, scan.ErrInvalid) {
 		t.Fatalf("empty range: %v", err)
 	}
-	if _, err := r.Scan(ctx, ScanRequest{Start: AllTime, End: AllTimeEnd, Fields: []string{"nope"}}); !errors.Is(err, ErrInvalidScan) || !strings.Contains(err.Error(), "nope") {
+	if _, err := r.Scan(ctx, scan.Request{Start: AllTime, End: AllTimeEnd, Fields: []string{"nope"}}); !errors.Is(err, scan.ErrInvalid) || !strings.Contains(err.Error(), "nope") {
 		t.Fatalf("unknown field: %v", err)
 	}
 }
@@ -157,7 +158,7 @@ func TestScanPinsFiles(t *testing.T) {
 	var id string
 	for id = range r.Manifest().Files {
 	}
-	sc, err := r.Scan(ctx, ScanRequest{Start: AllTime, End: AllTimeEnd})
+	sc, err := r.Scan(ctx, scan.Request{Start: AllTime, End: AllTimeEnd})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -185,7 +186,7 @@ func TestSchemaEvolutionAndConflicts(t *testing.T) {
 	if r.Schema().Version() != v+1 {
 		t.Fatal("a write of known columns changed the schema")
 	}
-	before := scanAll(t, r, ScanRequest{})
+	before := scanAll(t, r, scan.Request{})
 	cases := []struct {
 		p            row.Point
 		column, have string
@@ -214,7 +215,7 @@ func TestSchemaEvolutionAndConflicts(t *testing.T) {
 	if ce := (*schema.ConflictError)(nil); !errors.As(err, &ce) || ce.Column != "new" {
 		t.Fatalf("in-batch conflict: %v", err)
 	}
-	if got := scanAll(t, r, ScanRequest{}); !slices.Equal(got, before) {
+	if got := scanAll(t, r, scan.Request{}); !slices.Equal(got, before) {
 		t.Fatalf("a rejected batch changed the data:\n%q\n%q", got, before)
 	}
 	if _, ok := r.Schema().FieldOrdinal("new"); ok {
@@ -223,7 +224,7 @@ func TestSchemaEvolutionAndConflicts(t *testing.T) {
 	closeRegion(t, r, false)
 	r = open(t, s, Options{})
 	defer closeRegion(t, r, false)
-	if got := scanAll(t, r, ScanRequest{}); !slices.Equal(got, before) {
+	if got := scanAll(t, r, scan.Request{}); !slices.Equal(got, before) {
 		t.Fatalf("after reopen:\n%q\n%q", got, before)
 	}
 }
@@ -263,7 +264,7 @@ func TestBadInputRejectsWholeBatch(t *testing.T) {
 	if _, err := r.Write(ctx, []row.Point{pt("a", 1, row.Field{Name: "s", Value: row.StringValue(strings.Repeat("y", 5000))})}); !errors.Is(err, ErrBatchTooLarge) {
 		t.Errorf("5000 bytes: %v", err)
 	}
-	if got := scanAll(t, r, ScanRequest{}); len(got) != 0 {
+	if got := scanAll(t, r, scan.Request{}); len(got) != 0 {
 		t.Fatalf("rejected batches wrote rows: %q", got)
 	}
 	if err := r.Delete(ctx, nil, 5, 4); !errors.Is(err, ErrInvalidWrite) {
@@ -282,7 +283,7 @@ func TestRegionNotFoundAndClosed(t *testing.T) {
 	if _, err := r.Write(ctx, []row.Point{pt("a", 1, fl("v", 1))}); !errors.Is(err, ErrClosed) {
 		t.Fatalf("write after close: %v", err)
 	}
-	if _, err := r.Scan(ctx, ScanRequest{Start: AllTime, End: AllTimeEnd}); !errors.Is(err, ErrClosed) {
+	if _, err := r.Scan(ctx, scan.Request{Start: AllTime, End: AllTimeEnd}); !errors.Is(err, ErrClosed) {
 		t.Fatalf("scan after close: %v", err)
 	}
 	if err := r.Flush(ctx); !errors.Is(err, ErrClosed) {
@@ -309,16 +310,16 @@ func TestDeletes(t *testing.T) {
 	mustWrite(t, r, pt("a", 5, fl("v", 55)))
 	check := func(when string) {
 		t.Helper()
-		got := scanAll(t, r, ScanRequest{Tags: []row.Tag{{Name: "host", Value: "a"}}})
+		got := scanAll(t, r, scan.Request{Tags: []row.Tag{{Name: "host", Value: "a"}}})
 		want := []string{"host=a 0 v=0", "host=a 1 v=1", "host=a 5 v=55", "host=a 8 v=8", "host=a 9 v=9"}
 		if !slices.Equal(got, want) {
 			t.Fatalf("%s:\n%q\nwant\n%q", when, got, want)
 		}
-		if n := len(scanAll(t, r, ScanRequest{Tags: []row.Tag{{Name: "host", Value: "b"}}})); n != 10 {
+		if n := len(scanAll(t, r, scan.Request{Tags: []row.Tag{{Name: "host", Value: "b"}}})); n != 10 {
 			t.Fatalf("%s: b has %d rows", when, n)
 		}
 		// A scan that starts inside the tombstone still applies it.
-		if got := scanAll(t, r, ScanRequest{Start: 3, End: 5, Tags: []row.Tag{{Name: "host", Value: "a"}}}); len(got) != 0 {
+		if got := scanAll(t, r, scan.Request{Start: 3, End: 5, Tags: []row.Tag{{Name: "host", Value: "a"}}}); len(got) != 0 {
 			t.Fatalf("%s: scan inside tombstone: %q", when, got)
 		}
 	}
@@ -355,11 +356,11 @@ func TestTTL(t *testing.T) {
 	if err := r.Flush(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if got := scanAll(t, r, ScanRequest{}); len(got) != 2 {
+	if got := scanAll(t, r, scan.Request{}); len(got) != 2 {
 		t.Fatalf("before expiry: %q", got)
 	}
 	advance(40 * time.Minute) // the first file's row is now 70 min old
-	if got := scanAll(t, r, ScanRequest{}); len(got) != 1 || !strings.HasSuffix(got[0], "v=3") {
+	if got := scanAll(t, r, scan.Request{}); len(got) != 1 || !strings.HasSuffix(got[0], "v=3") {
 		t.Fatalf("expired rows visible: %q", got)
 	}
 	if err := r.ExpireTTL(ctx); err != nil {
@@ -486,7 +487,7 @@ func TestStaleOwnerIsFenced(t *testing.T) {
 	mustWrite(t, old, pt("a", 1, fl("v", 1)))
 	nu := open(t, s, Options{})
 	// The new owner replayed the acknowledged write.
-	if got := scanAll(t, nu, ScanRequest{}); len(got) != 1 {
+	if got := scanAll(t, nu, scan.Request{}); len(got) != 1 {
 		t.Fatalf("new owner sees %q", got)
 	}
 	_, err := old.Write(ctx, []row.Point{pt("a", 2, fl("v", 2))})
@@ -499,14 +500,14 @@ func TestStaleOwnerIsFenced(t *testing.T) {
 	if err := old.Close(ctx, CloseOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if got := scanAll(t, nu, ScanRequest{}); len(got) != 1 {
+	if got := scanAll(t, nu, scan.Request{}); len(got) != 1 {
 		t.Fatalf("new owner sees %q after stale attempts", got)
 	}
 	// The stale owner's rejected write never becomes visible.
 	closeRegion(t, nu, false)
 	nu = open(t, s, Options{})
 	defer closeRegion(t, nu, false)
-	if got := scanAll(t, nu, ScanRequest{}); len(got) != 1 {
+	if got := scanAll(t, nu, scan.Request{}); len(got) != 1 {
 		t.Fatalf("after reopen: %q", got)
 	}
 }
@@ -581,7 +582,7 @@ func TestWriteBatchChecksColumnsOnly(t *testing.T) {
 	if _, err := r.WriteBatch(ctx, b); !errors.Is(err, ErrInvalidWrite) {
 		t.Fatalf("keys for half the points: %v", err)
 	}
-	if got := scanAll(t, r, ScanRequest{}); len(got) != 2 {
+	if got := scanAll(t, r, scan.Request{}); len(got) != 2 {
 		t.Fatalf("rows after the rejected batches: %q", got)
 	}
 }

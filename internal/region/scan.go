@@ -2,7 +2,6 @@ package region
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"math"
 	"slices"
@@ -11,35 +10,13 @@ import (
 	"github.com/stratadb/strata/internal/memtable"
 	"github.com/stratadb/strata/internal/merge"
 	"github.com/stratadb/strata/internal/row"
+	"github.com/stratadb/strata/internal/scan"
 	"github.com/stratadb/strata/internal/schema"
 	"github.com/stratadb/strata/internal/sst"
 )
 
-// ScanRequest selects rows.
-type ScanRequest struct {
-	// Start <= ts < End. Use AllTime for everything.
-	Start, End int64
-	// Tags are equality filters, all of which must hold. An empty value
-	// matches series without that tag.
-	Tags []row.Tag
-	// In are set filters, all of which must hold: the series' tag Name is
-	// one of Values ("" matches series without the tag).
-	In []row.TagIn
-	// Fields to return, by name (nil: every field). Unknown names are an
-	// error.
-	Fields []string
-	// BatchRows is the most rows per batch (default 4096).
-	BatchRows int
-	// SeriesOnly lists the series instead: one entry per series (Series
-	// set, nothing else) of a file or memtable whose time range overlaps
-	// the scan's, read from the files' series indexes, never from an SST
-	// (but those written before series indexes existed). Fields are
-	// ignored.
-	SeriesOnly bool
-}
-
-// seriesFilter is the request's tag filter (nil: every series).
-func (req *ScanRequest) seriesFilter() func(string) bool {
+// seriesFilter is req's tag filter (nil: every series).
+func seriesFilter(req *scan.Request) func(string) bool {
 	if len(req.Tags) == 0 && len(req.In) == 0 {
 		return nil
 	}
@@ -127,12 +104,12 @@ func (p *scanPlan) memFilter(match func(string) bool, fields []int) memtable.Fil
 }
 
 // plan checks req and takes the snapshot it reads, pinning its files.
-func (r *Region) plan(req *ScanRequest) (*scanPlan, error) {
+func (r *Region) plan(req *scan.Request) (*scanPlan, error) {
 	if err := r.usable(); err != nil {
 		return nil, err
 	}
 	if req.End <= req.Start {
-		return nil, fmt.Errorf("%w: scan range [%d, %d) is empty", ErrInvalidScan, req.Start, req.End)
+		return nil, fmt.Errorf("%w: scan range [%d, %d) is empty", scan.ErrInvalid, req.Start, req.End)
 	}
 	if req.BatchRows <= 0 {
 		req.BatchRows = 4096
@@ -149,7 +126,7 @@ func (r *Region) plan(req *ScanRequest) (*scanPlan, error) {
 		for _, name := range req.Fields {
 			ord, ok := sch.FieldOrdinal(name)
 			if !ok {
-				return nil, fmt.Errorf("%w: unknown field %q", ErrInvalidScan, name)
+				return nil, fmt.Errorf("%w: unknown field %q", scan.ErrInvalid, name)
 			}
 			p.ordinals = append(p.ordinals, ord)
 			p.fields = append(p.fields, sch.Fields()[ord])
@@ -159,7 +136,7 @@ func (r *Region) plan(req *ScanRequest) (*scanPlan, error) {
 	for i, f := range p.fields {
 		p.names[i] = f.Name
 	}
-	p.match, p.tags, p.in = req.seriesFilter(), req.Tags, req.In
+	p.match, p.tags, p.in = seriesFilter(req), req.Tags, req.In
 	p.start, p.end = max(req.Start, r.ttlCutoff()), req.End
 	if p.start >= p.end {
 		p.start = p.end - 1 // everything expired: an empty but valid scan
@@ -170,7 +147,7 @@ func (r *Region) plan(req *ScanRequest) (*scanPlan, error) {
 }
 
 // Scan starts a scan.
-func (r *Region) Scan(ctx context.Context, req ScanRequest) (*Scanner, error) {
+func (r *Region) Scan(ctx context.Context, req scan.Request) (*Scanner, error) {
 	p, err := r.plan(&req)
 	if err != nil {
 		return nil, err
@@ -226,9 +203,6 @@ func (r *Region) rows(ctx context.Context, p *scanPlan, batchRows int, pinned []
 	s.it = merge.New(inputs, merge.Options{DropBefore: p.start})
 	return s, nil
 }
-
-// ErrInvalidScan: a scan request is malformed.
-var ErrInvalidScan = errors.New("region: invalid scan")
 
 // Fields describes the positions of each row's Fields.
 func (s *Scanner) Fields() []schema.Field { return s.fields }

@@ -16,6 +16,7 @@ import (
 	"github.com/stratadb/strata/internal/objstore"
 	"github.com/stratadb/strata/internal/objstore/objstoretest"
 	"github.com/stratadb/strata/internal/row"
+	"github.com/stratadb/strata/internal/scan"
 	"github.com/stratadb/strata/internal/sst"
 	"github.com/stratadb/strata/internal/testseed"
 )
@@ -37,21 +38,21 @@ func TestListSeries(t *testing.T) {
 		t.Fatal(err)
 	}
 	mustWrite(t, r, pt("d", 1000, fl("v", 5)))
-	list := func(r *Region, req ScanRequest) []string {
+	list := func(r *Region, req scan.Request) []string {
 		t.Helper()
 		req.SeriesOnly = true
 		return scanAll(t, r, req)
 	}
 	for _, tc := range []struct {
-		req  ScanRequest
+		req  scan.Request
 		want []string
 	}{
-		{ScanRequest{}, []string{"host=a 0", "host=b 0", "host=c 0", "host=d 0"}},
-		{ScanRequest{Tags: []row.Tag{{Name: "host", Value: "c"}}}, []string{"host=c 0"}},
-		{ScanRequest{In: []row.TagIn{{Name: "host", Values: []string{"b", "d", "x"}}}}, []string{"host=b 0", "host=d 0"}},
-		{ScanRequest{Start: 500, End: 2000}, []string{"host=d 0"}},
-		{ScanRequest{Start: 0, End: 50}, []string{"host=a 0", "host=b 0"}},
-		{ScanRequest{Start: 2000, End: 3000}, nil},
+		{scan.Request{}, []string{"host=a 0", "host=b 0", "host=c 0", "host=d 0"}},
+		{scan.Request{Tags: []row.Tag{{Name: "host", Value: "c"}}}, []string{"host=c 0"}},
+		{scan.Request{In: []row.TagIn{{Name: "host", Values: []string{"b", "d", "x"}}}}, []string{"host=b 0", "host=d 0"}},
+		{scan.Request{Start: 500, End: 2000}, []string{"host=d 0"}},
+		{scan.Request{Start: 0, End: 50}, []string{"host=a 0", "host=b 0"}},
+		{scan.Request{Start: 2000, End: 3000}, nil},
 	} {
 		if got := list(r, tc.req); !slices.Equal(got, tc.want) {
 			t.Errorf("%+v: %q, want %q", tc.req, got, tc.want)
@@ -81,7 +82,7 @@ func TestListSeries(t *testing.T) {
 		Add: []manifest.FileMeta{{ID: id, MinTS: meta.MinTS, MaxTS: meta.MaxTS, Rows: meta.Rows, Size: meta.Size}}}}); err != nil {
 		t.Fatal(err)
 	}
-	if got := list(r, ScanRequest{Start: 0, End: 50}); !slices.Equal(got, []string{"host=a 0", "host=b 0", "host=old 0"}) {
+	if got := list(r, scan.Request{Start: 0, End: 50}); !slices.Equal(got, []string{"host=a 0", "host=b 0", "host=old 0"}) {
 		t.Fatalf("with a file without an index: %q", got)
 	}
 	closeRegion(t, r, true)
@@ -99,7 +100,7 @@ func TestListSeries(t *testing.T) {
 		t.Fatal(err)
 	}
 	r = open(t, s, Options{})
-	sc, err := r.Scan(ctx, ScanRequest{Start: math.MinInt64, End: math.MaxInt64, SeriesOnly: true})
+	sc, err := r.Scan(ctx, scan.Request{Start: math.MinInt64, End: math.MaxInt64, SeriesOnly: true})
 	if !errors.Is(err, sst.ErrCorruptSeries) {
 		t.Fatalf("corrupt index: got %v, want ErrCorruptSeries", err)
 	}
@@ -109,14 +110,14 @@ func TestListSeries(t *testing.T) {
 	if err := s.Delete(ctx, testRegion.SeriesKey(victim)); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := r.Scan(ctx, ScanRequest{Start: math.MinInt64, End: math.MaxInt64, SeriesOnly: true}); !errors.Is(err, objstore.ErrNotFound) {
+	if _, err := r.Scan(ctx, scan.Request{Start: math.MinInt64, End: math.MaxInt64, SeriesOnly: true}); !errors.Is(err, objstore.ErrNotFound) {
 		t.Fatalf("missing index: got %v, want ErrNotFound", err)
 	}
 	if len(r.pins) != 0 {
 		t.Fatalf("a failed listing left pins: %v", r.pins)
 	}
 	// Data scans do not need the index.
-	if got := scanAll(t, r, ScanRequest{Tags: []row.Tag{{Name: "host", Value: "b"}}}); !slices.Equal(got, []string{"host=b 20 v=2"}) {
+	if got := scanAll(t, r, scan.Request{Tags: []row.Tag{{Name: "host", Value: "b"}}}); !slices.Equal(got, []string{"host=b 20 v=2"}) {
 		t.Fatalf("scan: %q", got)
 	}
 	closeRegion(t, r, false)
@@ -157,7 +158,7 @@ func TestPostingsSelectWhatTheFilterMatches(t *testing.T) {
 			n := int64(1 + rng.Intn(5))
 			x.Rows, rows = append(x.Rows, n), rows+n
 		}
-		var req ScanRequest
+		var req scan.Request
 		for range rng.Intn(3) {
 			req.Tags = append(req.Tags, row.Tag{Name: names[rng.Intn(3)], Value: vals[rng.Intn(len(vals))]})
 		}
@@ -168,7 +169,7 @@ func TestPostingsSelectWhatTheFilterMatches(t *testing.T) {
 			}
 			req.In = append(req.In, f)
 		}
-		match := req.seriesFilter()
+		match := seriesFilter(&req)
 		if match == nil {
 			continue
 		}

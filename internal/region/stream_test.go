@@ -17,6 +17,7 @@ import (
 	"github.com/stratadb/strata/internal/objstore"
 	"github.com/stratadb/strata/internal/objstore/objstoretest"
 	"github.com/stratadb/strata/internal/row"
+	"github.com/stratadb/strata/internal/scan"
 	"github.com/stratadb/strata/internal/wal"
 	"github.com/stratadb/strata/internal/walstream"
 )
@@ -76,7 +77,7 @@ func TestStreamRegionsShareSegments(t *testing.T) {
 	stream2 := newStream(t, store, "dn2")
 	for i := range regions {
 		r := openAt(t, store, layout.RegionID{Table: 9, Region: uint32(i)}, Options{Stream: stream2})
-		got := scanAll(t, r, ScanRequest{})
+		got := scanAll(t, r, scan.Request{})
 		if len(got) != writes {
 			t.Fatalf("region %d: %d rows after reopen, want %d", i, len(got), writes)
 		}
@@ -111,7 +112,7 @@ func TestStreamNewOwnerWhileFormerRuns(t *testing.T) {
 	// A's new owner on dn2, with dn1 still running.
 	s2 := newStream(t, store, "dn2")
 	a2 := openAt(t, store, ida, Options{Stream: s2})
-	if got := scanAll(t, a2, ScanRequest{}); len(got) != 5 {
+	if got := scanAll(t, a2, scan.Request{}); len(got) != 5 {
 		t.Fatalf("new owner of A sees %d rows, want 5", len(got))
 	}
 	if _, err := a1.Write(ctx, []row.Point{pt("a", 99, fl("v", 1))}); !errors.Is(err, fence.ErrFenced) {
@@ -133,10 +134,10 @@ func TestStreamNewOwnerWhileFormerRuns(t *testing.T) {
 	s3 := newStream(t, store, "dn3")
 	a3 := openAt(t, store, ida, Options{Stream: s3})
 	b3 := openAt(t, store, idb, Options{Stream: s3})
-	if got := scanAll(t, a3, ScanRequest{}); len(got) != 6 {
+	if got := scanAll(t, a3, scan.Request{}); len(got) != 6 {
 		t.Fatalf("A: %d rows, want 6: %v", len(got), got)
 	}
-	if got := scanAll(t, b3, ScanRequest{}); len(got) != 8 {
+	if got := scanAll(t, b3, scan.Request{}); len(got) != 8 {
 		t.Fatalf("B: %d rows, want 8: %v", len(got), got)
 	}
 	for _, r := range []*Region{a1, b1, a2, a3, b3} {
@@ -167,7 +168,7 @@ func TestStreamOpenRecordsFenceInOwnStream(t *testing.T) {
 		t.Fatalf("seal: %v %v", seal, err)
 	}
 	r = openAt(t, store, testRegion, Options{Stream: s1})
-	if got := scanAll(t, r, ScanRequest{}); len(got) != 3 {
+	if got := scanAll(t, r, scan.Request{}); len(got) != 3 {
 		t.Fatalf("%d rows after reopen, want 3", len(got))
 	}
 	want := manifest.StreamRef{Stream: s1.ID(), End: fence}
@@ -181,7 +182,7 @@ func TestStreamOpenRecordsFenceInOwnStream(t *testing.T) {
 	}
 	closeRegion(t, r, false)
 	r = openAt(t, store, testRegion, Options{Stream: newStream(t, store, "dn2")})
-	if got := scanAll(t, r, ScanRequest{}); len(got) != 4 {
+	if got := scanAll(t, r, scan.Request{}); len(got) != 4 {
 		t.Fatalf("%d rows at the next owner, want 4", len(got))
 	}
 	closeRegion(t, r, false)
@@ -221,7 +222,7 @@ func TestStreamFlushReleasesSegments(t *testing.T) {
 	// stream is needed.
 	s2 := newStream(t, store, "dn2")
 	r2 := openAt(t, store, testRegion, Options{Stream: s2})
-	if got := scanAll(t, r2, ScanRequest{}); len(got) != 4 {
+	if got := scanAll(t, r2, scan.Request{}); len(got) != 4 {
 		t.Fatalf("%d rows, want 4", len(got))
 	}
 	if err := r2.Flush(context.Background()); err != nil {

@@ -11,6 +11,7 @@ import (
 	"github.com/stratadb/strata/internal/objstore"
 	"github.com/stratadb/strata/internal/objstore/faultstore"
 	"github.com/stratadb/strata/internal/objstore/objstoretest"
+	"github.com/stratadb/strata/internal/scan"
 )
 
 func TestTruncate(t *testing.T) {
@@ -24,7 +25,7 @@ func TestTruncate(t *testing.T) {
 	mustWrite(t, r, pt("a", 3, fl("v", 3))) // in the memtable only
 	before := r.Manifest()
 	// A scan open across the truncate keeps its snapshot.
-	sc, err := r.Scan(ctx, ScanRequest{Start: AllTime, End: AllTimeEnd})
+	sc, err := r.Scan(ctx, scan.Request{Start: AllTime, End: AllTimeEnd})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -39,7 +40,7 @@ func TestTruncate(t *testing.T) {
 		t.Fatalf("scan open across truncate: %d rows, %v", n, err)
 	}
 	sc.Close()
-	if got := scanAll(t, r, ScanRequest{}); len(got) != 0 {
+	if got := scanAll(t, r, scan.Request{}); len(got) != 0 {
 		t.Fatalf("after truncate: %q", got)
 	}
 	st := r.Manifest()
@@ -59,13 +60,13 @@ func TestTruncate(t *testing.T) {
 	// the WAL past the cut).
 	mustWrite(t, r, pt("c", 4, fl("v", 4)))
 	want := []string{"host=c 4 v=4"}
-	if got := scanAll(t, r, ScanRequest{}); !slices.Equal(got, want) {
+	if got := scanAll(t, r, scan.Request{}); !slices.Equal(got, want) {
 		t.Fatalf("write after truncate: %q", got)
 	}
 	closeRegion(t, r, false)
 	r = open(t, s, Options{})
 	defer closeRegion(t, r, false)
-	if got := scanAll(t, r, ScanRequest{}); !slices.Equal(got, want) {
+	if got := scanAll(t, r, scan.Request{}); !slices.Equal(got, want) {
 		t.Fatalf("after reopen: %q, want %q", got, want)
 	}
 	checkOwned(t, s, r.Manifest())
@@ -88,14 +89,14 @@ func TestTruncateCommitFailureKeepsData(t *testing.T) {
 		t.Fatalf("truncate with a failing commit: %v", err)
 	}
 	want := []string{"host=a 1 v=1", "host=a 2 v=2"}
-	if got := scanAll(t, r, ScanRequest{}); !slices.Equal(got, want) {
+	if got := scanAll(t, r, scan.Request{}); !slices.Equal(got, want) {
 		t.Fatalf("after a failed truncate: %q, want %q", got, want)
 	}
 	// The frozen memtable still flushes.
 	if err := r.Flush(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if got := scanAll(t, r, ScanRequest{}); !slices.Equal(got, want) {
+	if got := scanAll(t, r, scan.Request{}); !slices.Equal(got, want) {
 		t.Fatalf("after flush: %q", got)
 	}
 }

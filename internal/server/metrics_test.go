@@ -28,6 +28,7 @@ import (
 	"github.com/stratadb/strata/internal/objstore/faultstore"
 	"github.com/stratadb/strata/internal/objstore/objstoretest"
 	"github.com/stratadb/strata/internal/region"
+	"github.com/stratadb/strata/internal/scan"
 	"github.com/stratadb/strata/internal/server"
 	"github.com/stratadb/strata/internal/server/servertest"
 )
@@ -188,7 +189,7 @@ func TestEveryMetricMoves(t *testing.T) {
 			t.Fatalf("gc (full %v): %v", full, err)
 		}
 	}
-	sc, err := e.Scan(ctx, "cpu", region.ScanRequest{Start: math.MinInt64, End: math.MaxInt64})
+	sc, err := e.Scan(ctx, "cpu", scan.Request{Start: math.MinInt64, End: math.MaxInt64})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -77,7 +77,8 @@ type Config struct {
 	FlushBytes  int64
 	MemoryLimit int64
 	// CacheBytes bounds the SST cache: open files, and the blocks scans
-	// read of files read in ranges (0: datanode.DefaultCacheBytes).
+	// read of files read in ranges (0: datanode.DefaultCacheBytes;
+	// negative: nothing is kept, every read reaches the store).
 	CacheBytes int64
 	// SeriesCacheBytes bounds each region's decoded series indexes (0:
 	// region.DefaultSeriesCacheBytes).

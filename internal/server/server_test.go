@@ -20,6 +20,7 @@ import (
 	"github.com/stratadb/strata/internal/objstore"
 	"github.com/stratadb/strata/internal/region"
 	"github.com/stratadb/strata/internal/row"
+	"github.com/stratadb/strata/internal/scan"
 	"github.com/stratadb/strata/internal/schema"
 	"github.com/stratadb/strata/internal/server"
 	"github.com/stratadb/strata/internal/server/servertest"
@@ -153,7 +154,7 @@ func TestStandaloneRunsMetasrvAndImportsTheStoreCatalog(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { _ = s.Shutdown(ctx) }()
-	sc, err := s.Engine().Scan(ctx, "legacy", region.ScanRequest{Start: region.AllTime, End: region.AllTimeEnd})
+	sc, err := s.Engine().Scan(ctx, "legacy", scan.Request{Start: region.AllTime, End: region.AllTimeEnd})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,8 +12,8 @@ import (
 
 	"github.com/stratadb/strata/internal/datanode"
 	"github.com/stratadb/strata/internal/layout"
-	"github.com/stratadb/strata/internal/region"
 	"github.com/stratadb/strata/internal/row"
+	"github.com/stratadb/strata/internal/scan"
 	"github.com/stratadb/strata/internal/wire"
 	pb "github.com/stratadb/strata/proto/strata/v1"
 )
@@ -34,7 +34,7 @@ var errHere = errors.New("agent: region hosted here")
 // owner, waiting for one within routeTimeout and the caller's ctx as Write
 // does; the wait starts when the last stream stopped giving messages.
 // Once something has been delivered a retry would deliver it twice: the
-// scan fails with datanode.ErrScanInterrupted, naming the region and the
+// scan fails with scan.ErrInterrupted, naming the region and the
 // owner it was reading.
 type ownerStream[T any] struct {
 	a    *Agent
@@ -125,7 +125,7 @@ func (s *ownerStream[T]) retry(rctx context.Context, addr string, moved bool, er
 		if !moved {
 			why = err.Error()
 		}
-		return fmt.Errorf("%w: region %s, read from %s: %s", datanode.ErrScanInterrupted, s.id, addr, why)
+		return fmt.Errorf("%w: region %s, read from %s: %s", scan.ErrInterrupted, s.id, addr, why)
 	case rctx.Err() != nil:
 		return fmt.Errorf("scan region %s on %s: %w", s.id, addr, gaveUp(s.ctx, rctx, err, s.last))
 	}
@@ -214,7 +214,7 @@ func (a *Agent) watchOwner(ctx context.Context, id layout.RegionID, addr string,
 }
 
 // Scan scans a region on its owner (see ownerStream).
-func (a *Agent) Scan(ctx context.Context, table string, id layout.RegionID, req region.ScanRequest) (row.Iterator, error) {
+func (a *Agent) Scan(ctx context.Context, table string, id layout.RegionID, req scan.Request) (row.Iterator, error) {
 	it := &remoteIter{width: len(req.Fields)}
 	preq := &pb.ScanRequest{Table: table, Region: id.String(), Start: req.Start, End: req.End, Tags: wire.FromTags(req.Tags), In: wire.FromTagIns(req.In),
 		Fields: req.Fields, BatchRows: int32(req.BatchRows), SeriesOnly: req.SeriesOnly}
@@ -313,9 +313,9 @@ func (it *remoteIter) Close() error {
 
 // ScanColumns reads one numeric field of a region on its owner (see
 // ownerStream), column by column.
-func (a *Agent) ScanColumns(ctx context.Context, table string, id layout.RegionID, req region.ScanRequest, emit func(*region.Column) error) error {
+func (a *Agent) ScanColumns(ctx context.Context, table string, id layout.RegionID, req scan.Request, emit func(*scan.Column) error) error {
 	var s *ownerStream[pb.ScanColumnsResponse]
-	deliver := func(c *region.Column) error {
+	deliver := func(c *scan.Column) error {
 		s.delivered.Store(true)
 		return emit(c)
 	}
@@ -326,7 +326,7 @@ func (a *Agent) ScanColumns(ctx context.Context, table string, id layout.RegionI
 		return c.ScanColumns(ctx, preq)
 	})
 	defer s.close()
-	var col region.Column
+	var col scan.Column
 	for {
 		m, err := s.Recv()
 		if err == io.EOF || errors.Is(err, errHere) {
