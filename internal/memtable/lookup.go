@@ -101,7 +101,7 @@ func (m *Memtable) lookup(name, value string) []int32 {
 }
 
 type sortedValues struct {
-	series int32
+	series int32    // the memtable's series when sorted (OrderedTag: its values)
 	except []string // what the values were taken out of (TagValues)
 	vals   []string // sorted
 	syms   []uint32 // vals[i]'s symbol
@@ -114,8 +114,9 @@ type sortedValues struct {
 // answer is read only: the memtable may keep it. While every series with
 // the tag has an entry in the range (the usual case: a range that ends
 // now, over sources that keep sending), it is the same slice from one call
-// to the next, with the same except, until a series is added, which lets
-// a region recognize, and keep, what it merged it into.
+// to the next, with the same except, until a series is added (of
+// OrderedTag, until a value is), which lets a region recognize, and keep,
+// what it merged it into.
 func (m *Memtable) TagValues(name string, start, end int64, except []string) []string {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
@@ -148,35 +149,56 @@ func (m *Memtable) TagValues(name string, start, end int64, except []string) []s
 
 // sortedOf returns the values of tag ns (named name) sorted, with their
 // symbols, but those in except: worked out once for as long as no series
-// is added and except is the same. The caller holds m.mu.
+// is added (of OrderedTag, no value) and except is the same. The caller
+// holds m.mu.
 //
 // Sorting 100,000 metric names was most of the first
 // /api/v1/label/__name__/values after series came (BenchmarkTagValuesCold):
-// when except is long, its values are looked up here instead, and only
-// those it lacks are sorted, none where it holds them all.
+// OrderedTag's values are kept in order as they come, and one pass over
+// them and except finds those except lacks; of another tag, when except
+// is long, its values are looked up here instead, and only those it lacks
+// are sorted, none where it holds them all.
 func (m *Memtable) sortedOf(name string, ns uint32, except []string) sortedValues {
 	m.sortedMu.Lock()
 	defer m.sortedMu.Unlock()
-	if c, ok := m.sorted[name]; ok && c.series == m.n && sameSlice(c.except, except) {
-		return c
-	}
-	post := m.post[ns]
-	var c sortedValues
-	if n := len(post); len(except) > 0 && 3*len(except) < n*bits.Len(uint(n)) {
-		// A look-up of each of except's costs less than sorting ours
-		// (some log2 n comparisons each, a look-up costing about three).
-		if held, all := m.heldBy(post, except); !all {
-			c = m.sortValues(post, held)
+	c, ok := m.sorted[name]
+	if ns == m.orderedSym && m.named != nil {
+		// Kept in order: the same values while no new one came, however
+		// many series did.
+		if ok && c.series == int32(m.named.len()) && sameSlice(c.except, except) {
+			return c
 		}
+		c = without(m.named.sorted(m.syms.Sym), except, m.syms.Sym)
+		c.series = int32(m.named.len())
 	} else {
-		c = m.sortValues(post, nil)
-		c.remove(except)
+		if ok && c.series == m.n && sameSlice(c.except, except) {
+			return c
+		}
+		c = m.sortedAnew(ns, except)
+		c.series = m.n
 	}
-	c.series, c.except = m.n, except
+	c.except = except
 	if m.sorted == nil {
 		m.sorted = map[string]sortedValues{}
 	}
 	m.sorted[name] = c
+	return c
+}
+
+// sortedAnew sorts the values of tag ns, but those in except. The caller
+// holds m.mu and m.sortedMu.
+func (m *Memtable) sortedAnew(ns uint32, except []string) sortedValues {
+	post := m.post[ns]
+	if n := len(post); len(except) > 0 && 3*len(except) < n*bits.Len(uint(n)) {
+		// A look-up of each of except's costs less than sorting ours
+		// (some log2 n comparisons each, a look-up costing about three).
+		if held, all := m.heldBy(post, except); !all {
+			return m.sortValues(post, held)
+		}
+		return sortedValues{}
+	}
+	c := m.sortValues(post, nil)
+	c.remove(except)
 	return c
 }
 

@@ -158,8 +158,12 @@ type Memtable struct {
 	// sorted caches each tag's values, sorted, as of n series (a listing
 	// of a steady source's 100,000 metric names sorted them again on every
 	// request).
-	sorted      map[string]sortedValues
-	sortedMu    sync.Mutex
+	sorted   map[string]sortedValues
+	sortedMu sync.Mutex
+	// named keeps OrderedTag's values in order as they come (its symbol
+	// is orderedSym): its listing sorts none of them again.
+	named       *ordered
+	orderedSym  uint32
 	bytes       int64
 	keyBytes    int64 // of bytes, per series: keys, entries and rows reserved (Stats)
 	entries     int64
@@ -260,7 +264,9 @@ func (m *Memtable) store(r *memRow, fs []row.Value) int64 {
 
 // New returns an empty memtable.
 func New() *Memtable {
-	return &Memtable{byHash: map[uint64]int32{}, post: map[uint32]map[uint32]plist{}}
+	m := &Memtable{byHash: map[uint64]int32{}, post: map[uint32]map[uint32]plist{}, named: &ordered{}}
+	m.orderedSym = m.syms.Intern(OrderedTag)
+	return m
 }
 
 // Successor returns an empty memtable that expects the writes m had: a

@@ -567,3 +567,54 @@ func BenchmarkTagValuesCold(b *testing.B) {
 		})
 	}
 }
+
+// TestOrderedTagValues: OrderedTag's values, kept in order as series come
+// (a sorted run and a tail sorted into it now and then), list as a sort of
+// them would, but those a region's files hold, whatever the order the
+// names come in and however the listings fall between the inserts; a
+// listing is kept while no new name comes, even as series do.
+func TestOrderedTagValues(t *testing.T) {
+	seed := testseed.Seed(t)
+	rng := rand.New(rand.NewPCG(seed, seed))
+	m := New()
+	names := map[string]bool{}
+	var except []string // the "files'" names: a sorted set, some ours, some not
+	const series = 12_000
+	for i := range series {
+		name := fmt.Sprintf("metric_%05d", rng.IntN(6000)) // repeats: series of one name
+		k, _ := row.EncodeSeries(nil, []row.Tag{{Name: OrderedTag, Value: name}, {Name: "i", Value: fmt.Sprint(i)}})
+		m.Insert(1, []row.Entry{{Series: string(k), TS: int64(i), Seq: uint64(i + 1), Op: row.Put, Fields: []row.Value{row.FloatValue(1)}}})
+		names[name] = true
+		if rng.IntN(500) != 0 && i != series-1 {
+			continue
+		}
+		if rng.IntN(2) == 0 {
+			except = nil
+			for n := range 7000 {
+				if rng.IntN(3) == 0 {
+					except = append(except, fmt.Sprintf("metric_%05d", n))
+				}
+			}
+		}
+		var want []string
+		for n := range names {
+			if _, ok := slices.BinarySearch(except, n); !ok {
+				want = append(want, n)
+			}
+		}
+		slices.Sort(want)
+		got := m.TagValues(OrderedTag, math.MinInt64, math.MaxInt64, except)
+		if !slices.Equal(got, want) && len(got)+len(want) > 0 {
+			t.Fatalf("seed %d, after %d series (%d names): %d values, want %d", seed, i+1, len(names), len(got), len(want))
+		}
+		// A new series of a name already there keeps the answer.
+		k, _ = row.EncodeSeries(nil, []row.Tag{{Name: OrderedTag, Value: name}, {Name: "again", Value: fmt.Sprint(i)}})
+		m.Insert(1, []row.Entry{{Series: string(k), TS: int64(i), Seq: uint64(i + 1), Op: row.Put, Fields: []row.Value{row.FloatValue(1)}}})
+		if again := m.TagValues(OrderedTag, math.MinInt64, math.MaxInt64, except); len(got) > 0 && !sameSlice(again, got) {
+			t.Fatalf("seed %d: a series of a known name changed the answer's slice", seed)
+		}
+	}
+	if len(m.named.run) < minTail || len(names) < 5000 {
+		t.Fatalf("seed %d: %d names, run %d: the tail was never sorted in", seed, len(names), len(m.named.run))
+	}
+}
