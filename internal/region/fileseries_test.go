@@ -221,12 +221,35 @@ func TestMergeSortedMatchesSortingEverything(t *testing.T) {
 			t.Fatalf("%v, want %v", got, want)
 		}
 	}
+	// A long run and a few values, some it holds (a memtable's new names
+	// among a region's): merged into it, in either order.
+	for range 200 {
+		var long, few []string
+		for v := range 1000 {
+			switch rng.IntN(100) {
+			case 0:
+				few = append(few, fmt.Sprintf("v%04d", v))
+			case 1:
+				few = append(few, fmt.Sprintf("v%04d", v))
+				long = append(long, fmt.Sprintf("v%04d", v))
+			default:
+				long = append(long, fmt.Sprintf("v%04d", v))
+			}
+		}
+		want := slices.Compact(slices.Sorted(slices.Values(append(slices.Clone(long), few...))))
+		for _, runs := range [][][]string{{long, few}, {few, long}} {
+			if got := MergeSorted(runs); !slices.Equal(got, want) {
+				t.Fatalf("%d and %d values: %d merged, want %d", len(runs[0]), len(runs[1]), len(got), len(want))
+			}
+		}
+	}
 }
 
 // BenchmarkMergeSorted: /api/v1/label/__name__/values over a region of 12
 // files and a memtable, each naming the same 100,000 metrics (each its
 // own copy, as files' are), and (differ) the same with the last file
-// holding a name the others lack.
+// holding a name the others lack; and (one-new) the files' answer and a
+// memtable's one new name.
 func BenchmarkMergeSorted(b *testing.B) {
 	names := make([]string, 100_000)
 	for i := range names {
@@ -251,6 +274,16 @@ func BenchmarkMergeSorted(b *testing.B) {
 			}
 		})
 	}
+	// The files' merged answer and the memtable's new name (what a
+	// listing merges after a series of a new metric came).
+	b.Run("one-new", func(b *testing.B) {
+		two := [][]string{runs[0], {"avalanche_metric_mmmmm_50000_new"}}
+		for b.Loop() {
+			if got := MergeSorted(two); len(got) != len(names)+1 {
+				b.Fatal(len(got))
+			}
+		}
+	})
 }
 
 // newFileSeries keeps the series of x (with row counts if it has one for
