@@ -89,7 +89,10 @@ if [ -z "${TESTER_BIN:-}" ]; then
 	TESTER_BIN=$BIN/promql-compliance-tester
 fi
 if [ -z "${QUERIES:-}" ]; then
-	QUERIES=$(GOFLAGS=-mod=mod go mod download -json "$tester_mod@$TESTER_VERSION" | python3 -c 'import json, sys; print(json.load(sys.stdin)["Dir"])')/promql-test-queries.yml
+	# The module's source, which go install just downloaded (outside this
+	# module, so that its go.mod is left alone).
+	QUERIES=$(cd / && go mod download -json "$tester_mod@$TESTER_VERSION" |
+		python3 -c 'import json, sys; d = json.load(sys.stdin); sys.exit(d["Error"]) if "Error" in d else print(d["Dir"])')/promql-test-queries.yml
 fi
 [ -r "$QUERIES" ] || { echo "no query file at $QUERIES" >&2; exit 1; }
 
