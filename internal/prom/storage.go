@@ -206,7 +206,11 @@ func (qr *querier) Select(ctx context.Context, sortSeries bool, hints *storage.S
 			return raw.Select(ctx, sortSeries, hints, ms...)
 		}
 		out = merged
-	} else if sortSeries {
+	} else {
+		// Sorted even when the engine does not ask: an aggregation adds
+		// series in this order, and columns come from the regions (and
+		// from other datanodes) in any order, so unsorted a sum's last
+		// bits would depend on which region answered first.
 		slices.SortFunc(out, func(a, b storage.Series) int { return labels.Compare(a.Labels(), b.Labels()) })
 	}
 	if qr.q.byName {
