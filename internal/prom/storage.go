@@ -23,7 +23,7 @@ import (
 	"slices"
 	"sort"
 	"sync"
-	
+
 	"github.com/prometheus/common/model"
 	"github.com/prometheus/prometheus/model/histogram"
 	"github.com/prometheus/prometheus/model/labels"
@@ -589,7 +589,7 @@ func limit(vs []string, hints *storage.LabelHints) []string {
 
 // series is one series' samples, in memory.
 type series struct {
-	labels labels.Labels
+	labels        labels.Labels
 	rollup.Series // its samples (TS, VS; ms), once the scan has finished it
 }
 

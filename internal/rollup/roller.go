@@ -266,4 +266,3 @@ func (r *Roller) Finish() ([]int64, []float64) {
 	}
 	return r.ts, r.vs
 }
-
