@@ -278,14 +278,16 @@ func (it *batchIter) Close() error {
 // Region.ScanColumns does, it may call emit from several goroutines at
 // once, never for one series at once; it returns once no call is left.
 //
-// With req.Rollup, each region's series are rolled up where the region
-// is (internal/rollup): a region hosted here by this engine, one hosted
-// elsewhere by its owner, each series' columns then one Rolled column.
-// An owner that does not know rollups (an older binary) sends samples:
+// With req.Rollup, each region hosted elsewhere has its series rolled up
+// by its owner (internal/rollup): each series' columns are then one
+// Rolled column. The regions hosted here give their samples, for the
+// caller to roll up as they come (the caller does so while the regions'
+// files are read, in parallel parts, and applies its sample limit as it
+// goes; rolled up here first, the same work would end in a serial hand-
+// over), as does an owner that does not know rollups (an older binary):
 // the caller must roll up the columns that are not Rolled.
 func (e *Engine) ScanColumns(ctx context.Context, table string, req scan.Request, emit func(*scan.Column) error) error {
-	fn, err := checkColumns(req)
-	if err != nil {
+	if _, err := checkColumns(req); err != nil {
 		return err
 	}
 	tg, err := e.resolveTable(ctx, table, false)
@@ -311,14 +313,14 @@ func (e *Engine) ScanColumns(ctx context.Context, table string, req scan.Request
 		}
 	}
 	if len(regions) == 1 {
-		return e.regionColumns(ctx, t, 0, regions[0], req, fn, emit)
+		return e.regionColumns(ctx, t, 0, regions[0], req, nil, emit)
 	}
 	// Regions hold disjoint series: read at once, they still never give
 	// emit one series at once. No caller needs an order across series.
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(regionScans)
 	for i, r := range regions {
-		g.Go(func() error { return e.regionColumns(gctx, t, uint32(i), r, req, fn, emit) })
+		g.Go(func() error { return e.regionColumns(gctx, t, uint32(i), r, req, nil, emit) })
 	}
 	return g.Wait()
 }
@@ -367,8 +369,9 @@ func (e *Engine) ScanRegionColumns(ctx context.Context, table string, id layout.
 }
 
 // regionColumns is the column scan of region n of t: r, or the region's
-// owner's if r is nil (hosted elsewhere); rolled up by fn (req.Rollup's)
-// if set.
+// owner's if r is nil (hosted elsewhere, req.Rollup computed there); r's
+// is rolled up by fn if set (req.Rollup's, for another datanode), else
+// its samples.
 func (e *Engine) regionColumns(ctx context.Context, t *catalog.Table, n uint32, r *region.Region, req scan.Request, fn *rollup.Func, emit func(*scan.Column) error) error {
 	if r == nil {
 		return e.opts.Remote.ScanColumns(ctx, t.Name, layout.RegionID{Table: t.ID, Region: n}, req, emit)
@@ -376,10 +379,10 @@ func (e *Engine) regionColumns(ctx context.Context, t *catalog.Table, n uint32, 
 	if _, ok := r.Schema().FieldOrdinal(req.Fields[0]); !ok {
 		return nil // the region has no values of the field yet
 	}
+	req.Rollup = nil // the region reads samples
 	if fn == nil {
 		return r.ScanColumns(ctx, req, emit)
 	}
-	req.Rollup = nil // the region reads samples; fn rolls them up
 	return fn.Columns(func(each func(*scan.Column) error) error { return r.ScanColumns(ctx, req, each) }, emit)
 }
 
