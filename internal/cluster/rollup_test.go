@@ -362,6 +362,33 @@ func TestRollupsAtTheOwnersMoveFewerBytes(t *testing.T) {
 		}
 	}
 	old.Store(false)
+
+	// The sample limit counts the samples an owner rolled up, not the
+	// windows it sent: two remote series of 1,080 samples each are over
+	// a limit of 1,000, in 6 windows.
+	var hosts []string
+	for h := range 24 {
+		if name := fmt.Sprint("h", h); layout.Route([]byte(key(name)), tb.Regions) != local && len(hosts) < 2 {
+			hosts = append(hosts, name)
+		}
+	}
+	engine := promql.NewEngine(promql.EngineOpts{MaxSamples: 1e8, Timeout: time.Minute, LookbackDelta: 5 * time.Minute})
+	expr := fmt.Sprintf("avg_over_time(m_v{host=~%q}[1h])", strings.Join(hosts, "|"))
+	for _, limit := range []int{1000, 10_000} {
+		for _, older := range []bool{false, true} {
+			old.Store(older)
+			qry, err := engine.NewRangeQuery(ctx, &prom.Queryable{Engine: dns[0].Engine(), Rollups: true, MaxSamples: limit}, nil, expr, base.Add(time.Hour), base.Add(3*time.Hour), time.Hour)
+			if err != nil {
+				t.Fatal(err)
+			}
+			res := qry.Exec(ctx)
+			if over := errors.Is(res.Err, prom.ErrTooManySamples); over != (limit == 1000) || !over && res.Err != nil {
+				t.Fatalf("%s, limit %d, older owners %v: %v", expr, limit, older, res.Err)
+			}
+			qry.Close()
+		}
+	}
+	old.Store(false)
 }
 
 // A rollup that is not one (an unknown function, windows that overlap, no
