@@ -36,13 +36,19 @@ const remoteRows = 10
 // binaries cannot be told).
 func twoDatanodes(t *testing.T, tune func(*datanode.Options)) []*server.Server {
 	t.Helper()
+	return datanodes(t, 2, tune)
+}
+
+// datanodes starts n datanodes (dn1, dn2, ...) as twoDatanodes does.
+func datanodes(t *testing.T, n int, tune func(*datanode.Options)) []*server.Server {
+	t.Helper()
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	cli := clustertest.Etcd(t)
 	startMetasrv(t, cli, quiet)
 	store := "file://" + t.TempDir()
 	var dns []*server.Server
-	for _, id := range []string{"dn1", "dn2"} {
-		s, err := server.Start(context.Background(), server.Config{NodeID: id, Etcd: cli.Endpoints(), Store: store, DataDir: t.TempDir(), DefaultRegions: 1,
+	for i := range n {
+		s, err := server.Start(context.Background(), server.Config{NodeID: fmt.Sprint("dn", i+1), Etcd: cli.Endpoints(), Store: store, DataDir: t.TempDir(), DefaultRegions: 1,
 			HTTPAddr: "127.0.0.1:0", GRPCAddr: "127.0.0.1:0", Logger: quiet,
 			Tune: tune})
 		if err != nil {

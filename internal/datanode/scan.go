@@ -11,6 +11,7 @@ import (
 	"github.com/stratadb/strata/internal/layout"
 	"github.com/stratadb/strata/internal/merge"
 	"github.com/stratadb/strata/internal/region"
+	"github.com/stratadb/strata/internal/rollup"
 	"github.com/stratadb/strata/internal/row"
 	"github.com/stratadb/strata/internal/scan"
 	"github.com/stratadb/strata/internal/schema"
@@ -43,6 +44,9 @@ func (e *Engine) ScanRegion(ctx context.Context, table string, id layout.RegionI
 }
 
 func (e *Engine) scan(ctx context.Context, table string, req scan.Request, only *layout.RegionID) (*Scanner, error) {
+	if req.Rollup != nil {
+		return nil, fmt.Errorf("%w: a rollup is computed by a column scan, not a scan of rows", scan.ErrInvalid)
+	}
 	tg, err := e.resolveTable(ctx, table, false)
 	if err != nil {
 		return nil, err
@@ -273,9 +277,18 @@ func (it *batchIter) Close() error {
 // Columns all come from one region, under its order. As
 // Region.ScanColumns does, it may call emit from several goroutines at
 // once, never for one series at once; it returns once no call is left.
+//
+// With req.Rollup, each region hosted elsewhere has its series rolled up
+// by its owner (internal/rollup): each series' columns are then one
+// Rolled column. The regions hosted here give their samples, for the
+// caller to roll up as they come (the caller does so while the regions'
+// files are read, in parallel parts, and applies its sample limit as it
+// goes; rolled up here first, the same work would end in a serial hand-
+// over), as does an owner that does not know rollups (an older binary):
+// the caller must roll up the columns that are not Rolled.
 func (e *Engine) ScanColumns(ctx context.Context, table string, req scan.Request, emit func(*scan.Column) error) error {
-	if len(req.Fields) != 1 || req.SeriesOnly {
-		return fmt.Errorf("%w: a column scan reads exactly one field", scan.ErrInvalid)
+	if _, err := checkColumns(req); err != nil {
+		return err
 	}
 	tg, err := e.resolveTable(ctx, table, false)
 	if err != nil {
@@ -300,14 +313,14 @@ func (e *Engine) ScanColumns(ctx context.Context, table string, req scan.Request
 		}
 	}
 	if len(regions) == 1 {
-		return e.regionColumns(ctx, t, 0, regions[0], req, emit)
+		return e.regionColumns(ctx, t, 0, regions[0], req, nil, emit)
 	}
 	// Regions hold disjoint series: read at once, they still never give
 	// emit one series at once. No caller needs an order across series.
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(regionScans)
 	for i, r := range regions {
-		g.Go(func() error { return e.regionColumns(gctx, t, uint32(i), r, req, emit) })
+		g.Go(func() error { return e.regionColumns(gctx, t, uint32(i), r, req, nil, emit) })
 	}
 	return g.Wait()
 }
@@ -317,12 +330,25 @@ func (e *Engine) ScanColumns(ctx context.Context, table string, req scan.Request
 // parts already.
 const regionScans = 4
 
-// ScanRegionColumns reads one numeric field of region id of a physical
-// table, as Region.ScanColumns does; the region must be hosted here (a
-// column scan forwarded by another datanode).
-func (e *Engine) ScanRegionColumns(ctx context.Context, table string, id layout.RegionID, req scan.Request, emit func(*scan.Column) error) error {
+// checkColumns checks a column scan's request, and its rollup if any.
+func checkColumns(req scan.Request) (*rollup.Func, error) {
 	if len(req.Fields) != 1 || req.SeriesOnly {
-		return fmt.Errorf("%w: a column scan reads exactly one field", scan.ErrInvalid)
+		return nil, fmt.Errorf("%w: a column scan reads exactly one field", scan.ErrInvalid)
+	}
+	if req.Rollup == nil {
+		return nil, nil
+	}
+	return rollup.New(*req.Rollup)
+}
+
+// ScanRegionColumns reads one numeric field of region id of a physical
+// table, as Region.ScanColumns does, or its series' rollups
+// (req.Rollup, as ScanColumns); the region must be hosted here (a column
+// scan forwarded by another datanode).
+func (e *Engine) ScanRegionColumns(ctx context.Context, table string, id layout.RegionID, req scan.Request, emit func(*scan.Column) error) error {
+	fn, err := checkColumns(req)
+	if err != nil {
+		return err
 	}
 	tg, err := e.resolveTable(ctx, table, false)
 	if err != nil {
@@ -339,19 +365,25 @@ func (e *Engine) ScanRegionColumns(ctx context.Context, table string, id layout.
 	if r == nil {
 		return fmt.Errorf("%w: region %s", ErrNotHosted, id)
 	}
-	return e.regionColumns(ctx, t, id.Region, r, req, emit)
+	return e.regionColumns(ctx, t, id.Region, r, req, fn, emit)
 }
 
 // regionColumns is the column scan of region n of t: r, or the region's
-// owner's if r is nil (hosted elsewhere).
-func (e *Engine) regionColumns(ctx context.Context, t *catalog.Table, n uint32, r *region.Region, req scan.Request, emit func(*scan.Column) error) error {
+// owner's if r is nil (hosted elsewhere, req.Rollup computed there); r's
+// is rolled up by fn if set (req.Rollup's, for another datanode), else
+// its samples.
+func (e *Engine) regionColumns(ctx context.Context, t *catalog.Table, n uint32, r *region.Region, req scan.Request, fn *rollup.Func, emit func(*scan.Column) error) error {
 	if r == nil {
 		return e.opts.Remote.ScanColumns(ctx, t.Name, layout.RegionID{Table: t.ID, Region: n}, req, emit)
 	}
 	if _, ok := r.Schema().FieldOrdinal(req.Fields[0]); !ok {
 		return nil // the region has no values of the field yet
 	}
-	return r.ScanColumns(ctx, req, emit)
+	req.Rollup = nil // the region reads samples
+	if fn == nil {
+		return r.ScanColumns(ctx, req, emit)
+	}
+	return fn.Columns(func(each func(*scan.Column) error) error { return r.ScanColumns(ctx, req, each) }, emit)
 }
 
 // TagValues returns the distinct values, sorted, of tag name in table's

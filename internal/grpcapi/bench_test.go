@@ -119,7 +119,7 @@ func BenchmarkRemoteRegionScan(b *testing.B) {
 					return err
 				}
 				for _, pc := range m.Columns {
-					if err := wire.ToColumn(pc, &col.SeriesColumn); err != nil {
+					if err := wire.ToColumn(pc, &col); err != nil {
 						return err
 					}
 					if err := emit(&col); err != nil {

@@ -116,7 +116,8 @@ func scanRequest(req *pb.ScanRequest) scan.Request {
 	if len(fields) == 0 {
 		fields = nil
 	}
-	return scan.Request{Start: start, End: end, Tags: wire.ToTags(req.GetTags()), In: wire.ToTagIns(req.GetIn()), Fields: fields, BatchRows: int(req.GetBatchRows()), SeriesOnly: req.GetSeriesOnly()}
+	return scan.Request{Start: start, End: end, Tags: wire.ToTags(req.GetTags()), In: wire.ToTagIns(req.GetIn()), Fields: fields, BatchRows: int(req.GetBatchRows()), SeriesOnly: req.GetSeriesOnly(),
+		Rollup: wire.ToRollup(req.GetRollup())}
 }
 
 func (s *Server) Scan(req *pb.ScanRequest, stream grpc.ServerStreamingServer[pb.ScanResponse]) error {
@@ -201,16 +202,17 @@ func (s *Server) ScanColumns(req *pb.ScanRequest, stream grpc.ServerStreamingSer
 	size := 0
 	send := func() error {
 		err := stream.Send(resp)
-		resp, size = &pb.ScanColumnsResponse{Type: resp.Type}, 0
+		resp, size = &pb.ScanColumnsResponse{Type: resp.Type, Rolled: resp.Rolled}, 0
 		return err
 	}
 	err = s.eng.ScanRegionColumns(stream.Context(), req.GetTable(), id, scanRequest(req), func(c *scan.Column) error {
 		mu.Lock()
 		defer mu.Unlock()
-		resp.Type = c.Kind.String()
-		for piece := c.SeriesColumn; ; {
+		resp.Type, resp.Rolled = c.Kind.String(), c.Rolled
+		for piece := *c; ; {
 			n := min(len(piece.TS), columnPiece)
-			m := wire.FromColumn(&scan.SeriesColumn{Series: piece.Series, TS: piece.TS[:n], Bits: piece.Bits[:n], Null: piece.Null[:min(n, len(piece.Null))], Finite: piece.Finite})
+			m := wire.FromColumn(&scan.Column{SeriesColumn: scan.SeriesColumn{Series: piece.Series, TS: piece.TS[:n], Bits: piece.Bits[:n], Null: piece.Null[:min(n, len(piece.Null))], Finite: piece.Finite},
+				Samples: piece.Samples})
 			resp.Columns = append(resp.Columns, m)
 			size += len(m.Series) + len(m.Ts) + len(m.Values) + len(m.Nulls)
 			if size >= columnsBytes {
@@ -221,7 +223,7 @@ func (s *Server) ScanColumns(req *pb.ScanRequest, stream grpc.ServerStreamingSer
 			if n == len(piece.TS) {
 				return nil
 			}
-			piece.TS, piece.Bits = piece.TS[n:], piece.Bits[n:]
+			piece.TS, piece.Bits, piece.Samples = piece.TS[n:], piece.Bits[n:], 0 // a rollup's samples are counted once
 			if piece.Null != nil {
 				piece.Null = piece.Null[n:]
 			}

@@ -13,6 +13,8 @@ import (
 	"github.com/prometheus/prometheus/promql/parser"
 	"github.com/prometheus/prometheus/storage"
 	"github.com/prometheus/prometheus/util/kahansum"
+
+	"github.com/stratadb/strata/internal/rollup"
 )
 
 // Aggregations of rollups, evaluated without the engine.
@@ -20,7 +22,7 @@ import (
 // The query dashboards ask most, AGG [by (labels)] (F(selector[r])) with
 // F a rollup and a step of at least r, is answered in two steps once the
 // scan has rolled up each series (one sample per step holding F over its
-// window, see rollup.go): aggregate the series at each step. Prometheus'
+// window, see internal/rollup): aggregate the series at each step. Prometheus'
 // engine does the same, but first walks every step of every series
 // through its generic range-function machinery (buffered iterators, one
 // window at a time), which costs more than the scan on narrow queries.
@@ -56,7 +58,7 @@ func planDirect(expr parser.Expr, step time.Duration) *directPlan {
 	}
 	call, ok := unparen(agg.Expr).(*parser.Call)
 	// last_over_time keeps the metric name; it is left to the engine.
-	if !ok || len(call.Args) != 1 || rollups[call.Func.Name] == nil || call.Func.Name == "last_over_time" {
+	if !ok || len(call.Args) != 1 || !rollup.Known(call.Func.Name) || call.Func.Name == "last_over_time" {
 		return nil
 	}
 	ms, ok := unparen(call.Args[0]).(*parser.MatrixSelector)
@@ -206,13 +208,13 @@ func (p *directPlan) aggregate(ctx context.Context, ss []*series, start, end, in
 		}
 		for i, s := range ss {
 			k := next[i]
-			if k == len(s.ts) || s.ts[k] > t {
+			if k == len(s.TS) || s.TS[k] > t {
 				continue
 			}
-			if s.ts[k] < t {
-				return nil, fmt.Errorf("prom: %s: a rolled-up sample at %d, off the steps", p.fn, s.ts[k])
+			if s.TS[k] < t {
+				return nil, fmt.Errorf("prom: %s: a rolled-up sample at %d, off the steps", p.fn, s.TS[k])
 			}
-			aggs[group[i]].add(p.op, s.vs[k])
+			aggs[group[i]].add(p.op, s.VS[k])
 			next[i]++
 		}
 		for g := range aggs {

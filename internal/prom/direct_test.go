@@ -53,8 +53,8 @@ func TestAggregateMatchesEngine(t *testing.T) {
 				if rng.Intn(5) == 0 {
 					v = special[rng.Intn(len(special))]
 				}
-				s.ts = append(s.ts, start.Add(time.Duration(k)*time.Minute).UnixMilli())
-				s.vs = append(s.vs, v)
+				s.TS = append(s.TS, start.Add(time.Duration(k)*time.Minute).UnixMilli())
+				s.VS = append(s.VS, v)
 			}
 			held = append(held, s)
 		}

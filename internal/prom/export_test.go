@@ -8,10 +8,6 @@ import (
 	"github.com/prometheus/prometheus/promql/parser"
 )
 
-// UnorderedRescans counts scans read again because a series' columns came
-// out of time order (tests check which path a query took).
-var UnorderedRescans = &unorderedRescans
-
 // EvalDirect evaluates a range query of expr as the API does without the
 // engine, if it can (ok false: the API would hand it to the engine).
 func EvalDirect(ctx context.Context, q *Queryable, expr parser.Expr, start, end time.Time, step time.Duration) (m promql.Matrix, ok bool, err error) {

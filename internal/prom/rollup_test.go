@@ -18,6 +18,7 @@ import (
 	"github.com/stratadb/strata/internal/datanode"
 	"github.com/stratadb/strata/internal/objstore/objstoretest"
 	"github.com/stratadb/strata/internal/prom"
+	"github.com/stratadb/strata/internal/rollup"
 	"github.com/stratadb/strata/internal/row"
 	"github.com/stratadb/strata/internal/server/servertest"
 	"github.com/stratadb/strata/internal/testseed"
@@ -140,7 +141,7 @@ func TestRollupsMatchEngine(t *testing.T) {
 			return ""
 		}
 		want := run(plain)
-		rescans := prom.UnorderedRescans.Load()
+		rescans := rollup.Rescans()
 		if got := run(rolled); want != got {
 			t.Fatalf("%s from %s to %s step %s (instant %v):\nrolled up %s\nengine    %s", expr, start, end, step, instant, got, want)
 		}
@@ -155,7 +156,7 @@ func TestRollupsMatchEngine(t *testing.T) {
 		}
 		if f != "count_over_time" && (step >= r || instant) {
 			rolledUp++
-			if rescanned := prom.UnorderedRescans.Load() > rescans; metric == "n_v" && rescanned {
+			if rescanned := rollup.Rescans() > rescans; metric == "n_v" && rescanned {
 				t.Fatalf("%s: table n's columns came out of time order", expr)
 			} else if metric == "n_v" {
 				inOrder++
@@ -165,7 +166,7 @@ func TestRollupsMatchEngine(t *testing.T) {
 	if rolledUp < 75 || inOrder < 25 || direct < 30 {
 		t.Fatalf("only %d of 300 queries could be rolled up, %d as their columns came, %d evaluated without the engine", rolledUp, inOrder, direct)
 	}
-	if prom.UnorderedRescans.Load() == 0 {
+	if rollup.Rescans() == 0 {
 		t.Fatal("no scan of table m was read again for columns out of time order")
 	}
 	// The scan hands over one sample a window, not every sample.

@@ -23,8 +23,6 @@ import (
 	"slices"
 	"sort"
 	"sync"
-	"sync/atomic"
-	"unsafe"
 
 	"github.com/prometheus/common/model"
 	"github.com/prometheus/prometheus/model/histogram"
@@ -35,6 +33,7 @@ import (
 
 	"github.com/stratadb/strata/internal/catalog"
 	"github.com/stratadb/strata/internal/datanode"
+	"github.com/stratadb/strata/internal/rollup"
 	"github.com/stratadb/strata/internal/row"
 	"github.com/stratadb/strata/internal/scan"
 	"github.com/stratadb/strata/internal/schema"
@@ -109,7 +108,8 @@ type Queryable struct {
 	// it, the query fails with ErrTooManySamples.
 	MaxSamples int
 	// Rollups computes the range functions the Select hints name in the
-	// scan (rollup.go): only for queries RollupSafe passes.
+	// scan (internal/rollup), at the regions' owners: only for queries
+	// RollupSafe passes.
 	Rollups bool
 	// byName sets nameLabel on every series Select returns (byname.go).
 	byName bool
@@ -206,7 +206,11 @@ func (qr *querier) Select(ctx context.Context, sortSeries bool, hints *storage.S
 			return raw.Select(ctx, sortSeries, hints, ms...)
 		}
 		out = merged
-	} else if sortSeries {
+	} else {
+		// Sorted even when the engine does not ask: an aggregation adds
+		// series in this order, and columns come from the regions (and
+		// from other datanodes) in any order, so unsorted a sum's last
+		// bits would depend on which region answered first.
 		slices.SortFunc(out, func(a, b storage.Series) int { return labels.Compare(a.Labels(), b.Labels()) })
 	}
 	if qr.q.byName {
@@ -238,7 +242,7 @@ func mergeEqual(out []storage.Series) []storage.Series {
 	for i := range out {
 		if k > 0 && labels.Equal(out[k-1].Labels(), out[i].Labels()) {
 			b := out[i].(*series)
-			out[k-1].(*series).mergeNewer(b.ts, func(j int) (float64, bool) { return b.vs[j], true })
+			out[k-1].(*series).MergeNewer(b.TS, func(j int) (float64, bool) { return b.VS[j], true })
 			continue
 		}
 		out[k] = out[i]
@@ -252,11 +256,11 @@ func mergeEqual(out []storage.Series) []storage.Series {
 // matchers left to apply to each series after.
 func pushDown(mt metric, ms []*labels.Matcher, mint, maxt int64) (scan.Request, []*labels.Matcher) {
 	// Rows in maxt's millisecond floor to it: the scan ends at the next.
-	end := msToNs(maxt)
+	end := rollup.Nanos(maxt)
 	if end < math.MaxInt64-1e6 {
 		end += 1e6
 	}
-	req := scan.Request{Start: msToNs(mint), End: end, Fields: []string{mt.field}}
+	req := scan.Request{Start: rollup.Nanos(mint), End: end, Fields: []string{mt.field}}
 	var post []*labels.Matcher
 	for _, m := range ms {
 		switch {
@@ -345,49 +349,49 @@ func (qr *querier) list(ctx context.Context, mt metric, req scan.Request, post [
 
 // scan reads one metric's series, column by column; budget bounds its
 // samples (<= 0 with a limit set: none left). With a rollup to compute,
-// each series' columns are rolled up as they come if they come in time
-// order, as they do unless rows were written out of order across files;
-// if not, the scan is read again with the samples kept.
+// the scan asks the regions' owners for it (scan.Request.Rollup): their
+// columns come Rolled and are taken as they are. An owner that does not
+// know rollups (an older binary) sends samples, which are rolled up here
+// as they come if they come in time order, as they do unless rows were
+// written out of order across files; if not, the scan is read again with
+// the samples kept.
 func (qr *querier) scan(ctx context.Context, mt metric, req scan.Request, post []*labels.Matcher, budget int, hints *storage.SelectHints) ([]storage.Series, int, error) {
-	var fn *rollup
+	var fn *rollup.Func
 	if qr.q.Rollups && !qr.raw {
 		fn = rollupOf(hints)
 	}
 	if fn != nil {
-		ss, n, err := qr.scanWith(ctx, mt, req, post, budget, hints, fn, true)
-		if !errors.Is(err, errUnordered) {
+		spec := fn.Spec()
+		req.Rollup = &spec
+		ss, n, err := qr.scanWith(ctx, mt, req, post, budget, fn, true)
+		if !errors.Is(err, rollup.ErrUnordered) {
 			return ss, n, err
 		}
-		unorderedRescans.Add(1)
+		rollup.Rescanned()
 	}
-	return qr.scanWith(ctx, mt, req, post, budget, hints, fn, false)
+	return qr.scanWith(ctx, mt, req, post, budget, fn, false)
 }
 
-// errUnordered: a series' column came before its samples so far, which a
-// rollup computed as the columns come cannot take.
-var errUnordered = errors.New("prom: a series' columns out of time order")
+// rollupOf is the rollup Select computes for hints, or nil: a rollup
+// function directly over a range selector, evaluated at steps no closer
+// than its range.
+func rollupOf(hints *storage.SelectHints) *rollup.Func {
+	if hints == nil || hints.Range <= 0 || !rollup.Known(hints.Func) {
+		return nil
+	}
+	f, err := rollup.New(scan.Rollup{Func: hints.Func, Range: hints.Range, Start: hints.Start, End: hints.End, Step: hints.Step})
+	if err != nil {
+		return nil // steps closer than the range, or times out of bounds: the engine computes it
+	}
+	return f
+}
 
-// unorderedRescans counts scans read again for errUnordered (tests check
-// which path a query took).
-var unorderedRescans atomic.Int64
-
-func (qr *querier) scanWith(ctx context.Context, mt metric, req scan.Request, post []*labels.Matcher, budget int, hints *storage.SelectHints, fn *rollup, fused bool) ([]storage.Series, int, error) {
+func (qr *querier) scanWith(ctx context.Context, mt metric, req scan.Request, post []*labels.Matcher, budget int, fn *rollup.Func, fused bool) ([]storage.Series, int, error) {
 	byKey := map[string]*series{} // nil: a series the post-scan matchers reject
 	var out []*series
 	n := 0
 	l := labeler{name: mt.name, post: post}
 	var mu sync.Mutex // emit is called from several goroutines; a series from one at a time
-	// count adds a column's samples to the query's, within its budget.
-	count := func(added int) error {
-		mu.Lock()
-		n += added
-		over := qr.q.MaxSamples > 0 && n > budget
-		mu.Unlock()
-		if over {
-			return fmt.Errorf("%w (limit %d)", ErrTooManySamples, qr.q.MaxSamples)
-		}
-		return nil
-	}
 	err := qr.q.Engine.ScanColumns(ctx, mt.table, req, func(c *scan.Column) error {
 		mu.Lock()
 		s, seen := byKey[c.Series]
@@ -407,37 +411,19 @@ func (qr *querier) scanWith(ctx context.Context, mt metric, req scan.Request, po
 		if s == nil {
 			return nil
 		}
-		if fused {
-			if s.roll == nil {
-				s.roll = newRoller(hints, fn)
-			} else if s.roll.anySamples && len(c.TS) > 0 && c.TS[0] <= s.roll.lastNs {
-				return errUnordered
-			}
-			return count(s.roll.addColumn(c.TS, c.Bits, c.Null, c.Kind, c.Finite))
+		added, err := s.Add(c, fn, fused)
+		if err != nil {
+			return err
 		}
-		before := len(s.ts)
-		conv := floats(c.Kind)
-		if before == 0 || s.ts[before-1] < c.TS[0] {
-			// After the series' samples (its first Column, mostly):
-			// straight onto its arrays.
-			if before == 0 {
-				s.ts, s.vs = make([]int64, 0, len(c.TS)), make([]float64, 0, len(c.TS))
-			}
-			if c.Null == nil && c.Kind == row.Float {
-				// Float payloads are the float64s' bits: two copies.
-				s.ts = append(s.ts, c.TS...)
-				s.vs = append(s.vs, unsafe.Slice((*float64)(unsafe.Pointer(unsafe.SliceData(c.Bits))), len(c.Bits))...)
-			} else {
-				for i, t := range c.TS {
-					if c.Null == nil || !c.Null[i] {
-						s.ts, s.vs = append(s.ts, t), append(s.vs, conv(c.Bits[i]))
-					}
-				}
-			}
-		} else {
-			s.merge(c, conv)
+		// Count the column's samples to the query's, within its budget.
+		mu.Lock()
+		n += added
+		over := qr.q.MaxSamples > 0 && n > budget
+		mu.Unlock()
+		if over {
+			return fmt.Errorf("%w (limit %d)", ErrTooManySamples, qr.q.MaxSamples)
 		}
-		return count(len(s.ts) - before)
+		return nil
 	})
 	if err != nil {
 		return nil, n, err
@@ -445,104 +431,12 @@ func (qr *querier) scanWith(ctx context.Context, mt metric, req scan.Request, po
 	// Series with no sample in range are not series of the result.
 	kept := make([]storage.Series, 0, len(out))
 	for _, s := range out {
-		switch {
-		case s.roll != nil:
-			s.ts, s.vs = s.roll.finish()
-			s.roll = nil
-		case fn != nil:
-			s.toMillis()
-			s.rollup(hints, fn)
-		default:
-			s.toMillis()
-		}
-		if len(s.ts) > 0 {
+		s.Finish(fn)
+		if len(s.TS) > 0 {
 			kept = append(kept, s)
 		}
 	}
 	return kept, n, nil
-}
-
-// floats converts payloads of values of kind k to float64.
-func floats(k row.Kind) func(uint64) float64 {
-	switch k {
-	case row.Int:
-		return func(b uint64) float64 { return float64(int64(b)) }
-	case row.Uint:
-		return func(b uint64) float64 { return float64(b) }
-	case row.Bool:
-		return func(b uint64) float64 {
-			if b != 0 {
-				return 1
-			}
-			return 0
-		}
-	}
-	return math.Float64frombits
-}
-
-// merge merges a Column newer than the series' samples into them, as a
-// scan merges rows: at a ts both have, the Column's row stands, and if it
-// has no value, neither has the series.
-func (s *series) merge(c *scan.Column, conv func(uint64) float64) {
-	s.mergeNewer(c.TS, func(j int) (float64, bool) {
-		if c.Null != nil && c.Null[j] {
-			return 0, false
-		}
-		return conv(c.Bits[j]), true
-	})
-}
-
-// mergeNewer merges samples newer than the series' into them, by the
-// merge rule (scan.MergeNewer): at each of ts, value(j) (if it has one)
-// replaces the series' sample at that ts, and with none, neither has the
-// series. ts is ascending.
-func (s *series) mergeNewer(ts []int64, value func(j int) (float64, bool)) {
-	mts := make([]int64, 0, len(s.ts)+len(ts))
-	mvs := make([]float64, 0, len(s.ts)+len(ts))
-	scan.MergeNewer(s.ts, ts, func(i int, newer bool) {
-		if !newer {
-			mts, mvs = append(mts, s.ts[i]), append(mvs, s.vs[i])
-		} else if v, ok := value(i); ok {
-			mts, mvs = append(mts, ts[i]), append(mvs, v)
-		}
-	})
-	s.ts, s.vs = mts, mvs
-}
-
-// toMillis turns the series' timestamps from nanoseconds into
-// milliseconds, in place: of two samples in one millisecond, the later
-// stands.
-func (s *series) toMillis() {
-	k := 0
-	for i, t := range s.ts {
-		ms := nsToMs(t)
-		if k > 0 && s.ts[k-1] == ms {
-			s.vs[k-1] = s.vs[i]
-			continue
-		}
-		s.ts[k], s.vs[k] = ms, s.vs[i]
-		k++
-	}
-	s.ts, s.vs = s.ts[:k], s.vs[:k]
-}
-
-func msToNs(ms int64) int64 {
-	switch {
-	case ms > math.MaxInt64/1_000_000:
-		return math.MaxInt64 - 1
-	case ms < math.MinInt64/1_000_000:
-		return math.MinInt64
-	}
-	return ms * 1e6
-}
-
-// nsToMs floors a nanosecond timestamp to milliseconds.
-func nsToMs(ns int64) int64 {
-	ms := ns / 1e6
-	if ns%1e6 < 0 {
-		ms--
-	}
-	return ms
 }
 
 // LabelNames are __name__ and the tag columns of the tables whose metrics
@@ -695,10 +589,8 @@ func limit(vs []string, hints *storage.LabelHints) []string {
 
 // series is one series' samples, in memory.
 type series struct {
-	labels labels.Labels
-	ts     []int64
-	vs     []float64
-	roll   *roller // while a scan rolls the series up as its columns come
+	labels        labels.Labels
+	rollup.Series // its samples (TS, VS; ms), once the scan has finished it
 }
 
 func (s *series) Labels() labels.Labels { return s.labels }
@@ -717,8 +609,8 @@ type sampleIter struct {
 }
 
 func (it *sampleIter) Next() chunkenc.ValueType {
-	if it.pos+1 >= len(it.s.ts) {
-		it.pos = len(it.s.ts)
+	if it.pos+1 >= len(it.s.TS) {
+		it.pos = len(it.s.TS)
 		return chunkenc.ValNone
 	}
 	it.pos++
@@ -729,26 +621,26 @@ func (it *sampleIter) Seek(t int64) chunkenc.ValueType {
 	if it.pos < 0 {
 		it.pos = 0
 	}
-	if it.pos >= len(it.s.ts) {
+	if it.pos >= len(it.s.TS) {
 		return chunkenc.ValNone
 	}
-	if it.s.ts[it.pos] < t {
-		it.pos += sort.Search(len(it.s.ts)-it.pos, func(i int) bool { return it.s.ts[it.pos+i] >= t })
+	if it.s.TS[it.pos] < t {
+		it.pos += sort.Search(len(it.s.TS)-it.pos, func(i int) bool { return it.s.TS[it.pos+i] >= t })
 	}
-	if it.pos >= len(it.s.ts) {
+	if it.pos >= len(it.s.TS) {
 		return chunkenc.ValNone
 	}
 	return chunkenc.ValFloat
 }
 
-func (it *sampleIter) At() (int64, float64) { return it.s.ts[it.pos], it.s.vs[it.pos] }
+func (it *sampleIter) At() (int64, float64) { return it.s.TS[it.pos], it.s.VS[it.pos] }
 func (it *sampleIter) AtHistogram(*histogram.Histogram) (int64, *histogram.Histogram) {
-	return it.s.ts[it.pos], nil
+	return it.s.TS[it.pos], nil
 }
 func (it *sampleIter) AtFloatHistogram(*histogram.FloatHistogram) (int64, *histogram.FloatHistogram) {
-	return it.s.ts[it.pos], nil
+	return it.s.TS[it.pos], nil
 }
-func (it *sampleIter) AtT() int64  { return it.s.ts[it.pos] }
+func (it *sampleIter) AtT() int64  { return it.s.TS[it.pos] }
 func (it *sampleIter) AtST() int64 { return 0 }
 func (it *sampleIter) Err() error  { return nil }
 

@@ -36,6 +36,21 @@ type Request struct {
 	// (but those written before series indexes existed). Fields are
 	// ignored.
 	SeriesOnly bool
+	// Rollup, if set, asks a column scan for a range function of each
+	// series instead of its samples (internal/rollup): one Column per
+	// series, Rolled. Nil: the samples.
+	Rollup *Rollup
+}
+
+// Rollup is a range function of each series over windows that are apart:
+// Func (avg_over_time, sum_over_time, min_over_time, max_over_time or
+// last_over_time) over (t - Range, t] for t = Start + Range - 1, then
+// every Step up to End (once if Step is 0), in milliseconds, as
+// Prometheus' storage.SelectHints give them. internal/rollup says which
+// are valid and computes them.
+type Rollup struct {
+	Func                    string
+	Range, Start, End, Step int64
 }
 
 // SeriesColumn is one series' values of one numeric field, in ts order:
@@ -60,6 +75,14 @@ type SeriesColumn struct {
 type Column struct {
 	Kind row.Kind
 	SeriesColumn
+	// Rolled: the column is the series' rollup (Request.Rollup), not its
+	// samples: Float values, one per window that holds a sample, at the
+	// window's end (t, in nanoseconds), all of the series' windows in
+	// one or more Columns in order and nothing else of the series.
+	// Samples is how many samples the rollup read (a query's sample
+	// limit counts them).
+	Rolled  bool
+	Samples int
 }
 
 // The merge rule. Of the rows of one (series, ts), the one written last

@@ -131,9 +131,28 @@ func TableMsg(t catalog.Table) *pb.Table {
 	return m
 }
 
-// FromColumn packs one column of a column scan (pb.SeriesColumn).
-func FromColumn(c *scan.SeriesColumn) *pb.SeriesColumn {
-	m := &pb.SeriesColumn{Series: []byte(c.Series), Finite: c.Finite}
+// FromRollup converts a column scan's rollup (nil: none).
+func FromRollup(r *scan.Rollup) *pb.Rollup {
+	if r == nil {
+		return nil
+	}
+	return &pb.Rollup{Func: r.Func, Range: r.Range, Start: r.Start, End: r.End, Step: r.Step}
+}
+
+// ToRollup converts a message rollup (nil: none). It is not checked
+// (rollup.New does that).
+func ToRollup(m *pb.Rollup) *scan.Rollup {
+	if m == nil {
+		return nil
+	}
+	return &scan.Rollup{Func: m.GetFunc(), Range: m.GetRange(), Start: m.GetStart(), End: m.GetEnd(), Step: m.GetStep()}
+}
+
+// FromColumn packs one column of a column scan (pb.SeriesColumn), with
+// the samples a rolled one read; its Kind and Rolled are the response's
+// (pb.ScanColumnsResponse).
+func FromColumn(c *scan.Column) *pb.SeriesColumn {
+	m := &pb.SeriesColumn{Series: []byte(c.Series), Finite: c.Finite, Samples: int64(c.Samples)}
 	m.Ts = make([]byte, 0, len(c.TS)*2+binary.MaxVarintLen64)
 	var delta int64
 	for i, t := range c.TS {
@@ -164,13 +183,14 @@ func FromColumn(c *scan.SeriesColumn) *pb.SeriesColumn {
 	return m
 }
 
-// ToColumn unpacks m into c, reusing c's slices.
-func ToColumn(m *pb.SeriesColumn, c *scan.SeriesColumn) error {
+// ToColumn unpacks m into c, reusing c's slices; c's Kind and Rolled are
+// the response's, left as they are.
+func ToColumn(m *pb.SeriesColumn, c *scan.Column) error {
 	n := len(m.Values) / 8
-	if len(m.Values)%8 != 0 || (len(m.Nulls) != 0 && len(m.Nulls) != (n+7)/8) {
-		return fmt.Errorf("%w: %d bytes of values, %d of nulls", errBadColumn, len(m.Values), len(m.Nulls))
+	if len(m.Values)%8 != 0 || (len(m.Nulls) != 0 && len(m.Nulls) != (n+7)/8) || m.Samples < 0 {
+		return fmt.Errorf("%w: %d bytes of values, %d of nulls, %d samples", errBadColumn, len(m.Values), len(m.Nulls), m.Samples)
 	}
-	c.Series, c.Finite = string(m.Series), m.Finite
+	c.Series, c.Finite, c.Samples = string(m.Series), m.Finite, int(m.Samples)
 	c.TS, c.Bits = slices.Grow(c.TS[:0], n), slices.Grow(c.Bits[:0], n)
 	ts := m.Ts
 	var delta int64

@@ -312,14 +312,16 @@ func (it *remoteIter) Close() error {
 }
 
 // ScanColumns reads one numeric field of a region on its owner (see
-// ownerStream), column by column.
+// ownerStream), column by column, or its series' rollups (req.Rollup:
+// Rolled columns, unless the owner does not know rollups).
 func (a *Agent) ScanColumns(ctx context.Context, table string, id layout.RegionID, req scan.Request, emit func(*scan.Column) error) error {
 	var s *ownerStream[pb.ScanColumnsResponse]
 	deliver := func(c *scan.Column) error {
 		s.delivered.Store(true)
 		return emit(c)
 	}
-	preq := &pb.ScanRequest{Table: table, Region: id.String(), Start: req.Start, End: req.End, Tags: wire.FromTags(req.Tags), In: wire.FromTagIns(req.In), Fields: req.Fields}
+	preq := &pb.ScanRequest{Table: table, Region: id.String(), Start: req.Start, End: req.End, Tags: wire.FromTags(req.Tags), In: wire.FromTagIns(req.In), Fields: req.Fields,
+		Rollup: wire.FromRollup(req.Rollup)}
 	s = newOwnerStream(a, ctx, id, func() error {
 		return a.eng.ScanRegionColumns(ctx, table, id, req, deliver)
 	}, func(ctx context.Context, c pb.DatanodeClient) (grpc.ServerStreamingClient[pb.ScanColumnsResponse], error) {
@@ -339,9 +341,11 @@ func (a *Agent) ScanColumns(ctx context.Context, table string, id layout.RegionI
 		if !ok && len(m.Columns) > 0 {
 			return fmt.Errorf("scan region %s on %s: columns of unknown type %q", id, s.addr, m.Type)
 		}
-		col.Kind = kind
+		// Rolled only if the owner says so: one older than rollups sends
+		// samples, which the caller rolls up.
+		col.Kind, col.Rolled = kind, m.Rolled
 		for _, c := range m.Columns {
-			if err := wire.ToColumn(c, &col.SeriesColumn); err != nil {
+			if err := wire.ToColumn(c, &col); err != nil {
 				return fmt.Errorf("scan region %s on %s: %w", id, s.addr, err)
 			}
 			if err := deliver(&col); err != nil {

@@ -571,7 +571,11 @@ type ScanRequest struct {
 	In []*TagIn `protobuf:"bytes,8,rep,name=in,proto3" json:"in,omitempty"`
 	// List the series instead of rows: one row per series, with no
 	// timestamp or fields, from the files' series indexes (no SST read).
-	SeriesOnly    bool `protobuf:"varint,9,opt,name=series_only,json=seriesOnly,proto3" json:"series_only,omitempty"`
+	SeriesOnly bool `protobuf:"varint,9,opt,name=series_only,json=seriesOnly,proto3" json:"series_only,omitempty"`
+	// ScanColumns only: compute a range function of each series at its
+	// owner instead of sending its samples (internal/rollup). Unset: the
+	// samples.
+	Rollup        *Rollup `protobuf:"bytes,10,opt,name=rollup,proto3" json:"rollup,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -669,6 +673,95 @@ func (x *ScanRequest) GetSeriesOnly() bool {
 	return false
 }
 
+func (x *ScanRequest) GetRollup() *Rollup {
+	if x != nil {
+		return x.Rollup
+	}
+	return nil
+}
+
+// A range function of each series, over windows that are apart: func over
+// (t - range, t] for t = start + range - 1, then every step up to end
+// (once if step is 0). Milliseconds, as Prometheus' SelectHints give
+// them. func is one of avg_over_time, sum_over_time, min_over_time,
+// max_over_time, last_over_time; step is 0 or at least range. Anything
+// else is InvalidArgument.
+type Rollup struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Func          string                 `protobuf:"bytes,1,opt,name=func,proto3" json:"func,omitempty"`
+	Range         int64                  `protobuf:"varint,2,opt,name=range,proto3" json:"range,omitempty"`
+	Start         int64                  `protobuf:"varint,3,opt,name=start,proto3" json:"start,omitempty"`
+	End           int64                  `protobuf:"varint,4,opt,name=end,proto3" json:"end,omitempty"`
+	Step          int64                  `protobuf:"varint,5,opt,name=step,proto3" json:"step,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Rollup) Reset() {
+	*x = Rollup{}
+	mi := &file_strata_v1_datanode_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Rollup) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Rollup) ProtoMessage() {}
+
+func (x *Rollup) ProtoReflect() protoreflect.Message {
+	mi := &file_strata_v1_datanode_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Rollup.ProtoReflect.Descriptor instead.
+func (*Rollup) Descriptor() ([]byte, []int) {
+	return file_strata_v1_datanode_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *Rollup) GetFunc() string {
+	if x != nil {
+		return x.Func
+	}
+	return ""
+}
+
+func (x *Rollup) GetRange() int64 {
+	if x != nil {
+		return x.Range
+	}
+	return 0
+}
+
+func (x *Rollup) GetStart() int64 {
+	if x != nil {
+		return x.Start
+	}
+	return 0
+}
+
+func (x *Rollup) GetEnd() int64 {
+	if x != nil {
+		return x.End
+	}
+	return 0
+}
+
+func (x *Rollup) GetStep() int64 {
+	if x != nil {
+		return x.Step
+	}
+	return 0
+}
+
 type TagIn struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
@@ -679,7 +772,7 @@ type TagIn struct {
 
 func (x *TagIn) Reset() {
 	*x = TagIn{}
-	mi := &file_strata_v1_datanode_proto_msgTypes[9]
+	mi := &file_strata_v1_datanode_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -691,7 +784,7 @@ func (x *TagIn) String() string {
 func (*TagIn) ProtoMessage() {}
 
 func (x *TagIn) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_datanode_proto_msgTypes[9]
+	mi := &file_strata_v1_datanode_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -704,7 +797,7 @@ func (x *TagIn) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TagIn.ProtoReflect.Descriptor instead.
 func (*TagIn) Descriptor() ([]byte, []int) {
-	return file_strata_v1_datanode_proto_rawDescGZIP(), []int{9}
+	return file_strata_v1_datanode_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *TagIn) GetName() string {
@@ -730,7 +823,7 @@ type Series struct {
 
 func (x *Series) Reset() {
 	*x = Series{}
-	mi := &file_strata_v1_datanode_proto_msgTypes[10]
+	mi := &file_strata_v1_datanode_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -742,7 +835,7 @@ func (x *Series) String() string {
 func (*Series) ProtoMessage() {}
 
 func (x *Series) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_datanode_proto_msgTypes[10]
+	mi := &file_strata_v1_datanode_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -755,7 +848,7 @@ func (x *Series) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Series.ProtoReflect.Descriptor instead.
 func (*Series) Descriptor() ([]byte, []int) {
-	return file_strata_v1_datanode_proto_rawDescGZIP(), []int{10}
+	return file_strata_v1_datanode_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *Series) GetTags() []*Tag {
@@ -779,7 +872,7 @@ type Row struct {
 
 func (x *Row) Reset() {
 	*x = Row{}
-	mi := &file_strata_v1_datanode_proto_msgTypes[11]
+	mi := &file_strata_v1_datanode_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -791,7 +884,7 @@ func (x *Row) String() string {
 func (*Row) ProtoMessage() {}
 
 func (x *Row) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_datanode_proto_msgTypes[11]
+	mi := &file_strata_v1_datanode_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -804,7 +897,7 @@ func (x *Row) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Row.ProtoReflect.Descriptor instead.
 func (*Row) Descriptor() ([]byte, []int) {
-	return file_strata_v1_datanode_proto_rawDescGZIP(), []int{11}
+	return file_strata_v1_datanode_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *Row) GetSeries() uint32 {
@@ -838,7 +931,7 @@ type FieldInfo struct {
 
 func (x *FieldInfo) Reset() {
 	*x = FieldInfo{}
-	mi := &file_strata_v1_datanode_proto_msgTypes[12]
+	mi := &file_strata_v1_datanode_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -850,7 +943,7 @@ func (x *FieldInfo) String() string {
 func (*FieldInfo) ProtoMessage() {}
 
 func (x *FieldInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_datanode_proto_msgTypes[12]
+	mi := &file_strata_v1_datanode_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -863,7 +956,7 @@ func (x *FieldInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FieldInfo.ProtoReflect.Descriptor instead.
 func (*FieldInfo) Descriptor() ([]byte, []int) {
-	return file_strata_v1_datanode_proto_rawDescGZIP(), []int{12}
+	return file_strata_v1_datanode_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *FieldInfo) GetName() string {
@@ -892,7 +985,7 @@ type ScanResponse struct {
 
 func (x *ScanResponse) Reset() {
 	*x = ScanResponse{}
-	mi := &file_strata_v1_datanode_proto_msgTypes[13]
+	mi := &file_strata_v1_datanode_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -904,7 +997,7 @@ func (x *ScanResponse) String() string {
 func (*ScanResponse) ProtoMessage() {}
 
 func (x *ScanResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_datanode_proto_msgTypes[13]
+	mi := &file_strata_v1_datanode_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -917,7 +1010,7 @@ func (x *ScanResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScanResponse.ProtoReflect.Descriptor instead.
 func (*ScanResponse) Descriptor() ([]byte, []int) {
-	return file_strata_v1_datanode_proto_rawDescGZIP(), []int{13}
+	return file_strata_v1_datanode_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ScanResponse) GetFields() []*FieldInfo {
@@ -959,14 +1052,17 @@ type SeriesColumn struct {
 	// value; empty if every row has one.
 	Nulls []byte `protobuf:"bytes,4,opt,name=nulls,proto3" json:"nulls,omitempty"`
 	// Every value is a finite float (none is NaN, so none a stale marker).
-	Finite        bool `protobuf:"varint,5,opt,name=finite,proto3" json:"finite,omitempty"`
+	Finite bool `protobuf:"varint,5,opt,name=finite,proto3" json:"finite,omitempty"`
+	// Of a rolled response: how many samples the series' rollup read (on
+	// the first piece of its windows; 0 on the others).
+	Samples       int64 `protobuf:"varint,6,opt,name=samples,proto3" json:"samples,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *SeriesColumn) Reset() {
 	*x = SeriesColumn{}
-	mi := &file_strata_v1_datanode_proto_msgTypes[14]
+	mi := &file_strata_v1_datanode_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -978,7 +1074,7 @@ func (x *SeriesColumn) String() string {
 func (*SeriesColumn) ProtoMessage() {}
 
 func (x *SeriesColumn) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_datanode_proto_msgTypes[14]
+	mi := &file_strata_v1_datanode_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -991,7 +1087,7 @@ func (x *SeriesColumn) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SeriesColumn.ProtoReflect.Descriptor instead.
 func (*SeriesColumn) Descriptor() ([]byte, []int) {
-	return file_strata_v1_datanode_proto_rawDescGZIP(), []int{14}
+	return file_strata_v1_datanode_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *SeriesColumn) GetSeries() []byte {
@@ -1029,18 +1125,30 @@ func (x *SeriesColumn) GetFinite() bool {
 	return false
 }
 
+func (x *SeriesColumn) GetSamples() int64 {
+	if x != nil {
+		return x.Samples
+	}
+	return 0
+}
+
 type ScanColumnsResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// The field's type, as FieldInfo.type.
-	Type          string          `protobuf:"bytes,1,opt,name=type,proto3" json:"type,omitempty"`
-	Columns       []*SeriesColumn `protobuf:"bytes,2,rep,name=columns,proto3" json:"columns,omitempty"`
+	// The field's type, as FieldInfo.type ("float" if rolled).
+	Type    string          `protobuf:"bytes,1,opt,name=type,proto3" json:"type,omitempty"`
+	Columns []*SeriesColumn `protobuf:"bytes,2,rep,name=columns,proto3" json:"columns,omitempty"`
+	// The columns are rollups (ScanRequest.rollup), not samples: each
+	// series' windows, one value per window that holds a sample, at the
+	// window's end (nanoseconds), in one or more columns in order. Unset
+	// by an owner that does not know rollups.
+	Rolled        bool `protobuf:"varint,3,opt,name=rolled,proto3" json:"rolled,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ScanColumnsResponse) Reset() {
 	*x = ScanColumnsResponse{}
-	mi := &file_strata_v1_datanode_proto_msgTypes[15]
+	mi := &file_strata_v1_datanode_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1052,7 +1160,7 @@ func (x *ScanColumnsResponse) String() string {
 func (*ScanColumnsResponse) ProtoMessage() {}
 
 func (x *ScanColumnsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_datanode_proto_msgTypes[15]
+	mi := &file_strata_v1_datanode_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1065,7 +1173,7 @@ func (x *ScanColumnsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScanColumnsResponse.ProtoReflect.Descriptor instead.
 func (*ScanColumnsResponse) Descriptor() ([]byte, []int) {
-	return file_strata_v1_datanode_proto_rawDescGZIP(), []int{15}
+	return file_strata_v1_datanode_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ScanColumnsResponse) GetType() string {
@@ -1082,6 +1190,13 @@ func (x *ScanColumnsResponse) GetColumns() []*SeriesColumn {
 	return nil
 }
 
+func (x *ScanColumnsResponse) GetRolled() bool {
+	if x != nil {
+		return x.Rolled
+	}
+	return false
+}
+
 type FlushRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Empty: every table.
@@ -1092,7 +1207,7 @@ type FlushRequest struct {
 
 func (x *FlushRequest) Reset() {
 	*x = FlushRequest{}
-	mi := &file_strata_v1_datanode_proto_msgTypes[16]
+	mi := &file_strata_v1_datanode_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1104,7 +1219,7 @@ func (x *FlushRequest) String() string {
 func (*FlushRequest) ProtoMessage() {}
 
 func (x *FlushRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_datanode_proto_msgTypes[16]
+	mi := &file_strata_v1_datanode_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1117,7 +1232,7 @@ func (x *FlushRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FlushRequest.ProtoReflect.Descriptor instead.
 func (*FlushRequest) Descriptor() ([]byte, []int) {
-	return file_strata_v1_datanode_proto_rawDescGZIP(), []int{16}
+	return file_strata_v1_datanode_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *FlushRequest) GetTable() string {
@@ -1135,7 +1250,7 @@ type FlushResponse struct {
 
 func (x *FlushResponse) Reset() {
 	*x = FlushResponse{}
-	mi := &file_strata_v1_datanode_proto_msgTypes[17]
+	mi := &file_strata_v1_datanode_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1147,7 +1262,7 @@ func (x *FlushResponse) String() string {
 func (*FlushResponse) ProtoMessage() {}
 
 func (x *FlushResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_datanode_proto_msgTypes[17]
+	mi := &file_strata_v1_datanode_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1160,7 +1275,7 @@ func (x *FlushResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FlushResponse.ProtoReflect.Descriptor instead.
 func (*FlushResponse) Descriptor() ([]byte, []int) {
-	return file_strata_v1_datanode_proto_rawDescGZIP(), []int{17}
+	return file_strata_v1_datanode_proto_rawDescGZIP(), []int{18}
 }
 
 type RegionStatsRequest struct {
@@ -1172,7 +1287,7 @@ type RegionStatsRequest struct {
 
 func (x *RegionStatsRequest) Reset() {
 	*x = RegionStatsRequest{}
-	mi := &file_strata_v1_datanode_proto_msgTypes[18]
+	mi := &file_strata_v1_datanode_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1184,7 +1299,7 @@ func (x *RegionStatsRequest) String() string {
 func (*RegionStatsRequest) ProtoMessage() {}
 
 func (x *RegionStatsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_datanode_proto_msgTypes[18]
+	mi := &file_strata_v1_datanode_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1197,7 +1312,7 @@ func (x *RegionStatsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegionStatsRequest.ProtoReflect.Descriptor instead.
 func (*RegionStatsRequest) Descriptor() ([]byte, []int) {
-	return file_strata_v1_datanode_proto_rawDescGZIP(), []int{18}
+	return file_strata_v1_datanode_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *RegionStatsRequest) GetTable() string {
@@ -1228,7 +1343,7 @@ type RegionStat struct {
 
 func (x *RegionStat) Reset() {
 	*x = RegionStat{}
-	mi := &file_strata_v1_datanode_proto_msgTypes[19]
+	mi := &file_strata_v1_datanode_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1240,7 +1355,7 @@ func (x *RegionStat) String() string {
 func (*RegionStat) ProtoMessage() {}
 
 func (x *RegionStat) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_datanode_proto_msgTypes[19]
+	mi := &file_strata_v1_datanode_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1253,7 +1368,7 @@ func (x *RegionStat) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegionStat.ProtoReflect.Descriptor instead.
 func (*RegionStat) Descriptor() ([]byte, []int) {
-	return file_strata_v1_datanode_proto_rawDescGZIP(), []int{19}
+	return file_strata_v1_datanode_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *RegionStat) GetTableId() uint32 {
@@ -1356,7 +1471,7 @@ type RegionStatsResponse struct {
 
 func (x *RegionStatsResponse) Reset() {
 	*x = RegionStatsResponse{}
-	mi := &file_strata_v1_datanode_proto_msgTypes[20]
+	mi := &file_strata_v1_datanode_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1368,7 +1483,7 @@ func (x *RegionStatsResponse) String() string {
 func (*RegionStatsResponse) ProtoMessage() {}
 
 func (x *RegionStatsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_datanode_proto_msgTypes[20]
+	mi := &file_strata_v1_datanode_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1381,7 +1496,7 @@ func (x *RegionStatsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegionStatsResponse.ProtoReflect.Descriptor instead.
 func (*RegionStatsResponse) Descriptor() ([]byte, []int) {
-	return file_strata_v1_datanode_proto_rawDescGZIP(), []int{20}
+	return file_strata_v1_datanode_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *RegionStatsResponse) GetRegions() []*RegionStat {
@@ -1403,7 +1518,7 @@ type Column struct {
 
 func (x *Column) Reset() {
 	*x = Column{}
-	mi := &file_strata_v1_datanode_proto_msgTypes[21]
+	mi := &file_strata_v1_datanode_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1415,7 +1530,7 @@ func (x *Column) String() string {
 func (*Column) ProtoMessage() {}
 
 func (x *Column) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_datanode_proto_msgTypes[21]
+	mi := &file_strata_v1_datanode_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1428,7 +1543,7 @@ func (x *Column) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Column.ProtoReflect.Descriptor instead.
 func (*Column) Descriptor() ([]byte, []int) {
-	return file_strata_v1_datanode_proto_rawDescGZIP(), []int{21}
+	return file_strata_v1_datanode_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *Column) GetName() string {
@@ -1472,7 +1587,7 @@ type Table struct {
 
 func (x *Table) Reset() {
 	*x = Table{}
-	mi := &file_strata_v1_datanode_proto_msgTypes[22]
+	mi := &file_strata_v1_datanode_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1484,7 +1599,7 @@ func (x *Table) String() string {
 func (*Table) ProtoMessage() {}
 
 func (x *Table) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_datanode_proto_msgTypes[22]
+	mi := &file_strata_v1_datanode_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1497,7 +1612,7 @@ func (x *Table) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Table.ProtoReflect.Descriptor instead.
 func (*Table) Descriptor() ([]byte, []int) {
-	return file_strata_v1_datanode_proto_rawDescGZIP(), []int{22}
+	return file_strata_v1_datanode_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *Table) GetId() uint32 {
@@ -1569,7 +1684,7 @@ type CreateTableRequest struct {
 
 func (x *CreateTableRequest) Reset() {
 	*x = CreateTableRequest{}
-	mi := &file_strata_v1_datanode_proto_msgTypes[23]
+	mi := &file_strata_v1_datanode_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1581,7 +1696,7 @@ func (x *CreateTableRequest) String() string {
 func (*CreateTableRequest) ProtoMessage() {}
 
 func (x *CreateTableRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_datanode_proto_msgTypes[23]
+	mi := &file_strata_v1_datanode_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1594,7 +1709,7 @@ func (x *CreateTableRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateTableRequest.ProtoReflect.Descriptor instead.
 func (*CreateTableRequest) Descriptor() ([]byte, []int) {
-	return file_strata_v1_datanode_proto_rawDescGZIP(), []int{23}
+	return file_strata_v1_datanode_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *CreateTableRequest) GetName() string {
@@ -1641,7 +1756,7 @@ type CreateTableResponse struct {
 
 func (x *CreateTableResponse) Reset() {
 	*x = CreateTableResponse{}
-	mi := &file_strata_v1_datanode_proto_msgTypes[24]
+	mi := &file_strata_v1_datanode_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1653,7 +1768,7 @@ func (x *CreateTableResponse) String() string {
 func (*CreateTableResponse) ProtoMessage() {}
 
 func (x *CreateTableResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_datanode_proto_msgTypes[24]
+	mi := &file_strata_v1_datanode_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1666,7 +1781,7 @@ func (x *CreateTableResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateTableResponse.ProtoReflect.Descriptor instead.
 func (*CreateTableResponse) Descriptor() ([]byte, []int) {
-	return file_strata_v1_datanode_proto_rawDescGZIP(), []int{24}
+	return file_strata_v1_datanode_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *CreateTableResponse) GetTable() *Table {
@@ -1684,7 +1799,7 @@ type ListTablesRequest struct {
 
 func (x *ListTablesRequest) Reset() {
 	*x = ListTablesRequest{}
-	mi := &file_strata_v1_datanode_proto_msgTypes[25]
+	mi := &file_strata_v1_datanode_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1696,7 +1811,7 @@ func (x *ListTablesRequest) String() string {
 func (*ListTablesRequest) ProtoMessage() {}
 
 func (x *ListTablesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_datanode_proto_msgTypes[25]
+	mi := &file_strata_v1_datanode_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1709,7 +1824,7 @@ func (x *ListTablesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTablesRequest.ProtoReflect.Descriptor instead.
 func (*ListTablesRequest) Descriptor() ([]byte, []int) {
-	return file_strata_v1_datanode_proto_rawDescGZIP(), []int{25}
+	return file_strata_v1_datanode_proto_rawDescGZIP(), []int{26}
 }
 
 type ListTablesResponse struct {
@@ -1721,7 +1836,7 @@ type ListTablesResponse struct {
 
 func (x *ListTablesResponse) Reset() {
 	*x = ListTablesResponse{}
-	mi := &file_strata_v1_datanode_proto_msgTypes[26]
+	mi := &file_strata_v1_datanode_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1733,7 +1848,7 @@ func (x *ListTablesResponse) String() string {
 func (*ListTablesResponse) ProtoMessage() {}
 
 func (x *ListTablesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_datanode_proto_msgTypes[26]
+	mi := &file_strata_v1_datanode_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1746,7 +1861,7 @@ func (x *ListTablesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTablesResponse.ProtoReflect.Descriptor instead.
 func (*ListTablesResponse) Descriptor() ([]byte, []int) {
-	return file_strata_v1_datanode_proto_rawDescGZIP(), []int{26}
+	return file_strata_v1_datanode_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *ListTablesResponse) GetTables() []*Table {
@@ -1765,7 +1880,7 @@ type DescribeTableRequest struct {
 
 func (x *DescribeTableRequest) Reset() {
 	*x = DescribeTableRequest{}
-	mi := &file_strata_v1_datanode_proto_msgTypes[27]
+	mi := &file_strata_v1_datanode_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1777,7 +1892,7 @@ func (x *DescribeTableRequest) String() string {
 func (*DescribeTableRequest) ProtoMessage() {}
 
 func (x *DescribeTableRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_datanode_proto_msgTypes[27]
+	mi := &file_strata_v1_datanode_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1790,7 +1905,7 @@ func (x *DescribeTableRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeTableRequest.ProtoReflect.Descriptor instead.
 func (*DescribeTableRequest) Descriptor() ([]byte, []int) {
-	return file_strata_v1_datanode_proto_rawDescGZIP(), []int{27}
+	return file_strata_v1_datanode_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *DescribeTableRequest) GetName() string {
@@ -1810,7 +1925,7 @@ type DescribeTableResponse struct {
 
 func (x *DescribeTableResponse) Reset() {
 	*x = DescribeTableResponse{}
-	mi := &file_strata_v1_datanode_proto_msgTypes[28]
+	mi := &file_strata_v1_datanode_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1822,7 +1937,7 @@ func (x *DescribeTableResponse) String() string {
 func (*DescribeTableResponse) ProtoMessage() {}
 
 func (x *DescribeTableResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_datanode_proto_msgTypes[28]
+	mi := &file_strata_v1_datanode_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1835,7 +1950,7 @@ func (x *DescribeTableResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeTableResponse.ProtoReflect.Descriptor instead.
 func (*DescribeTableResponse) Descriptor() ([]byte, []int) {
-	return file_strata_v1_datanode_proto_rawDescGZIP(), []int{28}
+	return file_strata_v1_datanode_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *DescribeTableResponse) GetTable() *Table {
@@ -1861,7 +1976,7 @@ type DropTableRequest struct {
 
 func (x *DropTableRequest) Reset() {
 	*x = DropTableRequest{}
-	mi := &file_strata_v1_datanode_proto_msgTypes[29]
+	mi := &file_strata_v1_datanode_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1873,7 +1988,7 @@ func (x *DropTableRequest) String() string {
 func (*DropTableRequest) ProtoMessage() {}
 
 func (x *DropTableRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_datanode_proto_msgTypes[29]
+	mi := &file_strata_v1_datanode_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1886,7 +2001,7 @@ func (x *DropTableRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DropTableRequest.ProtoReflect.Descriptor instead.
 func (*DropTableRequest) Descriptor() ([]byte, []int) {
-	return file_strata_v1_datanode_proto_rawDescGZIP(), []int{29}
+	return file_strata_v1_datanode_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *DropTableRequest) GetName() string {
@@ -1904,7 +2019,7 @@ type DropTableResponse struct {
 
 func (x *DropTableResponse) Reset() {
 	*x = DropTableResponse{}
-	mi := &file_strata_v1_datanode_proto_msgTypes[30]
+	mi := &file_strata_v1_datanode_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1916,7 +2031,7 @@ func (x *DropTableResponse) String() string {
 func (*DropTableResponse) ProtoMessage() {}
 
 func (x *DropTableResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_datanode_proto_msgTypes[30]
+	mi := &file_strata_v1_datanode_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1929,7 +2044,7 @@ func (x *DropTableResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DropTableResponse.ProtoReflect.Descriptor instead.
 func (*DropTableResponse) Descriptor() ([]byte, []int) {
-	return file_strata_v1_datanode_proto_rawDescGZIP(), []int{30}
+	return file_strata_v1_datanode_proto_rawDescGZIP(), []int{31}
 }
 
 type CompactRequest struct {
@@ -1943,7 +2058,7 @@ type CompactRequest struct {
 
 func (x *CompactRequest) Reset() {
 	*x = CompactRequest{}
-	mi := &file_strata_v1_datanode_proto_msgTypes[31]
+	mi := &file_strata_v1_datanode_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1955,7 +2070,7 @@ func (x *CompactRequest) String() string {
 func (*CompactRequest) ProtoMessage() {}
 
 func (x *CompactRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_datanode_proto_msgTypes[31]
+	mi := &file_strata_v1_datanode_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1968,7 +2083,7 @@ func (x *CompactRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompactRequest.ProtoReflect.Descriptor instead.
 func (*CompactRequest) Descriptor() ([]byte, []int) {
-	return file_strata_v1_datanode_proto_rawDescGZIP(), []int{31}
+	return file_strata_v1_datanode_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *CompactRequest) GetTable() string {
@@ -2000,7 +2115,7 @@ type CompactionResult struct {
 
 func (x *CompactionResult) Reset() {
 	*x = CompactionResult{}
-	mi := &file_strata_v1_datanode_proto_msgTypes[32]
+	mi := &file_strata_v1_datanode_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2012,7 +2127,7 @@ func (x *CompactionResult) String() string {
 func (*CompactionResult) ProtoMessage() {}
 
 func (x *CompactionResult) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_datanode_proto_msgTypes[32]
+	mi := &file_strata_v1_datanode_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2025,7 +2140,7 @@ func (x *CompactionResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompactionResult.ProtoReflect.Descriptor instead.
 func (*CompactionResult) Descriptor() ([]byte, []int) {
-	return file_strata_v1_datanode_proto_rawDescGZIP(), []int{32}
+	return file_strata_v1_datanode_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *CompactionResult) GetInputs() int64 {
@@ -2086,7 +2201,7 @@ type CompactResponse struct {
 
 func (x *CompactResponse) Reset() {
 	*x = CompactResponse{}
-	mi := &file_strata_v1_datanode_proto_msgTypes[33]
+	mi := &file_strata_v1_datanode_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2098,7 +2213,7 @@ func (x *CompactResponse) String() string {
 func (*CompactResponse) ProtoMessage() {}
 
 func (x *CompactResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_datanode_proto_msgTypes[33]
+	mi := &file_strata_v1_datanode_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2111,7 +2226,7 @@ func (x *CompactResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompactResponse.ProtoReflect.Descriptor instead.
 func (*CompactResponse) Descriptor() ([]byte, []int) {
-	return file_strata_v1_datanode_proto_rawDescGZIP(), []int{33}
+	return file_strata_v1_datanode_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *CompactResponse) GetJobs() []*CompactionResult {
@@ -2130,7 +2245,7 @@ type CancelCompactionRequest struct {
 
 func (x *CancelCompactionRequest) Reset() {
 	*x = CancelCompactionRequest{}
-	mi := &file_strata_v1_datanode_proto_msgTypes[34]
+	mi := &file_strata_v1_datanode_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2142,7 +2257,7 @@ func (x *CancelCompactionRequest) String() string {
 func (*CancelCompactionRequest) ProtoMessage() {}
 
 func (x *CancelCompactionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_datanode_proto_msgTypes[34]
+	mi := &file_strata_v1_datanode_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2155,7 +2270,7 @@ func (x *CancelCompactionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelCompactionRequest.ProtoReflect.Descriptor instead.
 func (*CancelCompactionRequest) Descriptor() ([]byte, []int) {
-	return file_strata_v1_datanode_proto_rawDescGZIP(), []int{34}
+	return file_strata_v1_datanode_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *CancelCompactionRequest) GetTable() string {
@@ -2176,7 +2291,7 @@ type CancelCompactionResponse struct {
 
 func (x *CancelCompactionResponse) Reset() {
 	*x = CancelCompactionResponse{}
-	mi := &file_strata_v1_datanode_proto_msgTypes[35]
+	mi := &file_strata_v1_datanode_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2188,7 +2303,7 @@ func (x *CancelCompactionResponse) String() string {
 func (*CancelCompactionResponse) ProtoMessage() {}
 
 func (x *CancelCompactionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_datanode_proto_msgTypes[35]
+	mi := &file_strata_v1_datanode_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2201,7 +2316,7 @@ func (x *CancelCompactionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelCompactionResponse.ProtoReflect.Descriptor instead.
 func (*CancelCompactionResponse) Descriptor() ([]byte, []int) {
-	return file_strata_v1_datanode_proto_rawDescGZIP(), []int{35}
+	return file_strata_v1_datanode_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *CancelCompactionResponse) GetCancelled() int64 {
@@ -2227,7 +2342,7 @@ type TruncateTableRequest struct {
 
 func (x *TruncateTableRequest) Reset() {
 	*x = TruncateTableRequest{}
-	mi := &file_strata_v1_datanode_proto_msgTypes[36]
+	mi := &file_strata_v1_datanode_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2239,7 +2354,7 @@ func (x *TruncateTableRequest) String() string {
 func (*TruncateTableRequest) ProtoMessage() {}
 
 func (x *TruncateTableRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_datanode_proto_msgTypes[36]
+	mi := &file_strata_v1_datanode_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2252,7 +2367,7 @@ func (x *TruncateTableRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TruncateTableRequest.ProtoReflect.Descriptor instead.
 func (*TruncateTableRequest) Descriptor() ([]byte, []int) {
-	return file_strata_v1_datanode_proto_rawDescGZIP(), []int{36}
+	return file_strata_v1_datanode_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *TruncateTableRequest) GetName() string {
@@ -2270,7 +2385,7 @@ type TruncateTableResponse struct {
 
 func (x *TruncateTableResponse) Reset() {
 	*x = TruncateTableResponse{}
-	mi := &file_strata_v1_datanode_proto_msgTypes[37]
+	mi := &file_strata_v1_datanode_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2282,7 +2397,7 @@ func (x *TruncateTableResponse) String() string {
 func (*TruncateTableResponse) ProtoMessage() {}
 
 func (x *TruncateTableResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_datanode_proto_msgTypes[37]
+	mi := &file_strata_v1_datanode_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2295,7 +2410,7 @@ func (x *TruncateTableResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TruncateTableResponse.ProtoReflect.Descriptor instead.
 func (*TruncateTableResponse) Descriptor() ([]byte, []int) {
-	return file_strata_v1_datanode_proto_rawDescGZIP(), []int{37}
+	return file_strata_v1_datanode_proto_rawDescGZIP(), []int{38}
 }
 
 type GcRegionRequest struct {
@@ -2320,7 +2435,7 @@ type GcRegionRequest struct {
 
 func (x *GcRegionRequest) Reset() {
 	*x = GcRegionRequest{}
-	mi := &file_strata_v1_datanode_proto_msgTypes[38]
+	mi := &file_strata_v1_datanode_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2332,7 +2447,7 @@ func (x *GcRegionRequest) String() string {
 func (*GcRegionRequest) ProtoMessage() {}
 
 func (x *GcRegionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_datanode_proto_msgTypes[38]
+	mi := &file_strata_v1_datanode_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2345,7 +2460,7 @@ func (x *GcRegionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GcRegionRequest.ProtoReflect.Descriptor instead.
 func (*GcRegionRequest) Descriptor() ([]byte, []int) {
-	return file_strata_v1_datanode_proto_rawDescGZIP(), []int{38}
+	return file_strata_v1_datanode_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *GcRegionRequest) GetTable() string {
@@ -2402,7 +2517,7 @@ type GcObject struct {
 
 func (x *GcObject) Reset() {
 	*x = GcObject{}
-	mi := &file_strata_v1_datanode_proto_msgTypes[39]
+	mi := &file_strata_v1_datanode_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2414,7 +2529,7 @@ func (x *GcObject) String() string {
 func (*GcObject) ProtoMessage() {}
 
 func (x *GcObject) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_datanode_proto_msgTypes[39]
+	mi := &file_strata_v1_datanode_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2427,7 +2542,7 @@ func (x *GcObject) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GcObject.ProtoReflect.Descriptor instead.
 func (*GcObject) Descriptor() ([]byte, []int) {
-	return file_strata_v1_datanode_proto_rawDescGZIP(), []int{39}
+	return file_strata_v1_datanode_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *GcObject) GetKey() string {
@@ -2487,7 +2602,7 @@ type GcRegionResult struct {
 
 func (x *GcRegionResult) Reset() {
 	*x = GcRegionResult{}
-	mi := &file_strata_v1_datanode_proto_msgTypes[40]
+	mi := &file_strata_v1_datanode_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2499,7 +2614,7 @@ func (x *GcRegionResult) String() string {
 func (*GcRegionResult) ProtoMessage() {}
 
 func (x *GcRegionResult) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_datanode_proto_msgTypes[40]
+	mi := &file_strata_v1_datanode_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2512,7 +2627,7 @@ func (x *GcRegionResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GcRegionResult.ProtoReflect.Descriptor instead.
 func (*GcRegionResult) Descriptor() ([]byte, []int) {
-	return file_strata_v1_datanode_proto_rawDescGZIP(), []int{40}
+	return file_strata_v1_datanode_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *GcRegionResult) GetRegion() string {
@@ -2636,7 +2751,7 @@ type GcRegionResponse struct {
 
 func (x *GcRegionResponse) Reset() {
 	*x = GcRegionResponse{}
-	mi := &file_strata_v1_datanode_proto_msgTypes[41]
+	mi := &file_strata_v1_datanode_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2648,7 +2763,7 @@ func (x *GcRegionResponse) String() string {
 func (*GcRegionResponse) ProtoMessage() {}
 
 func (x *GcRegionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_datanode_proto_msgTypes[41]
+	mi := &file_strata_v1_datanode_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2661,7 +2776,7 @@ func (x *GcRegionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GcRegionResponse.ProtoReflect.Descriptor instead.
 func (*GcRegionResponse) Descriptor() ([]byte, []int) {
-	return file_strata_v1_datanode_proto_rawDescGZIP(), []int{41}
+	return file_strata_v1_datanode_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *GcRegionResponse) GetRegions() []*GcRegionResult {
@@ -2680,7 +2795,7 @@ type CloseTableRequest struct {
 
 func (x *CloseTableRequest) Reset() {
 	*x = CloseTableRequest{}
-	mi := &file_strata_v1_datanode_proto_msgTypes[42]
+	mi := &file_strata_v1_datanode_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2692,7 +2807,7 @@ func (x *CloseTableRequest) String() string {
 func (*CloseTableRequest) ProtoMessage() {}
 
 func (x *CloseTableRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_datanode_proto_msgTypes[42]
+	mi := &file_strata_v1_datanode_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2705,7 +2820,7 @@ func (x *CloseTableRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CloseTableRequest.ProtoReflect.Descriptor instead.
 func (*CloseTableRequest) Descriptor() ([]byte, []int) {
-	return file_strata_v1_datanode_proto_rawDescGZIP(), []int{42}
+	return file_strata_v1_datanode_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *CloseTableRequest) GetTableId() uint32 {
@@ -2724,7 +2839,7 @@ type CloseTableResponse struct {
 
 func (x *CloseTableResponse) Reset() {
 	*x = CloseTableResponse{}
-	mi := &file_strata_v1_datanode_proto_msgTypes[43]
+	mi := &file_strata_v1_datanode_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2736,7 +2851,7 @@ func (x *CloseTableResponse) String() string {
 func (*CloseTableResponse) ProtoMessage() {}
 
 func (x *CloseTableResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_datanode_proto_msgTypes[43]
+	mi := &file_strata_v1_datanode_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2749,7 +2864,7 @@ func (x *CloseTableResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CloseTableResponse.ProtoReflect.Descriptor instead.
 func (*CloseTableResponse) Descriptor() ([]byte, []int) {
-	return file_strata_v1_datanode_proto_rawDescGZIP(), []int{43}
+	return file_strata_v1_datanode_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *CloseTableResponse) GetClosed() int64 {
@@ -2779,7 +2894,7 @@ type ForwardWriteRequest struct {
 
 func (x *ForwardWriteRequest) Reset() {
 	*x = ForwardWriteRequest{}
-	mi := &file_strata_v1_datanode_proto_msgTypes[44]
+	mi := &file_strata_v1_datanode_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2791,7 +2906,7 @@ func (x *ForwardWriteRequest) String() string {
 func (*ForwardWriteRequest) ProtoMessage() {}
 
 func (x *ForwardWriteRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_datanode_proto_msgTypes[44]
+	mi := &file_strata_v1_datanode_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2804,7 +2919,7 @@ func (x *ForwardWriteRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ForwardWriteRequest.ProtoReflect.Descriptor instead.
 func (*ForwardWriteRequest) Descriptor() ([]byte, []int) {
-	return file_strata_v1_datanode_proto_rawDescGZIP(), []int{44}
+	return file_strata_v1_datanode_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *ForwardWriteRequest) GetTable() string {
@@ -2877,7 +2992,7 @@ const file_strata_v1_datanode_proto_rawDesc = "" +
 	"\x04tags\x18\x02 \x03(\v2\x0e.strata.v1.TagR\x04tags\x12\x14\n" +
 	"\x05start\x18\x03 \x01(\x03R\x05start\x12\x10\n" +
 	"\x03end\x18\x04 \x01(\x03R\x03end\"\x10\n" +
-	"\x0eDeleteResponse\"\x81\x02\n" +
+	"\x0eDeleteResponse\"\xac\x02\n" +
 	"\vScanRequest\x12\x14\n" +
 	"\x05table\x18\x01 \x01(\tR\x05table\x12\x14\n" +
 	"\x05start\x18\x02 \x01(\x03R\x05start\x12\x10\n" +
@@ -2889,7 +3004,15 @@ const file_strata_v1_datanode_proto_rawDesc = "" +
 	"\x06region\x18\a \x01(\tR\x06region\x12 \n" +
 	"\x02in\x18\b \x03(\v2\x10.strata.v1.TagInR\x02in\x12\x1f\n" +
 	"\vseries_only\x18\t \x01(\bR\n" +
-	"seriesOnly\"3\n" +
+	"seriesOnly\x12)\n" +
+	"\x06rollup\x18\n" +
+	" \x01(\v2\x11.strata.v1.RollupR\x06rollup\"n\n" +
+	"\x06Rollup\x12\x12\n" +
+	"\x04func\x18\x01 \x01(\tR\x04func\x12\x14\n" +
+	"\x05range\x18\x02 \x01(\x03R\x05range\x12\x14\n" +
+	"\x05start\x18\x03 \x01(\x03R\x05start\x12\x10\n" +
+	"\x03end\x18\x04 \x01(\x03R\x03end\x12\x12\n" +
+	"\x04step\x18\x05 \x01(\x03R\x04step\"3\n" +
 	"\x05TagIn\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x16\n" +
 	"\x06values\x18\x02 \x03(\tR\x06values\",\n" +
@@ -2905,16 +3028,18 @@ const file_strata_v1_datanode_proto_rawDesc = "" +
 	"\fScanResponse\x12,\n" +
 	"\x06fields\x18\x01 \x03(\v2\x14.strata.v1.FieldInfoR\x06fields\x12)\n" +
 	"\x06series\x18\x02 \x03(\v2\x11.strata.v1.SeriesR\x06series\x12\"\n" +
-	"\x04rows\x18\x03 \x03(\v2\x0e.strata.v1.RowR\x04rows\"|\n" +
+	"\x04rows\x18\x03 \x03(\v2\x0e.strata.v1.RowR\x04rows\"\x96\x01\n" +
 	"\fSeriesColumn\x12\x16\n" +
 	"\x06series\x18\x01 \x01(\fR\x06series\x12\x0e\n" +
 	"\x02ts\x18\x02 \x01(\fR\x02ts\x12\x16\n" +
 	"\x06values\x18\x03 \x01(\fR\x06values\x12\x14\n" +
 	"\x05nulls\x18\x04 \x01(\fR\x05nulls\x12\x16\n" +
-	"\x06finite\x18\x05 \x01(\bR\x06finite\"\\\n" +
+	"\x06finite\x18\x05 \x01(\bR\x06finite\x12\x18\n" +
+	"\asamples\x18\x06 \x01(\x03R\asamples\"t\n" +
 	"\x13ScanColumnsResponse\x12\x12\n" +
 	"\x04type\x18\x01 \x01(\tR\x04type\x121\n" +
-	"\acolumns\x18\x02 \x03(\v2\x17.strata.v1.SeriesColumnR\acolumns\"$\n" +
+	"\acolumns\x18\x02 \x03(\v2\x17.strata.v1.SeriesColumnR\acolumns\x12\x16\n" +
+	"\x06rolled\x18\x03 \x01(\bR\x06rolled\"$\n" +
 	"\fFlushRequest\x12\x14\n" +
 	"\x05table\x18\x01 \x01(\tR\x05table\"\x0f\n" +
 	"\rFlushResponse\"*\n" +
@@ -3070,7 +3195,7 @@ func file_strata_v1_datanode_proto_rawDescGZIP() []byte {
 	return file_strata_v1_datanode_proto_rawDescData
 }
 
-var file_strata_v1_datanode_proto_msgTypes = make([]protoimpl.MessageInfo, 45)
+var file_strata_v1_datanode_proto_msgTypes = make([]protoimpl.MessageInfo, 46)
 var file_strata_v1_datanode_proto_goTypes = []any{
 	(*Tag)(nil),                      // 0: strata.v1.Tag
 	(*Value)(nil),                    // 1: strata.v1.Value
@@ -3081,42 +3206,43 @@ var file_strata_v1_datanode_proto_goTypes = []any{
 	(*DeleteRequest)(nil),            // 6: strata.v1.DeleteRequest
 	(*DeleteResponse)(nil),           // 7: strata.v1.DeleteResponse
 	(*ScanRequest)(nil),              // 8: strata.v1.ScanRequest
-	(*TagIn)(nil),                    // 9: strata.v1.TagIn
-	(*Series)(nil),                   // 10: strata.v1.Series
-	(*Row)(nil),                      // 11: strata.v1.Row
-	(*FieldInfo)(nil),                // 12: strata.v1.FieldInfo
-	(*ScanResponse)(nil),             // 13: strata.v1.ScanResponse
-	(*SeriesColumn)(nil),             // 14: strata.v1.SeriesColumn
-	(*ScanColumnsResponse)(nil),      // 15: strata.v1.ScanColumnsResponse
-	(*FlushRequest)(nil),             // 16: strata.v1.FlushRequest
-	(*FlushResponse)(nil),            // 17: strata.v1.FlushResponse
-	(*RegionStatsRequest)(nil),       // 18: strata.v1.RegionStatsRequest
-	(*RegionStat)(nil),               // 19: strata.v1.RegionStat
-	(*RegionStatsResponse)(nil),      // 20: strata.v1.RegionStatsResponse
-	(*Column)(nil),                   // 21: strata.v1.Column
-	(*Table)(nil),                    // 22: strata.v1.Table
-	(*CreateTableRequest)(nil),       // 23: strata.v1.CreateTableRequest
-	(*CreateTableResponse)(nil),      // 24: strata.v1.CreateTableResponse
-	(*ListTablesRequest)(nil),        // 25: strata.v1.ListTablesRequest
-	(*ListTablesResponse)(nil),       // 26: strata.v1.ListTablesResponse
-	(*DescribeTableRequest)(nil),     // 27: strata.v1.DescribeTableRequest
-	(*DescribeTableResponse)(nil),    // 28: strata.v1.DescribeTableResponse
-	(*DropTableRequest)(nil),         // 29: strata.v1.DropTableRequest
-	(*DropTableResponse)(nil),        // 30: strata.v1.DropTableResponse
-	(*CompactRequest)(nil),           // 31: strata.v1.CompactRequest
-	(*CompactionResult)(nil),         // 32: strata.v1.CompactionResult
-	(*CompactResponse)(nil),          // 33: strata.v1.CompactResponse
-	(*CancelCompactionRequest)(nil),  // 34: strata.v1.CancelCompactionRequest
-	(*CancelCompactionResponse)(nil), // 35: strata.v1.CancelCompactionResponse
-	(*TruncateTableRequest)(nil),     // 36: strata.v1.TruncateTableRequest
-	(*TruncateTableResponse)(nil),    // 37: strata.v1.TruncateTableResponse
-	(*GcRegionRequest)(nil),          // 38: strata.v1.GcRegionRequest
-	(*GcObject)(nil),                 // 39: strata.v1.GcObject
-	(*GcRegionResult)(nil),           // 40: strata.v1.GcRegionResult
-	(*GcRegionResponse)(nil),         // 41: strata.v1.GcRegionResponse
-	(*CloseTableRequest)(nil),        // 42: strata.v1.CloseTableRequest
-	(*CloseTableResponse)(nil),       // 43: strata.v1.CloseTableResponse
-	(*ForwardWriteRequest)(nil),      // 44: strata.v1.ForwardWriteRequest
+	(*Rollup)(nil),                   // 9: strata.v1.Rollup
+	(*TagIn)(nil),                    // 10: strata.v1.TagIn
+	(*Series)(nil),                   // 11: strata.v1.Series
+	(*Row)(nil),                      // 12: strata.v1.Row
+	(*FieldInfo)(nil),                // 13: strata.v1.FieldInfo
+	(*ScanResponse)(nil),             // 14: strata.v1.ScanResponse
+	(*SeriesColumn)(nil),             // 15: strata.v1.SeriesColumn
+	(*ScanColumnsResponse)(nil),      // 16: strata.v1.ScanColumnsResponse
+	(*FlushRequest)(nil),             // 17: strata.v1.FlushRequest
+	(*FlushResponse)(nil),            // 18: strata.v1.FlushResponse
+	(*RegionStatsRequest)(nil),       // 19: strata.v1.RegionStatsRequest
+	(*RegionStat)(nil),               // 20: strata.v1.RegionStat
+	(*RegionStatsResponse)(nil),      // 21: strata.v1.RegionStatsResponse
+	(*Column)(nil),                   // 22: strata.v1.Column
+	(*Table)(nil),                    // 23: strata.v1.Table
+	(*CreateTableRequest)(nil),       // 24: strata.v1.CreateTableRequest
+	(*CreateTableResponse)(nil),      // 25: strata.v1.CreateTableResponse
+	(*ListTablesRequest)(nil),        // 26: strata.v1.ListTablesRequest
+	(*ListTablesResponse)(nil),       // 27: strata.v1.ListTablesResponse
+	(*DescribeTableRequest)(nil),     // 28: strata.v1.DescribeTableRequest
+	(*DescribeTableResponse)(nil),    // 29: strata.v1.DescribeTableResponse
+	(*DropTableRequest)(nil),         // 30: strata.v1.DropTableRequest
+	(*DropTableResponse)(nil),        // 31: strata.v1.DropTableResponse
+	(*CompactRequest)(nil),           // 32: strata.v1.CompactRequest
+	(*CompactionResult)(nil),         // 33: strata.v1.CompactionResult
+	(*CompactResponse)(nil),          // 34: strata.v1.CompactResponse
+	(*CancelCompactionRequest)(nil),  // 35: strata.v1.CancelCompactionRequest
+	(*CancelCompactionResponse)(nil), // 36: strata.v1.CancelCompactionResponse
+	(*TruncateTableRequest)(nil),     // 37: strata.v1.TruncateTableRequest
+	(*TruncateTableResponse)(nil),    // 38: strata.v1.TruncateTableResponse
+	(*GcRegionRequest)(nil),          // 39: strata.v1.GcRegionRequest
+	(*GcObject)(nil),                 // 40: strata.v1.GcObject
+	(*GcRegionResult)(nil),           // 41: strata.v1.GcRegionResult
+	(*GcRegionResponse)(nil),         // 42: strata.v1.GcRegionResponse
+	(*CloseTableRequest)(nil),        // 43: strata.v1.CloseTableRequest
+	(*CloseTableResponse)(nil),       // 44: strata.v1.CloseTableResponse
+	(*ForwardWriteRequest)(nil),      // 45: strata.v1.ForwardWriteRequest
 }
 var file_strata_v1_datanode_proto_depIdxs = []int32{
 	1,  // 0: strata.v1.Field.value:type_name -> strata.v1.Value
@@ -3125,59 +3251,60 @@ var file_strata_v1_datanode_proto_depIdxs = []int32{
 	3,  // 3: strata.v1.WriteRequest.points:type_name -> strata.v1.Point
 	0,  // 4: strata.v1.DeleteRequest.tags:type_name -> strata.v1.Tag
 	0,  // 5: strata.v1.ScanRequest.tags:type_name -> strata.v1.Tag
-	9,  // 6: strata.v1.ScanRequest.in:type_name -> strata.v1.TagIn
-	0,  // 7: strata.v1.Series.tags:type_name -> strata.v1.Tag
-	1,  // 8: strata.v1.Row.values:type_name -> strata.v1.Value
-	12, // 9: strata.v1.ScanResponse.fields:type_name -> strata.v1.FieldInfo
-	10, // 10: strata.v1.ScanResponse.series:type_name -> strata.v1.Series
-	11, // 11: strata.v1.ScanResponse.rows:type_name -> strata.v1.Row
-	14, // 12: strata.v1.ScanColumnsResponse.columns:type_name -> strata.v1.SeriesColumn
-	19, // 13: strata.v1.RegionStatsResponse.regions:type_name -> strata.v1.RegionStat
-	21, // 14: strata.v1.Table.columns:type_name -> strata.v1.Column
-	22, // 15: strata.v1.CreateTableResponse.table:type_name -> strata.v1.Table
-	22, // 16: strata.v1.ListTablesResponse.tables:type_name -> strata.v1.Table
-	22, // 17: strata.v1.DescribeTableResponse.table:type_name -> strata.v1.Table
-	19, // 18: strata.v1.DescribeTableResponse.regions:type_name -> strata.v1.RegionStat
-	32, // 19: strata.v1.CompactResponse.jobs:type_name -> strata.v1.CompactionResult
-	39, // 20: strata.v1.GcRegionResult.orphans:type_name -> strata.v1.GcObject
-	40, // 21: strata.v1.GcRegionResponse.regions:type_name -> strata.v1.GcRegionResult
-	4,  // 22: strata.v1.Datanode.Write:input_type -> strata.v1.WriteRequest
-	6,  // 23: strata.v1.Datanode.Delete:input_type -> strata.v1.DeleteRequest
-	8,  // 24: strata.v1.Datanode.Scan:input_type -> strata.v1.ScanRequest
-	8,  // 25: strata.v1.Datanode.ScanColumns:input_type -> strata.v1.ScanRequest
-	16, // 26: strata.v1.Datanode.Flush:input_type -> strata.v1.FlushRequest
-	18, // 27: strata.v1.Datanode.RegionStats:input_type -> strata.v1.RegionStatsRequest
-	31, // 28: strata.v1.Datanode.Compact:input_type -> strata.v1.CompactRequest
-	34, // 29: strata.v1.Datanode.CancelCompaction:input_type -> strata.v1.CancelCompactionRequest
-	23, // 30: strata.v1.Datanode.CreateTable:input_type -> strata.v1.CreateTableRequest
-	25, // 31: strata.v1.Datanode.ListTables:input_type -> strata.v1.ListTablesRequest
-	27, // 32: strata.v1.Datanode.DescribeTable:input_type -> strata.v1.DescribeTableRequest
-	29, // 33: strata.v1.Datanode.DropTable:input_type -> strata.v1.DropTableRequest
-	36, // 34: strata.v1.Datanode.TruncateTable:input_type -> strata.v1.TruncateTableRequest
-	38, // 35: strata.v1.Datanode.GcRegion:input_type -> strata.v1.GcRegionRequest
-	42, // 36: strata.v1.Datanode.CloseTable:input_type -> strata.v1.CloseTableRequest
-	44, // 37: strata.v1.Datanode.ForwardWrite:input_type -> strata.v1.ForwardWriteRequest
-	5,  // 38: strata.v1.Datanode.Write:output_type -> strata.v1.WriteResponse
-	7,  // 39: strata.v1.Datanode.Delete:output_type -> strata.v1.DeleteResponse
-	13, // 40: strata.v1.Datanode.Scan:output_type -> strata.v1.ScanResponse
-	15, // 41: strata.v1.Datanode.ScanColumns:output_type -> strata.v1.ScanColumnsResponse
-	17, // 42: strata.v1.Datanode.Flush:output_type -> strata.v1.FlushResponse
-	20, // 43: strata.v1.Datanode.RegionStats:output_type -> strata.v1.RegionStatsResponse
-	33, // 44: strata.v1.Datanode.Compact:output_type -> strata.v1.CompactResponse
-	35, // 45: strata.v1.Datanode.CancelCompaction:output_type -> strata.v1.CancelCompactionResponse
-	24, // 46: strata.v1.Datanode.CreateTable:output_type -> strata.v1.CreateTableResponse
-	26, // 47: strata.v1.Datanode.ListTables:output_type -> strata.v1.ListTablesResponse
-	28, // 48: strata.v1.Datanode.DescribeTable:output_type -> strata.v1.DescribeTableResponse
-	30, // 49: strata.v1.Datanode.DropTable:output_type -> strata.v1.DropTableResponse
-	37, // 50: strata.v1.Datanode.TruncateTable:output_type -> strata.v1.TruncateTableResponse
-	41, // 51: strata.v1.Datanode.GcRegion:output_type -> strata.v1.GcRegionResponse
-	43, // 52: strata.v1.Datanode.CloseTable:output_type -> strata.v1.CloseTableResponse
-	5,  // 53: strata.v1.Datanode.ForwardWrite:output_type -> strata.v1.WriteResponse
-	38, // [38:54] is the sub-list for method output_type
-	22, // [22:38] is the sub-list for method input_type
-	22, // [22:22] is the sub-list for extension type_name
-	22, // [22:22] is the sub-list for extension extendee
-	0,  // [0:22] is the sub-list for field type_name
+	10, // 6: strata.v1.ScanRequest.in:type_name -> strata.v1.TagIn
+	9,  // 7: strata.v1.ScanRequest.rollup:type_name -> strata.v1.Rollup
+	0,  // 8: strata.v1.Series.tags:type_name -> strata.v1.Tag
+	1,  // 9: strata.v1.Row.values:type_name -> strata.v1.Value
+	13, // 10: strata.v1.ScanResponse.fields:type_name -> strata.v1.FieldInfo
+	11, // 11: strata.v1.ScanResponse.series:type_name -> strata.v1.Series
+	12, // 12: strata.v1.ScanResponse.rows:type_name -> strata.v1.Row
+	15, // 13: strata.v1.ScanColumnsResponse.columns:type_name -> strata.v1.SeriesColumn
+	20, // 14: strata.v1.RegionStatsResponse.regions:type_name -> strata.v1.RegionStat
+	22, // 15: strata.v1.Table.columns:type_name -> strata.v1.Column
+	23, // 16: strata.v1.CreateTableResponse.table:type_name -> strata.v1.Table
+	23, // 17: strata.v1.ListTablesResponse.tables:type_name -> strata.v1.Table
+	23, // 18: strata.v1.DescribeTableResponse.table:type_name -> strata.v1.Table
+	20, // 19: strata.v1.DescribeTableResponse.regions:type_name -> strata.v1.RegionStat
+	33, // 20: strata.v1.CompactResponse.jobs:type_name -> strata.v1.CompactionResult
+	40, // 21: strata.v1.GcRegionResult.orphans:type_name -> strata.v1.GcObject
+	41, // 22: strata.v1.GcRegionResponse.regions:type_name -> strata.v1.GcRegionResult
+	4,  // 23: strata.v1.Datanode.Write:input_type -> strata.v1.WriteRequest
+	6,  // 24: strata.v1.Datanode.Delete:input_type -> strata.v1.DeleteRequest
+	8,  // 25: strata.v1.Datanode.Scan:input_type -> strata.v1.ScanRequest
+	8,  // 26: strata.v1.Datanode.ScanColumns:input_type -> strata.v1.ScanRequest
+	17, // 27: strata.v1.Datanode.Flush:input_type -> strata.v1.FlushRequest
+	19, // 28: strata.v1.Datanode.RegionStats:input_type -> strata.v1.RegionStatsRequest
+	32, // 29: strata.v1.Datanode.Compact:input_type -> strata.v1.CompactRequest
+	35, // 30: strata.v1.Datanode.CancelCompaction:input_type -> strata.v1.CancelCompactionRequest
+	24, // 31: strata.v1.Datanode.CreateTable:input_type -> strata.v1.CreateTableRequest
+	26, // 32: strata.v1.Datanode.ListTables:input_type -> strata.v1.ListTablesRequest
+	28, // 33: strata.v1.Datanode.DescribeTable:input_type -> strata.v1.DescribeTableRequest
+	30, // 34: strata.v1.Datanode.DropTable:input_type -> strata.v1.DropTableRequest
+	37, // 35: strata.v1.Datanode.TruncateTable:input_type -> strata.v1.TruncateTableRequest
+	39, // 36: strata.v1.Datanode.GcRegion:input_type -> strata.v1.GcRegionRequest
+	43, // 37: strata.v1.Datanode.CloseTable:input_type -> strata.v1.CloseTableRequest
+	45, // 38: strata.v1.Datanode.ForwardWrite:input_type -> strata.v1.ForwardWriteRequest
+	5,  // 39: strata.v1.Datanode.Write:output_type -> strata.v1.WriteResponse
+	7,  // 40: strata.v1.Datanode.Delete:output_type -> strata.v1.DeleteResponse
+	14, // 41: strata.v1.Datanode.Scan:output_type -> strata.v1.ScanResponse
+	16, // 42: strata.v1.Datanode.ScanColumns:output_type -> strata.v1.ScanColumnsResponse
+	18, // 43: strata.v1.Datanode.Flush:output_type -> strata.v1.FlushResponse
+	21, // 44: strata.v1.Datanode.RegionStats:output_type -> strata.v1.RegionStatsResponse
+	34, // 45: strata.v1.Datanode.Compact:output_type -> strata.v1.CompactResponse
+	36, // 46: strata.v1.Datanode.CancelCompaction:output_type -> strata.v1.CancelCompactionResponse
+	25, // 47: strata.v1.Datanode.CreateTable:output_type -> strata.v1.CreateTableResponse
+	27, // 48: strata.v1.Datanode.ListTables:output_type -> strata.v1.ListTablesResponse
+	29, // 49: strata.v1.Datanode.DescribeTable:output_type -> strata.v1.DescribeTableResponse
+	31, // 50: strata.v1.Datanode.DropTable:output_type -> strata.v1.DropTableResponse
+	38, // 51: strata.v1.Datanode.TruncateTable:output_type -> strata.v1.TruncateTableResponse
+	42, // 52: strata.v1.Datanode.GcRegion:output_type -> strata.v1.GcRegionResponse
+	44, // 53: strata.v1.Datanode.CloseTable:output_type -> strata.v1.CloseTableResponse
+	5,  // 54: strata.v1.Datanode.ForwardWrite:output_type -> strata.v1.WriteResponse
+	39, // [39:55] is the sub-list for method output_type
+	23, // [23:39] is the sub-list for method input_type
+	23, // [23:23] is the sub-list for extension type_name
+	23, // [23:23] is the sub-list for extension extendee
+	0,  // [0:23] is the sub-list for field type_name
 }
 
 func init() { file_strata_v1_datanode_proto_init() }
@@ -3198,7 +3325,7 @@ func file_strata_v1_datanode_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_strata_v1_datanode_proto_rawDesc), len(file_strata_v1_datanode_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   45,
+			NumMessages:   46,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -56,7 +56,9 @@ type DatanodeClient interface {
 	// column, as the region reads them: the request names the region and
 	// exactly one field (not series_only; batch_rows is ignored). A series
 	// may come in several columns, oldest input first; where two hold the
-	// same timestamp, the later one's value stands.
+	// same timestamp, the later one's value stands. With rollup set, the
+	// owner rolls each series up and answers rolled (ScanColumnsResponse);
+	// an owner older than the field answers samples, unrolled.
 	ScanColumns(ctx context.Context, in *ScanRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[ScanColumnsResponse], error)
 	// Flush writes memtables to SSTs.
 	Flush(ctx context.Context, in *FlushRequest, opts ...grpc.CallOption) (*FlushResponse, error)
@@ -293,7 +295,9 @@ type DatanodeServer interface {
 	// column, as the region reads them: the request names the region and
 	// exactly one field (not series_only; batch_rows is ignored). A series
 	// may come in several columns, oldest input first; where two hold the
-	// same timestamp, the later one's value stands.
+	// same timestamp, the later one's value stands. With rollup set, the
+	// owner rolls each series up and answers rolled (ScanColumnsResponse);
+	// an owner older than the field answers samples, unrolled.
 	ScanColumns(*ScanRequest, grpc.ServerStreamingServer[ScanColumnsResponse]) error
 	// Flush writes memtables to SSTs.
 	Flush(context.Context, *FlushRequest) (*FlushResponse, error)
