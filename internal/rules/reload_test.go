@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"path/filepath"
 	"testing"
 	"time"
@@ -90,6 +91,12 @@ func TestBadRuleFileChangesNothing(t *testing.T) {
 	r = n.rules(nil)
 	if len(r.Groups) != 2 || r.Groups[0].File != good || r.Groups[0].Rules[0].Query != "vector(2)" || r.Groups[1].File != bad || r.Groups[1].Rules[0].Query != "vector(3)" {
 		t.Fatalf("after reload: %+v", r)
+	}
+
+	for _, q := range []url.Values{{"file[]": {good}}, {"rule_group[]": {"g"}, "file[]": {bad}}} {
+		if r := n.rules(q); len(r.Groups) != 1 || r.Groups[0].File != q["file[]"][0] {
+			t.Errorf("rules %v: %+v", q, r)
+		}
 	}
 
 	// At start: a bad file, and a file that is not there.

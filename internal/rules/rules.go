@@ -116,7 +116,7 @@ func New(opts Options, api *prom.API, app storage.AppendableV2) (*Manager, error
 		return nil, err
 	}
 	log := opts.Logger.With("component", "rules")
-	n := notifier.NewManager(&notifier.Options{QueueCapacity: 10_000, DrainOnShutdown: true, Registerer: opts.Registerer}, model.UTF8Validation, log.With("component", "notifier"))
+	n := notifier.NewManager(&notifier.Options{QueueCapacity: 10_000, DrainOnShutdown: true, Registerer: opts.Registerer}, model.UTF8Validation, opts.Logger.With("component", "notifier"))
 	if err := n.ApplyConfig(ams); err != nil {
 		return nil, fmt.Errorf("rules: alertmanagers: %w", err)
 	}
