@@ -30,10 +30,15 @@ install() { # name binary module@version
 install Prometheus prometheus github.com/prometheus/prometheus/cmd/prometheus@v0.316.0
 install node_exporter node_exporter github.com/prometheus/node_exporter@v1.12.1
 install VictoriaMetrics victoria-metrics github.com/VictoriaMetrics/VictoriaMetrics/app/victoria-metrics@v1.151.0
+# A real Alertmanager receives the alerts of Strata's rules
+# (internal/rules): v0.31.1, the newest whose module `go install` builds
+# (later ones embed a web UI their module does not hold).
+install Alertmanager alertmanager github.com/prometheus/alertmanager/cmd/alertmanager@v0.31.1
 # golangci-lint (.golangci.yml; docs/design-decisions.md, "Lint"), built
 # the same way (about 2 minutes the first time).
 install golangci-lint golangci-lint github.com/golangci/golangci-lint/v2/cmd/golangci-lint@v2.15.0
 export STRATA_PROMETHEUS_BIN="$BIN_DIR/prometheus" STRATA_NODE_EXPORTER_BIN="$BIN_DIR/node_exporter" STRATA_VM_BIN="$BIN_DIR/victoria-metrics"
+export STRATA_ALERTMANAGER_BIN="$BIN_DIR/alertmanager" STRATA_REQUIRE_ALERTMANAGER=1
 export STRATA_REQUIRE_PROMETHEUS=1
 
 # etcd: metasrv embeds it, but the integration suite also runs once against

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"log/slog"
+	"os"
 	"os/signal"
 	"syscall"
 	"time"
@@ -13,6 +14,7 @@ import (
 	"github.com/stratadb/strata/internal/datanode"
 	"github.com/stratadb/strata/internal/procflags"
 	"github.com/stratadb/strata/internal/region"
+	"github.com/stratadb/strata/internal/rules"
 	"github.com/stratadb/strata/internal/server"
 )
 
@@ -27,7 +29,11 @@ store in a local directory (or --store s3://... for S3/MinIO).
 
 SIGINT or SIGTERM shuts down gracefully: requests in flight finish, every
 region is flushed to SSTs and closed. A kill -9 loses nothing acknowledged:
-the next start replays the write-ahead log.`,
+the next start replays the write-ahead log.
+
+With --rule-file it evaluates Prometheus recording and alerting rules and
+sends alerts to --alertmanager-url; SIGHUP (or POST /-/reload) loads the
+rule files again, and a bad file changes nothing (docs/rules.md).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			logger, err := newLogger(cmd)
@@ -52,9 +58,23 @@ the next start replays the write-ahead log.`,
 			if err != nil {
 				return err
 			}
-			select {
-			case <-ctx.Done():
-			case err = <-s.Err():
+			hup := make(chan os.Signal, 1)
+			signal.Notify(hup, syscall.SIGHUP)
+			defer signal.Stop(hup)
+		wait:
+			for {
+				select {
+				case <-ctx.Done():
+					break wait
+				case err = <-s.Err():
+					break wait
+				case <-hup:
+					if rerr := s.ReloadRules(); rerr != nil {
+						logger.Error("SIGHUP: rules not reloaded", "err", rerr)
+					} else {
+						logger.Info("SIGHUP: rules reloaded")
+					}
+				}
 			}
 			stop()
 			if serr := s.Shutdown(context.Background()); err == nil {
@@ -90,6 +110,9 @@ the next start replays the write-ahead log.`,
 	f.String("auth-token-file", "", "require this shared token (file) on every request but health checks (default: $STRATA_AUTH_TOKEN; neither: no auth)")
 	f.DurationVar(&cfg.GCInterval, "gc-interval", 5*time.Minute, "how often fast GC runs on every region (0: never)")
 	f.DurationVar(&cfg.FullGCInterval, "full-gc-interval", 24*time.Hour, "how often full-listing GC runs on every region (0: never)")
+	f.StringArrayVar(&cfg.Rules.Files, "rule-file", nil, "Prometheus rule file to evaluate, a path or a glob (repeatable; reloaded on SIGHUP and POST /-/reload)")
+	f.DurationVar(&cfg.Rules.Interval, "rule-evaluation-interval", rules.DefaultInterval, "evaluation interval of rule groups that set none")
+	f.StringArrayVar(&cfg.Rules.AlertmanagerURLs, "alertmanager-url", nil, "Alertmanager to send alerts to, e.g. http://localhost:9093 (repeatable; API v2)")
 	return cmd
 }
 

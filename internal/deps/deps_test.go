@@ -88,6 +88,12 @@ var rules = []rule{
 		why:    "the query layer works on internal/scan's types and datanode.Engine's methods, never on the engine's insides (which it links through datanode: only its own imports are checked)",
 	},
 	{
+		pkg:        module + "internal/rules",
+		onlyStrata: []string{module + "internal/prom"},
+		direct:     true,
+		why:        "rules read and write through the query layer's storage interfaces (prom.API's engine and Queryable, prom.Appendable), never the engine itself",
+	},
+	{
 		pkg:       module + "internal/schema",
 		forbidden: []string{module + "internal/manifest"},
 		why:       "the manifest records a schema; the schema knows nothing of manifests",

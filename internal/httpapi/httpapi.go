@@ -28,6 +28,7 @@ import (
 	"github.com/stratadb/strata/internal/lineproto"
 	"github.com/stratadb/strata/internal/prom"
 	"github.com/stratadb/strata/internal/row"
+	"github.com/stratadb/strata/internal/rules"
 	"github.com/stratadb/strata/internal/schema"
 	"github.com/stratadb/strata/internal/version"
 )
@@ -69,6 +70,13 @@ type Options struct {
 	Pprof bool
 	// Query bounds PromQL queries (the Prometheus HTTP API).
 	Query prom.Limits
+	// API, if set, is the Prometheus HTTP API served (default: one over
+	// the engine, bounded by Query).
+	API *prom.API
+	// Rules, if set, evaluates rules: /api/v1/rules and /api/v1/alerts
+	// answer its state, and POST /-/reload reloads its files (default:
+	// none; no groups and no alerts).
+	Rules *rules.Manager
 }
 
 // Handler serves the HTTP API.
@@ -109,7 +117,11 @@ func New(eng *datanode.Engine, opts Options) *Handler {
 	h.mux.HandleFunc("POST /write", h.write(false))
 	h.mux.HandleFunc("POST /api/v2/write", h.write(true))
 	h.mux.Handle("GET /metrics", promhttp.HandlerFor(opts.Gatherer, promhttp.HandlerOpts{}))
-	prom.NewAPI(eng, opts.Query, opts.Build, opts.Logger).Register(h.mux)
+	if opts.API == nil {
+		opts.API = prom.NewAPI(eng, opts.Query, opts.Build, opts.Logger)
+	}
+	opts.API.Register(h.mux)
+	rules.Register(h.mux, opts.Rules)
 	h.mux.Handle("POST /api/v1/write", rw)
 	h.mux.HandleFunc("GET /query", h.influxQuery)
 	h.mux.HandleFunc("POST /query", h.influxQuery)

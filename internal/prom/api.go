@@ -82,9 +82,7 @@ func (a *API) Register(mux *http.ServeMux) {
 		mux.HandleFunc(m+" /api/v1/query_exemplars", func(w http.ResponseWriter, r *http.Request) { respond(w, []any{}) })
 		mux.HandleFunc(m+" /api/v1/format_query", a.formatQuery)
 	}
-	// Strata evaluates no rules and fires no alerts; Grafana asks anyway.
-	mux.HandleFunc("GET /api/v1/rules", func(w http.ResponseWriter, r *http.Request) { respond(w, map[string]any{"groups": []any{}}) })
-	mux.HandleFunc("GET /api/v1/alerts", func(w http.ResponseWriter, r *http.Request) { respond(w, map[string]any{"alerts": []any{}}) })
+	// /api/v1/rules and /api/v1/alerts: package rules (rules.Register).
 	mux.HandleFunc("GET /api/v1/label/{name}/values", a.labelValues)
 	mux.HandleFunc("GET /api/v1/status/buildinfo", a.buildinfo)
 	mux.HandleFunc("GET /api/v1/metadata", a.metadata)

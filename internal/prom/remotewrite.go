@@ -14,7 +14,6 @@ import (
 	"github.com/prometheus/common/model"
 	"github.com/prometheus/prometheus/model/labels"
 
-	"github.com/stratadb/strata/internal/catalog"
 	"github.com/stratadb/strata/internal/datanode"
 	"github.com/stratadb/strata/internal/errclass"
 	"github.com/stratadb/strata/internal/freelist"
@@ -106,8 +105,7 @@ func (rw *RemoteWrite) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	defer b.release() // once the answer is written: it may name the points' labels
 	if len(b.points) > 0 {
-		batch := []datanode.TableBatch{{Table: catalog.MetricsTable, Points: b.points}}
-		if _, err := rw.engine.WriteTables(r.Context(), batch, datanode.WriteOptions{CreateTable: true, Metrics: true}); err != nil {
+		if err := writeMetrics(r.Context(), rw.engine, b.points); err != nil {
 			// Prometheus drops a batch answered 4xx and retries one
 			// answered 5xx: only bad input and a batch over a limit (here
 			// or on the datanode the share went to) are the sender's to

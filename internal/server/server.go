@@ -42,6 +42,7 @@ import (
 	"github.com/stratadb/strata/internal/objstore"
 	"github.com/stratadb/strata/internal/prom"
 	"github.com/stratadb/strata/internal/region"
+	"github.com/stratadb/strata/internal/rules"
 	"github.com/stratadb/strata/internal/sst"
 	"github.com/stratadb/strata/internal/tlsutil"
 	"github.com/stratadb/strata/internal/version"
@@ -134,7 +135,12 @@ type Config struct {
 	// Pprof serves net/http/pprof on the HTTP address.
 	Pprof bool
 	// Query bounds PromQL queries: samples, timeout, concurrency.
-	Query  prom.Limits
+	Query prom.Limits
+	// Rules are the rule files a standalone evaluates and the
+	// Alertmanagers it sends alerts to (docs/rules.md); a datanode of a
+	// cluster evaluates none. Its Registerer, Logger and ExternalURL are
+	// the server's.
+	Rules  rules.Options
 	Logger *slog.Logger
 	// Build is the node's build, in /health, /metrics (strata_build_info)
 	// and its datanode registration (default version.Get()).
@@ -160,6 +166,7 @@ type Server struct {
 	agent    *agent.Agent
 	embedded *cluster.Etcd
 	meta     *metasrv.Server
+	rules    *rules.Manager // standalone only
 }
 
 // Start opens the store and the engine (replaying WALs) and starts
@@ -307,7 +314,25 @@ func (s *Server) start(ctx context.Context) error {
 	if s.grpcLn, err = net.Listen("tcp", cfg.GRPCAddr); err != nil {
 		return fmt.Errorf("listen grpc %s: %w", cfg.GRPCAddr, err)
 	}
-	h := httpapi.New(s.eng, httpapi.Options{MaxBodyBytes: cfg.MaxBodyBytes, Gatherer: s.Registry, Registerer: s.Registry, Logger: cfg.Logger, Build: cfg.Build, Pprof: cfg.Pprof, Query: cfg.Query})
+	adv := cfg.AdvertiseGRPC
+	if adv == "" {
+		adv = s.grpcLn.Addr().String()
+	}
+	api := prom.NewAPI(s.eng, cfg.Query, cfg.Build, cfg.Logger)
+	if cfg.Standalone {
+		ropts := cfg.Rules
+		ropts.Registerer, ropts.Logger = s.Registry, cfg.Logger
+		scheme := "http://"
+		if cfg.TLS.Server() {
+			scheme = "https://"
+		}
+		ropts.ExternalURL = scheme + advertiseHTTP(adv, s.httpLn.Addr())
+		if s.rules, err = rules.New(ropts, api, prom.NewAppendable(s.eng)); err != nil {
+			return err
+		}
+	}
+	h := httpapi.New(s.eng, httpapi.Options{MaxBodyBytes: cfg.MaxBodyBytes, Gatherer: s.Registry, Registerer: s.Registry, Logger: cfg.Logger, Build: cfg.Build, Pprof: cfg.Pprof,
+		API: api, Rules: s.rules})
 	s.httpSrv = &http.Server{Handler: cfg.Auth.HTTP(h), ReadHeaderTimeout: 10 * time.Second}
 	opts := []grpc.ServerOption{grpc.MaxRecvMsgSize(64 << 20), grpc.KeepaliveEnforcementPolicy(agent.KeepalivePolicy)}
 	if cfg.TLS.Server() {
@@ -342,12 +367,56 @@ func (s *Server) start(ctx context.Context) error {
 			s.errc <- fmt.Errorf("grpc: %w", err)
 		}
 	}()
-	adv := cfg.AdvertiseGRPC
-	if adv == "" {
-		adv = s.grpcLn.Addr().String()
-	}
 	s.agent.SetAddrs(adv, advertiseHTTP(adv, s.httpLn.Addr()))
-	return s.agent.Start(ctx, s.eng)
+	if err := s.agent.Start(ctx, s.eng); err != nil {
+		return err
+	}
+	if s.rules != nil {
+		s.rules.Start(s.metricsHosted)
+	}
+	return nil
+}
+
+// metricsHosted waits until every region of the metrics table, which rules
+// read and write, is open here (the agent opens them in the background
+// after a start), so that the first evaluations, and the restoring of
+// alerts' `for` state after them, see every series. A metrics table not
+// created yet is ready: there is nothing to read.
+func (s *Server) metricsHosted(ctx context.Context) error {
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		t, err := s.eng.Table(catalog.MetricsTable)
+		if errors.Is(err, catalog.ErrTableNotFound) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		open := 0
+		for _, id := range s.eng.Hosted() {
+			if id.Table == t.ID {
+				open++
+			}
+		}
+		if open >= int(t.Regions) {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-tick.C: // the agent opens regions with no signal to wait on
+		}
+	}
+}
+
+// ReloadRules loads the rule files again (SIGHUP, as POST /-/reload
+// does); a bad file changes nothing (rules.ErrBadRuleFiles).
+func (s *Server) ReloadRules() error {
+	if s.rules == nil {
+		return errors.New("this node evaluates no rules")
+	}
+	return s.rules.Reload()
 }
 
 // advertiseHTTP is the HTTP address others are told: the bound one, but
@@ -367,6 +436,9 @@ func advertiseHTTP(grpcAdv string, bound net.Addr) string {
 
 // abort closes what a failed start opened, newest first.
 func (s *Server) abort() {
+	if s.rules != nil {
+		s.rules.Close(context.Background())
+	}
 	if s.grpcSrv != nil {
 		s.grpcSrv.Stop()
 	}
@@ -437,6 +509,11 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	case <-done:
 	case <-ctx.Done():
 		s.grpcSrv.Stop()
+	}
+	if s.rules != nil {
+		// Before the engine closes: evaluations write to it.
+		s.log.Info("shutting down: stopping rule evaluation")
+		s.rules.Close(ctx)
 	}
 	if s.meta != nil {
 		s.meta.Close()

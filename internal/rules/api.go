@@ -1,0 +1,207 @@
+package rules
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/prometheus/prometheus/model/labels"
+	"github.com/prometheus/prometheus/promql/parser"
+	promrules "github.com/prometheus/prometheus/rules"
+
+	"github.com/stratadb/strata/internal/prom"
+)
+
+// Register serves the Prometheus HTTP API's /api/v1/rules and
+// /api/v1/alerts on mux, in Prometheus' JSON shape, and POST /-/reload,
+// which loads the rule files again (Prometheus' lifecycle endpoint). A nil
+// Manager (a datanode of a cluster, which evaluates no rules) answers no
+// groups and no alerts, and has no /-/reload.
+func Register(mux *http.ServeMux, m *Manager) {
+	mux.HandleFunc("GET /api/v1/rules", m.serveRules)
+	mux.HandleFunc("GET /api/v1/alerts", m.serveAlerts)
+	if m != nil {
+		mux.HandleFunc("POST /-/reload", m.serveReload)
+	}
+}
+
+// The answers' types, as Prometheus' web/api/v1 writes them.
+type (
+	ruleDiscovery struct {
+		Groups []*ruleGroup `json:"groups"`
+	}
+	ruleGroup struct {
+		Name           string    `json:"name"`
+		File           string    `json:"file"`
+		Rules          []any     `json:"rules"` // alertingRule and recordingRule, in the group's order
+		Interval       float64   `json:"interval"`
+		Limit          int       `json:"limit"`
+		EvaluationTime float64   `json:"evaluationTime"`
+		LastEvaluation time.Time `json:"lastEvaluation"`
+	}
+	alertingRule struct {
+		State          string               `json:"state"` // pending, firing or inactive
+		Name           string               `json:"name"`
+		Query          string               `json:"query"`
+		Duration       float64              `json:"duration"`
+		KeepFiringFor  float64              `json:"keepFiringFor"`
+		Labels         labels.Labels        `json:"labels"`
+		Annotations    labels.Labels        `json:"annotations"`
+		Alerts         []*alert             `json:"alerts"`
+		Health         promrules.RuleHealth `json:"health"`
+		LastError      string               `json:"lastError,omitempty"`
+		EvaluationTime float64              `json:"evaluationTime"`
+		LastEvaluation time.Time            `json:"lastEvaluation"`
+		Type           string               `json:"type"` // "alerting"
+	}
+	recordingRule struct {
+		Name           string               `json:"name"`
+		Query          string               `json:"query"`
+		Labels         labels.Labels        `json:"labels"`
+		Health         promrules.RuleHealth `json:"health"`
+		LastError      string               `json:"lastError,omitempty"`
+		EvaluationTime float64              `json:"evaluationTime"`
+		LastEvaluation time.Time            `json:"lastEvaluation"`
+		Type           string               `json:"type"` // "recording"
+	}
+	alert struct {
+		Labels          labels.Labels `json:"labels"`
+		Annotations     labels.Labels `json:"annotations"`
+		State           string        `json:"state"`
+		ActiveAt        *time.Time    `json:"activeAt,omitempty"`
+		KeepFiringSince *time.Time    `json:"keepFiringSince,omitempty"`
+		Value           string        `json:"value"`
+	}
+)
+
+func apiAlerts(as []*promrules.Alert) []*alert {
+	out := make([]*alert, len(as))
+	for i, a := range as {
+		out[i] = &alert{Labels: a.Labels, Annotations: a.Annotations, State: a.State.String(), ActiveAt: &a.ActiveAt,
+			Value: strconv.FormatFloat(a.Value, 'e', -1, 64)}
+		if !a.KeepFiringSince.IsZero() {
+			out[i].KeepFiringSince = &a.KeepFiringSince
+		}
+	}
+	return out
+}
+
+// serveAlerts answers every active (pending or firing) alert.
+func (m *Manager) serveAlerts(w http.ResponseWriter, r *http.Request) {
+	out := []*alert{}
+	if m != nil {
+		for _, ar := range m.AlertingRules() {
+			out = append(out, apiAlerts(ar.ActiveAlerts())...)
+		}
+	}
+	prom.Respond(w, map[string]any{"alerts": out})
+}
+
+// serveRules answers the rule groups and their rules' state. Filters, as
+// Prometheus': type (alert or record), rule_name[], rule_group[], file[],
+// match[] (series selectors over a rule's labels) and exclude_alerts. A
+// group none of whose rules pass is left out.
+func (m *Manager) serveRules(w http.ResponseWriter, r *http.Request) {
+	if err := r.ParseForm(); err != nil {
+		prom.FailBadData(w, fmt.Errorf("error parsing form values: %w", err))
+		return
+	}
+	typ := strings.ToLower(r.Form.Get("type"))
+	if typ != "" && typ != "alert" && typ != "record" {
+		prom.FailBadData(w, fmt.Errorf("invalid parameter \"type\": not supported value %q", typ))
+		return
+	}
+	excludeAlerts := false
+	if s := r.Form.Get("exclude_alerts"); s != "" {
+		var err error
+		if excludeAlerts, err = strconv.ParseBool(strings.ToLower(s)); err != nil {
+			prom.FailBadData(w, fmt.Errorf("invalid parameter \"exclude_alerts\": %w", err))
+			return
+		}
+	}
+	var matcherSets [][]*labels.Matcher
+	p := parser.NewParser(parser.Options{})
+	for _, s := range r.Form["match[]"] {
+		ms, err := p.ParseMetricSelector(s)
+		if err != nil {
+			prom.FailBadData(w, fmt.Errorf("invalid parameter \"match[]\": %w", err))
+			return
+		}
+		matcherSets = append(matcherSets, ms)
+	}
+	if r.Form.Get("group_limit") != "" || r.Form.Get("group_next_token") != "" {
+		prom.FailBadData(w, errors.New("group_limit and group_next_token (paging) are not supported: Strata answers every group at once"))
+		return
+	}
+	names, groupNames, files := set(r.Form["rule_name[]"]), set(r.Form["rule_group[]"]), set(r.Form["file[]"])
+	out := ruleDiscovery{Groups: []*ruleGroup{}}
+	if m == nil {
+		prom.Respond(w, out)
+		return
+	}
+	for _, g := range m.Groups() {
+		if !groupNames.has(g.Name()) || !files.has(g.File()) {
+			continue
+		}
+		ag := &ruleGroup{Name: g.Name(), File: g.File(), Rules: []any{}, Interval: g.Interval().Seconds(), Limit: g.Limit(),
+			EvaluationTime: g.GetEvaluationTime().Seconds(), LastEvaluation: g.GetLastEvaluation()}
+		for _, rule := range g.Rules(matcherSets...) {
+			if !names.has(rule.Name()) {
+				continue
+			}
+			lastError := ""
+			if err := rule.LastError(); err != nil {
+				lastError = err.Error()
+			}
+			switch rule := rule.(type) {
+			case *promrules.AlertingRule:
+				if typ == "record" {
+					continue
+				}
+				var alerts []*alert
+				if !excludeAlerts {
+					alerts = apiAlerts(rule.ActiveAlerts())
+				}
+				ag.Rules = append(ag.Rules, alertingRule{State: rule.State().String(), Name: rule.Name(), Query: rule.Query().String(),
+					Duration: rule.HoldDuration().Seconds(), KeepFiringFor: rule.KeepFiringFor().Seconds(), Labels: rule.Labels(),
+					Annotations: rule.Annotations(), Alerts: alerts, Health: rule.Health(), LastError: lastError,
+					EvaluationTime: rule.GetEvaluationDuration().Seconds(), LastEvaluation: rule.GetEvaluationTimestamp(), Type: "alerting"})
+			case *promrules.RecordingRule:
+				if typ == "alert" {
+					continue
+				}
+				ag.Rules = append(ag.Rules, recordingRule{Name: rule.Name(), Query: rule.Query().String(), Labels: rule.Labels(),
+					Health: rule.Health(), LastError: lastError, EvaluationTime: rule.GetEvaluationDuration().Seconds(),
+					LastEvaluation: rule.GetEvaluationTimestamp(), Type: "recording"})
+			}
+		}
+		if len(ag.Rules) > 0 {
+			out.Groups = append(out.Groups, ag)
+		}
+	}
+	prom.Respond(w, out)
+}
+
+// serveReload loads the rule files again: 200 when they were applied,
+// 500 with every problem when they were not (Prometheus' answers).
+func (m *Manager) serveReload(w http.ResponseWriter, r *http.Request) {
+	if err := m.Reload(); err != nil {
+		http.Error(w, fmt.Sprintf("failed to reload rules: %v", err), http.StatusInternalServerError)
+	}
+}
+
+// filter is a set of wanted values; an empty one wants every value.
+type filter map[string]bool
+
+func set(vs []string) filter {
+	f := filter{}
+	for _, v := range vs {
+		f[v] = true
+	}
+	return f
+}
+
+func (f filter) has(v string) bool { return len(f) == 0 || f[v] }

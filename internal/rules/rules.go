@@ -1,0 +1,273 @@
+// Package rules evaluates Prometheus recording and alerting rules inside
+// Strata, with Prometheus' own rules manager, rule-file format and
+// notifier: rule files are checked with rulefmt, expressions are
+// evaluated by the query API's engine over its Queryable (package prom),
+// their results (a recording rule's series, an alerting rule's ALERTS and
+// ALERTS_FOR_STATE) are written through the path remote write takes
+// (prom.Appendable), and alerts go to Alertmanager's API v2. It also
+// serves /api/v1/rules, /api/v1/alerts and /-/reload (api.go).
+//
+// A standalone evaluates every rule; a datanode of a cluster evaluates
+// none yet (docs/rules.md).
+package rules
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/common/model"
+	"github.com/prometheus/prometheus/discovery/targetgroup"
+	"github.com/prometheus/prometheus/model/labels"
+	"github.com/prometheus/prometheus/model/rulefmt"
+	"github.com/prometheus/prometheus/notifier"
+	"github.com/prometheus/prometheus/promql"
+	"github.com/prometheus/prometheus/promql/parser"
+	promrules "github.com/prometheus/prometheus/rules"
+	"github.com/prometheus/prometheus/storage"
+
+	"github.com/stratadb/strata/internal/prom"
+)
+
+// Defaults of Options, Prometheus' own (its --rules.alert.* flags).
+const (
+	DefaultInterval        = time.Minute
+	DefaultOutageTolerance = time.Hour
+	DefaultForGracePeriod  = 10 * time.Minute
+	DefaultResendDelay     = time.Minute
+)
+
+// ErrBadRuleFiles is the class of a load refused because a rule file is
+// missing or invalid; nothing of the files was applied.
+var ErrBadRuleFiles = errors.New("rules: bad rule files")
+
+// Options configure rule evaluation.
+type Options struct {
+	// Files are the rule files, each a path or a filepath.Glob pattern.
+	// A pattern that matches nothing loads nothing; a path without
+	// pattern characters must exist.
+	Files []string
+	// Interval is the evaluation interval of a group that sets none
+	// (default DefaultInterval).
+	Interval time.Duration
+	// AlertmanagerURLs are the Alertmanagers alerts are sent to, each a
+	// base URL (http://host:9093, or with a path prefix and user:password).
+	AlertmanagerURLs []string
+	// ExternalURL is this node's URL, for the generatorURL of alerts and
+	// the $externalURL of templates.
+	ExternalURL string
+	// OutageTolerance, ForGracePeriod and ResendDelay are Prometheus'
+	// --rules.alert.for-outage-tolerance, --rules.alert.for-grace-period
+	// and --rules.alert.resend-delay (defaults: the Default* constants).
+	OutageTolerance, ForGracePeriod, ResendDelay time.Duration
+	// Registerer, if set, takes Prometheus' rule and notifier metrics
+	// (prometheus_rule_*, prometheus_notifications_*).
+	Registerer prometheus.Registerer
+	Logger     *slog.Logger
+}
+
+// Manager evaluates the rules of Options.Files and sends their alerts.
+//
+// Its life: New loads the files (nothing is evaluated yet); Start begins
+// evaluation once the storage is ready; Reload loads the files again;
+// Close stops evaluation and sends the alerts still queued.
+type Manager struct {
+	opts     Options
+	parser   parser.Parser
+	rules    *promrules.Manager
+	notifier *notifier.Manager
+	cancel   context.CancelFunc // ends evaluations in flight
+	ready    context.Context    // cancelled by Close: Start stops waiting
+
+	reloadMu sync.Mutex // serializes loads
+
+	startOnce    sync.Once
+	running      chan struct{} // closed when the rules manager's Run returned
+	notifierDone chan struct{} // closed when the notifier's Run returned
+}
+
+// New loads the rule files, failing with every problem of every file
+// (ErrBadRuleFiles) if one is bad. Expressions are evaluated by api's
+// engine over its Queryable, in its query slots; results are written to
+// app. Nothing is evaluated before Start.
+func New(opts Options, api *prom.API, app storage.AppendableV2) (*Manager, error) {
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	opts.Interval = cmpDuration(opts.Interval, DefaultInterval)
+	opts.OutageTolerance = cmpDuration(opts.OutageTolerance, DefaultOutageTolerance)
+	opts.ForGracePeriod = cmpDuration(opts.ForGracePeriod, DefaultForGracePeriod)
+	opts.ResendDelay = cmpDuration(opts.ResendDelay, DefaultResendDelay)
+	ext, err := url.Parse(opts.ExternalURL)
+	if err != nil {
+		return nil, fmt.Errorf("rules: external URL %q: %w", opts.ExternalURL, err)
+	}
+	ams, targets, err := alertmanagers(opts.AlertmanagerURLs)
+	if err != nil {
+		return nil, err
+	}
+	log := opts.Logger.With("component", "rules")
+	n := notifier.NewManager(&notifier.Options{QueueCapacity: 10_000, DrainOnShutdown: true, Registerer: opts.Registerer}, model.UTF8Validation, opts.Logger.With("component", "notifier"))
+	if err := n.ApplyConfig(ams); err != nil {
+		return nil, fmt.Errorf("rules: alertmanagers: %w", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	m := &Manager{opts: opts, parser: parser.NewParser(parser.Options{}), notifier: n, cancel: cancel, ready: ctx,
+		running: make(chan struct{}), notifierDone: make(chan struct{})}
+	query := promrules.EngineQueryFunc(api.Engine(), api.Queryable())
+	m.rules = promrules.NewManager(&promrules.ManagerOptions{
+		ExternalURL: ext,
+		QueryFunc: func(ctx context.Context, q string, t time.Time) (promql.Vector, error) {
+			release, err := api.Acquire(ctx)
+			if err != nil {
+				return nil, err
+			}
+			defer release()
+			return query(ctx, q, t)
+		},
+		NotifyFunc:      promrules.SendAlerts(n, opts.ExternalURL),
+		Context:         ctx,
+		AppendableV2:    app,
+		Queryable:       api.Queryable(),
+		Logger:          log,
+		Registerer:      opts.Registerer,
+		OutageTolerance: opts.OutageTolerance,
+		ForGracePeriod:  opts.ForGracePeriod,
+		ResendDelay:     opts.ResendDelay,
+		Parser:          m.parser,
+	})
+	tsets := make(chan map[string][]*targetgroup.Group, 1)
+	tsets <- targets
+	go func() {
+		defer close(m.notifierDone)
+		n.Run(tsets)
+	}()
+	if err := m.Reload(); err != nil {
+		m.Close(context.Background())
+		return nil, err
+	}
+	return m, nil
+}
+
+func cmpDuration(d, def time.Duration) time.Duration {
+	if d <= 0 {
+		return def
+	}
+	return d
+}
+
+// Start begins evaluation once ready returns (the storage the rules read
+// and write is open); if it fails, evaluation begins anyway and the first
+// evaluations may fail. A group's first evaluation is at its next
+// interval boundary; an alert's `for` state is restored from
+// ALERTS_FOR_STATE after its second (Prometheus' rule).
+func (m *Manager) Start(ready func(context.Context) error) {
+	go func() {
+		if err := ready(m.ready); err != nil && m.ready.Err() == nil {
+			m.opts.Logger.Warn("rules: the storage was not ready; evaluating anyway", "err", err)
+		}
+		m.run()
+	}()
+}
+
+// run starts the rules manager's groups (once).
+func (m *Manager) run() {
+	m.startOnce.Do(func() {
+		go func() {
+			defer close(m.running)
+			m.rules.Run()
+		}()
+	})
+}
+
+// Reload loads the rule files again. If one is missing or bad, the error
+// (ErrBadRuleFiles) names every problem with its file and line, and the
+// rules loaded before stay as they are. Groups that did not change keep
+// evaluating undisturbed; a changed group keeps its alerts' state.
+func (m *Manager) Reload() error {
+	m.reloadMu.Lock()
+	defer m.reloadMu.Unlock()
+	files, err := m.check()
+	if err != nil {
+		return err
+	}
+	// The files were read and checked just now; a file changed between
+	// the check and this second read is refused here (and logged by the
+	// rules manager), the previous rules kept.
+	if err := m.rules.Update(m.opts.Interval, files, labels.EmptyLabels(), m.opts.ExternalURL, nil); err != nil {
+		return fmt.Errorf("%w: %w", ErrBadRuleFiles, err)
+	}
+	groups, rules := 0, 0
+	for _, g := range m.rules.RuleGroups() {
+		groups++
+		rules += len(g.Rules())
+	}
+	m.opts.Logger.Info("rules loaded", "files", len(files), "groups", groups, "rules", rules)
+	return nil
+}
+
+// check expands Options.Files and parses and validates every file with
+// rulefmt, as Prometheus does; it returns the files, or every problem.
+func (m *Manager) check() ([]string, error) {
+	var files, problems []string
+	for _, pat := range m.opts.Files {
+		matches, err := filepath.Glob(pat)
+		if err != nil {
+			problems = append(problems, fmt.Sprintf("%s: %v", pat, err))
+			continue
+		}
+		if len(matches) == 0 && !hasMeta(pat) {
+			if _, err := os.Stat(pat); err != nil {
+				problems = append(problems, err.Error())
+			}
+		}
+		files = append(files, matches...)
+	}
+	slices.Sort(files)
+	files = slices.Compact(files)
+	for _, f := range files {
+		if _, errs := rulefmt.ParseFile(f, false, model.UTF8Validation, m.parser, m.opts.Logger); len(errs) > 0 {
+			for _, err := range errs {
+				problems = append(problems, err.Error())
+			}
+		}
+	}
+	if len(problems) > 0 {
+		return nil, fmt.Errorf("%w (nothing of them applied):\n  %s", ErrBadRuleFiles, strings.Join(problems, "\n  "))
+	}
+	return files, nil
+}
+
+// hasMeta reports whether path has filepath.Match's pattern characters.
+func hasMeta(path string) bool { return strings.ContainsAny(path, `*?[\`) }
+
+// Groups are the rule groups, ordered by file and name.
+func (m *Manager) Groups() []*promrules.Group { return m.rules.RuleGroups() }
+
+// AlertingRules are the alerting rules of every group.
+func (m *Manager) AlertingRules() []*promrules.AlertingRule { return m.rules.AlertingRules() }
+
+// Close stops evaluation (an evaluation in flight is cancelled; no
+// staleness markers are written, so a restart restores the alerts' state)
+// and sends the alerts still queued, within ctx.
+func (m *Manager) Close(ctx context.Context) {
+	m.cancel()
+	m.run() // the groups wait for Run to start before they can stop
+	m.rules.Stop()
+	<-m.running
+	m.notifier.Stop()
+	select {
+	case <-m.notifierDone:
+	case <-ctx.Done():
+		m.opts.Logger.Warn("rules: alerts still queued for Alertmanager at shutdown were dropped", "err", ctx.Err())
+	}
+}
