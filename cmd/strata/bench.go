@@ -6,7 +6,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"net/http"
 	"os"
 	"slices"
@@ -81,15 +80,10 @@ func runBenchIngest(cmd *cobra.Command, args []string) error {
 
 	// Generate every request body first: random walks per host and field.
 	fmt.Fprintf(out, "generating %d rows for %d hosts...\n", rows, hosts)
-	rng := rand.New(rand.NewPCG(seed, 7))
+	walk := tsbs.NewWalk(hosts, seed)
 	tagSets := make([]string, hosts)
-	vals := make([][]float64, hosts)
 	for h := range hosts {
 		tagSets[h] = table + tsbs.LineTags(h)
-		vals[h] = make([]float64, len(tsbs.Fields))
-		for j := range vals[h] {
-			vals[h][j] = rng.Float64() * 100
-		}
 	}
 	var bodies [][]byte
 	var buf bytes.Buffer
@@ -97,10 +91,9 @@ func runBenchIngest(cmd *cobra.Command, args []string) error {
 	for i := 0; i < rows; i++ {
 		h := i % hosts
 		buf.WriteString(tagSets[h])
+		vals := walk.Next(h)
 		for j, name := range tsbs.Fields {
-			v := vals[h][j] + rng.NormFloat64()
-			v = min(100, max(0, v))
-			vals[h][j] = v
+			v := vals[j]
 			if j == 0 {
 				buf.WriteByte(' ')
 			} else {
@@ -108,7 +101,7 @@ func runBenchIngest(cmd *cobra.Command, args []string) error {
 			}
 			buf.WriteString(name)
 			buf.WriteByte('=')
-			buf.WriteString(strconv.FormatFloat(v, 'f', 2, 64))
+			buf.WriteString(tsbs.WalkText(v))
 		}
 		buf.WriteByte(' ')
 		buf.WriteString(strconv.FormatInt(start.Add(time.Duration(i/hosts)*10*time.Second).UnixNano(), 10))
