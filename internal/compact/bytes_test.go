@@ -33,7 +33,7 @@ func TestBytesPerSample(t *testing.T) {
 	if hosts <= 0 {
 		t.Skip("set STRATA_BYTES_HOSTS (e.g. 400) to measure bytes a sample")
 	}
-	ints := os.Getenv("STRATA_BYTES_VALUES") != "decimals"
+	mode := os.Getenv("STRATA_BYTES_VALUES") // "" (integers), "floats" (integers as floats), "decimals" (two-decimal floats)
 	hours := 12
 	if v, err := strconv.Atoi(os.Getenv("STRATA_BYTES_HOURS")); err == nil && v > 0 {
 		hours = v
@@ -67,8 +67,11 @@ func TestBytesPerSample(t *testing.T) {
 			fs := make([]row.Field, len(tsbs.Fields))
 			for j, n := range tsbs.Fields {
 				fs[j] = row.Field{Name: n, Value: row.FloatValue(tsbs.WalkValue(vs[j]))}
-				if ints {
+				switch mode {
+				case "":
 					fs[j].Value = row.IntValue(tsbs.WalkInt(vs[j]))
+				case "floats":
+					fs[j].Value = row.FloatValue(float64(tsbs.WalkInt(vs[j])))
 				}
 			}
 			pts = append(pts, row.Point{Tags: slices.Clone(tags[h]), TS: start + int64(i/hosts)*tsbs.Interval, Fields: fs})
@@ -97,10 +100,7 @@ func TestBytesPerSample(t *testing.T) {
 	}
 
 	var b strings.Builder
-	values := "integers (TSBS)"
-	if !ints {
-		values = "two-decimal floats"
-	}
+	values := map[string]string{"": "integers (TSBS)", "floats": "integers as floats", "decimals": "two-decimal floats"}[mode]
 	fmt.Fprintf(&b, "%s; %d hosts × %d h: %d rows, %.0f samples; %d flushed files (load %v), %d compacted (%v)\n",
 		values, hosts, hours, rows, samples, len(flushed), loaded.Round(time.Millisecond), len(res.Outputs), compacted.Round(time.Millisecond))
 	fmt.Fprintf(&b, "| column | flushed B/sample | compacted B/sample |\n| --- | --- | --- |\n")
