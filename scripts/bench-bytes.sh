@@ -11,10 +11,10 @@
 #                    flush`), compacted (`strata admin compact --all`'s
 #                    outputs), and the store's total (du) right after the
 #                    load and after the flush
-#   VictoriaMetrics: its data directory (du) right after the load (after
-#                    /internal/force_flush), and after /internal/force_merge
-#                    once its merges are done; samples (data/small and
-#                    data/big) and index (data/indexdb) apart
+#   VictoriaMetrics: its data directory (du, the server stopped) right
+#                    after the load, and after /internal/force_merge once
+#                    its merges are done; samples (data/small and data/big)
+#                    and index (data/indexdb) apart
 #
 #   scripts/bench-bytes.sh                    # 400 hosts × 12 h, integers
 #   HOSTS=4000 HOURS=12 scripts/bench-bytes.sh
@@ -53,35 +53,46 @@ echo "data: $values; $HOSTS hosts × $HOURS h = $ROWS rows, $SAMPLES samples"
 
 # VictoriaMetrics. Rows stamped from 2026-01-01 are past its default
 # retention (1 month), which drops them silently: -retentionPeriod 100y.
+# Sizes are taken with the server stopped (SIGTERM: it writes what it
+# holds in memory and ends its merges' files), once after the load, and
+# once after a restart, /internal/force_merge and its merges' end.
 echo "VictoriaMetrics v1.151.0:"
 port=$(free_port)
 vmdir="$work/vm"
-"$BIN/victoria-metrics" -storageDataPath "$vmdir" -httpListenAddr "127.0.0.1:$port" -loggerLevel ERROR -retentionPeriod 100y >"$work/vm.log" 2>&1 &
-vmpid=$!
-pids+=("$vmpid")
 vm="http://127.0.0.1:$port"
-wait_http "$vm/health"
+vmpid=
+vm_start() {
+	"$BIN/victoria-metrics" -storageDataPath "$vmdir" -httpListenAddr "127.0.0.1:$port" -loggerLevel ERROR -retentionPeriod 100y >>"$work/vm.log" 2>&1 &
+	vmpid=$!
+	pids+=("$vmpid")
+	wait_http "$vm/health"
+}
+vm_stop() {
+	kill "$vmpid"
+	wait "$vmpid" 2>/dev/null || true
+}
+vm_start
 load "$vm" "$work/vm-bench.txt"
-curl -fsS "$vm/internal/force_flush" >/dev/null
+vm_stop
 vm_load=$(bytes "$vmdir")
 vm_load_data=$(($(bytes "$vmdir/data/small") + $(bytes "$vmdir/data/big")))
 vm_load_index=$(bytes "$vmdir/data/indexdb")
+vm_start
 curl -fsS "$vm/internal/force_merge?partition_prefix=2026_01" >/dev/null # the loader's rows start 2026-01-01
 # Merges run in the background: wait until none is active and the size
 # holds still (a merge has no completion signal but its metrics).
 prev=0
 for _ in $(seq 1 600); do
+	sleep 2 # polling a process we started: no signal exists
 	active=$(curl -fsS "$vm/metrics" | awk '/^vm_active_merges/ { s += $2 } END { print s + 0 }')
 	now=$(bytes "$vmdir")
 	if [ "$active" = 0 ] && [ "$now" = "$prev" ]; then break; fi
 	prev=$now
-	sleep 2 # polling a process we started: no signal exists
 done
+vm_stop
 vm_merged=$(bytes "$vmdir")
 vm_merged_data=$(($(bytes "$vmdir/data/small") + $(bytes "$vmdir/data/big")))
 vm_merged_index=$(bytes "$vmdir/data/indexdb")
-kill "$vmpid"
-wait "$vmpid" 2>/dev/null || true
 
 # Strata standalone on file://.
 echo "Strata standalone (file://):"
@@ -116,5 +127,5 @@ echo "| Strata | flushed SSTs (strata_flush_bytes_total) | $s_flushed | $(per "$
 echo "| Strata | compacted SSTs (admin compact --all) | $s_compacted | **$(per "$s_compacted")** |"
 echo "| Strata | store right after the load (SSTs, indexes, WAL, manifest) | $s_load | $(per "$s_load") |"
 echo "| Strata | store after the flush | $s_store | $(per "$s_store") |"
-echo "| VictoriaMetrics | data dir after the load (force_flush): samples $vm_load_data, index $vm_load_index | $vm_load | $(per "$vm_load") (samples $(per "$vm_load_data")) |"
+echo "| VictoriaMetrics | data dir after the load: samples $vm_load_data, index $vm_load_index | $vm_load | $(per "$vm_load") (samples $(per "$vm_load_data")) |"
 echo "| VictoriaMetrics | data dir after force_merge: samples $vm_merged_data, index $vm_merged_index | $vm_merged | **$(per "$vm_merged")** (samples $(per "$vm_merged_data")) |"
