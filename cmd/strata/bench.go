@@ -6,7 +6,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"net/http"
 	"os"
 	"slices"
@@ -27,8 +26,9 @@ func newBench() *cobra.Command {
 	ingest := &cobra.Command{
 		Use:   "ingest",
 		Short: "Load TSBS cpu-only shaped line protocol over HTTP and report rows/s",
-		Long: `Generate TSBS "cpu-only" shaped data (10 tags, 10 float fields per row, N
-hosts reporting every 10 s) as line protocol, then POST it to a server's
+		Long: `Generate TSBS "cpu-only" shaped data (10 tags, 10 fields per row, N hosts
+reporting every 10 s; each field a random walk over 0-100 with two decimals,
+or integers as TSBS writes them with --ints) as line protocol, then POST it to a server's
 /api/v2/write with several workers. The data is generated before the clock
 starts. Prints rows/s, request latency percentiles, the server's peak
 resident memory (from process_resident_memory_bytes on /metrics), and the
@@ -47,6 +47,7 @@ cost per day on S3 at the measured rate (docs/cost.md).`,
 	f.Int("workers", 8, "concurrent requests")
 	f.String("start", "2026-01-01T00:00:00Z", "timestamp of the first row")
 	f.Uint64("seed", 1, "seed of the generated values")
+	f.Bool("ints", false, "write the values as TSBS does, truncated to integers (usage_user=58i), not with two decimals")
 	f.Bool("verify", true, "count the rows back through the server's PromQL API (/api/v1/query) and fail on a difference: a peer that drops data (retention, limits) makes every ratio a lie")
 	f.Duration("verify-timeout", 2*time.Minute, "how long the check waits for the counts to match (a server may make rows searchable after it acknowledged them)")
 	cmd.AddCommand(ingest, newBenchRemoteWrite(), newBenchQuery())
@@ -63,6 +64,7 @@ func runBenchIngest(cmd *cobra.Command, args []string) error {
 	workers, _ := f.GetInt("workers")
 	startS, _ := f.GetString("start")
 	seed, _ := f.GetUint64("seed")
+	ints, _ := f.GetBool("ints")
 	verify, _ := f.GetBool("verify")
 	verifyTimeout, _ := f.GetDuration("verify-timeout")
 	if hosts <= 0 || rows <= 0 || batch <= 0 || workers <= 0 {
@@ -81,15 +83,10 @@ func runBenchIngest(cmd *cobra.Command, args []string) error {
 
 	// Generate every request body first: random walks per host and field.
 	fmt.Fprintf(out, "generating %d rows for %d hosts...\n", rows, hosts)
-	rng := rand.New(rand.NewPCG(seed, 7))
+	walk := tsbs.NewWalk(hosts, seed)
 	tagSets := make([]string, hosts)
-	vals := make([][]float64, hosts)
 	for h := range hosts {
 		tagSets[h] = table + tsbs.LineTags(h)
-		vals[h] = make([]float64, len(tsbs.Fields))
-		for j := range vals[h] {
-			vals[h][j] = rng.Float64() * 100
-		}
 	}
 	var bodies [][]byte
 	var buf bytes.Buffer
@@ -97,10 +94,9 @@ func runBenchIngest(cmd *cobra.Command, args []string) error {
 	for i := 0; i < rows; i++ {
 		h := i % hosts
 		buf.WriteString(tagSets[h])
+		vals := walk.Next(h)
 		for j, name := range tsbs.Fields {
-			v := vals[h][j] + rng.NormFloat64()
-			v = min(100, max(0, v))
-			vals[h][j] = v
+			v := vals[j]
 			if j == 0 {
 				buf.WriteByte(' ')
 			} else {
@@ -108,7 +104,12 @@ func runBenchIngest(cmd *cobra.Command, args []string) error {
 			}
 			buf.WriteString(name)
 			buf.WriteByte('=')
-			buf.WriteString(strconv.FormatFloat(v, 'f', 2, 64))
+			if ints {
+				buf.WriteString(strconv.FormatInt(tsbs.WalkInt(v), 10))
+				buf.WriteByte('i')
+			} else {
+				buf.WriteString(tsbs.WalkText(v))
+			}
 		}
 		buf.WriteByte(' ')
 		buf.WriteString(strconv.FormatInt(start.Add(time.Duration(i/hosts)*10*time.Second).UnixNano(), 10))

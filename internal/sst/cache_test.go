@@ -20,7 +20,7 @@ func TestCacheKeepsRangedReaders(t *testing.T) {
 	old := WholeFileLimit
 	WholeFileLimit = 1024
 	t.Cleanup(func() { WholeFileLimit = old })
-	es := testEntries(t, 40000)
+	es := testEntries(t, 150000)
 	data, _ := writeWith(t, es, WriteOptions{RowGroupRows: 10000})
 	s := objstoretest.Mem(t)
 	if err := s.Put(context.Background(), "x.parquet", data); err != nil {
@@ -53,7 +53,7 @@ func TestCacheBlocks(t *testing.T) {
 	old := WholeFileLimit
 	WholeFileLimit = 1024
 	t.Cleanup(func() { WholeFileLimit = old })
-	es := testEntries(t, 40000)
+	es := testEntries(t, 75000)
 	data, _ := writeWith(t, es, WriteOptions{RowGroupRows: 10000, PageBytes: 4096})
 	if len(data) < 4*BlockBytes {
 		t.Fatalf("the file is %d bytes: too small to span blocks", len(data))

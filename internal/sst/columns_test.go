@@ -166,3 +166,38 @@ func TestDecimalColumns(t *testing.T) {
 }
 
 func must(data []byte, _ Meta) []byte { return data }
+
+// TestDeltaIntExtremes: int and uint fields are delta bit-packed, and
+// deltas that overflow 64 bits (MinInt64 after MaxInt64, 0 after
+// MaxUint64) read back exactly, through the row iterator and through
+// ReadColumns' own page decoding, required and optional.
+func TestDeltaIntExtremes(t *testing.T) {
+	ints := []int64{math.MaxInt64, math.MinInt64, 0, -1, math.MaxInt64, 1, math.MinInt64 + 1, 42}
+	uints := []uint64{math.MaxUint64, 0, 1 << 63, math.MaxUint64 - 1, 7, 0, math.MaxUint64, 3}
+	key := series(t, "x")
+	var es []row.Entry
+	for i := range 3000 {
+		f := []row.Value{row.FloatValue(1), row.IntValue(ints[i%len(ints)] - int64(i/len(ints))), row.UintValue(uints[i%len(uints)] + uint64(i/len(uints))),
+			row.StringValue("s"), row.BoolValue(true)}
+		es = append(es, row.Entry{Series: key, TS: int64(i), Seq: uint64(i + 1), Fields: f})
+	}
+	for _, required := range []bool{false, true} {
+		data, _ := writeWith(t, es, WriteOptions{RowGroupRows: 1000, PageBytes: 1024, NoNulls: []bool{required, required, required}})
+		r := openBytes(t, data)
+		equalEntries(t, collect(t, r.Iter(Filter{Start: math.MinInt64, End: math.MaxInt64, Fields: names()})), es)
+		for j, name := range []string{"i", "u"} {
+			var got []uint64
+			if err := r.ReadColumns([]Run{{Key: key, Start: 0, End: int64(len(es))}}, name, math.MinInt64, math.MaxInt64, func(c *SeriesColumn) error {
+				got = append(got, c.Bits...)
+				return nil
+			}); err != nil {
+				t.Fatal(err)
+			}
+			for i, e := range es {
+				if want := e.Fields[1+j].Bits(); i >= len(got) || got[i] != want {
+					t.Fatalf("required %v: %s row %d: got %v, want %d", required, name, i, got[min(i, len(got)-1)], want)
+				}
+			}
+		}
+	}
+}

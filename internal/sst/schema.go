@@ -13,9 +13,9 @@ func leafFor(k row.Kind) parquet.Node {
 	case row.Float:
 		return parquet.Leaf(parquet.DoubleType)
 	case row.Int:
-		return parquet.Int(64)
+		return parquet.Encoded(parquet.Int(64), &parquet.DeltaBinaryPacked)
 	case row.Uint:
-		return parquet.Uint(64)
+		return parquet.Encoded(parquet.Uint(64), &parquet.DeltaBinaryPacked)
 	case row.Bool:
 		return parquet.Leaf(parquet.BooleanType)
 	default:

@@ -4,6 +4,7 @@
 package tsbs
 
 import (
+	"math/rand/v2"
 	"slices"
 	"strconv"
 	"strings"
@@ -71,3 +72,49 @@ func Point(tags [][]row.Tag, k int, start int64) row.Point {
 	}
 	return row.Point{Tags: slices.Clone(tags[k%len(tags)]), TS: start + int64(k/len(tags))*Interval, Fields: fs}
 }
+
+// Walk generates the values `strata bench ingest` loads: per host and
+// field a random walk over 0–100 with steps drawn from N(0, 1), written
+// with two decimals (WalkText). Hosts report in turn: row i is host
+// i%hosts. The same seed gives the same values.
+type Walk struct {
+	rng  *rand.Rand
+	vals [][]float64
+}
+
+// NewWalk starts the walks of hosts hosts from seed.
+func NewWalk(hosts int, seed uint64) *Walk {
+	w := &Walk{rng: rand.New(rand.NewPCG(seed, 7)), vals: make([][]float64, hosts)}
+	for h := range w.vals {
+		w.vals[h] = make([]float64, len(Fields))
+		for j := range w.vals[h] {
+			w.vals[h][j] = w.rng.Float64() * 100
+		}
+	}
+	return w
+}
+
+// Next steps host h's walks (the next row, which must be host i%hosts of
+// row i) and returns its field values at full precision; the slice is
+// the walk's own, valid until h's next step. A row's stored values are
+// WalkText of these.
+func (w *Walk) Next(h int) []float64 {
+	vs := w.vals[h]
+	for j := range vs {
+		vs[j] = min(100, max(0, vs[j]+w.rng.NormFloat64()))
+	}
+	return vs
+}
+
+// WalkText is how a walk's value is written: two decimals.
+func WalkText(v float64) string { return strconv.FormatFloat(v, 'f', 2, 64) }
+
+// WalkValue is the value a server stores for v: WalkText parsed.
+func WalkValue(v float64) float64 {
+	f, _ := strconv.ParseFloat(WalkText(v), 64)
+	return f
+}
+
+// WalkInt is how TSBS itself writes a walk's value: truncated to an
+// integer (line protocol "58i"; its cpu-only generator's toPointAllInt64).
+func WalkInt(v float64) int64 { return int64(v) }
