@@ -112,16 +112,7 @@ if [ -z "${DEMO_BIN:-}" ]; then
 	DEMO_BIN=$work/demoservice
 fi
 
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'; }
-
-wait_http() { # url
-	for _ in $(seq 1 600); do
-		if curl -fsS -o /dev/null "$1" 2>/dev/null; then return 0; fi
-		sleep 0.1 # polling a process we started: no signal exists
-	done
-	echo "timed out waiting for $1" >&2
-	return 1
-}
+. scripts/net-lib.sh
 
 strata_http=127.0.0.1:$(free_port)
 "$work/strata" standalone --data-dir "$work/strata-data" --http-addr "$strata_http" \
