@@ -4,14 +4,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
-	"syscall"
 	"testing"
 	"time"
 
@@ -60,32 +58,8 @@ func startAlertmanager(t *testing.T) string {
 	dir := t.TempDir()
 	conf := filepath.Join(dir, "alertmanager.yml")
 	writeFile(t, conf, "route:\n  receiver: none\nreceivers:\n  - name: none\n")
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
-	cmd := exec.Command(bin, "--config.file="+conf, "--storage.path="+dir, "--web.listen-address="+addr, "--cluster.listen-address=")
-	logs := &clustertest.LogBuf{}
-	cmd.Stdout, cmd.Stderr = logs, logs
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("start alertmanager: %v", err)
-	}
-	done := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(done) }()
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-done:
-		case <-time.After(30 * time.Second):
-			_ = cmd.Process.Kill()
-			<-done
-		}
-		if t.Failed() {
-			t.Logf("alertmanager log:\n%s", logs)
-		}
-	})
+	addr := clustertest.FreeAddr(t)
+	clustertest.Run(t, "alertmanager", bin, "--config.file="+conf, "--storage.path="+dir, "--web.listen-address="+addr, "--cluster.listen-address=")
 	base := "http://" + addr
 	eventually(t, time.Minute, "alertmanager ready", func() (bool, string) {
 		resp, err := http.Get(base + "/-/ready")

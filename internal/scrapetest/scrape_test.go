@@ -16,11 +16,9 @@ import (
 	"net/http"
 	"net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -41,36 +39,6 @@ func bin(t *testing.T, env string) string {
 		t.Skipf("%s is not set", env)
 	}
 	return p
-}
-
-// run starts a process that is stopped (SIGTERM, then SIGKILL) at the
-// test's end; its output is printed if the test failed.
-func run(t *testing.T, name, path string, args ...string) {
-	t.Helper()
-	cmd := exec.Command(path, args...)
-	logs := &clustertest.LogBuf{}
-	cmd.Stdout, cmd.Stderr = logs, logs
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("start %s: %v", name, err)
-	}
-	done := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(done) }()
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-done:
-		case <-time.After(30 * time.Second):
-			_ = cmd.Process.Kill()
-			<-done
-		}
-		if t.Failed() {
-			out := logs.String()
-			if len(out) > 8000 {
-				out = "…" + out[len(out)-8000:]
-			}
-			t.Logf("%s output:\n%s", name, out)
-		}
-	})
 }
 
 // waitUp waits until url answers 200.
@@ -211,13 +179,13 @@ func TestPrometheusScrapingItselfAndNodeExporter(t *testing.T) {
 	strataURL := "http://" + strata.HTTPAddr()
 
 	vmAddr := clustertest.FreeAddr(t)
-	run(t, "victoria-metrics", vmBin, "-storageDataPath", filepath.Join(dir, "vm"), "-httpListenAddr", vmAddr,
+	clustertest.Run(t, "victoria-metrics", vmBin, "-storageDataPath", filepath.Join(dir, "vm"), "-httpListenAddr", vmAddr,
 		"-retentionPeriod", "100y", "-search.latencyOffset", "0s", "-loggerLevel", "ERROR")
 	vmURL := "http://" + vmAddr
 	waitUp(t, vmURL+"/health")
 
 	neAddr := clustertest.FreeAddr(t)
-	run(t, "node_exporter", neBin, "--web.listen-address", neAddr, "--log.level", "warn")
+	clustertest.Run(t, "node_exporter", neBin, "--web.listen-address", neAddr, "--log.level", "warn")
 	waitUp(t, "http://"+neAddr+"/metrics")
 
 	promAddr := clustertest.FreeAddr(t)
@@ -241,7 +209,7 @@ remote_write:
 		t.Fatal(err)
 	}
 	start := time.Now().Add(-time.Second)
-	run(t, "prometheus", promBin, "--config.file", filepath.Join(dir, "prometheus.yml"), "--storage.tsdb.path", filepath.Join(dir, "prom"),
+	clustertest.Run(t, "prometheus", promBin, "--config.file", filepath.Join(dir, "prometheus.yml"), "--storage.tsdb.path", filepath.Join(dir, "prom"),
 		"--web.listen-address", promAddr, "--log.level", "warn")
 	promURL := "http://" + promAddr
 	waitUp(t, promURL+"/-/ready")
