@@ -105,7 +105,7 @@ func (m *Memtable) post1(ns, vs uint32, o int32) {
 		m.post[ns] = vals
 	}
 	p := vals[vs]
-	if p.n == 0 && ns == m.orderedSym && m.named != nil {
+	if p.n == 0 && ns == m.orderedSym {
 		m.named.add(vs, m.syms.Sym)
 	}
 	p.add(o)

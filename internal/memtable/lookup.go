@@ -162,7 +162,7 @@ func (m *Memtable) sortedOf(name string, ns uint32, except []string) sortedValue
 	m.sortedMu.Lock()
 	defer m.sortedMu.Unlock()
 	c, ok := m.sorted[name]
-	if ns == m.orderedSym && m.named != nil {
+	if ns == m.orderedSym {
 		// Kept in order: the same values while no new one came, however
 		// many series did.
 		if ok && c.series == int32(m.named.len()) && sameSlice(c.except, except) {

@@ -162,7 +162,7 @@ type Memtable struct {
 	sortedMu sync.Mutex
 	// named keeps OrderedTag's values in order as they come (its symbol
 	// is orderedSym): its listing sorts none of them again.
-	named       *ordered
+	named       ordered
 	orderedSym  uint32
 	bytes       int64
 	keyBytes    int64 // of bytes, per series: keys, entries and rows reserved (Stats)
@@ -264,7 +264,7 @@ func (m *Memtable) store(r *memRow, fs []row.Value) int64 {
 
 // New returns an empty memtable.
 func New() *Memtable {
-	m := &Memtable{byHash: map[uint64]int32{}, post: map[uint32]map[uint32]plist{}, named: &ordered{}}
+	m := &Memtable{byHash: map[uint64]int32{}, post: map[uint32]map[uint32]plist{}}
 	m.orderedSym = m.syms.Intern(OrderedTag)
 	return m
 }
