@@ -173,12 +173,25 @@ func admin(t *testing.T, addr string) pb.MetaAdminClient {
 // want (nil: any live datanode) and returns the status.
 func placed(t *testing.T, c pb.MetaAdminClient, regions int, deadline time.Duration, notOn string) *pb.ClusterStatusResponse {
 	t.Helper()
+	return placedWhen(t, c, func(n int) bool { return n == regions }, deadline, notOn)
+}
+
+// allPlaced waits, like placed, until at least one region is placed and
+// every region has a live owner, whatever their number (a test that
+// cannot know which tables a racing write made).
+func allPlaced(t *testing.T, c pb.MetaAdminClient, deadline time.Duration) *pb.ClusterStatusResponse {
+	t.Helper()
+	return placedWhen(t, c, func(n int) bool { return n > 0 }, deadline, "")
+}
+
+func placedWhen(t *testing.T, c pb.MetaAdminClient, count func(int) bool, deadline time.Duration, notOn string) *pb.ClusterStatusResponse {
+	t.Helper()
 	end := time.Now().Add(deadline)
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		st, err := c.ClusterStatus(ctx, &pb.ClusterStatusRequest{})
 		cancel()
-		if err == nil && len(st.Regions) == regions {
+		if err == nil && count(len(st.Regions)) {
 			ok := true
 			for _, r := range st.Regions {
 				if !r.OwnerLive || r.Owner == notOn {
