@@ -64,6 +64,7 @@ line-protocol API.`, func(cmd *cobra.Command) error {
 	fs.Uint32Var(&cfg.MetricsRegions, "metrics-regions", 0, "regions of the table that holds every remote-written metric, when a write creates it (0: --default-regions; both 0: one per live datanode)")
 	fs.Uint32Var(&cfg.LinesRegions, "lines-regions", 0, "regions of the table that holds the rows of every measurement a write creates, when the first is created (0: --default-regions; both 0: one per live datanode)")
 	fs.BoolVar(&cfg.PhysicalTables, "physical-tables", false, "give each measurement a write creates regions of its own, as versions before logical tables did (during a rolling upgrade from one)")
+	fs.BoolVar(&cfg.Pprof, "pprof", false, "serve Go profiles under /debug/pprof/ on the HTTP address")
 	fs.Int64Var(&cfg.FlushBytes, "flush-bytes", region.DefaultFlushBytes, "memtable size that triggers a flush")
 	fs.DurationVar(&cfg.WALWindow, "wal-window", 10*time.Millisecond, "WAL group-commit window: the node writes at most one WAL object per window; fewer object-store PUTs, up to this much more acknowledgement latency (docs/cost.md)")
 	fs.Int64Var(&cfg.MemoryLimit, "memory-limit", 1<<30, "bound on all memtables together, in bytes (0: none)")

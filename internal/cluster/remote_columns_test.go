@@ -54,7 +54,7 @@ func columns(t *testing.T, dn *server.Server, table, field string) map[string][]
 
 // placedOn waits until every region of table is open on one of dns and
 // returns, for each datanode, the regions it hosts.
-func placedOn(t *testing.T, dns []*server.Server, table string) [][]layout.RegionID {
+func placedOn(t testing.TB, dns []*server.Server, table string) [][]layout.RegionID {
 	t.Helper()
 	for deadline := time.Now().Add(time.Minute); ; {
 		var hosted [][]layout.RegionID

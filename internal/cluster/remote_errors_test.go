@@ -40,7 +40,7 @@ func twoDatanodes(t *testing.T, tune func(*datanode.Options)) []*server.Server {
 }
 
 // datanodes starts n datanodes (dn1, dn2, ...) as twoDatanodes does.
-func datanodes(t *testing.T, n int, tune func(*datanode.Options)) []*server.Server {
+func datanodes(t testing.TB, n int, tune func(*datanode.Options)) []*server.Server {
 	t.Helper()
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	cli := clustertest.Etcd(t)
@@ -200,7 +200,7 @@ func TestRemoteErrorsKeepTheirClass(t *testing.T) {
 
 // startMetasrv runs a metasrv in this process on etcd cli, until the test
 // ends.
-func startMetasrv(t *testing.T, cli *clientv3.Client, log *slog.Logger) {
+func startMetasrv(t testing.TB, cli *clientv3.Client, log *slog.Logger) {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

@@ -317,10 +317,16 @@ func (e *Engine) ScanColumns(ctx context.Context, table string, req scan.Request
 	}
 	// Regions hold disjoint series: read at once, they still never give
 	// emit one series at once. No caller needs an order across series.
+	// The remote ones start first: their owners' round trips then overlap
+	// the reading of the local ones.
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(regionScans)
-	for i, r := range regions {
-		g.Go(func() error { return e.regionColumns(gctx, t, uint32(i), r, req, nil, emit) })
+	for _, remote := range []bool{true, false} {
+		for i, r := range regions {
+			if (r == nil) == remote {
+				g.Go(func() error { return e.regionColumns(gctx, t, uint32(i), r, req, nil, emit) })
+			}
+		}
 	}
 	return g.Wait()
 }

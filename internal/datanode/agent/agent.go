@@ -55,7 +55,8 @@ type Agent struct {
 	info     cluster.NodeInfo // as registered under lease
 	owners   map[layout.RegionID]cluster.Assignment
 	nodes    map[string]cluster.NodeInfo
-	changed  chan struct{} // closed and replaced when owners or nodes change
+	changed  chan struct{}            // closed and replaced when owners or nodes change (changedLocked)
+	watches  map[*ownerWatch]struct{} // remote scans' owners, checked at each change (scan.go)
 	opening  map[layout.RegionID]bool
 	opened   map[layout.RegionID]uint64 // the assignment generation each hosted region was opened for
 	conns    map[string]*grpc.ClientConn
@@ -82,7 +83,7 @@ func New(opts Options) *Agent {
 		opts.Logger = slog.Default()
 	}
 	a := &Agent{opts: opts, log: opts.Logger.With("node", opts.Node.ID), owners: map[layout.RegionID]cluster.Assignment{}, nodes: map[string]cluster.NodeInfo{},
-		changed: make(chan struct{}), opening: map[layout.RegionID]bool{}, opened: map[layout.RegionID]uint64{}, conns: map[string]*grpc.ClientConn{},
+		changed: make(chan struct{}), watches: map[*ownerWatch]struct{}{}, opening: map[layout.RegionID]bool{}, opened: map[layout.RegionID]uint64{}, conns: map[string]*grpc.ClientConn{},
 		renewals:    prometheus.NewCounterVec(prometheus.CounterOpts{Name: "strata_lease_renewals_total", Help: "Renewals of the datanode's lease by result: ok or failed."}, []string{"result"}),
 		losses:      prometheus.NewCounter(prometheus.CounterOpts{Name: "strata_lease_losses_total", Help: "Times the datanode's lease ran out and it closed every region."}),
 		remoteScans: prometheus.NewGauge(prometheus.GaugeOpts{Name: "strata_remote_scans", Help: "Scan streams open, or opening, to the owners of regions hosted elsewhere."}),
@@ -281,8 +282,7 @@ func (a *Agent) refresh(ctx context.Context) (int64, error) {
 	}
 	a.mu.Lock()
 	a.owners, a.nodes = owners, nodes
-	close(a.changed)
-	a.changed = make(chan struct{})
+	a.changedLocked()
 	live := time.Now().Before(a.deadline)
 	a.mu.Unlock()
 	hosted := map[layout.RegionID]bool{}
@@ -351,8 +351,7 @@ func (a *Agent) open(ctx context.Context, id layout.RegionID) {
 			if err == nil {
 				a.mu.Lock()
 				a.opened[id] = as.Gen
-				close(a.changed)
-				a.changed = make(chan struct{})
+				a.changedLocked()
 				a.mu.Unlock()
 				return
 			}

@@ -50,6 +50,7 @@ type ownerStream[T any] struct {
 	addr      string      // the owner being read
 	stream    grpc.ServerStreamingClient[T]
 	cancel    context.CancelFunc
+	unwatch   func()
 	moved     *atomic.Bool
 	end       error // io.EOF or the error that ended the scan: Recv's answer from then on
 }
@@ -97,13 +98,14 @@ func (s *ownerStream[T]) connect() error {
 			return fmt.Errorf("scan region %s on %s: %w", s.id, addr, err)
 		}
 		sctx, scancel := context.WithCancel(s.ctx)
-		moved := s.a.watchOwner(sctx, s.id, addr, scancel)
+		moved, unwatch := s.a.watchOwner(s.id, addr, scancel)
 		s.a.remoteScans.Inc()
 		stream, err := s.open(sctx, c)
 		if err == nil {
-			s.addr, s.stream, s.cancel, s.moved = addr, stream, scancel, moved
+			s.addr, s.stream, s.cancel, s.moved, s.unwatch = addr, stream, scancel, moved, unwatch
 			return nil
 		}
+		unwatch()
 		scancel()
 		s.a.remoteScans.Dec()
 		if err := s.retry(rctx, addr, moved.Load(), err); err != nil {
@@ -181,36 +183,59 @@ func (s *ownerStream[T]) recv() (*T, error) {
 // close ends the stream, if one is open.
 func (s *ownerStream[T]) close() {
 	if s.stream != nil {
+		s.unwatch()
 		s.cancel()
 		s.stream = nil
 		s.a.remoteScans.Dec()
 	}
 }
 
+// ownerWatch is a remote scan's view of its region's owner: cancel runs,
+// and moved is set, once the agent sees the owner change away from addr.
+type ownerWatch struct {
+	id     layout.RegionID
+	addr   string
+	cancel context.CancelFunc
+	moved  atomic.Bool
+}
+
+// checkLocked cancels w if its owner is no longer addr; a.mu held.
+func (a *Agent) checkLocked(w *ownerWatch) {
+	n, live := a.nodes[a.owners[w.id].Owner]
+	if !live || n.GRPCAddr != w.addr {
+		w.moved.Store(true)
+		w.cancel()
+		delete(a.watches, w)
+	}
+}
+
+// changedLocked tells whoever waits on a.changed, and every remote scan
+// whose owner moved, that owners or nodes changed; a.mu held.
+func (a *Agent) changedLocked() {
+	close(a.changed)
+	a.changed = make(chan struct{})
+	for w := range a.watches {
+		a.checkLocked(w)
+	}
+}
+
 // watchOwner calls cancel, and sets the flag it returns, when the agent
 // sees region id's owner change away from addr: moved, or its lease ended.
-// It stops watching when ctx ends.
-func (a *Agent) watchOwner(ctx context.Context, id layout.RegionID, addr string, cancel context.CancelFunc) *atomic.Bool {
-	moved := new(atomic.Bool)
-	go func() {
-		for {
-			a.mu.Lock()
-			n, live := a.nodes[a.owners[id].Owner]
-			changed := a.changed
-			a.mu.Unlock()
-			if !live || n.GRPCAddr != addr {
-				moved.Store(true)
-				cancel()
-				return
-			}
-			select {
-			case <-ctx.Done():
-				return
-			case <-changed:
-			}
-		}
-	}()
-	return moved
+// It stops watching when stop is called. The agent checks at each change
+// of owners or nodes: no goroutine a scan (a point query's remote scans
+// are short, and a goroutine each woken at their end cost them more than
+// the check).
+func (a *Agent) watchOwner(id layout.RegionID, addr string, cancel context.CancelFunc) (moved *atomic.Bool, stop func()) {
+	w := &ownerWatch{id: id, addr: addr, cancel: cancel}
+	a.mu.Lock()
+	a.watches[w] = struct{}{}
+	a.checkLocked(w)
+	a.mu.Unlock()
+	return &w.moved, func() {
+		a.mu.Lock()
+		delete(a.watches, w)
+		a.mu.Unlock()
+	}
 }
 
 // Scan scans a region on its owner (see ownerStream).
