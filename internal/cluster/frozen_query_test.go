@@ -216,3 +216,54 @@ func TestQueriesWhileTheRegionMoves(t *testing.T) {
 	}
 	t.Logf("6 moves of region %s: complete answers %v, errors %v", region, complete, failed)
 }
+
+// A write sent to a datanode while the owner of the region it goes to is
+// frozen (SIGSTOP) is forwarded to an owner that never answers. Once the
+// owner's lease ends the forward is cancelled and sent again to the
+// region's new owner: the write is acknowledged and reads back. (Without
+// the watch it waits until gRPC's keepalive gives the connection to the
+// frozen owner up, some 20 s.)
+func TestWriteThroughAFrozenOwner(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts processes and waits for a lease to expire")
+	}
+	f := ownedTable(t)
+	f.freeze()
+	type answer struct {
+		code int
+		err  error
+		at   time.Time
+	}
+	done := make(chan answer, 1)
+	go func() {
+		code, err := f.write(f.nw, 5)
+		done <- answer{code, err, time.Now()}
+	}()
+	select {
+	case a := <-done:
+		if st := placed(t, f.c, 1, time.Second, ""); st.Regions[0].Owner == f.oldID {
+			t.Fatalf("the write answered (%d %v) while the region's only owner was frozen", a.code, a.err)
+		}
+		t.Fatalf("the region moved (%s) before the write reached its frozen owner: the machine is too slow for this test", f.oldID)
+	case <-time.After(2 * time.Second):
+	}
+	st := placed(t, f.c, 1, time.Second, "")
+	if st.Regions[0].Owner != f.oldID {
+		t.Fatalf("the region moved to %s before the write reached its frozen owner: the machine is too slow for this test", st.Regions[0].Owner)
+	}
+	f.failover()
+	a := <-done
+	if a.code != http.StatusNoContent {
+		t.Fatalf("write through %s across the failover: %d %v", f.nw.name, a.code, a.err)
+	}
+	t.Logf("write acknowledged %v after the freeze", a.at.Sub(f.paused).Round(100*time.Millisecond))
+	// Sent again because the owner moved, not because gRPC's keepalive
+	// gave the connection to the frozen owner up (after 25 s of silence).
+	if r := metricValue(t, f.nw.http, `strata_forward_retries_total{why="moved"}`); r < 1 {
+		t.Fatalf("%s sent no write again on the region's new owner", f.nw.name)
+	}
+	n, err := queryRows(f.nw.http)
+	if err != nil || n != 25 {
+		t.Fatalf("after the failover %s reads %d rows, %v; want the 20 written before and the 5 across", f.nw.name, n, err)
+	}
+}

@@ -126,13 +126,25 @@ func (a *Agent) Write(ctx context.Context, table string, id layout.RegionID, b r
 		if err != nil {
 			return region.WriteResult{}, err
 		}
-		resp, err := a.forwardWrite(ctx, c, addr, table, id, b, &fb)
+		var resp *pb.WriteResponse
+		moved, err := a.watched(ctx, id, addr, func(ctx context.Context) (err error) {
+			resp, err = a.forwardWrite(ctx, c, addr, table, id, b, &fb)
+			return err
+		})
 		if err == nil {
 			return region.WriteResult{Written: int(resp.Written), Expired: int(resp.Expired)}, nil
+		}
+		if moved && ctx.Err() == nil {
+			// A former owner acknowledges nothing once its lease is over
+			// (its WAL is fenced), and writing a point again is harmless.
+			a.log.Info("forward: the region's owner changed; retrying", "region", id.String(), "from", addr, "err", err)
+			a.fwdRetries.WithLabelValues("moved").Inc()
+			continue
 		}
 		if !retryable(err) || ctx.Err() != nil {
 			return region.WriteResult{}, fmt.Errorf("region %s on %s: %w", id, addr, gaveUp(parent, ctx, err, last))
 		}
+		a.fwdRetries.WithLabelValues("unavailable").Inc()
 		last = err
 		a.waitChange(ctx)
 	}
@@ -162,16 +174,37 @@ func (a *Agent) Delete(ctx context.Context, table string, id layout.RegionID, ta
 		}
 		// The owner routes the series to the region by its key, as this
 		// node did.
-		_, err = c.Delete(ctx, &pb.DeleteRequest{Table: table, Tags: wire.FromTags(tags), Start: start, End: end})
+		moved, err := a.watched(ctx, id, addr, func(ctx context.Context) error {
+			_, err := c.Delete(ctx, &pb.DeleteRequest{Table: table, Tags: wire.FromTags(tags), Start: start, End: end})
+			return err
+		})
 		if err == nil {
 			return nil
+		}
+		if moved && ctx.Err() == nil {
+			a.fwdRetries.WithLabelValues("moved").Inc()
+			continue // a tombstone written twice is one
 		}
 		if !retryable(err) || ctx.Err() != nil {
 			return fmt.Errorf("region %s on %s: %w", id, addr, gaveUp(parent, ctx, err, last))
 		}
+		a.fwdRetries.WithLabelValues("unavailable").Inc()
 		last = err
 		a.waitChange(ctx)
 	}
+}
+
+// watched runs call, a request to region id's owner at addr, cancelling
+// it if the agent sees the owner change away from addr (moved, or its
+// lease ended: a frozen or cut-off owner would otherwise hold the request
+// until routing's deadline). moved reports whether that happened.
+func (a *Agent) watched(ctx context.Context, id layout.RegionID, addr string, call func(context.Context) error) (moved bool, err error) {
+	cctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	m, unwatch := a.watchOwner(id, addr, cancel)
+	defer unwatch()
+	err = call(cctx)
+	return m.Load(), err
 }
 
 func (a *Agent) waitChange(ctx context.Context) {
