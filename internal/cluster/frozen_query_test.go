@@ -2,7 +2,9 @@ package cluster_test
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -20,9 +22,12 @@ const rowsQuery = "sum(count_over_time(t_v[100d]))"
 
 // queryRows runs rowsQuery on a datanode's Prometheus API and returns the
 // count, or the error the datanode answered with.
-func queryRows(httpAddr string) (int, error) {
+func queryRows(httpAddr string) (int, error) { return queryWithTimeout(httpAddr, "150s") }
+
+// queryWithTimeout is queryRows with the query's timeout parameter.
+func queryWithTimeout(httpAddr, timeout string) (int, error) {
 	c := &http.Client{Timeout: 3 * time.Minute}
-	resp, err := c.Get("http://" + httpAddr + "/api/v1/query?time=8640000&timeout=150s&query=" + url.QueryEscape(rowsQuery))
+	resp, err := c.Get("http://" + httpAddr + "/api/v1/query?time=8640000&timeout=" + timeout + "&query=" + url.QueryEscape(rowsQuery))
 	if err != nil {
 		return 0, err
 	}
@@ -265,5 +270,67 @@ func TestWriteThroughAFrozenOwner(t *testing.T) {
 	n, err := queryRows(f.nw.http)
 	if err != nil || n != 25 {
 		t.Fatalf("after the failover %s reads %d rows, %v; want the 20 written before and the 5 across", f.nw.name, n, err)
+	}
+}
+
+// A query waiting on a frozen owner ends when its client goes away, and
+// when its own timeout passes: either way the querying datanode closes its
+// stream to the owner at once (strata_remote_scans back to 0) while the
+// region is still placed on the frozen owner, and starts no scan again.
+func TestQueryEndsWithItsClientWhileAnOwnerIsFrozen(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts processes and waits for a lease to expire")
+	}
+	f := ownedTable(t)
+	f.freeze()
+	retries := metricValue(t, f.nw.http, "strata_remote_scan_retries_total")
+	waitScans := func(open func(float64) bool, what string) {
+		t.Helper()
+		for end := time.Now().Add(60 * time.Second); !open(metricValue(t, f.nw.http, "strata_remote_scans")); {
+			if time.Now().After(end) {
+				t.Fatalf("%s after 60 s", what)
+			}
+			time.Sleep(20 * time.Millisecond) // another process's state, read from its metrics
+		}
+	}
+	stillFrozen := func(when string) {
+		t.Helper()
+		if st := placed(t, f.c, 1, time.Second, ""); st.Regions[0].Owner != f.oldID {
+			t.Fatalf("%s: the region moved to %s already: the machine is too slow for this test", when, st.Regions[0].Owner)
+		}
+	}
+
+	// The client goes away.
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+f.nw.http+"/api/v1/query?time=8640000&query="+url.QueryEscape(rowsQuery), nil)
+		resp, err := http.DefaultClient.Do(req)
+		if err == nil {
+			resp.Body.Close()
+			err = fmt.Errorf("answered %s", resp.Status)
+		}
+		done <- err
+	}()
+	waitScans(func(n float64) bool { return n >= 1 }, "no remote scan open")
+	stillFrozen("scan open")
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatalf("the cancelled request: %v", err)
+	}
+	waitScans(func(n float64) bool { return n == 0 }, "the remote scan of a query whose client went away still open")
+	stillFrozen("client gone, scan closed")
+
+	// The query's timeout passes.
+	start := time.Now()
+	_, err := queryWithTimeout(f.nw.http, "2s")
+	if err == nil || !strings.Contains(err.Error(), "503") || !strings.Contains(err.Error(), "timed out") {
+		t.Fatalf("a query timing out on a frozen owner: %v", err)
+	}
+	t.Logf("query with timeout=2s answered after %v: %v", time.Since(start).Round(100*time.Millisecond), err)
+	waitScans(func(n float64) bool { return n == 0 }, "the remote scan of a timed-out query still open")
+	stillFrozen("query timed out, scan closed")
+	if r := metricValue(t, f.nw.http, "strata_remote_scan_retries_total"); r != retries {
+		t.Fatalf("remote scans started again (%v → %v): the owner was not moved", retries, r)
 	}
 }
