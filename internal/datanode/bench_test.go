@@ -128,6 +128,26 @@ func BenchmarkWrite(b *testing.B) {
 			b.Run(name, func(b *testing.B) { benchWrite(b, points, batch, multi, logical) })
 		}
 	}
+	// As the line-protocol parser gives a batch of 100 hosts' rows: a
+	// host's points share its series key.
+	const few = 100
+	keys := make([][]byte, few)
+	for h := range keys {
+		k, err := row.EncodeSeries(nil, tags[h])
+		if err != nil {
+			b.Fatal(err)
+		}
+		keys[h] = k
+	}
+	keyed := func(i int) []row.Point {
+		out := make([]row.Point, batch)
+		for j := range out {
+			out[j] = tsbs.Point(tags[:few], i*batch+j, benchStart.UnixNano())
+			out[j].Tags, out[j].Series = tags[(i*batch+j)%few], keys[(i*batch+j)%few]
+		}
+		return out
+	}
+	b.Run("Keyed", func(b *testing.B) { benchWrite(b, keyed, batch, false, false) })
 }
 
 func benchWrite(b *testing.B, points func(int) []row.Point, batch int, multi, logical bool) {
