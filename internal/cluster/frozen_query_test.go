@@ -78,6 +78,23 @@ func metricValue(t *testing.T, httpAddr, name string) float64 {
 	return 0
 }
 
+// answer is what a call run by later returned, and when.
+type answer struct {
+	n   int
+	err error
+	at  time.Time
+}
+
+// later runs call in a goroutine and hands its answer over.
+func later(call func() (int, error)) <-chan answer {
+	done := make(chan answer, 1)
+	go func() {
+		n, err := call()
+		done <- answer{n, err, time.Now()}
+	}()
+	return done
+}
+
 // A query sent to a datanode while the owner of the region it reads is
 // frozen (SIGSTOP) opens a scan stream the owner never answers. It must
 // neither hang nor answer in part: once the owner's lease ends, the stream
@@ -94,16 +111,7 @@ func TestQueryThroughAFrozenOwner(t *testing.T) {
 	}
 	retries := metricValue(t, f.nw.http, "strata_remote_scan_retries_total")
 	f.freeze()
-	type answer struct {
-		n   int
-		err error
-		at  time.Time
-	}
-	done := make(chan answer, 1)
-	go func() {
-		n, err := queryRows(f.nw.http)
-		done <- answer{n, err, time.Now()}
-	}()
+	done := later(func() (int, error) { return queryRows(f.nw.http) })
 	// The query's stream to the frozen owner is open while metasrv still
 	// places the region there: it was sent to a frozen node.
 	for end := time.Now().Add(60 * time.Second); metricValue(t, f.nw.http, "strata_remote_scans") < 1; {
@@ -234,20 +242,11 @@ func TestWriteThroughAFrozenOwner(t *testing.T) {
 	}
 	f := ownedTable(t)
 	f.freeze()
-	type answer struct {
-		code int
-		err  error
-		at   time.Time
-	}
-	done := make(chan answer, 1)
-	go func() {
-		code, err := f.write(f.nw, 5)
-		done <- answer{code, err, time.Now()}
-	}()
+	done := later(func() (int, error) { return f.write(f.nw, 5) })
 	select {
 	case a := <-done:
 		if st := placed(t, f.c, 1, time.Second, ""); st.Regions[0].Owner == f.oldID {
-			t.Fatalf("the write answered (%d %v) while the region's only owner was frozen", a.code, a.err)
+			t.Fatalf("the write answered (%d %v) while the region's only owner was frozen", a.n, a.err)
 		}
 		t.Fatalf("the region moved (%s) before the write reached its frozen owner: the machine is too slow for this test", f.oldID)
 	case <-time.After(2 * time.Second):
@@ -258,8 +257,8 @@ func TestWriteThroughAFrozenOwner(t *testing.T) {
 	}
 	f.failover()
 	a := <-done
-	if a.code != http.StatusNoContent {
-		t.Fatalf("write through %s across the failover: %d %v", f.nw.name, a.code, a.err)
+	if a.n != http.StatusNoContent {
+		t.Fatalf("write through %s across the failover: %d %v", f.nw.name, a.n, a.err)
 	}
 	t.Logf("write acknowledged %v after the freeze", a.at.Sub(f.paused).Round(100*time.Millisecond))
 	// Sent again because the owner moved, not because gRPC's keepalive
