@@ -39,34 +39,40 @@ import (
 	pb "github.com/stratadb/strata/proto/strata/v1"
 )
 
-// olderOwners is a Remote whose column scans reach owners older than
-// rollups while old is set: the request goes without its rollup, as such
-// an owner reads it (it does not know the field), and the answer comes
-// as theirs does, samples without the rolled flag.
+// Owners' ages, as olderOwners plays them.
+const (
+	current          int32 = iota
+	beforeAggregates       // knows rollups, not aggregates: sends each series rolled up
+	beforeRollups          // knows neither: sends samples
+)
+
+// olderOwners is a Remote whose column scans reach owners of the age age
+// holds: the request goes without the fields such an owner does not know,
+// as it reads them, and the answer comes as theirs does (samples without
+// the rolled flag, rolled series without the aggregated one).
 type olderOwners struct {
 	datanode.Remote
-	old *atomic.Bool
+	age *atomic.Int32
 }
 
 func (o olderOwners) ScanColumns(ctx context.Context, table string, id layout.RegionID, req scan.Request, emit func(*scan.Column) error) error {
-	if o.old.Load() {
+	if o.age.Load() >= beforeAggregates {
+		req.Aggregate = nil
+	}
+	if o.age.Load() >= beforeRollups {
 		req.Rollup = nil
 	}
 	return o.Remote.ScanColumns(ctx, table, id, req, emit)
 }
 
-// rollupCluster is three datanodes, each the owner of one of table m's
-// three regions, and a standalone, both holding the same points of m
-// (field v, 24 hosts, 3 hours, about every 10 s): irregular and
-// sub-millisecond timestamps, huge values whose sums overflow, samples
-// rewritten by later files whose time ranges overlap the earlier ones
-// (so an owner reads some series' columns out of time order and rolls
-// them up from their samples kept), and the last stretch in memtables.
-func rollupCluster(t *testing.T) (dns []*server.Server, sa *servertest.Node, old *atomic.Bool, base time.Time) {
+// twins is three datanodes, each the owner of one of table m's three
+// regions (through owners of the age age holds), and a standalone with m
+// in one region. write writes points to both, the cluster's through a
+// datanode rng picks, and with flush, flushes every node's m.
+func twins(t *testing.T, rng *rand.Rand) (dns []*server.Server, sa *servertest.Node, age *atomic.Int32, write func(points []row.Point, flush bool)) {
 	t.Helper()
-	rng := rand.New(rand.NewSource(int64(testseed.Seed(t))))
-	old = new(atomic.Bool)
-	dns = datanodes(t, 3, func(o *datanode.Options) { o.Remote = olderOwners{Remote: o.Remote, old: old} })
+	age = new(atomic.Int32)
+	dns = datanodes(t, 3, func(o *datanode.Options) { o.Remote = olderOwners{Remote: o.Remote, age: age} })
 	ctx := context.Background()
 	if _, err := dns[0].Engine().CreateTable(ctx, catalog.TableSpec{Name: "m", Regions: 3}); err != nil {
 		t.Fatal(err)
@@ -82,16 +88,7 @@ func rollupCluster(t *testing.T) (dns []*server.Server, sa *servertest.Node, old
 		t.Fatal(err)
 	}
 	servertest.WaitHosted(t, standalone, "m")
-	base = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	special := []float64{1e308, -1e308, 1.7e308, 5e-324, math.Copysign(0, -1)}
-	point := func(host int, ts time.Time) row.Point {
-		v := float64(rng.Intn(1000)) / 10
-		if rng.Intn(50) == 0 {
-			v = special[rng.Intn(len(special))]
-		}
-		return row.Point{Tags: []row.Tag{{Name: "host", Value: fmt.Sprint("h", host)}}, TS: ts.UnixNano(), Fields: []row.Field{{Name: "v", Value: row.FloatValue(v)}}}
-	}
-	write := func(points []row.Point, flush bool) {
+	write = func(points []row.Point, flush bool) {
 		t.Helper()
 		for _, e := range []*datanode.Engine{dns[rng.Intn(3)].Engine(), standalone} {
 			if _, err := e.Write(ctx, "m", points, datanode.WriteOptions{}); err != nil {
@@ -109,6 +106,28 @@ func rollupCluster(t *testing.T) (dns []*server.Server, sa *servertest.Node, old
 		if err := standalone.Flush(ctx, "m"); err != nil {
 			t.Fatal(err)
 		}
+	}
+	return dns, sa, age, write
+}
+
+// rollupCluster is twins holding the same points of m (field v, 24
+// hosts, 3 hours, about every 10 s): irregular and sub-millisecond
+// timestamps, huge values whose sums overflow, samples rewritten by later
+// files whose time ranges overlap the earlier ones (so an owner reads
+// some series' columns out of time order and rolls them up from their
+// samples kept), and the last stretch in memtables.
+func rollupCluster(t *testing.T) (dns []*server.Server, sa *servertest.Node, age *atomic.Int32, base time.Time) {
+	t.Helper()
+	rng := rand.New(rand.NewSource(int64(testseed.Seed(t))))
+	dns, sa, age, write := twins(t, rng)
+	base = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	special := []float64{1e308, -1e308, 1.7e308, 5e-324, math.Copysign(0, -1)}
+	point := func(host int, ts time.Time) row.Point {
+		v := float64(rng.Intn(1000)) / 10
+		if rng.Intn(50) == 0 {
+			v = special[rng.Intn(len(special))]
+		}
+		return row.Point{Tags: []row.Tag{{Name: "host", Value: fmt.Sprint("h", host)}}, TS: ts.UnixNano(), Fields: []row.Field{{Name: "v", Value: row.FloatValue(v)}}}
 	}
 	for hour := range 3 {
 		var points []row.Point
@@ -137,7 +156,7 @@ func rollupCluster(t *testing.T) (dns []*server.Server, sa *servertest.Node, old
 			write(rewrite, true)
 		}
 	}
-	return dns, sa, old, base
+	return dns, sa, age, base
 }
 
 // render prints a result exactly: every value's bits.
@@ -175,7 +194,7 @@ func render(t *testing.T, v any) string {
 // of rollups itself). The same with owners older than rollups, which
 // send samples for the receiver to roll up.
 func TestRollupsAtTheOwnersAreTheStandalones(t *testing.T) {
-	dns, sa, old, base := rollupCluster(t)
+	dns, sa, age, base := rollupCluster(t)
 	standalone := sa.Engine()
 	ctx := context.Background()
 	engine := promql.NewEngine(promql.EngineOpts{MaxSamples: 1e8, Timeout: time.Minute, LookbackDelta: 5 * time.Minute})
@@ -219,15 +238,15 @@ func TestRollupsAtTheOwnersAreTheStandalones(t *testing.T) {
 					if got := run(&prom.Queryable{Engine: standalone, Rollups: true}, expr, start, end, step); got != want {
 						t.Fatalf("%s step %s: the standalone's rollups\n%s\nraw samples\n%s", expr, step, got, want)
 					}
-					for _, older := range []bool{false, true} {
-						old.Store(older)
+					for _, older := range []int32{current, beforeRollups} {
+						age.Store(older)
 						for i, dn := range dns {
 							if got := run(&prom.Queryable{Engine: dn.Engine(), Rollups: true}, expr, start, end, step); got != want {
-								t.Fatalf("%s step %s through dn%d (older owners %v):\n%s\nraw samples on a standalone\n%s", expr, step, i+1, older, got, want)
+								t.Fatalf("%s step %s through dn%d (owners' age %d):\n%s\nraw samples on a standalone\n%s", expr, step, i+1, older, got, want)
 							}
 						}
 					}
-					old.Store(false)
+					age.Store(current)
 					queries++
 				}
 				// The API, which evaluates aggregations of rollups
@@ -235,15 +254,15 @@ func TestRollupsAtTheOwnersAreTheStandalones(t *testing.T) {
 				// standalone, with owners old and new.
 				expr := "sum by (host) (" + inner + ")"
 				first := api(sa.HTTPAddr(), expr, base.Add(r), base.Add(3*time.Hour), step)
-				for _, older := range []bool{false, true} {
-					old.Store(older)
+				for _, older := range []int32{current, beforeRollups} {
+					age.Store(older)
 					for i, dn := range dns {
 						if got := api(dn.HTTPAddr(), expr, base.Add(r), base.Add(3*time.Hour), step); got != first {
-							t.Fatalf("%s through dn%d's API (older owners %v):\n%s\nthe standalone's\n%s", expr, i+1, older, got, first)
+							t.Fatalf("%s through dn%d's API (owners' age %d):\n%s\nthe standalone's\n%s", expr, i+1, older, got, first)
 						}
 					}
 				}
-				old.Store(false)
+				age.Store(current)
 			}
 		}
 	}
@@ -291,7 +310,7 @@ func peerReceived(t *testing.T, dn *server.Server) float64 {
 // series; an older owner's come unrolled, as do a local region's (the
 // receiver rolls those up as they come).
 func TestRollupsAtTheOwnersMoveFewerBytes(t *testing.T) {
-	dns, _, old, base := rollupCluster(t)
+	dns, _, age, base := rollupCluster(t)
 	ctx := context.Background()
 	q := url.Values{"query": {"avg(avg_over_time(m_v[1h])) by (host)"}, "start": {fmt.Sprint(base.Add(time.Hour).Unix())},
 		"end": {fmt.Sprint(base.Add(3 * time.Hour).Unix())}, "step": {"3600"}}
@@ -309,9 +328,9 @@ func TestRollupsAtTheOwnersMoveFewerBytes(t *testing.T) {
 		return string(body), peerReceived(t, dns[0]) - before
 	}
 	pushed, pushedBytes := query()
-	old.Store(true)
+	age.Store(beforeRollups)
 	raw, rawBytes := query()
-	old.Store(false)
+	age.Store(current)
 	if pushed != raw {
 		t.Fatalf("rolled up at the owners:\n%s\nby the receiver:\n%s", pushed, raw)
 	}
@@ -327,8 +346,8 @@ func TestRollupsAtTheOwnersMoveFewerBytes(t *testing.T) {
 	}
 	local := dns[0].Engine().Hosted()[0].Region
 	spec := &scan.Rollup{Func: "avg_over_time", Range: 3_600_000, Start: base.Add(time.Hour).UnixMilli() - 3_600_000 + 1, End: base.Add(3 * time.Hour).UnixMilli(), Step: 3_600_000}
-	for _, older := range []bool{false, true} {
-		old.Store(older)
+	for _, older := range []int32{current, beforeRollups} {
+		age.Store(older)
 		var mu sync.Mutex
 		rolled, unrolled, values := map[string]int{}, map[string]int{}, 0
 		err := dns[0].Engine().ScanColumns(ctx, "m", scan.Request{Start: region.AllTime, End: region.AllTimeEnd, Fields: []string{"v"}, Rollup: spec}, func(c *scan.Column) error {
@@ -344,8 +363,8 @@ func TestRollupsAtTheOwnersMoveFewerBytes(t *testing.T) {
 				unrolled[c.Series]++
 			}
 			isLocal := layout.Route([]byte(c.Series), tb.Regions) == local
-			if c.Rolled != (!isLocal && !older) {
-				return fmt.Errorf("series %q (local %v, older owners %v): rolled %v", c.Series, isLocal, older, c.Rolled)
+			if c.Rolled != (!isLocal && older == current) {
+				return fmt.Errorf("series %q (local %v, owners' age %d): rolled %v", c.Series, isLocal, older, c.Rolled)
 			}
 			return nil
 		})
@@ -357,11 +376,11 @@ func TestRollupsAtTheOwnersMoveFewerBytes(t *testing.T) {
 				t.Fatalf("%q: %d rolled columns", k, n)
 			}
 		}
-		if len(rolled)+len(unrolled) != 24 || values > 3*len(rolled) || !older && len(rolled) == 0 || older && len(rolled) > 0 {
-			t.Fatalf("older owners %v: %d series rolled (%d values), %d not", older, len(rolled), values, len(unrolled))
+		if len(rolled)+len(unrolled) != 24 || values > 3*len(rolled) || older == current && len(rolled) == 0 || older != current && len(rolled) > 0 {
+			t.Fatalf("owners' age %d: %d series rolled (%d values), %d not", older, len(rolled), values, len(unrolled))
 		}
 	}
-	old.Store(false)
+	age.Store(current)
 
 	// The sample limit counts the samples an owner rolled up, not the
 	// windows it sent: two remote series of 1,080 samples each are over
@@ -375,20 +394,20 @@ func TestRollupsAtTheOwnersMoveFewerBytes(t *testing.T) {
 	engine := promql.NewEngine(promql.EngineOpts{MaxSamples: 1e8, Timeout: time.Minute, LookbackDelta: 5 * time.Minute})
 	expr := fmt.Sprintf("avg_over_time(m_v{host=~%q}[1h])", strings.Join(hosts, "|"))
 	for _, limit := range []int{1000, 10_000} {
-		for _, older := range []bool{false, true} {
-			old.Store(older)
+		for _, older := range []int32{current, beforeRollups} {
+			age.Store(older)
 			qry, err := engine.NewRangeQuery(ctx, &prom.Queryable{Engine: dns[0].Engine(), Rollups: true, MaxSamples: limit}, nil, expr, base.Add(time.Hour), base.Add(3*time.Hour), time.Hour)
 			if err != nil {
 				t.Fatal(err)
 			}
 			res := qry.Exec(ctx)
 			if over := errors.Is(res.Err, prom.ErrTooManySamples); over != (limit == 1000) || !over && res.Err != nil {
-				t.Fatalf("%s, limit %d, older owners %v: %v", expr, limit, older, res.Err)
+				t.Fatalf("%s, limit %d, owners' age %d: %v", expr, limit, older, res.Err)
 			}
 			qry.Close()
 		}
 	}
-	old.Store(false)
+	age.Store(current)
 }
 
 // A rollup that is not one (an unknown function, windows that overlap, no

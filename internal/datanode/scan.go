@@ -44,7 +44,7 @@ func (e *Engine) ScanRegion(ctx context.Context, table string, id layout.RegionI
 }
 
 func (e *Engine) scan(ctx context.Context, table string, req scan.Request, only *layout.RegionID) (*Scanner, error) {
-	if req.Rollup != nil {
+	if req.Rollup != nil || req.Aggregate != nil {
 		return nil, fmt.Errorf("%w: a rollup is computed by a column scan, not a scan of rows", scan.ErrInvalid)
 	}
 	tg, err := e.resolveTable(ctx, table, false)
@@ -286,8 +286,15 @@ func (it *batchIter) Close() error {
 // goes; rolled up here first, the same work would end in a serial hand-
 // over), as does an owner that does not know rollups (an older binary):
 // the caller must roll up the columns that are not Rolled.
+//
+// With req.Aggregate as well, each region hosted elsewhere has its series
+// aggregated by group at its owner: one Aggregated column per group and
+// region. The regions hosted here give their samples, as above, and an
+// owner that does not know aggregates (an older binary) its series,
+// rolled or not: the caller must aggregate the columns that are not
+// Aggregated, and merge the partials.
 func (e *Engine) ScanColumns(ctx context.Context, table string, req scan.Request, emit func(*scan.Column) error) error {
-	if _, err := checkColumns(req); err != nil {
+	if _, _, err := checkColumns(req); err != nil {
 		return err
 	}
 	tg, err := e.resolveTable(ctx, table, false)
@@ -313,7 +320,7 @@ func (e *Engine) ScanColumns(ctx context.Context, table string, req scan.Request
 		}
 	}
 	if len(regions) == 1 {
-		return e.regionColumns(ctx, t, 0, regions[0], req, nil, emit)
+		return e.regionColumns(ctx, t, 0, regions[0], req, nil, nil, emit)
 	}
 	// Regions hold disjoint series: read at once, they still never give
 	// emit one series at once. No caller needs an order across series.
@@ -324,7 +331,7 @@ func (e *Engine) ScanColumns(ctx context.Context, table string, req scan.Request
 	for _, remote := range []bool{true, false} {
 		for i, r := range regions {
 			if (r == nil) == remote {
-				g.Go(func() error { return e.regionColumns(gctx, t, uint32(i), r, req, nil, emit) })
+				g.Go(func() error { return e.regionColumns(gctx, t, uint32(i), r, req, nil, nil, emit) })
 			}
 		}
 	}
@@ -336,23 +343,32 @@ func (e *Engine) ScanColumns(ctx context.Context, table string, req scan.Request
 // parts already.
 const regionScans = 4
 
-// checkColumns checks a column scan's request, and its rollup if any.
-func checkColumns(req scan.Request) (*rollup.Func, error) {
-	if len(req.Fields) != 1 || req.SeriesOnly {
-		return nil, fmt.Errorf("%w: a column scan reads exactly one field", scan.ErrInvalid)
+// checkColumns checks a column scan's request, and its rollup and
+// aggregation if any.
+func checkColumns(req scan.Request) (*rollup.Func, *rollup.Aggregation, error) {
+	switch {
+	case len(req.Fields) != 1 || req.SeriesOnly:
+		return nil, nil, fmt.Errorf("%w: a column scan reads exactly one field", scan.ErrInvalid)
+	case req.Rollup == nil && req.Aggregate != nil:
+		return nil, nil, fmt.Errorf("%w: an aggregation at the owner without a rollup", scan.ErrInvalid)
+	case req.Rollup == nil:
+		return nil, nil, nil
 	}
-	if req.Rollup == nil {
-		return nil, nil
+	fn, err := rollup.New(*req.Rollup)
+	if err != nil || req.Aggregate == nil {
+		return fn, nil, err
 	}
-	return rollup.New(*req.Rollup)
+	agg, err := rollup.NewAggregation(*req.Aggregate)
+	return fn, agg, err
 }
 
 // ScanRegionColumns reads one numeric field of region id of a physical
-// table, as Region.ScanColumns does, or its series' rollups
-// (req.Rollup, as ScanColumns); the region must be hosted here (a column
-// scan forwarded by another datanode).
+// table, as Region.ScanColumns does, or its series' rollups (req.Rollup,
+// as ScanColumns), or those aggregated by group (req.Aggregate); the
+// region must be hosted here (a column scan forwarded by another
+// datanode).
 func (e *Engine) ScanRegionColumns(ctx context.Context, table string, id layout.RegionID, req scan.Request, emit func(*scan.Column) error) error {
-	fn, err := checkColumns(req)
+	fn, agg, err := checkColumns(req)
 	if err != nil {
 		return err
 	}
@@ -371,25 +387,29 @@ func (e *Engine) ScanRegionColumns(ctx context.Context, table string, id layout.
 	if r == nil {
 		return fmt.Errorf("%w: region %s", ErrNotHosted, id)
 	}
-	return e.regionColumns(ctx, t, id.Region, r, req, fn, emit)
+	return e.regionColumns(ctx, t, id.Region, r, req, fn, agg, emit)
 }
 
 // regionColumns is the column scan of region n of t: r, or the region's
-// owner's if r is nil (hosted elsewhere, req.Rollup computed there); r's
-// is rolled up by fn if set (req.Rollup's, for another datanode), else
-// its samples.
-func (e *Engine) regionColumns(ctx context.Context, t *catalog.Table, n uint32, r *region.Region, req scan.Request, fn *rollup.Func, emit func(*scan.Column) error) error {
+// owner's if r is nil (hosted elsewhere, req.Rollup and req.Aggregate
+// computed there); r's is rolled up by fn if set (req.Rollup's, for
+// another datanode) and aggregated by agg if set, else its samples.
+func (e *Engine) regionColumns(ctx context.Context, t *catalog.Table, n uint32, r *region.Region, req scan.Request, fn *rollup.Func, agg *rollup.Aggregation, emit func(*scan.Column) error) error {
 	if r == nil {
 		return e.opts.Remote.ScanColumns(ctx, t.Name, layout.RegionID{Table: t.ID, Region: n}, req, emit)
 	}
 	if _, ok := r.Schema().FieldOrdinal(req.Fields[0]); !ok {
 		return nil // the region has no values of the field yet
 	}
-	req.Rollup = nil // the region reads samples
-	if fn == nil {
-		return r.ScanColumns(ctx, req, emit)
+	req.Rollup, req.Aggregate = nil, nil // the region reads samples
+	scanColumns := func(each func(*scan.Column) error) error { return r.ScanColumns(ctx, req, each) }
+	switch {
+	case agg != nil:
+		return agg.Columns(ctx, fn, scanColumns, emit)
+	case fn != nil:
+		return fn.Columns(scanColumns, emit)
 	}
-	return fn.Columns(func(each func(*scan.Column) error) error { return r.ScanColumns(ctx, req, each) }, emit)
+	return scanColumns(emit)
 }
 
 // TagValues returns the distinct values, sorted, of tag name in table's

@@ -117,7 +117,7 @@ func scanRequest(req *pb.ScanRequest) scan.Request {
 		fields = nil
 	}
 	return scan.Request{Start: start, End: end, Tags: wire.ToTags(req.GetTags()), In: wire.ToTagIns(req.GetIn()), Fields: fields, BatchRows: int(req.GetBatchRows()), SeriesOnly: req.GetSeriesOnly(),
-		Rollup: wire.ToRollup(req.GetRollup())}
+		Rollup: wire.ToRollup(req.GetRollup()), Aggregate: wire.ToAggregate(req.GetAggregate())}
 }
 
 func (s *Server) Scan(req *pb.ScanRequest, stream grpc.ServerStreamingServer[pb.ScanResponse]) error {
@@ -202,17 +202,17 @@ func (s *Server) ScanColumns(req *pb.ScanRequest, stream grpc.ServerStreamingSer
 	size := 0
 	send := func() error {
 		err := stream.Send(resp)
-		resp, size = &pb.ScanColumnsResponse{Type: resp.Type, Rolled: resp.Rolled}, 0
+		resp, size = &pb.ScanColumnsResponse{Type: resp.Type, Rolled: resp.Rolled, Aggregated: resp.Aggregated}, 0
 		return err
 	}
 	err = s.eng.ScanRegionColumns(stream.Context(), req.GetTable(), id, scanRequest(req), func(c *scan.Column) error {
 		mu.Lock()
 		defer mu.Unlock()
-		resp.Type, resp.Rolled = c.Kind.String(), c.Rolled
+		resp.Type, resp.Rolled, resp.Aggregated = c.Kind.String(), c.Rolled, c.Aggregated
 		for piece := *c; ; {
 			n := min(len(piece.TS), columnPiece)
 			m := wire.FromColumn(&scan.Column{SeriesColumn: scan.SeriesColumn{Series: piece.Series, TS: piece.TS[:n], Bits: piece.Bits[:n], Null: piece.Null[:min(n, len(piece.Null))], Finite: piece.Finite},
-				Samples: piece.Samples})
+				Samples: piece.Samples, Ties: piece.Ties})
 			resp.Columns = append(resp.Columns, m)
 			size += len(m.Series) + len(m.Ts) + len(m.Values) + len(m.Nulls)
 			if size >= columnsBytes {

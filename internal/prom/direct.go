@@ -3,7 +3,6 @@ package prom
 import (
 	"context"
 	"fmt"
-	"math"
 	"slices"
 	"time"
 
@@ -12,9 +11,9 @@ import (
 	"github.com/prometheus/prometheus/promql"
 	"github.com/prometheus/prometheus/promql/parser"
 	"github.com/prometheus/prometheus/storage"
-	"github.com/prometheus/prometheus/util/kahansum"
 
 	"github.com/stratadb/strata/internal/rollup"
+	"github.com/stratadb/strata/internal/scan"
 )
 
 // Aggregations of rollups, evaluated without the engine.
@@ -26,20 +25,26 @@ import (
 // engine does the same, but first walks every step of every series
 // through its generic range-function machinery (buffered iterators, one
 // window at a time), which costs more than the scan on narrow queries.
-// The aggregation below is the engine's own (promql/engine.go,
-// aggregation), operation for operation, over the series in the order
-// the engine would take them (Select's), so the result is the same to the
-// bit; TestRollupsMatchEngine holds it to that. Anything else, instant
-// queries included, goes to the engine.
+// The aggregation (rollup.Aggregate) is the engine's own
+// (promql/engine.go, aggregation), operation for operation, over the
+// series in the order the engine would take them (Select's), so the
+// result is the same to the bit; TestRollupsMatchEngine holds it to that.
+// min, max, count and group are computed by the owners of the regions
+// other datanodes host, as partials merged here (eval). Anything else,
+// instant queries included, goes to the engine.
 
 // directPlan is a query of that shape.
 type directPlan struct {
-	op  parser.ItemType // SUM, AVG, MIN, MAX or COUNT
-	by  []string        // the grouping labels, sorted
-	fn  string          // the rollup function
+	op  rollup.Op
+	by  []string // the grouping labels, sorted
+	fn  string   // the rollup function
 	sel *parser.VectorSelector
 	rng time.Duration
 }
+
+// ops are the aggregations a directPlan evaluates.
+var ops = map[parser.ItemType]rollup.Op{parser.SUM: rollup.Sum, parser.AVG: rollup.Avg, parser.MIN: rollup.Min,
+	parser.MAX: rollup.Max, parser.COUNT: rollup.Count, parser.GROUP: rollup.Group}
 
 // planDirect returns the plan for a range query of expr at step, or nil
 // if the engine must evaluate it. expr must be RollupSafe.
@@ -51,9 +56,8 @@ func planDirect(expr parser.Expr, step time.Duration) *directPlan {
 	if !ok || agg.Param != nil || agg.Without || slices.Contains(agg.Grouping, model.MetricNameLabel) {
 		return nil
 	}
-	switch agg.Op {
-	case parser.SUM, parser.AVG, parser.MIN, parser.MAX, parser.COUNT:
-	default:
+	op, ok := ops[agg.Op]
+	if !ok {
 		return nil
 	}
 	call, ok := unparen(agg.Expr).(*parser.Call)
@@ -75,7 +79,7 @@ func planDirect(expr parser.Expr, step time.Duration) *directPlan {
 	}
 	by := slices.Clone(agg.Grouping)
 	slices.Sort(by)
-	return &directPlan{op: agg.Op, by: slices.Compact(by), fn: call.Func.Name, sel: vs, rng: ms.Range}
+	return &directPlan{op: op, by: slices.Compact(by), fn: call.Func.Name, sel: vs, rng: ms.Range}
 }
 
 func unparen(e parser.Expr) parser.Expr {
@@ -88,99 +92,55 @@ func unparen(e parser.Expr) parser.Expr {
 	}
 }
 
-// aggregate is one group's aggregation at a step: the engine's
-// groupedAggregation, floats only.
-type aggregate struct {
-	seen  bool
-	incr  bool    // avg: the sum overflowed; the mean is kept incrementally
-	v, c  float64 // value (or sum) and its Kahan compensation
-	mean  float64
-	count float64
-}
-
-func (a *aggregate) add(op parser.ItemType, f float64) {
-	if !a.seen {
-		*a = aggregate{seen: true, v: f, mean: f, count: 1}
-		return
-	}
-	switch op {
-	case parser.SUM:
-		a.v, a.c = kahansum.Inc(f, a.v, a.c)
-	case parser.AVG:
-		a.count++
-		if !a.incr {
-			v, c := kahansum.Inc(f, a.v, a.c)
-			if !math.IsInf(v, 0) {
-				a.v, a.c = v, c
-				return
-			}
-			a.incr = true
-			a.mean = a.v / (a.count - 1)
-			a.c /= a.count - 1
-		}
-		q := (a.count - 1) / a.count
-		a.mean, a.c = kahansum.Inc(f/a.count, q*a.mean, q*a.c)
-	case parser.MAX:
-		if a.v < f || math.IsNaN(a.v) {
-			a.v = f
-		}
-	case parser.MIN:
-		if a.v > f || math.IsNaN(a.v) {
-			a.v = f
-		}
-	case parser.COUNT:
-		a.count++
-	}
-}
-
-func (a *aggregate) value(op parser.ItemType) float64 {
-	switch op {
-	case parser.SUM:
-		return a.v + a.c
-	case parser.AVG:
-		if a.incr {
-			return a.mean + a.c
-		}
-		return a.v/a.count + a.c/a.count
-	case parser.COUNT:
-		return a.count
-	}
-	return a.v
-}
-
 // eval evaluates the plan from start to end at step over q, which must
-// compute rollups in its scans.
+// compute rollups in its scans. An aggregation whose partials merge
+// exactly is computed by the owners of the regions other datanodes host
+// (scan.Request.Aggregate), each answering one partial per group, which
+// are merged here with the series of the regions hosted here (and of
+// owners that do not know aggregates). If a value then depends on the
+// order in which series are taken (ties), the owners' partials cannot
+// say which comes first in the engine's order: the series are read
+// again, rolled up only, and aggregated here.
 func (p *directPlan) eval(ctx context.Context, q *Queryable, start, end time.Time, step time.Duration) (promql.Matrix, error) {
 	startMs, endMs, interval := start.UnixMilli(), end.UnixMilli(), step.Milliseconds()
 	// The Select the engine would make (promql.Engine.populateSeries).
 	hints := &storage.SelectHints{Start: startMs - p.rng.Milliseconds() + 1, End: endMs, Step: interval,
 		Range: p.rng.Milliseconds(), Func: p.fn, By: len(p.by) > 0, Grouping: p.by}
-	qr, err := q.Querier(hints.Start, hints.End)
-	if err != nil {
-		return nil, err
+	qr := &querier{q: q, mint: hints.Start, maxt: hints.End}
+	var agg *scan.Aggregate
+	if p.op.Mergeable() && !slices.Contains(p.by, nameLabel) {
+		agg = &scan.Aggregate{Op: p.op.String(), By: p.by}
 	}
-	defer qr.Close()
-	set := qr.Select(ctx, false, hints, p.sel.LabelMatchers...)
-	var ss []*series
-	for set.Next() {
-		s, ok := set.At().(*series)
-		if !ok {
-			return nil, fmt.Errorf("prom: a %T from Select", set.At())
+	for {
+		out, err := qr.sel(ctx, hints, agg, p.sel.LabelMatchers)
+		if err != nil {
+			return nil, fmt.Errorf("expanding series: %w", err) // as the engine says it
 		}
-		ss = append(ss, s)
+		ss := make([]*series, len(out))
+		for i, s := range out {
+			var ok bool
+			if ss[i], ok = s.(*series); !ok {
+				return nil, fmt.Errorf("prom: a %T from Select", s)
+			}
+		}
+		m, ties, err := p.aggregate(ctx, ss, startMs, endMs, interval)
+		if err != nil || !ties {
+			return m, err
+		}
+		rollup.Reaggregated()
+		agg = nil
 	}
-	if err := set.Err(); err != nil {
-		return nil, fmt.Errorf("expanding series: %w", err) // as the engine says it
-	}
-	return p.aggregate(ctx, ss, startMs, endMs, interval)
 }
 
-// aggregate aggregates rolled-up series (each with samples at steps only)
-// at each step from start to end (ms), in the series' order.
-func (p *directPlan) aggregate(ctx context.Context, ss []*series, start, end, interval int64) (promql.Matrix, error) {
+// aggregate aggregates rolled-up series (each with samples at steps
+// only) at each step from start to end (ms), in the series' order, and
+// merges the partials among them. ties: with partials, a value depends on
+// the order in which the series are taken (rollup.Agg).
+func (p *directPlan) aggregate(ctx context.Context, ss []*series, start, end, interval int64) (promql.Matrix, bool, error) {
 	var out promql.Matrix
-	group := make([]int, len(ss))
+	ins := make([]rollup.Input, len(ss))
 	groups := map[string]int{}
+	partials := false
 	for i, s := range ss {
 		ls := labels.EmptyLabels()
 		if len(p.by) > 0 {
@@ -195,37 +155,37 @@ func (p *directPlan) aggregate(ctx context.Context, ss []*series, start, end, in
 			groups[key] = g
 			out = append(out, promql.Series{Metric: ls})
 		}
-		group[i] = g
+		ins[i] = rollup.Input{TS: s.TS, VS: s.VS, Group: g, Partial: s.partial, Ties: s.ties}
+		partials = partials || s.partial
 	}
-	aggs := make([]aggregate, len(out))
-	next := make([]int, len(ss))
-	for t := start; t <= end; t += interval {
-		if err := ctx.Err(); err != nil {
-			return nil, err
-		}
-		for g := range aggs {
-			aggs[g].seen = false
-		}
-		for i, s := range ss {
-			k := next[i]
-			if k == len(s.TS) || s.TS[k] > t {
-				continue
-			}
-			if s.TS[k] < t {
-				return nil, fmt.Errorf("prom: %s: a rolled-up sample at %d, off the steps", p.fn, s.TS[k])
-			}
-			aggs[group[i]].add(p.op, s.VS[k])
-			next[i]++
-		}
-		for g := range aggs {
-			if aggs[g].seen {
-				out[g].Floats = append(out[g].Floats, promql.FPoint{T: t, F: aggs[g].value(p.op)})
-			}
+	aggs, err := rollup.Aggregate(ctx, p.op, ins, len(out), start, end, interval)
+	if err != nil {
+		return nil, false, fmt.Errorf("prom: %s: %w", p.fn, err)
+	}
+	ties := false
+	for g, a := range aggs {
+		ties = ties || a.Ties
+		out[g].Floats = make([]promql.FPoint, len(a.TS))
+		for i, t := range a.TS {
+			out[g].Floats[i] = promql.FPoint{T: t, F: a.VS[i]}
 		}
 	}
 	out = slices.DeleteFunc(out, func(s promql.Series) bool { return len(s.Floats) == 0 })
 	slices.SortFunc(out, func(a, b promql.Series) int { return labels.Compare(a.Metric, b.Metric) })
-	return out, nil
+	return out, partials && ties, nil
+}
+
+// EvalDirect evaluates a range query of expr as the API does without the
+// engine, if it can (ok false: the API would hand it to the engine). q
+// must compute rollups and expr be RollupSafe. For tests, which compare
+// its answers' bits (the API's JSON does not show a NaN's).
+func EvalDirect(ctx context.Context, q *Queryable, expr parser.Expr, start, end time.Time, step time.Duration) (m promql.Matrix, ok bool, err error) {
+	p := planDirect(expr, step)
+	if p == nil {
+		return nil, false, nil
+	}
+	m, err = p.eval(ctx, q, start, end, step)
+	return m, true, err
 }
 
 // directQuery is a directPlan as an evaluation, for the API's eval.

@@ -58,7 +58,7 @@ func TestAggregateMatchesEngine(t *testing.T) {
 			}
 			held = append(held, s)
 		}
-		op := []string{"sum", "avg", "min", "max", "count"}[rng.Intn(5)]
+		op := []string{"sum", "avg", "min", "max", "count", "group"}[rng.Intn(6)]
 		expr := op + []string{"", " by (g)", " by (g, nope)", " by ()"}[rng.Intn(4)] + " (max_over_time(x[1m]))"
 		qry, err := engine.NewRangeQuery(ctx, held, nil, expr, start, end, time.Minute)
 		if err != nil {
@@ -78,7 +78,7 @@ func TestAggregateMatchesEngine(t *testing.T) {
 		if plan == nil {
 			t.Fatalf("%s: not planned", expr)
 		}
-		m, err := plan.aggregate(ctx, held, start.UnixMilli(), end.UnixMilli(), time.Minute.Milliseconds())
+		m, _, err := plan.aggregate(ctx, held, start.UnixMilli(), end.UnixMilli(), time.Minute.Milliseconds())
 		if err != nil {
 			t.Fatal(err)
 		}

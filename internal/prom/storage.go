@@ -166,14 +166,32 @@ func (qr *querier) matching(ms []*labels.Matcher) ([]metric, []*labels.Matcher) 
 // Select reads the series of every metric the matchers name: one scan per
 // (table, field), with the time range and equality matchers pushed down
 // and only that field read; the other matchers filter the series after.
-func (qr *querier) Select(ctx context.Context, sortSeries bool, hints *storage.SelectHints, ms ...*labels.Matcher) storage.SeriesSet {
+func (qr *querier) Select(ctx context.Context, _ bool, hints *storage.SelectHints, ms ...*labels.Matcher) storage.SeriesSet {
+	out, err := qr.sel(ctx, hints, nil, ms)
+	if err != nil {
+		return storage.ErrSeriesSet(err)
+	}
+	return &seriesSet{series: out, pos: -1}
+}
+
+// sel is Select, always sorted, with agg, if set, computed by the owners
+// of the regions other datanodes host where it can be: the series rolled
+// up and aggregated by group there, each group's partial among the
+// series (series.partial). It can be where every matcher of a metric is
+// applied by its scan (none is left to apply to its series after), and
+// only one metric has series (two metrics' series of one labelset are one
+// series: mergeEqual).
+func (qr *querier) sel(ctx context.Context, hints *storage.SelectHints, agg *scan.Aggregate, ms []*labels.Matcher) ([]storage.Series, error) {
 	mint, maxt := qr.mint, qr.maxt
 	if hints != nil {
 		mint, maxt = max(mint, hints.Start), min(maxt, hints.End)
 	}
+	if qr.q.byName {
+		agg = nil // the label Select adds is not a tag
+	}
 	mts, rest := qr.matching(ms)
 	var out []storage.Series
-	samples := 0
+	samples, answered := 0, 0
 	for _, mt := range mts {
 		mrest := mt.matchers(ms, rest)
 		if missingTag(mrest, &mt) {
@@ -187,15 +205,24 @@ func (qr *querier) Select(ctx context.Context, sortSeries bool, hints *storage.S
 			// Labels only (the series API): from the series indexes.
 			ss, err = qr.list(ctx, mt, req, post)
 		} else {
+			if agg != nil && allPushed(post, &mt) {
+				req.Aggregate = agg
+			}
 			ss, n, err = qr.scan(ctx, mt, req, post, qr.q.MaxSamples-samples, hints)
 		}
 		if err != nil {
-			return storage.ErrSeriesSet(err)
+			return nil, err
 		}
 		samples += n
+		if len(ss) > 0 {
+			answered++
+		}
 		out = append(out, ss...)
 	}
-	if len(mts) > 1 {
+	if answered > 1 {
+		if slices.ContainsFunc(out, func(s storage.Series) bool { p, ok := s.(*series); return ok && p.partial }) {
+			return qr.sel(ctx, hints, nil, ms) // partials cannot merge as series do
+		}
 		merged := mergeEqual(out)
 		if len(merged) < len(out) && !qr.raw && rollupOf(hints) != nil && qr.q.Rollups {
 			// Rolled up apart, the two halves of a series would merge
@@ -203,7 +230,7 @@ func (qr *querier) Select(ctx context.Context, sortSeries bool, hints *storage.S
 			// tables).
 			raw := *qr
 			raw.raw = true
-			return raw.Select(ctx, sortSeries, hints, ms...)
+			return raw.sel(ctx, hints, nil, ms)
 		}
 		out = merged
 	} else {
@@ -220,14 +247,26 @@ func (qr *querier) Select(ctx context.Context, sortSeries bool, hints *storage.S
 		for i, s := range out {
 			var ok bool
 			if ss[i], ok = s.(*series); !ok {
-				return storage.ErrSeriesSet(fmt.Errorf("prom: a %T from a scan", s))
+				return nil, fmt.Errorf("prom: a %T from a scan", s)
 			}
 		}
 		if err := withNameLabel(ss); err != nil {
-			return storage.ErrSeriesSet(err)
+			return nil, err
 		}
 	}
-	return &seriesSet{series: out, pos: -1}
+	return out, nil
+}
+
+// allPushed reports whether the matchers post, left after pushDown for
+// metric mt, select every series its scan gives: each is a set of values
+// of a tag, which the scan applies exactly (scan.Request.In).
+func allPushed(post []*labels.Matcher, mt *metric) bool {
+	for _, m := range post {
+		if m.Type != labels.MatchRegexp || len(m.SetMatches()) == 0 || !mt.hasTag(m.Name) {
+			return false
+		}
+	}
+	return true
 }
 
 // mergeEqual sorts out by labels and makes one series of those with equal
@@ -350,17 +389,20 @@ func (qr *querier) list(ctx context.Context, mt metric, req scan.Request, post [
 // scan reads one metric's series, column by column; budget bounds its
 // samples (<= 0 with a limit set: none left). With a rollup to compute,
 // the scan asks the regions' owners for it (scan.Request.Rollup): their
-// columns come Rolled and are taken as they are. An owner that does not
-// know rollups (an older binary) sends samples, which are rolled up here
-// as they come if they come in time order, as they do unless rows were
-// written out of order across files; if not, the scan is read again with
-// the samples kept.
+// columns come Rolled and are taken as they are, and with
+// req.Aggregate, Aggregated: each a group's partial, kept apart. An owner
+// that does not know rollups (an older binary) sends samples, which are
+// rolled up here as they come if they come in time order, as they do
+// unless rows were written out of order across files; if not, the scan
+// is read again with the samples kept.
 func (qr *querier) scan(ctx context.Context, mt metric, req scan.Request, post []*labels.Matcher, budget int, hints *storage.SelectHints) ([]storage.Series, int, error) {
 	var fn *rollup.Func
 	if qr.q.Rollups && !qr.raw {
 		fn = rollupOf(hints)
 	}
-	if fn != nil {
+	if fn == nil {
+		req.Aggregate = nil
+	} else {
 		spec := fn.Spec()
 		req.Rollup = &spec
 		ss, n, err := qr.scanWith(ctx, mt, req, post, budget, fn, true)
@@ -395,7 +437,18 @@ func (qr *querier) scanWith(ctx context.Context, mt metric, req scan.Request, po
 	err := qr.q.Engine.ScanColumns(ctx, mt.table, req, func(c *scan.Column) error {
 		mu.Lock()
 		s, seen := byKey[c.Series]
-		if !seen {
+		if c.Aggregated {
+			// A group's partial (of one region, or a piece of its
+			// windows): its key holds the group's tags, not a series',
+			// and post was applied by the scan (allPushed).
+			ls, _, err := l.labels(c.Series)
+			if err != nil {
+				mu.Unlock()
+				return err
+			}
+			s = &series{labels: ls, partial: true, ties: c.Ties}
+			out = append(out, s)
+		} else if !seen {
 			ls, ok, err := l.labels(c.Series)
 			if err != nil {
 				mu.Unlock()
@@ -587,10 +640,13 @@ func limit(vs []string, hints *storage.LabelHints) []string {
 	return vs
 }
 
-// series is one series' samples, in memory.
+// series is one series' samples, in memory; or, partial, a group's
+// partial aggregation that an owner computed (scan.Column.Aggregated:
+// labels the group's and __name__, ties its column's).
 type series struct {
 	labels        labels.Labels
 	rollup.Series // its samples (TS, VS; ms), once the scan has finished it
+	partial, ties bool
 }
 
 func (s *series) Labels() labels.Labels { return s.labels }

@@ -19,6 +19,10 @@
 // evaluation times must be the query's own steps) is internal/prom's to
 // say; a scan.Rollup only names the function and the windows.
 //
+// It also aggregates rolled-up series at each window (aggregate.go), as
+// the engine does, for internal/prom's engine-less plan and, for the
+// aggregations whose partials merge exactly, at a region's owner.
+//
 // It imports nothing of Strata's but scan and row, and of Prometheus only
 // two leaf packages (the staleness marker and Kahan summation).
 package rollup
@@ -91,6 +95,16 @@ func New(spec scan.Rollup) (*Func, error) {
 
 // Spec is the rollup f computes.
 func (f *Func) Spec() scan.Rollup { return f.spec }
+
+// steps are f's windows' ends: from first to end every step (ms, step > 0).
+func (f *Func) steps() (first, end, step int64) {
+	sp := f.spec
+	first = sp.Start + sp.Range - 1
+	if sp.Step == 0 {
+		return first, min(first, sp.End), 1
+	}
+	return first, sp.End, sp.Step
+}
 
 // Millis floors a nanosecond timestamp to milliseconds.
 func Millis(ns int64) int64 {

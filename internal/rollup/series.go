@@ -77,6 +77,17 @@ func Rescans() int64 { return rescans.Load() }
 // that drives Series itself.
 func Rescanned() { rescans.Add(1) }
 
+// reaggregations counts aggregations read again for ties.
+var reaggregations atomic.Int64
+
+// Reaggregations is how many aggregations whose partials owners computed
+// were read again, rolled up only, because a value depended on the order
+// of the series (Aggregated.Ties): tests check which path one took.
+func Reaggregations() int64 { return reaggregations.Load() }
+
+// Reaggregated counts an aggregation read again for ties.
+func Reaggregated() { reaggregations.Add(1) }
+
 // Columns rolls up every series of a column scan where its samples are
 // (a region's owner): scanColumns runs the scan, calling emit as
 // Region.ScanColumns does (from several goroutines, never for one series
@@ -86,32 +97,52 @@ func Rescanned() { rescans.Add(1) }
 // samples (empty if none was in a window: Samples still counts them), one
 // call at a time, its slices valid during the call.
 func (f *Func) Columns(scanColumns func(emit func(*scan.Column) error) error, emit func(*scan.Column) error) error {
+	ss, err := f.rolled(scanColumns)
+	if err != nil {
+		return err
+	}
+	c := scan.Column{Kind: row.Float, Rolled: true}
+	for _, s := range ss {
+		c.Series, c.Samples = s.key, s.n
+		setWindows(&c, s.TS, s.VS)
+		if err := emit(&c); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// rolled reads a column scan and rolls up its series (Columns): those
+// that had samples, finished.
+func (f *Func) rolled(scanColumns func(emit func(*scan.Column) error) error) ([]*keyed, error) {
 	out, err := f.collect(scanColumns, true)
 	if errors.Is(err, ErrUnordered) {
 		Rescanned()
 		out, err = f.collect(scanColumns, false)
 	}
 	if err != nil {
-		return err
+		return nil, err
 	}
-	c := scan.Column{Kind: row.Float, Rolled: true}
+	k := 0
 	for _, s := range out {
-		if s.n == 0 {
-			continue
-		}
-		s.Finish(f)
-		c.Series, c.Samples, c.Finite = s.key, s.n, true
-		c.TS, c.Bits = c.TS[:0], c.Bits[:0]
-		for i, t := range s.TS {
-			v := s.VS[i]
-			c.TS, c.Bits = append(c.TS, Nanos(t)), append(c.Bits, math.Float64bits(v))
-			c.Finite = c.Finite && !math.IsNaN(v) && !math.IsInf(v, 0)
-		}
-		if err := emit(&c); err != nil {
-			return err
+		if s.n > 0 {
+			s.Finish(f)
+			out[k] = s
+			k++
 		}
 	}
-	return nil
+	return out[:k], nil
+}
+
+// setWindows sets c's values to windows' (ms): Float payloads at
+// nanoseconds.
+func setWindows(c *scan.Column, ts []int64, vs []float64) {
+	c.TS, c.Bits, c.Finite = c.TS[:0], c.Bits[:0], true
+	for i, t := range ts {
+		v := vs[i]
+		c.TS, c.Bits = append(c.TS, Nanos(t)), append(c.Bits, math.Float64bits(v))
+		c.Finite = c.Finite && !math.IsNaN(v) && !math.IsInf(v, 0)
+	}
 }
 
 // keyed is a series Columns rolls up.

@@ -40,6 +40,10 @@ type Request struct {
 	// series instead of its samples (internal/rollup): one Column per
 	// series, Rolled. Nil: the samples.
 	Rollup *Rollup
+	// Aggregate, with Rollup, asks for the rolled series aggregated by
+	// group at each window instead (internal/rollup): one Column per
+	// group, Aggregated. Nil: the series.
+	Aggregate *Aggregate
 }
 
 // Rollup is a range function of each series over windows that are apart:
@@ -51,6 +55,16 @@ type Request struct {
 type Rollup struct {
 	Func                    string
 	Range, Start, End, Step int64
+}
+
+// Aggregate is an aggregation of rolled series at each window, as PromQL's
+// Op by (By) computes it: Op is min, max, count or group (those whose
+// partials merge exactly), By the grouping tags (a series' group is its
+// tags of those names). internal/rollup says which are valid and computes
+// them.
+type Aggregate struct {
+	Op string
+	By []string
 }
 
 // SeriesColumn is one series' values of one numeric field, in ts order:
@@ -83,6 +97,14 @@ type Column struct {
 	// limit counts them).
 	Rolled  bool
 	Samples int
+	// Aggregated: the column is a group's partial aggregation
+	// (Request.Aggregate) over series of one region, Rolled as well:
+	// Series is the group's key (the series' tags named in By), one value
+	// per window where a series of the group has one (for count, how
+	// many do), Samples what their rollups read. Ties: at some window the
+	// value depends on the order in which the series are taken (a min or
+	// max of zeros of both signs, or of NaNs of different payloads only).
+	Aggregated, Ties bool
 }
 
 // The merge rule. Of the rows of one (series, ts), the one written last

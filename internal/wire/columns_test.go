@@ -17,6 +17,7 @@ func TestColumnRoundTrip(t *testing.T) {
 		{SeriesColumn: scan.SeriesColumn{Series: "c", TS: []int64{math.MinInt64, -1, 0, 10, 20, 30, 31, 1000, math.MaxInt64}, Bits: []uint64{1, 2, 3, 4, 5, 6, 7, 8, 9},
 			Null: []bool{false, true, false, false, false, false, false, false, true}}},
 		{SeriesColumn: scan.SeriesColumn{Series: "d (no windows)", TS: []int64{}, Bits: []uint64{}}, Samples: 3},
+		{SeriesColumn: scan.SeriesColumn{Series: "e (a partial whose value depends on the order)", TS: []int64{60e9}, Bits: []uint64{1 << 63}, Finite: true}, Samples: 6, Ties: true},
 	}
 	var got scan.Column
 	for _, c := range cols {
@@ -52,5 +53,16 @@ func TestRollupRoundTrip(t *testing.T) {
 	}
 	if FromRollup(nil) != nil || ToRollup(nil) != nil {
 		t.Fatal("no rollup converted to one")
+	}
+}
+
+// An aggregation converts to its message and back, and none to none.
+func TestAggregateRoundTrip(t *testing.T) {
+	a := &scan.Aggregate{Op: "max", By: []string{"host", "region"}}
+	if got := ToAggregate(FromAggregate(a)); !reflect.DeepEqual(got, a) {
+		t.Fatalf("got %+v, want %+v", got, a)
+	}
+	if FromAggregate(nil) != nil || ToAggregate(nil) != nil {
+		t.Fatal("no aggregation converted to one")
 	}
 }

@@ -148,11 +148,28 @@ func ToRollup(m *pb.Rollup) *scan.Rollup {
 	return &scan.Rollup{Func: m.GetFunc(), Range: m.GetRange(), Start: m.GetStart(), End: m.GetEnd(), Step: m.GetStep()}
 }
 
+// FromAggregate converts a column scan's aggregation (nil: none).
+func FromAggregate(a *scan.Aggregate) *pb.Aggregate {
+	if a == nil {
+		return nil
+	}
+	return &pb.Aggregate{Op: a.Op, By: a.By}
+}
+
+// ToAggregate converts a message aggregation (nil: none). It is not
+// checked (rollup.NewAggregation does that).
+func ToAggregate(m *pb.Aggregate) *scan.Aggregate {
+	if m == nil {
+		return nil
+	}
+	return &scan.Aggregate{Op: m.GetOp(), By: m.GetBy()}
+}
+
 // FromColumn packs one column of a column scan (pb.SeriesColumn), with
-// the samples a rolled one read; its Kind and Rolled are the response's
-// (pb.ScanColumnsResponse).
+// the samples a rolled one read and an aggregated one's ties; its Kind,
+// Rolled and Aggregated are the response's (pb.ScanColumnsResponse).
 func FromColumn(c *scan.Column) *pb.SeriesColumn {
-	m := &pb.SeriesColumn{Series: []byte(c.Series), Finite: c.Finite, Samples: int64(c.Samples)}
+	m := &pb.SeriesColumn{Series: []byte(c.Series), Finite: c.Finite, Samples: int64(c.Samples), Ties: c.Ties}
 	m.Ts = make([]byte, 0, len(c.TS)*2+binary.MaxVarintLen64)
 	var delta int64
 	for i, t := range c.TS {
@@ -183,14 +200,14 @@ func FromColumn(c *scan.Column) *pb.SeriesColumn {
 	return m
 }
 
-// ToColumn unpacks m into c, reusing c's slices; c's Kind and Rolled are
-// the response's, left as they are.
+// ToColumn unpacks m into c, reusing c's slices; c's Kind, Rolled and
+// Aggregated are the response's, left as they are.
 func ToColumn(m *pb.SeriesColumn, c *scan.Column) error {
 	n := len(m.Values) / 8
 	if len(m.Values)%8 != 0 || (len(m.Nulls) != 0 && len(m.Nulls) != (n+7)/8) || m.Samples < 0 {
 		return fmt.Errorf("%w: %d bytes of values, %d of nulls, %d samples", errBadColumn, len(m.Values), len(m.Nulls), m.Samples)
 	}
-	c.Series, c.Finite, c.Samples = string(m.Series), m.Finite, int(m.Samples)
+	c.Series, c.Finite, c.Samples, c.Ties = string(m.Series), m.Finite, int(m.Samples), m.Ties
 	c.TS, c.Bits = slices.Grow(c.TS[:0], n), slices.Grow(c.Bits[:0], n)
 	ts := m.Ts
 	var delta int64

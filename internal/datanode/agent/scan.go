@@ -338,7 +338,9 @@ func (it *remoteIter) Close() error {
 
 // ScanColumns reads one numeric field of a region on its owner (see
 // ownerStream), column by column, or its series' rollups (req.Rollup:
-// Rolled columns, unless the owner does not know rollups).
+// Rolled columns, unless the owner does not know rollups), or those
+// aggregated by group (req.Aggregate: Aggregated columns, unless the owner
+// does not know aggregates).
 func (a *Agent) ScanColumns(ctx context.Context, table string, id layout.RegionID, req scan.Request, emit func(*scan.Column) error) error {
 	var s *ownerStream[pb.ScanColumnsResponse]
 	deliver := func(c *scan.Column) error {
@@ -346,7 +348,7 @@ func (a *Agent) ScanColumns(ctx context.Context, table string, id layout.RegionI
 		return emit(c)
 	}
 	preq := &pb.ScanRequest{Table: table, Region: id.String(), Start: req.Start, End: req.End, Tags: wire.FromTags(req.Tags), In: wire.FromTagIns(req.In), Fields: req.Fields,
-		Rollup: wire.FromRollup(req.Rollup)}
+		Rollup: wire.FromRollup(req.Rollup), Aggregate: wire.FromAggregate(req.Aggregate)}
 	s = newOwnerStream(a, ctx, id, func() error {
 		return a.eng.ScanRegionColumns(ctx, table, id, req, deliver)
 	}, func(ctx context.Context, c pb.DatanodeClient) (grpc.ServerStreamingClient[pb.ScanColumnsResponse], error) {
@@ -366,9 +368,10 @@ func (a *Agent) ScanColumns(ctx context.Context, table string, id layout.RegionI
 		if !ok && len(m.Columns) > 0 {
 			return fmt.Errorf("scan region %s on %s: columns of unknown type %q", id, s.addr, m.Type)
 		}
-		// Rolled only if the owner says so: one older than rollups sends
-		// samples, which the caller rolls up.
-		col.Kind, col.Rolled = kind, m.Rolled
+		// Rolled and aggregated only if the owner says so: one older than
+		// rollups sends samples, which the caller rolls up, one older
+		// than aggregates series, which the caller aggregates.
+		col.Kind, col.Rolled, col.Aggregated = kind, m.Rolled, m.Aggregated
 		for _, c := range m.Columns {
 			if err := wire.ToColumn(c, &col); err != nil {
 				return fmt.Errorf("scan region %s on %s: %w", id, s.addr, err)

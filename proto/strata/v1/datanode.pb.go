@@ -575,7 +575,11 @@ type ScanRequest struct {
 	// ScanColumns only: compute a range function of each series at its
 	// owner instead of sending its samples (internal/rollup). Unset: the
 	// samples.
-	Rollup        *Rollup `protobuf:"bytes,10,opt,name=rollup,proto3" json:"rollup,omitempty"`
+	Rollup *Rollup `protobuf:"bytes,10,opt,name=rollup,proto3" json:"rollup,omitempty"`
+	// ScanColumns with rollup only: aggregate the rolled series by group at
+	// each of the rollup's windows at the owner (internal/rollup), instead
+	// of sending each series. Unset: the series.
+	Aggregate     *Aggregate `protobuf:"bytes,11,opt,name=aggregate,proto3" json:"aggregate,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -680,6 +684,69 @@ func (x *ScanRequest) GetRollup() *Rollup {
 	return nil
 }
 
+func (x *ScanRequest) GetAggregate() *Aggregate {
+	if x != nil {
+		return x.Aggregate
+	}
+	return nil
+}
+
+// An aggregation of a region's rolled series at each window, as PromQL's
+// op by (by) computes it: op is one of min, max, count, group (those whose
+// partials merge exactly; anything else is InvalidArgument); by are tag
+// names, a series' group its tags of those names.
+type Aggregate struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Op            string                 `protobuf:"bytes,1,opt,name=op,proto3" json:"op,omitempty"`
+	By            []string               `protobuf:"bytes,2,rep,name=by,proto3" json:"by,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Aggregate) Reset() {
+	*x = Aggregate{}
+	mi := &file_strata_v1_datanode_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Aggregate) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Aggregate) ProtoMessage() {}
+
+func (x *Aggregate) ProtoReflect() protoreflect.Message {
+	mi := &file_strata_v1_datanode_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Aggregate.ProtoReflect.Descriptor instead.
+func (*Aggregate) Descriptor() ([]byte, []int) {
+	return file_strata_v1_datanode_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *Aggregate) GetOp() string {
+	if x != nil {
+		return x.Op
+	}
+	return ""
+}
+
+func (x *Aggregate) GetBy() []string {
+	if x != nil {
+		return x.By
+	}
+	return nil
+}
+
 // A range function of each series, over windows that are apart: func over
 // (t - range, t] for t = start + range - 1, then every step up to end
 // (once if step is 0). Milliseconds, as Prometheus' SelectHints give
@@ -699,7 +766,7 @@ type Rollup struct {
 
 func (x *Rollup) Reset() {
 	*x = Rollup{}
-	mi := &file_strata_v1_datanode_proto_msgTypes[9]
+	mi := &file_strata_v1_datanode_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -711,7 +778,7 @@ func (x *Rollup) String() string {
 func (*Rollup) ProtoMessage() {}
 
 func (x *Rollup) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_datanode_proto_msgTypes[9]
+	mi := &file_strata_v1_datanode_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -724,7 +791,7 @@ func (x *Rollup) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Rollup.ProtoReflect.Descriptor instead.
 func (*Rollup) Descriptor() ([]byte, []int) {
-	return file_strata_v1_datanode_proto_rawDescGZIP(), []int{9}
+	return file_strata_v1_datanode_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *Rollup) GetFunc() string {
@@ -772,7 +839,7 @@ type TagIn struct {
 
 func (x *TagIn) Reset() {
 	*x = TagIn{}
-	mi := &file_strata_v1_datanode_proto_msgTypes[10]
+	mi := &file_strata_v1_datanode_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -784,7 +851,7 @@ func (x *TagIn) String() string {
 func (*TagIn) ProtoMessage() {}
 
 func (x *TagIn) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_datanode_proto_msgTypes[10]
+	mi := &file_strata_v1_datanode_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -797,7 +864,7 @@ func (x *TagIn) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TagIn.ProtoReflect.Descriptor instead.
 func (*TagIn) Descriptor() ([]byte, []int) {
-	return file_strata_v1_datanode_proto_rawDescGZIP(), []int{10}
+	return file_strata_v1_datanode_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *TagIn) GetName() string {
@@ -823,7 +890,7 @@ type Series struct {
 
 func (x *Series) Reset() {
 	*x = Series{}
-	mi := &file_strata_v1_datanode_proto_msgTypes[11]
+	mi := &file_strata_v1_datanode_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -835,7 +902,7 @@ func (x *Series) String() string {
 func (*Series) ProtoMessage() {}
 
 func (x *Series) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_datanode_proto_msgTypes[11]
+	mi := &file_strata_v1_datanode_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -848,7 +915,7 @@ func (x *Series) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Series.ProtoReflect.Descriptor instead.
 func (*Series) Descriptor() ([]byte, []int) {
-	return file_strata_v1_datanode_proto_rawDescGZIP(), []int{11}
+	return file_strata_v1_datanode_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *Series) GetTags() []*Tag {
@@ -872,7 +939,7 @@ type Row struct {
 
 func (x *Row) Reset() {
 	*x = Row{}
-	mi := &file_strata_v1_datanode_proto_msgTypes[12]
+	mi := &file_strata_v1_datanode_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -884,7 +951,7 @@ func (x *Row) String() string {
 func (*Row) ProtoMessage() {}
 
 func (x *Row) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_datanode_proto_msgTypes[12]
+	mi := &file_strata_v1_datanode_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -897,7 +964,7 @@ func (x *Row) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Row.ProtoReflect.Descriptor instead.
 func (*Row) Descriptor() ([]byte, []int) {
-	return file_strata_v1_datanode_proto_rawDescGZIP(), []int{12}
+	return file_strata_v1_datanode_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *Row) GetSeries() uint32 {
@@ -931,7 +998,7 @@ type FieldInfo struct {
 
 func (x *FieldInfo) Reset() {
 	*x = FieldInfo{}
-	mi := &file_strata_v1_datanode_proto_msgTypes[13]
+	mi := &file_strata_v1_datanode_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -943,7 +1010,7 @@ func (x *FieldInfo) String() string {
 func (*FieldInfo) ProtoMessage() {}
 
 func (x *FieldInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_datanode_proto_msgTypes[13]
+	mi := &file_strata_v1_datanode_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -956,7 +1023,7 @@ func (x *FieldInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FieldInfo.ProtoReflect.Descriptor instead.
 func (*FieldInfo) Descriptor() ([]byte, []int) {
-	return file_strata_v1_datanode_proto_rawDescGZIP(), []int{13}
+	return file_strata_v1_datanode_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *FieldInfo) GetName() string {
@@ -985,7 +1052,7 @@ type ScanResponse struct {
 
 func (x *ScanResponse) Reset() {
 	*x = ScanResponse{}
-	mi := &file_strata_v1_datanode_proto_msgTypes[14]
+	mi := &file_strata_v1_datanode_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -997,7 +1064,7 @@ func (x *ScanResponse) String() string {
 func (*ScanResponse) ProtoMessage() {}
 
 func (x *ScanResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_datanode_proto_msgTypes[14]
+	mi := &file_strata_v1_datanode_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1010,7 +1077,7 @@ func (x *ScanResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScanResponse.ProtoReflect.Descriptor instead.
 func (*ScanResponse) Descriptor() ([]byte, []int) {
-	return file_strata_v1_datanode_proto_rawDescGZIP(), []int{14}
+	return file_strata_v1_datanode_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ScanResponse) GetFields() []*FieldInfo {
@@ -1055,14 +1122,18 @@ type SeriesColumn struct {
 	Finite bool `protobuf:"varint,5,opt,name=finite,proto3" json:"finite,omitempty"`
 	// Of a rolled response: how many samples the series' rollup read (on
 	// the first piece of its windows; 0 on the others).
-	Samples       int64 `protobuf:"varint,6,opt,name=samples,proto3" json:"samples,omitempty"`
+	Samples int64 `protobuf:"varint,6,opt,name=samples,proto3" json:"samples,omitempty"`
+	// Of an aggregated response: at some window the value depends on the
+	// order in which the group's series are taken (a min or max of zeros of
+	// both signs, or of NaNs of different payloads only).
+	Ties          bool `protobuf:"varint,7,opt,name=ties,proto3" json:"ties,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *SeriesColumn) Reset() {
 	*x = SeriesColumn{}
-	mi := &file_strata_v1_datanode_proto_msgTypes[15]
+	mi := &file_strata_v1_datanode_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1074,7 +1145,7 @@ func (x *SeriesColumn) String() string {
 func (*SeriesColumn) ProtoMessage() {}
 
 func (x *SeriesColumn) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_datanode_proto_msgTypes[15]
+	mi := &file_strata_v1_datanode_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1087,7 +1158,7 @@ func (x *SeriesColumn) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SeriesColumn.ProtoReflect.Descriptor instead.
 func (*SeriesColumn) Descriptor() ([]byte, []int) {
-	return file_strata_v1_datanode_proto_rawDescGZIP(), []int{15}
+	return file_strata_v1_datanode_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *SeriesColumn) GetSeries() []byte {
@@ -1132,6 +1203,13 @@ func (x *SeriesColumn) GetSamples() int64 {
 	return 0
 }
 
+func (x *SeriesColumn) GetTies() bool {
+	if x != nil {
+		return x.Ties
+	}
+	return false
+}
+
 type ScanColumnsResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The field's type, as FieldInfo.type ("float" if rolled).
@@ -1141,14 +1219,20 @@ type ScanColumnsResponse struct {
 	// series' windows, one value per window that holds a sample, at the
 	// window's end (nanoseconds), in one or more columns in order. Unset
 	// by an owner that does not know rollups.
-	Rolled        bool `protobuf:"varint,3,opt,name=rolled,proto3" json:"rolled,omitempty"`
+	Rolled bool `protobuf:"varint,3,opt,name=rolled,proto3" json:"rolled,omitempty"`
+	// The columns are group partials (ScanRequest.aggregate), rolled as
+	// well: one per group, its series key the group's tags (the series'
+	// tags named in by), one value per window where a series of the group
+	// has one (for count, how many do), samples those series' rollups read.
+	// Unset by an owner that does not know aggregates.
+	Aggregated    bool `protobuf:"varint,4,opt,name=aggregated,proto3" json:"aggregated,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ScanColumnsResponse) Reset() {
 	*x = ScanColumnsResponse{}
-	mi := &file_strata_v1_datanode_proto_msgTypes[16]
+	mi := &file_strata_v1_datanode_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1160,7 +1244,7 @@ func (x *ScanColumnsResponse) String() string {
 func (*ScanColumnsResponse) ProtoMessage() {}
 
 func (x *ScanColumnsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_datanode_proto_msgTypes[16]
+	mi := &file_strata_v1_datanode_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1173,7 +1257,7 @@ func (x *ScanColumnsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScanColumnsResponse.ProtoReflect.Descriptor instead.
 func (*ScanColumnsResponse) Descriptor() ([]byte, []int) {
-	return file_strata_v1_datanode_proto_rawDescGZIP(), []int{16}
+	return file_strata_v1_datanode_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ScanColumnsResponse) GetType() string {
@@ -1197,6 +1281,13 @@ func (x *ScanColumnsResponse) GetRolled() bool {
 	return false
 }
 
+func (x *ScanColumnsResponse) GetAggregated() bool {
+	if x != nil {
+		return x.Aggregated
+	}
+	return false
+}
+
 type FlushRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Empty: every table.
@@ -1207,7 +1298,7 @@ type FlushRequest struct {
 
 func (x *FlushRequest) Reset() {
 	*x = FlushRequest{}
-	mi := &file_strata_v1_datanode_proto_msgTypes[17]
+	mi := &file_strata_v1_datanode_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1219,7 +1310,7 @@ func (x *FlushRequest) String() string {
 func (*FlushRequest) ProtoMessage() {}
 
 func (x *FlushRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_datanode_proto_msgTypes[17]
+	mi := &file_strata_v1_datanode_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1232,7 +1323,7 @@ func (x *FlushRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FlushRequest.ProtoReflect.Descriptor instead.
 func (*FlushRequest) Descriptor() ([]byte, []int) {
-	return file_strata_v1_datanode_proto_rawDescGZIP(), []int{17}
+	return file_strata_v1_datanode_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *FlushRequest) GetTable() string {
@@ -1250,7 +1341,7 @@ type FlushResponse struct {
 
 func (x *FlushResponse) Reset() {
 	*x = FlushResponse{}
-	mi := &file_strata_v1_datanode_proto_msgTypes[18]
+	mi := &file_strata_v1_datanode_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1262,7 +1353,7 @@ func (x *FlushResponse) String() string {
 func (*FlushResponse) ProtoMessage() {}
 
 func (x *FlushResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_datanode_proto_msgTypes[18]
+	mi := &file_strata_v1_datanode_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1275,7 +1366,7 @@ func (x *FlushResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FlushResponse.ProtoReflect.Descriptor instead.
 func (*FlushResponse) Descriptor() ([]byte, []int) {
-	return file_strata_v1_datanode_proto_rawDescGZIP(), []int{18}
+	return file_strata_v1_datanode_proto_rawDescGZIP(), []int{19}
 }
 
 type RegionStatsRequest struct {
@@ -1287,7 +1378,7 @@ type RegionStatsRequest struct {
 
 func (x *RegionStatsRequest) Reset() {
 	*x = RegionStatsRequest{}
-	mi := &file_strata_v1_datanode_proto_msgTypes[19]
+	mi := &file_strata_v1_datanode_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1299,7 +1390,7 @@ func (x *RegionStatsRequest) String() string {
 func (*RegionStatsRequest) ProtoMessage() {}
 
 func (x *RegionStatsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_datanode_proto_msgTypes[19]
+	mi := &file_strata_v1_datanode_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1312,7 +1403,7 @@ func (x *RegionStatsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegionStatsRequest.ProtoReflect.Descriptor instead.
 func (*RegionStatsRequest) Descriptor() ([]byte, []int) {
-	return file_strata_v1_datanode_proto_rawDescGZIP(), []int{19}
+	return file_strata_v1_datanode_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *RegionStatsRequest) GetTable() string {
@@ -1343,7 +1434,7 @@ type RegionStat struct {
 
 func (x *RegionStat) Reset() {
 	*x = RegionStat{}
-	mi := &file_strata_v1_datanode_proto_msgTypes[20]
+	mi := &file_strata_v1_datanode_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1355,7 +1446,7 @@ func (x *RegionStat) String() string {
 func (*RegionStat) ProtoMessage() {}
 
 func (x *RegionStat) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_datanode_proto_msgTypes[20]
+	mi := &file_strata_v1_datanode_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1368,7 +1459,7 @@ func (x *RegionStat) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegionStat.ProtoReflect.Descriptor instead.
 func (*RegionStat) Descriptor() ([]byte, []int) {
-	return file_strata_v1_datanode_proto_rawDescGZIP(), []int{20}
+	return file_strata_v1_datanode_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *RegionStat) GetTableId() uint32 {
@@ -1471,7 +1562,7 @@ type RegionStatsResponse struct {
 
 func (x *RegionStatsResponse) Reset() {
 	*x = RegionStatsResponse{}
-	mi := &file_strata_v1_datanode_proto_msgTypes[21]
+	mi := &file_strata_v1_datanode_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1483,7 +1574,7 @@ func (x *RegionStatsResponse) String() string {
 func (*RegionStatsResponse) ProtoMessage() {}
 
 func (x *RegionStatsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_datanode_proto_msgTypes[21]
+	mi := &file_strata_v1_datanode_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1496,7 +1587,7 @@ func (x *RegionStatsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegionStatsResponse.ProtoReflect.Descriptor instead.
 func (*RegionStatsResponse) Descriptor() ([]byte, []int) {
-	return file_strata_v1_datanode_proto_rawDescGZIP(), []int{21}
+	return file_strata_v1_datanode_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *RegionStatsResponse) GetRegions() []*RegionStat {
@@ -1518,7 +1609,7 @@ type Column struct {
 
 func (x *Column) Reset() {
 	*x = Column{}
-	mi := &file_strata_v1_datanode_proto_msgTypes[22]
+	mi := &file_strata_v1_datanode_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1530,7 +1621,7 @@ func (x *Column) String() string {
 func (*Column) ProtoMessage() {}
 
 func (x *Column) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_datanode_proto_msgTypes[22]
+	mi := &file_strata_v1_datanode_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1543,7 +1634,7 @@ func (x *Column) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Column.ProtoReflect.Descriptor instead.
 func (*Column) Descriptor() ([]byte, []int) {
-	return file_strata_v1_datanode_proto_rawDescGZIP(), []int{22}
+	return file_strata_v1_datanode_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *Column) GetName() string {
@@ -1587,7 +1678,7 @@ type Table struct {
 
 func (x *Table) Reset() {
 	*x = Table{}
-	mi := &file_strata_v1_datanode_proto_msgTypes[23]
+	mi := &file_strata_v1_datanode_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1599,7 +1690,7 @@ func (x *Table) String() string {
 func (*Table) ProtoMessage() {}
 
 func (x *Table) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_datanode_proto_msgTypes[23]
+	mi := &file_strata_v1_datanode_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1612,7 +1703,7 @@ func (x *Table) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Table.ProtoReflect.Descriptor instead.
 func (*Table) Descriptor() ([]byte, []int) {
-	return file_strata_v1_datanode_proto_rawDescGZIP(), []int{23}
+	return file_strata_v1_datanode_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *Table) GetId() uint32 {
@@ -1684,7 +1775,7 @@ type CreateTableRequest struct {
 
 func (x *CreateTableRequest) Reset() {
 	*x = CreateTableRequest{}
-	mi := &file_strata_v1_datanode_proto_msgTypes[24]
+	mi := &file_strata_v1_datanode_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1696,7 +1787,7 @@ func (x *CreateTableRequest) String() string {
 func (*CreateTableRequest) ProtoMessage() {}
 
 func (x *CreateTableRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_datanode_proto_msgTypes[24]
+	mi := &file_strata_v1_datanode_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1709,7 +1800,7 @@ func (x *CreateTableRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateTableRequest.ProtoReflect.Descriptor instead.
 func (*CreateTableRequest) Descriptor() ([]byte, []int) {
-	return file_strata_v1_datanode_proto_rawDescGZIP(), []int{24}
+	return file_strata_v1_datanode_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *CreateTableRequest) GetName() string {
@@ -1756,7 +1847,7 @@ type CreateTableResponse struct {
 
 func (x *CreateTableResponse) Reset() {
 	*x = CreateTableResponse{}
-	mi := &file_strata_v1_datanode_proto_msgTypes[25]
+	mi := &file_strata_v1_datanode_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1768,7 +1859,7 @@ func (x *CreateTableResponse) String() string {
 func (*CreateTableResponse) ProtoMessage() {}
 
 func (x *CreateTableResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_datanode_proto_msgTypes[25]
+	mi := &file_strata_v1_datanode_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1781,7 +1872,7 @@ func (x *CreateTableResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateTableResponse.ProtoReflect.Descriptor instead.
 func (*CreateTableResponse) Descriptor() ([]byte, []int) {
-	return file_strata_v1_datanode_proto_rawDescGZIP(), []int{25}
+	return file_strata_v1_datanode_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *CreateTableResponse) GetTable() *Table {
@@ -1799,7 +1890,7 @@ type ListTablesRequest struct {
 
 func (x *ListTablesRequest) Reset() {
 	*x = ListTablesRequest{}
-	mi := &file_strata_v1_datanode_proto_msgTypes[26]
+	mi := &file_strata_v1_datanode_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1811,7 +1902,7 @@ func (x *ListTablesRequest) String() string {
 func (*ListTablesRequest) ProtoMessage() {}
 
 func (x *ListTablesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_datanode_proto_msgTypes[26]
+	mi := &file_strata_v1_datanode_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1824,7 +1915,7 @@ func (x *ListTablesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTablesRequest.ProtoReflect.Descriptor instead.
 func (*ListTablesRequest) Descriptor() ([]byte, []int) {
-	return file_strata_v1_datanode_proto_rawDescGZIP(), []int{26}
+	return file_strata_v1_datanode_proto_rawDescGZIP(), []int{27}
 }
 
 type ListTablesResponse struct {
@@ -1836,7 +1927,7 @@ type ListTablesResponse struct {
 
 func (x *ListTablesResponse) Reset() {
 	*x = ListTablesResponse{}
-	mi := &file_strata_v1_datanode_proto_msgTypes[27]
+	mi := &file_strata_v1_datanode_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1848,7 +1939,7 @@ func (x *ListTablesResponse) String() string {
 func (*ListTablesResponse) ProtoMessage() {}
 
 func (x *ListTablesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_datanode_proto_msgTypes[27]
+	mi := &file_strata_v1_datanode_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1861,7 +1952,7 @@ func (x *ListTablesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTablesResponse.ProtoReflect.Descriptor instead.
 func (*ListTablesResponse) Descriptor() ([]byte, []int) {
-	return file_strata_v1_datanode_proto_rawDescGZIP(), []int{27}
+	return file_strata_v1_datanode_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *ListTablesResponse) GetTables() []*Table {
@@ -1880,7 +1971,7 @@ type DescribeTableRequest struct {
 
 func (x *DescribeTableRequest) Reset() {
 	*x = DescribeTableRequest{}
-	mi := &file_strata_v1_datanode_proto_msgTypes[28]
+	mi := &file_strata_v1_datanode_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1892,7 +1983,7 @@ func (x *DescribeTableRequest) String() string {
 func (*DescribeTableRequest) ProtoMessage() {}
 
 func (x *DescribeTableRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_datanode_proto_msgTypes[28]
+	mi := &file_strata_v1_datanode_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1905,7 +1996,7 @@ func (x *DescribeTableRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeTableRequest.ProtoReflect.Descriptor instead.
 func (*DescribeTableRequest) Descriptor() ([]byte, []int) {
-	return file_strata_v1_datanode_proto_rawDescGZIP(), []int{28}
+	return file_strata_v1_datanode_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *DescribeTableRequest) GetName() string {
@@ -1925,7 +2016,7 @@ type DescribeTableResponse struct {
 
 func (x *DescribeTableResponse) Reset() {
 	*x = DescribeTableResponse{}
-	mi := &file_strata_v1_datanode_proto_msgTypes[29]
+	mi := &file_strata_v1_datanode_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1937,7 +2028,7 @@ func (x *DescribeTableResponse) String() string {
 func (*DescribeTableResponse) ProtoMessage() {}
 
 func (x *DescribeTableResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_datanode_proto_msgTypes[29]
+	mi := &file_strata_v1_datanode_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1950,7 +2041,7 @@ func (x *DescribeTableResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeTableResponse.ProtoReflect.Descriptor instead.
 func (*DescribeTableResponse) Descriptor() ([]byte, []int) {
-	return file_strata_v1_datanode_proto_rawDescGZIP(), []int{29}
+	return file_strata_v1_datanode_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *DescribeTableResponse) GetTable() *Table {
@@ -1976,7 +2067,7 @@ type DropTableRequest struct {
 
 func (x *DropTableRequest) Reset() {
 	*x = DropTableRequest{}
-	mi := &file_strata_v1_datanode_proto_msgTypes[30]
+	mi := &file_strata_v1_datanode_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1988,7 +2079,7 @@ func (x *DropTableRequest) String() string {
 func (*DropTableRequest) ProtoMessage() {}
 
 func (x *DropTableRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_datanode_proto_msgTypes[30]
+	mi := &file_strata_v1_datanode_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2001,7 +2092,7 @@ func (x *DropTableRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DropTableRequest.ProtoReflect.Descriptor instead.
 func (*DropTableRequest) Descriptor() ([]byte, []int) {
-	return file_strata_v1_datanode_proto_rawDescGZIP(), []int{30}
+	return file_strata_v1_datanode_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *DropTableRequest) GetName() string {
@@ -2019,7 +2110,7 @@ type DropTableResponse struct {
 
 func (x *DropTableResponse) Reset() {
 	*x = DropTableResponse{}
-	mi := &file_strata_v1_datanode_proto_msgTypes[31]
+	mi := &file_strata_v1_datanode_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2031,7 +2122,7 @@ func (x *DropTableResponse) String() string {
 func (*DropTableResponse) ProtoMessage() {}
 
 func (x *DropTableResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_datanode_proto_msgTypes[31]
+	mi := &file_strata_v1_datanode_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2044,7 +2135,7 @@ func (x *DropTableResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DropTableResponse.ProtoReflect.Descriptor instead.
 func (*DropTableResponse) Descriptor() ([]byte, []int) {
-	return file_strata_v1_datanode_proto_rawDescGZIP(), []int{31}
+	return file_strata_v1_datanode_proto_rawDescGZIP(), []int{32}
 }
 
 type CompactRequest struct {
@@ -2058,7 +2149,7 @@ type CompactRequest struct {
 
 func (x *CompactRequest) Reset() {
 	*x = CompactRequest{}
-	mi := &file_strata_v1_datanode_proto_msgTypes[32]
+	mi := &file_strata_v1_datanode_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2070,7 +2161,7 @@ func (x *CompactRequest) String() string {
 func (*CompactRequest) ProtoMessage() {}
 
 func (x *CompactRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_datanode_proto_msgTypes[32]
+	mi := &file_strata_v1_datanode_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2083,7 +2174,7 @@ func (x *CompactRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompactRequest.ProtoReflect.Descriptor instead.
 func (*CompactRequest) Descriptor() ([]byte, []int) {
-	return file_strata_v1_datanode_proto_rawDescGZIP(), []int{32}
+	return file_strata_v1_datanode_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *CompactRequest) GetTable() string {
@@ -2115,7 +2206,7 @@ type CompactionResult struct {
 
 func (x *CompactionResult) Reset() {
 	*x = CompactionResult{}
-	mi := &file_strata_v1_datanode_proto_msgTypes[33]
+	mi := &file_strata_v1_datanode_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2127,7 +2218,7 @@ func (x *CompactionResult) String() string {
 func (*CompactionResult) ProtoMessage() {}
 
 func (x *CompactionResult) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_datanode_proto_msgTypes[33]
+	mi := &file_strata_v1_datanode_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2140,7 +2231,7 @@ func (x *CompactionResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompactionResult.ProtoReflect.Descriptor instead.
 func (*CompactionResult) Descriptor() ([]byte, []int) {
-	return file_strata_v1_datanode_proto_rawDescGZIP(), []int{33}
+	return file_strata_v1_datanode_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *CompactionResult) GetInputs() int64 {
@@ -2201,7 +2292,7 @@ type CompactResponse struct {
 
 func (x *CompactResponse) Reset() {
 	*x = CompactResponse{}
-	mi := &file_strata_v1_datanode_proto_msgTypes[34]
+	mi := &file_strata_v1_datanode_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2213,7 +2304,7 @@ func (x *CompactResponse) String() string {
 func (*CompactResponse) ProtoMessage() {}
 
 func (x *CompactResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_datanode_proto_msgTypes[34]
+	mi := &file_strata_v1_datanode_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2226,7 +2317,7 @@ func (x *CompactResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompactResponse.ProtoReflect.Descriptor instead.
 func (*CompactResponse) Descriptor() ([]byte, []int) {
-	return file_strata_v1_datanode_proto_rawDescGZIP(), []int{34}
+	return file_strata_v1_datanode_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *CompactResponse) GetJobs() []*CompactionResult {
@@ -2245,7 +2336,7 @@ type CancelCompactionRequest struct {
 
 func (x *CancelCompactionRequest) Reset() {
 	*x = CancelCompactionRequest{}
-	mi := &file_strata_v1_datanode_proto_msgTypes[35]
+	mi := &file_strata_v1_datanode_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2257,7 +2348,7 @@ func (x *CancelCompactionRequest) String() string {
 func (*CancelCompactionRequest) ProtoMessage() {}
 
 func (x *CancelCompactionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_datanode_proto_msgTypes[35]
+	mi := &file_strata_v1_datanode_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2270,7 +2361,7 @@ func (x *CancelCompactionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelCompactionRequest.ProtoReflect.Descriptor instead.
 func (*CancelCompactionRequest) Descriptor() ([]byte, []int) {
-	return file_strata_v1_datanode_proto_rawDescGZIP(), []int{35}
+	return file_strata_v1_datanode_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *CancelCompactionRequest) GetTable() string {
@@ -2291,7 +2382,7 @@ type CancelCompactionResponse struct {
 
 func (x *CancelCompactionResponse) Reset() {
 	*x = CancelCompactionResponse{}
-	mi := &file_strata_v1_datanode_proto_msgTypes[36]
+	mi := &file_strata_v1_datanode_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2303,7 +2394,7 @@ func (x *CancelCompactionResponse) String() string {
 func (*CancelCompactionResponse) ProtoMessage() {}
 
 func (x *CancelCompactionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_datanode_proto_msgTypes[36]
+	mi := &file_strata_v1_datanode_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2316,7 +2407,7 @@ func (x *CancelCompactionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelCompactionResponse.ProtoReflect.Descriptor instead.
 func (*CancelCompactionResponse) Descriptor() ([]byte, []int) {
-	return file_strata_v1_datanode_proto_rawDescGZIP(), []int{36}
+	return file_strata_v1_datanode_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *CancelCompactionResponse) GetCancelled() int64 {
@@ -2342,7 +2433,7 @@ type TruncateTableRequest struct {
 
 func (x *TruncateTableRequest) Reset() {
 	*x = TruncateTableRequest{}
-	mi := &file_strata_v1_datanode_proto_msgTypes[37]
+	mi := &file_strata_v1_datanode_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2354,7 +2445,7 @@ func (x *TruncateTableRequest) String() string {
 func (*TruncateTableRequest) ProtoMessage() {}
 
 func (x *TruncateTableRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_datanode_proto_msgTypes[37]
+	mi := &file_strata_v1_datanode_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2367,7 +2458,7 @@ func (x *TruncateTableRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TruncateTableRequest.ProtoReflect.Descriptor instead.
 func (*TruncateTableRequest) Descriptor() ([]byte, []int) {
-	return file_strata_v1_datanode_proto_rawDescGZIP(), []int{37}
+	return file_strata_v1_datanode_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *TruncateTableRequest) GetName() string {
@@ -2385,7 +2476,7 @@ type TruncateTableResponse struct {
 
 func (x *TruncateTableResponse) Reset() {
 	*x = TruncateTableResponse{}
-	mi := &file_strata_v1_datanode_proto_msgTypes[38]
+	mi := &file_strata_v1_datanode_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2397,7 +2488,7 @@ func (x *TruncateTableResponse) String() string {
 func (*TruncateTableResponse) ProtoMessage() {}
 
 func (x *TruncateTableResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_datanode_proto_msgTypes[38]
+	mi := &file_strata_v1_datanode_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2410,7 +2501,7 @@ func (x *TruncateTableResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TruncateTableResponse.ProtoReflect.Descriptor instead.
 func (*TruncateTableResponse) Descriptor() ([]byte, []int) {
-	return file_strata_v1_datanode_proto_rawDescGZIP(), []int{38}
+	return file_strata_v1_datanode_proto_rawDescGZIP(), []int{39}
 }
 
 type GcRegionRequest struct {
@@ -2435,7 +2526,7 @@ type GcRegionRequest struct {
 
 func (x *GcRegionRequest) Reset() {
 	*x = GcRegionRequest{}
-	mi := &file_strata_v1_datanode_proto_msgTypes[39]
+	mi := &file_strata_v1_datanode_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2447,7 +2538,7 @@ func (x *GcRegionRequest) String() string {
 func (*GcRegionRequest) ProtoMessage() {}
 
 func (x *GcRegionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_datanode_proto_msgTypes[39]
+	mi := &file_strata_v1_datanode_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2460,7 +2551,7 @@ func (x *GcRegionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GcRegionRequest.ProtoReflect.Descriptor instead.
 func (*GcRegionRequest) Descriptor() ([]byte, []int) {
-	return file_strata_v1_datanode_proto_rawDescGZIP(), []int{39}
+	return file_strata_v1_datanode_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *GcRegionRequest) GetTable() string {
@@ -2517,7 +2608,7 @@ type GcObject struct {
 
 func (x *GcObject) Reset() {
 	*x = GcObject{}
-	mi := &file_strata_v1_datanode_proto_msgTypes[40]
+	mi := &file_strata_v1_datanode_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2529,7 +2620,7 @@ func (x *GcObject) String() string {
 func (*GcObject) ProtoMessage() {}
 
 func (x *GcObject) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_datanode_proto_msgTypes[40]
+	mi := &file_strata_v1_datanode_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2542,7 +2633,7 @@ func (x *GcObject) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GcObject.ProtoReflect.Descriptor instead.
 func (*GcObject) Descriptor() ([]byte, []int) {
-	return file_strata_v1_datanode_proto_rawDescGZIP(), []int{40}
+	return file_strata_v1_datanode_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *GcObject) GetKey() string {
@@ -2602,7 +2693,7 @@ type GcRegionResult struct {
 
 func (x *GcRegionResult) Reset() {
 	*x = GcRegionResult{}
-	mi := &file_strata_v1_datanode_proto_msgTypes[41]
+	mi := &file_strata_v1_datanode_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2614,7 +2705,7 @@ func (x *GcRegionResult) String() string {
 func (*GcRegionResult) ProtoMessage() {}
 
 func (x *GcRegionResult) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_datanode_proto_msgTypes[41]
+	mi := &file_strata_v1_datanode_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2627,7 +2718,7 @@ func (x *GcRegionResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GcRegionResult.ProtoReflect.Descriptor instead.
 func (*GcRegionResult) Descriptor() ([]byte, []int) {
-	return file_strata_v1_datanode_proto_rawDescGZIP(), []int{41}
+	return file_strata_v1_datanode_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *GcRegionResult) GetRegion() string {
@@ -2751,7 +2842,7 @@ type GcRegionResponse struct {
 
 func (x *GcRegionResponse) Reset() {
 	*x = GcRegionResponse{}
-	mi := &file_strata_v1_datanode_proto_msgTypes[42]
+	mi := &file_strata_v1_datanode_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2763,7 +2854,7 @@ func (x *GcRegionResponse) String() string {
 func (*GcRegionResponse) ProtoMessage() {}
 
 func (x *GcRegionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_datanode_proto_msgTypes[42]
+	mi := &file_strata_v1_datanode_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2776,7 +2867,7 @@ func (x *GcRegionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GcRegionResponse.ProtoReflect.Descriptor instead.
 func (*GcRegionResponse) Descriptor() ([]byte, []int) {
-	return file_strata_v1_datanode_proto_rawDescGZIP(), []int{42}
+	return file_strata_v1_datanode_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *GcRegionResponse) GetRegions() []*GcRegionResult {
@@ -2795,7 +2886,7 @@ type CloseTableRequest struct {
 
 func (x *CloseTableRequest) Reset() {
 	*x = CloseTableRequest{}
-	mi := &file_strata_v1_datanode_proto_msgTypes[43]
+	mi := &file_strata_v1_datanode_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2807,7 +2898,7 @@ func (x *CloseTableRequest) String() string {
 func (*CloseTableRequest) ProtoMessage() {}
 
 func (x *CloseTableRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_datanode_proto_msgTypes[43]
+	mi := &file_strata_v1_datanode_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2820,7 +2911,7 @@ func (x *CloseTableRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CloseTableRequest.ProtoReflect.Descriptor instead.
 func (*CloseTableRequest) Descriptor() ([]byte, []int) {
-	return file_strata_v1_datanode_proto_rawDescGZIP(), []int{43}
+	return file_strata_v1_datanode_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *CloseTableRequest) GetTableId() uint32 {
@@ -2839,7 +2930,7 @@ type CloseTableResponse struct {
 
 func (x *CloseTableResponse) Reset() {
 	*x = CloseTableResponse{}
-	mi := &file_strata_v1_datanode_proto_msgTypes[44]
+	mi := &file_strata_v1_datanode_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2851,7 +2942,7 @@ func (x *CloseTableResponse) String() string {
 func (*CloseTableResponse) ProtoMessage() {}
 
 func (x *CloseTableResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_datanode_proto_msgTypes[44]
+	mi := &file_strata_v1_datanode_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2864,7 +2955,7 @@ func (x *CloseTableResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CloseTableResponse.ProtoReflect.Descriptor instead.
 func (*CloseTableResponse) Descriptor() ([]byte, []int) {
-	return file_strata_v1_datanode_proto_rawDescGZIP(), []int{44}
+	return file_strata_v1_datanode_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *CloseTableResponse) GetClosed() int64 {
@@ -2894,7 +2985,7 @@ type ForwardWriteRequest struct {
 
 func (x *ForwardWriteRequest) Reset() {
 	*x = ForwardWriteRequest{}
-	mi := &file_strata_v1_datanode_proto_msgTypes[45]
+	mi := &file_strata_v1_datanode_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2906,7 +2997,7 @@ func (x *ForwardWriteRequest) String() string {
 func (*ForwardWriteRequest) ProtoMessage() {}
 
 func (x *ForwardWriteRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_datanode_proto_msgTypes[45]
+	mi := &file_strata_v1_datanode_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2919,7 +3010,7 @@ func (x *ForwardWriteRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ForwardWriteRequest.ProtoReflect.Descriptor instead.
 func (*ForwardWriteRequest) Descriptor() ([]byte, []int) {
-	return file_strata_v1_datanode_proto_rawDescGZIP(), []int{45}
+	return file_strata_v1_datanode_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *ForwardWriteRequest) GetTable() string {
@@ -2992,7 +3083,7 @@ const file_strata_v1_datanode_proto_rawDesc = "" +
 	"\x04tags\x18\x02 \x03(\v2\x0e.strata.v1.TagR\x04tags\x12\x14\n" +
 	"\x05start\x18\x03 \x01(\x03R\x05start\x12\x10\n" +
 	"\x03end\x18\x04 \x01(\x03R\x03end\"\x10\n" +
-	"\x0eDeleteResponse\"\xac\x02\n" +
+	"\x0eDeleteResponse\"\xe0\x02\n" +
 	"\vScanRequest\x12\x14\n" +
 	"\x05table\x18\x01 \x01(\tR\x05table\x12\x14\n" +
 	"\x05start\x18\x02 \x01(\x03R\x05start\x12\x10\n" +
@@ -3006,7 +3097,11 @@ const file_strata_v1_datanode_proto_rawDesc = "" +
 	"\vseries_only\x18\t \x01(\bR\n" +
 	"seriesOnly\x12)\n" +
 	"\x06rollup\x18\n" +
-	" \x01(\v2\x11.strata.v1.RollupR\x06rollup\"n\n" +
+	" \x01(\v2\x11.strata.v1.RollupR\x06rollup\x122\n" +
+	"\taggregate\x18\v \x01(\v2\x14.strata.v1.AggregateR\taggregate\"+\n" +
+	"\tAggregate\x12\x0e\n" +
+	"\x02op\x18\x01 \x01(\tR\x02op\x12\x0e\n" +
+	"\x02by\x18\x02 \x03(\tR\x02by\"n\n" +
 	"\x06Rollup\x12\x12\n" +
 	"\x04func\x18\x01 \x01(\tR\x04func\x12\x14\n" +
 	"\x05range\x18\x02 \x01(\x03R\x05range\x12\x14\n" +
@@ -3028,18 +3123,22 @@ const file_strata_v1_datanode_proto_rawDesc = "" +
 	"\fScanResponse\x12,\n" +
 	"\x06fields\x18\x01 \x03(\v2\x14.strata.v1.FieldInfoR\x06fields\x12)\n" +
 	"\x06series\x18\x02 \x03(\v2\x11.strata.v1.SeriesR\x06series\x12\"\n" +
-	"\x04rows\x18\x03 \x03(\v2\x0e.strata.v1.RowR\x04rows\"\x96\x01\n" +
+	"\x04rows\x18\x03 \x03(\v2\x0e.strata.v1.RowR\x04rows\"\xaa\x01\n" +
 	"\fSeriesColumn\x12\x16\n" +
 	"\x06series\x18\x01 \x01(\fR\x06series\x12\x0e\n" +
 	"\x02ts\x18\x02 \x01(\fR\x02ts\x12\x16\n" +
 	"\x06values\x18\x03 \x01(\fR\x06values\x12\x14\n" +
 	"\x05nulls\x18\x04 \x01(\fR\x05nulls\x12\x16\n" +
 	"\x06finite\x18\x05 \x01(\bR\x06finite\x12\x18\n" +
-	"\asamples\x18\x06 \x01(\x03R\asamples\"t\n" +
+	"\asamples\x18\x06 \x01(\x03R\asamples\x12\x12\n" +
+	"\x04ties\x18\a \x01(\bR\x04ties\"\x94\x01\n" +
 	"\x13ScanColumnsResponse\x12\x12\n" +
 	"\x04type\x18\x01 \x01(\tR\x04type\x121\n" +
 	"\acolumns\x18\x02 \x03(\v2\x17.strata.v1.SeriesColumnR\acolumns\x12\x16\n" +
-	"\x06rolled\x18\x03 \x01(\bR\x06rolled\"$\n" +
+	"\x06rolled\x18\x03 \x01(\bR\x06rolled\x12\x1e\n" +
+	"\n" +
+	"aggregated\x18\x04 \x01(\bR\n" +
+	"aggregated\"$\n" +
 	"\fFlushRequest\x12\x14\n" +
 	"\x05table\x18\x01 \x01(\tR\x05table\"\x0f\n" +
 	"\rFlushResponse\"*\n" +
@@ -3195,7 +3294,7 @@ func file_strata_v1_datanode_proto_rawDescGZIP() []byte {
 	return file_strata_v1_datanode_proto_rawDescData
 }
 
-var file_strata_v1_datanode_proto_msgTypes = make([]protoimpl.MessageInfo, 46)
+var file_strata_v1_datanode_proto_msgTypes = make([]protoimpl.MessageInfo, 47)
 var file_strata_v1_datanode_proto_goTypes = []any{
 	(*Tag)(nil),                      // 0: strata.v1.Tag
 	(*Value)(nil),                    // 1: strata.v1.Value
@@ -3206,43 +3305,44 @@ var file_strata_v1_datanode_proto_goTypes = []any{
 	(*DeleteRequest)(nil),            // 6: strata.v1.DeleteRequest
 	(*DeleteResponse)(nil),           // 7: strata.v1.DeleteResponse
 	(*ScanRequest)(nil),              // 8: strata.v1.ScanRequest
-	(*Rollup)(nil),                   // 9: strata.v1.Rollup
-	(*TagIn)(nil),                    // 10: strata.v1.TagIn
-	(*Series)(nil),                   // 11: strata.v1.Series
-	(*Row)(nil),                      // 12: strata.v1.Row
-	(*FieldInfo)(nil),                // 13: strata.v1.FieldInfo
-	(*ScanResponse)(nil),             // 14: strata.v1.ScanResponse
-	(*SeriesColumn)(nil),             // 15: strata.v1.SeriesColumn
-	(*ScanColumnsResponse)(nil),      // 16: strata.v1.ScanColumnsResponse
-	(*FlushRequest)(nil),             // 17: strata.v1.FlushRequest
-	(*FlushResponse)(nil),            // 18: strata.v1.FlushResponse
-	(*RegionStatsRequest)(nil),       // 19: strata.v1.RegionStatsRequest
-	(*RegionStat)(nil),               // 20: strata.v1.RegionStat
-	(*RegionStatsResponse)(nil),      // 21: strata.v1.RegionStatsResponse
-	(*Column)(nil),                   // 22: strata.v1.Column
-	(*Table)(nil),                    // 23: strata.v1.Table
-	(*CreateTableRequest)(nil),       // 24: strata.v1.CreateTableRequest
-	(*CreateTableResponse)(nil),      // 25: strata.v1.CreateTableResponse
-	(*ListTablesRequest)(nil),        // 26: strata.v1.ListTablesRequest
-	(*ListTablesResponse)(nil),       // 27: strata.v1.ListTablesResponse
-	(*DescribeTableRequest)(nil),     // 28: strata.v1.DescribeTableRequest
-	(*DescribeTableResponse)(nil),    // 29: strata.v1.DescribeTableResponse
-	(*DropTableRequest)(nil),         // 30: strata.v1.DropTableRequest
-	(*DropTableResponse)(nil),        // 31: strata.v1.DropTableResponse
-	(*CompactRequest)(nil),           // 32: strata.v1.CompactRequest
-	(*CompactionResult)(nil),         // 33: strata.v1.CompactionResult
-	(*CompactResponse)(nil),          // 34: strata.v1.CompactResponse
-	(*CancelCompactionRequest)(nil),  // 35: strata.v1.CancelCompactionRequest
-	(*CancelCompactionResponse)(nil), // 36: strata.v1.CancelCompactionResponse
-	(*TruncateTableRequest)(nil),     // 37: strata.v1.TruncateTableRequest
-	(*TruncateTableResponse)(nil),    // 38: strata.v1.TruncateTableResponse
-	(*GcRegionRequest)(nil),          // 39: strata.v1.GcRegionRequest
-	(*GcObject)(nil),                 // 40: strata.v1.GcObject
-	(*GcRegionResult)(nil),           // 41: strata.v1.GcRegionResult
-	(*GcRegionResponse)(nil),         // 42: strata.v1.GcRegionResponse
-	(*CloseTableRequest)(nil),        // 43: strata.v1.CloseTableRequest
-	(*CloseTableResponse)(nil),       // 44: strata.v1.CloseTableResponse
-	(*ForwardWriteRequest)(nil),      // 45: strata.v1.ForwardWriteRequest
+	(*Aggregate)(nil),                // 9: strata.v1.Aggregate
+	(*Rollup)(nil),                   // 10: strata.v1.Rollup
+	(*TagIn)(nil),                    // 11: strata.v1.TagIn
+	(*Series)(nil),                   // 12: strata.v1.Series
+	(*Row)(nil),                      // 13: strata.v1.Row
+	(*FieldInfo)(nil),                // 14: strata.v1.FieldInfo
+	(*ScanResponse)(nil),             // 15: strata.v1.ScanResponse
+	(*SeriesColumn)(nil),             // 16: strata.v1.SeriesColumn
+	(*ScanColumnsResponse)(nil),      // 17: strata.v1.ScanColumnsResponse
+	(*FlushRequest)(nil),             // 18: strata.v1.FlushRequest
+	(*FlushResponse)(nil),            // 19: strata.v1.FlushResponse
+	(*RegionStatsRequest)(nil),       // 20: strata.v1.RegionStatsRequest
+	(*RegionStat)(nil),               // 21: strata.v1.RegionStat
+	(*RegionStatsResponse)(nil),      // 22: strata.v1.RegionStatsResponse
+	(*Column)(nil),                   // 23: strata.v1.Column
+	(*Table)(nil),                    // 24: strata.v1.Table
+	(*CreateTableRequest)(nil),       // 25: strata.v1.CreateTableRequest
+	(*CreateTableResponse)(nil),      // 26: strata.v1.CreateTableResponse
+	(*ListTablesRequest)(nil),        // 27: strata.v1.ListTablesRequest
+	(*ListTablesResponse)(nil),       // 28: strata.v1.ListTablesResponse
+	(*DescribeTableRequest)(nil),     // 29: strata.v1.DescribeTableRequest
+	(*DescribeTableResponse)(nil),    // 30: strata.v1.DescribeTableResponse
+	(*DropTableRequest)(nil),         // 31: strata.v1.DropTableRequest
+	(*DropTableResponse)(nil),        // 32: strata.v1.DropTableResponse
+	(*CompactRequest)(nil),           // 33: strata.v1.CompactRequest
+	(*CompactionResult)(nil),         // 34: strata.v1.CompactionResult
+	(*CompactResponse)(nil),          // 35: strata.v1.CompactResponse
+	(*CancelCompactionRequest)(nil),  // 36: strata.v1.CancelCompactionRequest
+	(*CancelCompactionResponse)(nil), // 37: strata.v1.CancelCompactionResponse
+	(*TruncateTableRequest)(nil),     // 38: strata.v1.TruncateTableRequest
+	(*TruncateTableResponse)(nil),    // 39: strata.v1.TruncateTableResponse
+	(*GcRegionRequest)(nil),          // 40: strata.v1.GcRegionRequest
+	(*GcObject)(nil),                 // 41: strata.v1.GcObject
+	(*GcRegionResult)(nil),           // 42: strata.v1.GcRegionResult
+	(*GcRegionResponse)(nil),         // 43: strata.v1.GcRegionResponse
+	(*CloseTableRequest)(nil),        // 44: strata.v1.CloseTableRequest
+	(*CloseTableResponse)(nil),       // 45: strata.v1.CloseTableResponse
+	(*ForwardWriteRequest)(nil),      // 46: strata.v1.ForwardWriteRequest
 }
 var file_strata_v1_datanode_proto_depIdxs = []int32{
 	1,  // 0: strata.v1.Field.value:type_name -> strata.v1.Value
@@ -3251,60 +3351,61 @@ var file_strata_v1_datanode_proto_depIdxs = []int32{
 	3,  // 3: strata.v1.WriteRequest.points:type_name -> strata.v1.Point
 	0,  // 4: strata.v1.DeleteRequest.tags:type_name -> strata.v1.Tag
 	0,  // 5: strata.v1.ScanRequest.tags:type_name -> strata.v1.Tag
-	10, // 6: strata.v1.ScanRequest.in:type_name -> strata.v1.TagIn
-	9,  // 7: strata.v1.ScanRequest.rollup:type_name -> strata.v1.Rollup
-	0,  // 8: strata.v1.Series.tags:type_name -> strata.v1.Tag
-	1,  // 9: strata.v1.Row.values:type_name -> strata.v1.Value
-	13, // 10: strata.v1.ScanResponse.fields:type_name -> strata.v1.FieldInfo
-	11, // 11: strata.v1.ScanResponse.series:type_name -> strata.v1.Series
-	12, // 12: strata.v1.ScanResponse.rows:type_name -> strata.v1.Row
-	15, // 13: strata.v1.ScanColumnsResponse.columns:type_name -> strata.v1.SeriesColumn
-	20, // 14: strata.v1.RegionStatsResponse.regions:type_name -> strata.v1.RegionStat
-	22, // 15: strata.v1.Table.columns:type_name -> strata.v1.Column
-	23, // 16: strata.v1.CreateTableResponse.table:type_name -> strata.v1.Table
-	23, // 17: strata.v1.ListTablesResponse.tables:type_name -> strata.v1.Table
-	23, // 18: strata.v1.DescribeTableResponse.table:type_name -> strata.v1.Table
-	20, // 19: strata.v1.DescribeTableResponse.regions:type_name -> strata.v1.RegionStat
-	33, // 20: strata.v1.CompactResponse.jobs:type_name -> strata.v1.CompactionResult
-	40, // 21: strata.v1.GcRegionResult.orphans:type_name -> strata.v1.GcObject
-	41, // 22: strata.v1.GcRegionResponse.regions:type_name -> strata.v1.GcRegionResult
-	4,  // 23: strata.v1.Datanode.Write:input_type -> strata.v1.WriteRequest
-	6,  // 24: strata.v1.Datanode.Delete:input_type -> strata.v1.DeleteRequest
-	8,  // 25: strata.v1.Datanode.Scan:input_type -> strata.v1.ScanRequest
-	8,  // 26: strata.v1.Datanode.ScanColumns:input_type -> strata.v1.ScanRequest
-	17, // 27: strata.v1.Datanode.Flush:input_type -> strata.v1.FlushRequest
-	19, // 28: strata.v1.Datanode.RegionStats:input_type -> strata.v1.RegionStatsRequest
-	32, // 29: strata.v1.Datanode.Compact:input_type -> strata.v1.CompactRequest
-	35, // 30: strata.v1.Datanode.CancelCompaction:input_type -> strata.v1.CancelCompactionRequest
-	24, // 31: strata.v1.Datanode.CreateTable:input_type -> strata.v1.CreateTableRequest
-	26, // 32: strata.v1.Datanode.ListTables:input_type -> strata.v1.ListTablesRequest
-	28, // 33: strata.v1.Datanode.DescribeTable:input_type -> strata.v1.DescribeTableRequest
-	30, // 34: strata.v1.Datanode.DropTable:input_type -> strata.v1.DropTableRequest
-	37, // 35: strata.v1.Datanode.TruncateTable:input_type -> strata.v1.TruncateTableRequest
-	39, // 36: strata.v1.Datanode.GcRegion:input_type -> strata.v1.GcRegionRequest
-	43, // 37: strata.v1.Datanode.CloseTable:input_type -> strata.v1.CloseTableRequest
-	45, // 38: strata.v1.Datanode.ForwardWrite:input_type -> strata.v1.ForwardWriteRequest
-	5,  // 39: strata.v1.Datanode.Write:output_type -> strata.v1.WriteResponse
-	7,  // 40: strata.v1.Datanode.Delete:output_type -> strata.v1.DeleteResponse
-	14, // 41: strata.v1.Datanode.Scan:output_type -> strata.v1.ScanResponse
-	16, // 42: strata.v1.Datanode.ScanColumns:output_type -> strata.v1.ScanColumnsResponse
-	18, // 43: strata.v1.Datanode.Flush:output_type -> strata.v1.FlushResponse
-	21, // 44: strata.v1.Datanode.RegionStats:output_type -> strata.v1.RegionStatsResponse
-	34, // 45: strata.v1.Datanode.Compact:output_type -> strata.v1.CompactResponse
-	36, // 46: strata.v1.Datanode.CancelCompaction:output_type -> strata.v1.CancelCompactionResponse
-	25, // 47: strata.v1.Datanode.CreateTable:output_type -> strata.v1.CreateTableResponse
-	27, // 48: strata.v1.Datanode.ListTables:output_type -> strata.v1.ListTablesResponse
-	29, // 49: strata.v1.Datanode.DescribeTable:output_type -> strata.v1.DescribeTableResponse
-	31, // 50: strata.v1.Datanode.DropTable:output_type -> strata.v1.DropTableResponse
-	38, // 51: strata.v1.Datanode.TruncateTable:output_type -> strata.v1.TruncateTableResponse
-	42, // 52: strata.v1.Datanode.GcRegion:output_type -> strata.v1.GcRegionResponse
-	44, // 53: strata.v1.Datanode.CloseTable:output_type -> strata.v1.CloseTableResponse
-	5,  // 54: strata.v1.Datanode.ForwardWrite:output_type -> strata.v1.WriteResponse
-	39, // [39:55] is the sub-list for method output_type
-	23, // [23:39] is the sub-list for method input_type
-	23, // [23:23] is the sub-list for extension type_name
-	23, // [23:23] is the sub-list for extension extendee
-	0,  // [0:23] is the sub-list for field type_name
+	11, // 6: strata.v1.ScanRequest.in:type_name -> strata.v1.TagIn
+	10, // 7: strata.v1.ScanRequest.rollup:type_name -> strata.v1.Rollup
+	9,  // 8: strata.v1.ScanRequest.aggregate:type_name -> strata.v1.Aggregate
+	0,  // 9: strata.v1.Series.tags:type_name -> strata.v1.Tag
+	1,  // 10: strata.v1.Row.values:type_name -> strata.v1.Value
+	14, // 11: strata.v1.ScanResponse.fields:type_name -> strata.v1.FieldInfo
+	12, // 12: strata.v1.ScanResponse.series:type_name -> strata.v1.Series
+	13, // 13: strata.v1.ScanResponse.rows:type_name -> strata.v1.Row
+	16, // 14: strata.v1.ScanColumnsResponse.columns:type_name -> strata.v1.SeriesColumn
+	21, // 15: strata.v1.RegionStatsResponse.regions:type_name -> strata.v1.RegionStat
+	23, // 16: strata.v1.Table.columns:type_name -> strata.v1.Column
+	24, // 17: strata.v1.CreateTableResponse.table:type_name -> strata.v1.Table
+	24, // 18: strata.v1.ListTablesResponse.tables:type_name -> strata.v1.Table
+	24, // 19: strata.v1.DescribeTableResponse.table:type_name -> strata.v1.Table
+	21, // 20: strata.v1.DescribeTableResponse.regions:type_name -> strata.v1.RegionStat
+	34, // 21: strata.v1.CompactResponse.jobs:type_name -> strata.v1.CompactionResult
+	41, // 22: strata.v1.GcRegionResult.orphans:type_name -> strata.v1.GcObject
+	42, // 23: strata.v1.GcRegionResponse.regions:type_name -> strata.v1.GcRegionResult
+	4,  // 24: strata.v1.Datanode.Write:input_type -> strata.v1.WriteRequest
+	6,  // 25: strata.v1.Datanode.Delete:input_type -> strata.v1.DeleteRequest
+	8,  // 26: strata.v1.Datanode.Scan:input_type -> strata.v1.ScanRequest
+	8,  // 27: strata.v1.Datanode.ScanColumns:input_type -> strata.v1.ScanRequest
+	18, // 28: strata.v1.Datanode.Flush:input_type -> strata.v1.FlushRequest
+	20, // 29: strata.v1.Datanode.RegionStats:input_type -> strata.v1.RegionStatsRequest
+	33, // 30: strata.v1.Datanode.Compact:input_type -> strata.v1.CompactRequest
+	36, // 31: strata.v1.Datanode.CancelCompaction:input_type -> strata.v1.CancelCompactionRequest
+	25, // 32: strata.v1.Datanode.CreateTable:input_type -> strata.v1.CreateTableRequest
+	27, // 33: strata.v1.Datanode.ListTables:input_type -> strata.v1.ListTablesRequest
+	29, // 34: strata.v1.Datanode.DescribeTable:input_type -> strata.v1.DescribeTableRequest
+	31, // 35: strata.v1.Datanode.DropTable:input_type -> strata.v1.DropTableRequest
+	38, // 36: strata.v1.Datanode.TruncateTable:input_type -> strata.v1.TruncateTableRequest
+	40, // 37: strata.v1.Datanode.GcRegion:input_type -> strata.v1.GcRegionRequest
+	44, // 38: strata.v1.Datanode.CloseTable:input_type -> strata.v1.CloseTableRequest
+	46, // 39: strata.v1.Datanode.ForwardWrite:input_type -> strata.v1.ForwardWriteRequest
+	5,  // 40: strata.v1.Datanode.Write:output_type -> strata.v1.WriteResponse
+	7,  // 41: strata.v1.Datanode.Delete:output_type -> strata.v1.DeleteResponse
+	15, // 42: strata.v1.Datanode.Scan:output_type -> strata.v1.ScanResponse
+	17, // 43: strata.v1.Datanode.ScanColumns:output_type -> strata.v1.ScanColumnsResponse
+	19, // 44: strata.v1.Datanode.Flush:output_type -> strata.v1.FlushResponse
+	22, // 45: strata.v1.Datanode.RegionStats:output_type -> strata.v1.RegionStatsResponse
+	35, // 46: strata.v1.Datanode.Compact:output_type -> strata.v1.CompactResponse
+	37, // 47: strata.v1.Datanode.CancelCompaction:output_type -> strata.v1.CancelCompactionResponse
+	26, // 48: strata.v1.Datanode.CreateTable:output_type -> strata.v1.CreateTableResponse
+	28, // 49: strata.v1.Datanode.ListTables:output_type -> strata.v1.ListTablesResponse
+	30, // 50: strata.v1.Datanode.DescribeTable:output_type -> strata.v1.DescribeTableResponse
+	32, // 51: strata.v1.Datanode.DropTable:output_type -> strata.v1.DropTableResponse
+	39, // 52: strata.v1.Datanode.TruncateTable:output_type -> strata.v1.TruncateTableResponse
+	43, // 53: strata.v1.Datanode.GcRegion:output_type -> strata.v1.GcRegionResponse
+	45, // 54: strata.v1.Datanode.CloseTable:output_type -> strata.v1.CloseTableResponse
+	5,  // 55: strata.v1.Datanode.ForwardWrite:output_type -> strata.v1.WriteResponse
+	40, // [40:56] is the sub-list for method output_type
+	24, // [24:40] is the sub-list for method input_type
+	24, // [24:24] is the sub-list for extension type_name
+	24, // [24:24] is the sub-list for extension extendee
+	0,  // [0:24] is the sub-list for field type_name
 }
 
 func init() { file_strata_v1_datanode_proto_init() }
@@ -3325,7 +3426,7 @@ func file_strata_v1_datanode_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_strata_v1_datanode_proto_rawDesc), len(file_strata_v1_datanode_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   46,
+			NumMessages:   47,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

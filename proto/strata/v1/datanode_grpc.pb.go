@@ -58,7 +58,10 @@ type DatanodeClient interface {
 	// may come in several columns, oldest input first; where two hold the
 	// same timestamp, the later one's value stands. With rollup set, the
 	// owner rolls each series up and answers rolled (ScanColumnsResponse);
-	// an owner older than the field answers samples, unrolled.
+	// an owner older than the field answers samples, unrolled. With
+	// aggregate set as well, the owner aggregates its rolled series by group
+	// and answers aggregated; an owner older than that field answers rolled
+	// series.
 	ScanColumns(ctx context.Context, in *ScanRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[ScanColumnsResponse], error)
 	// Flush writes memtables to SSTs.
 	Flush(ctx context.Context, in *FlushRequest, opts ...grpc.CallOption) (*FlushResponse, error)
@@ -297,7 +300,10 @@ type DatanodeServer interface {
 	// may come in several columns, oldest input first; where two hold the
 	// same timestamp, the later one's value stands. With rollup set, the
 	// owner rolls each series up and answers rolled (ScanColumnsResponse);
-	// an owner older than the field answers samples, unrolled.
+	// an owner older than the field answers samples, unrolled. With
+	// aggregate set as well, the owner aggregates its rolled series by group
+	// and answers aggregated; an owner older than that field answers rolled
+	// series.
 	ScanColumns(*ScanRequest, grpc.ServerStreamingServer[ScanColumnsResponse]) error
 	// Flush writes memtables to SSTs.
 	Flush(context.Context, *FlushRequest) (*FlushResponse, error)
