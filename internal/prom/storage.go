@@ -455,14 +455,12 @@ func (qr *querier) LabelNames(ctx context.Context, hints *storage.LabelHints, ms
 		req, post := pushDown(mt, ms, qr.mint, qr.maxt)
 		if len(post) == 0 && len(req.Tags) == 0 && len(req.In) == 0 {
 			// Every series: the names straight from the postings.
-			names, local, err := qr.q.Engine.TagNames(ctx, mt.table, req.Start, req.End)
+			names, err := qr.q.Engine.TagNames(ctx, mt.table, req.Start, req.End)
 			if err != nil {
 				return nil, nil, err
 			}
-			if local {
-				out = append(out, names...)
-				continue
-			}
+			out = append(out, names...)
+			continue
 		}
 		ss, err := qr.list(ctx, mt, req, post)
 		if err != nil {
@@ -545,18 +543,16 @@ func (qr *querier) tagValues(ctx context.Context, name string, ms []*labels.Matc
 		}
 		if len(req.Tags) == 0 && len(req.In) == 0 {
 			// Every series: the values straight from the postings.
-			vals, local, err := qr.q.Engine.TagValues(ctx, mt.table, name, req.Start, req.End)
+			vals, err := qr.q.Engine.TagValues(ctx, mt.table, name, req.Start, req.End)
 			if err != nil {
 				return false, err
 			}
-			if local {
-				if len(*out) == 0 {
-					*out, sole = vals, len(vals) // the engine's own slice: no copy of 100,000 names
-				} else {
-					*out = append(*out, vals...)
-				}
-				continue
+			if len(*out) == 0 {
+				*out, sole = vals, len(vals) // the engine's own slice: no copy of 100,000 names
+			} else {
+				*out = append(*out, vals...)
 			}
+			continue
 		}
 		req.SeriesOnly = true
 		sc, err := qr.q.Engine.Scan(ctx, mt.table, req)
