@@ -567,7 +567,7 @@ func TestLogicalTableTagValuesFromPostings(t *testing.T) {
 	e := n.Engine()
 	values := func(table string, want ...string) {
 		t.Helper()
-		vals, err := e.TagValues(ctx, table, "host", region.AllTime, region.AllTimeEnd)
+		vals, err := e.TagValues(ctx, table, "host", scan.Request{Start: region.AllTime, End: region.AllTimeEnd})
 		if err != nil || !slices.Equal(vals, want) {
 			t.Fatalf("%s: %v (%v), want %v", table, vals, err, want)
 		}
@@ -592,8 +592,15 @@ func TestLogicalTableTagValuesFromPostings(t *testing.T) {
 	values("b", "y", "z")
 	names("b", region.AllTime, "dc", "host")
 	names("b", linesBase+1, "host") // dc=w's only row is older
-	vals, err := e.TagValues(ctx, "a", "host", linesBase+1, region.AllTimeEnd)
+	vals, err := e.TagValues(ctx, "a", "host", scan.Request{Start: linesBase + 1, End: region.AllTimeEnd})
 	if err != nil || !slices.Equal(vals, []string{"v"}) {
 		t.Fatalf("a's hosts with rows from %d: %v (%v)", linesBase+1, vals, err)
+	}
+	// A filter of a logical table, beyond its table tag: its series listed.
+	for _, req := range []scan.Request{{Tags: []row.Tag{{Name: "host", Value: "y"}}}, {In: []row.TagIn{{Name: "host", Values: []string{"y", "q"}}}}} {
+		req.Start, req.End = region.AllTime, region.AllTimeEnd
+		if vals, err := e.TagValues(ctx, "b", "host", req); err != nil || !slices.Equal(vals, []string{"y"}) {
+			t.Fatalf("b's hosts of the series %v, %v selects: %v (%v)", req.Tags, req.In, vals, err)
+		}
 	}
 }

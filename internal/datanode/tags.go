@@ -30,16 +30,53 @@ type TagQuery struct {
 	Where      *row.Tag
 }
 
-// TagValues returns the distinct values, sorted, of tag name in table's
-// series with rows in [start, end) (of a logical table, those of
-// LinesTable's regions among the series with its table tag). vals may be
-// a region's kept answer: read only.
-func (e *Engine) TagValues(ctx context.Context, table, name string, start, end int64) (vals []string, err error) {
+// TagValues returns the distinct values, sorted, of tag name in the
+// series of table that req selects: with rows in [req.Start, req.End)
+// and passing req.Tags and req.In (its other fields are ignored). They
+// come from the regions' postings (of a logical table, from those of
+// LinesTable's regions, among the series with its table tag) unless req
+// filters more than the postings answer, one tag of a non-empty value (of
+// a logical table, none): then from a listing of the series it selects
+// (a series-only Scan). vals may be a region's kept answer: read only.
+func (e *Engine) TagValues(ctx context.Context, table, name string, req scan.Request) (vals []string, err error) {
 	tg, err := e.resolveTable(ctx, table, false)
 	if err != nil {
 		return nil, err
 	}
-	return e.fromRegions(ctx, tg, TagQuery{Name: name, Start: start, End: end})
+	q := TagQuery{Name: name, Start: req.Start, End: req.End}
+	switch {
+	case len(req.In) == 0 && len(req.Tags) == 0:
+	case len(req.In) == 0 && len(req.Tags) == 1 && req.Tags[0].Value != "" && !tg.t.Logical:
+		q.Where = &req.Tags[0]
+	default:
+		return e.listValues(ctx, table, name, req)
+	}
+	return e.fromRegions(ctx, tg, q)
+}
+
+// listValues collects the values of tag name of the series req selects,
+// listed (a series-only scan).
+func (e *Engine) listValues(ctx context.Context, table, name string, req scan.Request) ([]string, error) {
+	req.SeriesOnly, req.Fields = true, nil
+	sc, err := e.Scan(ctx, table, req)
+	if err != nil {
+		return nil, err
+	}
+	defer sc.Close()
+	var out []string
+	last := ""
+	for sc.Next() {
+		for _, en := range sc.Batch() {
+			if v := row.SeriesTag(en.Series, name); v != "" && v != last {
+				out, last = append(out, v), v
+			}
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return nil, err
+	}
+	slices.Sort(out)
+	return slices.Compact(out), nil
 }
 
 // TagNames returns the distinct tag names, sorted, of table's series
@@ -137,14 +174,17 @@ func (e *Engine) RegionTags(ctx context.Context, table string, id layout.RegionI
 }
 
 // Check says whether q is a question a region's postings answer: the
-// values of a named tag, or the tag names of every series (not of those
-// with a tag: a logical table's are its schema's, TagNames).
+// values of a named tag, of every series or of those with a tag of a
+// non-empty value, or the tag names of every series (not of those with a
+// tag: a logical table's are its schema's, TagNames).
 func (q TagQuery) Check() error {
 	switch {
 	case q.Names && q.Where != nil:
 		return fmt.Errorf("%w: the tag names of the series with a tag are not answered from the postings", scan.ErrInvalid)
 	case !q.Names && q.Name == "":
 		return fmt.Errorf("%w: the values of a tag without a name", scan.ErrInvalid)
+	case q.Where != nil && q.Where.Value == "":
+		return fmt.Errorf("%w: the series without tag %q are not answered from the postings", scan.ErrInvalid, q.Where.Name)
 	}
 	return nil
 }

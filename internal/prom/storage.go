@@ -510,15 +510,17 @@ func sortedSet(vs []string) []string {
 }
 
 // tagValues appends to out the values of tag name in the series ms select
-// (repeats and all), from series-only scans. The tag matchers select the
-// same series of every field of a table, so each table is listed once;
-// without matchers left to apply after the scan, only the one tag of each
-// key is decoded. Of the tables other than the metrics table, __name__ is
-// not a tag (LabelValues takes their names from the catalog). It reports
-// whether *out is a sorted set already: the answer of one table's
-// postings, alone in it (100,000 metric names need no sorting again).
+// (repeats and all). The tag matchers select the same series of every
+// field of a table, so each table is asked once: the engine answers from
+// its postings, or lists the series of a filter they do not answer
+// (datanode.Engine.TagValues); with matchers left to apply to each
+// series, the series are listed here. Of the tables other than the
+// metrics table, __name__ is not a tag (LabelValues takes their names
+// from the catalog). It reports whether *out is a sorted set already: the
+// engine's answer of one table, alone in it (100,000 metric names need no
+// sorting again).
 func (qr *querier) tagValues(ctx context.Context, name string, ms []*labels.Matcher, out *[]string) (set bool, err error) {
-	sole := -1 // the length of *out when it was one table's postings' answer
+	sole := -1 // the length of *out when it was one table's answer
 	defer func() { set = sole >= 0 && len(*out) == sole }()
 	mts, rest := qr.matching(ms)
 	listed := map[string]bool{}
@@ -541,36 +543,14 @@ func (qr *querier) tagValues(ctx context.Context, name string, ms []*labels.Matc
 			}
 			continue
 		}
-		if len(req.Tags) == 0 && len(req.In) == 0 {
-			// Every series: the values straight from the postings.
-			vals, err := qr.q.Engine.TagValues(ctx, mt.table, name, req.Start, req.End)
-			if err != nil {
-				return false, err
-			}
-			if len(*out) == 0 {
-				*out, sole = vals, len(vals) // the engine's own slice: no copy of 100,000 names
-			} else {
-				*out = append(*out, vals...)
-			}
-			continue
-		}
-		req.SeriesOnly = true
-		sc, err := qr.q.Engine.Scan(ctx, mt.table, req)
+		vals, err := qr.q.Engine.TagValues(ctx, mt.table, name, req)
 		if err != nil {
 			return false, err
 		}
-		last := ""
-		for sc.Next() {
-			for _, e := range sc.Batch() {
-				if v := row.SeriesTag(e.Series, name); v != "" && v != last {
-					*out, last = append(*out, v), v
-				}
-			}
-		}
-		err = sc.Err()
-		sc.Close()
-		if err != nil {
-			return false, err
+		if len(*out) == 0 {
+			*out, sole = vals, len(vals) // the engine's own slice: no copy of 100,000 names
+		} else {
+			*out = append(*out, vals...)
 		}
 	}
 	return false, nil
