@@ -560,7 +560,7 @@ func TestCompactionDropsRowsOfDroppedLogicalTables(t *testing.T) {
 
 // A logical table's tag values come from LinesTable's postings, among
 // the series of its table tag only: the memtables', the files', and both;
-// its tag names are its schema's tags with values there.
+// its tag names, and a filter's values, from a listing of those series.
 func TestLogicalTableTagValuesFromPostings(t *testing.T) {
 	ctx := context.Background()
 	n := servertest.Start(t, objstoretest.Mem(t), servertest.Options{})
@@ -574,7 +574,7 @@ func TestLogicalTableTagValuesFromPostings(t *testing.T) {
 	}
 	names := func(table string, start int64, want ...string) {
 		t.Helper()
-		if names, err := e.TagNames(ctx, table, start, region.AllTimeEnd); err != nil || !slices.Equal(names, want) {
+		if names, err := e.TagNames(ctx, table, scan.Request{Start: start, End: region.AllTimeEnd}); err != nil || !slices.Equal(names, want) {
 			t.Fatalf("%s: tag names from %d: %v (%v), want %v", table, start, names, err, want)
 		}
 	}
@@ -596,7 +596,7 @@ func TestLogicalTableTagValuesFromPostings(t *testing.T) {
 	if err != nil || !slices.Equal(vals, []string{"v"}) {
 		t.Fatalf("a's hosts with rows from %d: %v (%v)", linesBase+1, vals, err)
 	}
-	// A filter of a logical table, beyond its table tag: its series listed.
+	// A filter of a logical table, beyond its table tag.
 	for _, req := range []scan.Request{{Tags: []row.Tag{{Name: "host", Value: "y"}}}, {In: []row.TagIn{{Name: "host", Values: []string{"y", "q"}}}}} {
 		req.Start, req.End = region.AllTime, region.AllTimeEnd
 		if vals, err := e.TagValues(ctx, "b", "host", req); err != nil || !slices.Equal(vals, []string{"y"}) {

@@ -5,7 +5,7 @@ import (
 
 	"github.com/stratadb/strata/internal/datanode"
 	"github.com/stratadb/strata/internal/layout"
-	"github.com/stratadb/strata/internal/row"
+	"github.com/stratadb/strata/internal/wire"
 	pb "github.com/stratadb/strata/proto/strata/v1"
 )
 
@@ -14,18 +14,15 @@ import (
 // million values).
 const tagsBytes = 1 << 20
 
-// RegionTags answers a tag's values, or the tag names, of a region hosted
-// here from its postings (another datanode's label look-up), in messages
-// of about tagsBytes (none if there is no value).
+// RegionTags answers a tag's values, or the tag names, of the series of a
+// region hosted here (another datanode's label look-up), in messages of
+// about tagsBytes (none if there is no value).
 func (s *Server) RegionTags(req *pb.RegionTagsRequest, stream grpc.ServerStreamingServer[pb.RegionTagsResponse]) error {
 	id, err := layout.ParseRegionID(req.GetRegion())
 	if err != nil {
 		return Status(err)
 	}
-	q := datanode.TagQuery{Name: req.GetTag(), Names: req.GetNames(), Start: req.GetStart(), End: req.GetEnd()}
-	if w := req.GetWhere(); w != nil {
-		q.Where = &row.Tag{Name: w.GetName(), Value: w.GetValue()}
-	}
+	q := datanode.TagQuery{Name: req.GetTag(), Names: req.GetNames(), Start: req.GetStart(), End: req.GetEnd(), Tags: wire.ToTags(req.GetTags()), In: wire.ToTagIns(req.GetIn())}
 	vals, err := s.eng.RegionTags(stream.Context(), req.GetTable(), id, q)
 	if err != nil {
 		return Status(err)

@@ -442,7 +442,8 @@ func (qr *querier) scanWith(ctx context.Context, mt metric, req scan.Request, po
 // LabelNames are __name__ and the tag columns of the tables whose metrics
 // can match: from the catalog, without reading data; and the label names
 // of the metrics table's series the matchers select, from its series
-// indexes.
+// indexes (datanode.Engine.TagNames, unless matchers are left to apply
+// to each series' labels: then its series are listed here).
 func (qr *querier) LabelNames(ctx context.Context, hints *storage.LabelHints, ms ...*labels.Matcher) ([]string, annotations.Annotations, error) {
 	mts, _ := qr.matching(ms)
 	var out []string
@@ -453,9 +454,9 @@ func (qr *querier) LabelNames(ctx context.Context, hints *storage.LabelHints, ms
 			continue
 		}
 		req, post := pushDown(mt, ms, qr.mint, qr.maxt)
-		if len(post) == 0 && len(req.Tags) == 0 && len(req.In) == 0 {
-			// Every series: the names straight from the postings.
-			names, err := qr.q.Engine.TagNames(ctx, mt.table, req.Start, req.End)
+		if len(post) == 0 {
+			// The engine's answer (without a filter, from the postings).
+			names, err := qr.q.Engine.TagNames(ctx, mt.table, req)
 			if err != nil {
 				return nil, nil, err
 			}
@@ -511,12 +512,12 @@ func sortedSet(vs []string) []string {
 
 // tagValues appends to out the values of tag name in the series ms select
 // (repeats and all). The tag matchers select the same series of every
-// field of a table, so each table is asked once: the engine answers from
-// its postings, or lists the series of a filter they do not answer
-// (datanode.Engine.TagValues); with matchers left to apply to each
-// series, the series are listed here. Of the tables other than the
-// metrics table, __name__ is not a tag (LabelValues takes their names
-// from the catalog). It reports whether *out is a sorted set already: the
+// field of a table, so each table is asked once: the engine answers
+// (datanode.Engine.TagValues: each region from its postings, or from a
+// listing of the series a filter selects), unless matchers are left to
+// apply to each series' labels: then its series are listed here. Of the
+// tables other than the metrics table, __name__ is not a tag
+// (LabelValues takes their names from the catalog). It reports whether *out is a sorted set already: the
 // engine's answer of one table, alone in it (100,000 metric names need no
 // sorting again).
 func (qr *querier) tagValues(ctx context.Context, name string, ms []*labels.Matcher, out *[]string) (set bool, err error) {

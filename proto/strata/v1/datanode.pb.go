@@ -2960,7 +2960,7 @@ func (x *ForwardWriteRequest) GetBatch() []byte {
 type RegionTagsRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The table whose region it is (for a logical table, the table that
-	// holds its rows, with where set to the logical table's tag).
+	// holds its rows, with the logical table's tag among tags).
 	Table string `protobuf:"bytes,1,opt,name=table,proto3" json:"table,omitempty"`
 	// "table_id/region": the receiving datanode must host it (Unavailable
 	// if not: it moved, ask metasrv and retry).
@@ -2973,10 +2973,11 @@ type RegionTagsRequest struct {
 	// math.MinInt64 to math.MaxInt64).
 	Start int64 `protobuf:"varint,5,opt,name=start,proto3" json:"start,omitempty"`
 	End   int64 `protobuf:"varint,6,opt,name=end,proto3" json:"end,omitempty"`
-	// If set, only the series with this tag: of a logical table, its table
-	// tag (catalog.TableTag) in the keys of the table that holds its rows.
-	// Not with names (InvalidArgument).
-	Where         *Tag `protobuf:"bytes,7,opt,name=where,proto3" json:"where,omitempty"`
+	// Equality and set filters, all of which must hold, as a Scan's: of a
+	// logical table, tags holds its table tag (catalog.TableTag, " "),
+	// which is no tag name of the answer.
+	Tags          []*Tag   `protobuf:"bytes,7,rep,name=tags,proto3" json:"tags,omitempty"`
+	In            []*TagIn `protobuf:"bytes,8,rep,name=in,proto3" json:"in,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3053,9 +3054,16 @@ func (x *RegionTagsRequest) GetEnd() int64 {
 	return 0
 }
 
-func (x *RegionTagsRequest) GetWhere() *Tag {
+func (x *RegionTagsRequest) GetTags() []*Tag {
 	if x != nil {
-		return x.Where
+		return x.Tags
+	}
+	return nil
+}
+
+func (x *RegionTagsRequest) GetIn() []*TagIn {
+	if x != nil {
+		return x.In
 	}
 	return nil
 }
@@ -3311,15 +3319,16 @@ const file_strata_v1_datanode_proto_rawDesc = "" +
 	"\x06region\x18\x02 \x01(\tR\x06region\x12 \n" +
 	"\vcompression\x18\x03 \x01(\rR\vcompression\x12\x12\n" +
 	"\x04size\x18\x04 \x01(\x04R\x04size\x12\x14\n" +
-	"\x05batch\x18\x05 \x01(\fR\x05batch\"\xb7\x01\n" +
+	"\x05batch\x18\x05 \x01(\fR\x05batch\"\xd7\x01\n" +
 	"\x11RegionTagsRequest\x12\x14\n" +
 	"\x05table\x18\x01 \x01(\tR\x05table\x12\x16\n" +
 	"\x06region\x18\x02 \x01(\tR\x06region\x12\x10\n" +
 	"\x03tag\x18\x03 \x01(\tR\x03tag\x12\x14\n" +
 	"\x05names\x18\x04 \x01(\bR\x05names\x12\x14\n" +
 	"\x05start\x18\x05 \x01(\x03R\x05start\x12\x10\n" +
-	"\x03end\x18\x06 \x01(\x03R\x03end\x12$\n" +
-	"\x05where\x18\a \x01(\v2\x0e.strata.v1.TagR\x05where\",\n" +
+	"\x03end\x18\x06 \x01(\x03R\x03end\x12\"\n" +
+	"\x04tags\x18\a \x03(\v2\x0e.strata.v1.TagR\x04tags\x12 \n" +
+	"\x02in\x18\b \x03(\v2\x10.strata.v1.TagInR\x02in\",\n" +
 	"\x12RegionTagsResponse\x12\x16\n" +
 	"\x06values\x18\x01 \x03(\tR\x06values2\xe2\t\n" +
 	"\bDatanode\x12:\n" +
@@ -3431,46 +3440,47 @@ var file_strata_v1_datanode_proto_depIdxs = []int32{
 	33, // 20: strata.v1.CompactResponse.jobs:type_name -> strata.v1.CompactionResult
 	40, // 21: strata.v1.GcRegionResult.orphans:type_name -> strata.v1.GcObject
 	41, // 22: strata.v1.GcRegionResponse.regions:type_name -> strata.v1.GcRegionResult
-	0,  // 23: strata.v1.RegionTagsRequest.where:type_name -> strata.v1.Tag
-	4,  // 24: strata.v1.Datanode.Write:input_type -> strata.v1.WriteRequest
-	6,  // 25: strata.v1.Datanode.Delete:input_type -> strata.v1.DeleteRequest
-	8,  // 26: strata.v1.Datanode.Scan:input_type -> strata.v1.ScanRequest
-	8,  // 27: strata.v1.Datanode.ScanColumns:input_type -> strata.v1.ScanRequest
-	17, // 28: strata.v1.Datanode.Flush:input_type -> strata.v1.FlushRequest
-	19, // 29: strata.v1.Datanode.RegionStats:input_type -> strata.v1.RegionStatsRequest
-	32, // 30: strata.v1.Datanode.Compact:input_type -> strata.v1.CompactRequest
-	35, // 31: strata.v1.Datanode.CancelCompaction:input_type -> strata.v1.CancelCompactionRequest
-	24, // 32: strata.v1.Datanode.CreateTable:input_type -> strata.v1.CreateTableRequest
-	26, // 33: strata.v1.Datanode.ListTables:input_type -> strata.v1.ListTablesRequest
-	28, // 34: strata.v1.Datanode.DescribeTable:input_type -> strata.v1.DescribeTableRequest
-	30, // 35: strata.v1.Datanode.DropTable:input_type -> strata.v1.DropTableRequest
-	37, // 36: strata.v1.Datanode.TruncateTable:input_type -> strata.v1.TruncateTableRequest
-	39, // 37: strata.v1.Datanode.GcRegion:input_type -> strata.v1.GcRegionRequest
-	43, // 38: strata.v1.Datanode.CloseTable:input_type -> strata.v1.CloseTableRequest
-	45, // 39: strata.v1.Datanode.ForwardWrite:input_type -> strata.v1.ForwardWriteRequest
-	46, // 40: strata.v1.Datanode.RegionTags:input_type -> strata.v1.RegionTagsRequest
-	5,  // 41: strata.v1.Datanode.Write:output_type -> strata.v1.WriteResponse
-	7,  // 42: strata.v1.Datanode.Delete:output_type -> strata.v1.DeleteResponse
-	14, // 43: strata.v1.Datanode.Scan:output_type -> strata.v1.ScanResponse
-	16, // 44: strata.v1.Datanode.ScanColumns:output_type -> strata.v1.ScanColumnsResponse
-	18, // 45: strata.v1.Datanode.Flush:output_type -> strata.v1.FlushResponse
-	21, // 46: strata.v1.Datanode.RegionStats:output_type -> strata.v1.RegionStatsResponse
-	34, // 47: strata.v1.Datanode.Compact:output_type -> strata.v1.CompactResponse
-	36, // 48: strata.v1.Datanode.CancelCompaction:output_type -> strata.v1.CancelCompactionResponse
-	25, // 49: strata.v1.Datanode.CreateTable:output_type -> strata.v1.CreateTableResponse
-	27, // 50: strata.v1.Datanode.ListTables:output_type -> strata.v1.ListTablesResponse
-	29, // 51: strata.v1.Datanode.DescribeTable:output_type -> strata.v1.DescribeTableResponse
-	31, // 52: strata.v1.Datanode.DropTable:output_type -> strata.v1.DropTableResponse
-	38, // 53: strata.v1.Datanode.TruncateTable:output_type -> strata.v1.TruncateTableResponse
-	42, // 54: strata.v1.Datanode.GcRegion:output_type -> strata.v1.GcRegionResponse
-	44, // 55: strata.v1.Datanode.CloseTable:output_type -> strata.v1.CloseTableResponse
-	5,  // 56: strata.v1.Datanode.ForwardWrite:output_type -> strata.v1.WriteResponse
-	47, // 57: strata.v1.Datanode.RegionTags:output_type -> strata.v1.RegionTagsResponse
-	41, // [41:58] is the sub-list for method output_type
-	24, // [24:41] is the sub-list for method input_type
-	24, // [24:24] is the sub-list for extension type_name
-	24, // [24:24] is the sub-list for extension extendee
-	0,  // [0:24] is the sub-list for field type_name
+	0,  // 23: strata.v1.RegionTagsRequest.tags:type_name -> strata.v1.Tag
+	10, // 24: strata.v1.RegionTagsRequest.in:type_name -> strata.v1.TagIn
+	4,  // 25: strata.v1.Datanode.Write:input_type -> strata.v1.WriteRequest
+	6,  // 26: strata.v1.Datanode.Delete:input_type -> strata.v1.DeleteRequest
+	8,  // 27: strata.v1.Datanode.Scan:input_type -> strata.v1.ScanRequest
+	8,  // 28: strata.v1.Datanode.ScanColumns:input_type -> strata.v1.ScanRequest
+	17, // 29: strata.v1.Datanode.Flush:input_type -> strata.v1.FlushRequest
+	19, // 30: strata.v1.Datanode.RegionStats:input_type -> strata.v1.RegionStatsRequest
+	32, // 31: strata.v1.Datanode.Compact:input_type -> strata.v1.CompactRequest
+	35, // 32: strata.v1.Datanode.CancelCompaction:input_type -> strata.v1.CancelCompactionRequest
+	24, // 33: strata.v1.Datanode.CreateTable:input_type -> strata.v1.CreateTableRequest
+	26, // 34: strata.v1.Datanode.ListTables:input_type -> strata.v1.ListTablesRequest
+	28, // 35: strata.v1.Datanode.DescribeTable:input_type -> strata.v1.DescribeTableRequest
+	30, // 36: strata.v1.Datanode.DropTable:input_type -> strata.v1.DropTableRequest
+	37, // 37: strata.v1.Datanode.TruncateTable:input_type -> strata.v1.TruncateTableRequest
+	39, // 38: strata.v1.Datanode.GcRegion:input_type -> strata.v1.GcRegionRequest
+	43, // 39: strata.v1.Datanode.CloseTable:input_type -> strata.v1.CloseTableRequest
+	45, // 40: strata.v1.Datanode.ForwardWrite:input_type -> strata.v1.ForwardWriteRequest
+	46, // 41: strata.v1.Datanode.RegionTags:input_type -> strata.v1.RegionTagsRequest
+	5,  // 42: strata.v1.Datanode.Write:output_type -> strata.v1.WriteResponse
+	7,  // 43: strata.v1.Datanode.Delete:output_type -> strata.v1.DeleteResponse
+	14, // 44: strata.v1.Datanode.Scan:output_type -> strata.v1.ScanResponse
+	16, // 45: strata.v1.Datanode.ScanColumns:output_type -> strata.v1.ScanColumnsResponse
+	18, // 46: strata.v1.Datanode.Flush:output_type -> strata.v1.FlushResponse
+	21, // 47: strata.v1.Datanode.RegionStats:output_type -> strata.v1.RegionStatsResponse
+	34, // 48: strata.v1.Datanode.Compact:output_type -> strata.v1.CompactResponse
+	36, // 49: strata.v1.Datanode.CancelCompaction:output_type -> strata.v1.CancelCompactionResponse
+	25, // 50: strata.v1.Datanode.CreateTable:output_type -> strata.v1.CreateTableResponse
+	27, // 51: strata.v1.Datanode.ListTables:output_type -> strata.v1.ListTablesResponse
+	29, // 52: strata.v1.Datanode.DescribeTable:output_type -> strata.v1.DescribeTableResponse
+	31, // 53: strata.v1.Datanode.DropTable:output_type -> strata.v1.DropTableResponse
+	38, // 54: strata.v1.Datanode.TruncateTable:output_type -> strata.v1.TruncateTableResponse
+	42, // 55: strata.v1.Datanode.GcRegion:output_type -> strata.v1.GcRegionResponse
+	44, // 56: strata.v1.Datanode.CloseTable:output_type -> strata.v1.CloseTableResponse
+	5,  // 57: strata.v1.Datanode.ForwardWrite:output_type -> strata.v1.WriteResponse
+	47, // 58: strata.v1.Datanode.RegionTags:output_type -> strata.v1.RegionTagsResponse
+	42, // [42:59] is the sub-list for method output_type
+	25, // [25:42] is the sub-list for method input_type
+	25, // [25:25] is the sub-list for extension type_name
+	25, // [25:25] is the sub-list for extension extendee
+	0,  // [0:25] is the sub-list for field type_name
 }
 
 func init() { file_strata_v1_datanode_proto_init() }

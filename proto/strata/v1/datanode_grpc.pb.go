@@ -93,13 +93,16 @@ type DatanodeClient interface {
 	// region without parsing or encoding it again. A datanode older than
 	// this RPC answers Unimplemented: the sender falls back to Write.
 	ForwardWrite(ctx context.Context, in *ForwardWriteRequest, opts ...grpc.CallOption) (*WriteResponse, error)
-	// RegionTags (cluster-internal, a datanode answering a label query over
-	// a region another one hosts): the distinct values of one tag, or the
-	// tag names, of one region's series with rows in [start, end), from the
-	// region's postings (its memtables' and its files' series indexes; no
-	// SST read), sorted. A series counts if a file or memtable holding it
-	// overlaps the range, as a series-only Scan lists it. The answer comes
-	// in messages in order (none if it is empty). A datanode older than this RPC answers
+	// RegionTags (cluster-internal, a datanode answering a label look-up
+	// over a region another one hosts): the distinct values of one tag, or
+	// the tag names, of one region's series with rows in [start, end) that
+	// pass the filters, sorted. A series counts if a file or memtable
+	// holding it overlaps the range, as a series-only Scan lists it. The
+	// owner answers from the region's postings (its memtables' and files'
+	// series indexes; no SST read) when the filters select every series, or
+	// only a logical table's (its table tag: values only); else from a
+	// listing of the series they select. The answer comes in messages in
+	// order (none if it is empty). A datanode older than this RPC answers
 	// Unimplemented: the asking one lists the region's series then (Scan,
 	// series_only) and collects the answer itself.
 	RegionTags(ctx context.Context, in *RegionTagsRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[RegionTagsResponse], error)
@@ -361,13 +364,16 @@ type DatanodeServer interface {
 	// region without parsing or encoding it again. A datanode older than
 	// this RPC answers Unimplemented: the sender falls back to Write.
 	ForwardWrite(context.Context, *ForwardWriteRequest) (*WriteResponse, error)
-	// RegionTags (cluster-internal, a datanode answering a label query over
-	// a region another one hosts): the distinct values of one tag, or the
-	// tag names, of one region's series with rows in [start, end), from the
-	// region's postings (its memtables' and its files' series indexes; no
-	// SST read), sorted. A series counts if a file or memtable holding it
-	// overlaps the range, as a series-only Scan lists it. The answer comes
-	// in messages in order (none if it is empty). A datanode older than this RPC answers
+	// RegionTags (cluster-internal, a datanode answering a label look-up
+	// over a region another one hosts): the distinct values of one tag, or
+	// the tag names, of one region's series with rows in [start, end) that
+	// pass the filters, sorted. A series counts if a file or memtable
+	// holding it overlaps the range, as a series-only Scan lists it. The
+	// owner answers from the region's postings (its memtables' and files'
+	// series indexes; no SST read) when the filters select every series, or
+	// only a logical table's (its table tag: values only); else from a
+	// listing of the series they select. The answer comes in messages in
+	// order (none if it is empty). A datanode older than this RPC answers
 	// Unimplemented: the asking one lists the region's series then (Scan,
 	// series_only) and collects the answer itself.
 	RegionTags(*RegionTagsRequest, grpc.ServerStreamingServer[RegionTagsResponse]) error
