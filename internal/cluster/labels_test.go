@@ -163,48 +163,51 @@ func labelData(t *testing.T, dns []*server.Server, sa *servertest.Node) {
 	}
 }
 
-// labelQueries are label look-ups of labelData: those answered from the
-// postings (no label matcher but on __name__, the metrics table's a tag
-// of its keys), and those with label matchers, whose series are listed.
-func labelQueries() (postings, matchers []string) {
+// labelQueries are label look-ups of labelData: those the regions answer
+// (no matcher but equalities: from their postings, or from a listing of
+// the series the equalities select), and those with matchers to apply to
+// each series' labels, whose series are listed for the asking datanode.
+func labelQueries() (regions, listed []string) {
 	early := fmt.Sprintf("start=%d&end=%d", labelsBase, labelsBase+600)
 	late := fmt.Sprintf("start=%d&end=%d", labelsBase+3600, labelsBase+4200)
 	m := func(sel string) string { return "match[]=" + url.QueryEscape(sel) }
-	postings = []string{
+	regions = []string{
 		"/api/v1/labels",
 		"/api/v1/labels?" + early,
 		"/api/v1/labels?" + late,
+		"/api/v1/labels?" + m("lp_v"), // lp's tags, and the metrics table's series of that name: none
+		"/api/v1/labels?" + m("up"),
+		"/api/v1/labels?" + m(`node_cpu{mode="idle"}`) + "&" + late,
 		"/api/v1/label/__name__/values",
 		"/api/v1/label/__name__/values?" + late,
 		"/api/v1/label/host/values",
 		"/api/v1/label/host/values?" + early,
 		"/api/v1/label/host/values?" + late,
 		"/api/v1/label/host/values?" + m("cpu_v"),
+		"/api/v1/label/host/values?" + m(`cpu_v{dc="d1"}`),
 		"/api/v1/label/rack/values",
 		"/api/v1/label/instance/values",
 		"/api/v1/label/instance/values?" + early,
-		"/api/v1/label/mode/values",
 		"/api/v1/label/instance/values?" + m("up"),
+		"/api/v1/label/instance/values?" + m(`up{job="a"}`),
+		"/api/v1/label/mode/values",
 		"/api/v1/label/mode/values?" + m(`{__name__="node_cpu"}`) + "&" + late,
 		"/api/v1/label/job/values?" + m("node_cpu"),
 		"/api/v1/label/zone/values?" + m("lp_v"),
+		"/api/v1/label/zone/values?" + m(`lp_v{host="l3"}`),
 		"/api/v1/label/pod/values?" + m("lp_v") + "&" + early,
 		"/api/v1/label/pod/values?" + m("lp_v") + "&" + late,
 		"/api/v1/label/host/values?" + m("lp_v") + "&" + late,
 		"/api/v1/label/host/values?" + m("lq_w"),
 		"/api/v1/label/nothing/values",
 	}
-	matchers = []string{
-		"/api/v1/labels?" + m("lp_v"), // the metrics table's names of series of a name: listed
-		"/api/v1/labels?" + m("up"),
-		"/api/v1/labels?" + m(`node_cpu{mode="idle"}`) + "&" + late,
-		"/api/v1/label/instance/values?" + m(`up{job="a"}`),
+	listed = []string{
+		"/api/v1/labels?" + m(`{__name__=~"up|node_cpu",instance=~"i1.*"}`),
 		"/api/v1/label/instance/values?" + m(`{__name__=~"up|node_cpu",instance=~"i1.*"}`),
-		"/api/v1/label/host/values?" + m(`cpu_v{dc="d1"}`),
 		"/api/v1/label/host/values?" + m(`lp_v{zone=~"z1|z2"}`) + "&" + early,
 		"/api/v1/label/mode/values?" + m(`node_cpu{mode!="idle"}`),
 	}
-	return postings, matchers
+	return regions, listed
 }
 
 // labelGet is the body of a label look-up's answer.
@@ -260,35 +263,66 @@ func peerBytes(t *testing.T, dn *server.Server, method string) (sent, received f
 // compareLabels asks every path of both lists through each datanode and
 // the standalone, and fails unless the answers are the same; it returns
 // the bytes each datanode received of Scan and of RegionTags while the
-// postings' look-ups ran.
+// regions' look-ups ran.
 func compareLabels(t *testing.T, dns []*server.Server, sa *servertest.Node) (scans, tags []float64) {
 	t.Helper()
-	postings, matchers := labelQueries()
-	nonEmpty := 0
+	regions, listed := labelQueries()
+	empty := 0
 	for i, dn := range dns {
 		_, scan0 := peerBytes(t, dn, "Scan")
 		_, tags0 := peerBytes(t, dn, "RegionTags")
-		for _, path := range postings {
+		for _, path := range regions {
 			want := labelGet(t, sa.HTTPAddr(), path)
 			if got := labelGet(t, dn.HTTPAddr(), path); got != want {
 				t.Fatalf("%s through dn%d:\n%s\nthe standalone's:\n%s", path, i+1, got, want)
 			}
-			if i == 0 && !strings.Contains(want, `"data":[]`) {
-				nonEmpty++
+			if i == 0 && strings.Contains(want, `"data":[]`) {
+				empty++
 			}
 		}
 		_, scan1 := peerBytes(t, dn, "Scan")
 		_, tags1 := peerBytes(t, dn, "RegionTags")
 		scans, tags = append(scans, scan1-scan0), append(tags, tags1-tags0)
-		for _, path := range matchers {
+		for _, path := range listed {
 			want := labelGet(t, sa.HTTPAddr(), path)
 			if got := labelGet(t, dn.HTTPAddr(), path); got != want {
 				t.Fatalf("%s through dn%d:\n%s\nthe standalone's:\n%s", path, i+1, got, want)
 			}
+			if i == 0 && strings.Contains(want, `"data":[]`) {
+				empty++
+			}
 		}
 	}
-	if nonEmpty != len(postings)-3 { // all but the values of "nothing", node_cpu's jobs and the early pods
-		t.Fatalf("%d of %d look-ups answered something", nonEmpty, len(postings))
+	if empty != 3 { // node_cpu's jobs, the early pods and the values of "nothing"
+		t.Fatalf("%d look-ups answered nothing, want 3", empty)
+	}
+	// Some answers worked out from labelData, not only compared: the
+	// regions list the series of equalities.
+	m := func(sel string) string { return "match[]=" + url.QueryEscape(sel) }
+	hosts := func(prefix string, keep func(h int) bool) []string {
+		var out []string
+		for h := range 36 {
+			if keep(h) {
+				out = append(out, fmt.Sprint(prefix, h))
+			}
+		}
+		slices.Sort(out)
+		return out
+	}
+	late := fmt.Sprintf("&start=%d&end=%d", labelsBase+3600, labelsBase+4200)
+	for path, want := range map[string][]string{
+		"/api/v1/labels?" + m("up"):                               {"__name__", "instance", "job"},
+		"/api/v1/labels?" + m(`node_cpu{mode="idle"}`) + late:     {"__name__", "instance", "mode"},
+		"/api/v1/label/instance/values?" + m(`up{job="a"}`):       hosts("i", func(h int) bool { return h < 24 && h%2 == 0 }),
+		"/api/v1/label/host/values?" + m(`cpu_v{dc="d1"}`):        hosts("h", func(h int) bool { return h%3 == 1 }),
+		"/api/v1/label/zone/values?" + m(`lp_v{host="l3"}`):       {"z3"},
+		"/api/v1/label/pod/values?" + m(`lp_v{zone="z0"}`) + late: {"p4"}, // l12 has none, l24 p4
+	} {
+		var got struct{ Data []string }
+		promGet(t, dns[0].HTTPAddr(), path, &got)
+		if !slices.Equal(got.Data, want) {
+			t.Fatalf("%s: %v, want %v", path, got.Data, want)
+		}
 	}
 	return scans, tags
 }
@@ -298,8 +332,8 @@ func compareLabels(t *testing.T, dns []*server.Server, sa *servertest.Node) (sca
 // the same data: of a table, of logical tables in __lines and of the
 // metrics table, over all time and over a stretch of it (series in
 // files, in memtables, in both), with and without match[]. Those without
-// label matchers are answered from the regions' postings, the remote
-// ones' through their owners (RegionTags), without listing a series.
+// matchers to apply to each series' labels are answered by the regions,
+// the remote ones' through their owners (RegionTags), without a Scan.
 func TestLabelsThroughADatanodeAreTheStandalones(t *testing.T) {
 	dns := labelDatanodes(t)
 	sa := servertest.Start(t, objstoretest.Mem(t), servertest.Options{})
@@ -307,10 +341,10 @@ func TestLabelsThroughADatanodeAreTheStandalones(t *testing.T) {
 	scans, tags := compareLabels(t, dns, sa)
 	for i := range dns {
 		if scans[i] != 0 || tags[i] == 0 {
-			t.Fatalf("dn%d received %v bytes of Scan and %v of RegionTags for the postings' look-ups: want RegionTags only", i+1, scans[i], tags[i])
+			t.Fatalf("dn%d received %v bytes of Scan and %v of RegionTags for the regions' look-ups: want RegionTags only", i+1, scans[i], tags[i])
 		}
 	}
-	t.Logf("bytes of RegionTags received a datanode for the postings' look-ups: %v", tags)
+	t.Logf("bytes of RegionTags received a datanode for the regions' look-ups: %v", tags)
 }
 
 // An owner older than RegionTags answers it Unimplemented (a rolling
@@ -323,10 +357,10 @@ func TestLabelsFromAnOwnerOlderThanRegionTags(t *testing.T) {
 	scans, tags := compareLabels(t, dns, sa)
 	for i := range 2 { // dn1 and dn2 ask dn3 (the older) and each other
 		if scans[i] == 0 || tags[i] == 0 {
-			t.Fatalf("dn%d received %v bytes of Scan and %v of RegionTags for the postings' look-ups: want both", i+1, scans[i], tags[i])
+			t.Fatalf("dn%d received %v bytes of Scan and %v of RegionTags for the regions' look-ups: want both", i+1, scans[i], tags[i])
 		}
 	}
 	if scans[2] != 0 || tags[2] == 0 { // dn3 asks the other two, which know RegionTags
-		t.Fatalf("dn3 received %v bytes of Scan and %v of RegionTags for the postings' look-ups: want RegionTags only", scans[2], tags[2])
+		t.Fatalf("dn3 received %v bytes of Scan and %v of RegionTags for the regions' look-ups: want RegionTags only", scans[2], tags[2])
 	}
 }
