@@ -30,6 +30,9 @@ type Remote interface {
 	// region id, on the region's owner (Engine.DeleteHosted if that is
 	// this engine).
 	Delete(ctx context.Context, table string, id layout.RegionID, tags []row.Tag, start, end int64) error
+	// RegionTags answers q from the postings of region id on its owner
+	// (Engine.RegionTags if that is this engine): a sorted set, read only.
+	RegionTags(ctx context.Context, table string, id layout.RegionID, q TagQuery) ([]string, error)
 }
 
 // ErrNotHosted: the region is not hosted by this datanode (it moved, or is

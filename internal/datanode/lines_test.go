@@ -559,24 +559,30 @@ func TestCompactionDropsRowsOfDroppedLogicalTables(t *testing.T) {
 }
 
 // A logical table's tag values come from LinesTable's postings, among
-// the series of its table tag only: the memtables', the files', and both.
+// the series of its table tag only: the memtables', the files', and both;
+// its tag names, and a filter's values, from a listing of those series.
 func TestLogicalTableTagValuesFromPostings(t *testing.T) {
 	ctx := context.Background()
 	n := servertest.Start(t, objstoretest.Mem(t), servertest.Options{})
 	e := n.Engine()
 	values := func(table string, want ...string) {
 		t.Helper()
-		vals, local, err := e.TagValues(ctx, table, "host", region.AllTime, region.AllTimeEnd)
-		if err != nil || !local || !slices.Equal(vals, want) {
-			t.Fatalf("%s: %v local %v (%v), want %v", table, vals, local, err, want)
+		vals, err := e.TagValues(ctx, table, "host", scan.Request{Start: region.AllTime, End: region.AllTimeEnd})
+		if err != nil || !slices.Equal(vals, want) {
+			t.Fatalf("%s: %v (%v), want %v", table, vals, err, want)
 		}
-		if names, local, err := e.TagNames(ctx, table, region.AllTime, region.AllTimeEnd); err != nil || local || names != nil {
-			t.Fatalf("%s: tag names %v local %v (%v): a logical table's are listed from its series", table, names, local, err)
+	}
+	names := func(table string, start int64, want ...string) {
+		t.Helper()
+		if names, err := e.TagNames(ctx, table, scan.Request{Start: start, End: region.AllTimeEnd}); err != nil || !slices.Equal(names, want) {
+			t.Fatalf("%s: tag names from %d: %v (%v), want %v", table, start, names, err, want)
 		}
 	}
 	writeLines(t, n, fmt.Sprintf("a,host=x v=1 %d\na,host=y v=1 %d\nb,host=z v=1 %d\nb,dc=w v=1 %d\n", linesBase, linesBase, linesBase, linesBase))
 	values("a", "x", "y") // memtables
 	values("b", "z")
+	names("a", region.AllTime, "host")
+	names("b", region.AllTime, "dc", "host")
 	if err := e.Flush(ctx, "a"); err != nil { // every logical table's: LinesTable's
 		t.Fatal(err)
 	}
@@ -584,8 +590,17 @@ func TestLogicalTableTagValuesFromPostings(t *testing.T) {
 	writeLines(t, n, fmt.Sprintf("a,host=v v=1 %d\nb,host=y v=1 %d\n", linesBase+1, linesBase+1))
 	values("a", "v", "x", "y") // both
 	values("b", "y", "z")
-	vals, _, err := e.TagValues(ctx, "a", "host", linesBase+1, region.AllTimeEnd)
+	names("b", region.AllTime, "dc", "host")
+	names("b", linesBase+1, "host") // dc=w's only row is older
+	vals, err := e.TagValues(ctx, "a", "host", scan.Request{Start: linesBase + 1, End: region.AllTimeEnd})
 	if err != nil || !slices.Equal(vals, []string{"v"}) {
 		t.Fatalf("a's hosts with rows from %d: %v (%v)", linesBase+1, vals, err)
+	}
+	// A filter of a logical table, beyond its table tag.
+	for _, req := range []scan.Request{{Tags: []row.Tag{{Name: "host", Value: "y"}}}, {In: []row.TagIn{{Name: "host", Values: []string{"y", "q"}}}}} {
+		req.Start, req.End = region.AllTime, region.AllTimeEnd
+		if vals, err := e.TagValues(ctx, "b", "host", req); err != nil || !slices.Equal(vals, []string{"y"}) {
+			t.Fatalf("b's hosts of the series %v, %v selects: %v (%v)", req.Tags, req.In, vals, err)
+		}
 	}
 }

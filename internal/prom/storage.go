@@ -495,7 +495,8 @@ func (qr *querier) scanWith(ctx context.Context, mt metric, req scan.Request, po
 // LabelNames are __name__ and the tag columns of the tables whose metrics
 // can match: from the catalog, without reading data; and the label names
 // of the metrics table's series the matchers select, from its series
-// indexes.
+// indexes (datanode.Engine.TagNames, unless matchers are left to apply
+// to each series' labels: then its series are listed here).
 func (qr *querier) LabelNames(ctx context.Context, hints *storage.LabelHints, ms ...*labels.Matcher) ([]string, annotations.Annotations, error) {
 	mts, _ := qr.matching(ms)
 	var out []string
@@ -506,16 +507,14 @@ func (qr *querier) LabelNames(ctx context.Context, hints *storage.LabelHints, ms
 			continue
 		}
 		req, post := pushDown(mt, ms, qr.mint, qr.maxt)
-		if len(post) == 0 && len(req.Tags) == 0 && len(req.In) == 0 {
-			// Every series: the names straight from the postings.
-			names, local, err := qr.q.Engine.TagNames(ctx, mt.table, req.Start, req.End)
+		if len(post) == 0 {
+			// The engine's answer (without a filter, from the postings).
+			names, err := qr.q.Engine.TagNames(ctx, mt.table, req)
 			if err != nil {
 				return nil, nil, err
 			}
-			if local {
-				out = append(out, names...)
-				continue
-			}
+			out = append(out, names...)
+			continue
 		}
 		ss, err := qr.list(ctx, mt, req, post)
 		if err != nil {
@@ -565,15 +564,17 @@ func sortedSet(vs []string) []string {
 }
 
 // tagValues appends to out the values of tag name in the series ms select
-// (repeats and all), from series-only scans. The tag matchers select the
-// same series of every field of a table, so each table is listed once;
-// without matchers left to apply after the scan, only the one tag of each
-// key is decoded. Of the tables other than the metrics table, __name__ is
-// not a tag (LabelValues takes their names from the catalog). It reports
-// whether *out is a sorted set already: the answer of one table's
-// postings, alone in it (100,000 metric names need no sorting again).
+// (repeats and all). The tag matchers select the same series of every
+// field of a table, so each table is asked once: the engine answers
+// (datanode.Engine.TagValues: each region from its postings, or from a
+// listing of the series a filter selects), unless matchers are left to
+// apply to each series' labels: then its series are listed here. Of the
+// tables other than the metrics table, __name__ is not a tag
+// (LabelValues takes their names from the catalog). It reports whether *out is a sorted set already: the
+// engine's answer of one table, alone in it (100,000 metric names need no
+// sorting again).
 func (qr *querier) tagValues(ctx context.Context, name string, ms []*labels.Matcher, out *[]string) (set bool, err error) {
-	sole := -1 // the length of *out when it was one table's postings' answer
+	sole := -1 // the length of *out when it was one table's answer
 	defer func() { set = sole >= 0 && len(*out) == sole }()
 	mts, rest := qr.matching(ms)
 	listed := map[string]bool{}
@@ -596,38 +597,14 @@ func (qr *querier) tagValues(ctx context.Context, name string, ms []*labels.Matc
 			}
 			continue
 		}
-		if len(req.Tags) == 0 && len(req.In) == 0 {
-			// Every series: the values straight from the postings.
-			vals, local, err := qr.q.Engine.TagValues(ctx, mt.table, name, req.Start, req.End)
-			if err != nil {
-				return false, err
-			}
-			if local {
-				if len(*out) == 0 {
-					*out, sole = vals, len(vals) // the engine's own slice: no copy of 100,000 names
-				} else {
-					*out = append(*out, vals...)
-				}
-				continue
-			}
-		}
-		req.SeriesOnly = true
-		sc, err := qr.q.Engine.Scan(ctx, mt.table, req)
+		vals, err := qr.q.Engine.TagValues(ctx, mt.table, name, req)
 		if err != nil {
 			return false, err
 		}
-		last := ""
-		for sc.Next() {
-			for _, e := range sc.Batch() {
-				if v := row.SeriesTag(e.Series, name); v != "" && v != last {
-					*out, last = append(*out, v), v
-				}
-			}
-		}
-		err = sc.Err()
-		sc.Close()
-		if err != nil {
-			return false, err
+		if len(*out) == 0 {
+			*out, sole = vals, len(vals) // the engine's own slice: no copy of 100,000 names
+		} else {
+			*out = append(*out, vals...)
 		}
 	}
 	return false, nil

@@ -12,9 +12,9 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"runtime"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"time"
 

@@ -67,7 +67,7 @@ type Agent struct {
 
 	renewals    *prometheus.CounterVec // by result
 	losses      prometheus.Counter
-	remoteScans prometheus.Gauge       // streams open (or opening) to other datanodes
+	remoteScans prometheus.Gauge       // streams and look-ups open (or opening) to other datanodes
 	scanRetries prometheus.Counter     // remote scans started again on a region's new owner
 	fwdRetries  *prometheus.CounterVec // forwarded writes and deletes sent again, by why
 }
@@ -87,9 +87,9 @@ func New(opts Options) *Agent {
 		changed: make(chan struct{}), watches: map[*ownerWatch]struct{}{}, opening: map[layout.RegionID]bool{}, opened: map[layout.RegionID]uint64{}, conns: map[string]*grpc.ClientConn{},
 		renewals:    prometheus.NewCounterVec(prometheus.CounterOpts{Name: "strata_lease_renewals_total", Help: "Renewals of the datanode's lease by result: ok or failed."}, []string{"result"}),
 		losses:      prometheus.NewCounter(prometheus.CounterOpts{Name: "strata_lease_losses_total", Help: "Times the datanode's lease ran out and it closed every region."}),
-		remoteScans: prometheus.NewGauge(prometheus.GaugeOpts{Name: "strata_remote_scans", Help: "Scan streams open, or opening, to the owners of regions hosted elsewhere."}),
+		remoteScans: prometheus.NewGauge(prometheus.GaugeOpts{Name: "strata_remote_scans", Help: "Scan streams and label look-ups (RegionTags) open, or opening, to the owners of regions hosted elsewhere."}),
 		scanRetries: prometheus.NewCounter(prometheus.CounterOpts{Name: "strata_remote_scan_retries_total",
-			Help: "Remote scans started again, nothing delivered yet, because the region's owner moved, lost its lease or could not answer yet."}),
+			Help: "Remote scans and label look-ups started again, nothing delivered yet, because the region's owner moved, lost its lease or could not answer yet."}),
 		fwdRetries: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "strata_forward_retries_total",
 			Help: "Writes and deletes forwarded to a region's owner sent again, by why: moved (the owner changed, or its lease ended, while the request waited: cancelled) or unavailable (the owner answered it could not take it yet)."}, []string{"why"})}
 	if opts.Registerer != nil {

@@ -3048,6 +3048,163 @@ func (x *ForwardWriteRequest) GetBatch() []byte {
 	return nil
 }
 
+type RegionTagsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The table whose region it is (for a logical table, the table that
+	// holds its rows, with the logical table's tag among tags).
+	Table string `protobuf:"bytes,1,opt,name=table,proto3" json:"table,omitempty"`
+	// "table_id/region": the receiving datanode must host it (Unavailable
+	// if not: it moved, ask metasrv and retry).
+	Region string `protobuf:"bytes,2,opt,name=region,proto3" json:"region,omitempty"`
+	// The tag whose values to answer (with names unset).
+	Tag string `protobuf:"bytes,3,opt,name=tag,proto3" json:"tag,omitempty"`
+	// Answer the tag names of the series instead of one tag's values.
+	Names bool `protobuf:"varint,4,opt,name=names,proto3" json:"names,omitempty"`
+	// start <= ts < end, nanoseconds (no special value: all time is
+	// math.MinInt64 to math.MaxInt64).
+	Start int64 `protobuf:"varint,5,opt,name=start,proto3" json:"start,omitempty"`
+	End   int64 `protobuf:"varint,6,opt,name=end,proto3" json:"end,omitempty"`
+	// Equality and set filters, all of which must hold, as a Scan's: of a
+	// logical table, tags holds its table tag (catalog.TableTag, " "),
+	// which is no tag name of the answer.
+	Tags          []*Tag   `protobuf:"bytes,7,rep,name=tags,proto3" json:"tags,omitempty"`
+	In            []*TagIn `protobuf:"bytes,8,rep,name=in,proto3" json:"in,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RegionTagsRequest) Reset() {
+	*x = RegionTagsRequest{}
+	mi := &file_strata_v1_datanode_proto_msgTypes[47]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RegionTagsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RegionTagsRequest) ProtoMessage() {}
+
+func (x *RegionTagsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_strata_v1_datanode_proto_msgTypes[47]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RegionTagsRequest.ProtoReflect.Descriptor instead.
+func (*RegionTagsRequest) Descriptor() ([]byte, []int) {
+	return file_strata_v1_datanode_proto_rawDescGZIP(), []int{47}
+}
+
+func (x *RegionTagsRequest) GetTable() string {
+	if x != nil {
+		return x.Table
+	}
+	return ""
+}
+
+func (x *RegionTagsRequest) GetRegion() string {
+	if x != nil {
+		return x.Region
+	}
+	return ""
+}
+
+func (x *RegionTagsRequest) GetTag() string {
+	if x != nil {
+		return x.Tag
+	}
+	return ""
+}
+
+func (x *RegionTagsRequest) GetNames() bool {
+	if x != nil {
+		return x.Names
+	}
+	return false
+}
+
+func (x *RegionTagsRequest) GetStart() int64 {
+	if x != nil {
+		return x.Start
+	}
+	return 0
+}
+
+func (x *RegionTagsRequest) GetEnd() int64 {
+	if x != nil {
+		return x.End
+	}
+	return 0
+}
+
+func (x *RegionTagsRequest) GetTags() []*Tag {
+	if x != nil {
+		return x.Tags
+	}
+	return nil
+}
+
+func (x *RegionTagsRequest) GetIn() []*TagIn {
+	if x != nil {
+		return x.In
+	}
+	return nil
+}
+
+type RegionTagsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Sorted, without repeats; each message's values come after the
+	// previous message's.
+	Values        []string `protobuf:"bytes,1,rep,name=values,proto3" json:"values,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RegionTagsResponse) Reset() {
+	*x = RegionTagsResponse{}
+	mi := &file_strata_v1_datanode_proto_msgTypes[48]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RegionTagsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RegionTagsResponse) ProtoMessage() {}
+
+func (x *RegionTagsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_strata_v1_datanode_proto_msgTypes[48]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RegionTagsResponse.ProtoReflect.Descriptor instead.
+func (*RegionTagsResponse) Descriptor() ([]byte, []int) {
+	return file_strata_v1_datanode_proto_rawDescGZIP(), []int{48}
+}
+
+func (x *RegionTagsResponse) GetValues() []string {
+	if x != nil {
+		return x.Values
+	}
+	return nil
+}
+
 var File_strata_v1_datanode_proto protoreflect.FileDescriptor
 
 const file_strata_v1_datanode_proto_rawDesc = "" +
@@ -3261,7 +3418,18 @@ const file_strata_v1_datanode_proto_rawDesc = "" +
 	"\x06region\x18\x02 \x01(\tR\x06region\x12 \n" +
 	"\vcompression\x18\x03 \x01(\rR\vcompression\x12\x12\n" +
 	"\x04size\x18\x04 \x01(\x04R\x04size\x12\x14\n" +
-	"\x05batch\x18\x05 \x01(\fR\x05batch2\x95\t\n" +
+	"\x05batch\x18\x05 \x01(\fR\x05batch\"\xd7\x01\n" +
+	"\x11RegionTagsRequest\x12\x14\n" +
+	"\x05table\x18\x01 \x01(\tR\x05table\x12\x16\n" +
+	"\x06region\x18\x02 \x01(\tR\x06region\x12\x10\n" +
+	"\x03tag\x18\x03 \x01(\tR\x03tag\x12\x14\n" +
+	"\x05names\x18\x04 \x01(\bR\x05names\x12\x14\n" +
+	"\x05start\x18\x05 \x01(\x03R\x05start\x12\x10\n" +
+	"\x03end\x18\x06 \x01(\x03R\x03end\x12\"\n" +
+	"\x04tags\x18\a \x03(\v2\x0e.strata.v1.TagR\x04tags\x12 \n" +
+	"\x02in\x18\b \x03(\v2\x10.strata.v1.TagInR\x02in\",\n" +
+	"\x12RegionTagsResponse\x12\x16\n" +
+	"\x06values\x18\x01 \x03(\tR\x06values2\xe2\t\n" +
 	"\bDatanode\x12:\n" +
 	"\x05Write\x12\x17.strata.v1.WriteRequest\x1a\x18.strata.v1.WriteResponse\x12=\n" +
 	"\x06Delete\x12\x18.strata.v1.DeleteRequest\x1a\x19.strata.v1.DeleteResponse\x129\n" +
@@ -3280,7 +3448,9 @@ const file_strata_v1_datanode_proto_rawDesc = "" +
 	"\bGcRegion\x12\x1a.strata.v1.GcRegionRequest\x1a\x1b.strata.v1.GcRegionResponse\x12I\n" +
 	"\n" +
 	"CloseTable\x12\x1c.strata.v1.CloseTableRequest\x1a\x1d.strata.v1.CloseTableResponse\x12H\n" +
-	"\fForwardWrite\x12\x1e.strata.v1.ForwardWriteRequest\x1a\x18.strata.v1.WriteResponseB5Z3github.com/stratadb/strata/proto/strata/v1;stratav1b\x06proto3"
+	"\fForwardWrite\x12\x1e.strata.v1.ForwardWriteRequest\x1a\x18.strata.v1.WriteResponse\x12K\n" +
+	"\n" +
+	"RegionTags\x12\x1c.strata.v1.RegionTagsRequest\x1a\x1d.strata.v1.RegionTagsResponse0\x01B5Z3github.com/stratadb/strata/proto/strata/v1;stratav1b\x06proto3"
 
 var (
 	file_strata_v1_datanode_proto_rawDescOnce sync.Once
@@ -3294,7 +3464,7 @@ func file_strata_v1_datanode_proto_rawDescGZIP() []byte {
 	return file_strata_v1_datanode_proto_rawDescData
 }
 
-var file_strata_v1_datanode_proto_msgTypes = make([]protoimpl.MessageInfo, 47)
+var file_strata_v1_datanode_proto_msgTypes = make([]protoimpl.MessageInfo, 49)
 var file_strata_v1_datanode_proto_goTypes = []any{
 	(*Tag)(nil),                      // 0: strata.v1.Tag
 	(*Value)(nil),                    // 1: strata.v1.Value
@@ -3343,6 +3513,8 @@ var file_strata_v1_datanode_proto_goTypes = []any{
 	(*CloseTableRequest)(nil),        // 44: strata.v1.CloseTableRequest
 	(*CloseTableResponse)(nil),       // 45: strata.v1.CloseTableResponse
 	(*ForwardWriteRequest)(nil),      // 46: strata.v1.ForwardWriteRequest
+	(*RegionTagsRequest)(nil),        // 47: strata.v1.RegionTagsRequest
+	(*RegionTagsResponse)(nil),       // 48: strata.v1.RegionTagsResponse
 }
 var file_strata_v1_datanode_proto_depIdxs = []int32{
 	1,  // 0: strata.v1.Field.value:type_name -> strata.v1.Value
@@ -3369,43 +3541,47 @@ var file_strata_v1_datanode_proto_depIdxs = []int32{
 	34, // 21: strata.v1.CompactResponse.jobs:type_name -> strata.v1.CompactionResult
 	41, // 22: strata.v1.GcRegionResult.orphans:type_name -> strata.v1.GcObject
 	42, // 23: strata.v1.GcRegionResponse.regions:type_name -> strata.v1.GcRegionResult
-	4,  // 24: strata.v1.Datanode.Write:input_type -> strata.v1.WriteRequest
-	6,  // 25: strata.v1.Datanode.Delete:input_type -> strata.v1.DeleteRequest
-	8,  // 26: strata.v1.Datanode.Scan:input_type -> strata.v1.ScanRequest
-	8,  // 27: strata.v1.Datanode.ScanColumns:input_type -> strata.v1.ScanRequest
-	18, // 28: strata.v1.Datanode.Flush:input_type -> strata.v1.FlushRequest
-	20, // 29: strata.v1.Datanode.RegionStats:input_type -> strata.v1.RegionStatsRequest
-	33, // 30: strata.v1.Datanode.Compact:input_type -> strata.v1.CompactRequest
-	36, // 31: strata.v1.Datanode.CancelCompaction:input_type -> strata.v1.CancelCompactionRequest
-	25, // 32: strata.v1.Datanode.CreateTable:input_type -> strata.v1.CreateTableRequest
-	27, // 33: strata.v1.Datanode.ListTables:input_type -> strata.v1.ListTablesRequest
-	29, // 34: strata.v1.Datanode.DescribeTable:input_type -> strata.v1.DescribeTableRequest
-	31, // 35: strata.v1.Datanode.DropTable:input_type -> strata.v1.DropTableRequest
-	38, // 36: strata.v1.Datanode.TruncateTable:input_type -> strata.v1.TruncateTableRequest
-	40, // 37: strata.v1.Datanode.GcRegion:input_type -> strata.v1.GcRegionRequest
-	44, // 38: strata.v1.Datanode.CloseTable:input_type -> strata.v1.CloseTableRequest
-	46, // 39: strata.v1.Datanode.ForwardWrite:input_type -> strata.v1.ForwardWriteRequest
-	5,  // 40: strata.v1.Datanode.Write:output_type -> strata.v1.WriteResponse
-	7,  // 41: strata.v1.Datanode.Delete:output_type -> strata.v1.DeleteResponse
-	15, // 42: strata.v1.Datanode.Scan:output_type -> strata.v1.ScanResponse
-	17, // 43: strata.v1.Datanode.ScanColumns:output_type -> strata.v1.ScanColumnsResponse
-	19, // 44: strata.v1.Datanode.Flush:output_type -> strata.v1.FlushResponse
-	22, // 45: strata.v1.Datanode.RegionStats:output_type -> strata.v1.RegionStatsResponse
-	35, // 46: strata.v1.Datanode.Compact:output_type -> strata.v1.CompactResponse
-	37, // 47: strata.v1.Datanode.CancelCompaction:output_type -> strata.v1.CancelCompactionResponse
-	26, // 48: strata.v1.Datanode.CreateTable:output_type -> strata.v1.CreateTableResponse
-	28, // 49: strata.v1.Datanode.ListTables:output_type -> strata.v1.ListTablesResponse
-	30, // 50: strata.v1.Datanode.DescribeTable:output_type -> strata.v1.DescribeTableResponse
-	32, // 51: strata.v1.Datanode.DropTable:output_type -> strata.v1.DropTableResponse
-	39, // 52: strata.v1.Datanode.TruncateTable:output_type -> strata.v1.TruncateTableResponse
-	43, // 53: strata.v1.Datanode.GcRegion:output_type -> strata.v1.GcRegionResponse
-	45, // 54: strata.v1.Datanode.CloseTable:output_type -> strata.v1.CloseTableResponse
-	5,  // 55: strata.v1.Datanode.ForwardWrite:output_type -> strata.v1.WriteResponse
-	40, // [40:56] is the sub-list for method output_type
-	24, // [24:40] is the sub-list for method input_type
-	24, // [24:24] is the sub-list for extension type_name
-	24, // [24:24] is the sub-list for extension extendee
-	0,  // [0:24] is the sub-list for field type_name
+	0,  // 24: strata.v1.RegionTagsRequest.tags:type_name -> strata.v1.Tag
+	11, // 25: strata.v1.RegionTagsRequest.in:type_name -> strata.v1.TagIn
+	4,  // 26: strata.v1.Datanode.Write:input_type -> strata.v1.WriteRequest
+	6,  // 27: strata.v1.Datanode.Delete:input_type -> strata.v1.DeleteRequest
+	8,  // 28: strata.v1.Datanode.Scan:input_type -> strata.v1.ScanRequest
+	8,  // 29: strata.v1.Datanode.ScanColumns:input_type -> strata.v1.ScanRequest
+	18, // 30: strata.v1.Datanode.Flush:input_type -> strata.v1.FlushRequest
+	20, // 31: strata.v1.Datanode.RegionStats:input_type -> strata.v1.RegionStatsRequest
+	33, // 32: strata.v1.Datanode.Compact:input_type -> strata.v1.CompactRequest
+	36, // 33: strata.v1.Datanode.CancelCompaction:input_type -> strata.v1.CancelCompactionRequest
+	25, // 34: strata.v1.Datanode.CreateTable:input_type -> strata.v1.CreateTableRequest
+	27, // 35: strata.v1.Datanode.ListTables:input_type -> strata.v1.ListTablesRequest
+	29, // 36: strata.v1.Datanode.DescribeTable:input_type -> strata.v1.DescribeTableRequest
+	31, // 37: strata.v1.Datanode.DropTable:input_type -> strata.v1.DropTableRequest
+	38, // 38: strata.v1.Datanode.TruncateTable:input_type -> strata.v1.TruncateTableRequest
+	40, // 39: strata.v1.Datanode.GcRegion:input_type -> strata.v1.GcRegionRequest
+	44, // 40: strata.v1.Datanode.CloseTable:input_type -> strata.v1.CloseTableRequest
+	46, // 41: strata.v1.Datanode.ForwardWrite:input_type -> strata.v1.ForwardWriteRequest
+	47, // 42: strata.v1.Datanode.RegionTags:input_type -> strata.v1.RegionTagsRequest
+	5,  // 43: strata.v1.Datanode.Write:output_type -> strata.v1.WriteResponse
+	7,  // 44: strata.v1.Datanode.Delete:output_type -> strata.v1.DeleteResponse
+	15, // 45: strata.v1.Datanode.Scan:output_type -> strata.v1.ScanResponse
+	17, // 46: strata.v1.Datanode.ScanColumns:output_type -> strata.v1.ScanColumnsResponse
+	19, // 47: strata.v1.Datanode.Flush:output_type -> strata.v1.FlushResponse
+	22, // 48: strata.v1.Datanode.RegionStats:output_type -> strata.v1.RegionStatsResponse
+	35, // 49: strata.v1.Datanode.Compact:output_type -> strata.v1.CompactResponse
+	37, // 50: strata.v1.Datanode.CancelCompaction:output_type -> strata.v1.CancelCompactionResponse
+	26, // 51: strata.v1.Datanode.CreateTable:output_type -> strata.v1.CreateTableResponse
+	28, // 52: strata.v1.Datanode.ListTables:output_type -> strata.v1.ListTablesResponse
+	30, // 53: strata.v1.Datanode.DescribeTable:output_type -> strata.v1.DescribeTableResponse
+	32, // 54: strata.v1.Datanode.DropTable:output_type -> strata.v1.DropTableResponse
+	39, // 55: strata.v1.Datanode.TruncateTable:output_type -> strata.v1.TruncateTableResponse
+	43, // 56: strata.v1.Datanode.GcRegion:output_type -> strata.v1.GcRegionResponse
+	45, // 57: strata.v1.Datanode.CloseTable:output_type -> strata.v1.CloseTableResponse
+	5,  // 58: strata.v1.Datanode.ForwardWrite:output_type -> strata.v1.WriteResponse
+	48, // 59: strata.v1.Datanode.RegionTags:output_type -> strata.v1.RegionTagsResponse
+	43, // [43:60] is the sub-list for method output_type
+	26, // [26:43] is the sub-list for method input_type
+	26, // [26:26] is the sub-list for extension type_name
+	26, // [26:26] is the sub-list for extension extendee
+	0,  // [0:26] is the sub-list for field type_name
 }
 
 func init() { file_strata_v1_datanode_proto_init() }
@@ -3426,7 +3602,7 @@ func file_strata_v1_datanode_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_strata_v1_datanode_proto_rawDesc), len(file_strata_v1_datanode_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   47,
+			NumMessages:   49,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

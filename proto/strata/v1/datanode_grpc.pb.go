@@ -39,6 +39,7 @@ const (
 	Datanode_GcRegion_FullMethodName         = "/strata.v1.Datanode/GcRegion"
 	Datanode_CloseTable_FullMethodName       = "/strata.v1.Datanode/CloseTable"
 	Datanode_ForwardWrite_FullMethodName     = "/strata.v1.Datanode/ForwardWrite"
+	Datanode_RegionTags_FullMethodName       = "/strata.v1.Datanode/RegionTags"
 )
 
 // DatanodeClient is the client API for Datanode service.
@@ -95,6 +96,19 @@ type DatanodeClient interface {
 	// region without parsing or encoding it again. A datanode older than
 	// this RPC answers Unimplemented: the sender falls back to Write.
 	ForwardWrite(ctx context.Context, in *ForwardWriteRequest, opts ...grpc.CallOption) (*WriteResponse, error)
+	// RegionTags (cluster-internal, a datanode answering a label look-up
+	// over a region another one hosts): the distinct values of one tag, or
+	// the tag names, of one region's series with rows in [start, end) that
+	// pass the filters, sorted. A series counts if a file or memtable
+	// holding it overlaps the range, as a series-only Scan lists it. The
+	// owner answers from the region's postings (its memtables' and files'
+	// series indexes; no SST read) when the filters select every series, or
+	// only a logical table's (its table tag: values only); else from a
+	// listing of the series they select. The answer comes in messages in
+	// order (none if it is empty). A datanode older than this RPC answers
+	// Unimplemented: the asking one lists the region's series then (Scan,
+	// series_only) and collects the answer itself.
+	RegionTags(ctx context.Context, in *RegionTagsRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[RegionTagsResponse], error)
 }
 
 type datanodeClient struct {
@@ -283,6 +297,25 @@ func (c *datanodeClient) ForwardWrite(ctx context.Context, in *ForwardWriteReque
 	return out, nil
 }
 
+func (c *datanodeClient) RegionTags(ctx context.Context, in *RegionTagsRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[RegionTagsResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &Datanode_ServiceDesc.Streams[2], Datanode_RegionTags_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[RegionTagsRequest, RegionTagsResponse]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Datanode_RegionTagsClient = grpc.ServerStreamingClient[RegionTagsResponse]
+
 // DatanodeServer is the server API for Datanode service.
 // All implementations must embed UnimplementedDatanodeServer
 // for forward compatibility.
@@ -337,6 +370,19 @@ type DatanodeServer interface {
 	// region without parsing or encoding it again. A datanode older than
 	// this RPC answers Unimplemented: the sender falls back to Write.
 	ForwardWrite(context.Context, *ForwardWriteRequest) (*WriteResponse, error)
+	// RegionTags (cluster-internal, a datanode answering a label look-up
+	// over a region another one hosts): the distinct values of one tag, or
+	// the tag names, of one region's series with rows in [start, end) that
+	// pass the filters, sorted. A series counts if a file or memtable
+	// holding it overlaps the range, as a series-only Scan lists it. The
+	// owner answers from the region's postings (its memtables' and files'
+	// series indexes; no SST read) when the filters select every series, or
+	// only a logical table's (its table tag: values only); else from a
+	// listing of the series they select. The answer comes in messages in
+	// order (none if it is empty). A datanode older than this RPC answers
+	// Unimplemented: the asking one lists the region's series then (Scan,
+	// series_only) and collects the answer itself.
+	RegionTags(*RegionTagsRequest, grpc.ServerStreamingServer[RegionTagsResponse]) error
 	mustEmbedUnimplementedDatanodeServer()
 }
 
@@ -394,6 +440,9 @@ func (UnimplementedDatanodeServer) CloseTable(context.Context, *CloseTableReques
 }
 func (UnimplementedDatanodeServer) ForwardWrite(context.Context, *ForwardWriteRequest) (*WriteResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ForwardWrite not implemented")
+}
+func (UnimplementedDatanodeServer) RegionTags(*RegionTagsRequest, grpc.ServerStreamingServer[RegionTagsResponse]) error {
+	return status.Error(codes.Unimplemented, "method RegionTags not implemented")
 }
 func (UnimplementedDatanodeServer) mustEmbedUnimplementedDatanodeServer() {}
 func (UnimplementedDatanodeServer) testEmbeddedByValue()                  {}
@@ -690,6 +739,17 @@ func _Datanode_ForwardWrite_Handler(srv interface{}, ctx context.Context, dec fu
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Datanode_RegionTags_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(RegionTagsRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(DatanodeServer).RegionTags(m, &grpc.GenericServerStream[RegionTagsRequest, RegionTagsResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Datanode_RegionTagsServer = grpc.ServerStreamingServer[RegionTagsResponse]
+
 // Datanode_ServiceDesc is the grpc.ServiceDesc for Datanode service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -763,6 +823,11 @@ var Datanode_ServiceDesc = grpc.ServiceDesc{
 		{
 			StreamName:    "ScanColumns",
 			Handler:       _Datanode_ScanColumns_Handler,
+			ServerStreams: true,
+		},
+		{
+			StreamName:    "RegionTags",
+			Handler:       _Datanode_RegionTags_Handler,
 			ServerStreams: true,
 		},
 	},
