@@ -46,6 +46,7 @@ var onlyOnFaults = map[string]string{
 	"strata_metasrv_datanode_lease_expiries_total": "a datanode's lease expires only when it dies, pauses or loses etcd",
 	"strata_peer_grpc_bytes_total":                 "a standalone has no other datanode to call (TestPeerBytesCountsMessages)",
 	"strata_remote_scan_retries_total":             "a remote scan starts again only when its region moves or its owner cannot answer",
+	"strata_forward_retries_total":                 "a forward is sent again only when its region moves or its owner cannot take it (TestWriteThroughAFrozenOwner)",
 }
 
 // TestEveryMetricMoves runs a standard workload on a standalone: HTTP
