@@ -83,7 +83,7 @@ func NewEtcdPool(t testing.TB, ahead int) *EtcdPool {
 // Get returns a started etcd's client endpoints, and what closes it and
 // deletes its data (over 120 MB on disk: its WAL preallocates 64 MB
 // files), for the caller to call once done with it.
-func (p *EtcdPool) Get(t testing.TB) (endpoints []string, close func()) {
+func (p *EtcdPool) Get(t testing.TB) (endpoints []string, stop func()) {
 	t.Helper()
 	pe := <-p.ready
 	if pe.err != nil {

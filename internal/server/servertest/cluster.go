@@ -36,7 +36,7 @@ type ClusterOptions struct {
 	// endpoints, and what closes it (and deletes its data) when the
 	// cluster stops (clustertest.EtcdPool.Get). Default: a new embedded
 	// etcd.
-	Etcd func(testing.TB) (endpoints []string, close func())
+	Etcd func(testing.TB) (endpoints []string, stop func())
 }
 
 // Cluster is a cluster running in this process: an embedded etcd, a
@@ -66,9 +66,9 @@ func StartCluster(t testing.TB, n int, o ClusterOptions) *Cluster {
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	var endpoints []string
 	if o.Etcd != nil {
-		var closeEtcd func()
-		endpoints, closeEtcd = o.Etcd(t)
-		c.closeEtcd = []func(){closeEtcd}
+		var stop func()
+		endpoints, stop = o.Etcd(t)
+		c.closeEtcd = []func(){stop}
 	} else {
 		e, err := cluster.StartEtcd(filepath.Join(c.dir, "etcd"), "", tlsutil.Config{}, quiet)
 		if err != nil {
