@@ -45,8 +45,8 @@ const clusterDatanodes = 3
 // Nothing is random: the tables are created in the order of their names
 // (appender.Commit), so each series is in the same region, on the same
 // datanode, every run. It takes about 40 s on two cores, less than the
-// standalone's run: most of a cluster's start is its embedded etcd's
-// (its election), and etcds start ahead, in the background.
+// standalone's run (about 100 s): most of a start is its embedded etcd's
+// election, and etcds start ahead here, in the background.
 func TestUpstreamPromQLTestsOnACluster(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a cluster per test file section")
