@@ -19,6 +19,7 @@ import (
 	"github.com/stratadb/strata/internal/row"
 	"github.com/stratadb/strata/internal/scan"
 	"github.com/stratadb/strata/internal/server"
+	"github.com/stratadb/strata/internal/server/servertest"
 )
 
 // cutProxy forwards TCP connections to a datanode's gRPC port until cut:
@@ -122,7 +123,7 @@ func TestScanThroughACutNetworkFails(t *testing.T) {
 	}
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	cli := clustertest.Etcd(t)
-	startMetasrv(t, cli, quiet)
+	servertest.Metasrv(t, cli, 1)
 	store := "file://" + t.TempDir()
 	var dns []*server.Server
 	proxies := map[*server.Server]*cutProxy{}

@@ -5,8 +5,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"log/slog"
-	"net"
 	"net/http"
 	"slices"
 	"strings"
@@ -16,15 +14,12 @@ import (
 
 	"github.com/klauspost/compress/snappy"
 	"github.com/prometheus/prometheus/prompb"
-	clientv3 "go.etcd.io/etcd/client/v3"
-	"google.golang.org/grpc"
 
 	"github.com/stratadb/strata/internal/catalog"
-	"github.com/stratadb/strata/internal/cluster/clustertest"
 	"github.com/stratadb/strata/internal/datanode"
 	"github.com/stratadb/strata/internal/layout"
-	"github.com/stratadb/strata/internal/metasrv"
 	"github.com/stratadb/strata/internal/server"
+	"github.com/stratadb/strata/internal/server/servertest"
 )
 
 // remoteRows is the most points a region of the cluster of
@@ -42,22 +37,7 @@ func twoDatanodes(t *testing.T, tune func(*datanode.Options)) []*server.Server {
 // datanodes starts n datanodes (dn1, dn2, ...) as twoDatanodes does.
 func datanodes(t testing.TB, n int, tune func(*datanode.Options)) []*server.Server {
 	t.Helper()
-	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	cli := clustertest.Etcd(t)
-	startMetasrv(t, cli, quiet)
-	store := "file://" + t.TempDir()
-	var dns []*server.Server
-	for i := range n {
-		s, err := server.Start(context.Background(), server.Config{NodeID: fmt.Sprint("dn", i+1), Etcd: cli.Endpoints(), Store: store, DataDir: t.TempDir(), DefaultRegions: 1,
-			HTTPAddr: "127.0.0.1:0", GRPCAddr: "127.0.0.1:0", Logger: quiet,
-			Tune: tune})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = s.Shutdown(context.Background()) })
-		dns = append(dns, s)
-	}
-	return dns
+	return servertest.StartCluster(t, n, servertest.ClusterOptions{DefaultRegions: 1, Tune: tune}).Datanodes
 }
 
 // ownerOf waits until one of dns hosts the one region of table and returns
@@ -196,22 +176,4 @@ func TestRemoteErrorsKeepTheirClass(t *testing.T) {
 		})
 	}
 	wg.Wait()
-}
-
-// startMetasrv runs a metasrv in this process on etcd cli, until the test
-// ends.
-func startMetasrv(t testing.TB, cli *clientv3.Client, log *slog.Logger) {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	meta, err := metasrv.Start(context.Background(), metasrv.Options{Client: cli, Addr: ln.Addr().String(), Logger: log, DefaultRegions: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	g := grpc.NewServer()
-	meta.Register(g)
-	go func() { _ = g.Serve(ln) }()
-	t.Cleanup(func() { g.Stop(); meta.Close() })
 }

@@ -273,34 +273,10 @@ func TestRollupsAtTheOwnersAreTheStandalones(t *testing.T) {
 }
 
 // peerReceived is how many bytes of ScanColumns messages dn received from
-// other datanodes (strata_peer_grpc_bytes_total).
+// other datanodes.
 func peerReceived(t *testing.T, dn *server.Server) float64 {
 	t.Helper()
-	mfs, err := dn.Registry.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	n := 0.
-	for _, mf := range mfs {
-		if mf.GetName() != "strata_peer_grpc_bytes_total" {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			var dir, method string
-			for _, l := range m.GetLabel() {
-				switch l.GetName() {
-				case "direction":
-					dir = l.GetValue()
-				case "method":
-					method = l.GetValue()
-				}
-			}
-			if dir == "received" && strings.HasSuffix(method, "/ScanColumns") {
-				n += m.GetCounter().GetValue()
-			}
-		}
-	}
-	return n
+	return servertest.PeerBytes(t, dn, "received", "/ScanColumns")
 }
 
 // Every host's hourly average, asked of one datanode, moves a small part

@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -33,21 +34,32 @@ var skipped = map[string]string{
 	"start_timestamps.test":  "start timestamps are not stored: rate and increase use the samples alone",
 }
 
-// strataStorage is a storage.Storage over a standalone: appends go
-// through the normal write path (a metric is a table with one field
-// "value") and are flushed at commit, so queries read Parquet SSTs.
+// strataStorage is a storage.Storage over Strata: appends go through the
+// normal write path of one datanode (a metric is a table with one field
+// "value"; in a cluster, the shares of the regions other datanodes own are
+// forwarded to them) and every datanode flushes at commit, so queries
+// read Parquet SSTs. Queries ask the same datanode.
 type strataStorage struct {
-	*prom.Queryable
+	*prom.Queryable        // over the datanode that takes the writes
 	storage.ChunkQueryable // not used by the engine
 	storage.Appendable     // the v1 appender: promqltest uses AppenderV2
-	node                   *servertest.Node
+	// nodes are every datanode, each flushed at commit.
+	nodes []*datanode.Engine
+	// close runs at the section's end (a clear command, or the file's);
+	// nil: the nodes stop with the test.
+	close func() error
 }
 
 func (s *strataStorage) AppenderV2(ctx context.Context) storage.AppenderV2 {
 	return &appender{s: s, ctx: ctx, byTable: map[string]int{}}
 }
 func (s *strataStorage) StartTime() (int64, error) { return math.MinInt64, nil }
-func (s *strataStorage) Close() error              { return nil } // the node stops with the test
+func (s *strataStorage) Close() error {
+	if s.close == nil {
+		return nil
+	}
+	return s.close()
+}
 
 // appender is not remote write's batcher: the test files load staleness
 // markers, which the engine must see, and remote write drops them.
@@ -82,7 +94,12 @@ func (a *appender) Append(ref storage.SeriesRef, ls labels.Labels, st, t int64, 
 }
 
 func (a *appender) Commit() error {
-	e := a.s.node.Engine()
+	e := a.s.Engine
+	// promqltest appends in map order: the tables are created in the
+	// order of their names, so that each gets the same id every run (a
+	// logical table's id is in its series' keys, which place them in
+	// regions).
+	slices.SortFunc(a.batches, func(x, y datanode.TableBatch) int { return strings.Compare(x.Table, y.Table) })
 	for _, b := range a.batches {
 		for start := 0; start < len(b.Points); start += 10000 {
 			part := datanode.TableBatch{Table: b.Table, Points: b.Points[start:min(start+10000, len(b.Points))]}
@@ -91,8 +108,8 @@ func (a *appender) Commit() error {
 			}
 		}
 	}
-	for _, t := range e.Tables() {
-		if err := e.Flush(a.ctx, t.Name); err != nil {
+	for _, n := range a.s.nodes {
+		if err := n.Flush(a.ctx, ""); err != nil { // every region it hosts
 			return err
 		}
 	}
@@ -109,6 +126,19 @@ func TestUpstreamPromQLTests(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a standalone per test file")
 	}
+	engine := promqltest.NewTestEngine(t, false, 0, 50_000_000)
+	eachUpstreamFile(t, func(t *testing.T, content string) {
+		promqltest.RunTestWithStorage(t, content, engine, func(tb testing.TB) storage.Storage {
+			n := servertest.Start(tb, objstoretest.Mem(tb), servertest.Options{})
+			return &strataStorage{Queryable: &prom.Queryable{Engine: n.Engine()}, nodes: []*datanode.Engine{n.Engine()}}
+		})
+	})
+}
+
+// eachUpstreamFile runs, in a subtest named after it, every one of
+// Prometheus' PromQL test files not skipped, with the sections Strata
+// supports (see supported).
+func eachUpstreamFile(t *testing.T, run func(t *testing.T, content string)) {
 	out, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", "github.com/prometheus/prometheus").Output()
 	if err != nil {
 		t.Fatalf("locating the prometheus module: %v", err)
@@ -119,7 +149,6 @@ func TestUpstreamPromQLTests(t *testing.T) {
 		t.Fatalf("no test files under %s: %v", dir, err)
 	}
 	sort.Strings(files)
-	engine := promqltest.NewTestEngine(t, false, 0, 50_000_000)
 	for _, f := range files {
 		name := filepath.Base(f)
 		t.Run(name, func(t *testing.T) {
@@ -134,10 +163,7 @@ func TestUpstreamPromQLTests(t *testing.T) {
 			for why, n := range dropped {
 				t.Logf("%s: %d sections (between clear commands) not run: %s", name, n, why)
 			}
-			promqltest.RunTestWithStorage(t, kept, engine, func(tb testing.TB) storage.Storage {
-				n := servertest.Start(tb, objstoretest.Mem(tb), servertest.Options{})
-				return &strataStorage{Queryable: &prom.Queryable{Engine: n.Engine()}, node: n}
-			})
+			run(t, kept)
 		})
 	}
 }

@@ -1,0 +1,190 @@
+package servertest
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc"
+
+	"github.com/stratadb/strata/internal/cluster"
+	"github.com/stratadb/strata/internal/datanode"
+	"github.com/stratadb/strata/internal/metasrv"
+	"github.com/stratadb/strata/internal/server"
+	"github.com/stratadb/strata/internal/tlsutil"
+)
+
+// ClusterOptions tune a test's cluster.
+type ClusterOptions struct {
+	// DefaultRegions is the region count, for the metasrv and every
+	// datanode, of tables created without one (0: one per live datanode
+	// at the table's creation, as in a cluster started without a region
+	// flag).
+	DefaultRegions uint32
+	// Tune adjusts every datanode's engine options (what the binaries
+	// cannot be told).
+	Tune func(*datanode.Options)
+	// Etcd, if set, gives the etcd the cluster runs on: its client
+	// endpoints, and what closes it (and deletes its data) when the
+	// cluster stops (clustertest.EtcdPool.Get). Default: a new embedded
+	// etcd.
+	Etcd func(testing.TB) (endpoints []string, stop func())
+}
+
+// Cluster is a cluster running in this process: an embedded etcd, a
+// metasrv and datanodes.
+type Cluster struct {
+	// Datanodes are dn1, dn2, … in order.
+	Datanodes []*server.Server
+	t         testing.TB
+	dir       string // the datanodes' directories and the store, and etcd's unless given
+	stopMeta  func()
+	closeEtcd []func() // the client, then etcd
+	stopped   bool
+}
+
+// StartCluster starts, in this process, an embedded etcd, a metasrv and n
+// datanodes (dn1, dn2, …) on one file:// store, under a new temporary
+// directory; it stops at the test's end unless Stop ran first. Every
+// datanode is registered (live) once it returns.
+func StartCluster(t testing.TB, n int, o ClusterOptions) *Cluster {
+	t.Helper()
+	c := &Cluster{t: t, dir: t.TempDir()}
+	t.Cleanup(func() {
+		if !c.stopped {
+			c.Stop()
+		}
+	})
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	var endpoints []string
+	if o.Etcd != nil {
+		var stop func()
+		endpoints, stop = o.Etcd(t)
+		c.closeEtcd = []func(){stop}
+	} else {
+		e, err := cluster.StartEtcd(filepath.Join(c.dir, "etcd"), "", tlsutil.Config{}, quiet)
+		if err != nil {
+			t.Fatal(err)
+		}
+		endpoints, c.closeEtcd = e.Endpoints, []func(){e.Close}
+	}
+	cli, err := cluster.Connect(endpoints)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.closeEtcd = append([]func(){func() { _ = cli.Close() }}, c.closeEtcd...)
+	c.stopMeta = startMetasrv(t, cli, o.DefaultRegions)
+	store := filepath.Join(c.dir, "store")
+	if err := os.Mkdir(store, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for i := range n {
+		name := fmt.Sprint("dn", i+1)
+		dir := filepath.Join(c.dir, name)
+		if err := os.Mkdir(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		s, err := server.Start(context.Background(), server.Config{NodeID: name, Etcd: endpoints, Store: "file://" + store, DataDir: dir,
+			DefaultRegions: o.DefaultRegions, HTTPAddr: "127.0.0.1:0", GRPCAddr: "127.0.0.1:0", Logger: quiet, Tune: o.Tune})
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.Datanodes = append(c.Datanodes, s)
+	}
+	return c
+}
+
+// Stop stops the metasrv first (no region moves while the datanodes
+// leave), then the datanodes together (each flushes its regions), then
+// etcd, and deletes the cluster's directory. A datanode's shutdown error
+// is logged, not failed: tests break their clusters on purpose.
+func (c *Cluster) Stop() {
+	c.t.Helper()
+	c.stopped = true
+	if c.stopMeta != nil {
+		c.stopMeta()
+	}
+	var wg sync.WaitGroup
+	errs := make([]error, len(c.Datanodes))
+	for i, s := range c.Datanodes {
+		wg.Go(func() { errs[i] = s.Shutdown(context.Background()) })
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			c.t.Logf("dn%d: shutdown: %v", i+1, err)
+		}
+	}
+	for _, f := range c.closeEtcd {
+		f()
+	}
+	if err := os.RemoveAll(c.dir); err != nil {
+		c.t.Error(err)
+	}
+}
+
+// Metasrv runs a metasrv in this process on etcd cli until the test ends;
+// defaultRegions is its region count of tables created without one (0:
+// one per live datanode).
+func Metasrv(t testing.TB, cli *clientv3.Client, defaultRegions uint32) {
+	t.Helper()
+	t.Cleanup(startMetasrv(t, cli, defaultRegions))
+}
+
+// startMetasrv starts a metasrv and returns what stops it.
+func startMetasrv(t testing.TB, cli *clientv3.Client, defaultRegions uint32) (stop func()) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	meta, err := metasrv.Start(context.Background(), metasrv.Options{Client: cli, Addr: ln.Addr().String(),
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), DefaultRegions: defaultRegions})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := grpc.NewServer()
+	meta.Register(g)
+	go func() { _ = g.Serve(ln) }()
+	return func() { g.Stop(); meta.Close() }
+}
+
+// PeerBytes is how many bytes of gRPC messages dn sent to or received from
+// other datanodes (direction "sent" or "received") in calls of the
+// methods whose names end with method (strata_peer_grpc_bytes_total).
+func PeerBytes(t testing.TB, dn *server.Server, direction, method string) float64 {
+	t.Helper()
+	mfs, err := dn.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0.
+	for _, mf := range mfs {
+		if mf.GetName() != "strata_peer_grpc_bytes_total" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			var dir, meth string
+			for _, l := range m.GetLabel() {
+				switch l.GetName() {
+				case "direction":
+					dir = l.GetValue()
+				case "method":
+					meth = l.GetValue()
+				}
+			}
+			if dir == direction && strings.HasSuffix(meth, method) {
+				n += m.GetCounter().GetValue()
+			}
+		}
+	}
+	return n
+}
