@@ -42,7 +42,7 @@ func labelDatanodes(t *testing.T, older ...int) []*server.Server {
 	t.Helper()
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	cli := clustertest.Etcd(t)
-	startMetasrv(t, cli, quiet)
+	servertest.Metasrv(t, cli, 1)
 	store := "file://" + t.TempDir()
 	var dns []*server.Server
 	for i := range 3 {
