@@ -215,16 +215,22 @@ func rangeQuery(base, expr string, start, end time.Time, step time.Duration, dro
 	return out, nil
 }
 
-// sameAnswer compares two answers, values to 1e-9 relative (the systems
-// sum floats in different orders).
-func sameAnswer(a, b map[string][]string) error {
+// sameAnswer compares two answers: the same series, each with the same
+// timestamps, and values equal to 1e-9 relative (the systems sum floats in
+// different orders, so an average may differ in its last bits). It returns
+// how many points it compared and how many of those were not equal to the
+// bit.
+func sameAnswer(a, b map[string][]string) (points, inexact int, err error) {
 	if len(a) != len(b) {
-		return fmt.Errorf("%d series against %d", len(a), len(b))
+		return 0, 0, fmt.Errorf("%d series against %d", len(a), len(b))
 	}
 	for k, va := range a {
-		vb := b[k]
+		vb, ok := b[k]
+		if !ok {
+			return 0, 0, fmt.Errorf("series %s only in the first", k)
+		}
 		if len(va) != len(vb) {
-			return fmt.Errorf("series %s: %d points against %d", k, len(va), len(vb))
+			return 0, 0, fmt.Errorf("series %s: %d points against %d", k, len(va), len(vb))
 		}
 		for i := range va {
 			ta, xa, _ := strings.Cut(va[i], "=")
@@ -232,11 +238,15 @@ func sameAnswer(a, b map[string][]string) error {
 			fa, _ := strconv.ParseFloat(xa, 64)
 			fb, _ := strconv.ParseFloat(xb, 64)
 			if ta != tb || math.Abs(fa-fb) > 1e-9*max(1, math.Abs(fa)) {
-				return fmt.Errorf("series %s point %d: %s against %s", k, i, va[i], vb[i])
+				return 0, 0, fmt.Errorf("series %s point %d: %s against %s", k, i, va[i], vb[i])
+			}
+			points++
+			if fa != fb {
+				inexact++
 			}
 		}
 	}
-	return nil
+	return points, inexact, nil
 }
 
 // benchQuery is one query_range: an expression over [start, end] at step.
@@ -445,10 +455,12 @@ func BenchmarkQueryVsVictoriaMetrics(b *testing.B) {
 		stats, _ := n.Engine().Stats(context.Background(), "cpu")
 		b.Logf("Strata on %s: %d rows loaded in %s, flushed and compacted in %s more: %+v", store, rounds*hosts, loaded.Round(time.Second), (time.Since(began) - loaded).Round(time.Second), stats)
 		for _, t := range types {
-			if err := sameAnswers(strata, vm, t); err != nil {
+			points, inexact, err := sameAnswers(strata, vm, t)
+			if err != nil {
 				b.Errorf("%s on %s: Strata and VictoriaMetrics disagree, not timed: %v", t.name, store, err)
 				continue
 			}
+			b.Logf("%s on %s: the same series and values, %d points over %d queries, %d of them equal only to 1e-9 relative", t.name, store, points, len(t.queries), inexact)
 			b.Run(store+"/"+t.name, func(b *testing.B) {
 				gets := bucket.Requests()[objstore.OpGet]
 				n := compare(b, strata, vm, func(i int, base string) error {
@@ -499,7 +511,7 @@ func BenchmarkQueryVsVictoriaMetrics(b *testing.B) {
 			}
 			sc[i], sg[i] = time.Since(t0), int64(bucket.Requests()[objstore.OpGet]-gets)
 		}
-		if err := sameAnswers(strata, vm, types[2]); err != nil {
+		if _, _, err := sameAnswers(strata, vm, types[2]); err != nil {
 			b.Errorf("cold: Strata and VictoriaMetrics disagree: %v", err)
 		}
 		n.Stop()
@@ -534,22 +546,25 @@ func BenchmarkQueryVsVictoriaMetrics(b *testing.B) {
 }
 
 // sameAnswers checks that Strata and VictoriaMetrics give the same answer
-// to each of t's queries.
-func sameAnswers(strata, vm string, t queryType) error {
+// to each of t's queries, and returns how many points it compared and how
+// many of those were equal only to 1e-9 relative.
+func sameAnswers(strata, vm string, t queryType) (points, inexact int, err error) {
 	for _, q := range t.queries {
 		sa, err := rangeQuery(strata, q.expr, q.start, q.end, q.step, t.oneName)
 		if err != nil {
-			return err
+			return 0, 0, err
 		}
 		va, err := rangeQuery(vm, q.expr, q.start, q.end, q.step, t.oneName)
 		if err != nil {
-			return err
+			return 0, 0, err
 		}
-		if err := sameAnswer(sa, va); err != nil {
-			return fmt.Errorf("%s over [%s, %s] step %s: %w", q.expr, q.start.UTC().Format(time.TimeOnly), q.end.UTC().Format(time.TimeOnly), q.step, err)
+		p, i, err := sameAnswer(sa, va)
+		if err != nil {
+			return 0, 0, fmt.Errorf("%s over [%s, %s] step %s: %w", q.expr, q.start.UTC().Format(time.TimeOnly), q.end.UTC().Format(time.TimeOnly), q.step, err)
 		}
+		points, inexact = points+p, inexact+i
 	}
-	return nil
+	return points, inexact, nil
 }
 
 // postRange asks base's /api/v1/query_range and reads the response whole.
