@@ -219,18 +219,18 @@ func rangeQuery(base, expr string, start, end time.Time, step time.Duration, dro
 // timestamps, and values equal to 1e-9 relative (the systems sum floats in
 // different orders, so an average may differ in its last bits). It returns
 // how many points it compared and how many of those were not equal to the
-// bit.
-func sameAnswer(a, b map[string][]string) (points, inexact int, err error) {
+// bit, and the largest relative difference.
+func sameAnswer(a, b map[string][]string) (points, inexact int, maxRel float64, err error) {
 	if len(a) != len(b) {
-		return 0, 0, fmt.Errorf("%d series against %d", len(a), len(b))
+		return 0, 0, 0, fmt.Errorf("%d series against %d", len(a), len(b))
 	}
 	for k, va := range a {
 		vb, ok := b[k]
 		if !ok {
-			return 0, 0, fmt.Errorf("series %s only in the first", k)
+			return 0, 0, 0, fmt.Errorf("series %s only in the first", k)
 		}
 		if len(va) != len(vb) {
-			return 0, 0, fmt.Errorf("series %s: %d points against %d", k, len(va), len(vb))
+			return 0, 0, 0, fmt.Errorf("series %s: %d points against %d", k, len(va), len(vb))
 		}
 		for i := range va {
 			ta, xa, _ := strings.Cut(va[i], "=")
@@ -238,15 +238,16 @@ func sameAnswer(a, b map[string][]string) (points, inexact int, err error) {
 			fa, _ := strconv.ParseFloat(xa, 64)
 			fb, _ := strconv.ParseFloat(xb, 64)
 			if ta != tb || math.Abs(fa-fb) > 1e-9*max(1, math.Abs(fa)) {
-				return 0, 0, fmt.Errorf("series %s point %d: %s against %s", k, i, va[i], vb[i])
+				return 0, 0, 0, fmt.Errorf("series %s point %d: %s against %s", k, i, va[i], vb[i])
 			}
 			points++
 			if fa != fb {
 				inexact++
+				maxRel = max(maxRel, math.Abs(fa-fb)/max(math.Abs(fa), math.Abs(fb)))
 			}
 		}
 	}
-	return points, inexact, nil
+	return points, inexact, maxRel, nil
 }
 
 // benchQuery is one query_range: an expression over [start, end] at step.
@@ -455,12 +456,12 @@ func BenchmarkQueryVsVictoriaMetrics(b *testing.B) {
 		stats, _ := n.Engine().Stats(context.Background(), "cpu")
 		b.Logf("Strata on %s: %d rows loaded in %s, flushed and compacted in %s more: %+v", store, rounds*hosts, loaded.Round(time.Second), (time.Since(began) - loaded).Round(time.Second), stats)
 		for _, t := range types {
-			points, inexact, err := sameAnswers(strata, vm, t)
+			points, inexact, maxRel, err := sameAnswers(strata, vm, t)
 			if err != nil {
 				b.Errorf("%s on %s: Strata and VictoriaMetrics disagree, not timed: %v", t.name, store, err)
 				continue
 			}
-			b.Logf("%s on %s: the same series and values, %d points over %d queries, %d of them equal only to 1e-9 relative", t.name, store, points, len(t.queries), inexact)
+			b.Logf("%s on %s: the same series and values, %d points over %d queries, %d of them equal only to 1e-9 relative (at most %.1e apart)", t.name, store, points, len(t.queries), inexact, maxRel)
 			b.Run(store+"/"+t.name, func(b *testing.B) {
 				gets := bucket.Requests()[objstore.OpGet]
 				n := compare(b, strata, vm, func(i int, base string) error {
@@ -511,7 +512,7 @@ func BenchmarkQueryVsVictoriaMetrics(b *testing.B) {
 			}
 			sc[i], sg[i] = time.Since(t0), int64(bucket.Requests()[objstore.OpGet]-gets)
 		}
-		if _, _, err := sameAnswers(strata, vm, types[2]); err != nil {
+		if _, _, _, err := sameAnswers(strata, vm, types[2]); err != nil {
 			b.Errorf("cold: Strata and VictoriaMetrics disagree: %v", err)
 		}
 		n.Stop()
@@ -547,24 +548,25 @@ func BenchmarkQueryVsVictoriaMetrics(b *testing.B) {
 
 // sameAnswers checks that Strata and VictoriaMetrics give the same answer
 // to each of t's queries, and returns how many points it compared and how
-// many of those were equal only to 1e-9 relative.
-func sameAnswers(strata, vm string, t queryType) (points, inexact int, err error) {
+// many of those were equal only to 1e-9 relative, and the largest relative
+// difference.
+func sameAnswers(strata, vm string, t queryType) (points, inexact int, maxRel float64, err error) {
 	for _, q := range t.queries {
 		sa, err := rangeQuery(strata, q.expr, q.start, q.end, q.step, t.oneName)
 		if err != nil {
-			return 0, 0, err
+			return 0, 0, 0, err
 		}
 		va, err := rangeQuery(vm, q.expr, q.start, q.end, q.step, t.oneName)
 		if err != nil {
-			return 0, 0, err
+			return 0, 0, 0, err
 		}
-		p, i, err := sameAnswer(sa, va)
+		p, i, r, err := sameAnswer(sa, va)
 		if err != nil {
-			return 0, 0, fmt.Errorf("%s over [%s, %s] step %s: %w", q.expr, q.start.UTC().Format(time.TimeOnly), q.end.UTC().Format(time.TimeOnly), q.step, err)
+			return 0, 0, 0, fmt.Errorf("%s over [%s, %s] step %s: %w", q.expr, q.start.UTC().Format(time.TimeOnly), q.end.UTC().Format(time.TimeOnly), q.step, err)
 		}
-		points, inexact = points+p, inexact+i
+		points, inexact, maxRel = points+p, inexact+i, max(maxRel, r)
 	}
-	return points, inexact, nil
+	return points, inexact, maxRel, nil
 }
 
 // postRange asks base's /api/v1/query_range and reads the response whole.
