@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"net/url"
@@ -45,10 +46,12 @@ func vmBinary() string {
 	return ""
 }
 
-// startVM starts VictoriaMetrics on loopback over a new directory, with
-// its rollup result cache off (Strata has none: both evaluate every query),
-// and returns its base URL.
-func startVM(b *testing.B) string {
+// startVM starts VictoriaMetrics on loopback over dir (a new directory, or
+// one a stopped VictoriaMetrics left to restart it), with its rollup result
+// cache off (Strata has none: both evaluate every query), and returns its
+// base URL and a function that stops it as a restart would (SIGINT: it
+// saves its caches and exits).
+func startVM(b *testing.B, dir string) (string, func()) {
 	bin := vmBinary()
 	if bin == "" {
 		b.Skip("no VictoriaMetrics binary (set STRATA_VM_BIN, or: GOBIN=~/.cache/strata/bin go install github.com/VictoriaMetrics/VictoriaMetrics/app/victoria-metrics@v1.151.0)")
@@ -59,13 +62,27 @@ func startVM(b *testing.B) string {
 	}
 	addr := l.Addr().String()
 	l.Close()
-	cmd := exec.Command(bin, "-storageDataPath="+b.TempDir(), "-httpListenAddr="+addr, "-retentionPeriod=100y",
+	cmd := exec.Command(bin, "-storageDataPath="+dir, "-httpListenAddr="+addr, "-retentionPeriod=100y",
 		"-search.disableCache", "-loggerLevel=ERROR")
 	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 	if err := cmd.Start(); err != nil {
 		b.Fatal(err)
 	}
-	b.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	var once sync.Once
+	stop := func() {
+		once.Do(func() {
+			_ = cmd.Process.Signal(os.Interrupt)
+			done := make(chan struct{})
+			go func() { _ = cmd.Wait(); close(done) }()
+			select {
+			case <-done:
+			case <-time.After(time.Minute):
+				_ = cmd.Process.Kill()
+				<-done
+			}
+		})
+	}
+	b.Cleanup(stop)
 	base := "http://" + addr
 	deadline := time.Now().Add(time.Minute)
 	for {
@@ -73,7 +90,7 @@ func startVM(b *testing.B) string {
 		if err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == 200 {
-				return base
+				return base, stop
 			}
 		}
 		if time.Now().After(deadline) {
@@ -158,8 +175,12 @@ func load(b *testing.B, hosts, rounds int, start int64, bases ...string) {
 }
 
 // rangeQuery runs a query_range and returns each series' values keyed by
-// its labels, for comparing the two systems' answers.
-func rangeQuery(base, expr string, start, end time.Time, step time.Duration) (map[string][]string, error) {
+// its labels, for comparing the two systems' answers. dropName leaves
+// __name__ out of the keys (for an aggregation by __name__ over one name,
+// where Strata answers as Prometheus does, without the name, and
+// VictoriaMetrics keeps it); two series left with the same key are an
+// error.
+func rangeQuery(base, expr string, start, end time.Time, step time.Duration, dropName bool) (map[string][]string, error) {
 	resp, data, err := postRange(context.Background(), base, expr, start, end, step)
 	if err != nil {
 		return nil, err
@@ -179,8 +200,14 @@ func rangeQuery(base, expr string, start, end time.Time, step time.Duration) (ma
 	}
 	out := map[string][]string{}
 	for _, s := range r.Data.Result {
-		delete(s.Metric, "__name__")
+		if dropName {
+			delete(s.Metric, "__name__")
+		}
 		k, _ := json.Marshal(s.Metric)
+		if _, dup := out[string(k)]; dup {
+			return nil, fmt.Errorf("%s: two series %s", expr, k)
+		}
+		out[string(k)] = []string{}
 		for _, v := range s.Values {
 			out[string(k)] = append(out[string(k)], fmt.Sprintf("%v=%v", v[0], v[1]))
 		}
@@ -188,16 +215,22 @@ func rangeQuery(base, expr string, start, end time.Time, step time.Duration) (ma
 	return out, nil
 }
 
-// sameAnswer compares two answers, values to 1e-9 relative (the systems
-// sum floats in different orders).
-func sameAnswer(a, b map[string][]string) error {
+// sameAnswer compares two answers: the same series, each with the same
+// timestamps, and values equal to 1e-9 relative (the systems sum floats in
+// different orders, so an average may differ in its last bits). It returns
+// how many points it compared and how many of those were not equal to the
+// bit, and the largest relative difference.
+func sameAnswer(a, b map[string][]string) (points, inexact int, maxRel float64, err error) {
 	if len(a) != len(b) {
-		return fmt.Errorf("%d series against %d", len(a), len(b))
+		return 0, 0, 0, fmt.Errorf("%d series against %d", len(a), len(b))
 	}
 	for k, va := range a {
-		vb := b[k]
+		vb, ok := b[k]
+		if !ok {
+			return 0, 0, 0, fmt.Errorf("series %s only in the first", k)
+		}
 		if len(va) != len(vb) {
-			return fmt.Errorf("series %s: %d points against %d", k, len(va), len(vb))
+			return 0, 0, 0, fmt.Errorf("series %s: %d points against %d", k, len(va), len(vb))
 		}
 		for i := range va {
 			ta, xa, _ := strings.Cut(va[i], "=")
@@ -205,34 +238,160 @@ func sameAnswer(a, b map[string][]string) error {
 			fa, _ := strconv.ParseFloat(xa, 64)
 			fb, _ := strconv.ParseFloat(xb, 64)
 			if ta != tb || math.Abs(fa-fb) > 1e-9*max(1, math.Abs(fa)) {
-				return fmt.Errorf("series %s point %d: %s against %s", k, i, va[i], vb[i])
+				return 0, 0, 0, fmt.Errorf("series %s point %d: %s against %s", k, i, va[i], vb[i])
+			}
+			points++
+			if fa != fb {
+				inexact++
+				maxRel = max(maxRel, math.Abs(fa-fb)/max(math.Abs(fa), math.Abs(fb)))
 			}
 		}
 	}
-	return nil
+	return points, inexact, maxRel, nil
 }
 
-// BenchmarkQueryVsVictoriaMetrics loads the same TSBS cpu-only rows (4,000
-// hosts, 10 fields, 10 s apart, $STRATA_BENCH_HOURS hours, default 12)
-// into Strata (a standalone, flushed and compacted) and VictoriaMetrics
-// v1.151.0 (force-merged), then times three queries through each one's
-// /api/v1/query_range, alternating between the systems, after checking
-// that both give the same answer. Strata runs on file:// and on MinIO;
-// VictoriaMetrics on its local disk. Each sub-benchmark reports both
-// systems' p50 and p99 and the ratio of the p50s (Strata / VM).
+// benchQuery is one query_range: an expression over [start, end] at step.
+type benchQuery struct {
+	expr       string
+	start, end time.Time
+	step       time.Duration
+}
+
+// queryType is a kind of query the benchmark times: a set of queries of
+// that shape (TSBS's: random hosts and time windows), run in turn.
+type queryType struct {
+	name string
+	// oneName: the selector names one metric, so an aggregation by
+	// __name__ is Prometheus' (no name: Strata) or VictoriaMetrics' (the
+	// name kept); the answers are compared without it.
+	oneName bool
+	queries []benchQuery
+}
+
+// tsbsQueries are TSBS's 11 VictoriaMetrics cpu-only query types as its
+// generator writes them (github.com/timescale/tsbs,
+// cmd/tsbs_generate_queries/databases/victoriametrics/devops.go), n of each
+// with random hosts of [0, hosts) and random windows of [start, end] drawn
+// from rng as TSBS draws them (RandWindow: a start second uniform in
+// [start, end-window)). A window as long as the data or longer (12 h over
+// 12 h of data, where TSBS's generator gives up) is the whole of it.
+func tsbsQueries(rng *rand.Rand, n, hosts int, start, end time.Time) []queryType {
+	metrics := func(n int) []string { return tsbs.Fields[:n] }
+	randomHosts := func(n int) []string {
+		var hs []string
+		for _, h := range rng.Perm(hosts)[:min(n, hosts)] {
+			hs = append(hs, "host_"+strconv.Itoa(h))
+		}
+		return hs
+	}
+	// getSelectClause in TSBS.
+	selector := func(metrics, hosts []string) string {
+		hostsClause := ""
+		if len(hosts) == 1 {
+			hostsClause = "hostname='" + hosts[0] + "'"
+		} else if len(hosts) > 1 {
+			hostsClause = "hostname=~'" + strings.Join(hosts, "|") + "'"
+		}
+		if len(metrics) == 1 {
+			return "cpu_" + metrics[0] + "{" + hostsClause + "}"
+		}
+		if len(hosts) > 0 {
+			return "{__name__=~'cpu_(" + strings.Join(metrics, "|") + ")', " + hostsClause + "}"
+		}
+		return "{__name__=~'cpu_(" + strings.Join(metrics, "|") + ")'}"
+	}
+	window := func(d time.Duration) (time.Time, time.Time) {
+		lower, upper := start.Unix(), end.Add(-d).Unix()
+		if upper <= lower {
+			return start, end
+		}
+		s := time.Unix(lower+rng.Int64N(upper-lower), 0)
+		return s, s.Add(d)
+	}
+	var types []queryType
+	add := func(name string, nMetrics int, q func() benchQuery) {
+		t := queryType{name: name, oneName: nMetrics == 1}
+		for range n {
+			t.queries = append(t.queries, q())
+		}
+		types = append(types, t)
+	}
+	// GroupByTime: single-groupby-<metrics>-<hosts>-<hours>.
+	for _, g := range [][3]int{{1, 1, 1}, {1, 1, 12}, {1, 8, 1}, {5, 1, 1}, {5, 1, 12}, {5, 8, 1}} {
+		add(fmt.Sprintf("single-groupby-%d-%d-%d", g[0], g[1], g[2]), g[0], func() benchQuery {
+			expr := fmt.Sprintf("max(max_over_time(%s[1m])) by (__name__)", selector(metrics(g[0]), randomHosts(g[1])))
+			s, e := window(time.Duration(g[2]) * time.Hour)
+			return benchQuery{expr, s, e, time.Minute}
+		})
+	}
+	// MaxAllCPU: cpu-max-all-<hosts>, 8 h windows.
+	for _, h := range []int{1, 8} {
+		add(fmt.Sprintf("cpu-max-all-%d", h), len(tsbs.Fields), func() benchQuery {
+			expr := fmt.Sprintf("max(max_over_time(%s[1h])) by (__name__)", selector(tsbs.Fields, randomHosts(h)))
+			s, e := window(8 * time.Hour)
+			return benchQuery{expr, s, e, time.Hour}
+		})
+	}
+	// GroupByTimeAndPrimaryTag: double-groupby-<metrics>, 12 h windows.
+	for _, m := range []int{1, 5, len(tsbs.Fields)} {
+		name := fmt.Sprintf("double-groupby-%d", m)
+		if m == len(tsbs.Fields) {
+			name = "double-groupby-all"
+		}
+		add(name, m, func() benchQuery {
+			expr := fmt.Sprintf("avg(avg_over_time(%s[1h])) by (__name__, hostname)", selector(metrics(m), nil))
+			s, e := window(12 * time.Hour)
+			return benchQuery{expr, s, e, time.Hour}
+		})
+	}
+	return types
+}
+
+// envInt is the integer in $name, or def.
+func envInt(b *testing.B, name string, def int) int {
+	s := os.Getenv(name)
+	if s == "" {
+		return def
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 1 {
+		b.Fatalf("%s=%q", name, s)
+	}
+	return n
+}
+
+// BenchmarkQueryVsVictoriaMetrics loads the same TSBS cpu-only rows
+// ($STRATA_BENCH_HOSTS hosts, default 4,000; 10 fields, 10 s apart,
+// $STRATA_BENCH_HOURS hours, default 12) into Strata (a standalone,
+// flushed and compacted) and VictoriaMetrics v1.151.0 (force-merged), then
+// times queries through each one's /api/v1/query_range, alternating
+// between the systems: TSBS's 11 VictoriaMetrics query types
+// ($STRATA_BENCH_QUERIES of each, default 10, with random hosts and
+// windows from $STRATA_BENCH_SEED, printed; run in turn) and three of
+// Strata's own, after checking that both give the same answer to every
+// one of them. Strata runs on file:// and on MinIO; VictoriaMetrics on its
+// local disk. Each sub-benchmark reports both systems' p50 and p99 and
+// the ratio of the p50s (Strata / VM). Last, the cold case: Strata
+// restarted over the same MinIO bucket (a new engine and store client:
+// empty caches) and VictoriaMetrics restarted over its directory, each
+// timed on its first every-host hourly average, with the GETs Strata made.
 //
-//	go test -run XXX -bench QueryVsVictoriaMetrics -benchtime 30x -timeout 2h ./internal/prom
+//	STRATA_BENCH_HOSTS=400 go test -run XXX -bench QueryVsVictoriaMetrics -benchtime 10x -timeout 2h ./internal/prom
 func BenchmarkQueryVsVictoriaMetrics(b *testing.B) {
-	hours := 12
-	if s := os.Getenv("STRATA_BENCH_HOURS"); s != "" {
+	hours := envInt(b, "STRATA_BENCH_HOURS", 12)
+	hosts := envInt(b, "STRATA_BENCH_HOSTS", 4000)
+	perType := envInt(b, "STRATA_BENCH_QUERIES", 10)
+	seed := uint64(time.Now().UnixNano())
+	if s := os.Getenv("STRATA_BENCH_SEED"); s != "" {
 		var err error
-		if hours, err = strconv.Atoi(s); err != nil || hours < 1 {
-			b.Fatalf("STRATA_BENCH_HOURS=%q", s)
+		if seed, err = strconv.ParseUint(s, 10, 64); err != nil {
+			b.Fatalf("STRATA_BENCH_SEED=%q", s)
 		}
 	}
-	const hosts = 4000
+	b.Logf("%d hosts, %d h, %d queries of each TSBS type, STRATA_BENCH_SEED=%d", hosts, hours, perType, seed)
 	rounds := hours * 360
-	vm := startVM(b)
+	vmDir := b.TempDir()
+	vm, stopVM := startVM(b, vmDir)
 	// Recent timestamps: VictoriaMetrics refuses rows far in the past.
 	end := time.Now().Truncate(time.Hour).Add(-time.Hour)
 	start := end.Add(-time.Duration(hours) * time.Hour)
@@ -251,29 +410,30 @@ func BenchmarkQueryVsVictoriaMetrics(b *testing.B) {
 	if hourIn.After(last) {
 		hourIn = last
 	}
-	queries := []struct {
-		name       string
-		expr       string
-		start, end time.Time
-		step       time.Duration
-	}{
-		{"1-host-1h", `max(max_over_time(cpu_usage_user{hostname="host_1"}[1m]))`, last.Add(-time.Hour), last, time.Minute},
-		{"8-hosts-12h", `max(max_over_time(cpu_usage_user{hostname=~"host_1|host_2|host_3|host_4|host_5|host_6|host_7|host_8"}[1m]))`, start, last, time.Minute},
-		{"all-hosts-avg-12h", `avg by (hostname) (avg_over_time(cpu_usage_user[1h]))`, hourIn, last, time.Hour},
+	allHostsAvg := benchQuery{`avg by (hostname) (avg_over_time(cpu_usage_user[1h]))`, hourIn, last, time.Hour}
+	types := []queryType{
+		{name: "1-host-1h", queries: []benchQuery{{`max(max_over_time(cpu_usage_user{hostname="host_1"}[1m]))`, last.Add(-time.Hour), last, time.Minute}}},
+		{name: "8-hosts-12h", queries: []benchQuery{{`max(max_over_time(cpu_usage_user{hostname=~"host_1|host_2|host_3|host_4|host_5|host_6|host_7|host_8"}[1m]))`, start, last, time.Minute}}},
+		{name: "all-hosts-avg-12h", queries: []benchQuery{allHostsAvg}},
+	}
+	for _, t := range tsbsQueries(rand.New(rand.NewPCG(seed, seed)), perType, hosts, start, end) {
+		q := t.queries[0]
+		b.Logf("%s, the first of %d: %s over %s from %s step %s", t.name, len(t.queries), q.expr, q.end.Sub(q.start), q.start.UTC().Format(time.TimeOnly), q.step)
+		types = append(types, t)
 	}
 	for _, store := range []string{"file", "minio"} {
 		ctx := context.Background()
 		var bucket *objstore.Store
 		var err error
-		if store == "file" {
-			bucket, err = objstore.Open(ctx, "file://"+b.TempDir(), objstore.Options{})
-		} else {
-			bucket, err = objstore.Open(ctx, objstoretest.MinIO(b).NewBucket(b), objstore.Options{})
+		storeURL := "file://" + b.TempDir()
+		if store == "minio" {
+			storeURL = objstoretest.MinIO(b).NewBucket(b)
 		}
-		if err != nil {
+		if bucket, err = objstore.Open(ctx, storeURL, objstore.Options{}); err != nil {
 			b.Fatal(err)
 		}
-		n := servertest.Start(b, bucket, servertest.Options{})
+		dir := b.TempDir()
+		n := servertest.Start(b, bucket, servertest.Options{Dir: dir})
 		strata := "http://" + n.HTTPAddr()
 		began := time.Now()
 		load(b, hosts, rounds, start.UnixNano(), strata)
@@ -295,21 +455,19 @@ func BenchmarkQueryVsVictoriaMetrics(b *testing.B) {
 		}
 		stats, _ := n.Engine().Stats(context.Background(), "cpu")
 		b.Logf("Strata on %s: %d rows loaded in %s, flushed and compacted in %s more: %+v", store, rounds*hosts, loaded.Round(time.Second), (time.Since(began) - loaded).Round(time.Second), stats)
-		for _, q := range queries {
-			sa, err := rangeQuery(strata, q.expr, q.start, q.end, q.step)
+		for _, t := range types {
+			points, inexact, maxRel, err := sameAnswers(strata, vm, t)
 			if err != nil {
-				b.Fatal(err)
+				b.Errorf("%s on %s: Strata and VictoriaMetrics disagree, not timed: %v", t.name, store, err)
+				continue
 			}
-			va, err := rangeQuery(vm, q.expr, q.start, q.end, q.step)
-			if err != nil {
-				b.Fatal(err)
-			}
-			if err := sameAnswer(sa, va); err != nil {
-				b.Fatalf("%s: Strata and VictoriaMetrics disagree: %v", q.name, err)
-			}
-			b.Run(store+"/"+q.name, func(b *testing.B) {
+			b.Logf("%s on %s: the same series and values, %d points over %d queries, %d of them equal only to 1e-9 relative (at most %.1e apart)", t.name, store, points, len(t.queries), inexact, maxRel)
+			b.Run(store+"/"+t.name, func(b *testing.B) {
 				gets := bucket.Requests()[objstore.OpGet]
-				n := compare(b, strata, vm, func(base string) error { return fetchRange(ctx, base, q.expr, q.start, q.end, q.step) })
+				n := compare(b, strata, vm, func(i int, base string) error {
+					q := t.queries[i%len(t.queries)]
+					return fetchRange(ctx, base, q.expr, q.start, q.end, q.step)
+				})
 				b.ReportMetric(float64(bucket.Requests()[objstore.OpGet]-gets)/float64(n), "strata-GETs/op")
 			})
 		}
@@ -322,15 +480,93 @@ func BenchmarkQueryVsVictoriaMetrics(b *testing.B) {
 			{"label-hostname-values", "/api/v1/label/hostname/values" + window},
 		} {
 			b.Run(store+"/"+l.name, func(b *testing.B) {
-				want := "host_3999"
+				want := fmt.Sprintf("host_%d", hosts-1)
 				if l.name == "labels" {
 					want = "hostname"
 				}
-				_ = compare(b, strata, vm, func(base string) error { return fetchPath(ctx, base+l.path, want) })
+				_ = compare(b, strata, vm, func(_ int, base string) error { return fetchPath(ctx, base+l.path, want) })
 			})
 		}
 		n.Stop()
+		if store != "minio" {
+			continue
+		}
+		// Cold: a new standalone over the same bucket and etcd directory,
+		// with a new store client (its request counts from zero) and so
+		// an empty SST cache.
+		began = time.Now()
+		if bucket, err = objstore.Open(ctx, storeURL, objstore.Options{}); err != nil {
+			b.Fatal(err)
+		}
+		n = servertest.Start(b, bucket, servertest.Options{Dir: dir})
+		servertest.WaitHosted(b, n.Engine(), "cpu")
+		opened, openGets := time.Since(began), bucket.Requests()[objstore.OpGet]
+		strata = "http://" + n.HTTPAddr()
+		var sc [2]time.Duration
+		var sg [2]int64
+		for i := range sc {
+			gets := bucket.Requests()[objstore.OpGet]
+			t0 := time.Now()
+			if err := fetchRange(ctx, strata, allHostsAvg.expr, allHostsAvg.start, allHostsAvg.end, allHostsAvg.step); err != nil {
+				b.Fatal(err)
+			}
+			sc[i], sg[i] = time.Since(t0), int64(bucket.Requests()[objstore.OpGet]-gets)
+		}
+		if _, _, _, err := sameAnswers(strata, vm, types[2]); err != nil {
+			b.Errorf("cold: Strata and VictoriaMetrics disagree: %v", err)
+		}
+		n.Stop()
+		stopVM()
+		began = time.Now()
+		vm, stopVM = startVM(b, vmDir)
+		vmOpened := time.Since(began)
+		var vc [2]time.Duration
+		for i := range vc {
+			t0 := time.Now()
+			if err := fetchRange(ctx, vm, allHostsAvg.expr, allHostsAvg.start, allHostsAvg.end, allHostsAvg.step); err != nil {
+				b.Fatal(err)
+			}
+			vc[i] = time.Since(t0)
+		}
+		b.Logf("cold, %s: Strata on MinIO restarted in %s (%d GETs), first query %s (%d GETs), second %s (%d GETs); VictoriaMetrics restarted in %s, first query %s, second %s",
+			allHostsAvg.expr, opened.Round(time.Millisecond), openGets, sc[0].Round(time.Millisecond), sg[0], sc[1].Round(time.Millisecond), sg[1],
+			vmOpened.Round(time.Millisecond), vc[0].Round(time.Millisecond), vc[1].Round(time.Millisecond))
+		ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+		b.Run("minio/cold-all-hosts-avg-12h", func(b *testing.B) {
+			b.ReportMetric(ms(opened), "strata-open-ms")
+			b.ReportMetric(float64(openGets), "strata-open-GETs")
+			b.ReportMetric(ms(sc[0]), "strata-first-ms")
+			b.ReportMetric(float64(sg[0]), "strata-first-GETs")
+			b.ReportMetric(ms(sc[1]), "strata-second-ms")
+			b.ReportMetric(ms(vc[0]), "vm-first-ms")
+			b.ReportMetric(ms(vc[1]), "vm-second-ms")
+			b.ReportMetric(ms(sc[0])/ms(vc[0]), "first-ratio")
+			b.ReportMetric(0, "ns/op")
+		})
 	}
+}
+
+// sameAnswers checks that Strata and VictoriaMetrics give the same answer
+// to each of t's queries, and returns how many points it compared and how
+// many of those were equal only to 1e-9 relative, and the largest relative
+// difference.
+func sameAnswers(strata, vm string, t queryType) (points, inexact int, maxRel float64, err error) {
+	for _, q := range t.queries {
+		sa, err := rangeQuery(strata, q.expr, q.start, q.end, q.step, t.oneName)
+		if err != nil {
+			return 0, 0, 0, err
+		}
+		va, err := rangeQuery(vm, q.expr, q.start, q.end, q.step, t.oneName)
+		if err != nil {
+			return 0, 0, 0, err
+		}
+		p, i, r, err := sameAnswer(sa, va)
+		if err != nil {
+			return 0, 0, 0, fmt.Errorf("%s over [%s, %s] step %s: %w", q.expr, q.start.UTC().Format(time.TimeOnly), q.end.UTC().Format(time.TimeOnly), q.step, err)
+		}
+		points, inexact, maxRel = points+p, inexact+i, max(maxRel, r)
+	}
+	return points, inexact, maxRel, nil
 }
 
 // postRange asks base's /api/v1/query_range and reads the response whole.
@@ -380,18 +616,18 @@ func fetchPath(ctx context.Context, url, want string) error {
 	return err
 }
 
-// compare times do against Strata and VictoriaMetrics in turn, b.N times
-// each, and reports both systems' p50 and p99 and the ratio of the p50s.
+// compare times do (given the iteration's number) against Strata and
+// VictoriaMetrics in turn, b.N times each, and reports both systems' p50 and p99 and the ratio of the p50s.
 // It returns how many times each ran.
-func compare(b *testing.B, strata, vm string, do func(base string) error) int {
+func compare(b *testing.B, strata, vm string, do func(i int, base string) error) int {
 	var ls, lv []time.Duration
-	for b.Loop() {
+	for i := 0; b.Loop(); i++ {
 		for _, sys := range []struct {
 			base string
 			lat  *[]time.Duration
 		}{{strata, &ls}, {vm, &lv}} {
 			t0 := time.Now()
-			if err := do(sys.base); err != nil {
+			if err := do(i, sys.base); err != nil {
 				b.Fatal(err)
 			}
 			*sys.lat = append(*sys.lat, time.Since(t0))
