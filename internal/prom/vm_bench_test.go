@@ -127,6 +127,52 @@ func lineRound(hosts, r int, start int64) []byte {
 	return buf.Bytes()
 }
 
+// holdsAll fails the benchmark unless the server at base holds every
+// series and sample load sent (hosts × the TSBS fields, each with rounds
+// samples before end), counted through its own query API: a ratio against
+// a server that dropped rows (retention, limits) compares nothing.
+func holdsAll(b *testing.B, name, base string, hosts, rounds int, end time.Time) {
+	b.Helper()
+	count := func(expr string) float64 {
+		resp, data, err := postRange(context.Background(), base, expr, end, end, time.Minute)
+		if err != nil {
+			b.Fatalf("%s: %s: %v", name, expr, err)
+		}
+		var r struct {
+			Data struct {
+				Result []struct {
+					Values [][2]any `json:"values"`
+				} `json:"result"`
+			} `json:"data"`
+		}
+		if err := json.Unmarshal(data, &r); err != nil || len(r.Data.Result) == 0 {
+			b.Fatalf("%s: %s: %s: %.300s (%v)", name, expr, resp.Status, data, err)
+		}
+		sum := 0.0
+		for _, s := range r.Data.Result {
+			if len(s.Values) != 1 {
+				b.Fatalf("%s: %s: %.300s", name, expr, data)
+			}
+			v, err := strconv.ParseFloat(fmt.Sprint(s.Values[0][1]), 64)
+			if err != nil {
+				b.Fatalf("%s: %s: %v", name, expr, err)
+			}
+			sum += v
+		}
+		return sum
+	}
+	// Per name, added here: both systems answer AGG by (__name__) over a
+	// name-dropping function with a series per name.
+	window := fmt.Sprintf("[%ds]", rounds*int(tsbs.Interval/time.Second)+60)
+	series := count(`count by (__name__) ({__name__=~"cpu_.+"})`)
+	samples := count(`sum by (__name__) (count_over_time({__name__=~"cpu_.+"}` + window + `))`)
+	wantSeries, wantSamples := float64(hosts*len(tsbs.Fields)), float64(hosts*len(tsbs.Fields)*rounds)
+	if series != wantSeries || samples != wantSamples {
+		b.Fatalf("%s holds %v series and %v samples, not the %v and %v sent", name, series, samples, wantSeries, wantSamples)
+	}
+	b.Logf("%s holds every series and sample sent: %v and %v", name, series, samples)
+}
+
 // load POSTs rounds [0, rounds) of line protocol to each base URL's /write,
 // with a few workers.
 func load(b *testing.B, hosts, rounds int, start int64, bases ...string) {
@@ -405,6 +451,7 @@ func BenchmarkQueryVsVictoriaMetrics(b *testing.B) {
 		}
 	}
 	b.Logf("VictoriaMetrics: %d rows loaded and merged in %s", rounds*hosts, time.Since(began).Round(time.Second))
+	holdsAll(b, "VictoriaMetrics", vm, hosts, rounds, end)
 	last := end.Add(-tsbs.Interval)
 	hourIn := start.Add(time.Hour) // the first full hour's end
 	if hourIn.After(last) {
@@ -453,6 +500,7 @@ func BenchmarkQueryVsVictoriaMetrics(b *testing.B) {
 			}
 			time.Sleep(100 * time.Millisecond)
 		}
+		holdsAll(b, "Strata on "+store, strata, hosts, rounds, end)
 		stats, _ := n.Engine().Stats(context.Background(), "cpu")
 		b.Logf("Strata on %s: %d rows loaded in %s, flushed and compacted in %s more: %+v", store, rounds*hosts, loaded.Round(time.Second), (time.Since(began) - loaded).Round(time.Second), stats)
 		for _, t := range types {
