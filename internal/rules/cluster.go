@@ -2,7 +2,7 @@ package rules
 
 import (
 	"context"
-	"encoding/json"
+	"fmt"
 	"errors"
 	"hash/fnv"
 	"strings"
@@ -27,20 +27,23 @@ import (
 // (store.go), each on one datanode of the cluster at a time.
 //
 // Ownership: each datanode holds an etcd lease of its own for rules
-// (TTL Lease, renewed every Lease/3). A group is evaluated by the
-// datanode whose id is under /strata/rules/owners/{ns}/{group}, a key
-// created under that lease (so it goes when the datanode dies or freezes
-// for longer than Lease). Groups are spread over the live datanodes
-// (/strata/datanodes/) by rendezvous hashing of their keys: the preferred
-// datanode claims an unowned group at once; any datanode claims one left
-// unowned longer than Lease; an owner that is not the preferred one while
-// the preferred one is live hands the group over (stops it, then deletes
-// its key). Before each evaluation, before each write of its results and
+// (TTL Lease, renewed every Lease/3), and announces itself as an
+// evaluator under it (/strata/rules/nodes/{id}). A group is evaluated by
+// the datanode whose id is under /strata/rules/owners/{ns}/{group}, a key
+// created under that lease: when the datanode dies, or freezes for
+// longer than Lease, its lease expires and its announcement and owner
+// keys go at once. Groups are spread over the announced evaluators by
+// rendezvous hashing of their keys: the preferred evaluator claims an
+// unowned group at once (any evaluator claims one left unowned longer
+// than Lease); an owner hands a group over (stops it, then deletes its
+// key) to a preferred evaluator announced for at least 2 x Lease (so a
+// datanode that froze and came back does not take its groups back at
+// once). Before each evaluation, before each write of its results and
 // before its alerts are sent, the owner checks that it still holds the
 // key and that its lease is still valid by its own clock (the last
 // renewal's send time plus the TTL): a datanode frozen past its lease
-// and woken neither evaluates, writes nor notifies, even before it learns
-// from etcd that it lost the group.
+// and woken neither evaluates, writes nor notifies, even before it
+// learns from etcd that it lost the group.
 type ClusterOptions struct {
 	Client *clientv3.Client
 	// NodeID is this datanode's id (its registration under
@@ -102,6 +105,7 @@ type clusterRules struct {
 	validUntil time.Time        // the lease is certainly alive before this (local monotonic clock)
 	groups     map[string]*ownedGroup
 	unowned    map[string]time.Time // groups seen without owner, since
+	announced  map[string]time.Time // evaluators ("id@create revision") seen, since
 }
 
 // ownedGroup is a group running here.
@@ -121,7 +125,7 @@ func newClusterRules(m *Manager, opts ClusterOptions) *clusterRules {
 	opts.Resync = cmpDuration(opts.Resync, time.Second)
 	ctx, cancel := context.WithCancel(context.Background())
 	return &clusterRules{m: m, opts: opts, metrics: newClusterMetrics(m.opts.Registerer), ctx: ctx, cancel: cancel,
-		kick: make(chan struct{}, 1), groups: map[string]*ownedGroup{}, unowned: map[string]time.Time{}}
+		kick: make(chan struct{}, 1), groups: map[string]*ownedGroup{}, unowned: map[string]time.Time{}, announced: map[string]time.Time{}}
 }
 
 // start runs the lease and the reconciliation.
@@ -182,6 +186,9 @@ func (c *clusterRules) keepLease() {
 		if lease == 0 {
 			resp, err := c.opts.Client.Grant(ctx, ttl)
 			if err == nil {
+				_, err = c.opts.Client.Put(ctx, rulestore.NodesPrefix+c.opts.NodeID, c.opts.NodeID, clientv3.WithLease(resp.ID))
+			}
+			if err == nil {
 				c.mu.Lock()
 				c.lease, c.validUntil = resp.ID, sent.Add(time.Duration(resp.TTL)*time.Second-c.opts.Lease/20)
 				c.mu.Unlock()
@@ -237,7 +244,7 @@ func (c *clusterRules) loseAll(lease clientv3.LeaseID) {
 	}
 }
 
-// watch reconciles ownership whenever rules, owners or datanodes change,
+// watch reconciles ownership whenever rules, owners or evaluators change,
 // and every Resync.
 func (c *clusterRules) watch() {
 	defer c.wg.Done()
@@ -246,7 +253,6 @@ func (c *clusterRules) watch() {
 	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(c.ctx))
 	defer cancel()
 	rules := c.opts.Client.Watch(wctx, rulestore.StorePrefix, clientv3.WithPrefix())
-	nodes := c.opts.Client.Watch(wctx, cluster.DatanodesPrefix, clientv3.WithPrefix())
 	for {
 		if err := c.reconcile(); err != nil && c.ctx.Err() == nil {
 			c.m.opts.Logger.Warn("rules: reconciling rule group ownership", "err", err)
@@ -260,10 +266,6 @@ func (c *clusterRules) watch() {
 			if !ok {
 				rules = c.opts.Client.Watch(wctx, rulestore.StorePrefix, clientv3.WithPrefix())
 			}
-		case _, ok := <-nodes:
-			if !ok {
-				nodes = c.opts.Client.Watch(wctx, cluster.DatanodesPrefix, clientv3.WithPrefix())
-			}
 		}
 	}
 }
@@ -273,14 +275,14 @@ type ownerKV struct {
 	lease clientv3.LeaseID
 }
 
-// reconcile reads the stored groups, their owners and the live
-// datanodes at one revision, and starts, updates, stops, claims and
+// reconcile reads the stored groups, their owners and the evaluators at
+// one revision, and starts, updates, stops, claims and
 // hands over groups accordingly.
 func (c *clusterRules) reconcile() error {
 	ctx, cancel := context.WithTimeout(c.ctx, c.opts.Lease)
 	defer cancel()
 	resp, err := c.opts.Client.Txn(ctx).Then(clientv3.OpGet(rulestore.GroupsPrefix, clientv3.WithPrefix()), clientv3.OpGet(rulestore.OwnersPrefix, clientv3.WithPrefix()),
-		clientv3.OpGet(cluster.DatanodesPrefix, clientv3.WithPrefix())).Commit()
+		clientv3.OpGet(rulestore.NodesPrefix, clientv3.WithPrefix())).Commit()
 	if err != nil {
 		return err
 	}
@@ -292,13 +294,32 @@ func (c *clusterRules) reconcile() error {
 	for _, kv := range resp.Responses[1].GetResponseRange().Kvs {
 		owners[strings.TrimPrefix(string(kv.Key), rulestore.OwnersPrefix)] = ownerKV{string(kv.Value), clientv3.LeaseID(kv.Lease)}
 	}
-	var live []string
+	// The evaluators, and those announced long enough to be handed groups.
+	var live, settled []string
+	seen := map[string]bool{}
 	for _, kv := range resp.Responses[2].GetResponseRange().Kvs {
-		var info cluster.NodeInfo
-		if json.Unmarshal(kv.Value, &info) == nil && !info.Leaving {
-			live = append(live, info.ID)
+		id := string(kv.Value)
+		inst := fmt.Sprintf("%s@%d", id, kv.CreateRevision)
+		seen[inst] = true
+		c.mu.Lock()
+		since, ok := c.announced[inst]
+		if !ok {
+			since = time.Now()
+			c.announced[inst] = since
+		}
+		c.mu.Unlock()
+		live = append(live, id)
+		if time.Since(since) >= 2*c.opts.Lease || id == c.opts.NodeID {
+			settled = append(settled, id)
 		}
 	}
+	c.mu.Lock()
+	for inst := range c.announced {
+		if !seen[inst] {
+			delete(c.announced, inst)
+		}
+	}
+	c.mu.Unlock()
 	me := c.opts.NodeID
 	now := time.Now()
 	c.mu.Lock()
@@ -313,7 +334,7 @@ func (c *clusterRules) reconcile() error {
 			stops = append(stops, change{g, "deleted", true})
 		case !held || o.node != me || o.lease != g.lease || !valid:
 			stops = append(stops, change{g, "lost", false})
-		case preferred(key, live) != me && preferred(key, live) != "":
+		case preferred(key, live) != me && preferred(key, live) == preferred(key, settled):
 			stops = append(stops, change{g, "released", true})
 		case string(content) != string(g.content):
 			g.content = content

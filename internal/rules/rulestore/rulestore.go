@@ -22,6 +22,7 @@ import (
 //
 //	/strata/rules/groups/{namespace}/{group}  one group (a rule file of that group alone, YAML)
 //	/strata/rules/owners/{namespace}/{group}  the datanode evaluating it (its id), under that datanode's rules lease
+//	/strata/rules/nodes/{id}                  a datanode evaluating rules, under its rules lease
 //
 // {group} is the group's name path-escaped (url.PathEscape). A namespace
 // is what `strata rules load` names (default: the file's base name
@@ -31,6 +32,7 @@ const (
 	StorePrefix  = "/strata/rules/"
 	GroupsPrefix = StorePrefix + "groups/"
 	OwnersPrefix = StorePrefix + "owners/"
+	NodesPrefix  = StorePrefix + "nodes/"
 )
 
 // ErrBadRuleFiles is the class of a load refused because a rule file is
