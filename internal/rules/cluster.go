@@ -2,8 +2,8 @@ package rules
 
 import (
 	"context"
-	"fmt"
 	"errors"
+	"fmt"
 	"hash/fnv"
 	"strings"
 	"sync"
