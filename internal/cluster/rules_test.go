@@ -66,18 +66,29 @@ func startRuleCluster(t *testing.T, am string) *ruleCluster {
 	rc := &ruleCluster{t: t, dns: map[string]*proc{}, am: am}
 	rc.meta = start(t, "metasrv", "metasrv", "--data-dir", t.TempDir(), "--etcd-client-addr", etcd, "--grpc-addr", "127.0.0.1:0", "--store", store)
 	for _, id := range []string{"dn1", "dn2", "dn3"} {
-		rc.dns[id] = start(t, id, "datanode", "--id", id, "--etcd-endpoints", "http://"+etcd, "--store", store,
+		args := []string{"--id", id, "--etcd-endpoints", "http://" + etcd, "--store", store,
 			"--grpc-addr", "127.0.0.1:0", "--http-addr", "127.0.0.1:0", "--lease", ruleLease.String(), "--heartbeat", "1s",
-			"--metrics-regions", "3", "--alertmanager-url", am, "--log-level", "debug")
+			"--metrics-regions", "3", "--log-level", "debug"}
+		if am != "" {
+			args = append(args, "--alertmanager-url", am)
+		}
+		rc.dns[id] = start(t, id, "datanode", args...)
 	}
-	file := filepath.Join(t.TempDir(), "e2e.yml")
-	if err := os.WriteFile(file, []byte(heartbeatRules), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if out, code := cli(t, "rules", "load", file, "--metasrv", rc.meta.grpc); code != 0 || !strings.Contains(out, "loaded e2e/heartbeat: 1 recording, 1 alerting rules") {
-		t.Fatalf("rules load: exit %d\n%s", code, out)
+	if am != "" {
+		rc.load("e2e.yml", heartbeatRules, "loaded e2e/heartbeat: 1 recording, 1 alerting rules")
 	}
 	return rc
+}
+
+// load loads a rule file named name with the CLI; its output must hold want.
+func (rc *ruleCluster) load(name, content, want string) {
+	file := filepath.Join(rc.t.TempDir(), name)
+	if err := os.WriteFile(file, []byte(content), 0o644); err != nil {
+		rc.t.Fatal(err)
+	}
+	if out, code := cli(rc.t, "rules", "load", file, "--metasrv", rc.meta.grpc); code != 0 || !strings.Contains(out, want) {
+		rc.t.Fatalf("rules load: exit %d\n%s", code, out)
+	}
 }
 
 // owner is the datanode `strata rules list` names as the group's
@@ -406,4 +417,48 @@ func TestRuleEvaluatorFrozen(t *testing.T) {
 	})
 	t.Logf("woken %s: skipped evaluations %v, fenced results %v", old, metric(t, p.http, "strata_rule_group_evaluations_skipped_total"),
 		metric(t, p.http, "strata_rule_group_results_fenced_total"))
+}
+
+// TestRuleGroupsSpread: 12 groups loaded into a cluster of 3 datanodes are
+// each evaluated by exactly one of them, every datanode taking some; a
+// bad file through the CLI is refused with file, line and reason, and
+// changes nothing.
+func TestRuleGroupsSpread(t *testing.T) {
+	rc := startRuleCluster(t, "")
+	var b strings.Builder
+	b.WriteString("groups:\n")
+	for i := range 12 {
+		fmt.Fprintf(&b, "  - name: g%d\n    interval: 1s\n    rules:\n      - record: spread:g%d\n        expr: vector(%d)\n", i, i, i)
+	}
+	rc.load("spread.rules", b.String(), "loaded spread/g11: 1 recording, 0 alerting rules")
+	per := map[string]float64{}
+	until(t, 2*time.Minute, "12 groups evaluated, each once, on every datanode", func() (bool, string) {
+		total, each := 0.0, true
+		for id, p := range rc.dns {
+			per[id] = metric(t, p.http, "strata_rule_groups_owned")
+			total += per[id]
+			each = each && per[id] > 0
+		}
+		return total == 12 && each, fmt.Sprint(per)
+	})
+	t.Logf("groups per datanode: %v", per)
+	for i := range 12 {
+		until(t, time.Minute, fmt.Sprintf("spread:g%d recorded", i), func() (bool, string) {
+			s := series(t, rc.dns["dn1"].http, fmt.Sprintf("spread:g%d", i))
+			return len(s) == 1, fmt.Sprint(s)
+		})
+	}
+	// A bad file for the same namespace: refused, the groups stay.
+	file := filepath.Join(t.TempDir(), "spread.rules")
+	if err := os.WriteFile(file, []byte("groups:\n  - name: g0\n    rules:\n      - record: bad\n        expr: rate(x[5m]\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, code := cli(t, "rules", "load", file, "--metasrv", rc.meta.grpc)
+	if code != 2 || !strings.Contains(out, file+": 5:15:") || !strings.Contains(out, "nothing of them applied") {
+		t.Fatalf("bad file: exit %d (want 2)\n%s", code, out)
+	}
+	out, _ = cli(t, "rules", "list", "--metasrv", rc.meta.grpc)
+	if strings.Count(out, "spread ") != 12 {
+		t.Fatalf("after a refused load:\n%s", out)
+	}
 }

@@ -2,9 +2,10 @@ package rules
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/binary"
 	"errors"
 	"fmt"
-	"hash/fnv"
 	"strings"
 	"sync"
 	"time"
@@ -442,11 +443,11 @@ func stoppedHere(stops []change, key string) bool {
 func preferred(key string, live []string) string {
 	best, bestH := "", uint64(0)
 	for _, n := range live {
-		h := fnv.New64a()
+		h := sha256.New() // FNV spreads keys differing in their last bytes badly
 		h.Write([]byte(n))
 		h.Write([]byte{0})
 		h.Write([]byte(key))
-		if v := h.Sum64(); best == "" || v > bestH || v == bestH && n < best {
+		if v := binary.BigEndian.Uint64(h.Sum(nil)); best == "" || v > bestH || v == bestH && n < best {
 			best, bestH = n, v
 		}
 	}
