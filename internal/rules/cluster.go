@@ -118,7 +118,7 @@ type ownedGroup struct {
 	cancel   context.CancelFunc
 	running  chan struct{} // closed when the manager's Run returned
 	stopping bool
-	restored map[*promrules.Group]bool // guarded by clusterRules.mu
+	restored bool // the first evaluation restored the alerts' state (guarded by clusterRules.mu)
 }
 
 func newClusterRules(m *Manager, opts ClusterOptions) *clusterRules {
@@ -465,7 +465,7 @@ func (c *clusterRules) owns(key string, g *ownedGroup) bool {
 func (c *clusterRules) startGroup(key string, content []byte, lease clientv3.LeaseID) error {
 	ns, _, _ := rulestore.ParseGroupKey(key)
 	gctx, cancel := context.WithCancel(c.ctx)
-	g := &ownedGroup{key: key, lease: lease, content: content, cancel: cancel, running: make(chan struct{}), restored: map[*promrules.Group]bool{}}
+	g := &ownedGroup{key: key, lease: lease, content: content, cancel: cancel, running: make(chan struct{})}
 	m := c.m
 	inner := m.notifyFunc
 	g.mgr = promrules.NewManager(&promrules.ManagerOptions{
@@ -488,7 +488,6 @@ func (c *clusterRules) startGroup(key string, content []byte, lease clientv3.Lea
 		ResendDelay:          m.opts.ResendDelay,
 		Parser:               m.parser,
 		GroupLoader:          storedLoader{g: g, c: c, parser: m.parser},
-		RestoreNewRuleGroups: true,
 	})
 	c.mu.Lock()
 	if c.ctx.Err() != nil || c.lease != lease {
@@ -531,7 +530,8 @@ func (g *ownedGroup) stop() {
 
 // iterate is each evaluation of a stored group: skipped unless this
 // datanode owns it for certain. The first evaluation of a group gained
-// here restores its alerts' `for` state before it writes anything: its
+// here (not of a new version of a group already running here, which
+// carries its alerts' state over) restores its alerts' `for` state before it writes anything: its
 // alerting rules are evaluated (no result written), their active alerts'
 // activeAt read back from ALERTS_FOR_STATE, and then the group evaluated
 // as usual, so an alert that fired on the previous owner fires here from
@@ -547,8 +547,8 @@ func (c *clusterRules) iterate(ctx context.Context, pg *promrules.Group, ts time
 		return
 	}
 	c.mu.Lock()
-	first := !g.restored[pg]
-	g.restored[pg] = true
+	first := !g.restored
+	g.restored = true
 	c.mu.Unlock()
 	if first && pg.HasAlertingRules() {
 		for _, ar := range pg.AlertingRules() {
