@@ -478,16 +478,16 @@ func (c *clusterRules) startGroup(key string, content []byte, lease clientv3.Lea
 			}
 			inner(ctx, expr, alerts...)
 		},
-		Context:              gctx,
-		AppendableV2:         fencedAppendable{inner: m.app, owns: func() bool { return c.owns(key, g) }, fenced: c.metrics.fenced},
-		Queryable:            m.queryable,
-		Logger:               m.opts.Logger.With("component", "rules", "group", key),
-		Metrics:              m.ruleMetrics,
-		OutageTolerance:      m.opts.OutageTolerance,
-		ForGracePeriod:       m.opts.ForGracePeriod,
-		ResendDelay:          m.opts.ResendDelay,
-		Parser:               m.parser,
-		GroupLoader:          storedLoader{g: g, c: c, parser: m.parser},
+		Context:         gctx,
+		AppendableV2:    fencedAppendable{inner: m.app, owns: func() bool { return c.owns(key, g) }, fenced: c.metrics.fenced},
+		Queryable:       m.queryable,
+		Logger:          m.opts.Logger.With("component", "rules", "group", key),
+		Metrics:         m.ruleMetrics,
+		OutageTolerance: m.opts.OutageTolerance,
+		ForGracePeriod:  m.opts.ForGracePeriod,
+		ResendDelay:     m.opts.ResendDelay,
+		Parser:          m.parser,
+		GroupLoader:     storedLoader{g: g, c: c, parser: m.parser},
 	})
 	c.mu.Lock()
 	if c.ctx.Err() != nil || c.lease != lease {
