@@ -424,6 +424,9 @@ func (s *Server) metricsHosted(ctx context.Context) error {
 	}
 }
 
+// Rules is the node's rule evaluation.
+func (s *Server) Rules() *rules.Manager { return s.rules }
+
 // ReloadRules loads the rule files again (SIGHUP, as POST /-/reload
 // does); a bad file changes nothing (rules.ErrBadRuleFiles).
 func (s *Server) ReloadRules() error {
