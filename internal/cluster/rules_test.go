@@ -133,6 +133,25 @@ type sample struct {
 // series' samples, by its labels.
 func series(t *testing.T, httpAddr, expr string) map[string][]sample {
 	t.Helper()
+	res, err := trySeries(httpAddr, expr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res
+}
+
+// trySeries is series, with a failed query an error (while a region of
+// the metrics table moves, a query may fail).
+func trySeries(httpAddr, expr string) (map[string][]sample, error) {
+	resp, err := http.Get("http://" + httpAddr + "/api/v1/query?query=" + url.QueryEscape(expr))
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	data, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("query %s: %s %s", expr, resp.Status, data)
+	}
 	var out struct {
 		Data struct {
 			ResultType string `json:"resultType"`
@@ -143,7 +162,9 @@ func series(t *testing.T, httpAddr, expr string) map[string][]sample {
 			} `json:"result"`
 		} `json:"data"`
 	}
-	promGet(t, httpAddr, "/api/v1/query?query="+url.QueryEscape(expr), &out)
+	if err := json.Unmarshal(data, &out); err != nil {
+		return nil, fmt.Errorf("query %s: %v: %s", expr, err, data)
+	}
 	res := map[string][]sample{}
 	for _, r := range out.Data.Result {
 		vals := r.Values
@@ -156,7 +177,7 @@ func series(t *testing.T, httpAddr, expr string) map[string][]sample {
 			res[k] = append(res[k], sample{v[0].(float64), f})
 		}
 	}
-	return res
+	return res, nil
 }
 
 // only is the single series of m (failing otherwise).
@@ -229,10 +250,10 @@ func amActive(t *testing.T, am string) (bool, time.Time) {
 // for 2 leases), and returns the evaluator.
 func (rc *ruleCluster) firing() string {
 	t := rc.t
-	any := rc.dns["dn1"].http
+	dn1 := rc.dns["dn1"].http
 	until(t, 2*time.Minute, "the alert firing", func() (bool, string) {
-		s := series(t, any, `ALERTS{alertname="RulesE2EAlways",alertstate="firing"}`)
-		return len(s) == 1, fmt.Sprint(s)
+		s, err := trySeries(dn1, `ALERTS{alertname="RulesE2EAlways",alertstate="firing"}`)
+		return err == nil && len(s) == 1, fmt.Sprint(s, err)
 	})
 	until(t, time.Minute, "Alertmanager receiving the alert", func() (bool, string) {
 		ok, _ := amActive(t, rc.am)
@@ -273,7 +294,11 @@ func (rc *ruleCluster) failover(sig syscall.Signal) (old string, stoppedAt time.
 	bound := ruleInterval + ruleLease + ruleSlack
 	var resumed float64
 	until(t, 2*time.Minute, "evaluation resumed on another datanode", func() (bool, string) {
-		s := only(t, "rules_e2e:time", series(t, live, `rules_e2e:time`))
+		m, err := trySeries(live, `rules_e2e:time`)
+		if err != nil || len(m) != 1 {
+			return false, fmt.Sprint(m, err)
+		}
+		s := only(t, "rules_e2e:time", m)
 		resumed = s[0].v
 		return resumed > float64(stoppedAt.UnixMilli())/1000, fmt.Sprint(s)
 	})
@@ -288,7 +313,11 @@ func (rc *ruleCluster) failover(sig syscall.Signal) (old string, stoppedAt time.
 	}
 	// A few more evaluations, then the series.
 	until(t, time.Minute, "10 evaluations after the takeover", func() (bool, string) {
-		s := only(t, "rules_e2e:time", series(t, live, `rules_e2e:time`))
+		m, err := trySeries(live, `rules_e2e:time`)
+		if err != nil || len(m) != 1 {
+			return false, fmt.Sprint(m, err)
+		}
+		s := only(t, "rules_e2e:time", m)
 		return s[0].v > resumed+10, fmt.Sprint(s)
 	})
 	window := fmt.Sprintf("[%ds]", int(time.Since(stoppedAt).Seconds())+30)
@@ -444,8 +473,8 @@ func TestRuleGroupsSpread(t *testing.T) {
 	t.Logf("groups per datanode: %v", per)
 	for i := range 12 {
 		until(t, time.Minute, fmt.Sprintf("spread:g%d recorded", i), func() (bool, string) {
-			s := series(t, rc.dns["dn1"].http, fmt.Sprintf("spread:g%d", i))
-			return len(s) == 1, fmt.Sprint(s)
+			s, err := trySeries(rc.dns["dn1"].http, fmt.Sprintf("spread:g%d", i))
+			return err == nil && len(s) == 1, fmt.Sprint(s, err)
 		})
 	}
 	// A bad file for the same namespace: refused, the groups stay.
