@@ -84,7 +84,9 @@ type Options struct {
 	Cluster *ClusterOptions
 }
 
-// Manager evaluates the rules of Options.Files and sends their alerts.
+// Manager evaluates the rules of Options.Files, and with
+// Options.Cluster the stored groups this node owns, and sends their
+// alerts.
 //
 // Its life: New loads the files (nothing is evaluated yet); Start begins
 // evaluation once the storage is ready; Reload loads the files again;
