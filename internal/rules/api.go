@@ -17,8 +17,8 @@ import (
 
 // Register serves the Prometheus HTTP API's /api/v1/rules and
 // /api/v1/alerts on mux, in Prometheus' JSON shape, and POST /-/reload,
-// which loads the rule files again (Prometheus' lifecycle endpoint). A nil
-// Manager (a datanode of a cluster, which evaluates no rules) answers no
+// which loads the rule files again (Prometheus' lifecycle endpoint). A
+// datanode answers the groups it evaluates. A nil Manager answers no
 // groups and no alerts, and has no /-/reload.
 func Register(mux *http.ServeMux, m *Manager) {
 	mux.HandleFunc("GET /api/v1/rules", m.serveRules)

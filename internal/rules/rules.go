@@ -7,13 +7,15 @@
 // (prom.Appendable), and alerts go to Alertmanager's API v2. It also
 // serves /api/v1/rules, /api/v1/alerts and /-/reload (api.go).
 //
-// A standalone evaluates every rule; a datanode of a cluster evaluates
-// none yet (docs/rules.md).
+// Rule files given to a standalone are evaluated there; rule groups
+// loaded into the cluster (store.go: etcd, through metasrv's admin API)
+// are evaluated each by one datanode at a time (cluster.go;
+// docs/rules.md).
 package rules
 
 import (
+	"cmp"
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net/url"
@@ -36,6 +38,7 @@ import (
 	"github.com/prometheus/prometheus/storage"
 
 	"github.com/stratadb/strata/internal/prom"
+	"github.com/stratadb/strata/internal/rules/rulestore"
 )
 
 // Defaults of Options, Prometheus' own (its --rules.alert.* flags).
@@ -48,7 +51,7 @@ const (
 
 // ErrBadRuleFiles is the class of a load refused because a rule file is
 // missing or invalid; nothing of the files was applied.
-var ErrBadRuleFiles = errors.New("rules: bad rule files")
+var ErrBadRuleFiles = rulestore.ErrBadRuleFiles
 
 // Options configure rule evaluation.
 type Options struct {
@@ -73,9 +76,17 @@ type Options struct {
 	// (prometheus_rule_*, prometheus_notifications_*).
 	Registerer prometheus.Registerer
 	Logger     *slog.Logger
+	// Lease, if set, is the rules lease's TTL for a server to put in
+	// Cluster (ClusterOptions.Lease).
+	Lease time.Duration
+	// Cluster, if set, also evaluates the rule groups stored in etcd that
+	// this datanode owns (cluster.go).
+	Cluster *ClusterOptions
 }
 
-// Manager evaluates the rules of Options.Files and sends their alerts.
+// Manager evaluates the rules of Options.Files, and with
+// Options.Cluster the stored groups this node owns, and sends their
+// alerts.
 //
 // Its life: New loads the files (nothing is evaluated yet); Start begins
 // evaluation once the storage is ready; Reload loads the files again;
@@ -89,6 +100,15 @@ type Manager struct {
 	ready    context.Context    // cancelled by Close: Start stops waiting
 
 	reloadMu sync.Mutex // serializes loads
+
+	// Shared by the file groups' manager and the stored groups' ones.
+	extURL      *url.URL
+	queryFunc   promrules.QueryFunc
+	notifyFunc  promrules.NotifyFunc
+	app         storage.AppendableV2
+	queryable   storage.Queryable
+	ruleMetrics *promrules.Metrics
+	cluster     *clusterRules // nil: no stored groups evaluated here
 
 	startOnce    sync.Once
 	running      chan struct{} // closed when the rules manager's Run returned
@@ -122,24 +142,27 @@ func New(opts Options, api *prom.API, app storage.AppendableV2) (*Manager, error
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	m := &Manager{opts: opts, parser: parser.NewParser(parser.Options{}), notifier: n, cancel: cancel, ready: ctx,
-		running: make(chan struct{}), notifierDone: make(chan struct{})}
+		running: make(chan struct{}), notifierDone: make(chan struct{}),
+		extURL: ext, notifyFunc: promrules.SendAlerts(n, opts.ExternalURL), app: app, queryable: api.Queryable(),
+		ruleMetrics: promrules.NewGroupMetrics(opts.Registerer)}
 	query := promrules.EngineQueryFunc(api.Engine(), api.Queryable())
+	m.queryFunc = func(ctx context.Context, q string, t time.Time) (promql.Vector, error) {
+		release, err := api.Acquire(ctx)
+		if err != nil {
+			return nil, err
+		}
+		defer release()
+		return query(ctx, q, t)
+	}
 	m.rules = promrules.NewManager(&promrules.ManagerOptions{
-		ExternalURL: ext,
-		QueryFunc: func(ctx context.Context, q string, t time.Time) (promql.Vector, error) {
-			release, err := api.Acquire(ctx)
-			if err != nil {
-				return nil, err
-			}
-			defer release()
-			return query(ctx, q, t)
-		},
-		NotifyFunc:      promrules.SendAlerts(n, opts.ExternalURL),
+		ExternalURL:     ext,
+		QueryFunc:       m.queryFunc,
+		NotifyFunc:      m.notifyFunc,
 		Context:         ctx,
 		AppendableV2:    app,
 		Queryable:       api.Queryable(),
 		Logger:          log,
-		Registerer:      opts.Registerer,
+		Metrics:         m.ruleMetrics,
 		OutageTolerance: opts.OutageTolerance,
 		ForGracePeriod:  opts.ForGracePeriod,
 		ResendDelay:     opts.ResendDelay,
@@ -151,6 +174,9 @@ func New(opts Options, api *prom.API, app storage.AppendableV2) (*Manager, error
 		defer close(m.notifierDone)
 		n.Run(tsets)
 	}()
+	if opts.Cluster != nil {
+		m.cluster = newClusterRules(m, *opts.Cluster)
+	}
 	if err := m.Reload(); err != nil {
 		m.Close(context.Background())
 		return nil, err
@@ -186,6 +212,9 @@ func (m *Manager) run() {
 			defer close(m.running)
 			m.rules.Run()
 		}()
+		if m.cluster != nil && m.ready.Err() == nil {
+			m.cluster.start()
+		}
 	})
 }
 
@@ -250,11 +279,27 @@ func (m *Manager) check() ([]string, error) {
 // hasMeta reports whether path has filepath.Match's pattern characters.
 func hasMeta(path string) bool { return strings.ContainsAny(path, `*?[\`) }
 
-// Groups are the rule groups, ordered by file and name.
-func (m *Manager) Groups() []*promrules.Group { return m.rules.RuleGroups() }
+// Groups are the rule groups evaluated here (the rule files', then the
+// stored groups this datanode owns), ordered by file and name.
+func (m *Manager) Groups() []*promrules.Group {
+	gs := m.rules.RuleGroups()
+	if m.cluster != nil {
+		gs = append(gs, m.cluster.running()...)
+	}
+	slices.SortStableFunc(gs, func(a, b *promrules.Group) int {
+		return cmp.Or(strings.Compare(a.File(), b.File()), strings.Compare(a.Name(), b.Name()))
+	})
+	return gs
+}
 
-// AlertingRules are the alerting rules of every group.
-func (m *Manager) AlertingRules() []*promrules.AlertingRule { return m.rules.AlertingRules() }
+// AlertingRules are the alerting rules of every group evaluated here.
+func (m *Manager) AlertingRules() []*promrules.AlertingRule {
+	var out []*promrules.AlertingRule
+	for _, g := range m.Groups() {
+		out = append(out, g.AlertingRules()...)
+	}
+	return out
+}
 
 // Close stops evaluation (an evaluation in flight is cancelled; no
 // staleness markers are written, so a restart restores the alerts' state)
@@ -262,6 +307,9 @@ func (m *Manager) AlertingRules() []*promrules.AlertingRule { return m.rules.Ale
 func (m *Manager) Close(ctx context.Context) {
 	m.cancel()
 	m.run() // the groups wait for Run to start before they can stop
+	if m.cluster != nil {
+		m.cluster.close()
+	}
 	m.rules.Stop()
 	<-m.running
 	m.notifier.Stop()

@@ -137,10 +137,12 @@ type Config struct {
 	Pprof bool
 	// Query bounds PromQL queries: samples, timeout, concurrency.
 	Query prom.Limits
-	// Rules are the rule files a standalone evaluates and the
-	// Alertmanagers it sends alerts to (docs/rules.md); a datanode of a
-	// cluster evaluates none. Its Registerer, Logger and ExternalURL are
-	// the server's.
+	// Rules are the rule files a standalone evaluates (a datanode of a
+	// cluster takes none) and the Alertmanagers alerts go to
+	// (docs/rules.md). Every node also evaluates the rule groups stored
+	// in etcd that it owns (Rules.Cluster is set here; its lease is
+	// Rules.Lease, or else the datanode's). Its Registerer, Logger and
+	// ExternalURL are the server's.
 	Rules  rules.Options
 	Logger *slog.Logger
 	// Build is the node's build, in /health, /metrics (strata_build_info)
@@ -167,7 +169,7 @@ type Server struct {
 	agent    *agent.Agent
 	embedded *cluster.Etcd
 	meta     *metasrv.Server
-	rules    *rules.Manager // standalone only
+	rules    *rules.Manager
 }
 
 // Start opens the store and the engine (replaying WALs) and starts
@@ -320,9 +322,16 @@ func (s *Server) start(ctx context.Context) error {
 		adv = s.grpcLn.Addr().String()
 	}
 	api := prom.NewAPI(s.eng, cfg.Query, cfg.Build, cfg.Logger)
-	if cfg.Standalone {
+	{
+		// A standalone evaluates its rule files and every group stored in
+		// its etcd; a datanode of a cluster, the stored groups it owns
+		// (docs/rules.md).
 		ropts := cfg.Rules
+		if !cfg.Standalone && len(ropts.Files) > 0 {
+			return errors.New("a datanode of a cluster evaluates the rule groups loaded with `strata rules load`, not rule files")
+		}
 		ropts.Registerer, ropts.Logger = s.Registry, cfg.Logger
+		ropts.Cluster = &rules.ClusterOptions{Client: cli, NodeID: cfg.NodeID, Lease: cmp.Or(cfg.Rules.Lease, cfg.Lease, cluster.DefaultLease)}
 		scheme := "http://"
 		if cfg.TLS.Server() {
 			scheme = "https://"
@@ -372,8 +381,12 @@ func (s *Server) start(ctx context.Context) error {
 	if err := s.agent.Start(ctx, s.eng); err != nil {
 		return err
 	}
-	if s.rules != nil {
+	if cfg.Standalone {
 		s.rules.Start(s.metricsHosted)
+	} else {
+		// Queries and writes of a datanode reach every region wherever it
+		// is hosted: nothing to wait for.
+		s.rules.Start(func(context.Context) error { return nil })
 	}
 	return nil
 }
@@ -410,6 +423,9 @@ func (s *Server) metricsHosted(ctx context.Context) error {
 		}
 	}
 }
+
+// Rules is the node's rule evaluation.
+func (s *Server) Rules() *rules.Manager { return s.rules }
 
 // ReloadRules loads the rule files again (SIGHUP, as POST /-/reload
 // does); a bad file changes nothing (rules.ErrBadRuleFiles).

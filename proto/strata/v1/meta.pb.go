@@ -24,6 +24,438 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+type RuleFile struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Namespace     string                 `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	Name          string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"` // the file's path, for errors
+	Content       []byte                 `protobuf:"bytes,3,opt,name=content,proto3" json:"content,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RuleFile) Reset() {
+	*x = RuleFile{}
+	mi := &file_strata_v1_meta_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RuleFile) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RuleFile) ProtoMessage() {}
+
+func (x *RuleFile) ProtoReflect() protoreflect.Message {
+	mi := &file_strata_v1_meta_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RuleFile.ProtoReflect.Descriptor instead.
+func (*RuleFile) Descriptor() ([]byte, []int) {
+	return file_strata_v1_meta_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *RuleFile) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *RuleFile) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *RuleFile) GetContent() []byte {
+	if x != nil {
+		return x.Content
+	}
+	return nil
+}
+
+type LoadRulesRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Files         []*RuleFile            `protobuf:"bytes,1,rep,name=files,proto3" json:"files,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LoadRulesRequest) Reset() {
+	*x = LoadRulesRequest{}
+	mi := &file_strata_v1_meta_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LoadRulesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LoadRulesRequest) ProtoMessage() {}
+
+func (x *LoadRulesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_strata_v1_meta_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LoadRulesRequest.ProtoReflect.Descriptor instead.
+func (*LoadRulesRequest) Descriptor() ([]byte, []int) {
+	return file_strata_v1_meta_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *LoadRulesRequest) GetFiles() []*RuleFile {
+	if x != nil {
+		return x.Files
+	}
+	return nil
+}
+
+type LoadRulesResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Groups        []*RuleGroupInfo       `protobuf:"bytes,1,rep,name=groups,proto3" json:"groups,omitempty"`   // loaded
+	Removed       []string               `protobuf:"bytes,2,rep,name=removed,proto3" json:"removed,omitempty"` // "namespace/group" no longer in its file
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LoadRulesResponse) Reset() {
+	*x = LoadRulesResponse{}
+	mi := &file_strata_v1_meta_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LoadRulesResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LoadRulesResponse) ProtoMessage() {}
+
+func (x *LoadRulesResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_strata_v1_meta_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LoadRulesResponse.ProtoReflect.Descriptor instead.
+func (*LoadRulesResponse) Descriptor() ([]byte, []int) {
+	return file_strata_v1_meta_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *LoadRulesResponse) GetGroups() []*RuleGroupInfo {
+	if x != nil {
+		return x.Groups
+	}
+	return nil
+}
+
+func (x *LoadRulesResponse) GetRemoved() []string {
+	if x != nil {
+		return x.Removed
+	}
+	return nil
+}
+
+type ListRulesRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Namespace     string                 `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"` // empty: every namespace
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListRulesRequest) Reset() {
+	*x = ListRulesRequest{}
+	mi := &file_strata_v1_meta_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListRulesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListRulesRequest) ProtoMessage() {}
+
+func (x *ListRulesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_strata_v1_meta_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListRulesRequest.ProtoReflect.Descriptor instead.
+func (*ListRulesRequest) Descriptor() ([]byte, []int) {
+	return file_strata_v1_meta_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *ListRulesRequest) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+type RuleGroupInfo struct {
+	state           protoimpl.MessageState `protogen:"open.v1"`
+	Namespace       string                 `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	Name            string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	IntervalSeconds int64                  `protobuf:"varint,3,opt,name=interval_seconds,json=intervalSeconds,proto3" json:"interval_seconds,omitempty"` // 0: the evaluators' default
+	RecordingRules  int32                  `protobuf:"varint,4,opt,name=recording_rules,json=recordingRules,proto3" json:"recording_rules,omitempty"`
+	AlertingRules   int32                  `protobuf:"varint,5,opt,name=alerting_rules,json=alertingRules,proto3" json:"alerting_rules,omitempty"`
+	Owner           string                 `protobuf:"bytes,6,opt,name=owner,proto3" json:"owner,omitempty"`     // the datanode evaluating it; empty: none now
+	Content         string                 `protobuf:"bytes,7,opt,name=content,proto3" json:"content,omitempty"` // the group as a rule file (YAML)
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *RuleGroupInfo) Reset() {
+	*x = RuleGroupInfo{}
+	mi := &file_strata_v1_meta_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RuleGroupInfo) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RuleGroupInfo) ProtoMessage() {}
+
+func (x *RuleGroupInfo) ProtoReflect() protoreflect.Message {
+	mi := &file_strata_v1_meta_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RuleGroupInfo.ProtoReflect.Descriptor instead.
+func (*RuleGroupInfo) Descriptor() ([]byte, []int) {
+	return file_strata_v1_meta_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *RuleGroupInfo) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *RuleGroupInfo) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *RuleGroupInfo) GetIntervalSeconds() int64 {
+	if x != nil {
+		return x.IntervalSeconds
+	}
+	return 0
+}
+
+func (x *RuleGroupInfo) GetRecordingRules() int32 {
+	if x != nil {
+		return x.RecordingRules
+	}
+	return 0
+}
+
+func (x *RuleGroupInfo) GetAlertingRules() int32 {
+	if x != nil {
+		return x.AlertingRules
+	}
+	return 0
+}
+
+func (x *RuleGroupInfo) GetOwner() string {
+	if x != nil {
+		return x.Owner
+	}
+	return ""
+}
+
+func (x *RuleGroupInfo) GetContent() string {
+	if x != nil {
+		return x.Content
+	}
+	return ""
+}
+
+type ListRulesResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Groups        []*RuleGroupInfo       `protobuf:"bytes,1,rep,name=groups,proto3" json:"groups,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListRulesResponse) Reset() {
+	*x = ListRulesResponse{}
+	mi := &file_strata_v1_meta_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListRulesResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListRulesResponse) ProtoMessage() {}
+
+func (x *ListRulesResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_strata_v1_meta_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListRulesResponse.ProtoReflect.Descriptor instead.
+func (*ListRulesResponse) Descriptor() ([]byte, []int) {
+	return file_strata_v1_meta_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *ListRulesResponse) GetGroups() []*RuleGroupInfo {
+	if x != nil {
+		return x.Groups
+	}
+	return nil
+}
+
+type DeleteRulesRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Namespace     string                 `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	Group         string                 `protobuf:"bytes,2,opt,name=group,proto3" json:"group,omitempty"` // empty: the whole namespace
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteRulesRequest) Reset() {
+	*x = DeleteRulesRequest{}
+	mi := &file_strata_v1_meta_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteRulesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteRulesRequest) ProtoMessage() {}
+
+func (x *DeleteRulesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_strata_v1_meta_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteRulesRequest.ProtoReflect.Descriptor instead.
+func (*DeleteRulesRequest) Descriptor() ([]byte, []int) {
+	return file_strata_v1_meta_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *DeleteRulesRequest) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *DeleteRulesRequest) GetGroup() string {
+	if x != nil {
+		return x.Group
+	}
+	return ""
+}
+
+type DeleteRulesResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Deleted       int32                  `protobuf:"varint,1,opt,name=deleted,proto3" json:"deleted,omitempty"` // groups removed
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteRulesResponse) Reset() {
+	*x = DeleteRulesResponse{}
+	mi := &file_strata_v1_meta_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteRulesResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteRulesResponse) ProtoMessage() {}
+
+func (x *DeleteRulesResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_strata_v1_meta_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteRulesResponse.ProtoReflect.Descriptor instead.
+func (*DeleteRulesResponse) Descriptor() ([]byte, []int) {
+	return file_strata_v1_meta_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *DeleteRulesResponse) GetDeleted() int32 {
+	if x != nil {
+		return x.Deleted
+	}
+	return 0
+}
+
 type ListRegionsRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Table         string                 `protobuf:"bytes,1,opt,name=table,proto3" json:"table,omitempty"` // empty: every table
@@ -33,7 +465,7 @@ type ListRegionsRequest struct {
 
 func (x *ListRegionsRequest) Reset() {
 	*x = ListRegionsRequest{}
-	mi := &file_strata_v1_meta_proto_msgTypes[0]
+	mi := &file_strata_v1_meta_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -45,7 +477,7 @@ func (x *ListRegionsRequest) String() string {
 func (*ListRegionsRequest) ProtoMessage() {}
 
 func (x *ListRegionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_meta_proto_msgTypes[0]
+	mi := &file_strata_v1_meta_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -58,7 +490,7 @@ func (x *ListRegionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRegionsRequest.ProtoReflect.Descriptor instead.
 func (*ListRegionsRequest) Descriptor() ([]byte, []int) {
-	return file_strata_v1_meta_proto_rawDescGZIP(), []int{0}
+	return file_strata_v1_meta_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *ListRegionsRequest) GetTable() string {
@@ -80,7 +512,7 @@ type RegionDetail struct {
 
 func (x *RegionDetail) Reset() {
 	*x = RegionDetail{}
-	mi := &file_strata_v1_meta_proto_msgTypes[1]
+	mi := &file_strata_v1_meta_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -92,7 +524,7 @@ func (x *RegionDetail) String() string {
 func (*RegionDetail) ProtoMessage() {}
 
 func (x *RegionDetail) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_meta_proto_msgTypes[1]
+	mi := &file_strata_v1_meta_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -105,7 +537,7 @@ func (x *RegionDetail) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegionDetail.ProtoReflect.Descriptor instead.
 func (*RegionDetail) Descriptor() ([]byte, []int) {
-	return file_strata_v1_meta_proto_rawDescGZIP(), []int{1}
+	return file_strata_v1_meta_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *RegionDetail) GetPlacement() *RegionPlacement {
@@ -138,7 +570,7 @@ type ListRegionsResponse struct {
 
 func (x *ListRegionsResponse) Reset() {
 	*x = ListRegionsResponse{}
-	mi := &file_strata_v1_meta_proto_msgTypes[2]
+	mi := &file_strata_v1_meta_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -150,7 +582,7 @@ func (x *ListRegionsResponse) String() string {
 func (*ListRegionsResponse) ProtoMessage() {}
 
 func (x *ListRegionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_meta_proto_msgTypes[2]
+	mi := &file_strata_v1_meta_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -163,7 +595,7 @@ func (x *ListRegionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRegionsResponse.ProtoReflect.Descriptor instead.
 func (*ListRegionsResponse) Descriptor() ([]byte, []int) {
-	return file_strata_v1_meta_proto_rawDescGZIP(), []int{2}
+	return file_strata_v1_meta_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ListRegionsResponse) GetRegions() []*RegionDetail {
@@ -181,7 +613,7 @@ type GcStatusRequest struct {
 
 func (x *GcStatusRequest) Reset() {
 	*x = GcStatusRequest{}
-	mi := &file_strata_v1_meta_proto_msgTypes[3]
+	mi := &file_strata_v1_meta_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -193,7 +625,7 @@ func (x *GcStatusRequest) String() string {
 func (*GcStatusRequest) ProtoMessage() {}
 
 func (x *GcStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_meta_proto_msgTypes[3]
+	mi := &file_strata_v1_meta_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -206,7 +638,7 @@ func (x *GcStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GcStatusRequest.ProtoReflect.Descriptor instead.
 func (*GcStatusRequest) Descriptor() ([]byte, []int) {
-	return file_strata_v1_meta_proto_rawDescGZIP(), []int{3}
+	return file_strata_v1_meta_proto_rawDescGZIP(), []int{11}
 }
 
 type GcRegionState struct {
@@ -228,7 +660,7 @@ type GcRegionState struct {
 
 func (x *GcRegionState) Reset() {
 	*x = GcRegionState{}
-	mi := &file_strata_v1_meta_proto_msgTypes[4]
+	mi := &file_strata_v1_meta_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -240,7 +672,7 @@ func (x *GcRegionState) String() string {
 func (*GcRegionState) ProtoMessage() {}
 
 func (x *GcRegionState) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_meta_proto_msgTypes[4]
+	mi := &file_strata_v1_meta_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -253,7 +685,7 @@ func (x *GcRegionState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GcRegionState.ProtoReflect.Descriptor instead.
 func (*GcRegionState) Descriptor() ([]byte, []int) {
-	return file_strata_v1_meta_proto_rawDescGZIP(), []int{4}
+	return file_strata_v1_meta_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *GcRegionState) GetRegion() string {
@@ -342,7 +774,7 @@ type GcStatusResponse struct {
 
 func (x *GcStatusResponse) Reset() {
 	*x = GcStatusResponse{}
-	mi := &file_strata_v1_meta_proto_msgTypes[5]
+	mi := &file_strata_v1_meta_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -354,7 +786,7 @@ func (x *GcStatusResponse) String() string {
 func (*GcStatusResponse) ProtoMessage() {}
 
 func (x *GcStatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_meta_proto_msgTypes[5]
+	mi := &file_strata_v1_meta_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -367,7 +799,7 @@ func (x *GcStatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GcStatusResponse.ProtoReflect.Descriptor instead.
 func (*GcStatusResponse) Descriptor() ([]byte, []int) {
-	return file_strata_v1_meta_proto_rawDescGZIP(), []int{5}
+	return file_strata_v1_meta_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *GcStatusResponse) GetRegions() []*GcRegionState {
@@ -385,7 +817,7 @@ type GetGcOptionsRequest struct {
 
 func (x *GetGcOptionsRequest) Reset() {
 	*x = GetGcOptionsRequest{}
-	mi := &file_strata_v1_meta_proto_msgTypes[6]
+	mi := &file_strata_v1_meta_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -397,7 +829,7 @@ func (x *GetGcOptionsRequest) String() string {
 func (*GetGcOptionsRequest) ProtoMessage() {}
 
 func (x *GetGcOptionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_meta_proto_msgTypes[6]
+	mi := &file_strata_v1_meta_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -410,7 +842,7 @@ func (x *GetGcOptionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetGcOptionsRequest.ProtoReflect.Descriptor instead.
 func (*GetGcOptionsRequest) Descriptor() ([]byte, []int) {
-	return file_strata_v1_meta_proto_rawDescGZIP(), []int{6}
+	return file_strata_v1_meta_proto_rawDescGZIP(), []int{14}
 }
 
 type GcOptions struct {
@@ -428,7 +860,7 @@ type GcOptions struct {
 
 func (x *GcOptions) Reset() {
 	*x = GcOptions{}
-	mi := &file_strata_v1_meta_proto_msgTypes[7]
+	mi := &file_strata_v1_meta_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -440,7 +872,7 @@ func (x *GcOptions) String() string {
 func (*GcOptions) ProtoMessage() {}
 
 func (x *GcOptions) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_meta_proto_msgTypes[7]
+	mi := &file_strata_v1_meta_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -453,7 +885,7 @@ func (x *GcOptions) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GcOptions.ProtoReflect.Descriptor instead.
 func (*GcOptions) Descriptor() ([]byte, []int) {
-	return file_strata_v1_meta_proto_rawDescGZIP(), []int{7}
+	return file_strata_v1_meta_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *GcOptions) GetEnabled() bool {
@@ -520,7 +952,7 @@ type DatanodeInfo struct {
 
 func (x *DatanodeInfo) Reset() {
 	*x = DatanodeInfo{}
-	mi := &file_strata_v1_meta_proto_msgTypes[8]
+	mi := &file_strata_v1_meta_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -532,7 +964,7 @@ func (x *DatanodeInfo) String() string {
 func (*DatanodeInfo) ProtoMessage() {}
 
 func (x *DatanodeInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_meta_proto_msgTypes[8]
+	mi := &file_strata_v1_meta_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -545,7 +977,7 @@ func (x *DatanodeInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DatanodeInfo.ProtoReflect.Descriptor instead.
 func (*DatanodeInfo) Descriptor() ([]byte, []int) {
-	return file_strata_v1_meta_proto_rawDescGZIP(), []int{8}
+	return file_strata_v1_meta_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *DatanodeInfo) GetId() string {
@@ -610,7 +1042,7 @@ type MetasrvInfo struct {
 
 func (x *MetasrvInfo) Reset() {
 	*x = MetasrvInfo{}
-	mi := &file_strata_v1_meta_proto_msgTypes[9]
+	mi := &file_strata_v1_meta_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -622,7 +1054,7 @@ func (x *MetasrvInfo) String() string {
 func (*MetasrvInfo) ProtoMessage() {}
 
 func (x *MetasrvInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_meta_proto_msgTypes[9]
+	mi := &file_strata_v1_meta_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -635,7 +1067,7 @@ func (x *MetasrvInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetasrvInfo.ProtoReflect.Descriptor instead.
 func (*MetasrvInfo) Descriptor() ([]byte, []int) {
-	return file_strata_v1_meta_proto_rawDescGZIP(), []int{9}
+	return file_strata_v1_meta_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *MetasrvInfo) GetAddr() string {
@@ -686,7 +1118,7 @@ type RegionPlacement struct {
 
 func (x *RegionPlacement) Reset() {
 	*x = RegionPlacement{}
-	mi := &file_strata_v1_meta_proto_msgTypes[10]
+	mi := &file_strata_v1_meta_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -698,7 +1130,7 @@ func (x *RegionPlacement) String() string {
 func (*RegionPlacement) ProtoMessage() {}
 
 func (x *RegionPlacement) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_meta_proto_msgTypes[10]
+	mi := &file_strata_v1_meta_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -711,7 +1143,7 @@ func (x *RegionPlacement) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegionPlacement.ProtoReflect.Descriptor instead.
 func (*RegionPlacement) Descriptor() ([]byte, []int) {
-	return file_strata_v1_meta_proto_rawDescGZIP(), []int{10}
+	return file_strata_v1_meta_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *RegionPlacement) GetRegion() string {
@@ -757,7 +1189,7 @@ type ClusterStatusRequest struct {
 
 func (x *ClusterStatusRequest) Reset() {
 	*x = ClusterStatusRequest{}
-	mi := &file_strata_v1_meta_proto_msgTypes[11]
+	mi := &file_strata_v1_meta_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -769,7 +1201,7 @@ func (x *ClusterStatusRequest) String() string {
 func (*ClusterStatusRequest) ProtoMessage() {}
 
 func (x *ClusterStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_meta_proto_msgTypes[11]
+	mi := &file_strata_v1_meta_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -782,7 +1214,7 @@ func (x *ClusterStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterStatusRequest.ProtoReflect.Descriptor instead.
 func (*ClusterStatusRequest) Descriptor() ([]byte, []int) {
-	return file_strata_v1_meta_proto_rawDescGZIP(), []int{11}
+	return file_strata_v1_meta_proto_rawDescGZIP(), []int{19}
 }
 
 type ClusterStatusResponse struct {
@@ -797,7 +1229,7 @@ type ClusterStatusResponse struct {
 
 func (x *ClusterStatusResponse) Reset() {
 	*x = ClusterStatusResponse{}
-	mi := &file_strata_v1_meta_proto_msgTypes[12]
+	mi := &file_strata_v1_meta_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -809,7 +1241,7 @@ func (x *ClusterStatusResponse) String() string {
 func (*ClusterStatusResponse) ProtoMessage() {}
 
 func (x *ClusterStatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_meta_proto_msgTypes[12]
+	mi := &file_strata_v1_meta_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -822,7 +1254,7 @@ func (x *ClusterStatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterStatusResponse.ProtoReflect.Descriptor instead.
 func (*ClusterStatusResponse) Descriptor() ([]byte, []int) {
-	return file_strata_v1_meta_proto_rawDescGZIP(), []int{12}
+	return file_strata_v1_meta_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ClusterStatusResponse) GetLeader() string {
@@ -863,7 +1295,7 @@ type MoveRegionRequest struct {
 
 func (x *MoveRegionRequest) Reset() {
 	*x = MoveRegionRequest{}
-	mi := &file_strata_v1_meta_proto_msgTypes[13]
+	mi := &file_strata_v1_meta_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -875,7 +1307,7 @@ func (x *MoveRegionRequest) String() string {
 func (*MoveRegionRequest) ProtoMessage() {}
 
 func (x *MoveRegionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_meta_proto_msgTypes[13]
+	mi := &file_strata_v1_meta_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -888,7 +1320,7 @@ func (x *MoveRegionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MoveRegionRequest.ProtoReflect.Descriptor instead.
 func (*MoveRegionRequest) Descriptor() ([]byte, []int) {
-	return file_strata_v1_meta_proto_rawDescGZIP(), []int{13}
+	return file_strata_v1_meta_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *MoveRegionRequest) GetRegion() string {
@@ -914,7 +1346,7 @@ type MoveRegionResponse struct {
 
 func (x *MoveRegionResponse) Reset() {
 	*x = MoveRegionResponse{}
-	mi := &file_strata_v1_meta_proto_msgTypes[14]
+	mi := &file_strata_v1_meta_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -926,7 +1358,7 @@ func (x *MoveRegionResponse) String() string {
 func (*MoveRegionResponse) ProtoMessage() {}
 
 func (x *MoveRegionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_meta_proto_msgTypes[14]
+	mi := &file_strata_v1_meta_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -939,7 +1371,7 @@ func (x *MoveRegionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MoveRegionResponse.ProtoReflect.Descriptor instead.
 func (*MoveRegionResponse) Descriptor() ([]byte, []int) {
-	return file_strata_v1_meta_proto_rawDescGZIP(), []int{14}
+	return file_strata_v1_meta_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *MoveRegionResponse) GetPlacement() *RegionPlacement {
@@ -953,7 +1385,33 @@ var File_strata_v1_meta_proto protoreflect.FileDescriptor
 
 const file_strata_v1_meta_proto_rawDesc = "" +
 	"\n" +
-	"\x14strata/v1/meta.proto\x12\tstrata.v1\x1a\x18strata/v1/datanode.proto\"*\n" +
+	"\x14strata/v1/meta.proto\x12\tstrata.v1\x1a\x18strata/v1/datanode.proto\"V\n" +
+	"\bRuleFile\x12\x1c\n" +
+	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12\x18\n" +
+	"\acontent\x18\x03 \x01(\fR\acontent\"=\n" +
+	"\x10LoadRulesRequest\x12)\n" +
+	"\x05files\x18\x01 \x03(\v2\x13.strata.v1.RuleFileR\x05files\"_\n" +
+	"\x11LoadRulesResponse\x120\n" +
+	"\x06groups\x18\x01 \x03(\v2\x18.strata.v1.RuleGroupInfoR\x06groups\x12\x18\n" +
+	"\aremoved\x18\x02 \x03(\tR\aremoved\"0\n" +
+	"\x10ListRulesRequest\x12\x1c\n" +
+	"\tnamespace\x18\x01 \x01(\tR\tnamespace\"\xec\x01\n" +
+	"\rRuleGroupInfo\x12\x1c\n" +
+	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12)\n" +
+	"\x10interval_seconds\x18\x03 \x01(\x03R\x0fintervalSeconds\x12'\n" +
+	"\x0frecording_rules\x18\x04 \x01(\x05R\x0erecordingRules\x12%\n" +
+	"\x0ealerting_rules\x18\x05 \x01(\x05R\ralertingRules\x12\x14\n" +
+	"\x05owner\x18\x06 \x01(\tR\x05owner\x12\x18\n" +
+	"\acontent\x18\a \x01(\tR\acontent\"E\n" +
+	"\x11ListRulesResponse\x120\n" +
+	"\x06groups\x18\x01 \x03(\v2\x18.strata.v1.RuleGroupInfoR\x06groups\"H\n" +
+	"\x12DeleteRulesRequest\x12\x1c\n" +
+	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x14\n" +
+	"\x05group\x18\x02 \x01(\tR\x05group\"/\n" +
+	"\x13DeleteRulesResponse\x12\x18\n" +
+	"\adeleted\x18\x01 \x01(\x05R\adeleted\"*\n" +
 	"\x12ListRegionsRequest\x12\x14\n" +
 	"\x05table\x18\x01 \x01(\tR\x05table\"\x8b\x01\n" +
 	"\fRegionDetail\x128\n" +
@@ -1020,7 +1478,7 @@ const file_strata_v1_meta_proto_rawDesc = "" +
 	"\x06region\x18\x01 \x01(\tR\x06region\x12\x0e\n" +
 	"\x02to\x18\x02 \x01(\tR\x02to\"N\n" +
 	"\x12MoveRegionResponse\x128\n" +
-	"\tplacement\x18\x01 \x01(\v2\x1a.strata.v1.RegionPlacementR\tplacement2\xd5\a\n" +
+	"\tplacement\x18\x01 \x01(\v2\x1a.strata.v1.RegionPlacementR\tplacement2\xb3\t\n" +
 	"\tMetaAdmin\x12R\n" +
 	"\rClusterStatus\x12\x1f.strata.v1.ClusterStatusRequest\x1a .strata.v1.ClusterStatusResponse\x12I\n" +
 	"\n" +
@@ -1036,7 +1494,10 @@ const file_strata_v1_meta_proto_rawDesc = "" +
 	"\x05GcRun\x12\x1a.strata.v1.GcRegionRequest\x1a\x1b.strata.v1.GcRegionResponse\x12C\n" +
 	"\bGcStatus\x12\x1a.strata.v1.GcStatusRequest\x1a\x1b.strata.v1.GcStatusResponse\x12D\n" +
 	"\fGetGcOptions\x12\x1e.strata.v1.GetGcOptionsRequest\x1a\x14.strata.v1.GcOptions\x12:\n" +
-	"\fSetGcOptions\x12\x14.strata.v1.GcOptions\x1a\x14.strata.v1.GcOptionsB5Z3github.com/stratadb/strata/proto/strata/v1;stratav1b\x06proto3"
+	"\fSetGcOptions\x12\x14.strata.v1.GcOptions\x1a\x14.strata.v1.GcOptions\x12F\n" +
+	"\tLoadRules\x12\x1b.strata.v1.LoadRulesRequest\x1a\x1c.strata.v1.LoadRulesResponse\x12F\n" +
+	"\tListRules\x12\x1b.strata.v1.ListRulesRequest\x1a\x1c.strata.v1.ListRulesResponse\x12L\n" +
+	"\vDeleteRules\x12\x1d.strata.v1.DeleteRulesRequest\x1a\x1e.strata.v1.DeleteRulesResponseB5Z3github.com/stratadb/strata/proto/strata/v1;stratav1b\x06proto3"
 
 var (
 	file_strata_v1_meta_proto_rawDescOnce sync.Once
@@ -1050,79 +1511,96 @@ func file_strata_v1_meta_proto_rawDescGZIP() []byte {
 	return file_strata_v1_meta_proto_rawDescData
 }
 
-var file_strata_v1_meta_proto_msgTypes = make([]protoimpl.MessageInfo, 15)
+var file_strata_v1_meta_proto_msgTypes = make([]protoimpl.MessageInfo, 23)
 var file_strata_v1_meta_proto_goTypes = []any{
-	(*ListRegionsRequest)(nil),       // 0: strata.v1.ListRegionsRequest
-	(*RegionDetail)(nil),             // 1: strata.v1.RegionDetail
-	(*ListRegionsResponse)(nil),      // 2: strata.v1.ListRegionsResponse
-	(*GcStatusRequest)(nil),          // 3: strata.v1.GcStatusRequest
-	(*GcRegionState)(nil),            // 4: strata.v1.GcRegionState
-	(*GcStatusResponse)(nil),         // 5: strata.v1.GcStatusResponse
-	(*GetGcOptionsRequest)(nil),      // 6: strata.v1.GetGcOptionsRequest
-	(*GcOptions)(nil),                // 7: strata.v1.GcOptions
-	(*DatanodeInfo)(nil),             // 8: strata.v1.DatanodeInfo
-	(*MetasrvInfo)(nil),              // 9: strata.v1.MetasrvInfo
-	(*RegionPlacement)(nil),          // 10: strata.v1.RegionPlacement
-	(*ClusterStatusRequest)(nil),     // 11: strata.v1.ClusterStatusRequest
-	(*ClusterStatusResponse)(nil),    // 12: strata.v1.ClusterStatusResponse
-	(*MoveRegionRequest)(nil),        // 13: strata.v1.MoveRegionRequest
-	(*MoveRegionResponse)(nil),       // 14: strata.v1.MoveRegionResponse
-	(*RegionStat)(nil),               // 15: strata.v1.RegionStat
-	(*CreateTableRequest)(nil),       // 16: strata.v1.CreateTableRequest
-	(*ListTablesRequest)(nil),        // 17: strata.v1.ListTablesRequest
-	(*DescribeTableRequest)(nil),     // 18: strata.v1.DescribeTableRequest
-	(*DropTableRequest)(nil),         // 19: strata.v1.DropTableRequest
-	(*CompactRequest)(nil),           // 20: strata.v1.CompactRequest
-	(*CancelCompactionRequest)(nil),  // 21: strata.v1.CancelCompactionRequest
-	(*GcRegionRequest)(nil),          // 22: strata.v1.GcRegionRequest
-	(*CreateTableResponse)(nil),      // 23: strata.v1.CreateTableResponse
-	(*ListTablesResponse)(nil),       // 24: strata.v1.ListTablesResponse
-	(*DescribeTableResponse)(nil),    // 25: strata.v1.DescribeTableResponse
-	(*DropTableResponse)(nil),        // 26: strata.v1.DropTableResponse
-	(*CompactResponse)(nil),          // 27: strata.v1.CompactResponse
-	(*CancelCompactionResponse)(nil), // 28: strata.v1.CancelCompactionResponse
-	(*GcRegionResponse)(nil),         // 29: strata.v1.GcRegionResponse
+	(*RuleFile)(nil),                 // 0: strata.v1.RuleFile
+	(*LoadRulesRequest)(nil),         // 1: strata.v1.LoadRulesRequest
+	(*LoadRulesResponse)(nil),        // 2: strata.v1.LoadRulesResponse
+	(*ListRulesRequest)(nil),         // 3: strata.v1.ListRulesRequest
+	(*RuleGroupInfo)(nil),            // 4: strata.v1.RuleGroupInfo
+	(*ListRulesResponse)(nil),        // 5: strata.v1.ListRulesResponse
+	(*DeleteRulesRequest)(nil),       // 6: strata.v1.DeleteRulesRequest
+	(*DeleteRulesResponse)(nil),      // 7: strata.v1.DeleteRulesResponse
+	(*ListRegionsRequest)(nil),       // 8: strata.v1.ListRegionsRequest
+	(*RegionDetail)(nil),             // 9: strata.v1.RegionDetail
+	(*ListRegionsResponse)(nil),      // 10: strata.v1.ListRegionsResponse
+	(*GcStatusRequest)(nil),          // 11: strata.v1.GcStatusRequest
+	(*GcRegionState)(nil),            // 12: strata.v1.GcRegionState
+	(*GcStatusResponse)(nil),         // 13: strata.v1.GcStatusResponse
+	(*GetGcOptionsRequest)(nil),      // 14: strata.v1.GetGcOptionsRequest
+	(*GcOptions)(nil),                // 15: strata.v1.GcOptions
+	(*DatanodeInfo)(nil),             // 16: strata.v1.DatanodeInfo
+	(*MetasrvInfo)(nil),              // 17: strata.v1.MetasrvInfo
+	(*RegionPlacement)(nil),          // 18: strata.v1.RegionPlacement
+	(*ClusterStatusRequest)(nil),     // 19: strata.v1.ClusterStatusRequest
+	(*ClusterStatusResponse)(nil),    // 20: strata.v1.ClusterStatusResponse
+	(*MoveRegionRequest)(nil),        // 21: strata.v1.MoveRegionRequest
+	(*MoveRegionResponse)(nil),       // 22: strata.v1.MoveRegionResponse
+	(*RegionStat)(nil),               // 23: strata.v1.RegionStat
+	(*CreateTableRequest)(nil),       // 24: strata.v1.CreateTableRequest
+	(*ListTablesRequest)(nil),        // 25: strata.v1.ListTablesRequest
+	(*DescribeTableRequest)(nil),     // 26: strata.v1.DescribeTableRequest
+	(*DropTableRequest)(nil),         // 27: strata.v1.DropTableRequest
+	(*CompactRequest)(nil),           // 28: strata.v1.CompactRequest
+	(*CancelCompactionRequest)(nil),  // 29: strata.v1.CancelCompactionRequest
+	(*GcRegionRequest)(nil),          // 30: strata.v1.GcRegionRequest
+	(*CreateTableResponse)(nil),      // 31: strata.v1.CreateTableResponse
+	(*ListTablesResponse)(nil),       // 32: strata.v1.ListTablesResponse
+	(*DescribeTableResponse)(nil),    // 33: strata.v1.DescribeTableResponse
+	(*DropTableResponse)(nil),        // 34: strata.v1.DropTableResponse
+	(*CompactResponse)(nil),          // 35: strata.v1.CompactResponse
+	(*CancelCompactionResponse)(nil), // 36: strata.v1.CancelCompactionResponse
+	(*GcRegionResponse)(nil),         // 37: strata.v1.GcRegionResponse
 }
 var file_strata_v1_meta_proto_depIdxs = []int32{
-	10, // 0: strata.v1.RegionDetail.placement:type_name -> strata.v1.RegionPlacement
-	15, // 1: strata.v1.RegionDetail.stats:type_name -> strata.v1.RegionStat
-	1,  // 2: strata.v1.ListRegionsResponse.regions:type_name -> strata.v1.RegionDetail
-	4,  // 3: strata.v1.GcStatusResponse.regions:type_name -> strata.v1.GcRegionState
-	8,  // 4: strata.v1.ClusterStatusResponse.datanodes:type_name -> strata.v1.DatanodeInfo
-	10, // 5: strata.v1.ClusterStatusResponse.regions:type_name -> strata.v1.RegionPlacement
-	9,  // 6: strata.v1.ClusterStatusResponse.metasrvs:type_name -> strata.v1.MetasrvInfo
-	10, // 7: strata.v1.MoveRegionResponse.placement:type_name -> strata.v1.RegionPlacement
-	11, // 8: strata.v1.MetaAdmin.ClusterStatus:input_type -> strata.v1.ClusterStatusRequest
-	13, // 9: strata.v1.MetaAdmin.MoveRegion:input_type -> strata.v1.MoveRegionRequest
-	16, // 10: strata.v1.MetaAdmin.CreateTable:input_type -> strata.v1.CreateTableRequest
-	17, // 11: strata.v1.MetaAdmin.ListTables:input_type -> strata.v1.ListTablesRequest
-	18, // 12: strata.v1.MetaAdmin.DescribeTable:input_type -> strata.v1.DescribeTableRequest
-	19, // 13: strata.v1.MetaAdmin.DropTable:input_type -> strata.v1.DropTableRequest
-	0,  // 14: strata.v1.MetaAdmin.ListRegions:input_type -> strata.v1.ListRegionsRequest
-	20, // 15: strata.v1.MetaAdmin.Compact:input_type -> strata.v1.CompactRequest
-	21, // 16: strata.v1.MetaAdmin.CancelCompaction:input_type -> strata.v1.CancelCompactionRequest
-	22, // 17: strata.v1.MetaAdmin.GcRun:input_type -> strata.v1.GcRegionRequest
-	3,  // 18: strata.v1.MetaAdmin.GcStatus:input_type -> strata.v1.GcStatusRequest
-	6,  // 19: strata.v1.MetaAdmin.GetGcOptions:input_type -> strata.v1.GetGcOptionsRequest
-	7,  // 20: strata.v1.MetaAdmin.SetGcOptions:input_type -> strata.v1.GcOptions
-	12, // 21: strata.v1.MetaAdmin.ClusterStatus:output_type -> strata.v1.ClusterStatusResponse
-	14, // 22: strata.v1.MetaAdmin.MoveRegion:output_type -> strata.v1.MoveRegionResponse
-	23, // 23: strata.v1.MetaAdmin.CreateTable:output_type -> strata.v1.CreateTableResponse
-	24, // 24: strata.v1.MetaAdmin.ListTables:output_type -> strata.v1.ListTablesResponse
-	25, // 25: strata.v1.MetaAdmin.DescribeTable:output_type -> strata.v1.DescribeTableResponse
-	26, // 26: strata.v1.MetaAdmin.DropTable:output_type -> strata.v1.DropTableResponse
-	2,  // 27: strata.v1.MetaAdmin.ListRegions:output_type -> strata.v1.ListRegionsResponse
-	27, // 28: strata.v1.MetaAdmin.Compact:output_type -> strata.v1.CompactResponse
-	28, // 29: strata.v1.MetaAdmin.CancelCompaction:output_type -> strata.v1.CancelCompactionResponse
-	29, // 30: strata.v1.MetaAdmin.GcRun:output_type -> strata.v1.GcRegionResponse
-	5,  // 31: strata.v1.MetaAdmin.GcStatus:output_type -> strata.v1.GcStatusResponse
-	7,  // 32: strata.v1.MetaAdmin.GetGcOptions:output_type -> strata.v1.GcOptions
-	7,  // 33: strata.v1.MetaAdmin.SetGcOptions:output_type -> strata.v1.GcOptions
-	21, // [21:34] is the sub-list for method output_type
-	8,  // [8:21] is the sub-list for method input_type
-	8,  // [8:8] is the sub-list for extension type_name
-	8,  // [8:8] is the sub-list for extension extendee
-	0,  // [0:8] is the sub-list for field type_name
+	0,  // 0: strata.v1.LoadRulesRequest.files:type_name -> strata.v1.RuleFile
+	4,  // 1: strata.v1.LoadRulesResponse.groups:type_name -> strata.v1.RuleGroupInfo
+	4,  // 2: strata.v1.ListRulesResponse.groups:type_name -> strata.v1.RuleGroupInfo
+	18, // 3: strata.v1.RegionDetail.placement:type_name -> strata.v1.RegionPlacement
+	23, // 4: strata.v1.RegionDetail.stats:type_name -> strata.v1.RegionStat
+	9,  // 5: strata.v1.ListRegionsResponse.regions:type_name -> strata.v1.RegionDetail
+	12, // 6: strata.v1.GcStatusResponse.regions:type_name -> strata.v1.GcRegionState
+	16, // 7: strata.v1.ClusterStatusResponse.datanodes:type_name -> strata.v1.DatanodeInfo
+	18, // 8: strata.v1.ClusterStatusResponse.regions:type_name -> strata.v1.RegionPlacement
+	17, // 9: strata.v1.ClusterStatusResponse.metasrvs:type_name -> strata.v1.MetasrvInfo
+	18, // 10: strata.v1.MoveRegionResponse.placement:type_name -> strata.v1.RegionPlacement
+	19, // 11: strata.v1.MetaAdmin.ClusterStatus:input_type -> strata.v1.ClusterStatusRequest
+	21, // 12: strata.v1.MetaAdmin.MoveRegion:input_type -> strata.v1.MoveRegionRequest
+	24, // 13: strata.v1.MetaAdmin.CreateTable:input_type -> strata.v1.CreateTableRequest
+	25, // 14: strata.v1.MetaAdmin.ListTables:input_type -> strata.v1.ListTablesRequest
+	26, // 15: strata.v1.MetaAdmin.DescribeTable:input_type -> strata.v1.DescribeTableRequest
+	27, // 16: strata.v1.MetaAdmin.DropTable:input_type -> strata.v1.DropTableRequest
+	8,  // 17: strata.v1.MetaAdmin.ListRegions:input_type -> strata.v1.ListRegionsRequest
+	28, // 18: strata.v1.MetaAdmin.Compact:input_type -> strata.v1.CompactRequest
+	29, // 19: strata.v1.MetaAdmin.CancelCompaction:input_type -> strata.v1.CancelCompactionRequest
+	30, // 20: strata.v1.MetaAdmin.GcRun:input_type -> strata.v1.GcRegionRequest
+	11, // 21: strata.v1.MetaAdmin.GcStatus:input_type -> strata.v1.GcStatusRequest
+	14, // 22: strata.v1.MetaAdmin.GetGcOptions:input_type -> strata.v1.GetGcOptionsRequest
+	15, // 23: strata.v1.MetaAdmin.SetGcOptions:input_type -> strata.v1.GcOptions
+	1,  // 24: strata.v1.MetaAdmin.LoadRules:input_type -> strata.v1.LoadRulesRequest
+	3,  // 25: strata.v1.MetaAdmin.ListRules:input_type -> strata.v1.ListRulesRequest
+	6,  // 26: strata.v1.MetaAdmin.DeleteRules:input_type -> strata.v1.DeleteRulesRequest
+	20, // 27: strata.v1.MetaAdmin.ClusterStatus:output_type -> strata.v1.ClusterStatusResponse
+	22, // 28: strata.v1.MetaAdmin.MoveRegion:output_type -> strata.v1.MoveRegionResponse
+	31, // 29: strata.v1.MetaAdmin.CreateTable:output_type -> strata.v1.CreateTableResponse
+	32, // 30: strata.v1.MetaAdmin.ListTables:output_type -> strata.v1.ListTablesResponse
+	33, // 31: strata.v1.MetaAdmin.DescribeTable:output_type -> strata.v1.DescribeTableResponse
+	34, // 32: strata.v1.MetaAdmin.DropTable:output_type -> strata.v1.DropTableResponse
+	10, // 33: strata.v1.MetaAdmin.ListRegions:output_type -> strata.v1.ListRegionsResponse
+	35, // 34: strata.v1.MetaAdmin.Compact:output_type -> strata.v1.CompactResponse
+	36, // 35: strata.v1.MetaAdmin.CancelCompaction:output_type -> strata.v1.CancelCompactionResponse
+	37, // 36: strata.v1.MetaAdmin.GcRun:output_type -> strata.v1.GcRegionResponse
+	13, // 37: strata.v1.MetaAdmin.GcStatus:output_type -> strata.v1.GcStatusResponse
+	15, // 38: strata.v1.MetaAdmin.GetGcOptions:output_type -> strata.v1.GcOptions
+	15, // 39: strata.v1.MetaAdmin.SetGcOptions:output_type -> strata.v1.GcOptions
+	2,  // 40: strata.v1.MetaAdmin.LoadRules:output_type -> strata.v1.LoadRulesResponse
+	5,  // 41: strata.v1.MetaAdmin.ListRules:output_type -> strata.v1.ListRulesResponse
+	7,  // 42: strata.v1.MetaAdmin.DeleteRules:output_type -> strata.v1.DeleteRulesResponse
+	27, // [27:43] is the sub-list for method output_type
+	11, // [11:27] is the sub-list for method input_type
+	11, // [11:11] is the sub-list for extension type_name
+	11, // [11:11] is the sub-list for extension extendee
+	0,  // [0:11] is the sub-list for field type_name
 }
 
 func init() { file_strata_v1_meta_proto_init() }
@@ -1137,7 +1615,7 @@ func file_strata_v1_meta_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_strata_v1_meta_proto_rawDesc), len(file_strata_v1_meta_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   15,
+			NumMessages:   23,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -35,6 +35,9 @@ const (
 	MetaAdmin_GcStatus_FullMethodName         = "/strata.v1.MetaAdmin/GcStatus"
 	MetaAdmin_GetGcOptions_FullMethodName     = "/strata.v1.MetaAdmin/GetGcOptions"
 	MetaAdmin_SetGcOptions_FullMethodName     = "/strata.v1.MetaAdmin/SetGcOptions"
+	MetaAdmin_LoadRules_FullMethodName        = "/strata.v1.MetaAdmin/LoadRules"
+	MetaAdmin_ListRules_FullMethodName        = "/strata.v1.MetaAdmin/ListRules"
+	MetaAdmin_DeleteRules_FullMethodName      = "/strata.v1.MetaAdmin/DeleteRules"
 )
 
 // MetaAdminClient is the client API for MetaAdmin service.
@@ -72,6 +75,15 @@ type MetaAdminClient interface {
 	// SetGcOptions replaces the scheduler's options; the leader uses them
 	// from its next round.
 	SetGcOptions(ctx context.Context, in *GcOptions, opts ...grpc.CallOption) (*GcOptions, error)
+	// LoadRules replaces each file's namespace with the file's rule groups
+	// (Prometheus rule files, validated with rulefmt), all in one etcd
+	// transaction: a bad file is refused with its name, line and reason,
+	// and nothing of any file is applied (docs/rules.md).
+	LoadRules(ctx context.Context, in *LoadRulesRequest, opts ...grpc.CallOption) (*LoadRulesResponse, error)
+	// ListRules: the stored rule groups and the datanode evaluating each.
+	ListRules(ctx context.Context, in *ListRulesRequest, opts ...grpc.CallOption) (*ListRulesResponse, error)
+	// DeleteRules removes a namespace, or one group of it.
+	DeleteRules(ctx context.Context, in *DeleteRulesRequest, opts ...grpc.CallOption) (*DeleteRulesResponse, error)
 }
 
 type metaAdminClient struct {
@@ -212,6 +224,36 @@ func (c *metaAdminClient) SetGcOptions(ctx context.Context, in *GcOptions, opts 
 	return out, nil
 }
 
+func (c *metaAdminClient) LoadRules(ctx context.Context, in *LoadRulesRequest, opts ...grpc.CallOption) (*LoadRulesResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(LoadRulesResponse)
+	err := c.cc.Invoke(ctx, MetaAdmin_LoadRules_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *metaAdminClient) ListRules(ctx context.Context, in *ListRulesRequest, opts ...grpc.CallOption) (*ListRulesResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListRulesResponse)
+	err := c.cc.Invoke(ctx, MetaAdmin_ListRules_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *metaAdminClient) DeleteRules(ctx context.Context, in *DeleteRulesRequest, opts ...grpc.CallOption) (*DeleteRulesResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DeleteRulesResponse)
+	err := c.cc.Invoke(ctx, MetaAdmin_DeleteRules_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // MetaAdminServer is the server API for MetaAdmin service.
 // All implementations must embed UnimplementedMetaAdminServer
 // for forward compatibility.
@@ -247,6 +289,15 @@ type MetaAdminServer interface {
 	// SetGcOptions replaces the scheduler's options; the leader uses them
 	// from its next round.
 	SetGcOptions(context.Context, *GcOptions) (*GcOptions, error)
+	// LoadRules replaces each file's namespace with the file's rule groups
+	// (Prometheus rule files, validated with rulefmt), all in one etcd
+	// transaction: a bad file is refused with its name, line and reason,
+	// and nothing of any file is applied (docs/rules.md).
+	LoadRules(context.Context, *LoadRulesRequest) (*LoadRulesResponse, error)
+	// ListRules: the stored rule groups and the datanode evaluating each.
+	ListRules(context.Context, *ListRulesRequest) (*ListRulesResponse, error)
+	// DeleteRules removes a namespace, or one group of it.
+	DeleteRules(context.Context, *DeleteRulesRequest) (*DeleteRulesResponse, error)
 	mustEmbedUnimplementedMetaAdminServer()
 }
 
@@ -295,6 +346,15 @@ func (UnimplementedMetaAdminServer) GetGcOptions(context.Context, *GetGcOptionsR
 }
 func (UnimplementedMetaAdminServer) SetGcOptions(context.Context, *GcOptions) (*GcOptions, error) {
 	return nil, status.Error(codes.Unimplemented, "method SetGcOptions not implemented")
+}
+func (UnimplementedMetaAdminServer) LoadRules(context.Context, *LoadRulesRequest) (*LoadRulesResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method LoadRules not implemented")
+}
+func (UnimplementedMetaAdminServer) ListRules(context.Context, *ListRulesRequest) (*ListRulesResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListRules not implemented")
+}
+func (UnimplementedMetaAdminServer) DeleteRules(context.Context, *DeleteRulesRequest) (*DeleteRulesResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method DeleteRules not implemented")
 }
 func (UnimplementedMetaAdminServer) mustEmbedUnimplementedMetaAdminServer() {}
 func (UnimplementedMetaAdminServer) testEmbeddedByValue()                   {}
@@ -551,6 +611,60 @@ func _MetaAdmin_SetGcOptions_Handler(srv interface{}, ctx context.Context, dec f
 	return interceptor(ctx, in, info, handler)
 }
 
+func _MetaAdmin_LoadRules_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(LoadRulesRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MetaAdminServer).LoadRules(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: MetaAdmin_LoadRules_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MetaAdminServer).LoadRules(ctx, req.(*LoadRulesRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _MetaAdmin_ListRules_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListRulesRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MetaAdminServer).ListRules(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: MetaAdmin_ListRules_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MetaAdminServer).ListRules(ctx, req.(*ListRulesRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _MetaAdmin_DeleteRules_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DeleteRulesRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MetaAdminServer).DeleteRules(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: MetaAdmin_DeleteRules_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MetaAdminServer).DeleteRules(ctx, req.(*DeleteRulesRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // MetaAdmin_ServiceDesc is the grpc.ServiceDesc for MetaAdmin service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -609,6 +723,18 @@ var MetaAdmin_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "SetGcOptions",
 			Handler:    _MetaAdmin_SetGcOptions_Handler,
+		},
+		{
+			MethodName: "LoadRules",
+			Handler:    _MetaAdmin_LoadRules_Handler,
+		},
+		{
+			MethodName: "ListRules",
+			Handler:    _MetaAdmin_ListRules_Handler,
+		},
+		{
+			MethodName: "DeleteRules",
+			Handler:    _MetaAdmin_DeleteRules_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},
