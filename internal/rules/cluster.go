@@ -600,7 +600,7 @@ type fencedAppender struct {
 func (a fencedAppender) Commit() error {
 	if !a.f.owns() {
 		a.f.fenced.Inc()
-		_ = a.AppenderV2.Rollback()
+		_ = a.Rollback()
 		return errNotOwner
 	}
 	return a.AppenderV2.Commit()
