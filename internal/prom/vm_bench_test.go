@@ -315,8 +315,8 @@ type queryType struct {
 }
 
 // tsbsQueries are TSBS's 11 VictoriaMetrics cpu-only query types as its
-// generator writes them (github.com/timescale/tsbs,
-// cmd/tsbs_generate_queries/databases/victoriametrics/devops.go), n of each
+// generator writes them (the devops queries of its victoriametrics
+// database in github.com/timescale/tsbs), n of each
 // with random hosts of [0, hosts) and random windows of [start, end] drawn
 // from rng as TSBS draws them (RandWindow: a start second uniform in
 // [start, end-window)). A window as long as the data or longer (12 h over
