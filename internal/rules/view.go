@@ -189,10 +189,10 @@ func (c *clusterRules) view(ctx context.Context) []groupState {
 	out := make([]groupState, 0, len(stored))
 	for _, sg := range stored {
 		key := sg.Key()
-		switch {
-		case sg.Owner == "":
+		switch sg.Owner {
+		case "":
 			out = append(out, c.m.unknownState(sg, ""))
-		case sg.Owner == c.opts.NodeID:
+		case c.opts.NodeID:
 			if g, ok := local[key]; ok {
 				out = append(out, g)
 			} else {
