@@ -338,7 +338,7 @@ func (s *Server) start(ctx context.Context) error {
 				if err != nil {
 					return nil, err
 				}
-				resp, err := c.RuleGroups(ctx, &pb.RuleGroupsRequest{})
+				resp, err := c.RuleGroups(ctx, &pb.RuleGroupsRequest{}, grpc.MaxCallRecvMsgSize(64<<20)) // many groups' alerts
 				if err != nil {
 					return nil, err
 				}
