@@ -113,6 +113,7 @@ rule files again, and a bad file changes nothing (docs/rules.md).`,
 	f.StringArrayVar(&cfg.Rules.Files, "rule-file", nil, "Prometheus rule file to evaluate, a path or a glob (repeatable; reloaded on SIGHUP and POST /-/reload)")
 	f.DurationVar(&cfg.Rules.Interval, "rule-evaluation-interval", rules.DefaultInterval, "evaluation interval of rule groups that set none")
 	f.StringArrayVar(&cfg.Rules.AlertmanagerURLs, "alertmanager-url", nil, "Alertmanager to send alerts to, e.g. http://localhost:9093 (repeatable; API v2)")
+	cfg.Rules.Alertmanager.AddFlags(f)
 	return cmd
 }
 

@@ -26,11 +26,32 @@ import (
 // Server implements pb.DatanodeServer.
 type Server struct {
 	pb.UnimplementedDatanodeServer
-	eng *datanode.Engine
+	eng   *datanode.Engine
+	rules func() ([]byte, error)
 }
 
 // New returns the service.
 func New(eng *datanode.Engine) *Server { return &Server{eng: eng} }
+
+// WithRules makes RuleGroups answer groups (the state of the rule groups
+// evaluated here, as JSON: rules.Manager.LocalRuleGroups); without it,
+// RuleGroups answers none.
+func (s *Server) WithRules(groups func() ([]byte, error)) *Server {
+	s.rules = groups
+	return s
+}
+
+// RuleGroups answers the state of the stored rule groups evaluated here.
+func (s *Server) RuleGroups(ctx context.Context, req *pb.RuleGroupsRequest) (*pb.RuleGroupsResponse, error) {
+	if s.rules == nil {
+		return &pb.RuleGroupsResponse{GroupsJson: []byte("[]")}, nil
+	}
+	data, err := s.rules()
+	if err != nil {
+		return nil, status.Errorf(codes.Internal, "rule groups: %v", err)
+	}
+	return &pb.RuleGroupsResponse{GroupsJson: data}, nil
+}
 
 // Register adds the service to s.
 func (s *Server) Register(g *grpc.Server) { pb.RegisterDatanodeServer(g, s) }

@@ -17,9 +17,9 @@ import (
 
 // Register serves the Prometheus HTTP API's /api/v1/rules and
 // /api/v1/alerts on mux, in Prometheus' JSON shape, and POST /-/reload,
-// which loads the rule files again (Prometheus' lifecycle endpoint). A
-// datanode answers the groups it evaluates. A nil Manager answers no
-// groups and no alerts, and has no /-/reload.
+// which loads the rule files again (Prometheus' lifecycle endpoint). A nil Manager answers no
+// groups and no alerts, and has no /-/reload. A datanode of a cluster
+// answers every group of the cluster (view.go).
 func Register(mux *http.ServeMux, m *Manager) {
 	mux.HandleFunc("GET /api/v1/rules", m.serveRules)
 	mux.HandleFunc("GET /api/v1/alerts", m.serveAlerts)
@@ -89,21 +89,27 @@ func apiAlerts(as []*promrules.Alert) []*alert {
 	return out
 }
 
-// serveAlerts answers every active (pending or firing) alert.
+// serveAlerts answers every active (pending or firing) alert: of the
+// groups evaluated here, and with a cluster of every stored group, from
+// its evaluator (view.go).
 func (m *Manager) serveAlerts(w http.ResponseWriter, r *http.Request) {
 	out := []*alert{}
 	if m != nil {
-		for _, ar := range m.AlertingRules() {
-			out = append(out, apiAlerts(ar.ActiveAlerts())...)
+		for _, g := range m.view(r.Context()) {
+			for _, rule := range g.Rules {
+				out = append(out, rule.Alerts...)
+			}
 		}
 	}
 	prom.Respond(w, map[string]any{"alerts": out})
 }
 
-// serveRules answers the rule groups and their rules' state. Filters, as
-// Prometheus': type (alert or record), rule_name[], rule_group[], file[],
-// match[] (series selectors over a rule's labels) and exclude_alerts. A
-// group none of whose rules pass is left out.
+// serveRules answers the rule groups and their rules' state: the groups
+// evaluated here, and with a cluster every stored group, with its
+// evaluator's state (view.go). Filters, as Prometheus': type (alert or
+// record), rule_name[], rule_group[], file[], match[] (series selectors
+// over a rule's labels) and exclude_alerts. A group none of whose rules
+// pass is left out.
 func (m *Manager) serveRules(w http.ResponseWriter, r *http.Request) {
 	if err := r.ParseForm(); err != nil {
 		prom.FailBadData(w, fmt.Errorf("error parsing form values: %w", err))
@@ -142,40 +148,38 @@ func (m *Manager) serveRules(w http.ResponseWriter, r *http.Request) {
 		prom.Respond(w, out)
 		return
 	}
-	for _, g := range m.Groups() {
-		if !groupNames.has(g.Name()) || !files.has(g.File()) {
+	for _, g := range m.view(r.Context()) {
+		if !groupNames.has(g.Name) || !files.has(g.File) {
 			continue
 		}
-		ag := &ruleGroup{Name: g.Name(), File: g.File(), Rules: []any{}, Interval: g.Interval().Seconds(), Limit: g.Limit(),
-			EvaluationTime: g.GetEvaluationTime().Seconds(), LastEvaluation: g.GetLastEvaluation()}
-		for _, rule := range g.Rules(matcherSets...) {
-			if !names.has(rule.Name()) {
+		ag := &ruleGroup{Name: g.Name, File: g.File, Rules: []any{}, Interval: g.Interval, Limit: g.Limit,
+			EvaluationTime: g.EvaluationTime, LastEvaluation: g.LastEvaluation}
+		for _, rule := range g.Rules {
+			if !names.has(rule.Name) || !matchesAny(matcherSets, rule.Labels) {
 				continue
 			}
-			lastError := ""
-			if err := rule.LastError(); err != nil {
-				lastError = err.Error()
-			}
-			switch rule := rule.(type) {
-			case *promrules.AlertingRule:
+			switch rule.Type {
+			case "alerting":
 				if typ == "record" {
 					continue
 				}
-				var alerts []*alert
-				if !excludeAlerts {
-					alerts = apiAlerts(rule.ActiveAlerts())
+				alerts := rule.Alerts
+				if excludeAlerts {
+					alerts = nil
+				} else if alerts == nil {
+					alerts = []*alert{}
 				}
-				ag.Rules = append(ag.Rules, alertingRule{State: rule.State().String(), Name: rule.Name(), Query: rule.Query().String(),
-					Duration: rule.HoldDuration().Seconds(), KeepFiringFor: rule.KeepFiringFor().Seconds(), Labels: rule.Labels(),
-					Annotations: rule.Annotations(), Alerts: alerts, Health: rule.Health(), LastError: lastError,
-					EvaluationTime: rule.GetEvaluationDuration().Seconds(), LastEvaluation: rule.GetEvaluationTimestamp(), Type: "alerting"})
-			case *promrules.RecordingRule:
+				ag.Rules = append(ag.Rules, alertingRule{State: rule.State, Name: rule.Name, Query: rule.Query,
+					Duration: rule.Duration, KeepFiringFor: rule.KeepFiringFor, Labels: rule.Labels,
+					Annotations: rule.Annotations, Alerts: alerts, Health: rule.Health, LastError: rule.LastError,
+					EvaluationTime: rule.EvaluationTime, LastEvaluation: rule.LastEvaluation, Type: "alerting"})
+			case "recording":
 				if typ == "alert" {
 					continue
 				}
-				ag.Rules = append(ag.Rules, recordingRule{Name: rule.Name(), Query: rule.Query().String(), Labels: rule.Labels(),
-					Health: rule.Health(), LastError: lastError, EvaluationTime: rule.GetEvaluationDuration().Seconds(),
-					LastEvaluation: rule.GetEvaluationTimestamp(), Type: "recording"})
+				ag.Rules = append(ag.Rules, recordingRule{Name: rule.Name, Query: rule.Query, Labels: rule.Labels,
+					Health: rule.Health, LastError: rule.LastError, EvaluationTime: rule.EvaluationTime,
+					LastEvaluation: rule.LastEvaluation, Type: "recording"})
 			}
 		}
 		if len(ag.Rules) > 0 {
@@ -183,6 +187,27 @@ func (m *Manager) serveRules(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	prom.Respond(w, out)
+}
+
+// matchesAny reports whether lset passes one of the matcher sets (each
+// set's matchers all), or there are none: Prometheus' Group.Rules.
+func matchesAny(sets [][]*labels.Matcher, lset labels.Labels) bool {
+	if len(sets) == 0 {
+		return true
+	}
+	for _, ms := range sets {
+		ok := true
+		for _, m := range ms {
+			if !m.Matches(lset.Get(m.Name)) {
+				ok = false
+				break
+			}
+		}
+		if ok {
+			return true
+		}
+	}
+	return false
 }
 
 // serveReload loads the rule files again: 200 when they were applied,

@@ -56,6 +56,11 @@ type ClusterOptions struct {
 	// Resync is how often ownership is reconciled besides on etcd changes
 	// (default 1 s).
 	Resync time.Duration
+	// Peer asks the datanode at gRPC address addr for the state of the
+	// groups it evaluates (its LocalRuleGroups; the RuleGroups RPC), for
+	// /api/v1/rules and /api/v1/alerts to answer the whole cluster. Nil:
+	// other evaluators' groups are answered with health "unknown".
+	Peer func(ctx context.Context, addr string) ([]byte, error)
 }
 
 // errNotOwner refuses a write of a group this node no longer owns.

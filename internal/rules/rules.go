@@ -65,6 +65,9 @@ type Options struct {
 	// AlertmanagerURLs are the Alertmanagers alerts are sent to, each a
 	// base URL (http://host:9093, or with a path prefix and user:password).
 	AlertmanagerURLs []string
+	// Alertmanager is how they are reached beyond their URLs (TLS, a
+	// bearer token).
+	Alertmanager AlertmanagerClient
 	// ExternalURL is this node's URL, for the generatorURL of alerts and
 	// the $externalURL of templates.
 	ExternalURL string
@@ -131,7 +134,7 @@ func New(opts Options, api *prom.API, app storage.AppendableV2) (*Manager, error
 	if err != nil {
 		return nil, fmt.Errorf("rules: external URL %q: %w", opts.ExternalURL, err)
 	}
-	ams, targets, err := alertmanagers(opts.AlertmanagerURLs)
+	ams, targets, err := alertmanagers(opts.AlertmanagerURLs, opts.Alertmanager)
 	if err != nil {
 		return nil, err
 	}

@@ -48,6 +48,7 @@ import (
 	"github.com/stratadb/strata/internal/tlsutil"
 	"github.com/stratadb/strata/internal/version"
 	"github.com/stratadb/strata/internal/wal"
+	pb "github.com/stratadb/strata/proto/strata/v1"
 )
 
 // A standalone's lease timing (Config.Heartbeat, Config.Lease): its lease
@@ -331,7 +332,18 @@ func (s *Server) start(ctx context.Context) error {
 			return errors.New("a datanode of a cluster evaluates the rule groups loaded with `strata rules load`, not rule files")
 		}
 		ropts.Registerer, ropts.Logger = s.Registry, cfg.Logger
-		ropts.Cluster = &rules.ClusterOptions{Client: cli, NodeID: cfg.NodeID, Lease: cmp.Or(cfg.Rules.Lease, cfg.Lease, cluster.DefaultLease)}
+		ropts.Cluster = &rules.ClusterOptions{Client: cli, NodeID: cfg.NodeID, Lease: cmp.Or(cfg.Rules.Lease, cfg.Lease, cluster.DefaultLease),
+			Peer: func(ctx context.Context, addr string) ([]byte, error) {
+				c, err := s.agent.Peer(addr)
+				if err != nil {
+					return nil, err
+				}
+				resp, err := c.RuleGroups(ctx, &pb.RuleGroupsRequest{}, grpc.MaxCallRecvMsgSize(64<<20)) // many groups' alerts
+				if err != nil {
+					return nil, err
+				}
+				return resp.GroupsJson, nil
+			}}
 		scheme := "http://"
 		if cfg.TLS.Server() {
 			scheme = "https://"
@@ -355,7 +367,7 @@ func (s *Server) start(ctx context.Context) error {
 		opts = append(opts, grpc.Creds(credentials.NewTLS(tc)))
 	}
 	s.grpcSrv = grpc.NewServer(append(opts, cfg.Auth.ServerOptions()...)...)
-	grpcapi.New(s.eng).Register(s.grpcSrv)
+	grpcapi.New(s.eng).WithRules(s.rules.LocalRuleGroups).Register(s.grpcSrv)
 	if cfg.Standalone {
 		if s.meta, err = metasrv.Start(ctx, metasrv.Options{Client: cli, Addr: s.grpcLn.Addr().String(), Logger: cfg.Logger, Auth: cfg.Auth, TLS: cfg.TLS, ElectionTTL: cfg.Lease,
 			DefaultRegions: defaultRegions, Store: s.store, Metrics: metasrv.NewMetrics(s.Registry)}); err != nil {

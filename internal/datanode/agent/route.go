@@ -50,6 +50,11 @@ func (a *Agent) owner(ctx context.Context, id layout.RegionID) (string, error) {
 	}
 }
 
+// Peer is a client of the datanode at gRPC address addr, on the
+// connection this datanode's forwarded requests take (the cluster's
+// transport and auth).
+func (a *Agent) Peer(addr string) (pb.DatanodeClient, error) { return a.conn(addr) }
+
 func (a *Agent) conn(addr string) (pb.DatanodeClient, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()

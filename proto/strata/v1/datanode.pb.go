@@ -3205,6 +3205,89 @@ func (x *RegionTagsResponse) GetValues() []string {
 	return nil
 }
 
+type RuleGroupsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RuleGroupsRequest) Reset() {
+	*x = RuleGroupsRequest{}
+	mi := &file_strata_v1_datanode_proto_msgTypes[49]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RuleGroupsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RuleGroupsRequest) ProtoMessage() {}
+
+func (x *RuleGroupsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_strata_v1_datanode_proto_msgTypes[49]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RuleGroupsRequest.ProtoReflect.Descriptor instead.
+func (*RuleGroupsRequest) Descriptor() ([]byte, []int) {
+	return file_strata_v1_datanode_proto_rawDescGZIP(), []int{49}
+}
+
+type RuleGroupsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The groups as internal/rules encodes them (JSON: each group's name,
+	// namespace as file, interval, last evaluation, and its rules' state and
+	// active alerts, in Prometheus' /api/v1/rules terms).
+	GroupsJson    []byte `protobuf:"bytes,1,opt,name=groups_json,json=groupsJson,proto3" json:"groups_json,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RuleGroupsResponse) Reset() {
+	*x = RuleGroupsResponse{}
+	mi := &file_strata_v1_datanode_proto_msgTypes[50]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RuleGroupsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RuleGroupsResponse) ProtoMessage() {}
+
+func (x *RuleGroupsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_strata_v1_datanode_proto_msgTypes[50]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RuleGroupsResponse.ProtoReflect.Descriptor instead.
+func (*RuleGroupsResponse) Descriptor() ([]byte, []int) {
+	return file_strata_v1_datanode_proto_rawDescGZIP(), []int{50}
+}
+
+func (x *RuleGroupsResponse) GetGroupsJson() []byte {
+	if x != nil {
+		return x.GroupsJson
+	}
+	return nil
+}
+
 var File_strata_v1_datanode_proto protoreflect.FileDescriptor
 
 const file_strata_v1_datanode_proto_rawDesc = "" +
@@ -3429,7 +3512,12 @@ const file_strata_v1_datanode_proto_rawDesc = "" +
 	"\x04tags\x18\a \x03(\v2\x0e.strata.v1.TagR\x04tags\x12 \n" +
 	"\x02in\x18\b \x03(\v2\x10.strata.v1.TagInR\x02in\",\n" +
 	"\x12RegionTagsResponse\x12\x16\n" +
-	"\x06values\x18\x01 \x03(\tR\x06values2\xe2\t\n" +
+	"\x06values\x18\x01 \x03(\tR\x06values\"\x13\n" +
+	"\x11RuleGroupsRequest\"5\n" +
+	"\x12RuleGroupsResponse\x12\x1f\n" +
+	"\vgroups_json\x18\x01 \x01(\fR\n" +
+	"groupsJson2\xad\n" +
+	"\n" +
 	"\bDatanode\x12:\n" +
 	"\x05Write\x12\x17.strata.v1.WriteRequest\x1a\x18.strata.v1.WriteResponse\x12=\n" +
 	"\x06Delete\x12\x18.strata.v1.DeleteRequest\x1a\x19.strata.v1.DeleteResponse\x129\n" +
@@ -3450,7 +3538,9 @@ const file_strata_v1_datanode_proto_rawDesc = "" +
 	"CloseTable\x12\x1c.strata.v1.CloseTableRequest\x1a\x1d.strata.v1.CloseTableResponse\x12H\n" +
 	"\fForwardWrite\x12\x1e.strata.v1.ForwardWriteRequest\x1a\x18.strata.v1.WriteResponse\x12K\n" +
 	"\n" +
-	"RegionTags\x12\x1c.strata.v1.RegionTagsRequest\x1a\x1d.strata.v1.RegionTagsResponse0\x01B5Z3github.com/stratadb/strata/proto/strata/v1;stratav1b\x06proto3"
+	"RegionTags\x12\x1c.strata.v1.RegionTagsRequest\x1a\x1d.strata.v1.RegionTagsResponse0\x01\x12I\n" +
+	"\n" +
+	"RuleGroups\x12\x1c.strata.v1.RuleGroupsRequest\x1a\x1d.strata.v1.RuleGroupsResponseB5Z3github.com/stratadb/strata/proto/strata/v1;stratav1b\x06proto3"
 
 var (
 	file_strata_v1_datanode_proto_rawDescOnce sync.Once
@@ -3464,7 +3554,7 @@ func file_strata_v1_datanode_proto_rawDescGZIP() []byte {
 	return file_strata_v1_datanode_proto_rawDescData
 }
 
-var file_strata_v1_datanode_proto_msgTypes = make([]protoimpl.MessageInfo, 49)
+var file_strata_v1_datanode_proto_msgTypes = make([]protoimpl.MessageInfo, 51)
 var file_strata_v1_datanode_proto_goTypes = []any{
 	(*Tag)(nil),                      // 0: strata.v1.Tag
 	(*Value)(nil),                    // 1: strata.v1.Value
@@ -3515,6 +3605,8 @@ var file_strata_v1_datanode_proto_goTypes = []any{
 	(*ForwardWriteRequest)(nil),      // 46: strata.v1.ForwardWriteRequest
 	(*RegionTagsRequest)(nil),        // 47: strata.v1.RegionTagsRequest
 	(*RegionTagsResponse)(nil),       // 48: strata.v1.RegionTagsResponse
+	(*RuleGroupsRequest)(nil),        // 49: strata.v1.RuleGroupsRequest
+	(*RuleGroupsResponse)(nil),       // 50: strata.v1.RuleGroupsResponse
 }
 var file_strata_v1_datanode_proto_depIdxs = []int32{
 	1,  // 0: strata.v1.Field.value:type_name -> strata.v1.Value
@@ -3560,25 +3652,27 @@ var file_strata_v1_datanode_proto_depIdxs = []int32{
 	44, // 40: strata.v1.Datanode.CloseTable:input_type -> strata.v1.CloseTableRequest
 	46, // 41: strata.v1.Datanode.ForwardWrite:input_type -> strata.v1.ForwardWriteRequest
 	47, // 42: strata.v1.Datanode.RegionTags:input_type -> strata.v1.RegionTagsRequest
-	5,  // 43: strata.v1.Datanode.Write:output_type -> strata.v1.WriteResponse
-	7,  // 44: strata.v1.Datanode.Delete:output_type -> strata.v1.DeleteResponse
-	15, // 45: strata.v1.Datanode.Scan:output_type -> strata.v1.ScanResponse
-	17, // 46: strata.v1.Datanode.ScanColumns:output_type -> strata.v1.ScanColumnsResponse
-	19, // 47: strata.v1.Datanode.Flush:output_type -> strata.v1.FlushResponse
-	22, // 48: strata.v1.Datanode.RegionStats:output_type -> strata.v1.RegionStatsResponse
-	35, // 49: strata.v1.Datanode.Compact:output_type -> strata.v1.CompactResponse
-	37, // 50: strata.v1.Datanode.CancelCompaction:output_type -> strata.v1.CancelCompactionResponse
-	26, // 51: strata.v1.Datanode.CreateTable:output_type -> strata.v1.CreateTableResponse
-	28, // 52: strata.v1.Datanode.ListTables:output_type -> strata.v1.ListTablesResponse
-	30, // 53: strata.v1.Datanode.DescribeTable:output_type -> strata.v1.DescribeTableResponse
-	32, // 54: strata.v1.Datanode.DropTable:output_type -> strata.v1.DropTableResponse
-	39, // 55: strata.v1.Datanode.TruncateTable:output_type -> strata.v1.TruncateTableResponse
-	43, // 56: strata.v1.Datanode.GcRegion:output_type -> strata.v1.GcRegionResponse
-	45, // 57: strata.v1.Datanode.CloseTable:output_type -> strata.v1.CloseTableResponse
-	5,  // 58: strata.v1.Datanode.ForwardWrite:output_type -> strata.v1.WriteResponse
-	48, // 59: strata.v1.Datanode.RegionTags:output_type -> strata.v1.RegionTagsResponse
-	43, // [43:60] is the sub-list for method output_type
-	26, // [26:43] is the sub-list for method input_type
+	49, // 43: strata.v1.Datanode.RuleGroups:input_type -> strata.v1.RuleGroupsRequest
+	5,  // 44: strata.v1.Datanode.Write:output_type -> strata.v1.WriteResponse
+	7,  // 45: strata.v1.Datanode.Delete:output_type -> strata.v1.DeleteResponse
+	15, // 46: strata.v1.Datanode.Scan:output_type -> strata.v1.ScanResponse
+	17, // 47: strata.v1.Datanode.ScanColumns:output_type -> strata.v1.ScanColumnsResponse
+	19, // 48: strata.v1.Datanode.Flush:output_type -> strata.v1.FlushResponse
+	22, // 49: strata.v1.Datanode.RegionStats:output_type -> strata.v1.RegionStatsResponse
+	35, // 50: strata.v1.Datanode.Compact:output_type -> strata.v1.CompactResponse
+	37, // 51: strata.v1.Datanode.CancelCompaction:output_type -> strata.v1.CancelCompactionResponse
+	26, // 52: strata.v1.Datanode.CreateTable:output_type -> strata.v1.CreateTableResponse
+	28, // 53: strata.v1.Datanode.ListTables:output_type -> strata.v1.ListTablesResponse
+	30, // 54: strata.v1.Datanode.DescribeTable:output_type -> strata.v1.DescribeTableResponse
+	32, // 55: strata.v1.Datanode.DropTable:output_type -> strata.v1.DropTableResponse
+	39, // 56: strata.v1.Datanode.TruncateTable:output_type -> strata.v1.TruncateTableResponse
+	43, // 57: strata.v1.Datanode.GcRegion:output_type -> strata.v1.GcRegionResponse
+	45, // 58: strata.v1.Datanode.CloseTable:output_type -> strata.v1.CloseTableResponse
+	5,  // 59: strata.v1.Datanode.ForwardWrite:output_type -> strata.v1.WriteResponse
+	48, // 60: strata.v1.Datanode.RegionTags:output_type -> strata.v1.RegionTagsResponse
+	50, // 61: strata.v1.Datanode.RuleGroups:output_type -> strata.v1.RuleGroupsResponse
+	44, // [44:62] is the sub-list for method output_type
+	26, // [26:44] is the sub-list for method input_type
 	26, // [26:26] is the sub-list for extension type_name
 	26, // [26:26] is the sub-list for extension extendee
 	0,  // [0:26] is the sub-list for field type_name
@@ -3602,7 +3696,7 @@ func file_strata_v1_datanode_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_strata_v1_datanode_proto_rawDesc), len(file_strata_v1_datanode_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   49,
+			NumMessages:   51,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -40,6 +40,7 @@ const (
 	Datanode_CloseTable_FullMethodName       = "/strata.v1.Datanode/CloseTable"
 	Datanode_ForwardWrite_FullMethodName     = "/strata.v1.Datanode/ForwardWrite"
 	Datanode_RegionTags_FullMethodName       = "/strata.v1.Datanode/RegionTags"
+	Datanode_RuleGroups_FullMethodName       = "/strata.v1.Datanode/RuleGroups"
 )
 
 // DatanodeClient is the client API for Datanode service.
@@ -109,6 +110,12 @@ type DatanodeClient interface {
 	// Unimplemented: the asking one lists the region's series then (Scan,
 	// series_only) and collects the answer itself.
 	RegionTags(ctx context.Context, in *RegionTagsRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[RegionTagsResponse], error)
+	// RuleGroups (cluster-internal, a datanode answering /api/v1/rules or
+	// /api/v1/alerts for the whole cluster): the state of the stored rule
+	// groups this datanode evaluates now (internal/rules). A datanode older
+	// than this RPC answers Unimplemented: the asking one lists its groups
+	// with health "unknown".
+	RuleGroups(ctx context.Context, in *RuleGroupsRequest, opts ...grpc.CallOption) (*RuleGroupsResponse, error)
 }
 
 type datanodeClient struct {
@@ -316,6 +323,16 @@ func (c *datanodeClient) RegionTags(ctx context.Context, in *RegionTagsRequest, 
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type Datanode_RegionTagsClient = grpc.ServerStreamingClient[RegionTagsResponse]
 
+func (c *datanodeClient) RuleGroups(ctx context.Context, in *RuleGroupsRequest, opts ...grpc.CallOption) (*RuleGroupsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RuleGroupsResponse)
+	err := c.cc.Invoke(ctx, Datanode_RuleGroups_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // DatanodeServer is the server API for Datanode service.
 // All implementations must embed UnimplementedDatanodeServer
 // for forward compatibility.
@@ -383,6 +400,12 @@ type DatanodeServer interface {
 	// Unimplemented: the asking one lists the region's series then (Scan,
 	// series_only) and collects the answer itself.
 	RegionTags(*RegionTagsRequest, grpc.ServerStreamingServer[RegionTagsResponse]) error
+	// RuleGroups (cluster-internal, a datanode answering /api/v1/rules or
+	// /api/v1/alerts for the whole cluster): the state of the stored rule
+	// groups this datanode evaluates now (internal/rules). A datanode older
+	// than this RPC answers Unimplemented: the asking one lists its groups
+	// with health "unknown".
+	RuleGroups(context.Context, *RuleGroupsRequest) (*RuleGroupsResponse, error)
 	mustEmbedUnimplementedDatanodeServer()
 }
 
@@ -443,6 +466,9 @@ func (UnimplementedDatanodeServer) ForwardWrite(context.Context, *ForwardWriteRe
 }
 func (UnimplementedDatanodeServer) RegionTags(*RegionTagsRequest, grpc.ServerStreamingServer[RegionTagsResponse]) error {
 	return status.Error(codes.Unimplemented, "method RegionTags not implemented")
+}
+func (UnimplementedDatanodeServer) RuleGroups(context.Context, *RuleGroupsRequest) (*RuleGroupsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method RuleGroups not implemented")
 }
 func (UnimplementedDatanodeServer) mustEmbedUnimplementedDatanodeServer() {}
 func (UnimplementedDatanodeServer) testEmbeddedByValue()                  {}
@@ -750,6 +776,24 @@ func _Datanode_RegionTags_Handler(srv interface{}, stream grpc.ServerStream) err
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type Datanode_RegionTagsServer = grpc.ServerStreamingServer[RegionTagsResponse]
 
+func _Datanode_RuleGroups_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RuleGroupsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(DatanodeServer).RuleGroups(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Datanode_RuleGroups_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(DatanodeServer).RuleGroups(ctx, req.(*RuleGroupsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Datanode_ServiceDesc is the grpc.ServiceDesc for Datanode service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -812,6 +856,10 @@ var Datanode_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ForwardWrite",
 			Handler:    _Datanode_ForwardWrite_Handler,
+		},
+		{
+			MethodName: "RuleGroups",
+			Handler:    _Datanode_RuleGroups_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{
