@@ -89,9 +89,9 @@ var rules = []rule{
 	},
 	{
 		pkg:        module + "internal/rules",
-		onlyStrata: []string{module + "internal/prom"},
+		onlyStrata: []string{module + "internal/prom", module + "internal/rules/rulestore", module + "internal/cluster"},
 		direct:     true,
-		why:        "rules read and write through the query layer's storage interfaces (prom.API's engine and Queryable, prom.Appendable), never the engine itself",
+		why:        "rules read and write through the query layer's storage interfaces (prom.API's engine and Queryable, prom.Appendable), never the engine itself; of the cluster they know the rule groups' store and the coordination keys (leases, owners, datanodes), not the data plane",
 	},
 	{
 		pkg:       module + "internal/schema",
