@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 )
@@ -103,12 +102,7 @@ func TestLabelValuesThroughAFrozenOwner(t *testing.T) {
 	case <-time.After(2 * time.Minute):
 		t.Fatal("no answer 2 min after the region reopened on a live datanode")
 	}
-	if r := metricValue(t, f.nw.http, "strata_remote_scan_retries_total"); r <= retries {
-		t.Fatalf("the asking datanode retried no call (%v before, %v after)", retries, r)
-	}
-	if open := metricValue(t, f.nw.http, "strata_remote_scans"); open != 0 {
-		t.Fatalf("%v calls to other datanodes still open after the answer", open)
-	}
+	f.retriedAndClosed(retries)
 }
 
 // Label look-ups on both datanodes, in a loop, while the region they read
@@ -120,65 +114,8 @@ func TestLabelValuesWhileTheRegionMoves(t *testing.T) {
 	}
 	f := ownedTable(t)
 	want := f.ackedHosts()
-	region := placed(t, f.c, 1, 30*time.Second, "").Regions[0].Region
-	stop := make(chan struct{})
-	var mu sync.Mutex
-	complete, failed := map[string]int{}, map[string]int{}
-	answers := func() int {
-		mu.Lock()
-		defer mu.Unlock()
-		n := 0
-		for _, p := range []*proc{f.old, f.nw} {
-			n += complete[p.name] + failed[p.name]
-		}
-		return n
-	}
-	var wg sync.WaitGroup
-	for _, p := range []*proc{f.old, f.nw} {
-		wg.Go(func() {
-			for {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				hosts, err := hostValues(p.http)
-				mu.Lock()
-				switch {
-				case err == nil && slices.Equal(hosts, want):
-					complete[p.name]++
-				case err != nil && strings.Contains(err.Error(), "region "+region):
-					failed[p.name]++
-					t.Logf("%s: %v", p.name, err)
-				default:
-					t.Errorf("%s answered %v (want %v), %v", p.name, hosts, want, err)
-				}
-				mu.Unlock()
-			}
-		})
-	}
-	to := []string{f.nw.name, f.old.name}
-	for i := range 4 {
-		f.run("cluster", "move", region, to[i%2])
-		for end := time.Now().Add(60 * time.Second); placed(t, f.c, 1, 30*time.Second, "").Regions[0].Owner != to[i%2]; {
-			if time.Now().After(end) {
-				t.Fatalf("region %s not on %s after 60 s", region, to[i%2])
-			}
-		}
-		n := answers()
-		for end := time.Now().Add(2 * time.Minute); answers() <= n; { // at least one answer more per move
-			if time.Now().After(end) {
-				t.Fatal("no answer for 2 min")
-			}
-			time.Sleep(50 * time.Millisecond) // answers of other processes
-		}
-	}
-	close(stop)
-	wg.Wait()
-	for _, p := range []*proc{f.old, f.nw} {
-		if got, err := hostValues(p.http); err != nil || !slices.Equal(got, want) {
-			t.Errorf("%s after the moves: %v, %v; want %v", p.name, got, err, want)
-		}
-	}
-	t.Logf("4 moves of region %s: complete answers %v, errors %v", region, complete, failed)
+	f.askWhileMoving(4, func(p *proc) (bool, string, error) {
+		hosts, err := hostValues(p.http)
+		return err == nil && slices.Equal(hosts, want), fmt.Sprintf("%v (want %v)", hosts, want), err
+	})
 }

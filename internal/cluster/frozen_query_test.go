@@ -139,17 +139,25 @@ func TestQueryThroughAFrozenOwner(t *testing.T) {
 	case <-time.After(2 * time.Minute):
 		t.Fatal("no answer 2 min after the region reopened on a live datanode")
 	}
-	if r := metricValue(t, f.nw.http, "strata_remote_scan_retries_total"); r <= retries {
-		t.Fatalf("the querying datanode retried no remote scan (%v before, %v after)", retries, r)
+	f.retriedAndClosed(retries)
+}
+
+// retriedAndClosed checks, once f.nw answered across the failover, that
+// it started a call to another datanode again (its
+// strata_remote_scan_retries_total above retries) and left none open.
+func (f *frozenOwner) retriedAndClosed(retries float64) {
+	f.t.Helper()
+	if r := metricValue(f.t, f.nw.http, "strata_remote_scan_retries_total"); r <= retries {
+		f.t.Fatalf("%s started no call to another datanode again (%v before, %v after)", f.nw.name, retries, r)
 	}
-	if open := metricValue(t, f.nw.http, "strata_remote_scans"); open != 0 {
-		t.Fatalf("%v remote scans still open after the answer", open)
+	if open := metricValue(f.t, f.nw.http, "strata_remote_scans"); open != 0 {
+		f.t.Fatalf("%v calls to other datanodes still open after the answer", open)
 	}
 }
 
-// Queries on both datanodes, in a loop, while the region they read moves
-// back and forth: every answer has every row, or is an error naming the
-// region. None is partial.
+// Queries on both datanodes, in a loop, while the region they read
+// moves back and forth: every answer has every row, or is an error naming
+// the region. None is partial.
 func TestQueriesWhileTheRegionMoves(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts processes")
@@ -161,11 +169,33 @@ func TestQueriesWhileTheRegionMoves(t *testing.T) {
 		}
 	}
 	want := len(f.acked)
-	st := placed(t, f.c, 1, 30*time.Second, "")
-	region := st.Regions[0].Region
+	f.askWhileMoving(6, func(p *proc) (bool, string, error) {
+		n, err := queryRows(p.http)
+		return err == nil && n == want, fmt.Sprintf("%d rows (want %d)", n, want), err
+	})
+}
+
+// askWhileMoving asks both datanodes in a loop (ask says whether an
+// answer was whole, what it was, and its error) while f's region moves
+// back and forth moves times, with at least one answer between moves:
+// every answer must be whole or an error naming the region, and after the
+// moves both must answer whole.
+func (f *frozenOwner) askWhileMoving(moves int, ask func(p *proc) (whole bool, got string, err error)) {
+	t := f.t
+	t.Helper()
+	region := placed(t, f.c, 1, 30*time.Second, "").Regions[0].Region
 	stop := make(chan struct{})
 	var mu sync.Mutex
 	complete, failed := map[string]int{}, map[string]int{}
+	answers := func() int {
+		mu.Lock()
+		defer mu.Unlock()
+		n := 0
+		for _, p := range []*proc{f.old, f.nw} {
+			n += complete[p.name] + failed[p.name]
+		}
+		return n
+	}
 	var wg sync.WaitGroup
 	for _, p := range []*proc{f.old, f.nw} {
 		wg.Go(func() {
@@ -175,45 +205,33 @@ func TestQueriesWhileTheRegionMoves(t *testing.T) {
 					return
 				default:
 				}
-				n, err := queryRows(p.http)
+				whole, got, err := ask(p)
 				mu.Lock()
 				switch {
-				case err == nil && n == want:
+				case whole:
 					complete[p.name]++
 				case err != nil && strings.Contains(err.Error(), "region "+region):
 					failed[p.name]++
 					t.Logf("%s: %v", p.name, err)
 				default:
-					t.Errorf("%s answered %d rows (want %d), %v", p.name, n, want, err)
+					t.Errorf("%s answered %s, %v", p.name, got, err)
 				}
 				mu.Unlock()
 			}
 		})
 	}
 	to := []string{f.nw.name, f.old.name}
-	for i := range 6 {
+	for i := range moves {
 		f.run("cluster", "move", region, to[i%2])
-		// Until the new owner has opened the region: a query is then
+		// Until the new owner has opened the region: a call is then
 		// sure to be running on it.
-		for end := time.Now().Add(60 * time.Second); ; {
-			st := placed(t, f.c, 1, 30*time.Second, "")
-			if st.Regions[0].Owner == to[i%2] {
-				break
-			}
+		for end := time.Now().Add(60 * time.Second); placed(t, f.c, 1, 30*time.Second, "").Regions[0].Owner != to[i%2]; {
 			if time.Now().After(end) {
 				t.Fatalf("region %s not on %s after 60 s", region, to[i%2])
 			}
 		}
-		mu.Lock()
-		n := complete[f.old.name] + complete[f.nw.name] + failed[f.old.name] + failed[f.nw.name]
-		mu.Unlock()
-		for end := time.Now().Add(2 * time.Minute); ; { // at least one answer more per move
-			mu.Lock()
-			m := complete[f.old.name] + complete[f.nw.name] + failed[f.old.name] + failed[f.nw.name]
-			mu.Unlock()
-			if m > n {
-				break
-			}
+		n := answers()
+		for end := time.Now().Add(2 * time.Minute); answers() <= n; { // at least one answer more per move
 			if time.Now().After(end) {
 				t.Fatal("no answer for 2 min")
 			}
@@ -223,11 +241,11 @@ func TestQueriesWhileTheRegionMoves(t *testing.T) {
 	close(stop)
 	wg.Wait()
 	for _, p := range []*proc{f.old, f.nw} {
-		if n, err := queryRows(p.http); err != nil || n != want {
-			t.Errorf("%s after the moves: %d rows, %v; want %d", p.name, n, err, want)
+		if whole, got, err := ask(p); !whole {
+			t.Errorf("%s after the moves: %s, %v", p.name, got, err)
 		}
 	}
-	t.Logf("6 moves of region %s: complete answers %v, errors %v", region, complete, failed)
+	t.Logf("%d moves of region %s: complete answers %v, errors %v", moves, region, complete, failed)
 }
 
 // A write sent to a datanode while the owner of the region it goes to is

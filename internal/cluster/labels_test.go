@@ -225,41 +225,6 @@ func labelGet(t *testing.T, httpAddr, path string) string {
 	return string(body)
 }
 
-// peerBytes is how many bytes of messages of the gRPC method dn sent to
-// and received from other datanodes (strata_peer_grpc_bytes_total).
-func peerBytes(t *testing.T, dn *server.Server, method string) (sent, received float64) {
-	t.Helper()
-	mfs, err := dn.Registry.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() != "strata_peer_grpc_bytes_total" {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			var dir, meth string
-			for _, l := range m.GetLabel() {
-				switch l.GetName() {
-				case "direction":
-					dir = l.GetValue()
-				case "method":
-					meth = l.GetValue()
-				}
-			}
-			if meth != "/strata.v1.Datanode/"+method {
-				continue
-			}
-			if dir == "sent" {
-				sent += m.GetCounter().GetValue()
-			} else {
-				received += m.GetCounter().GetValue()
-			}
-		}
-	}
-	return sent, received
-}
-
 // compareLabels asks every path of both lists through each datanode and
 // the standalone, and fails unless the answers are the same; it returns
 // the bytes each datanode received of Scan and of RegionTags while the
@@ -269,8 +234,8 @@ func compareLabels(t *testing.T, dns []*server.Server, sa *servertest.Node) (sca
 	regions, listed := labelQueries()
 	empty := 0
 	for i, dn := range dns {
-		_, scan0 := peerBytes(t, dn, "Scan")
-		_, tags0 := peerBytes(t, dn, "RegionTags")
+		scan0 := servertest.PeerBytes(t, dn, "received", "/Scan")
+		tags0 := servertest.PeerBytes(t, dn, "received", "/RegionTags")
 		for _, path := range regions {
 			want := labelGet(t, sa.HTTPAddr(), path)
 			if got := labelGet(t, dn.HTTPAddr(), path); got != want {
@@ -280,8 +245,8 @@ func compareLabels(t *testing.T, dns []*server.Server, sa *servertest.Node) (sca
 				empty++
 			}
 		}
-		_, scan1 := peerBytes(t, dn, "Scan")
-		_, tags1 := peerBytes(t, dn, "RegionTags")
+		scan1 := servertest.PeerBytes(t, dn, "received", "/Scan")
+		tags1 := servertest.PeerBytes(t, dn, "received", "/RegionTags")
 		scans, tags = append(scans, scan1-scan0), append(tags, tags1-tags0)
 		for _, path := range listed {
 			want := labelGet(t, sa.HTTPAddr(), path)
