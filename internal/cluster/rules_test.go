@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -106,22 +105,6 @@ func (rc *ruleCluster) owner() string {
 		return o
 	}
 	return ""
-}
-
-// until polls cond until it holds, failing the test after deadline.
-func until(t *testing.T, deadline time.Duration, what string, cond func() (bool, string)) {
-	t.Helper()
-	end := time.Now().Add(deadline)
-	for {
-		ok, last := cond()
-		if ok {
-			return
-		}
-		if time.Now().After(end) {
-			t.Fatalf("%s: not within %v; last: %s", what, deadline, last)
-		}
-		time.Sleep(200 * time.Millisecond) // polling a condition, with a deadline
-	}
 }
 
 type sample struct {
@@ -251,17 +234,17 @@ func amActive(t *testing.T, am string) (bool, time.Time) {
 func (rc *ruleCluster) firing() string {
 	t := rc.t
 	dn1 := rc.dns["dn1"].http
-	until(t, 2*time.Minute, "the alert firing", func() (bool, string) {
+	clustertest.Until(t, 2*time.Minute, "the alert firing", func() (bool, string) {
 		s, err := trySeries(dn1, `ALERTS{alertname="RulesE2EAlways",alertstate="firing"}`)
 		return err == nil && len(s) == 1, fmt.Sprint(s, err)
 	})
-	until(t, time.Minute, "Alertmanager receiving the alert", func() (bool, string) {
+	clustertest.Until(t, time.Minute, "Alertmanager receiving the alert", func() (bool, string) {
 		ok, _ := amActive(t, rc.am)
 		return ok, ""
 	})
 	var last string
 	var since time.Time
-	until(t, 2*time.Minute, "one evaluator for 3 leases", func() (bool, string) {
+	clustertest.Until(t, 2*time.Minute, "one evaluator for 3 leases", func() (bool, string) {
 		o := rc.owner()
 		if o != last || o == "" {
 			last, since = o, time.Now()
@@ -293,7 +276,7 @@ func (rc *ruleCluster) failover(sig syscall.Signal) (old string, stoppedAt time.
 
 	bound := ruleInterval + ruleLease + ruleSlack
 	var resumed float64
-	until(t, 2*time.Minute, "evaluation resumed on another datanode", func() (bool, string) {
+	clustertest.Until(t, 2*time.Minute, "evaluation resumed on another datanode", func() (bool, string) {
 		m, err := trySeries(live, `rules_e2e:time`)
 		if err != nil || len(m) != 1 {
 			return false, fmt.Sprint(m, err)
@@ -312,7 +295,7 @@ func (rc *ruleCluster) failover(sig syscall.Signal) (old string, stoppedAt time.
 		t.Errorf("evaluation resumed %v after the evaluator stopped, more than %v", took, bound)
 	}
 	// A few more evaluations, then the series.
-	until(t, time.Minute, "10 evaluations after the takeover", func() (bool, string) {
+	clustertest.Until(t, time.Minute, "10 evaluations after the takeover", func() (bool, string) {
 		m, err := trySeries(live, `rules_e2e:time`)
 		if err != nil || len(m) != 1 {
 			return false, fmt.Sprint(m, err)
@@ -368,51 +351,10 @@ func (rc *ruleCluster) failover(sig syscall.Signal) (old string, stoppedAt time.
 }
 
 // startAM runs a real Alertmanager until the test ends.
-func startAM(t *testing.T) string {
-	t.Helper()
-	bin := os.Getenv("STRATA_ALERTMANAGER_BIN")
-	if bin == "" {
-		if home, err := os.UserHomeDir(); err == nil {
-			if p := filepath.Join(home, ".cache", "strata", "bin", "alertmanager"); fileExists(p) {
-				bin = p
-			}
-		}
-	}
-	if bin == "" {
-		if p, err := exec.LookPath("alertmanager"); err == nil {
-			bin = p
-		}
-	}
-	if bin == "" {
-		if os.Getenv("STRATA_REQUIRE_ALERTMANAGER") == "1" {
-			t.Fatal("no Alertmanager binary (STRATA_REQUIRE_ALERTMANAGER=1)")
-		}
-		t.Skip("no Alertmanager binary (set STRATA_ALERTMANAGER_BIN, or install it as scripts/test.sh does)")
-	}
-	dir := t.TempDir()
-	conf := filepath.Join(dir, "alertmanager.yml")
-	if err := os.WriteFile(conf, []byte("route:\n  receiver: none\nreceivers:\n  - name: none\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	addr := clustertest.FreeAddr(t)
-	clustertest.Run(t, "alertmanager", bin, "--config.file="+conf, "--storage.path="+dir, "--web.listen-address="+addr, "--cluster.listen-address=")
-	base := "http://" + addr
-	until(t, time.Minute, "alertmanager ready", func() (bool, string) {
-		resp, err := http.Get(base + "/-/ready")
-		if err != nil {
-			return false, err.Error()
-		}
-		resp.Body.Close()
-		return resp.StatusCode == http.StatusOK, resp.Status
-	})
-	return base
-}
-
-func fileExists(p string) bool { _, err := os.Stat(p); return err == nil }
 
 // TestRuleEvaluatorKilled: SIGKILL the evaluator of a group.
 func TestRuleEvaluatorKilled(t *testing.T) {
-	rc := startRuleCluster(t, startAM(t))
+	rc := startRuleCluster(t, clustertest.Alertmanager(t))
 	rc.failover(syscall.SIGKILL)
 }
 
@@ -421,7 +363,7 @@ func TestRuleEvaluatorKilled(t *testing.T) {
 // datanode owns it (it is handed groups back only once it has been up
 // for 2 leases again).
 func TestRuleEvaluatorFrozen(t *testing.T) {
-	rc := startRuleCluster(t, startAM(t))
+	rc := startRuleCluster(t, clustertest.Alertmanager(t))
 	old, stoppedAt := rc.failover(syscall.SIGSTOP)
 	p := rc.dns[old]
 	const last = `prometheus_rule_group_last_evaluation_timestamp_seconds{rule_group="e2e;heartbeat"}`
@@ -440,7 +382,7 @@ func TestRuleEvaluatorFrozen(t *testing.T) {
 		}
 		time.Sleep(200 * time.Millisecond) // sampling for a fixed window: the check itself
 	}
-	until(t, time.Minute, "the woken datanode knowing it lost the group", func() (bool, string) {
+	clustertest.Until(t, time.Minute, "the woken datanode knowing it lost the group", func() (bool, string) {
 		v := metric(t, p.http, `strata_rule_group_ownership_changes_total{change="lost"}`)
 		return v >= 1, fmt.Sprint(v)
 	})
@@ -461,7 +403,7 @@ func TestRuleGroupsSpread(t *testing.T) {
 	}
 	rc.load("spread.rules", b.String(), "loaded spread/g11: 1 recording, 0 alerting rules")
 	per := map[string]float64{}
-	until(t, 2*time.Minute, "12 groups evaluated, each once, on every datanode", func() (bool, string) {
+	clustertest.Until(t, 2*time.Minute, "12 groups evaluated, each once, on every datanode", func() (bool, string) {
 		total, each := 0.0, true
 		for id, p := range rc.dns {
 			per[id] = metric(t, p.http, "strata_rule_groups_owned")
@@ -472,7 +414,7 @@ func TestRuleGroupsSpread(t *testing.T) {
 	})
 	t.Logf("groups per datanode: %v", per)
 	for i := range 12 {
-		until(t, time.Minute, fmt.Sprintf("spread:g%d recorded", i), func() (bool, string) {
+		clustertest.Until(t, time.Minute, fmt.Sprintf("spread:g%d recorded", i), func() (bool, string) {
 			s, err := trySeries(rc.dns["dn1"].http, fmt.Sprintf("spread:g%d", i))
 			return err == nil && len(s) == 1, fmt.Sprint(s, err)
 		})

@@ -9,6 +9,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/stratadb/strata/internal/cluster/clustertest"
 )
 
 // apiRules is /api/v1/rules' answer, as far as the test reads it.
@@ -88,7 +90,7 @@ func wholeClusterRules(httpAddr string, want []string) (bool, string) {
 // evaluator has; a frozen evaluator's groups are answered "unknown",
 // naming it, within the bound of the question to it.
 func TestRulesAPIWholeCluster(t *testing.T) {
-	rc := startRuleCluster(t, startAM(t))
+	rc := startRuleCluster(t, clustertest.Alertmanager(t))
 	var b strings.Builder
 	b.WriteString("groups:\n")
 	for i := range 6 {
@@ -104,7 +106,7 @@ func TestRulesAPIWholeCluster(t *testing.T) {
 	rc.load("view.rules", b.String(), "loaded view/limited: 1 recording, 0 alerting rules")
 	want := []string{"e2e/heartbeat", "view/g0", "view/g1", "view/g2", "view/g3", "view/g4", "view/g5", "view/limited"}
 	per := map[string]float64{}
-	until(t, 2*time.Minute, "8 groups evaluated, each once, on every datanode", func() (bool, string) {
+	clustertest.Until(t, 2*time.Minute, "8 groups evaluated, each once, on every datanode", func() (bool, string) {
 		total, each := 0.0, true
 		for id, p := range rc.dns {
 			per[id] = metric(t, p.http, "strata_rule_groups_owned")
@@ -116,10 +118,10 @@ func TestRulesAPIWholeCluster(t *testing.T) {
 	t.Logf("groups per datanode: %v", per)
 	ids := []string{"dn1", "dn2", "dn3"}
 	for _, id := range ids {
-		until(t, 2*time.Minute, "/api/v1/rules of "+id+" answering the whole cluster", func() (bool, string) {
+		clustertest.Until(t, 2*time.Minute, "/api/v1/rules of "+id+" answering the whole cluster", func() (bool, string) {
 			return wholeClusterRules(rc.dns[id].http, want)
 		})
-		until(t, time.Minute, "/api/v1/alerts of "+id+" listing the firing alert", func() (bool, string) {
+		clustertest.Until(t, time.Minute, "/api/v1/alerts of "+id+" listing the firing alert", func() (bool, string) {
 			var r struct {
 				Data struct {
 					Alerts []struct {
@@ -203,7 +205,7 @@ func TestRulesAPIWholeCluster(t *testing.T) {
 		t.Errorf("groups %v, want %v", got, want)
 	}
 	// Once they moved, every group is answered again with its state.
-	until(t, 2*time.Minute, "/api/v1/rules of "+asked+" after the groups moved", func() (bool, string) {
+	clustertest.Until(t, 2*time.Minute, "/api/v1/rules of "+asked+" after the groups moved", func() (bool, string) {
 		return wholeClusterRules(rc.dns[asked].http, want)
 	})
 }

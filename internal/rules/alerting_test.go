@@ -6,8 +6,6 @@ import (
 	"io"
 	"net/http"
 	"net/url"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"testing"
@@ -19,58 +17,6 @@ import (
 	"github.com/stratadb/strata/internal/objstore/objstoretest"
 	"github.com/stratadb/strata/internal/rules"
 )
-
-// alertmanagerVersion is the Alertmanager the tests run (scripts/test.sh
-// installs it): the newest that `go install` builds, later ones embed a UI
-// their module does not hold.
-const alertmanagerVersion = "v0.31.1"
-
-// alertmanagerBinary finds Alertmanager: $STRATA_ALERTMANAGER_BIN, then
-// ~/.cache/strata/bin/alertmanager, then $PATH; "" if there is none.
-func alertmanagerBinary() string {
-	if p := os.Getenv("STRATA_ALERTMANAGER_BIN"); p != "" {
-		return p
-	}
-	if home, err := os.UserHomeDir(); err == nil {
-		p := filepath.Join(home, ".cache", "strata", "bin", "alertmanager")
-		if _, err := os.Stat(p); err == nil {
-			return p
-		}
-	}
-	if p, err := exec.LookPath("alertmanager"); err == nil {
-		return p
-	}
-	return ""
-}
-
-// startAlertmanager runs a real Alertmanager (no cluster, one receiver
-// that sends nothing) until the test ends, and returns its URL. Without a
-// binary the test is skipped, unless STRATA_REQUIRE_ALERTMANAGER=1.
-func startAlertmanager(t *testing.T) string {
-	t.Helper()
-	bin := alertmanagerBinary()
-	if bin == "" {
-		if os.Getenv("STRATA_REQUIRE_ALERTMANAGER") == "1" {
-			t.Fatal("no Alertmanager binary (STRATA_REQUIRE_ALERTMANAGER=1)")
-		}
-		t.Skipf("no Alertmanager binary (set STRATA_ALERTMANAGER_BIN, or: GOBIN=~/.cache/strata/bin go install github.com/prometheus/alertmanager/cmd/alertmanager@%s)", alertmanagerVersion)
-	}
-	dir := t.TempDir()
-	conf := filepath.Join(dir, "alertmanager.yml")
-	writeFile(t, conf, "route:\n  receiver: none\nreceivers:\n  - name: none\n")
-	addr := clustertest.FreeAddr(t)
-	clustertest.Run(t, "alertmanager", bin, "--config.file="+conf, "--storage.path="+dir, "--web.listen-address="+addr, "--cluster.listen-address=")
-	base := "http://" + addr
-	eventually(t, time.Minute, "alertmanager ready", func() (bool, string) {
-		resp, err := http.Get(base + "/-/ready")
-		if err != nil {
-			return false, err.Error()
-		}
-		resp.Body.Close()
-		return resp.StatusCode == http.StatusOK, resp.Status
-	})
-	return base
-}
 
 // amAlert is an alert as Alertmanager's /api/v2/alerts lists it.
 type amAlert struct {
@@ -120,7 +66,7 @@ func (n *node) temp(v float64) {
 func (n *node) hotRoom(state string, deadline time.Duration) apiAlert {
 	n.t.Helper()
 	var got apiAlert
-	eventually(n.t, deadline, "HotRoom "+state, func() (bool, string) {
+	clustertest.Until(n.t, deadline, "HotRoom "+state, func() (bool, string) {
 		as := n.alerts()
 		if len(as) != 1 {
 			return false, fmt.Sprintf("%+v", as)
@@ -136,7 +82,7 @@ func (n *node) hotRoom(state string, deadline time.Duration) apiAlert {
 // ALERTS_FOR_STATE and received by a real Alertmanager, then resolved:
 // Alertmanager learns it at once, long before the firing alert's endsAt.
 func TestAlertGoesPendingFiringResolvedThroughAlertmanager(t *testing.T) {
-	am := startAlertmanager(t)
+	am := clustertest.Alertmanager(t)
 	file := filepath.Join(rulesDir(t), "alerts.yml")
 	writeFile(t, file, fmt.Sprintf(alertingRules, "3s"))
 	n := start(t, t.TempDir(), objstoretest.Mem(t), rules.Options{Files: []string{file}, AlertmanagerURLs: []string{am}})
@@ -175,7 +121,7 @@ func TestAlertGoesPendingFiringResolvedThroughAlertmanager(t *testing.T) {
 	}
 
 	// ALERTS and ALERTS_FOR_STATE, written through the metrics table.
-	eventually(t, 30*time.Second, "ALERTS and ALERTS_FOR_STATE", func() (bool, string) {
+	clustertest.Until(t, 30*time.Second, "ALERTS and ALERTS_FOR_STATE", func() (bool, string) {
 		var q queryResult
 		n.get("/api/v1/query", url.Values{"query": {`ALERTS{alertname="HotRoom",alertstate="firing",room="1",severity="page"}`}}, &q)
 		if len(q.Result) != 1 || q.Result[0].Value.value() != "1" {
@@ -187,14 +133,14 @@ func TestAlertGoesPendingFiringResolvedThroughAlertmanager(t *testing.T) {
 	})
 
 	// Alertmanager has it, valid for minutes (4 resend delays).
-	eventually(t, 30*time.Second, "alertmanager has the firing alert", func() (bool, string) {
+	clustertest.Until(t, 30*time.Second, "alertmanager has the firing alert", func() (bool, string) {
 		got := amAlerts(t, am)
 		return len(got) == 1 && got[0].Labels["alertname"] == "HotRoom" && got[0].Labels["room"] == "1" && got[0].Status.State == "active" &&
 			got[0].EndsAt.After(time.Now().Add(2*time.Minute)), fmt.Sprintf("%+v", got)
 	})
 
 	n.temp(20)
-	eventually(t, 30*time.Second, "no active alert", func() (bool, string) {
+	clustertest.Until(t, 30*time.Second, "no active alert", func() (bool, string) {
 		as := n.alerts()
 		return len(as) == 0, fmt.Sprintf("%+v", as)
 	})
@@ -203,7 +149,7 @@ func TestAlertGoesPendingFiringResolvedThroughAlertmanager(t *testing.T) {
 	}
 	// Resolved alerts leave Alertmanager's list: it was told, it did not
 	// wait for the endsAt of the firing alert.
-	eventually(t, 30*time.Second, "alertmanager has the resolution", func() (bool, string) {
+	clustertest.Until(t, 30*time.Second, "alertmanager has the resolution", func() (bool, string) {
 		got := amAlerts(t, am)
 		return len(got) == 0, fmt.Sprintf("%+v", got)
 	})
@@ -221,7 +167,7 @@ func TestRestartKeepsAFiringAlertFiring(t *testing.T) {
 	n := start(t, dir, store, opts)
 	n.temp(35)
 	before := n.hotRoom("firing", time.Minute)
-	eventually(t, 30*time.Second, "ALERTS_FOR_STATE written", func() (bool, string) {
+	clustertest.Until(t, 30*time.Second, "ALERTS_FOR_STATE written", func() (bool, string) {
 		var q queryResult
 		n.get("/api/v1/query", url.Values{"query": {`ALERTS_FOR_STATE{alertname="HotRoom",room="1"}`}}, &q)
 		activeAt := strconv.FormatInt(before.ActiveAt.Unix(), 10)

@@ -29,13 +29,7 @@ import (
 // with every request; without the client certificate nothing reaches
 // Alertmanager.
 func TestAlertmanagerTLSAndBearerToken(t *testing.T) {
-	bin := alertmanagerBinary()
-	if bin == "" {
-		if os.Getenv("STRATA_REQUIRE_ALERTMANAGER") == "1" {
-			t.Fatal("no Alertmanager binary (STRATA_REQUIRE_ALERTMANAGER=1)")
-		}
-		t.Skip("no Alertmanager binary")
-	}
+	bin := clustertest.AlertmanagerBinary(t)
 	dir := t.TempDir()
 	certs, err := tlsutil.Generate(filepath.Join(dir, "tls"), []string{"127.0.0.1", "localhost"})
 	if err != nil {
@@ -63,7 +57,7 @@ func TestAlertmanagerTLSAndBearerToken(t *testing.T) {
 	clustertest.Run(t, "alertmanager", bin, "--config.file="+conf, "--web.config.file="+web, "--storage.path="+dir,
 		"--web.listen-address="+addr, "--cluster.listen-address=")
 	am := "https://" + addr
-	eventually(t, time.Minute, "alertmanager ready over TLS", func() (bool, string) {
+	clustertest.Until(t, time.Minute, "alertmanager ready over TLS", func() (bool, string) {
 		resp, err := hc.Get(am + "/-/ready")
 		if err != nil {
 			return false, err.Error()
@@ -112,7 +106,7 @@ func TestAlertmanagerTLSAndBearerToken(t *testing.T) {
 	// given, so the failure is the missing certificate, not the server's).
 	n := start(t, t.TempDir(), objstoretest.Mem(t), rules.Options{Files: []string{rulesFile}, AlertmanagerURLs: []string{am},
 		Alertmanager: rules.AlertmanagerClient{CAFile: certs.CA}})
-	eventually(t, time.Minute, "notifications to Alertmanager failing without a client certificate", func() (bool, string) {
+	clustertest.Until(t, time.Minute, "notifications to Alertmanager failing without a client certificate", func() (bool, string) {
 		resp, err := http.Get(n.base + "/metrics")
 		if err != nil {
 			return false, err.Error()
@@ -130,8 +124,8 @@ func TestAlertmanagerTLSAndBearerToken(t *testing.T) {
 	// With the client certificate and the token: both get the alert.
 	n = start(t, t.TempDir(), objstoretest.Mem(t), rules.Options{Files: []string{rulesFile}, AlertmanagerURLs: []string{am, fake.URL},
 		Alertmanager: rules.AlertmanagerClient{CAFile: certs.CA, CertFile: certs.Client, KeyFile: certs.ClientKey, BearerTokenFile: tokenFile}})
-	eventually(t, time.Minute, "the alert active in Alertmanager", amActive)
-	eventually(t, time.Minute, "the bearer token sent", func() (bool, string) {
+	clustertest.Until(t, time.Minute, "the alert active in Alertmanager", amActive)
+	clustertest.Until(t, time.Minute, "the bearer token sent", func() (bool, string) {
 		mu.Lock()
 		defer mu.Unlock()
 		for _, a := range auths {

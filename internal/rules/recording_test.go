@@ -13,6 +13,7 @@ import (
 
 	"github.com/prometheus/prometheus/prompb"
 
+	"github.com/stratadb/strata/internal/cluster/clustertest"
 	"github.com/stratadb/strata/internal/objstore/objstoretest"
 	"github.com/stratadb/strata/internal/rules"
 	"github.com/stratadb/strata/internal/testseed"
@@ -102,7 +103,7 @@ func TestRecordingRulesRecordWhatPromQLAnswers(t *testing.T) {
 	const steps = 5
 	for _, c := range checks {
 		var recorded queryResult
-		eventually(t, 90*time.Second, c.record+" recorded at "+strconv.Itoa(steps)+" steps", func() (bool, string) {
+		clustertest.Until(t, 90*time.Second, c.record+" recorded at "+strconv.Itoa(steps)+" steps", func() (bool, string) {
 			n.get("/api/v1/query", url.Values{"query": {c.record + "[5m]"}, "time": {promTime(ms(time.Now()))}}, &recorded)
 			if len(recorded.Result) != c.series {
 				return false, "series: " + strconv.Itoa(len(recorded.Result))

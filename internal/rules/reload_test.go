@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stratadb/strata/internal/cluster/clustertest"
 	"github.com/stratadb/strata/internal/objstore/objstoretest"
 	"github.com/stratadb/strata/internal/rules"
 	"github.com/stratadb/strata/internal/server"
@@ -57,7 +58,7 @@ func TestBadRuleFileChangesNothing(t *testing.T) {
 	n := start(t, t.TempDir(), objstoretest.Mem(t), rules.Options{Files: []string{filepath.Join(dir, "*.yml")}})
 	evaluated := func(after time.Time) {
 		t.Helper()
-		eventually(t, 30*time.Second, "answer evaluated", func() (bool, string) {
+		clustertest.Until(t, 30*time.Second, "answer evaluated", func() (bool, string) {
 			r := n.rules(nil)
 			if len(r.Groups) != 1 || len(r.Groups[0].Rules) != 1 {
 				return false, fmt.Sprintf("%+v", r)

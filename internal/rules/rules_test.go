@@ -159,23 +159,6 @@ func (n *node) alerts() []apiAlert {
 	return r.Alerts
 }
 
-// eventually polls cond every 100 ms until it holds, failing the test
-// with what the last call said after the deadline.
-func eventually(t *testing.T, deadline time.Duration, what string, cond func() (bool, string)) {
-	t.Helper()
-	end := time.Now().Add(deadline)
-	for {
-		ok, last := cond()
-		if ok {
-			return
-		}
-		if time.Now().After(end) {
-			t.Fatalf("%s: not within %v; last: %s", what, deadline, last)
-		}
-		time.Sleep(100 * time.Millisecond) // polling a condition, with a deadline
-	}
-}
-
 func rulesDir(t *testing.T) string {
 	t.Helper()
 	d := filepath.Join(t.TempDir(), "rules")

@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/stratadb/strata/internal/cluster/clustertest"
 	"github.com/stratadb/strata/internal/objstore/objstoretest"
 	"github.com/stratadb/strata/internal/rules"
 	pb "github.com/stratadb/strata/proto/strata/v1"
@@ -53,10 +54,10 @@ func TestStoredGroupsBesideRuleFiles(t *testing.T) {
 		return r.Result[0].Value[1].(string)
 	}
 	load(group(1))
-	eventually(t, time.Minute, "stored group recorded", func() (bool, string) { v := value("stored"); return v == "1", v })
-	eventually(t, time.Minute, "file group recorded", func() (bool, string) { v := value("from:file"); return v == "7", v })
+	clustertest.Until(t, time.Minute, "stored group recorded", func() (bool, string) { v := value("stored"); return v == "1", v })
+	clustertest.Until(t, time.Minute, "file group recorded", func() (bool, string) { v := value("from:file"); return v == "7", v })
 	var activeAt time.Time
-	eventually(t, time.Minute, "both groups in /api/v1/rules, the alert pending", func() (bool, string) {
+	clustertest.Until(t, time.Minute, "both groups in /api/v1/rules, the alert pending", func() (bool, string) {
 		r := n.rules(nil)
 		files := map[string]bool{}
 		for _, g := range r.Groups {
@@ -70,7 +71,7 @@ func TestStoredGroupsBesideRuleFiles(t *testing.T) {
 	})
 
 	load(group(2))
-	eventually(t, time.Minute, "the changed group recorded", func() (bool, string) { v := value("stored"); return v == "2", v })
+	clustertest.Until(t, time.Minute, "the changed group recorded", func() (bool, string) { v := value("stored"); return v == "2", v })
 	if as := n.alerts(); len(as) != 1 || !as[0].ActiveAt.Equal(activeAt) {
 		t.Fatalf("after the change the alert is %+v, want it active since %v", as, activeAt)
 	}
@@ -78,7 +79,7 @@ func TestStoredGroupsBesideRuleFiles(t *testing.T) {
 	if _, err := c.DeleteRules(ctx, &pb.DeleteRulesRequest{Namespace: "ns"}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, time.Minute, "the deleted group gone from /api/v1/rules", func() (bool, string) {
+	clustertest.Until(t, time.Minute, "the deleted group gone from /api/v1/rules", func() (bool, string) {
 		r := n.rules(nil)
 		return len(r.Groups) == 1 && r.Groups[0].File != "ns", fmt.Sprintf("%+v", r.Groups)
 	})
