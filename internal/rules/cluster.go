@@ -192,7 +192,9 @@ func (c *clusterRules) keepLease() {
 		if lease == 0 {
 			resp, err := c.opts.Client.Grant(ctx, ttl)
 			if err == nil {
-				_, err = c.opts.Client.Put(ctx, rulestore.NodesPrefix+c.opts.NodeID, c.opts.NodeID, clientv3.WithLease(resp.ID))
+				if _, err = c.opts.Client.Put(ctx, rulestore.NodesPrefix+c.opts.NodeID, c.opts.NodeID, clientv3.WithLease(resp.ID)); err != nil {
+					_, _ = c.opts.Client.Revoke(ctx, resp.ID) // or it lives out its TTL
+				}
 			}
 			if err == nil {
 				c.mu.Lock()
@@ -214,6 +216,7 @@ func (c *clusterRules) keepLease() {
 			case errors.Is(err, rpctypes.ErrLeaseNotFound) || err == nil:
 				c.m.opts.Logger.Warn("rules: the rules lease expired; the groups evaluated here are stopped", "lease", int64(lease))
 				c.loseAll(lease)
+				cancel()
 				continue // grant a new one at once
 			case c.ctx.Err() == nil:
 				c.m.opts.Logger.Warn("rules: cannot renew the rules lease", "err", err)
@@ -385,10 +388,14 @@ func (c *clusterRules) reconcile() error {
 	}
 	c.mu.Unlock()
 
+	// Every group taken out of c.groups is stopped, whatever etcd says
+	// after: close finds only the groups left there.
 	for _, s := range stops {
 		s.g.stop()
 		c.metrics.changes.WithLabelValues(s.why).Inc()
 		c.m.opts.Logger.Info("rules: stopped evaluating a group", "group", s.g.key, "why", s.why)
+	}
+	for _, s := range stops {
 		if s.drop {
 			_, err := c.opts.Client.Txn(ctx).If(clientv3.Compare(clientv3.Value(rulestore.OwnersPrefix+s.g.key), "=", me), clientv3.Compare(clientv3.LeaseValue(rulestore.OwnersPrefix+s.g.key), "=", s.g.lease)).
 				Then(clientv3.OpDelete(rulestore.OwnersPrefix + s.g.key)).Commit()

@@ -295,15 +295,6 @@ func (m *Manager) Groups() []*promrules.Group {
 	return gs
 }
 
-// AlertingRules are the alerting rules of every group evaluated here.
-func (m *Manager) AlertingRules() []*promrules.AlertingRule {
-	var out []*promrules.AlertingRule
-	for _, g := range m.Groups() {
-		out = append(out, g.AlertingRules()...)
-	}
-	return out
-}
-
 // Close stops evaluation (an evaluation in flight is cancelled; no
 // staleness markers are written, so a restart restores the alerts' state)
 // and sends the alerts still queued, within ctx.
