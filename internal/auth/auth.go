@@ -53,10 +53,15 @@ func Load(path string) (Token, error) {
 	return Token{strings.TrimSpace(os.Getenv("STRATA_AUTH_TOKEN"))}, nil
 }
 
+// Secret is the token itself, for a transport that carries it (the
+// datanodes' peerwire hello); never log it.
+func (t Token) Secret() string { return t.secret }
+
 // New makes a token from a secret (tests).
 func New(secret string) Token { return Token{secret} }
 
-func (t Token) match(got string) bool {
+// Match reports whether got is the token, in constant time.
+func (t Token) Match(got string) bool {
 	return subtle.ConstantTimeCompare([]byte(got), []byte(t.secret)) == 1
 }
 
@@ -66,7 +71,7 @@ var ErrUnauthenticated = errors.New("missing or invalid auth token")
 func (t Token) checkMD(ctx context.Context) error {
 	md, _ := metadata.FromIncomingContext(ctx)
 	for _, v := range md.Get("authorization") {
-		if tok, ok := strings.CutPrefix(v, "Bearer "); ok && t.match(tok) {
+		if tok, ok := strings.CutPrefix(v, "Bearer "); ok && t.Match(tok) {
 			return nil
 		}
 	}
@@ -152,20 +157,20 @@ func (t Token) HTTP(h http.Handler) http.Handler {
 
 func (t Token) httpOK(r *http.Request) bool {
 	a := r.Header.Get("Authorization")
-	if tok, ok := strings.CutPrefix(a, "Token "); ok && t.match(tok) {
+	if tok, ok := strings.CutPrefix(a, "Token "); ok && t.Match(tok) {
 		return true
 	}
-	if tok, ok := strings.CutPrefix(a, "Bearer "); ok && t.match(tok) {
+	if tok, ok := strings.CutPrefix(a, "Bearer "); ok && t.Match(tok) {
 		return true
 	}
 	if enc, ok := strings.CutPrefix(a, "Basic "); ok {
 		if raw, err := base64.StdEncoding.DecodeString(enc); err == nil {
-			if _, pass, ok := strings.Cut(string(raw), ":"); ok && t.match(pass) {
+			if _, pass, ok := strings.Cut(string(raw), ":"); ok && t.Match(pass) {
 				return true
 			}
 		}
 	}
-	if p := r.URL.Query().Get("p"); p != "" && t.match(p) {
+	if p := r.URL.Query().Get("p"); p != "" && t.Match(p) {
 		return true
 	}
 	return false

@@ -14,6 +14,7 @@ import (
 	"github.com/stratadb/strata/internal/layout"
 	"github.com/stratadb/strata/internal/region"
 	"github.com/stratadb/strata/internal/row"
+	"github.com/stratadb/strata/internal/server/servertest"
 	"github.com/stratadb/strata/internal/scan"
 	"github.com/stratadb/strata/internal/server"
 )
@@ -162,6 +163,14 @@ func TestRemoteColumnScanIsTheLocalOne(t *testing.T) {
 	}
 	if stale == 0 || nulls == 0 {
 		t.Fatalf("series h0: %d stale markers, %d rows without v", stale, nulls)
+	}
+	// They crossed it over peerwire, each datanode's scans of the other's
+	// regions; none over gRPC.
+	for i, dn := range dns {
+		if pw, g := servertest.Counter(t, dn, "strata_remote_column_scans_total", "transport", "peerwire"),
+			servertest.Counter(t, dn, "strata_remote_column_scans_total", "transport", "grpc"); pw == 0 || g != 0 {
+			t.Fatalf("dn%d: %v column scans over peerwire, %v over gRPC", i+1, pw, g)
+		}
 	}
 }
 

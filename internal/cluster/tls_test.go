@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -108,6 +109,17 @@ func TestTLSCluster(t *testing.T) {
 	}
 	if out := run("query", "--promql", "sum(count_over_time(cpu_v[100y]))", "--http", dns[1].http); !strings.Contains(out, " 200") {
 		t.Fatalf("PromQL over HTTPS:\n%s", out)
+	}
+	// dn2 read dn1's region over peerwire, in TLS.
+	resp, err = httpsClient.Get("https://" + dns[1].http + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	metrics, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !regexp.MustCompile(`(?m)^strata_remote_column_scans_total\{transport="peerwire"\} [1-9]`).Match(metrics) ||
+		strings.Contains(string(metrics), `strata_remote_column_scans_total{transport="grpc"}`) {
+		t.Fatalf("dn2's remote column scans:\n%s", regexp.MustCompile(`(?m)^strata_remote_column_scans_total.*$`).FindAll(metrics, -1))
 	}
 
 	// Refused, each with an error that says why.

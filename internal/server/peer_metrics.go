@@ -5,6 +5,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc/stats"
+
+	"github.com/stratadb/strata/internal/peerwire"
 )
 
 // peerBytes is a gRPC stats handler on the connections a datanode dials to
@@ -13,7 +15,9 @@ import (
 // method, in strata_peer_grpc_bytes_total. A message counts as the gRPC
 // frame it travels in (its payload as sent, compressed if it was, plus the
 // 5-byte message header); HTTP/2 framing, headers and trailers are not
-// counted, nor TLS.
+// counted, nor TLS. The calls made over peerwire are counted the same
+// way, under the gRPC method's name: a frame is also its payload and a
+// 5-byte header.
 type peerBytes struct{ bytes *prometheus.CounterVec }
 
 type peerMethodKey struct{}
@@ -24,6 +28,14 @@ func newPeerBytes(reg prometheus.Registerer) *peerBytes {
 		[]string{"direction", "method"})}
 	reg.MustRegister(h.bytes)
 	return h
+}
+
+// peerwireMethods name peerwire's methods as gRPC's.
+var peerwireMethods = map[byte]string{peerwire.ScanColumns: "/strata.v1.Datanode/ScanColumns"}
+
+// peerwire counts a peerwire frame (peerwire.ClientOptions.Count).
+func (h *peerBytes) peerwire(direction string, method byte, n int) {
+	h.bytes.WithLabelValues(direction, peerwireMethods[method]).Add(float64(n))
 }
 
 func (h *peerBytes) TagRPC(ctx context.Context, info *stats.RPCTagInfo) context.Context {

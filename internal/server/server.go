@@ -41,6 +41,7 @@ import (
 	"github.com/stratadb/strata/internal/httpapi"
 	"github.com/stratadb/strata/internal/metasrv"
 	"github.com/stratadb/strata/internal/objstore"
+	"github.com/stratadb/strata/internal/peerwire"
 	"github.com/stratadb/strata/internal/prom"
 	"github.com/stratadb/strata/internal/region"
 	"github.com/stratadb/strata/internal/rules"
@@ -161,6 +162,9 @@ type Server struct {
 	stream   *wal.Stream // the node's WAL, shared by its regions
 	httpSrv  *http.Server
 	grpcSrv  *grpc.Server
+	peer     *peerwire.Server // on the gRPC listener
+	// peerClient carries this node's remote column scans.
+	peerClient *peerwire.Client
 	health   *health.Server
 	httpLn   net.Listener
 	grpcLn   net.Listener
@@ -286,8 +290,16 @@ func (s *Server) start(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	var clientTLS *tls.Config
+	if cfg.TLS.Client() {
+		if clientTLS, err = cfg.TLS.ClientTLS(); err != nil {
+			return err
+		}
+	}
+	peerBytes := newPeerBytes(s.Registry)
+	s.peerClient = peerwire.NewClient(peerwire.ClientOptions{TLS: clientTLS, Token: cfg.Auth, Count: peerBytes.peerwire})
 	s.agent = agent.New(agent.Options{Client: cli, Node: cluster.NodeInfo{ID: cfg.NodeID, Version: cfg.Build.Version, Revision: cfg.Build.Revision}, Heartbeat: cfg.Heartbeat, Lease: cfg.Lease, Logger: cfg.Logger,
-		DialOptions: append([]grpc.DialOption{transport, grpc.WithStatsHandler(newPeerBytes(s.Registry))}, cfg.Auth.DialOptions()...), Registerer: s.Registry})
+		DialOptions: append([]grpc.DialOption{transport, grpc.WithStatsHandler(peerBytes)}, cfg.Auth.DialOptions()...), Peer: s.peerClient, Registerer: s.Registry})
 	// A table created without a region count gets one region per live
 	// datanode, counted at its creation; a standalone is one datanode.
 	defaultRegions := cfg.DefaultRegions
@@ -357,17 +369,23 @@ func (s *Server) start(ctx context.Context) error {
 		API: api, Rules: s.rules})
 	s.httpSrv = &http.Server{Handler: cfg.Auth.HTTP(h), ReadHeaderTimeout: 10 * time.Second}
 	opts := []grpc.ServerOption{grpc.MaxRecvMsgSize(64 << 20), grpc.KeepaliveEnforcementPolicy(agent.KeepalivePolicy), grpc.NumStreamWorkers(uint32(runtime.GOMAXPROCS(0)))}
+	var serverTLS *tls.Config
 	if cfg.TLS.Server() {
-		// One configuration (and one certificate reloader) for both servers.
-		tc, err := cfg.TLS.ServerTLS()
-		if err != nil {
+		// One configuration (and one certificate reloader) for the three
+		// servers.
+		if serverTLS, err = cfg.TLS.ServerTLS(); err != nil {
 			return err
 		}
-		s.httpLn = tls.NewListener(s.httpLn, tc)
-		opts = append(opts, grpc.Creds(credentials.NewTLS(tc)))
+		s.httpLn = tls.NewListener(s.httpLn, serverTLS)
+		opts = append(opts, grpc.Creds(credentials.NewTLS(serverTLS)))
 	}
 	s.grpcSrv = grpc.NewServer(append(opts, cfg.Auth.ServerOptions()...)...)
-	grpcapi.New(s.eng).WithRules(s.rules.LocalRuleGroups).Register(s.grpcSrv)
+	dn := grpcapi.New(s.eng).WithRules(s.rules.LocalRuleGroups)
+	dn.Register(s.grpcSrv)
+	// Other datanodes' remote column scans come on the gRPC port too, in
+	// peerwire (internal/peerwire): the listener hands gRPC the rest.
+	s.peer = peerwire.NewServer(peerwire.ServerOptions{TLS: serverTLS, Token: cfg.Auth, Handlers: dn.PeerHandlers(), Logger: cfg.Logger})
+	s.grpcLn = s.peer.Listener(s.grpcLn)
 	if cfg.Standalone {
 		if s.meta, err = metasrv.Start(ctx, metasrv.Options{Client: cli, Addr: s.grpcLn.Addr().String(), Logger: cfg.Logger, Auth: cfg.Auth, TLS: cfg.TLS, ElectionTTL: cfg.Lease,
 			DefaultRegions: defaultRegions, Store: s.store, Metrics: metasrv.NewMetrics(s.Registry)}); err != nil {
@@ -471,6 +489,9 @@ func (s *Server) abort() {
 	if s.grpcSrv != nil {
 		s.grpcSrv.Stop()
 	}
+	if s.peer != nil {
+		s.peer.Close()
+	}
 	if s.httpSrv != nil {
 		_ = s.httpSrv.Close()
 	}
@@ -484,6 +505,9 @@ func (s *Server) abort() {
 	}
 	if s.agent != nil {
 		s.agent.Close(context.Background())
+	}
+	if s.peerClient != nil {
+		s.peerClient.Close()
 	}
 	if s.eng != nil {
 		_ = s.eng.Close(context.Background(), false)
@@ -539,6 +563,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	case <-ctx.Done():
 		s.grpcSrv.Stop()
 	}
+	s.peer.Shutdown(ctx)
 	if s.rules != nil {
 		// Before the engine closes: evaluations write to it.
 		s.log.Info("shutting down: stopping rule evaluation")
@@ -554,6 +579,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	errs = append(errs, s.eng.Close(ctx, true))
 	errs = append(errs, s.stream.Close()) // after every region detached
 	s.agent.Revoke(ctx)
+	s.peerClient.Close()
 	s.etcd.Close()
 	errs = append(errs, s.closeStore())
 	s.closeEmbedded()

@@ -8,10 +8,9 @@ import (
 	"sync/atomic"
 	"time"
 
-	"google.golang.org/grpc"
-
 	"github.com/stratadb/strata/internal/datanode"
 	"github.com/stratadb/strata/internal/layout"
+	"github.com/stratadb/strata/internal/peerwire"
 	"github.com/stratadb/strata/internal/row"
 	"github.com/stratadb/strata/internal/scan"
 	"github.com/stratadb/strata/internal/wire"
@@ -40,7 +39,7 @@ type ownerStream[T any] struct {
 	a    *Agent
 	ctx  context.Context // the caller's
 	id   layout.RegionID
-	open func(ctx context.Context, c pb.DatanodeClient) (grpc.ServerStreamingClient[T], error)
+	open func(ctx context.Context, c pb.DatanodeClient, addr string) (recver[T], error)
 	// here scans the region hosted here, should its owner be this node.
 	here func() error
 
@@ -48,15 +47,18 @@ type ownerStream[T any] struct {
 	until     time.Time   // routing's deadline; zero while messages come
 	last      error       // the owner's last answer worth a retry
 	addr      string      // the owner being read
-	stream    grpc.ServerStreamingClient[T]
+	stream    recver[T]
 	cancel    context.CancelFunc
 	unwatch   func()
 	moved     *atomic.Bool
 	end       error // io.EOF or the error that ended the scan: Recv's answer from then on
 }
 
+// recver is a stream of messages from an owner: gRPC's, or peerwire's.
+type recver[T any] interface{ Recv() (*T, error) }
+
 func newOwnerStream[T any](a *Agent, ctx context.Context, id layout.RegionID, here func() error,
-	open func(ctx context.Context, c pb.DatanodeClient) (grpc.ServerStreamingClient[T], error)) *ownerStream[T] {
+	open func(ctx context.Context, c pb.DatanodeClient, addr string) (recver[T], error)) *ownerStream[T] {
 	return &ownerStream[T]{a: a, ctx: ctx, id: id, here: here, open: open}
 }
 
@@ -100,7 +102,7 @@ func (s *ownerStream[T]) connect() error {
 		sctx, scancel := context.WithCancel(s.ctx)
 		moved, unwatch := s.a.watchOwner(s.id, addr, scancel)
 		s.a.remoteScans.Inc()
-		stream, err := s.open(sctx, c)
+		stream, err := s.open(sctx, c, addr)
 		if err == nil {
 			s.addr, s.stream, s.cancel, s.moved, s.unwatch = addr, stream, scancel, moved, unwatch
 			return nil
@@ -250,7 +252,7 @@ func (a *Agent) Scan(ctx context.Context, table string, id layout.RegionID, req 
 		}
 		it.here = sc.Iterator()
 		return nil
-	}, func(ctx context.Context, c pb.DatanodeClient) (grpc.ServerStreamingClient[pb.ScanResponse], error) {
+	}, func(ctx context.Context, c pb.DatanodeClient, _ string) (recver[pb.ScanResponse], error) {
 		return c.Scan(ctx, preq)
 	})
 	if err := it.s.connect(); err != nil && !errors.Is(err, errHere) {
@@ -336,6 +338,17 @@ func (it *remoteIter) Close() error {
 	return nil
 }
 
+// peerColumns is a column scan's answer over peerwire.
+type peerColumns struct{ s *peerwire.Stream }
+
+func (p peerColumns) Recv() (*pb.ScanColumnsResponse, error) {
+	m := new(pb.ScanColumnsResponse)
+	if err := p.s.Recv(m); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
 // ScanColumns reads one numeric field of a region on its owner (see
 // ownerStream), column by column, or its series' rollups (req.Rollup:
 // Rolled columns, unless the owner does not know rollups), or those
@@ -351,7 +364,18 @@ func (a *Agent) ScanColumns(ctx context.Context, table string, id layout.RegionI
 		Rollup: wire.FromRollup(req.Rollup), Aggregate: wire.FromAggregate(req.Aggregate)}
 	s = newOwnerStream(a, ctx, id, func() error {
 		return a.eng.ScanRegionColumns(ctx, table, id, req, deliver)
-	}, func(ctx context.Context, c pb.DatanodeClient) (grpc.ServerStreamingClient[pb.ScanColumnsResponse], error) {
+	}, func(ctx context.Context, c pb.DatanodeClient, addr string) (recver[pb.ScanColumnsResponse], error) {
+		if p := a.opts.Peer; p != nil && p.Supported(addr) {
+			st, err := p.Call(ctx, addr, peerwire.ScanColumns, preq)
+			if err == nil {
+				a.columnScans.WithLabelValues("peerwire").Inc()
+				return peerColumns{st}, nil
+			}
+			if !errors.Is(err, peerwire.ErrUnsupported) {
+				return nil, err
+			}
+		}
+		a.columnScans.WithLabelValues("grpc").Inc()
 		return c.ScanColumns(ctx, preq)
 	})
 	defer s.close()

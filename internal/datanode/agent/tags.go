@@ -5,7 +5,6 @@ import (
 	"errors"
 	"io"
 
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -28,7 +27,7 @@ func (a *Agent) RegionTags(ctx context.Context, table string, id layout.RegionID
 	s := newOwnerStream(a, ctx, id, func() (err error) {
 		out, err = a.eng.RegionTags(ctx, table, id, q)
 		return err
-	}, func(ctx context.Context, c pb.DatanodeClient) (grpc.ServerStreamingClient[pb.RegionTagsResponse], error) {
+	}, func(ctx context.Context, c pb.DatanodeClient, _ string) (recver[pb.RegionTagsResponse], error) {
 		return c.RegionTags(ctx, preq)
 	})
 	defer s.close()

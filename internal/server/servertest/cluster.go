@@ -157,6 +157,30 @@ func startMetasrv(t testing.TB, cli *clientv3.Client, defaultRegions uint32) (st
 	return func() { g.Stop(); meta.Close() }
 }
 
+// Counter is the value of dn's counter name (summed over its series) in
+// the series whose label is value.
+func Counter(t testing.TB, dn *server.Server, name, label, value string) float64 {
+	t.Helper()
+	mfs, err := dn.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0.
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == label && l.GetValue() == value {
+					n += m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return n
+}
+
 // PeerBytes is how many bytes of gRPC messages dn sent to or received from
 // other datanodes (direction "sent" or "received") in calls of the
 // methods whose names end with method (strata_peer_grpc_bytes_total).

@@ -1,0 +1,40 @@
+package grpcapi
+
+import (
+	"context"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/stratadb/strata/internal/peerwire"
+	pb "github.com/stratadb/strata/proto/strata/v1"
+)
+
+// PeerHandlers are the calls other datanodes make over peerwire, served
+// by the same handlers as over gRPC.
+func (s *Server) PeerHandlers() map[byte]peerwire.Handler {
+	return map[byte]peerwire.Handler{
+		peerwire.ScanColumns: func(ctx context.Context, req []byte, send func(proto.Message) error) error {
+			var r pb.ScanRequest
+			if err := proto.Unmarshal(req, &r); err != nil {
+				return status.Errorf(codes.InvalidArgument, "ScanColumns: a request that does not decode: %v", err)
+			}
+			return s.ScanColumns(&r, peerStream[pb.ScanColumnsResponse]{ctx: ctx, send: send})
+		},
+	}
+}
+
+// peerStream is a peerwire call's answer as a handler's gRPC stream. The
+// handlers use Send and Context only; the rest of grpc.ServerStream (the
+// embedded nil) is gRPC's metadata, which peerwire does not carry.
+type peerStream[T any] struct {
+	grpc.ServerStream
+	ctx  context.Context
+	send func(proto.Message) error
+}
+
+func (p peerStream[T]) Context() context.Context { return p.ctx }
+
+func (p peerStream[T]) Send(m *T) error { return p.send(any(m).(proto.Message)) }

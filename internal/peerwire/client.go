@@ -1,0 +1,341 @@
+package peerwire
+
+import (
+	"bufio"
+	"context"
+	"crypto/tls"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"sync"
+	"syscall"
+	"time"
+
+	spb "google.golang.org/genproto/googleapis/rpc/status"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/stratadb/strata/internal/auth"
+)
+
+// ErrUnsupported: the peer closed the connection at the magic, as a
+// datanode older than peerwire does; the caller uses gRPC instead.
+var ErrUnsupported = errors.New("peerwire: the peer does not speak peerwire")
+
+// ClientOptions configure a Client.
+type ClientOptions struct {
+	TLS   *tls.Config // nil: plaintext
+	Token auth.Token  // sent in the hello
+	// Count, if set, is told the bytes of every frame of a call.
+	Count func(direction string, method byte, n int)
+	// Idle is how many idle connections are kept a peer (default 8).
+	Idle int
+}
+
+// unsupportedFor is how long a peer that did not speak peerwire is not
+// asked again (it may be upgraded).
+const unsupportedFor = time.Minute
+
+// Client makes calls to peers, keeping idle connections for the next ones.
+type Client struct {
+	o           ClientOptions
+	mu          sync.Mutex
+	idle        map[string][]*clientConn
+	unsupported map[string]time.Time
+	closed      bool
+}
+
+// NewClient makes a client.
+func NewClient(o ClientOptions) *Client {
+	if o.Idle <= 0 {
+		o.Idle = 8
+	}
+	return &Client{o: o, idle: map[string][]*clientConn{}, unsupported: map[string]time.Time{}}
+}
+
+type clientConn struct {
+	nc  net.Conn // closing it ends the connection, whatever wraps it
+	rd  *bufio.Reader
+	w   *bufio.Writer
+	buf []byte
+}
+
+// Supported says whether addr is worth a call: false for a while after it
+// closed a connection at the magic.
+func (c *Client) Supported(addr string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	t, ok := c.unsupported[addr]
+	if ok && time.Since(t) > unsupportedFor {
+		delete(c.unsupported, addr)
+		return true
+	}
+	return !ok
+}
+
+// get returns an idle connection to addr (reused true) or a new one.
+func (c *Client) get(ctx context.Context, addr string) (cc *clientConn, reused bool, err error) {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return nil, false, status.Error(codes.Canceled, "peerwire: client closed")
+	}
+	if idle := c.idle[addr]; len(idle) > 0 {
+		cc = idle[len(idle)-1]
+		c.idle[addr] = idle[:len(idle)-1]
+		c.mu.Unlock()
+		return cc, true, nil
+	}
+	c.mu.Unlock()
+	cc, err = c.dial(ctx, addr)
+	return cc, false, err
+}
+
+// put keeps an idle connection for the next call, or closes it.
+func (c *Client) put(addr string, cc *clientConn) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed || len(c.idle[addr]) >= c.o.Idle {
+		cc.nc.Close()
+		return
+	}
+	c.idle[addr] = append(c.idle[addr], cc)
+}
+
+// drop closes addr's idle connections: one was found closed by the peer
+// (restarted, or shut down), and so probably were the others.
+func (c *Client) drop(addr string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, cc := range c.idle[addr] {
+		cc.nc.Close()
+	}
+	delete(c.idle, addr)
+}
+
+// dial opens and readies a connection: the magic, TLS, the hello.
+func (c *Client) dial(ctx context.Context, addr string) (*clientConn, error) {
+	var d net.Dialer
+	nc, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return nil, unavailable(ctx, err)
+	}
+	stop := context.AfterFunc(ctx, func() { nc.Close() })
+	defer stop()
+	_ = nc.SetDeadline(time.Now().Add(handshakeTimeout))
+	fail := func(err error) (*clientConn, error) {
+		nc.Close()
+		return nil, err
+	}
+	if _, err := io.WriteString(nc, Magic); err != nil {
+		return fail(unavailable(ctx, err))
+	}
+	conn := net.Conn(nc)
+	if c.o.TLS != nil {
+		cfg := c.o.TLS
+		if cfg.ServerName == "" {
+			cfg = cfg.Clone()
+			cfg.ServerName, _, _ = net.SplitHostPort(addr)
+		}
+		tc := tls.Client(nc, cfg)
+		if err := tc.HandshakeContext(ctx); err != nil {
+			if isEOF(err) {
+				return fail(c.markUnsupported(addr))
+			}
+			return fail(unavailable(ctx, err))
+		}
+		conn = tc
+	}
+	cc := &clientConn{nc: nc, rd: bufio.NewReaderSize(conn, 32<<10), w: bufio.NewWriterSize(conn, 4<<10)}
+	if _, err := cc.w.Write(appendFrame(nil, frameHello, []byte{version}, []byte(c.o.Token.Secret()))); err != nil || cc.w.Flush() != nil {
+		return fail(unavailable(ctx, errors.Join(err, cc.w.Flush())))
+	}
+	typ, p, err := readFrame(cc.rd, &cc.buf)
+	switch {
+	case isEOF(err):
+		return fail(c.markUnsupported(addr))
+	case err != nil:
+		return fail(unavailable(ctx, err))
+	case typ != frameReady:
+		return fail(status.Errorf(codes.Internal, "%v: frame %d for the hello's answer", ErrProtocol, typ))
+	case len(p) > 0:
+		return fail(statusError(p))
+	}
+	_ = nc.SetDeadline(time.Time{})
+	return cc, nil
+}
+
+func isReset(err error) bool {
+	return errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE)
+}
+
+func isEOF(err error) bool {
+	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, net.ErrClosed) || isReset(err)
+}
+
+func (c *Client) markUnsupported(addr string) error {
+	c.mu.Lock()
+	c.unsupported[addr] = time.Now()
+	c.mu.Unlock()
+	return fmt.Errorf("%w: %s", ErrUnsupported, addr)
+}
+
+// unavailable is a failed connection's error, as gRPC would give it: the
+// context's if it ended, else Unavailable (worth a retry).
+func unavailable(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		return status.FromContextError(ctx.Err()).Err()
+	}
+	return status.Errorf(codes.Unavailable, "peerwire: %v", err)
+}
+
+// statusError is the error an end or ready frame's status holds.
+func statusError(p []byte) error {
+	var sp spb.Status
+	if err := proto.Unmarshal(p, &sp); err != nil {
+		return status.Errorf(codes.Internal, "%v: a status that does not decode: %v", ErrProtocol, err)
+	}
+	return status.ErrorProto(&sp)
+}
+
+// Stream is a call's answer.
+type Stream struct {
+	c      *Client
+	cc     *clientConn
+	ctx    context.Context
+	addr   string
+	method byte
+	stop   func() bool // stops closing cc when ctx ends
+	done   bool
+	// A reused connection the peer closed while idle fails at the first
+	// read: the call is sent again on a new one (calls are reads).
+	frame  []byte
+	reused bool
+	got    bool
+}
+
+// Call sends a call of method to addr. ctx bounds the call (its deadline
+// goes to the server too); ending it closes the connection.
+func (c *Client) Call(ctx context.Context, addr string, method byte, req proto.Message) (*Stream, error) {
+	payload, err := proto.Marshal(req)
+	if err != nil {
+		return nil, status.Errorf(codes.Internal, "peerwire: %v", err)
+	}
+	var timeout uint64
+	if d, ok := ctx.Deadline(); ok {
+		timeout = uint64(max(time.Until(d), 1))
+	}
+	frame := appendFrame(nil, frameCall, []byte{method}, binary.AppendUvarint(nil, timeout), payload)
+	s := &Stream{c: c, ctx: ctx, addr: addr, method: method, frame: frame}
+	if err := s.send(); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// send sends the call on an idle connection or a new one.
+func (s *Stream) send() error {
+	for {
+		cc, reused, err := s.c.get(s.ctx, s.addr)
+		if err != nil {
+			return err
+		}
+		s.cc, s.reused, s.done = cc, reused, false
+		s.stop = context.AfterFunc(s.ctx, func() { cc.nc.Close() })
+		if _, err := cc.w.Write(s.frame); err == nil {
+			err = cc.w.Flush()
+		}
+		if err != nil {
+			s.fail()
+			if reused && s.ctx.Err() == nil {
+				continue // the peer had closed it while idle
+			}
+			return unavailable(s.ctx, err)
+		}
+		if s.c.o.Count != nil {
+			s.c.o.Count("sent", s.method, len(s.frame))
+		}
+		return nil
+	}
+}
+
+// Recv reads the next message of the answer into m; io.EOF at its end, or
+// the call's error (a gRPC status error, as gRPC's client gives).
+func (s *Stream) Recv(m proto.Message) error {
+	if s.done {
+		return io.EOF
+	}
+	typ, p, err := readFrame(s.cc.rd, &s.cc.buf)
+	for err != nil && s.reused && !s.got && isEOF(err) && s.ctx.Err() == nil {
+		s.fail()
+		s.c.drop(s.addr)
+		if err := s.send(); err != nil {
+			return err
+		}
+		typ, p, err = readFrame(s.cc.rd, &s.cc.buf)
+	}
+	if err != nil {
+		s.fail()
+		return unavailable(s.ctx, err)
+	}
+	s.got = true
+	if s.c.o.Count != nil {
+		s.c.o.Count("received", s.method, len(p)+5)
+	}
+	switch typ {
+	case frameMsg:
+		if err := proto.Unmarshal(p, m); err != nil {
+			s.fail()
+			return status.Errorf(codes.Internal, "peerwire: a message that does not decode: %v", err)
+		}
+		return nil
+	case frameEnd:
+		var err error = io.EOF
+		if len(p) > 0 {
+			err = statusError(p)
+			if s.ctx.Err() != nil {
+				err = status.FromContextError(s.ctx.Err()).Err() // as gRPC's client says
+			}
+		}
+		s.done = true
+		if s.stop() {
+			s.c.put(s.addr, s.cc)
+		} else {
+			s.cc.nc.Close()
+		}
+		return err
+	default:
+		s.fail()
+		return status.Errorf(codes.Internal, "%v: frame %d in an answer", ErrProtocol, typ)
+	}
+}
+
+// Close abandons the answer if it has not ended (its connection is closed,
+// which cancels the call on the peer).
+func (s *Stream) Close() {
+	if !s.done {
+		s.fail()
+	}
+}
+
+func (s *Stream) fail() {
+	s.done = true
+	s.stop()
+	s.cc.nc.Close()
+}
+
+// Close closes the idle connections; calls running go on.
+func (c *Client) Close() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.closed = true
+	for _, idle := range c.idle {
+		for _, cc := range idle {
+			cc.nc.Close()
+		}
+	}
+	c.idle = nil
+}

@@ -1,0 +1,400 @@
+package peerwire_test
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"io"
+	"net"
+	"runtime"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	"github.com/stratadb/strata/internal/auth"
+	"github.com/stratadb/strata/internal/peerwire"
+	"github.com/stratadb/strata/internal/tlsutil"
+)
+
+const echo, block, fail byte = 1, 2, 3
+
+// started is what the handlers saw: calls begun, and ended by their ctx.
+type started struct {
+	calls     atomic.Int32
+	cancelled chan error
+	deadline  chan time.Time
+}
+
+// serve starts a gRPC server (health only) and a peerwire server on one
+// listener: echo answers its request's string n times (n its length),
+// block waits for its ctx, fail returns a status error.
+func serve(t *testing.T, o peerwire.ServerOptions, grpcOpts ...grpc.ServerOption) (addr string, st *started, srv *peerwire.Server) {
+	t.Helper()
+	st = &started{cancelled: make(chan error, 10), deadline: make(chan time.Time, 10)}
+	o.Handlers = map[byte]peerwire.Handler{
+		echo: func(ctx context.Context, req []byte, send func(proto.Message) error) error {
+			st.calls.Add(1)
+			var m wrapperspb.StringValue
+			if err := proto.Unmarshal(req, &m); err != nil {
+				return err
+			}
+			for range len(m.Value) {
+				if err := send(&m); err != nil {
+					return err
+				}
+			}
+			return nil
+		},
+		block: func(ctx context.Context, req []byte, send func(proto.Message) error) error {
+			st.calls.Add(1)
+			d, _ := ctx.Deadline()
+			st.deadline <- d
+			<-ctx.Done()
+			st.cancelled <- ctx.Err()
+			return ctx.Err()
+		},
+		fail: func(ctx context.Context, req []byte, send func(proto.Message) error) error {
+			st.calls.Add(1)
+			return status.Error(codes.ResourceExhausted, "too much")
+		},
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv = peerwire.NewServer(o)
+	g := grpc.NewServer(grpcOpts...)
+	healthpb.RegisterHealthServer(g, health.NewServer())
+	gln := srv.Listener(ln)
+	served := make(chan struct{})
+	go func() { defer close(served); _ = g.Serve(gln) }()
+	t.Cleanup(func() { g.Stop(); srv.Close(); <-served })
+	return ln.Addr().String(), st, srv
+}
+
+func recvAll(t *testing.T, s *peerwire.Stream) ([]string, error) {
+	t.Helper()
+	var got []string
+	for {
+		var m wrapperspb.StringValue
+		err := s.Recv(&m)
+		if err == io.EOF {
+			return got, nil
+		}
+		if err != nil {
+			return got, err
+		}
+		got = append(got, m.Value)
+	}
+}
+
+func TestCallsAndGRPCShareThePort(t *testing.T) {
+	addr, st, _ := serve(t, peerwire.ServerOptions{})
+	var sent, received atomic.Int64
+	c := peerwire.NewClient(peerwire.ClientOptions{Count: func(dir string, _ byte, n int) {
+		if dir == "sent" {
+			sent.Add(int64(n))
+		} else {
+			received.Add(int64(n))
+		}
+	}})
+	defer c.Close()
+	ctx := context.Background()
+	for i := range 20 { // one connection, reused
+		s, err := c.Call(ctx, addr, echo, wrapperspb.String(strings.Repeat("x", i%5+1)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := recvAll(t, s)
+		if err != nil || len(got) != i%5+1 {
+			t.Fatalf("call %d: %d messages, %v", i, len(got), err)
+		}
+		if err := s.Recv(new(wrapperspb.StringValue)); err != io.EOF {
+			t.Fatalf("after the end: %v", err)
+		}
+	}
+	if st.calls.Load() != 20 || sent.Load() == 0 || received.Load() == 0 {
+		t.Fatalf("%d calls, %d bytes sent, %d received", st.calls.Load(), sent.Load(), received.Load())
+	}
+	// gRPC on the same port.
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if _, err := healthpb.NewHealthClient(conn).Check(ctx, &healthpb.HealthCheckRequest{}); err != nil {
+		t.Fatalf("gRPC beside peerwire: %v", err)
+	}
+}
+
+func TestErrorsKeepTheirCode(t *testing.T) {
+	addr, _, _ := serve(t, peerwire.ServerOptions{})
+	c := peerwire.NewClient(peerwire.ClientOptions{})
+	defer c.Close()
+	for _, m := range []struct {
+		method byte
+		code   codes.Code
+	}{{fail, codes.ResourceExhausted}, {9, codes.Unimplemented}} {
+		s, err := c.Call(context.Background(), addr, m.method, wrapperspb.String("a"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := recvAll(t, s); status.Code(err) != m.code {
+			t.Fatalf("method %d: %v, want %s", m.method, err, m.code)
+		}
+	}
+	// The connection is still good after an error.
+	s, err := c.Call(context.Background(), addr, echo, wrapperspb.String("ab"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := recvAll(t, s); err != nil || len(got) != 2 {
+		t.Fatalf("%v %v", got, err)
+	}
+}
+
+// A call cancelled by its caller is cancelled on the server; a deadline
+// travels to the server.
+func TestCancelAndDeadlineReachTheHandler(t *testing.T) {
+	addr, st, _ := serve(t, peerwire.ServerOptions{})
+	c := peerwire.NewClient(peerwire.ClientOptions{})
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
+	s, err := c.Call(ctx, addr, block, wrapperspb.String(""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m wrapperspb.StringValue
+	if d := time.Until(<-st.deadline); d < 59*time.Minute || d > time.Hour {
+		t.Fatalf("server's deadline in %v, want about an hour", d)
+	}
+	cancel()
+	select {
+	case err := <-st.cancelled:
+		if !errors.Is(err, context.Canceled) {
+			t.Fatalf("handler ended by %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the handler was not cancelled within 30 s of its caller")
+	}
+	if err := s.Recv(&m); status.Code(err) != codes.Canceled {
+		t.Fatalf("Recv after cancel: %v", err)
+	}
+	// A deadline that passes ends the call on both sides.
+	ctx, cancel = context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	s, err = c.Call(ctx, addr, block, wrapperspb.String(""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-st.deadline
+	if _, err := recvAll(t, s); status.Code(err) != codes.DeadlineExceeded {
+		t.Fatalf("past its deadline: %v", err)
+	}
+	// Its own deadline, or the connection the client closed at its one.
+	if err := <-st.cancelled; !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) {
+		t.Fatalf("handler ended by %v", err)
+	}
+}
+
+func TestTokenIsChecked(t *testing.T) {
+	addr, st, _ := serve(t, peerwire.ServerOptions{Token: auth.New("right")})
+	for _, tok := range []string{"", "wrong"} {
+		c := peerwire.NewClient(peerwire.ClientOptions{Token: auth.New(tok)})
+		if _, err := c.Call(context.Background(), addr, echo, wrapperspb.String("a")); status.Code(err) != codes.Unauthenticated {
+			t.Fatalf("token %q: %v", tok, err)
+		}
+		c.Close()
+	}
+	c := peerwire.NewClient(peerwire.ClientOptions{Token: auth.New("right")})
+	defer c.Close()
+	s, err := c.Call(context.Background(), addr, echo, wrapperspb.String("a"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := recvAll(t, s); err != nil || len(got) != 1 || st.calls.Load() != 1 {
+		t.Fatalf("%v %v, %d calls", got, err, st.calls.Load())
+	}
+}
+
+func tlsConfigs(t *testing.T) (server, client *tls.Config) {
+	t.Helper()
+	f, err := tlsutil.Generate(t.TempDir(), []string{"127.0.0.1", "localhost"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := tlsutil.Config{CertFile: f.Node, KeyFile: f.NodeKey, CAFile: f.CA}
+	if server, err = cfg.ServerTLS(); err != nil {
+		t.Fatal(err)
+	}
+	if client, err = cfg.ClientTLS(); err != nil {
+		t.Fatal(err)
+	}
+	return server, client
+}
+
+func TestTLS(t *testing.T) {
+	stls, ctls := tlsConfigs(t)
+	addr, _, _ := serve(t, peerwire.ServerOptions{TLS: stls}, grpc.Creds(credentials.NewTLS(stls)))
+	c := peerwire.NewClient(peerwire.ClientOptions{TLS: ctls})
+	defer c.Close()
+	s, err := c.Call(context.Background(), addr, echo, wrapperspb.String("abc"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := recvAll(t, s); err != nil || len(got) != 3 {
+		t.Fatalf("%v %v", got, err)
+	}
+	// A plaintext client is not served.
+	plain := peerwire.NewClient(peerwire.ClientOptions{})
+	defer plain.Close()
+	if _, err := plain.Call(context.Background(), addr, echo, wrapperspb.String("a")); err == nil {
+		t.Fatal("a plaintext call to a TLS server succeeded")
+	}
+	// gRPC over TLS on the same port.
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(credentials.NewTLS(ctls)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if _, err := healthpb.NewHealthClient(conn).Check(context.Background(), &healthpb.HealthCheckRequest{}); err != nil {
+		t.Fatalf("gRPC over TLS beside peerwire: %v", err)
+	}
+}
+
+// A peer without peerwire (a gRPC server alone, as an older datanode is)
+// closes the connection at the magic: ErrUnsupported, remembered, at once.
+func TestOlderPeerIsUnsupported(t *testing.T) {
+	for _, withTLS := range []bool{false, true} {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var opts []grpc.ServerOption
+		var ctls *tls.Config
+		if withTLS {
+			var stls *tls.Config
+			stls, ctls = tlsConfigs(t)
+			opts = append(opts, grpc.Creds(credentials.NewTLS(stls)))
+		}
+		g := grpc.NewServer(opts...)
+		go func() { _ = g.Serve(ln) }()
+		c := peerwire.NewClient(peerwire.ClientOptions{TLS: ctls})
+		addr := ln.Addr().String()
+		began := time.Now()
+		_, err = c.Call(context.Background(), addr, echo, wrapperspb.String("a"))
+		if !errors.Is(err, peerwire.ErrUnsupported) {
+			t.Fatalf("tls %v: %v, want ErrUnsupported", withTLS, err)
+		}
+		if took := time.Since(began); took > 5*time.Second {
+			t.Fatalf("tls %v: ErrUnsupported after %v", withTLS, took)
+		}
+		if c.Supported(addr) {
+			t.Fatalf("tls %v: still Supported", withTLS)
+		}
+		c.Close()
+		g.Stop()
+	}
+}
+
+// A connection the server closed while idle (it restarted) is not a
+// failed call: the call goes again on a new connection.
+func TestIdleConnectionClosedByTheServer(t *testing.T) {
+	addr, st, srv := serve(t, peerwire.ServerOptions{})
+	c := peerwire.NewClient(peerwire.ClientOptions{})
+	defer c.Close()
+	call := func() {
+		t.Helper()
+		s, err := c.Call(context.Background(), addr, echo, wrapperspb.String("ab"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, err := recvAll(t, s); err != nil || len(got) != 2 {
+			t.Fatalf("%v %v", got, err)
+		}
+	}
+	call()
+	// Shutdown closes idle connections; a new server on the same port
+	// takes the next call.
+	srv.Shutdown(context.Background())
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		t.Skipf("the port was taken meanwhile: %v", err)
+	}
+	srv2 := peerwire.NewServer(peerwire.ServerOptions{Handlers: map[byte]peerwire.Handler{echo: func(ctx context.Context, req []byte, send func(proto.Message) error) error {
+		st.calls.Add(1)
+		var m wrapperspb.StringValue
+		_ = proto.Unmarshal(req, &m)
+		for range len(m.Value) {
+			if err := send(&m); err != nil {
+				return err
+			}
+		}
+		return nil
+	}}})
+	gln := srv2.Listener(ln)
+	defer srv2.Close()
+	go func() { // gRPC's side, unused: accept until closed
+		for {
+			c, err := gln.Accept()
+			if err != nil {
+				return
+			}
+			c.Close()
+		}
+	}()
+	call()
+	if st.calls.Load() != 2 {
+		t.Fatalf("%d calls", st.calls.Load())
+	}
+}
+
+// Shutdown lets a call running end; Close stops every goroutine.
+func TestShutdownWaitsForCalls(t *testing.T) {
+	base := runtime.NumGoroutine()
+	addr, st, srv := serve(t, peerwire.ServerOptions{})
+	c := peerwire.NewClient(peerwire.ClientOptions{})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	s, err := c.Call(ctx, addr, block, wrapperspb.String(""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-st.deadline
+	shut, stop := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { srv.Shutdown(shut); close(done) }()
+	select {
+	case <-done:
+		t.Fatal("Shutdown returned with a call running")
+	case <-time.After(100 * time.Millisecond): // it must still be waiting
+	}
+	stop() // its deadline: the call is cancelled
+	<-done
+	if err := <-st.cancelled; err == nil {
+		t.Fatal("the handler was not cancelled")
+	}
+	if _, err := recvAll(t, s); err == nil {
+		t.Fatal("the call ended well after Close")
+	}
+	c.Close()
+	srv.Close()
+	for deadline := time.Now().Add(30 * time.Second); runtime.NumGoroutine() > base+2; {
+		if time.Now().After(deadline) {
+			buf := make([]byte, 1<<20)
+			t.Fatalf("%d goroutines after Close, %d before:\n%s", runtime.NumGoroutine(), base, buf[:runtime.Stack(buf, true)])
+		}
+		time.Sleep(10 * time.Millisecond) // goroutines end without a signal to wait on
+	}
+}
