@@ -11,12 +11,12 @@ import (
 	"github.com/stratadb/strata/internal/tsbs"
 )
 
-// tsbsShare is the share of region 0 of 3 of a TSBS batch of 10,000 lines
-// over 4,000 hosts, as a sender forwards it: about 3,300 rows, a host's
-// key 2.5 times. Its points have a shape, as the line-protocol parser
-// gives them (row.Point.Shape).
-func tsbsShare(b *testing.B) region.Batch {
-	const hosts, lines, regions = 4000, 10000, 3
+// tsbsShare is the share of region 0 of 3 of a TSBS batch of lines lines
+// over 4,000 hosts, as a sender forwards it: of 10,000 lines, about 3,300
+// rows, a host's key 2.5 times; of 4,000, each key once. Its points have
+// a shape, as the line-protocol parser gives them (row.Point.Shape).
+func tsbsShare(b *testing.B, lines int) region.Batch {
+	const hosts, regions = 4000, 3
 	tags := make([][]row.Tag, hosts)
 	for h := range tags {
 		tags[h] = tsbs.Tags(h)
@@ -39,7 +39,7 @@ func tsbsShare(b *testing.B) region.Batch {
 // BenchmarkAppend is a sender's encoding of a share (Append), then its
 // compression.
 func BenchmarkAppend(b *testing.B) {
-	bt := tsbsShare(b)
+	bt := tsbsShare(b, 10000)
 	var raw, comp []byte
 	b.Run("Append", func(b *testing.B) {
 		b.ReportAllocs()
@@ -59,30 +59,37 @@ func BenchmarkAppend(b *testing.B) {
 }
 
 // BenchmarkDecode is an owner's decompression and decoding of a share
-// (Decode checks every key).
+// (Decode checks every key); Distinct decodes a share whose keys are all
+// different (of 4,000 lines).
 func BenchmarkDecode(b *testing.B) {
-	bt := tsbsShare(b)
-	raw := Append(nil, bt)
-	comp := Compress(Snappy, nil, raw)
-	sc := new(Scratch)
-	b.Run("Snappy", func(b *testing.B) {
-		b.ReportAllocs()
-		for b.Loop() {
-			out, err := Decompress(Snappy, sc.Buf, comp, uint64(len(raw)))
-			if err != nil {
-				b.Fatal(err)
-			}
-			sc.Buf = out
+	for _, lines := range []int{10000, 4000} {
+		name := ""
+		if lines == 4000 {
+			name = "Distinct/"
 		}
-		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(bt.Points)), "ns/row")
-	})
-	b.Run("Decode", func(b *testing.B) {
-		b.ReportAllocs()
-		for b.Loop() {
-			if _, err := sc.Decode(raw); err != nil {
-				b.Fatal(err)
+		bt := tsbsShare(b, lines)
+		raw := Append(nil, bt)
+		comp := Compress(Snappy, nil, raw)
+		sc := new(Scratch)
+		b.Run(name+"Snappy", func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				out, err := Decompress(Snappy, sc.Buf, comp, uint64(len(raw)))
+				if err != nil {
+					b.Fatal(err)
+				}
+				sc.Buf = out
 			}
-		}
-		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(bt.Points)), "ns/row")
-	})
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(bt.Points)), "ns/row")
+		})
+		b.Run(name+"Decode", func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := sc.Decode(raw); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(bt.Points)), "ns/row")
+		})
+	}
 }
