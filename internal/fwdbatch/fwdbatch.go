@@ -174,18 +174,19 @@ func (s *Scratch) Keep() bool {
 	return cap(s.Buf) <= 16<<20 && cap(s.vals) <= 1<<20 && cap(s.points) <= 1<<18
 }
 
+// forget empties seen (a map of a rare huge run is not kept: a cleared
+// map keeps its size).
+func (s *Scratch) forget() {
+	if s.seen == nil || len(s.seen) > 1<<16 {
+		s.seen = map[string]int{}
+	}
+	clear(s.seen)
+}
+
 // Decode is Decode into s's memory. The points of a run with the same key
 // share one slice of data for it (its first occurrence), checked once.
 func (s *Scratch) Decode(data []byte) (region.Batch, error) {
-	if s.seen == nil {
-		s.seen = map[string]int{}
-	}
-	defer func() { // no reference to data stays
-		if len(s.seen) > 1<<16 {
-			s.seen = nil // a rare huge run: do not keep its map
-		}
-		clear(s.seen)
-	}()
+	defer s.forget() // no reference to data stays
 	d := decoder{buf: data}
 	if v := d.byte(); v != version {
 		return region.Batch{}, fmt.Errorf("%w: version %d, not %d", ErrMalformed, v, version)
@@ -227,7 +228,7 @@ func (s *Scratch) Decode(data []byte) (region.Batch, error) {
 		sort.Strings(sorted)
 		sorted = slices.Compact(sorted) // a name twice is ValidateBatch's to refuse
 		first := len(b.Points)
-		clear(s.seen) // a key is checked against its run's tag names
+		s.forget() // a key is checked against its run's tag names
 		for i := range n {
 			k := d.bytes()
 			if d.err != nil {
