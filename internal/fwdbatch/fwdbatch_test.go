@@ -198,3 +198,48 @@ func TestMalformed(t *testing.T) {
 		t.Errorf("codec 7: %v", err)
 	}
 }
+
+// A key is checked once per run: its repeats in the run share its bytes,
+// but a run of other tags checks it again, and a bad key after good ones
+// (repeated or not) refuses the batch at its index.
+func TestRepeatedKeys(t *testing.T) {
+	ab := []row.Tag{{Name: "a", Value: "1"}, {Name: "b", Value: "2"}}
+	key, err := row.EncodeSeries(nil, slices.Clone(ab))
+	if err != nil {
+		t.Fatal(err)
+	}
+	point := func(tags []row.Tag) row.Point {
+		return row.Point{Tags: tags, TS: 1, Fields: []row.Field{{Name: "v", Value: row.FloatValue(1)}}}
+	}
+	good := point(ab)
+	sc := new(Scratch)
+	b, err := sc.Decode(Append(nil, region.Batch{Points: []row.Point{good, good, good}, Keys: [][]byte{key, slices.Clone(key), slices.Clone(key)}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, k := range b.Keys {
+		if string(k) != string(key) || &k[0] != &b.Keys[0][0] {
+			t.Errorf("key %d: %q at %p, want %q at %p", i, k, &k[0], key, &b.Keys[0][0])
+		}
+	}
+	onlyA := point([]row.Tag{{Name: "a", Value: "1"}})
+	bad := []byte("\x01a\x011\x01b\x01") // b's value cut short
+	for name, tc := range map[string]struct {
+		b     region.Batch
+		index int
+	}{
+		"a key of tags a and b in a run of tag a": {region.Batch{Points: []row.Point{good, good, onlyA}, Keys: [][]byte{key, key, key}}, 2},
+		"a bad key after good ones":               {region.Batch{Points: []row.Point{good, good, good}, Keys: [][]byte{key, key, bad}}, 2},
+		"a key with its tag b twice":              {region.Batch{Points: []row.Point{good, point([]row.Tag{{Name: "b", Value: "2"}, {Name: "b", Value: "2"}})}, Keys: [][]byte{key, []byte("\x01b\x012\x01b\x012")}}, 1},
+	} {
+		var pe *region.PointError
+		_, err := sc.Decode(Append(nil, tc.b))
+		if !errors.Is(err, ErrMalformed) || !errors.As(err, &pe) || pe.Index != tc.index {
+			t.Errorf("%s: %v, want a malformed point %d", name, err, tc.index)
+		}
+	}
+	// The scratch holds no key of a batch once Decode returned.
+	if len(sc.seen) != 0 {
+		t.Errorf("%d keys still seen", len(sc.seen))
+	}
+}
