@@ -157,9 +157,9 @@ func startMetasrv(t testing.TB, cli *clientv3.Client, defaultRegions uint32) (st
 	return func() { g.Stop(); meta.Close() }
 }
 
-// Counter is the value of dn's counter name (summed over its series) in
-// the series whose label is value.
-func Counter(t testing.TB, dn *server.Server, name, label, value string) float64 {
+// Counter sums dn's counter name over its series whose labels keep
+// takes.
+func Counter(t testing.TB, dn *server.Server, name string, keep func(labels map[string]string) bool) float64 {
 	t.Helper()
 	mfs, err := dn.Registry.Gather()
 	if err != nil {
@@ -171,10 +171,12 @@ func Counter(t testing.TB, dn *server.Server, name, label, value string) float64
 			continue
 		}
 		for _, m := range mf.GetMetric() {
+			labels := map[string]string{}
 			for _, l := range m.GetLabel() {
-				if l.GetName() == label && l.GetValue() == value {
-					n += m.GetCounter().GetValue()
-				}
+				labels[l.GetName()] = l.GetValue()
+			}
+			if keep(labels) {
+				n += m.GetCounter().GetValue()
 			}
 		}
 	}
@@ -186,29 +188,7 @@ func Counter(t testing.TB, dn *server.Server, name, label, value string) float64
 // methods whose names end with method (strata_peer_grpc_bytes_total).
 func PeerBytes(t testing.TB, dn *server.Server, direction, method string) float64 {
 	t.Helper()
-	mfs, err := dn.Registry.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	n := 0.
-	for _, mf := range mfs {
-		if mf.GetName() != "strata_peer_grpc_bytes_total" {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			var dir, meth string
-			for _, l := range m.GetLabel() {
-				switch l.GetName() {
-				case "direction":
-					dir = l.GetValue()
-				case "method":
-					meth = l.GetValue()
-				}
-			}
-			if dir == direction && strings.HasSuffix(meth, method) {
-				n += m.GetCounter().GetValue()
-			}
-		}
-	}
-	return n
+	return Counter(t, dn, "strata_peer_grpc_bytes_total", func(l map[string]string) bool {
+		return l["direction"] == direction && strings.HasSuffix(l["method"], method)
+	})
 }
