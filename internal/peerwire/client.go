@@ -153,7 +153,7 @@ func (c *Client) dial(ctx context.Context, addr string) (*clientConn, error) {
 	if _, err := cc.w.Write(appendFrame(nil, frameHello, []byte{version}, []byte(c.o.Token.Secret()))); err != nil || cc.w.Flush() != nil {
 		return fail(unavailable(ctx, errors.Join(err, cc.w.Flush())))
 	}
-	typ, p, err := readFrame(cc.rd, &cc.buf)
+	typ, p, err := readFrame(cc.rd, &cc.buf, maxHello)
 	switch {
 	case isEOF(err):
 		return fail(c.markUnsupported(addr))
@@ -268,14 +268,14 @@ func (s *Stream) Recv(m proto.Message) error {
 	if s.done {
 		return io.EOF
 	}
-	typ, p, err := readFrame(s.cc.rd, &s.cc.buf)
+	typ, p, err := readFrame(s.cc.rd, &s.cc.buf, MaxFrame)
 	for err != nil && s.reused && !s.got && isEOF(err) && s.ctx.Err() == nil {
 		s.fail()
 		s.c.drop(s.addr)
 		if err := s.send(); err != nil {
 			return err
 		}
-		typ, p, err = readFrame(s.cc.rd, &s.cc.buf)
+		typ, p, err = readFrame(s.cc.rd, &s.cc.buf, MaxFrame)
 	}
 	if err != nil {
 		s.fail()

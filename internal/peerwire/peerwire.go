@@ -58,8 +58,13 @@ const (
 	frameEnd                   // server → client: the call's status (empty: OK)
 )
 
-// MaxFrame bounds a frame, as gRPC's receive limit bounds a message.
-const MaxFrame = 64 << 20
+// MaxFrame bounds a frame, as gRPC's receive limit bounds a message;
+// maxHello bounds the hello and its answer, read before the peer is
+// known (an unauthenticated client cannot make the server hold more).
+const (
+	MaxFrame = 64 << 20
+	maxHello = 4 << 10
+)
 
 // ErrProtocol: the other side broke the protocol (a frame out of place,
 // too large, or cut short).
@@ -80,15 +85,15 @@ func appendFrame(buf []byte, typ byte, payload ...[]byte) []byte {
 	return buf
 }
 
-// readFrame reads one frame into buf (grown as needed) and returns its
-// type and payload, which aliases buf.
-func readFrame(r io.Reader, buf *[]byte) (typ byte, payload []byte, err error) {
+// readFrame reads one frame of at most limit bytes into buf (grown as
+// needed) and returns its type and payload, which aliases buf.
+func readFrame(r io.Reader, buf *[]byte, limit uint32) (typ byte, payload []byte, err error) {
 	var hdr [5]byte
 	if _, err := io.ReadFull(r, hdr[:]); err != nil {
 		return 0, nil, err
 	}
 	n := binary.BigEndian.Uint32(hdr[:4])
-	if n == 0 || n > MaxFrame {
+	if n == 0 || n > limit {
 		return 0, nil, fmt.Errorf("%w: frame of %d bytes", ErrProtocol, n)
 	}
 	if cap(*buf) < int(n-1) {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"os"
 	"runtime"
 	"strings"
 	"sync/atomic"
@@ -396,5 +397,28 @@ func TestShutdownWaitsForCalls(t *testing.T) {
 			t.Fatalf("%d goroutines after Close, %d before:\n%s", runtime.NumGoroutine(), base, buf[:runtime.Stack(buf, true)])
 		}
 		time.Sleep(10 * time.Millisecond) // goroutines end without a signal to wait on
+	}
+}
+
+// Before the token is checked a client cannot make the server take a
+// large frame: a hello longer than a few KiB closes the connection.
+func TestALargeHelloIsRefused(t *testing.T) {
+	addr, st, _ := serve(t, peerwire.ServerOptions{Token: auth.New("right")})
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	// Magic, then a hello frame header claiming 32 MiB.
+	if _, err := c.Write(append([]byte(peerwire.Magic), 0x02, 0, 0, 0, 1)); err != nil {
+		t.Fatal(err)
+	}
+	// At once, not at the handshake's deadline (10 s).
+	_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if n, err := c.Read(make([]byte, 16)); err == nil || errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("read %d bytes, %v: want the connection closed", n, err)
+	}
+	if st.calls.Load() != 0 {
+		t.Fatal("a call ran")
 	}
 }

@@ -211,7 +211,7 @@ func (s *Server) serve(nc net.Conn) {
 	rd := bufio.NewReaderSize(c, 16<<10)
 	w := bufio.NewWriterSize(c, 32<<10)
 	var buf []byte
-	typ, p, err := readFrame(rd, &buf)
+	typ, p, err := readFrame(rd, &buf, maxHello)
 	if err != nil || typ != frameHello {
 		return
 	}
@@ -237,7 +237,7 @@ func (s *Server) serve(nc net.Conn) {
 		defer cancel()
 		var buf []byte
 		for {
-			typ, p, err := readFrame(rd, &buf)
+			typ, p, err := readFrame(rd, &buf, MaxFrame)
 			if err != nil || typ != frameCall || len(p) < 2 {
 				return
 			}
