@@ -14,9 +14,9 @@ import (
 	"github.com/stratadb/strata/internal/layout"
 	"github.com/stratadb/strata/internal/region"
 	"github.com/stratadb/strata/internal/row"
-	"github.com/stratadb/strata/internal/server/servertest"
 	"github.com/stratadb/strata/internal/scan"
 	"github.com/stratadb/strata/internal/server"
+	"github.com/stratadb/strata/internal/server/servertest"
 )
 
 // staleBits are Prometheus' stale marker's bits.

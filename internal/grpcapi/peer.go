@@ -3,8 +3,8 @@ package grpcapi
 import (
 	"context"
 
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
@@ -27,14 +27,19 @@ func (s *Server) PeerHandlers() map[byte]peerwire.Handler {
 }
 
 // peerStream is a peerwire call's answer as a handler's gRPC stream. The
-// handlers use Send and Context only; the rest of grpc.ServerStream (the
-// embedded nil) is gRPC's metadata, which peerwire does not carry.
+// handlers use Send and Context; peerwire carries no metadata, and a
+// handler that sets some gets an error, not a panic.
 type peerStream[T any] struct {
-	grpc.ServerStream
 	ctx  context.Context
 	send func(proto.Message) error
 }
 
-func (p peerStream[T]) Context() context.Context { return p.ctx }
+var errNoMetadata = status.Error(codes.Unimplemented, "peerwire carries no gRPC metadata")
 
-func (p peerStream[T]) Send(m *T) error { return p.send(any(m).(proto.Message)) }
+func (p peerStream[T]) Context() context.Context     { return p.ctx }
+func (p peerStream[T]) Send(m *T) error              { return p.send(any(m).(proto.Message)) }
+func (p peerStream[T]) SendMsg(m any) error          { return p.send(m.(proto.Message)) }
+func (p peerStream[T]) RecvMsg(any) error            { return errNoMetadata }
+func (p peerStream[T]) SetHeader(metadata.MD) error  { return errNoMetadata }
+func (p peerStream[T]) SendHeader(metadata.MD) error { return errNoMetadata }
+func (p peerStream[T]) SetTrailer(metadata.MD)       {}

@@ -31,7 +31,7 @@ type ClientOptions struct {
 	Token auth.Token  // sent in the hello
 	// Count, if set, is told the bytes of every frame of a call.
 	Count func(direction string, method byte, n int)
-	// Idle is how many idle connections are kept a peer (default 8).
+	// Idle is how many idle connections are kept a peer (default 64).
 	Idle int
 }
 
@@ -51,7 +51,13 @@ type Client struct {
 // NewClient makes a client.
 func NewClient(o ClientOptions) *Client {
 	if o.Idle <= 0 {
-		o.Idle = 8
+		o.Idle = 64
+	}
+	if o.TLS != nil && o.TLS.ClientSessionCache == nil {
+		// A connection dialled beyond the idle ones resumes a session
+		// instead of a full handshake.
+		o.TLS = o.TLS.Clone()
+		o.TLS.ClientSessionCache = tls.NewLRUClientSessionCache(256)
 	}
 	return &Client{o: o, idle: map[string][]*clientConn{}, unsupported: map[string]time.Time{}}
 }
@@ -142,7 +148,7 @@ func (c *Client) dial(ctx context.Context, addr string) (*clientConn, error) {
 		}
 		tc := tls.Client(nc, cfg)
 		if err := tc.HandshakeContext(ctx); err != nil {
-			if isEOF(err) {
+			if ctx.Err() == nil && isEOF(err) {
 				return fail(c.markUnsupported(addr))
 			}
 			return fail(unavailable(ctx, err))
@@ -155,6 +161,8 @@ func (c *Client) dial(ctx context.Context, addr string) (*clientConn, error) {
 	}
 	typ, p, err := readFrame(cc.rd, &cc.buf, maxHello)
 	switch {
+	case err != nil && ctx.Err() != nil: // the caller gave up: says nothing of the peer
+		return fail(unavailable(ctx, err))
 	case isEOF(err):
 		return fail(c.markUnsupported(addr))
 	case err != nil:
@@ -173,7 +181,7 @@ func isReset(err error) bool {
 }
 
 func isEOF(err error) bool {
-	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, net.ErrClosed) || isReset(err)
+	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || isReset(err)
 }
 
 func (c *Client) markUnsupported(addr string) error {
@@ -215,6 +223,7 @@ type Stream struct {
 	frame  []byte
 	reused bool
 	got    bool
+	err    error // what Recv answers once done: io.EOF, or the call's error
 }
 
 // Call sends a call of method to addr. ctx bounds the call (its deadline
@@ -266,13 +275,28 @@ func (s *Stream) send() error {
 // the call's error (a gRPC status error, as gRPC's client gives).
 func (s *Stream) Recv(m proto.Message) error {
 	if s.done {
-		return io.EOF
+		return s.err
 	}
+	err := s.recv(m)
+	if err != nil && s.err == nil {
+		s.err = err
+	}
+	return err
+}
+
+func (s *Stream) recv(m proto.Message) error {
 	typ, p, err := readFrame(s.cc.rd, &s.cc.buf, MaxFrame)
 	for err != nil && s.reused && !s.got && isEOF(err) && s.ctx.Err() == nil {
 		s.fail()
 		s.c.drop(s.addr)
 		if err := s.send(); err != nil {
+			if errors.Is(err, ErrUnsupported) {
+				// The peer closed the new connection at the magic too:
+				// restarting, or older now. The caller's retry asks again
+				// (over gRPC, if the peer stays Unsupported).
+				err = status.Errorf(codes.Unavailable, "%v", err)
+			}
+			s.err = err
 			return err
 		}
 		typ, p, err = readFrame(s.cc.rd, &s.cc.buf, MaxFrame)
@@ -318,6 +342,7 @@ func (s *Stream) Recv(m proto.Message) error {
 func (s *Stream) Close() {
 	if !s.done {
 		s.fail()
+		s.err = status.Error(codes.Canceled, "peerwire: the call was abandoned")
 	}
 }
 

@@ -154,6 +154,9 @@ func TestErrorsKeepTheirCode(t *testing.T) {
 		if _, err := recvAll(t, s); status.Code(err) != m.code {
 			t.Fatalf("method %d: %v, want %s", m.method, err, m.code)
 		}
+		if err := s.Recv(new(wrapperspb.StringValue)); status.Code(err) != m.code {
+			t.Fatalf("method %d, Recv again: %v, want %s", m.method, err, m.code)
+		}
 	}
 	// The connection is still good after an error.
 	s, err := c.Call(context.Background(), addr, echo, wrapperspb.String("ab"))
@@ -420,5 +423,60 @@ func TestALargeHelloIsRefused(t *testing.T) {
 	}
 	if st.calls.Load() != 0 {
 		t.Fatal("a call ran")
+	}
+}
+
+// A call cancelled while its connection's hello waits for the answer says
+// nothing of the peer: it is not marked unsupported.
+func TestCancelledDialLeavesThePeerSupported(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	got := make(chan net.Conn, 1)
+	go func() { // reads the magic and the hello (no token: 6 bytes), then never answers
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		if _, err := io.ReadFull(c, make([]byte, len(peerwire.Magic)+6)); err == nil {
+			got <- c
+		}
+	}()
+	c := peerwire.NewClient(peerwire.ClientOptions{})
+	defer c.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	errc := make(chan error, 1)
+	go func() {
+		_, err := c.Call(ctx, ln.Addr().String(), echo, wrapperspb.String("a"))
+		errc <- err
+	}()
+	conn := <-got
+	defer conn.Close()
+	cancel()
+	if err := <-errc; status.Code(err) != codes.Canceled || errors.Is(err, peerwire.ErrUnsupported) {
+		t.Fatalf("%v, want Canceled", err)
+	}
+	if !c.Supported(ln.Addr().String()) {
+		t.Fatal("the peer was marked unsupported for the caller's cancel")
+	}
+}
+
+// Close does not wait for a connection that has not sent its first bytes.
+func TestCloseWithAConnectionBeingSorted(t *testing.T) {
+	addr, _, srv := serve(t, peerwire.ServerOptions{})
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := c.Write([]byte("STRATA")); err != nil { // part of the magic, then silence
+		t.Fatal(err)
+	}
+	began := time.Now()
+	srv.Close()
+	if took := time.Since(began); took > 5*time.Second {
+		t.Fatalf("Close took %v (the sort's deadline is 10 s)", took)
 	}
 }

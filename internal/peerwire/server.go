@@ -142,12 +142,17 @@ func (s *Server) sort(l *splitListener, c net.Conn) {
 	defer s.wg.Done()
 	var head [len(Magic)]byte
 	_ = c.SetReadDeadline(time.Now().Add(handshakeTimeout))
+	stop := context.AfterFunc(s.ctx, func() { c.Close() }) // Close does not wait out the deadline
 	n, err := io.ReadFull(c, head[:])
+	stop()
 	_ = c.SetReadDeadline(time.Time{})
 	if err == nil && string(head[:]) == Magic {
 		s.serve(c)
 		return
 	}
+	// gRPC sets a user timeout on the TCP connections it accepts, but only
+	// where it sees a *net.TCPConn, which the wrapper hides: set here.
+	setUserTimeout(c, grpcUserTimeout)
 	select {
 	case l.conns <- accepted{c: &prefixConn{Conn: c, head: head[:n]}}:
 	case <-l.done:

@@ -165,16 +165,16 @@ type Server struct {
 	peer     *peerwire.Server // on the gRPC listener
 	// peerClient carries this node's remote column scans.
 	peerClient *peerwire.Client
-	health   *health.Server
-	httpLn   net.Listener
-	grpcLn   net.Listener
-	errc     chan error
-	Registry *prometheus.Registry
-	etcd     *clientv3.Client
-	agent    *agent.Agent
-	embedded *cluster.Etcd
-	meta     *metasrv.Server
-	rules    *rules.Manager
+	health     *health.Server
+	httpLn     net.Listener
+	grpcLn     net.Listener
+	errc       chan error
+	Registry   *prometheus.Registry
+	etcd       *clientv3.Client
+	agent      *agent.Agent
+	embedded   *cluster.Etcd
+	meta       *metasrv.Server
+	rules      *rules.Manager
 }
 
 // Start opens the store and the engine (replaying WALs) and starts
