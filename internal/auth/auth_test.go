@@ -115,7 +115,7 @@ func TestLoad(t *testing.T) {
 	if err := os.WriteFile(p, []byte("  abc \n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if tok, err := Load(p); err != nil || !tok.match("abc") {
+	if tok, err := Load(p); err != nil || !tok.Match("abc") {
 		t.Fatalf("load: %v", err)
 	}
 	if err := os.WriteFile(p, []byte("\n"), 0o600); err != nil {
@@ -128,7 +128,7 @@ func TestLoad(t *testing.T) {
 		t.Fatal("a missing token file was accepted")
 	}
 	t.Setenv("STRATA_AUTH_TOKEN", "fromenv")
-	if tok, _ := Load(""); !tok.match("fromenv") {
+	if tok, _ := Load(""); !tok.Match("fromenv") {
 		t.Fatal("the environment's token was not used")
 	}
 }
