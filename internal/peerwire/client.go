@@ -254,7 +254,8 @@ func (s *Stream) send() error {
 		}
 		s.cc, s.reused, s.done = cc, reused, false
 		s.stop = context.AfterFunc(s.ctx, func() { cc.nc.Close() })
-		if _, err := cc.w.Write(s.frame); err == nil {
+		_, err = cc.w.Write(s.frame)
+		if err == nil {
 			err = cc.w.Flush()
 		}
 		if err != nil {
@@ -317,7 +318,7 @@ func (s *Stream) recv(m proto.Message) error {
 		}
 		return nil
 	case frameEnd:
-		var err error = io.EOF
+		err := io.EOF
 		if len(p) > 0 {
 			err = statusError(p)
 			if s.ctx.Err() != nil {
