@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"sync"
 	"syscall"
 	"time"
@@ -286,7 +287,7 @@ func (s *Stream) Recv(m proto.Message) error {
 }
 
 func (s *Stream) recv(m proto.Message) error {
-	typ, p, err := readFrame(s.cc.rd, &s.cc.buf, MaxFrame)
+	typ, p, err := s.read()
 	for err != nil && s.reused && !s.got && isEOF(err) && s.ctx.Err() == nil {
 		s.fail()
 		s.c.drop(s.addr)
@@ -300,10 +301,13 @@ func (s *Stream) recv(m proto.Message) error {
 			s.err = err
 			return err
 		}
-		typ, p, err = readFrame(s.cc.rd, &s.cc.buf, MaxFrame)
+		typ, p, err = s.read()
 	}
 	if err != nil {
 		s.fail()
+		if errors.Is(err, os.ErrDeadlineExceeded) && s.ctx.Err() == nil {
+			return status.Errorf(codes.Unavailable, "peerwire: no word from %s in %v", s.addr, silence)
+		}
 		return unavailable(s.ctx, err)
 	}
 	s.got = true
@@ -326,6 +330,7 @@ func (s *Stream) recv(m proto.Message) error {
 			}
 		}
 		s.done = true
+		_ = s.cc.nc.SetReadDeadline(time.Time{})
 		if s.stop() {
 			s.c.put(s.addr, s.cc)
 		} else {
@@ -335,6 +340,21 @@ func (s *Stream) recv(m proto.Message) error {
 	default:
 		s.fail()
 		return status.Errorf(codes.Internal, "%v: frame %d in an answer", ErrProtocol, typ)
+	}
+}
+
+// read reads the answer's next frame that is not an alive one, within
+// silence of the last.
+func (s *Stream) read() (byte, []byte, error) {
+	for {
+		_ = s.cc.nc.SetReadDeadline(time.Now().Add(silence))
+		typ, p, err := readFrame(s.cc.rd, &s.cc.buf, MaxFrame)
+		if err != nil || typ != frameAlive {
+			return typ, p, err
+		}
+		if s.c.o.Count != nil {
+			s.c.o.Count("received", s.method, len(p)+5)
+		}
 	}
 }
 

@@ -30,6 +30,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"time"
 )
 
 // Magic opens every peerwire connection, before TLS. It cannot begin an
@@ -56,6 +57,18 @@ const (
 	frameCall                  // client → server: method, deadline (ns from now, 0: none), request
 	frameMsg                   // server → client: a message of the answer
 	frameEnd                   // server → client: the call's status (empty: OK)
+	frameAlive                 // server → client: the call is still running (empty)
+)
+
+// A call's answer says something at least every aliveEvery (its messages,
+// or an alive frame while the handler works without sending); a client
+// that hears nothing for silence gives the connection up, as gRPC's
+// keepalive does a connection whose ping goes unanswered: a network that
+// stops carrying packets (a partition, a proxy that hangs) ends the call
+// instead of holding it until the caller's deadline.
+const (
+	aliveEvery = 5 * time.Second
+	silence    = 3 * aliveEvery
 )
 
 // MaxFrame bounds a frame, as gRPC's receive limit bounds a message;

@@ -480,3 +480,35 @@ func TestCloseWithAConnectionBeingSorted(t *testing.T) {
 		t.Fatalf("Close took %v (the sort's deadline is 10 s)", took)
 	}
 }
+
+// A handler that works longer than silence without sending keeps its call
+// (alive frames), and the answer then comes whole.
+func TestAQuietCallStaysAlive(t *testing.T) {
+	if testing.Short() {
+		t.Skip("takes 17 s")
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := peerwire.NewServer(peerwire.ServerOptions{Handlers: map[byte]peerwire.Handler{echo: func(ctx context.Context, req []byte, send func(proto.Message) error) error {
+		select {
+		case <-time.After(17 * time.Second): // past the client's 15 s of silence
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		return send(wrapperspb.String("late"))
+	}}})
+	gln := srv.Listener(ln)
+	defer srv.Close()
+	defer gln.Close()
+	c := peerwire.NewClient(peerwire.ClientOptions{})
+	defer c.Close()
+	s, err := c.Call(context.Background(), ln.Addr().String(), echo, wrapperspb.String("a"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := recvAll(t, s); err != nil || len(got) != 1 || got[0] != "late" {
+		t.Fatalf("%v %v", got, err)
+	}
+}

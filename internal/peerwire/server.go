@@ -308,9 +308,33 @@ func (s *Server) call(ctx context.Context, w *bufio.Writer, p []byte) error {
 		ctx, cancel = context.WithTimeout(ctx, time.Duration(timeout))
 		defer cancel()
 	}
+	// The answer's writes (its messages, the alive frames, its end) under
+	// mu: the alive frames come from a timer.
+	var mu sync.Mutex
 	var werr error // the connection's: the answer could not be written
 	var frame []byte
+	ended := false
+	var alive *time.Timer
+	var arm func()
+	arm = func() {
+		alive = time.AfterFunc(aliveEvery, func() {
+			mu.Lock()
+			defer mu.Unlock()
+			if ended || werr != nil {
+				return
+			}
+			if _, werr = w.Write(aliveFrame); werr == nil {
+				werr = w.Flush()
+			}
+			arm()
+		})
+	}
+	mu.Lock()
+	arm()
+	mu.Unlock()
 	send := func(m proto.Message) error {
+		mu.Lock()
+		defer mu.Unlock()
 		if werr != nil {
 			return werr
 		}
@@ -334,6 +358,10 @@ func (s *Server) call(ctx context.Context, w *bufio.Writer, p []byte) error {
 	} else {
 		err = h(ctx, req, send)
 	}
+	mu.Lock()
+	defer mu.Unlock()
+	ended = true
+	alive.Stop()
 	if werr != nil {
 		return werr
 	}
@@ -346,6 +374,9 @@ func (s *Server) call(ctx context.Context, w *bufio.Writer, p []byte) error {
 	}
 	return w.Flush()
 }
+
+// aliveFrame says a call is still running.
+var aliveFrame = appendFrame(nil, frameAlive)
 
 // statusBytes is err's gRPC status, marshalled; nothing for nil.
 func statusBytes(err error) []byte {
