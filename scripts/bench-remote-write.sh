@@ -20,7 +20,7 @@
 # fails VictoriaMetrics' check by exactly the NaN samples (it drops NaN at
 # ingestion); Strata stores them.
 #
-# After each check, a second table: the times of 50
+# After each check, a second table: the times of 200
 # /api/v1/label/__name__/values requests (p50, p99, max, and the first's:
 # the one that finds nothing kept) and of 3
 # count by (__name__) queries over the run's series, each answer checked

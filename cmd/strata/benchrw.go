@@ -61,7 +61,7 @@ out). Works against Strata
 	f.Uint64("seed", 1, "seed of the label and sample values")
 	f.Bool("verify", true, "count the series and samples back through the query API and fail on a difference")
 	f.Duration("verify-timeout", 2*time.Minute, "how long the check waits for the counts to match")
-	f.Int("probe-label-values", 50, "after the check, time this many /api/v1/label/__name__/values requests (0: none)")
+	f.Int("probe-label-values", 200, "after the check, time this many /api/v1/label/__name__/values requests (0: none; at least 100 for a p99 that is not the slowest one)")
 	f.Int("probe-count-by-name", 3, "after the check, time this many count by (__name__) queries over the run's series (0: none)")
 	f.Bool("json", false, "print the result as JSON")
 	return cmd
