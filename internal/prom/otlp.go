@@ -12,6 +12,7 @@ import (
 
 	"github.com/klauspost/compress/gzip"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/common/model"
 	"github.com/prometheus/otlptranslator"
 	"github.com/prometheus/prometheus/config"
 	"github.com/prometheus/prometheus/model/histogram"
@@ -98,7 +99,7 @@ type OTLP struct {
 // unknown strategy is the default); its metrics are Collectors.
 func NewOTLP(eng *datanode.Engine, opts OTLPOptions) *OTLP {
 	cfg := config.DefaultOTLPConfig
-	if opts.TranslationStrategy != "" && opts.Check() == nil {
+	if (OTLPOptions{TranslationStrategy: opts.TranslationStrategy}).Check() == nil && opts.TranslationStrategy != "" {
 		cfg.TranslationStrategy = opts.TranslationStrategy
 	}
 	for _, a := range opts.PromoteResourceAttributes {
@@ -339,7 +340,7 @@ func (a *otlpAppender) Append(_ storage.SeriesRef, ls labels.Labels, _, t int64,
 	}
 	if a.b.refused > refused {
 		var hash uint64
-		hash, a.buf = ls.HashWithoutLabels(a.buf, labels.MetricName, labels.BucketLabel, "quantile")
+		hash, a.buf = ls.HashWithoutLabels(a.buf, model.MetricNameLabel, model.BucketLabel, model.QuantileLabel)
 		a.points[otlpPoint{opts.MetricFamilyName, t, hash}] = struct{}{}
 	}
 	return 0, nil

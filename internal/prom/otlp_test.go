@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/otlptranslator"
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/pmetric"
 	"go.opentelemetry.io/collector/pdata/pmetric/pmetricotlp"
@@ -411,5 +412,49 @@ func TestOTLPPartialSuccess(t *testing.T) {
 	equal(t, "stored", instant(t, c, `{__name__=~"ok|bad|jobs_done.*|sizes.*"}`, time.Time{}), map[string]string{series("__name__", "ok", "job", "svc"): "7"})
 	if got := counter(t, n, "strata_otlp_refused_data_points_total"); got != 4 {
 		t.Errorf("strata_otlp_refused_data_points_total %v, want 4", got)
+	}
+}
+
+// --otlp-translation-strategy is Prometheus' translation_strategy: without
+// suffixes a counter has no _total and no unit; NoTranslation keeps the
+// names as sent. A strategy Prometheus does not know is refused.
+func TestOTLPTranslationStrategy(t *testing.T) {
+	for _, tc := range []struct {
+		strategy otlptranslator.TranslationStrategyOption
+		want     string
+	}{
+		{otlptranslator.UnderscoreEscapingWithSuffixes, series("__name__", "jobs_done_seconds_total", "job", "svc", "queue_name", "q")},
+		{otlptranslator.UnderscoreEscapingWithoutSuffixes, series("__name__", "jobs_done", "job", "svc", "queue_name", "q")},
+		{otlptranslator.NoTranslation, series("__name__", "jobs.done", "job", "svc", "queue.name", "q")},
+	} {
+		t.Run(string(tc.strategy), func(t *testing.T) {
+			n := servertest.Start(t, objstoretest.Mem(t), servertest.Options{Config: func(c *server.Config) { c.OTLP.TranslationStrategy = tc.strategy }})
+			base := "http://" + n.HTTPAddr()
+			body, err := otlpMetrics(func(ms pmetric.MetricSlice, ts pcommon.Timestamp) {
+				m := ms.AppendEmpty()
+				m.SetName("jobs.done")
+				m.SetUnit("s")
+				s := m.SetEmptySum()
+				s.SetIsMonotonic(true)
+				s.SetAggregationTemporality(pmetric.AggregationTemporalityCumulative)
+				dp := s.DataPoints().AppendEmpty()
+				dp.SetTimestamp(ts)
+				dp.SetDoubleValue(9)
+				dp.Attributes().PutStr("queue.name", "q")
+			}).MarshalProto()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if code, _, out := otlpPost(t, base, body, "application/x-protobuf", ""); code != http.StatusOK {
+				t.Fatalf("%d %q", code, out)
+			}
+			equal(t, "stored", instant(t, client{t, base}, `{__name__=~"jobs.*", job="svc"}`, time.Time{}), map[string]string{tc.want: "9"})
+		})
+	}
+	if err := (prom.OTLPOptions{TranslationStrategy: "Bogus"}).Check(); err == nil {
+		t.Error("an unknown translation strategy passed Check")
+	}
+	if err := (prom.OTLPOptions{PromoteResourceAttributes: []string{" "}}).Check(); err == nil {
+		t.Error("an empty promoted attribute passed Check")
 	}
 }
