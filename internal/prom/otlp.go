@@ -6,9 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"mime"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/klauspost/compress/gzip"
 	"github.com/prometheus/client_golang/prometheus"
@@ -20,6 +22,7 @@ import (
 	"github.com/prometheus/prometheus/storage"
 	"github.com/prometheus/prometheus/storage/remote/otlptranslator/prometheusremotewrite"
 	"github.com/spf13/pflag"
+	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/pmetric"
 	"go.opentelemetry.io/collector/pdata/pmetric/pmetricotlp"
 	spb "google.golang.org/genproto/googleapis/rpc/status"
@@ -43,7 +46,8 @@ import (
 // deltas into cumulative sums, as Prometheus' delta-to-cumulative option
 // does, needs each series' running sum in one process's memory, which a
 // node behind a load balancer, or one restarted, does not have. So are
-// exponential histograms, which Prometheus stores as native histograms.
+// exponential histograms, which Prometheus stores as native histograms,
+// and a resource whose points span more than a day (maxResourceSpan).
 //
 // As OTLP/HTTP asks, a request some of whose data points are refused is
 // answered 200 with partial_success (how many and the first reasons) when
@@ -263,27 +267,74 @@ func otlpAnswer(w http.ResponseWriter, asJSON bool, code int, body []byte) {
 	_, _ = w.Write(body)
 }
 
+// maxResourceSpan bounds the time a resource's data points in one request
+// may span: the converter adds a target_info sample every 2m30s (half the
+// lookback delta) from the earliest to the latest, so that a request of
+// two points decades apart would make millions.
+const maxResourceSpan = 24 * time.Hour
+
 // refuseUnsupported takes out of md the metrics Strata refuses whole (see
-// unsupported), adding a reason for each to reasons, and returns how many
-// data points they had.
+// unsupported) and the resources whose data points span more than
+// maxResourceSpan, adding a reason for each to reasons, and returns how
+// many data points they had.
 func refuseUnsupported(md pmetric.Metrics, reasons *[]string) int {
 	n := 0
-	rms := md.ResourceMetrics()
-	for i := range rms.Len() {
-		sms := rms.At(i).ScopeMetrics()
+	md.ResourceMetrics().RemoveIf(func(rm pmetric.ResourceMetrics) bool {
+		points, lo, hi := 0, pcommon.Timestamp(math.MaxUint64), pcommon.Timestamp(0)
+		sms := rm.ScopeMetrics()
 		for j := range sms.Len() {
 			sms.At(j).Metrics().RemoveIf(func(m pmetric.Metric) bool {
-				points, why := unsupported(m)
-				if why == "" {
-					return false
+				k, why := unsupported(m)
+				if why != "" {
+					n += k
+					*reasons = append(*reasons, fmt.Sprintf("metric %q: %s", m.Name(), why))
+					return true
 				}
-				n += points
-				*reasons = append(*reasons, fmt.Sprintf("metric %q: %s", m.Name(), why))
-				return true
+				k, lo, hi = pointSpan(m, lo, hi)
+				points += k
+				return false
 			})
 		}
-	}
+		if points == 0 || hi.AsTime().Sub(lo.AsTime()) <= maxResourceSpan {
+			return false
+		}
+		n += points
+		name, _ := rm.Resource().Attributes().Get("service.name")
+		*reasons = append(*reasons, fmt.Sprintf("the data points of resource service.name=%q span %v, more than %v (target_info would need a sample every %v over it): send them in separate requests",
+			name.AsString(), hi.AsTime().Sub(lo.AsTime()).Round(time.Second), maxResourceSpan, targetInfoInterval))
+		return true
+	})
 	return n
+}
+
+// targetInfoInterval is how often the converter repeats target_info
+// between a resource's earliest and latest data points.
+const targetInfoInterval = 150 * time.Second
+
+// pointSpan returns how many data points m has, and lo and hi widened to
+// their timestamps.
+func pointSpan(m pmetric.Metric, lo, hi pcommon.Timestamp) (int, pcommon.Timestamp, pcommon.Timestamp) {
+	switch m.Type() {
+	case pmetric.MetricTypeGauge:
+		return span[pmetric.NumberDataPoint](m.Gauge().DataPoints(), lo, hi)
+	case pmetric.MetricTypeSum:
+		return span[pmetric.NumberDataPoint](m.Sum().DataPoints(), lo, hi)
+	case pmetric.MetricTypeHistogram:
+		return span[pmetric.HistogramDataPoint](m.Histogram().DataPoints(), lo, hi)
+	case pmetric.MetricTypeSummary:
+		return span[pmetric.SummaryDataPoint](m.Summary().DataPoints(), lo, hi)
+	}
+	return 0, lo, hi
+}
+
+func span[P interface{ Timestamp() pcommon.Timestamp }, S interface {
+	Len() int
+	At(int) P
+}](points S, lo, hi pcommon.Timestamp) (int, pcommon.Timestamp, pcommon.Timestamp) {
+	for i := range points.Len() {
+		lo, hi = min(lo, points.At(i).Timestamp()), max(hi, points.At(i).Timestamp())
+	}
+	return points.Len(), lo, hi
 }
 
 // unsupported says why metric m cannot be stored ("" if it can), and how

@@ -322,8 +322,9 @@ func TestOTLPJSONAndGzip(t *testing.T) {
 // Requests that can never be stored are answered the OTLP/HTTP way, with a
 // google.rpc.Status saying why: an unknown Content-Type or
 // Content-Encoding 415, a body that is not a request 400, one over
-// MaxRemoteWriteBytes (sent or once decompressed) 413, and only delta
-// sums 400 naming the metric. Nothing of them is stored.
+// MaxRemoteWriteBytes (sent or once decompressed) 413, only delta sums
+// 400 naming the metric, and a resource whose points span two days 400.
+// Nothing of them is stored.
 func TestOTLPRefusals(t *testing.T) {
 	n := servertest.Start(t, objstoretest.Mem(t), servertest.Options{})
 	base := "http://" + n.HTTPAddr()
@@ -362,11 +363,24 @@ func TestOTLPRefusals(t *testing.T) {
 	if msg := otlpStatus(t, out, true); code != http.StatusBadRequest || !strings.Contains(msg, `metric "jobs.done": delta temporality is not supported`) || !strings.Contains(msg, "2 of 2 data points refused") {
 		t.Errorf("delta sum: %d %s", code, out)
 	}
+	// Points two days apart: target_info would need a sample every 2m30s
+	// between them.
+	apart, err := otlpMetrics(func(ms pmetric.MetricSlice, ts pcommon.Timestamp) {
+		gauge(ms, "g", ts, 1)
+		gauge(ms, "g", pcommon.NewTimestampFromTime(ts.AsTime().Add(-48*time.Hour)), 1)
+	}).MarshalProto()
+	if err != nil {
+		t.Fatal(err)
+	}
+	code, _, out = otlpPost(t, base, apart, "application/x-protobuf", "")
+	if msg := otlpStatus(t, out, false); code != http.StatusBadRequest || !strings.Contains(msg, `resource service.name="svc" span 48h0m0s, more than 24h0m0s`) {
+		t.Errorf("points two days apart: %d %s", code, msg)
+	}
 	if got := instant(t, c, `{__name__=~"g|jobs_done.*|target_info"}`, time.Time{}); len(got) != 0 {
 		t.Errorf("refused requests stored %v", got)
 	}
-	if got := counter(t, n, "strata_otlp_refused_data_points_total"); got != 2 {
-		t.Errorf("strata_otlp_refused_data_points_total %v, want the delta sum's 2", got)
+	if got := counter(t, n, "strata_otlp_refused_data_points_total"); got != 4 {
+		t.Errorf("strata_otlp_refused_data_points_total %v, want the delta sum's 2 and the 2 two days apart", got)
 	}
 }
 
