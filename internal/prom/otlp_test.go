@@ -472,3 +472,26 @@ func TestOTLPTranslationStrategy(t *testing.T) {
 		t.Error("an empty promoted attribute passed Check")
 	}
 }
+
+// A datanode of a cluster serves OTLP too: series sent to one datanode,
+// spread over the metrics table's regions on both, read back through the
+// other.
+func TestOTLPOnADatanode(t *testing.T) {
+	c := servertest.StartCluster(t, 2, servertest.ClusterOptions{DefaultRegions: 2})
+	dn1, dn2 := "http://"+c.Datanodes[0].HTTPAddr(), "http://"+c.Datanodes[1].HTTPAddr()
+	want := map[string]string{}
+	body, err := otlpMetrics(func(ms pmetric.MetricSlice, ts pcommon.Timestamp) {
+		for i := range 20 {
+			host := "h" + strconv.Itoa(i)
+			gauge(ms, "load", ts, float64(i), "host", host)
+			want[series("__name__", "load", "job", "svc", "host", host)] = strconv.Itoa(i)
+		}
+	}).MarshalProto()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code, _, out := otlpPost(t, dn2, body, "application/x-protobuf", ""); code != http.StatusOK {
+		t.Fatalf("%d %q", code, out)
+	}
+	equal(t, "through dn1", instant(t, client{t, dn1}, "load", time.Time{}), want)
+}
