@@ -185,11 +185,14 @@ func (o *OTLP) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 	var msg string
 	if len(reasons) > 0 {
-		msg = fmt.Sprintf("%d of %d data points refused: ", rejected, total)
+		more := b.more
 		if len(reasons) > maxReasons {
-			msg += fmt.Sprintf("%s; and %d more", strings.Join(reasons[:maxReasons], "; "), len(reasons)-maxReasons+b.more)
-		} else {
-			msg += strings.Join(reasons, "; ")
+			more += len(reasons) - maxReasons
+			reasons = reasons[:maxReasons]
+		}
+		msg = fmt.Sprintf("%d of %d data points refused: %s", rejected, total, strings.Join(reasons, "; "))
+		if more > 0 {
+			msg += fmt.Sprintf("; and %d more", more)
 		}
 	}
 	if len(b.points) == 0 && rejected > 0 {
