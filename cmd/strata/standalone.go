@@ -114,6 +114,7 @@ rule files again, and a bad file changes nothing (docs/rules.md).`,
 	f.DurationVar(&cfg.Rules.Interval, "rule-evaluation-interval", rules.DefaultInterval, "evaluation interval of rule groups that set none")
 	f.StringArrayVar(&cfg.Rules.AlertmanagerURLs, "alertmanager-url", nil, "Alertmanager to send alerts to, e.g. http://localhost:9093 (repeatable; API v2)")
 	cfg.Rules.Alertmanager.AddFlags(f)
+	cfg.OTLP.AddFlags(f)
 	return cmd
 }
 

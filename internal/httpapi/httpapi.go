@@ -2,6 +2,7 @@
 // writes (/write for 1.x clients, /api/v2/write for 2.x clients and
 // Telegraf), the InfluxDB 1.x /query calls clients make at start, the
 // Prometheus HTTP API (PromQL, series and labels, see package prom),
+// Prometheus remote write and OTLP metrics ingest,
 // Prometheus /metrics, and health endpoints.
 package httpapi
 
@@ -77,6 +78,8 @@ type Options struct {
 	// answer its state, and POST /-/reload reloads its files (default:
 	// none; no groups and no alerts).
 	Rules *rules.Manager
+	// OTLP configures OTLP metrics ingest (/opentelemetry/v1/metrics).
+	OTLP prom.OTLPOptions
 }
 
 // Handler serves the HTTP API.
@@ -108,10 +111,11 @@ func New(eng *datanode.Engine, opts Options) *Handler {
 		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "strata_http_write_duration_seconds", Help: "Write request latency.",
 			Buckets: prometheus.ExponentialBuckets(0.001, 2, 14)}, []string{"endpoint"}),
 	}
-	rw := prom.NewRemoteWrite(eng)
+	rw, otlp := prom.NewRemoteWrite(eng), prom.NewOTLP(eng, opts.OTLP)
 	if opts.Registerer != nil {
 		opts.Registerer.MustRegister(h.reqs, h.rows, h.latency)
 		opts.Registerer.MustRegister(rw.Collectors()...)
+		opts.Registerer.MustRegister(otlp.Collectors()...)
 	}
 	h.parsers, h.bodies = freelist.New[*lineproto.Parser](keptWrites), freelist.New[*bytes.Buffer](keptWrites)
 	h.mux.HandleFunc("POST /write", h.write(false))
@@ -123,6 +127,7 @@ func New(eng *datanode.Engine, opts Options) *Handler {
 	opts.API.Register(h.mux)
 	rules.Register(h.mux, opts.Rules)
 	h.mux.Handle("POST /api/v1/write", rw)
+	h.mux.Handle("POST /opentelemetry/v1/metrics", otlp)
 	h.mux.HandleFunc("GET /query", h.influxQuery)
 	h.mux.HandleFunc("POST /query", h.influxQuery)
 	h.mux.HandleFunc("GET /health", h.health)

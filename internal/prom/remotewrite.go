@@ -106,15 +106,7 @@ func (rw *RemoteWrite) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	defer b.release() // once the answer is written: it may name the points' labels
 	if len(b.points) > 0 {
 		if err := writeMetrics(r.Context(), rw.engine, b.points); err != nil {
-			// Prometheus drops a batch answered 4xx and retries one
-			// answered 5xx: only bad input and a batch over a limit (here
-			// or on the datanode the share went to) are the sender's to
-			// fix; the rest is a 503, retried.
-			c := datanode.ErrClass(err)
-			if c != errclass.Invalid && c != errclass.TooLarge {
-				c = errclass.Unavailable
-			}
-			http.Error(w, err.Error(), c.HTTP())
+			http.Error(w, err.Error(), writeStatus(err))
 			return
 		}
 		rw.samples.Add(float64(len(b.points)))
@@ -131,6 +123,18 @@ func (rw *RemoteWrite) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.WriteHeader(http.StatusNoContent)
+}
+
+// writeStatus is the HTTP status of a failed writeMetrics. Prometheus (and
+// an OTLP exporter) drops a batch answered 4xx and retries one answered
+// 503: only bad input and a batch over a limit (here or on the datanode
+// the share went to) are the sender's to fix; the rest is a 503, retried.
+func writeStatus(err error) int {
+	c := datanode.ErrClass(err)
+	if c != errclass.Invalid && c != errclass.TooLarge {
+		c = errclass.Unavailable
+	}
+	return c.HTTP()
 }
 
 // batcher turns a request's series into points of the metrics table,

@@ -54,9 +54,9 @@ var onlyOnFaults = map[string]string{
 }
 
 // TestEveryMetricMoves runs a standard workload on a standalone: HTTP
-// writes, flushes, a compaction, a cancelled compaction, a TTL expiry,
-// fast and full GC (and a run of metasrv's GC scheduler), a scan and a
-// PromQL query. Then every registered
+// writes (line protocol, remote write, OTLP), flushes, a compaction, a
+// cancelled compaction, a TTL expiry, fast and full GC (and a run of
+// metasrv's GC scheduler), a scan and a PromQL query. Then every registered
 // strata_ counter and histogram must have moved, but the few that only
 // move on faults, and every strata_ metric must pass Prometheus' naming
 // and help-text lint.
@@ -133,6 +133,20 @@ func TestEveryMetricMoves(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusBadRequest {
 		t.Fatalf("remote write with a refused sample: %s", resp.Status)
+	}
+	// OTLP: a gauge's point stored, a delta sum's refused (partial
+	// success, 200).
+	otlp := fmt.Sprintf(`{"resourceMetrics": [{"resource": {"attributes": [{"key": "service.name", "value": {"stringValue": "svc"}}]},
+		"scopeMetrics": [{"metrics": [
+			{"name": "queue", "gauge": {"dataPoints": [{"timeUnixNano": "%d", "asDouble": 1}]}},
+			{"name": "done", "sum": {"aggregationTemporality": 1, "isMonotonic": true, "dataPoints": [{"timeUnixNano": "%d", "asInt": "1"}]}}]}]}]}`, ts, ts)
+	resp, err = http.Post("http://"+n.HTTPAddr()+"/opentelemetry/v1/metrics", "application/json", strings.NewReader(otlp))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("OTLP with a refused point: %s", resp.Status)
 	}
 	if res, err := e.Compact(ctx, "cpu", true); err != nil || len(res) == 0 {
 		t.Fatalf("compaction: %v %v", res, err)

@@ -139,6 +139,9 @@ type Config struct {
 	Pprof bool
 	// Query bounds PromQL queries: samples, timeout, concurrency.
 	Query prom.Limits
+	// OTLP configures OTLP metrics ingest: the resource attributes
+	// promoted to labels and the translation strategy.
+	OTLP prom.OTLPOptions
 	// Rules are the rule files a standalone evaluates (a datanode of a
 	// cluster takes none) and the Alertmanagers alerts go to
 	// (docs/rules.md). Every node also evaluates the rule groups stored
@@ -191,6 +194,9 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	}
 	if cfg.ShutdownTimeout <= 0 {
 		cfg.ShutdownTimeout = time.Minute
+	}
+	if err := cfg.OTLP.Check(); err != nil {
+		return nil, err
 	}
 	if len(cfg.Etcd) == 0 && !cfg.Standalone {
 		return nil, errors.New("a datanode needs etcd endpoints (or run strata standalone)")
@@ -366,7 +372,7 @@ func (s *Server) start(ctx context.Context) error {
 		}
 	}
 	h := httpapi.New(s.eng, httpapi.Options{MaxBodyBytes: cfg.MaxBodyBytes, Gatherer: s.Registry, Registerer: s.Registry, Logger: cfg.Logger, Build: cfg.Build, Pprof: cfg.Pprof,
-		API: api, Rules: s.rules})
+		API: api, Rules: s.rules, OTLP: cfg.OTLP})
 	s.httpSrv = &http.Server{Handler: cfg.Auth.HTTP(h), ReadHeaderTimeout: 10 * time.Second}
 	opts := []grpc.ServerOption{grpc.MaxRecvMsgSize(64 << 20), grpc.KeepaliveEnforcementPolicy(agent.KeepalivePolicy), grpc.NumStreamWorkers(uint32(runtime.GOMAXPROCS(0)))}
 	var serverTLS *tls.Config
