@@ -1,0 +1,116 @@
+package datanode
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/stratadb/strata/internal/catalog"
+	"github.com/stratadb/strata/internal/layout"
+	"github.com/stratadb/strata/internal/region"
+	"github.com/stratadb/strata/internal/scan"
+)
+
+// Cardinality counts the distinct series of table with rows in
+// [start, end) by their tags (region.Cardinality), from the regions'
+// series indexes and memtables, never their rows: exact, a series in
+// several files and memtables counting once. The answer is by table
+// name: of a physical table, its own; of LinesTable, one entry per
+// logical table with series; of a logical table, its own (its table tag
+// is no pair of the counts).
+//
+// Each region counts where it is hosted: a region hosted here from its
+// postings (region.Region.Cardinality, kept between calls), one hosted
+// elsewhere from a listing of its series its owner sends
+// (Remote.Scan, scan.Request.SeriesOnly: keys, no rows), counted here. A
+// series routes to one region, so the regions' counts add up. If one
+// region cannot answer, the call fails naming it: no partial count.
+//
+// (A tenant, once they exist, is a filter of the tables asked.)
+func (e *Engine) Cardinality(ctx context.Context, table string, start, end int64) (map[string]*region.Cardinality, error) {
+	tg, err := e.resolveTable(ctx, table, false)
+	if err != nil {
+		return nil, err
+	}
+	// names maps a group (a table tag's value) to the table it counts.
+	names := map[string]string{}
+	switch {
+	case tg.t.Logical:
+		names[tableTag(tg.t).Value] = tg.t.Name
+	case tg.t.Name == catalog.LinesTable:
+		for _, t := range e.cat.List(false) {
+			if t.Logical && !t.Dropping {
+				names[tableTag(&t).Value] = t.Name
+			}
+		}
+	default:
+		names[""] = tg.t.Name
+	}
+	runs := make([]map[string]*region.Cardinality, len(tg.regions))
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	g, gctx := errgroup.WithContext(ctx)
+	for i, r := range tg.regions {
+		if r == nil {
+			id := layout.RegionID{Table: tg.phys.ID, Region: uint32(i)}
+			g.Go(func() (err error) {
+				runs[i], err = e.remoteCardinality(gctx, tg.phys.Name, id, start, end)
+				if err != nil {
+					err = fmt.Errorf("cardinality of region %s (on its owner): %w", id, err)
+				}
+				return err
+			})
+		}
+	}
+	for i, r := range tg.regions {
+		if r != nil {
+			if runs[i], err = r.Cardinality(ctx, start, end); err != nil {
+				err = fmt.Errorf("cardinality of region %s: %w", r.ID(), err)
+				cancel()
+				break
+			}
+		}
+	}
+	if werr := g.Wait(); err == nil {
+		err = werr
+	}
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]*region.Cardinality{}
+	for _, groups := range runs {
+		for v, c := range groups {
+			name, ok := names[v]
+			if !ok {
+				continue // a dropped table's series, which no query reads
+			}
+			if out[name] == nil {
+				out[name] = region.NewCardinality()
+			}
+			out[name].Add(c)
+		}
+	}
+	return out, nil
+}
+
+// remoteCardinality counts the series of region id, hosted elsewhere,
+// from a listing of them its owner sends.
+func (e *Engine) remoteCardinality(ctx context.Context, table string, id layout.RegionID, start, end int64) (map[string]*region.Cardinality, error) {
+	it, err := e.opts.Remote.Scan(ctx, table, id, scan.Request{Start: start, End: end, Fields: []string{}, SeriesOnly: true})
+	if err != nil {
+		return nil, err
+	}
+	c := region.NewCounter(true)
+	for it.Next() {
+		if err := c.Add(it.Entry().Series); err != nil {
+			it.Close()
+			return nil, err
+		}
+	}
+	if err := errors.Join(it.Err(), it.Close()); err != nil {
+		return nil, err
+	}
+	return c.Groups, nil
+}
