@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 
 	"golang.org/x/sync/errgroup"
 
@@ -49,34 +50,33 @@ func (e *Engine) Cardinality(ctx context.Context, table string, start, end int64
 		names[""] = tg.t.Name
 	}
 	runs := make([]map[string]*region.Cardinality, len(tg.regions))
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
 	g, gctx := errgroup.WithContext(ctx)
+	local := make(chan struct{}, runtime.GOMAXPROCS(0)) // hosted regions count on the CPUs, a few at once
 	for i, r := range tg.regions {
+		id := layout.RegionID{Table: tg.phys.ID, Region: uint32(i)}
 		if r == nil {
-			id := layout.RegionID{Table: tg.phys.ID, Region: uint32(i)}
 			g.Go(func() (err error) {
-				runs[i], err = e.remoteCardinality(gctx, tg.phys.Name, id, start, end)
-				if err != nil {
-					err = fmt.Errorf("cardinality of region %s (on its owner): %w", id, err)
+				if runs[i], err = e.remoteCardinality(gctx, tg.phys.Name, id, start, end); err != nil {
+					return fmt.Errorf("cardinality of region %s (on its owner): %w", id, err)
 				}
-				return err
+				return nil
 			})
+			continue
 		}
-	}
-	for i, r := range tg.regions {
-		if r != nil {
-			if runs[i], err = r.Cardinality(ctx, start, end); err != nil {
-				err = fmt.Errorf("cardinality of region %s: %w", r.ID(), err)
-				cancel()
-				break
+		g.Go(func() (err error) {
+			select {
+			case local <- struct{}{}:
+				defer func() { <-local }()
+			case <-gctx.Done():
+				return gctx.Err()
 			}
-		}
+			if runs[i], err = r.Cardinality(gctx, start, end); err != nil {
+				return fmt.Errorf("cardinality of region %s: %w", id, err)
+			}
+			return nil
+		})
 	}
-	if werr := g.Wait(); err == nil {
-		err = werr
-	}
-	if err != nil {
+	if err := g.Wait(); err != nil {
 		return nil, err
 	}
 	out := map[string]*region.Cardinality{}
