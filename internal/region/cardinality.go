@@ -10,6 +10,7 @@ import (
 	"weak"
 
 	"github.com/stratadb/strata/internal/catalog"
+	"github.com/stratadb/strata/internal/manifest"
 	"github.com/stratadb/strata/internal/memtable"
 	"github.com/stratadb/strata/internal/row"
 )
@@ -110,8 +111,16 @@ func (c *Counter) Bound(minTS, maxTS int64) {
 // their catalog.TableTag's value ("" for series without one). It reads
 // the files' series indexes and the memtables' keys, never a row: a series
 // in several files, or in a file and a memtable, counts once. The answer
-// is kept for the next call while the files and the memtables' series are
-// the same, and handed out as kept: read only.
+// is handed out as kept: read only.
+//
+// The counts are kept for the next call. While the files are the same
+// and every memtable's rows are in the range (the usual question is of
+// all time), the next call counts only the series the memtables gained
+// since (each looked up in the files' postings and the other memtables):
+// a steady source's new series cost their own look-ups, not a recount of
+// a million. A new file (a flush, a compaction) or a memtable with rows
+// outside the range counts all again: every key listed, sorted and
+// decoded.
 func (r *Region) Cardinality(ctx context.Context, start, end int64) (map[string]*Cardinality, error) {
 	if err := r.usable(); err != nil {
 		return nil, err
@@ -122,27 +131,34 @@ func (r *Region) Cardinality(ctx context.Context, start, end int64) (map[string]
 	mems, st, files := r.snapshot(start, end)
 	defer r.unpin(files)
 	slices.Sort(files)
-	key := cardinalityKey{start: start, end: end, files: strings.Join(files, ",")}
+	fileSet := strings.Join(files, ",")
+	within := true
 	for _, mt := range mems {
-		s := mt.Stats()
-		k := memKey{mt: weak.Make(mt), series: s.Series}
-		if s.Entries > 0 && !(s.MinTS >= start && s.MaxTS < end) {
-			// Some of its series may be out of the range, and which
-			// changes with every write.
-			k.minTS, k.maxTS, k.entries = s.MinTS, s.MaxTS, s.Entries
+		if s := mt.Stats(); s.Entries > 0 && (s.MinTS < start || s.MaxTS >= end) {
+			within = false // some of its series may be out of the range
 		}
-		key.mems = append(key.mems, k)
 	}
-	if g, ok := r.cardinality.get(key); ok {
-		return g, nil
+	k := &r.cardinality
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if within && k.groups != nil && k.files == fileSet {
+		if groups, ok, err := r.countAdded(ctx, st, files, mems); err != nil || ok {
+			return groups, err
+		}
+	}
+	// Each memtable's series below its count now are in the listing (it
+	// may hold more: those count next time, looked up).
+	listed := make([]memCounted, len(mems))
+	for i, mt := range mems {
+		listed[i] = memCounted{mt: weak.Make(mt), n: mt.SeriesLen()}
 	}
 	keys, err := r.listSeries(ctx, mems, st, files, memtable.Filter{Start: start, End: end})
 	if err != nil {
 		return nil, err
 	}
 	c := NewCounter(false)
-	for _, k := range keys {
-		if err := c.Add(k); err != nil {
+	for _, key := range keys {
+		if err := c.Add(key); err != nil {
 			return nil, fmt.Errorf("region %s: cardinality: %w", r.id, err)
 		}
 	}
@@ -155,44 +171,140 @@ func (r *Region) Cardinality(ctx context.Context, start, end int64) (map[string]
 			c.Bound(s.MinTS, s.MaxTS)
 		}
 	}
-	r.cardinality.put(key, c.Groups)
+	k.files, k.groups, k.mems = "", nil, nil
+	if within {
+		k.files, k.groups, k.mems = fileSet, c.Groups, listed
+	}
 	return c.Groups, nil
 }
 
-// cardinalityKey is what a region's counts were counted of: its files,
-// and its memtables as they were (a memtable's series are only ever
-// added, so its count of series names them).
-type cardinalityKey struct {
-	start, end int64
-	files      string
-	mems       []memKey
+// countAdded brings the kept counts up to the memtables' series: those
+// added since they were counted, each unless a file or another memtable
+// (below its count) holds it. ok is false if the memtables are not those
+// counted (then all must be counted again). The caller holds the kept
+// counts' lock.
+func (r *Region) countAdded(ctx context.Context, st *manifest.State, files []string, mems []*memtable.Memtable) (groups map[string]*Cardinality, ok bool, err error) {
+	k := &r.cardinality
+	done := make([]int, len(mems))
+	for i, mt := range mems {
+		j := slices.IndexFunc(k.mems, func(c memCounted) bool { return c.mt.Value() == mt })
+		if j >= 0 {
+			done[i] = k.mems[j].n
+		}
+	}
+	for _, c := range k.mems {
+		if mt := c.mt.Value(); c.n > 0 && !slices.Contains(mems, mt) {
+			return nil, false, nil // a memtable gone, but not to a file counted
+		}
+	}
+	var added []string
+	var from []int
+	upTo := slices.Clone(done) // each memtable's series counted when this is done
+	for i, mt := range mems {
+		if n := mt.SeriesLen(); n > done[i] {
+			added = append(added, mt.SeriesKeys(done[i], n)...)
+			for range n - done[i] {
+				from = append(from, i)
+			}
+			upTo[i] = n
+		}
+	}
+	if len(added) == 0 {
+		return k.groups, true, nil
+	}
+	var counted int64
+	for _, g := range k.groups {
+		counted += g.Series
+	}
+	if int64(len(added)) > max(counted/8, 10_000) {
+		// Looking each up costs more than listing them all (a new
+		// memtable that took over every series of the one before).
+		return nil, false, nil
+	}
+	xs, err := r.fileIndexes(ctx, st, files)
+	if err != nil {
+		return nil, false, fmt.Errorf("region %s: cardinality: %w", r.id, err)
+	}
+	// The counts handed out are read only: the new ones are a copy.
+	c := NewCounter(false)
+	for v, g := range k.groups {
+		n := NewCardinality()
+		n.Add(g)
+		c.Groups[v] = n
+	}
+	var tags []row.Tag
+	for a, key := range added {
+		if tags, err = row.DecodeSeries(tags[:0], key); err != nil {
+			return nil, false, fmt.Errorf("region %s: cardinality: series key %q: %w", r.id, key, err)
+		}
+		held := slices.ContainsFunc(xs, func(x *fileSeries) bool { return x.contains(key, tags) })
+		for i, mt := range mems {
+			if held {
+				break
+			}
+			if i != from[a] {
+				o := mt.Ordinal(key)
+				held = o >= 0 && o < done[i]
+			}
+		}
+		if !held {
+			if err := c.Add(key); err != nil {
+				return nil, false, fmt.Errorf("region %s: cardinality: %w", r.id, err)
+			}
+		}
+		done[from[a]]++ // the keys of a memtable come in its order
+	}
+	for _, mt := range mems {
+		if s := mt.Stats(); s.Entries > 0 {
+			c.Bound(s.MinTS, s.MaxTS)
+		}
+	}
+	k.mems = k.mems[:0]
+	for i, mt := range mems {
+		k.mems = append(k.mems, memCounted{mt: weak.Make(mt), n: upTo[i]})
+	}
+	k.groups = c.Groups
+	return c.Groups, true, nil
 }
 
-type memKey struct {
-	mt                    weak.Pointer[memtable.Memtable] // kept counts keep no flushed memtable
-	series                int
-	minTS, maxTS, entries int64 // set if the range does not hold all of its rows
-}
-
-// keptCardinality keeps a region's last counts (one range: the usual
-// question is of all time).
+// keptCardinality keeps a region's last counts: of its files (their ids,
+// sorted, joined) and of each memtable's first n series.
 type keptCardinality struct {
 	mu     sync.Mutex
-	key    cardinalityKey
-	groups map[string]*Cardinality
+	files  string
+	mems   []memCounted
+	groups map[string]*Cardinality // nil: none kept
 }
 
-func (k *keptCardinality) get(key cardinalityKey) (map[string]*Cardinality, bool) {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	if k.groups == nil || k.key.start != key.start || k.key.end != key.end || k.key.files != key.files || !slices.Equal(k.key.mems, key.mems) {
-		return nil, false
+type memCounted struct {
+	mt weak.Pointer[memtable.Memtable] // kept counts keep no flushed memtable
+	n  int
+}
+
+// contains reports whether the file holds the series of key, whose tags
+// are tags: among the series of its tag with the fewest, one with key.
+func (fs *fileSeries) contains(key string, tags []row.Tag) bool {
+	var fewest []int32
+	for i, t := range tags {
+		ords := fs.lookup(t.Name, t.Value)
+		if len(ords) == 0 {
+			return false
+		}
+		if i == 0 || len(ords) < len(fewest) {
+			fewest = ords
+		}
 	}
-	return k.groups, true
-}
-
-func (k *keptCardinality) put(key cardinalityKey, groups map[string]*Cardinality) {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	k.key, k.groups = key, groups
+	if len(tags) == 0 {
+		fewest = make([]int32, fs.n)
+		for i := range fewest {
+			fewest[i] = int32(i)
+		}
+	}
+	var buf []byte
+	for _, o := range fewest {
+		if buf = fs.appendKey(buf[:0], int(o)); string(buf) == key {
+			return true
+		}
+	}
+	return false
 }
