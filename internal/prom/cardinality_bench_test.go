@@ -23,11 +23,12 @@ import (
 // metrics table of STRATA_TSDB_BENCH_SERIES series (default 1,000,000;
 // 1,000 metric names, 1,000 instances, 10 jobs, 3 more labels), every
 // series flushed to a file and again in the memtable (the steady state
-// of a remote-write source: the counts must merge the two). Reported:
-// ms/cold, a request after one new series arrived (every region's kept
-// counts are stale: a whole recount), and ms/kept, a request with
-// nothing new (the regions' kept counts), each the mean, and p99-ms of
-// the cold requests. Run with -benchtime 1x: b.N requests of each.
+// of a remote-write source: the counts must merge the two). Reported,
+// each the mean of b.N requests: ms/new-series, a request after one new
+// series arrived (the region counts it, looked up, into its kept counts),
+// with p99-ms/new-series; ms/kept, a request with nothing new; and
+// ms/recount, the first request (nothing kept: every key listed, sorted
+// and decoded, as after a flush or compaction), measured once.
 func BenchmarkTSDBStatus(b *testing.B) {
 	total := 1_000_000
 	if s := os.Getenv("STRATA_TSDB_BENCH_SERIES"); s != "" {
@@ -97,6 +98,7 @@ func BenchmarkTSDBStatus(b *testing.B) {
 			b.Fatalf("write: %d", resp.StatusCode)
 		}
 	}
+	recount := ask()
 	var cold, kept []time.Duration
 	for b.Loop() {
 		b.StopTimer()
@@ -114,11 +116,12 @@ func BenchmarkTSDBStatus(b *testing.B) {
 		for _, d := range ds {
 			s += d
 		}
-		return float64(s.Milliseconds()) / float64(len(ds))
+		return float64(s.Microseconds()) / 1000 / float64(len(ds))
 	}
 	slices.Sort(cold)
-	b.ReportMetric(mean(cold), "ms/cold")
+	b.ReportMetric(mean(cold), "ms/new-series")
+	b.ReportMetric(float64(cold[(len(cold)*99)/100].Milliseconds()), "p99-ms/new-series")
 	b.ReportMetric(mean(kept), "ms/kept")
-	b.ReportMetric(float64(cold[(len(cold)*99)/100].Milliseconds()), "p99-ms/cold")
+	b.ReportMetric(float64(recount.Milliseconds()), "ms/recount")
 	b.ReportMetric(float64(total), "series")
 }
