@@ -10,6 +10,8 @@ import (
 	"net/url"
 	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -17,8 +19,12 @@ import (
 	"github.com/prometheus/prometheus/prompb"
 
 	"github.com/stratadb/strata/internal/catalog"
+	"github.com/stratadb/strata/internal/datanode"
+	"github.com/stratadb/strata/internal/layout"
 	"github.com/stratadb/strata/internal/objstore/objstoretest"
 	"github.com/stratadb/strata/internal/prom"
+	"github.com/stratadb/strata/internal/row"
+	"github.com/stratadb/strata/internal/scan"
 	"github.com/stratadb/strata/internal/server"
 	"github.com/stratadb/strata/internal/server/servertest"
 )
@@ -37,10 +43,8 @@ import (
 //   - line protocol cpu,host=a|b,job=api usage_user,usage_system,note
 //     (a string field: no series), day 1, flushed; cpu,host=b|c day 2 in
 //     memtables (b in both); mem,host=a value=5 day 2: the series mem.
-func cardinalityData(t *testing.T, n *servertest.Node) (all, day2 []map[string]string) {
+func cardinalityData(t *testing.T, base string, flush func(table string)) (all, day2 []map[string]string) {
 	t.Helper()
-	ctx := context.Background()
-	base := "http://" + n.HTTPAddr()
 	day1 := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 	d2 := day1.Add(24 * time.Hour)
 	series := map[string]map[string]string{}
@@ -95,12 +99,6 @@ func cardinalityData(t *testing.T, n *servertest.Node) (all, day2 []map[string]s
 			t.Fatalf("write: %v %v", resp, err)
 		}
 		resp.Body.Close()
-	}
-	flush := func(table string) {
-		t.Helper()
-		if err := n.Engine().Flush(ctx, table); err != nil {
-			t.Fatal(err)
-		}
 	}
 	m := func(kv ...string) map[string]string {
 		out := map[string]string{}
@@ -234,7 +232,11 @@ func TestTSDBStatusCountsExactly(t *testing.T) {
 	store := objstoretest.Mem(t)
 	opts := servertest.Options{Dir: t.TempDir(), Config: func(c *server.Config) { c.DefaultRegions = 2 }}
 	n := servertest.Start(t, store, opts)
-	all, day2 := cardinalityData(t, n)
+	all, day2 := cardinalityData(t, "http://"+n.HTTPAddr(), func(table string) {
+		if err := n.Engine().Flush(context.Background(), table); err != nil {
+			t.Fatal(err)
+		}
+	})
 	c := client{t, "http://" + n.HTTPAddr()}
 	if len(all) != 20 || len(day2) != 10 {
 		t.Fatalf("the dataset: %d series, %d on day 2; want 20 and 10", len(all), len(day2))
@@ -322,4 +324,52 @@ func TestTSDBStatusCountsExactly(t *testing.T) {
 	servertest.WaitHosted(t, n.Engine(), catalog.MetricsTable)
 	servertest.WaitHosted(t, n.Engine(), catalog.LinesTable)
 	sameStatus(t, "after a restart", tsdbStatus(t, client{t, "http://" + n.HTTPAddr()}, whole), wantStatus(more, ""))
+}
+
+// failingRemote fails the listings of series (what a cardinality count
+// asks of a region's owner) while fail is set.
+type failingRemote struct {
+	datanode.Remote
+	fail *atomic.Bool
+}
+
+func (r failingRemote) Scan(ctx context.Context, table string, id layout.RegionID, req scan.Request) (row.Iterator, error) {
+	if req.SeriesOnly && r.fail.Load() {
+		return nil, fmt.Errorf("%w: injected", datanode.ErrNotHosted)
+	}
+	return r.Remote.Scan(ctx, table, id, req)
+}
+
+// On a cluster, each datanode answers for every region: those it hosts
+// from their postings, the others' from listings their owners send; the
+// counts are the same exact ones from either datanode. A region that
+// cannot be listed fails the request, naming it.
+func TestTSDBStatusOnACluster(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a cluster")
+	}
+	var fail atomic.Bool
+	var dn1 sync.Once
+	c := servertest.StartCluster(t, 2, servertest.ClusterOptions{DefaultRegions: 4,
+		Tune: func(o *datanode.Options) { dn1.Do(func() { o.Remote = failingRemote{Remote: o.Remote, fail: &fail} }) }})
+	dns := c.Datanodes
+	all, _ := cardinalityData(t, "http://"+dns[0].HTTPAddr(), func(table string) {
+		for _, dn := range dns {
+			if err := dn.Engine().Flush(context.Background(), table); err != nil {
+				t.Fatal(err)
+			}
+		}
+	})
+	spread(t, dns, dns[0].Engine().Tables())
+	for _, dn := range dns {
+		if hosted := len(dn.Engine().Hosted()); hosted >= 8 {
+			t.Fatalf("%s hosts every region (%d)", dn.HTTPAddr(), hosted)
+		}
+		sameStatus(t, "from "+dn.HTTPAddr(), tsdbStatus(t, client{t, "http://" + dn.HTTPAddr()}, url.Values{"limit": {"10000"}}), wantStatus(all, ""))
+	}
+	fail.Store(true)
+	code, r := client{t, "http://" + dns[0].HTTPAddr()}.get("/api/v1/status/tsdb", nil)
+	if code == 200 || !strings.Contains(r.Error, "cardinality of region") || !strings.Contains(r.Error, "injected") {
+		t.Fatalf("a region that cannot be listed: %d %+v", code, r)
+	}
 }
