@@ -171,8 +171,10 @@ func (r *Region) Cardinality(ctx context.Context, start, end int64) (map[string]
 			c.Bound(s.MinTS, s.MaxTS)
 		}
 	}
-	k.files, k.groups, k.mems = "", nil, nil
 	if within {
+		// The counts of these files and memtables, whatever the range
+		// that selected them: kept (the counts of a range that cut a
+		// memtable's rows are not: the next question may not cut them).
 		k.files, k.groups, k.mems = fileSet, c.Groups, listed
 	}
 	return c.Groups, nil
