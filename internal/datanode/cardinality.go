@@ -20,7 +20,8 @@ import (
 // several files and memtables counting once. The answer is by table
 // name: of a physical table, its own; of LinesTable, one entry per
 // logical table with series; of a logical table, its own (its table tag
-// is no pair of the counts).
+// is no pair of the counts). The counts may be a region's own: read
+// only.
 //
 // Each region counts where it is hosted: a region hosted here from its
 // postings (region.Region.Cardinality, kept between calls), one hosted
@@ -79,18 +80,25 @@ func (e *Engine) Cardinality(ctx context.Context, table string, start, end int64
 	if err := g.Wait(); err != nil {
 		return nil, err
 	}
-	out := map[string]*region.Cardinality{}
+	parts := map[string][]*region.Cardinality{}
 	for _, groups := range runs {
 		for v, c := range groups {
-			name, ok := names[v]
-			if !ok {
-				continue // a dropped table's series, which no query reads
+			if name, ok := names[v]; ok && c.Series > 0 { // else a dropped table's series, which no query reads
+				parts[name] = append(parts[name], c)
 			}
-			if out[name] == nil {
-				out[name] = region.NewCardinality()
-			}
-			out[name].Add(c)
 		}
+	}
+	out := make(map[string]*region.Cardinality, len(parts))
+	for name, cs := range parts {
+		if len(cs) == 1 {
+			out[name] = cs[0] // a region's own counts (read only), not a copy of a million pairs
+			continue
+		}
+		sum := region.NewCardinality()
+		for _, c := range cs {
+			sum.Add(c)
+		}
+		out[name] = sum
 	}
 	return out, nil
 }

@@ -217,15 +217,23 @@ func (q *Queryable) Cardinality(ctx context.Context, req CardinalityRequest) (*T
 }
 
 // promCounts are the counts of PromQL series: of each label pair, and in
-// all.
+// all. The pairs of one table's counts are read where they are (a
+// region's own, of a million values perhaps); of more, merged.
 type promCounts struct {
 	series       uint64
-	pairs        map[row.Tag]uint64
+	parts        []promPart
 	minTS, maxTS int64
 }
 
+// promPart is the series of one table: named by their __name__, or if
+// name is set, all by name.
+type promPart struct {
+	c    *region.Cardinality
+	name string
+}
+
 func newPromCounts() *promCounts {
-	return &promCounts{pairs: map[row.Tag]uint64{}, minTS: math.MaxInt64, maxTS: math.MinInt64}
+	return &promCounts{minTS: math.MaxInt64, maxTS: math.MinInt64}
 }
 
 // add counts the series c counted as PromQL series: named name (if not
@@ -235,16 +243,30 @@ func (s *promCounts) add(c *region.Cardinality, name string) {
 		return
 	}
 	s.series += uint64(c.Series)
-	for t, n := range c.Pairs {
-		if name != "" && t.Name == model.MetricNameLabel {
-			continue // not a label of a measurement's series (a tag cannot be named so)
-		}
-		s.pairs[t] += uint64(n)
-	}
-	if name != "" {
-		s.pairs[row.Tag{Name: model.MetricNameLabel, Value: name}] += uint64(c.Series)
-	}
+	s.parts = append(s.parts, promPart{c, name})
 	s.minTS, s.maxTS = min(s.minTS, c.MinTS), max(s.maxTS, c.MaxTS)
+}
+
+// pairs calls f with each label pair and its series.
+func (s *promCounts) pairs(f func(t row.Tag, n uint64)) {
+	if len(s.parts) == 1 && s.parts[0].name == "" {
+		s.parts[0].c.Each(func(t row.Tag, n int64) { f(t, uint64(n)) })
+		return
+	}
+	merged := map[row.Tag]uint64{}
+	for _, p := range s.parts {
+		p.c.Each(func(t row.Tag, n int64) {
+			if p.name == "" || t.Name != model.MetricNameLabel { // else not a label of a measurement's series (a tag cannot be named so)
+				merged[t] += uint64(n)
+			}
+		})
+		if p.name != "" {
+			merged[row.Tag{Name: model.MetricNameLabel, Value: p.name}] += uint64(p.c.Series)
+		}
+	}
+	for t, n := range merged {
+		f(t, n)
+	}
 }
 
 // status is the answer: each list its top req.Limit, by count, then by
@@ -259,7 +281,9 @@ func (s *promCounts) status(req CardinalityRequest) *TSDBStatus {
 		return a.key.Name < b.key.Name || a.key.Name == b.key.Name && a.key.Value < b.key.Value
 	}
 	pairs, metricNames, focus := newTop(req.Limit, byPair), newTop(req.Limit, byPair), newTop(req.Limit, byPair)
-	for t, n := range s.pairs {
+	numPairs := 0
+	s.pairs(func(t row.Tag, n uint64) {
+		numPairs++
 		b := byName[t.Name]
 		if b == nil {
 			b = &perName{}
@@ -274,7 +298,7 @@ func (s *promCounts) status(req CardinalityRequest) *TSDBStatus {
 		if req.FocusLabel != "" && t.Name == req.FocusLabel {
 			focus.push(statOf[row.Tag]{t, n})
 		}
-	}
+	})
 	byString := func(a, b statOf[string]) bool { return a.n > b.n || a.n == b.n && a.key < b.key }
 	valueCounts, memory := newTop(req.Limit, byString), newTop(req.Limit, byString)
 	for name, b := range byName {
@@ -285,7 +309,7 @@ func (s *promCounts) status(req CardinalityRequest) *TSDBStatus {
 	value := func(t row.Tag) string { return t.Value }
 	name := func(s string) string { return s }
 	out := &TSDBStatus{
-		HeadStats:                   HeadStats{NumSeries: s.series, NumLabelPairs: len(s.pairs)},
+		HeadStats:                   HeadStats{NumSeries: s.series, NumLabelPairs: numPairs},
 		SeriesCountByMetricName:     stats(metricNames, value),
 		LabelValueCountByLabelName:  stats(valueCounts, name),
 		MemoryInBytesByLabelName:    stats(memory, name),

@@ -21,7 +21,9 @@ import (
 
 // BenchmarkTSDBStatus: /api/v1/status/tsdb over a standalone node's
 // metrics table of STRATA_TSDB_BENCH_SERIES series (default 1,000,000;
-// 1,000 metric names, 1,000 instances, 10 jobs, 3 more labels), every
+// 1,000 metric names, 1,000 instances, 10 jobs, 3 more labels; and in
+// "unique-id", a label id with a value of each series' own, the classic
+// cardinality explosion, so a million label pairs), every
 // series flushed to a file and again in the memtable (the steady state
 // of a remote-write source: the counts must merge the two). Reported,
 // each the mean of b.N requests: ms/new-series, a request after one new
@@ -30,6 +32,11 @@ import (
 // ms/recount, the first request (nothing kept: every key listed, sorted
 // and decoded, as after a flush or compaction), measured once.
 func BenchmarkTSDBStatus(b *testing.B) {
+	b.Run("bounded-labels", func(b *testing.B) { benchTSDBStatus(b, false) })
+	b.Run("unique-id", func(b *testing.B) { benchTSDBStatus(b, true) })
+}
+
+func benchTSDBStatus(b *testing.B, uniqueID bool) {
 	total := 1_000_000
 	if s := os.Getenv("STRATA_TSDB_BENCH_SERIES"); s != "" {
 		var err error
@@ -41,7 +48,7 @@ func BenchmarkTSDBStatus(b *testing.B) {
 	base := "http://" + n.HTTPAddr()
 	t0 := time.Now().Add(-time.Hour).UnixMilli()
 	labelsOf := func(i int) []prompb.Label {
-		return []prompb.Label{
+		ls := []prompb.Label{
 			{Name: "__name__", Value: fmt.Sprintf("metric_%04d", i%1000)},
 			{Name: "env", Value: "prod"},
 			{Name: "instance", Value: fmt.Sprintf("host-%04d:9100", i/1000)},
@@ -49,6 +56,10 @@ func BenchmarkTSDBStatus(b *testing.B) {
 			{Name: "region", Value: fmt.Sprintf("r%d", i%7)},
 			{Name: "zone", Value: fmt.Sprintf("z%d", i%3)},
 		}
+		if uniqueID {
+			ls = slices.Insert(ls, 2, prompb.Label{Name: "id", Value: strconv.Itoa(i)}) // names sorted
+		}
+		return ls
 	}
 	write := func(ts int64) {
 		const perRequest = 10_000

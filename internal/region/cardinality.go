@@ -21,7 +21,12 @@ import (
 // region) add up (Add).
 type Cardinality struct {
 	Series int64
-	Pairs  map[row.Tag]int64
+	// Pairs are the counts of the pairs, with more's added: read them by
+	// Each.
+	Pairs map[row.Tag]int64
+	// more are counts to add to Pairs': a kept count's later series, so a
+	// million pairs are not copied for each (countAdded).
+	more map[row.Tag]int64
 	// MinTS and MaxTS bound the rows of the files and memtables the series
 	// were counted from (their metadata: no row is read). MinTS > MaxTS if
 	// none was.
@@ -33,13 +38,42 @@ func NewCardinality() *Cardinality {
 	return &Cardinality{Pairs: map[row.Tag]int64{}, MinTS: math.MaxInt64, MaxTS: math.MinInt64}
 }
 
+// Each calls f with each pair and the series that carry it.
+func (c *Cardinality) Each(f func(t row.Tag, n int64)) {
+	for t, n := range c.Pairs {
+		if len(c.more) > 0 {
+			n += c.more[t]
+		}
+		f(t, n)
+	}
+	for t, n := range c.more {
+		if _, ok := c.Pairs[t]; !ok {
+			f(t, n)
+		}
+	}
+}
+
 // Add adds the counts of o, a set of series apart from c's.
 func (c *Cardinality) Add(o *Cardinality) {
 	c.Series += o.Series
-	for t, n := range o.Pairs {
-		c.Pairs[t] += n
-	}
+	o.Each(func(t row.Tag, n int64) { c.Pairs[t] += n })
 	c.MinTS, c.MaxTS = min(c.MinTS, o.MinTS), max(c.MaxTS, o.MaxTS)
+}
+
+// grown returns a copy of c to count more series into (their pairs into
+// more): c's Pairs shared, read only, its more copied; or, once more is
+// large, one map of both.
+func (c *Cardinality) grown() *Cardinality {
+	n := &Cardinality{Series: c.Series, Pairs: c.Pairs, MinTS: c.MinTS, MaxTS: c.MaxTS, more: make(map[row.Tag]int64, len(c.more)+8)}
+	if len(c.more) > len(c.Pairs)/16+1024 {
+		n.Pairs = make(map[row.Tag]int64, len(c.Pairs)+len(c.more))
+		c.Each(func(t row.Tag, k int64) { n.Pairs[t] = k })
+		return n
+	}
+	for t, k := range c.more {
+		n.more[t] = k
+	}
+	return n
 }
 
 // Counter counts series keys into Cardinality by the value of their
@@ -85,14 +119,18 @@ func (c *Counter) Add(key string) error {
 		c.Groups[strings.Clone(table)] = g
 	}
 	g.Series++
+	pairs := g.Pairs
+	if g.more != nil {
+		pairs = g.more // Pairs is shared (grown)
+	}
 	for _, t := range c.tags {
 		if t.Name == catalog.TableTag {
 			continue
 		}
-		if n, ok := g.Pairs[t]; ok {
-			g.Pairs[t] = n + 1
+		if n, ok := pairs[t]; ok {
+			pairs[t] = n + 1
 		} else {
-			g.Pairs[row.Tag{Name: strings.Clone(t.Name), Value: strings.Clone(t.Value)}] = 1
+			pairs[row.Tag{Name: strings.Clone(t.Name), Value: strings.Clone(t.Value)}] = 1
 		}
 	}
 	return nil
@@ -227,12 +265,11 @@ func (r *Region) countAdded(ctx context.Context, st *manifest.State, files []str
 	if err != nil {
 		return nil, false, fmt.Errorf("region %s: cardinality: %w", r.id, err)
 	}
-	// The counts handed out are read only: the new ones are a copy.
+	// The counts handed out are read only: the new ones share their
+	// pairs, and count the new series' apart.
 	c := NewCounter(false)
 	for v, g := range k.groups {
-		n := NewCardinality()
-		n.Add(g)
-		c.Groups[v] = n
+		c.Groups[v] = g.grown()
 	}
 	var tags []row.Tag
 	for a, key := range added {
