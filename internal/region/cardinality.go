@@ -209,10 +209,11 @@ func (r *Region) Cardinality(ctx context.Context, start, end int64) (map[string]
 			c.Bound(s.MinTS, s.MaxTS)
 		}
 	}
-	if within {
-		// The counts of these files and memtables, whatever the range
-		// that selected them: kept (the counts of a range that cut a
-		// memtable's rows are not: the next question may not cut them).
+	if within && len(files) == len(st.Files) {
+		// The counts of all the region's files and memtables, whatever
+		// the range that selected them: kept. (The counts of a range that
+		// left a file out or cut a memtable's rows are not: the usual
+		// question is of all data, which they would only make recount.)
 		k.files, k.groups, k.mems = fileSet, c.Groups, listed
 	}
 	return c.Groups, nil
