@@ -247,10 +247,25 @@ func (s *promCounts) add(c *region.Cardinality, name string) {
 	s.minTS, s.maxTS = min(s.minTS, c.MinTS), max(s.maxTS, c.MaxTS)
 }
 
-// pairs calls f with each label pair and its series.
-func (s *promCounts) pairs(f func(t row.Tag, n uint64)) {
+// pairs calls f with each label pair and its series. A pair may be
+// called again (at most fixes of them), with again set: its count
+// corrected (a kept count's later series: region.Cardinality's more),
+// prev its count in the first call, which may be lower than the pair's
+// place among the first calls warranted. So a million pairs need no
+// look-up of each among the few corrected.
+func (s *promCounts) pairs(f func(t row.Tag, n, prev uint64, again bool)) {
 	if len(s.parts) == 1 && s.parts[0].name == "" {
-		s.parts[0].c.Each(func(t row.Tag, n int64) { f(t, uint64(n)) })
+		base, more := s.parts[0].c.Split()
+		for t, n := range base {
+			f(t, uint64(n), 0, false)
+		}
+		for t, n := range more {
+			if b, ok := base[t]; ok {
+				f(t, uint64(b+n), uint64(b), true)
+			} else {
+				f(t, uint64(n), 0, false)
+			}
+		}
 		return
 	}
 	merged := map[row.Tag]uint64{}
@@ -265,14 +280,26 @@ func (s *promCounts) pairs(f func(t row.Tag, n uint64)) {
 		}
 	}
 	for t, n := range merged {
-		f(t, n)
+		f(t, n, 0, false)
 	}
+}
+
+// fixes is how many pairs pairs may correct.
+func (s *promCounts) fixes() int {
+	if len(s.parts) == 1 && s.parts[0].name == "" {
+		_, more := s.parts[0].c.Split()
+		return len(more)
+	}
+	return 0
 }
 
 // status is the answer: each list its top req.Limit, by count, then by
 // name (of a pair, its label's, then its value).
 func (s *promCounts) status(req CardinalityRequest) *TSDBStatus {
-	type perName struct{ values, bytes uint64 }
+	type perName struct {
+		name          string
+		values, bytes uint64
+	}
 	byName := map[string]*perName{}
 	byPair := func(a, b statOf[row.Tag]) bool {
 		if a.n != b.n {
@@ -280,17 +307,31 @@ func (s *promCounts) status(req CardinalityRequest) *TSDBStatus {
 		}
 		return a.key.Name < b.key.Name || a.key.Name == b.key.Name && a.key.Value < b.key.Value
 	}
-	pairs, metricNames, focus := newTop(req.Limit, byPair), newTop(req.Limit, byPair), newTop(req.Limit, byPair)
+	// Each top list keeps room for the pairs corrected: a pair's first
+	// count, lower, may hold a place its second then takes again
+	// (statsOnce drops the first). Among the rest, no pair with a count
+	// of its first call only is pushed out by a first count lower than
+	// its second: the k first are the k first.
+	k := req.Limit + s.fixes()
+	pairs, metricNames, focus := newTop(k, byPair), newTop(k, byPair), newTop(k, byPair)
 	numPairs := 0
-	s.pairs(func(t row.Tag, n uint64) {
-		numPairs++
-		b := byName[t.Name]
-		if b == nil {
-			b = &perName{}
-			byName[t.Name] = b
+	var last *perName // the pairs of one label name mostly come in a row (a million ids)
+	s.pairs(func(t row.Tag, n, prev uint64, again bool) {
+		b := last
+		if b == nil || b.name != t.Name {
+			if b = byName[t.Name]; b == nil {
+				b = &perName{name: t.Name}
+				byName[t.Name] = b
+			}
+			last = b
 		}
-		b.values++
-		b.bytes += labels.SizeOfLabels(t.Name, t.Value, n)
+		if again {
+			b.bytes += labels.SizeOfLabels(t.Name, t.Value, n) - labels.SizeOfLabels(t.Name, t.Value, prev)
+		} else {
+			numPairs++
+			b.values++
+			b.bytes += labels.SizeOfLabels(t.Name, t.Value, n)
+		}
 		pairs.push(statOf[row.Tag]{t, n})
 		if t.Name == model.MetricNameLabel {
 			metricNames.push(statOf[row.Tag]{t, n})
@@ -310,16 +351,16 @@ func (s *promCounts) status(req CardinalityRequest) *TSDBStatus {
 	name := func(s string) string { return s }
 	out := &TSDBStatus{
 		HeadStats:                   HeadStats{NumSeries: s.series, NumLabelPairs: numPairs},
-		SeriesCountByMetricName:     stats(metricNames, value),
-		LabelValueCountByLabelName:  stats(valueCounts, name),
-		MemoryInBytesByLabelName:    stats(memory, name),
-		SeriesCountByLabelValuePair: stats(pairs, pair),
+		SeriesCountByMetricName:     statsOnce(metricNames, value, req.Limit),
+		LabelValueCountByLabelName:  statsOnce(valueCounts, name, req.Limit),
+		MemoryInBytesByLabelName:    statsOnce(memory, name, req.Limit),
+		SeriesCountByLabelValuePair: statsOnce(pairs, pair, req.Limit),
 	}
 	if s.minTS <= s.maxTS {
 		out.HeadStats.MinTime, out.HeadStats.MaxTime = s.minTS/1e6, s.maxTS/1e6
 	}
 	if req.FocusLabel != "" {
-		out.SeriesCountByFocusLabelValue = stats(focus, value)
+		out.SeriesCountByFocusLabelValue = statsOnce(focus, value, req.Limit)
 	}
 	return out
 }
@@ -363,8 +404,10 @@ func (t *topOf[K]) push(s statOf[K]) {
 	}
 }
 
-// stats are the counts kept, first first, named by name.
-func stats[K any](t *topOf[K], name func(K) string) []TSDBStat {
+// statsOnce are the limit first of the counts kept, first first, named
+// by name, each key once: a key kept twice (its count corrected) is its
+// first, the higher count.
+func statsOnce[K comparable](t *topOf[K], name func(K) string, limit int) []TSDBStat {
 	slices.SortFunc(t.items, func(a, b statOf[K]) int {
 		if t.first(a, b) {
 			return -1
@@ -374,9 +417,16 @@ func stats[K any](t *topOf[K], name func(K) string) []TSDBStat {
 		}
 		return 0
 	})
-	out := make([]TSDBStat, len(t.items))
-	for i, s := range t.items {
-		out[i] = TSDBStat{Name: name(s.key), Value: s.n}
+	out := make([]TSDBStat, 0, min(limit, len(t.items)))
+	seen := map[K]bool{}
+	for _, s := range t.items {
+		if len(out) == limit {
+			break
+		}
+		if !seen[s.key] {
+			seen[s.key] = true
+			out = append(out, TSDBStat{Name: name(s.key), Value: s.n})
+		}
 	}
 	return out
 }

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -311,6 +312,34 @@ func TestTSDBStatusCountsExactly(t *testing.T) {
 	lines(t, c.base, `cpu,host=a,job=api usage_user=9,usage_system=9`, `cpu,host=z,job=api usage_user=9,usage_system=9`)
 	more = append(more, map[string]string{"__name__": "cpu_usage_user", "host": "z", "job": "api"}, map[string]string{"__name__": "cpu_usage_system", "host": "z", "job": "api"})
 	sameStatus(t, "a measurement's series again and a new one", tsdbStatus(t, c, whole), wantStatus(more, ""))
+	// Short lists of counts kept and corrected since: the same top entries.
+	req = &prompb.WriteRequest{Timeseries: []prompb.TimeSeries{{Labels: []prompb.Label{{Name: "__name__", Value: "up"}, {Name: "instance", Value: "f"}, {Name: "job", Value: "api"}},
+		Samples: []prompb.Sample{{Value: 1, Timestamp: t1}}}}}
+	if resp := send(t, c.base, req, "application/x-protobuf"); resp.StatusCode != http.StatusNoContent {
+		t.Fatalf("write: %d", resp.StatusCode)
+	}
+	more = append(more, map[string]string{"__name__": "up", "instance": "f", "job": "api"})
+	var rwMore []map[string]string
+	for _, ls := range more {
+		if ls["host"] == "" {
+			rwMore = append(rwMore, ls)
+		}
+	}
+	for i, limit := range []int{1, 2, 3, 5, 1, 2, 3, 5} {
+		q := url.Values{"limit": {strconv.Itoa(limit)}, "focusLabel": {"instance"}}
+		want = wantStatus(more, "instance")
+		if i >= 4 { // the metrics table's counts alone: kept and corrected, read in place
+			q.Set("table", catalog.MetricsTable)
+			want = wantStatus(rwMore, "instance")
+		}
+		got := tsdbStatus(t, c, q)
+		cut := func(s []prom.TSDBStat) []prom.TSDBStat { return s[:min(limit, len(s))] }
+		if !slices.Equal(got.SeriesCountByMetricName, cut(want.SeriesCountByMetricName)) || !slices.Equal(got.SeriesCountByLabelValuePair, cut(want.SeriesCountByLabelValuePair)) ||
+			!slices.Equal(got.LabelValueCountByLabelName, cut(want.LabelValueCountByLabelName)) || !slices.Equal(got.MemoryInBytesByLabelName, cut(want.MemoryInBytesByLabelName)) ||
+			!slices.Equal(got.SeriesCountByFocusLabelValue, cut(want.SeriesCountByFocusLabelValue)) || got.HeadStats.NumSeries != want.HeadStats.NumSeries {
+			t.Fatalf("limit %d: %+v, want the first of %+v", limit, got, want)
+		}
+	}
 	// Bad requests.
 	for _, q := range []url.Values{{"limit": {"0"}}, {"limit": {"10001"}}, {"limit": {"x"}}, {"date": {"yesterday"}},
 		{"date": {"2026-03-02"}, "start": {"1"}}, {"table": {"nope"}}, {"start": {"10"}, "end": {"5"}}} {

@@ -53,6 +53,10 @@ func (c *Cardinality) Each(f func(t row.Tag, n int64)) {
 	}
 }
 
+// Split returns the counts of the pairs as kept: base's, and more's to
+// add to them (Each adds them up). Both read only.
+func (c *Cardinality) Split() (base, more map[row.Tag]int64) { return c.Pairs, c.more }
+
 // Add adds the counts of o, a set of series apart from c's.
 func (c *Cardinality) Add(o *Cardinality) {
 	c.Series += o.Series
