@@ -402,3 +402,59 @@ func TestTSDBStatusOnACluster(t *testing.T) {
 		t.Fatalf("a region that cannot be listed: %d %+v", code, r)
 	}
 }
+
+// One region's counts are read in place, kept and then corrected by the
+// series that came since: every list, whole and short, is still exact.
+func TestTSDBStatusKeptAndCorrected(t *testing.T) {
+	n := servertest.Start(t, objstoretest.Mem(t), servertest.Options{})
+	c := client{t, "http://" + n.HTTPAddr()}
+	t1 := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC).UnixMilli()
+	var series []map[string]string
+	write := func(from, to int) {
+		t.Helper()
+		req := &prompb.WriteRequest{}
+		for i := from; i < to; i++ {
+			ls := map[string]string{"__name__": fmt.Sprintf("m%d", i%4), "instance": fmt.Sprintf("i%d", i%7), "id": strconv.Itoa(i)}
+			series = append(series, ls)
+			req.Timeseries = append(req.Timeseries, prompb.TimeSeries{Labels: []prompb.Label{{Name: "__name__", Value: ls["__name__"]}, {Name: "id", Value: ls["id"]}, {Name: "instance", Value: ls["instance"]}},
+				Samples: []prompb.Sample{{Value: 1, Timestamp: t1}}})
+		}
+		if resp := send(t, c.base, req, "application/x-protobuf"); resp.StatusCode != http.StatusNoContent {
+			t.Fatalf("write: %d", resp.StatusCode)
+		}
+	}
+	write(0, 30)
+	if err := n.Engine().Flush(context.Background(), catalog.MetricsTable); err != nil {
+		t.Fatal(err)
+	}
+	write(30, 40)
+	check := func(what string) {
+		t.Helper()
+		want := wantStatus(series, "instance")
+		sameStatus(t, what, tsdbStatus(t, c, url.Values{"limit": {"10000"}, "focusLabel": {"instance"}}), want)
+		for _, limit := range []int{1, 2, 3, 5} {
+			got := tsdbStatus(t, c, url.Values{"limit": {strconv.Itoa(limit)}, "focusLabel": {"instance"}})
+			cut := func(s []prom.TSDBStat) []prom.TSDBStat { return s[:min(limit, len(s))] }
+			if !slices.Equal(got.SeriesCountByMetricName, cut(want.SeriesCountByMetricName)) || !slices.Equal(got.SeriesCountByLabelValuePair, cut(want.SeriesCountByLabelValuePair)) ||
+				!slices.Equal(got.LabelValueCountByLabelName, cut(want.LabelValueCountByLabelName)) || !slices.Equal(got.MemoryInBytesByLabelName, cut(want.MemoryInBytesByLabelName)) ||
+				!slices.Equal(got.SeriesCountByFocusLabelValue, cut(want.SeriesCountByFocusLabelValue)) {
+				t.Fatalf("%s, limit %d: %+v, want the first of %+v", what, limit, got, want)
+			}
+		}
+	}
+	check("counted whole")
+	// m3 and i6 had the fewest series: 18 more put them first.
+	for i := range 9 {
+		req := &prompb.WriteRequest{}
+		for j := range 2 {
+			ls := map[string]string{"__name__": "m3", "instance": "i6", "id": fmt.Sprintf("x%d-%d", i, j)}
+			series = append(series, ls)
+			req.Timeseries = append(req.Timeseries, prompb.TimeSeries{Labels: []prompb.Label{{Name: "__name__", Value: "m3"}, {Name: "id", Value: ls["id"]}, {Name: "instance", Value: "i6"}},
+				Samples: []prompb.Sample{{Value: 1, Timestamp: t1}}})
+		}
+		if resp := send(t, c.base, req, "application/x-protobuf"); resp.StatusCode != http.StatusNoContent {
+			t.Fatalf("write: %d", resp.StatusCode)
+		}
+		check("corrected")
+	}
+}
