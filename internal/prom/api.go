@@ -86,6 +86,7 @@ func (a *API) Register(mux *http.ServeMux) {
 	mux.HandleFunc("GET /api/v1/label/{name}/values", a.labelValues)
 	mux.HandleFunc("GET /api/v1/status/buildinfo", a.buildinfo)
 	mux.HandleFunc("GET /api/v1/metadata", a.metadata)
+	mux.HandleFunc("GET /api/v1/status/tsdb", a.tsdbStatus)
 }
 
 // apiError is a Prometheus-format error.

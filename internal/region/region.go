@@ -238,8 +238,9 @@ type Region struct {
 	closed     bool
 	fatal      error // sticky: fence.ErrFenced
 
-	seriesIdx seriesCache // the live files' series; its own lock, taken under none of these
-	merged    mergedFiles // their merged answers to label questions; likewise
+	seriesIdx   seriesCache     // the live files' series; its own lock, taken under none of these
+	merged      mergedFiles     // their merged answers to label questions; likewise
+	cardinality keptCardinality // the last counts of its series (cardinality.go); likewise
 
 	flushMu  sync.Mutex // one flush (or truncate) at a time; see the lock order
 	flushReq chan struct{}

@@ -1,0 +1,354 @@
+package region
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+	"sync"
+	"weak"
+
+	"github.com/stratadb/strata/internal/catalog"
+	"github.com/stratadb/strata/internal/manifest"
+	"github.com/stratadb/strata/internal/memtable"
+	"github.com/stratadb/strata/internal/row"
+)
+
+// Cardinality counts a set of distinct series by their tags: how many
+// there are, and how many carry each tag name=value pair. Counts of sets
+// apart (two regions', whose series never meet: a series routes to one
+// region) add up (Add).
+type Cardinality struct {
+	Series int64
+	// Pairs are the counts of the pairs, with more's added: read them by
+	// Each.
+	Pairs map[row.Tag]int64
+	// more are counts to add to Pairs': a kept count's later series, so a
+	// million pairs are not copied for each (countAdded).
+	more map[row.Tag]int64
+	// MinTS and MaxTS bound the rows of the files and memtables the series
+	// were counted from (their metadata: no row is read). MinTS > MaxTS if
+	// none was.
+	MinTS, MaxTS int64
+}
+
+// NewCardinality is an empty count.
+func NewCardinality() *Cardinality {
+	return &Cardinality{Pairs: map[row.Tag]int64{}, MinTS: math.MaxInt64, MaxTS: math.MinInt64}
+}
+
+// Each calls f with each pair and the series that carry it.
+func (c *Cardinality) Each(f func(t row.Tag, n int64)) {
+	for t, n := range c.Pairs {
+		if len(c.more) > 0 {
+			n += c.more[t]
+		}
+		f(t, n)
+	}
+	for t, n := range c.more {
+		if _, ok := c.Pairs[t]; !ok {
+			f(t, n)
+		}
+	}
+}
+
+// Split returns the counts of the pairs as kept: base's, and more's to
+// add to them (Each adds them up). Both read only.
+func (c *Cardinality) Split() (base, more map[row.Tag]int64) { return c.Pairs, c.more }
+
+// Add adds the counts of o, a set of series apart from c's.
+func (c *Cardinality) Add(o *Cardinality) {
+	c.Series += o.Series
+	o.Each(func(t row.Tag, n int64) { c.Pairs[t] += n })
+	c.MinTS, c.MaxTS = min(c.MinTS, o.MinTS), max(c.MaxTS, o.MaxTS)
+}
+
+// grown returns a copy of c to count more series into (their pairs into
+// more): c's Pairs shared, read only, its more copied; or, once more is
+// large, one map of both.
+func (c *Cardinality) grown() *Cardinality {
+	n := &Cardinality{Series: c.Series, Pairs: c.Pairs, MinTS: c.MinTS, MaxTS: c.MaxTS, more: make(map[row.Tag]int64, len(c.more)+8)}
+	if len(c.more) > len(c.Pairs)/16+1024 {
+		n.Pairs = make(map[row.Tag]int64, len(c.Pairs)+len(c.more))
+		c.Each(func(t row.Tag, k int64) { n.Pairs[t] = k })
+		return n
+	}
+	for t, k := range c.more {
+		n.more[t] = k
+	}
+	return n
+}
+
+// Counter counts series keys into Cardinality by the value of their
+// catalog.TableTag ("" for a key without one: every series but
+// LinesTable's); the table tag itself is no pair of the counts. Keys may
+// come in any order, and again: each distinct key counts once.
+type Counter struct {
+	Groups map[string]*Cardinality
+	seen   map[string]struct{}
+	tags   []row.Tag
+}
+
+// NewCounter returns an empty counter. With dedup false, the keys added
+// must be distinct (a sorted listing without repeats).
+func NewCounter(dedup bool) *Counter {
+	c := &Counter{Groups: map[string]*Cardinality{}}
+	if dedup {
+		c.seen = map[string]struct{}{}
+	}
+	return c
+}
+
+// Add counts series key, which the counter does not keep (it may be
+// reused after the call).
+func (c *Counter) Add(key string) error {
+	if c.seen != nil {
+		if _, dup := c.seen[key]; dup {
+			return nil
+		}
+		c.seen[strings.Clone(key)] = struct{}{}
+	}
+	var err error
+	if c.tags, err = row.DecodeSeries(c.tags[:0], key); err != nil {
+		return fmt.Errorf("series key %q: %w", key, err)
+	}
+	table := ""
+	if len(c.tags) > 0 && c.tags[0].Name == catalog.TableTag { // it sorts first
+		table = c.tags[0].Value
+	}
+	g := c.Groups[table]
+	if g == nil {
+		g = NewCardinality()
+		c.Groups[strings.Clone(table)] = g
+	}
+	g.Series++
+	pairs := g.Pairs
+	if g.more != nil {
+		pairs = g.more // Pairs is shared (grown)
+	}
+	for _, t := range c.tags {
+		if t.Name == catalog.TableTag {
+			continue
+		}
+		if n, ok := pairs[t]; ok {
+			pairs[t] = n + 1
+		} else {
+			pairs[row.Tag{Name: strings.Clone(t.Name), Value: strings.Clone(t.Value)}] = 1
+		}
+	}
+	return nil
+}
+
+// Bound widens every group's time bounds to [minTS, maxTS].
+func (c *Counter) Bound(minTS, maxTS int64) {
+	for _, g := range c.Groups {
+		g.MinTS, g.MaxTS = min(g.MinTS, minTS), max(g.MaxTS, maxTS)
+	}
+}
+
+// Cardinality counts the distinct series of the memtables and files with
+// rows in [start, end) (a series counts if a file or memtable holding it
+// overlaps the range, as TagValues counts it) by their tags, grouped by
+// their catalog.TableTag's value ("" for series without one). It reads
+// the files' series indexes and the memtables' keys, never a row: a series
+// in several files, or in a file and a memtable, counts once. The answer
+// is handed out as kept: read only.
+//
+// The counts are kept for the next call. While the files are the same
+// and every memtable's rows are in the range (the usual question is of
+// all time), the next call counts only the series the memtables gained
+// since (each looked up in the files' postings and the other memtables):
+// a steady source's new series cost their own look-ups, not a recount of
+// a million. A new file (a flush, a compaction) or a memtable with rows
+// outside the range counts all again: every key listed, sorted and
+// decoded.
+func (r *Region) Cardinality(ctx context.Context, start, end int64) (map[string]*Cardinality, error) {
+	if err := r.usable(); err != nil {
+		return nil, err
+	}
+	if start = max(start, r.ttlCutoff()); end <= start {
+		return map[string]*Cardinality{}, nil // expired, as a scan's plan finds it
+	}
+	mems, st, files := r.snapshot(start, end)
+	defer r.unpin(files)
+	slices.Sort(files)
+	fileSet := strings.Join(files, ",")
+	within := true
+	for _, mt := range mems {
+		if s := mt.Stats(); s.Entries > 0 && (s.MinTS < start || s.MaxTS >= end) {
+			within = false // some of its series may be out of the range
+		}
+	}
+	k := &r.cardinality
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if within && k.groups != nil && k.files == fileSet {
+		if groups, ok, err := r.countAdded(ctx, st, files, mems); err != nil || ok {
+			return groups, err
+		}
+	}
+	// Each memtable's series below its count now are in the listing (it
+	// may hold more: those count next time, looked up).
+	listed := make([]memCounted, len(mems))
+	for i, mt := range mems {
+		listed[i] = memCounted{mt: weak.Make(mt), n: mt.SeriesLen()}
+	}
+	keys, err := r.listSeries(ctx, mems, st, files, memtable.Filter{Start: start, End: end})
+	if err != nil {
+		return nil, err
+	}
+	c := NewCounter(false)
+	for _, key := range keys {
+		if err := c.Add(key); err != nil {
+			return nil, fmt.Errorf("region %s: cardinality: %w", r.id, err)
+		}
+	}
+	for _, id := range files {
+		f := st.Files[id]
+		c.Bound(f.MinTS, f.MaxTS)
+	}
+	for _, mt := range mems {
+		if s := mt.Stats(); s.Entries > 0 {
+			c.Bound(s.MinTS, s.MaxTS)
+		}
+	}
+	if within && len(files) == len(st.Files) {
+		// The counts of all the region's files and memtables, whatever
+		// the range that selected them: kept. (The counts of a range that
+		// left a file out or cut a memtable's rows are not: the usual
+		// question is of all data, which they would only make recount.)
+		k.files, k.groups, k.mems = fileSet, c.Groups, listed
+	}
+	return c.Groups, nil
+}
+
+// countAdded brings the kept counts up to the memtables' series: those
+// added since they were counted, each unless a file or another memtable
+// (below its count) holds it. ok is false if the memtables are not those
+// counted (then all must be counted again). The caller holds the kept
+// counts' lock.
+func (r *Region) countAdded(ctx context.Context, st *manifest.State, files []string, mems []*memtable.Memtable) (groups map[string]*Cardinality, ok bool, err error) {
+	k := &r.cardinality
+	done := make([]int, len(mems))
+	for i, mt := range mems {
+		j := slices.IndexFunc(k.mems, func(c memCounted) bool { return c.mt.Value() == mt })
+		if j >= 0 {
+			done[i] = k.mems[j].n
+		}
+	}
+	for _, c := range k.mems {
+		if mt := c.mt.Value(); c.n > 0 && !slices.Contains(mems, mt) {
+			return nil, false, nil // a memtable gone, but not to a file counted
+		}
+	}
+	var added []string
+	var from []int
+	upTo := slices.Clone(done) // each memtable's series counted when this is done
+	for i, mt := range mems {
+		if n := mt.SeriesLen(); n > done[i] {
+			added = append(added, mt.SeriesKeys(done[i], n)...)
+			for range n - done[i] {
+				from = append(from, i)
+			}
+			upTo[i] = n
+		}
+	}
+	if len(added) == 0 {
+		return k.groups, true, nil
+	}
+	var counted int64
+	for _, g := range k.groups {
+		counted += g.Series
+	}
+	if int64(len(added)) > max(counted/8, 10_000) {
+		// Looking each up costs more than listing them all (a new
+		// memtable that took over every series of the one before).
+		return nil, false, nil
+	}
+	xs, err := r.fileIndexes(ctx, st, files)
+	if err != nil {
+		return nil, false, fmt.Errorf("region %s: cardinality: %w", r.id, err)
+	}
+	// The counts handed out are read only: the new ones share their
+	// pairs, and count the new series' apart.
+	c := NewCounter(false)
+	for v, g := range k.groups {
+		c.Groups[v] = g.grown()
+	}
+	var tags []row.Tag
+	for a, key := range added {
+		if tags, err = row.DecodeSeries(tags[:0], key); err != nil {
+			return nil, false, fmt.Errorf("region %s: cardinality: series key %q: %w", r.id, key, err)
+		}
+		held := slices.ContainsFunc(xs, func(x *fileSeries) bool { return x.contains(key, tags) })
+		for i, mt := range mems {
+			if held {
+				break
+			}
+			if i != from[a] {
+				o := mt.Ordinal(key)
+				held = o >= 0 && o < done[i]
+			}
+		}
+		if !held {
+			if err := c.Add(key); err != nil {
+				return nil, false, fmt.Errorf("region %s: cardinality: %w", r.id, err)
+			}
+		}
+		done[from[a]]++ // the keys of a memtable come in its order
+	}
+	for _, mt := range mems {
+		if s := mt.Stats(); s.Entries > 0 {
+			c.Bound(s.MinTS, s.MaxTS)
+		}
+	}
+	k.mems = k.mems[:0]
+	for i, mt := range mems {
+		k.mems = append(k.mems, memCounted{mt: weak.Make(mt), n: upTo[i]})
+	}
+	k.groups = c.Groups
+	return c.Groups, true, nil
+}
+
+// keptCardinality keeps a region's last counts: of its files (their ids,
+// sorted, joined) and of each memtable's first n series.
+type keptCardinality struct {
+	mu     sync.Mutex
+	files  string
+	mems   []memCounted
+	groups map[string]*Cardinality // nil: none kept
+}
+
+type memCounted struct {
+	mt weak.Pointer[memtable.Memtable] // kept counts keep no flushed memtable
+	n  int
+}
+
+// contains reports whether the file holds the series of key, whose tags
+// are tags: among the series of its tag with the fewest, one with key.
+func (fs *fileSeries) contains(key string, tags []row.Tag) bool {
+	var fewest []int32
+	for i, t := range tags {
+		ords := fs.lookup(t.Name, t.Value)
+		if len(ords) == 0 {
+			return false
+		}
+		if i == 0 || len(ords) < len(fewest) {
+			fewest = ords
+		}
+	}
+	if len(tags) == 0 {
+		fewest = make([]int32, fs.n)
+		for i := range fewest {
+			fewest[i] = int32(i)
+		}
+	}
+	var buf []byte
+	for _, o := range fewest {
+		if buf = fs.appendKey(buf[:0], int(o)); string(buf) == key {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,80 @@
+package region
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"testing"
+
+	"github.com/stratadb/strata/internal/objstore/objstoretest"
+	"github.com/stratadb/strata/internal/row"
+)
+
+// A region's counts are exact as series come: counted whole (files and a
+// memtable holding some of the same series), then only the memtable's
+// new series looked up (the kept pairs shared, the new ones apart, then
+// folded into one map once many), then whole again after a flush.
+func TestCardinalityKeptFollowsSeries(t *testing.T) {
+	ctx := context.Background()
+	r := open(t, objstoretest.Mem(t), Options{})
+	defer closeRegion(t, r, false)
+	hosts := map[int]bool{}
+	write := func(from, to int, ts int64) {
+		t.Helper()
+		var pts []row.Point
+		for i := from; i < to; i++ {
+			hosts[i] = true
+			pts = append(pts, row.Point{Tags: []row.Tag{{Name: "host", Value: fmt.Sprintf("h%05d", i)}, {Name: "rack", Value: fmt.Sprintf("r%d", i%5)}},
+				TS: ts, Fields: []row.Field{fl("v", 1)}})
+		}
+		mustWrite(t, r, pts...)
+	}
+	check := func(what string, delta bool) {
+		t.Helper()
+		want := map[row.Tag]int64{}
+		for i := range hosts {
+			want[row.Tag{Name: "host", Value: fmt.Sprintf("h%05d", i)}]++
+			want[row.Tag{Name: "rack", Value: fmt.Sprintf("r%d", i%5)}]++
+		}
+		groups, err := r.Cardinality(ctx, AllTime, AllTimeEnd)
+		if err != nil {
+			t.Fatal(err)
+		}
+		g := groups[""]
+		if len(groups) != 1 || g == nil || g.Series != int64(len(hosts)) {
+			t.Fatalf("%s: %d groups, %+v series, want %d", what, len(groups), g, len(hosts))
+		}
+		got := map[row.Tag]int64{}
+		g.Each(func(t row.Tag, n int64) { got[t] = n })
+		if !maps.Equal(got, want) {
+			t.Fatalf("%s: %d pairs, want %d", what, len(got), len(want))
+		}
+		if counted := g.more != nil; counted != delta {
+			t.Fatalf("%s: counted the new series alone: %v, want %v", what, counted, delta)
+		}
+	}
+	write(0, 3000, 10)
+	if err := r.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	write(0, 500, 20) // in the file and the memtable
+	check("a file and a memtable", false)
+	check("again", false)
+	write(400, 2600, 30) // 2,100 more of the file's, 0 new
+	write(3000, 5000, 30)
+	check("2,000 new series", true)
+	write(5000, 6500, 40)
+	write(100, 200, 40)
+	check("1,500 more, folded", true)
+	if err := r.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	check("after a flush", false)
+	// A range that cuts the memtable's rows is counted whole, and leaves
+	// the kept counts as they were.
+	write(6500, 6501, 1000)
+	if groups, err := r.Cardinality(ctx, 1000, 2000); err != nil || groups[""].Series != 1 {
+		t.Fatalf("the series of [1000, 2000): %v %v", groups, err)
+	}
+	check("all again", true)
+}
