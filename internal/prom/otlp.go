@@ -157,19 +157,24 @@ func (o *OTLP) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	md := req.Metrics()
 	total := md.DataPointCount()
 	var reasons []string
-	rejected := refuseUnsupported(md, &reasons)
+	refuseUnsupported(md, &reasons)
 
 	b := newBatcher()
 	defer b.release() // once the answer is written: it may name the points' labels
-	app := &otlpAppender{b: b, points: map[otlpPoint]struct{}{}}
-	_, err = prometheusremotewrite.NewPrometheusConverter(app).FromMetrics(r.Context(), md, o.settings)
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+	app := &otlpAppender{b: b, points: map[otlpPoint]bool{}, stop: cancel}
+	_, err = prometheusremotewrite.NewPrometheusConverter(app).FromMetrics(ctx, md, o.settings)
 	switch {
+	case app.over != nil:
+		otlpFail(w, asJSON, http.StatusRequestEntityTooLarge, app.over.Error())
+		return
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		otlpFail(w, asJSON, http.StatusServiceUnavailable, err.Error())
 		return
 	case err != nil:
-		// Metrics the converter refused whole (their points are not
-		// counted: it does not say how many).
+		// Metrics, or the rest of them, the converter refused: their
+		// points are among those not stored (app.accepted).
 		reasons = append(reasons, strings.ReplaceAll(err.Error(), "\n", "; "))
 	}
 	if len(b.points) > 0 {
@@ -179,7 +184,9 @@ func (o *OTLP) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		o.samples.Add(float64(len(b.points)))
 	}
-	rejected += len(app.points)
+	// Every data point not stored whole is rejected: refused above, by
+	// the converter, or here (a sample of it refused).
+	rejected := max(0, total-app.accepted())
 	reasons = append(reasons, b.reasons...)
 	o.refused.Add(float64(rejected))
 
@@ -195,7 +202,7 @@ func (o *OTLP) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			msg += fmt.Sprintf("; and %d more", more)
 		}
 	}
-	if len(b.points) == 0 && rejected > 0 {
+	if len(b.points) == 0 && (rejected > 0 || len(reasons) > 0) {
 		otlpFail(w, asJSON, http.StatusBadRequest, msg)
 		return
 	}
@@ -278,21 +285,19 @@ const maxResourceSpan = 24 * time.Hour
 
 // refuseUnsupported takes out of md the metrics Strata refuses whole (see
 // unsupported) and the resources whose data points span more than
-// maxResourceSpan, adding a reason for each to reasons, and returns how
-// many data points they had.
-func refuseUnsupported(md pmetric.Metrics, reasons *[]string) int {
-	n := 0
+// maxResourceSpan, adding a reason for each to reasons (their data points
+// are among those the handler finds not stored).
+func refuseUnsupported(md pmetric.Metrics, reasons *[]string) {
 	md.ResourceMetrics().RemoveIf(func(rm pmetric.ResourceMetrics) bool {
 		points, lo, hi := 0, pcommon.Timestamp(math.MaxUint64), pcommon.Timestamp(0)
 		sms := rm.ScopeMetrics()
 		for j := range sms.Len() {
 			sms.At(j).Metrics().RemoveIf(func(m pmetric.Metric) bool {
-				k, why := unsupported(m)
-				if why != "" {
-					n += k
+				if why := unsupported(m); why != "" {
 					*reasons = append(*reasons, fmt.Sprintf("metric %q: %s", m.Name(), why))
 					return true
 				}
+				var k int
 				k, lo, hi = pointSpan(m, lo, hi)
 				points += k
 				return false
@@ -301,13 +306,11 @@ func refuseUnsupported(md pmetric.Metrics, reasons *[]string) int {
 		if points == 0 || hi.AsTime().Sub(lo.AsTime()) <= maxResourceSpan {
 			return false
 		}
-		n += points
 		name, _ := rm.Resource().Attributes().Get("service.name")
 		*reasons = append(*reasons, fmt.Sprintf("the data points of resource service.name=%q span %v, more than %v (target_info would need a sample every %v over it): send them in separate requests",
 			name.AsString(), hi.AsTime().Sub(lo.AsTime()).Round(time.Second), maxResourceSpan, targetInfoInterval))
 		return true
 	})
-	return n
 }
 
 // targetInfoInterval is how often the converter repeats target_info
@@ -340,9 +343,8 @@ func span[P interface{ Timestamp() pcommon.Timestamp }, S interface {
 	return points.Len(), lo, hi
 }
 
-// unsupported says why metric m cannot be stored ("" if it can), and how
-// many data points it has.
-func unsupported(m pmetric.Metric) (int, string) {
+// unsupported says why metric m cannot be stored ("" if it can).
+func unsupported(m pmetric.Metric) string {
 	temporality := func(t pmetric.AggregationTemporality) string {
 		switch t {
 		case pmetric.AggregationTemporalityCumulative:
@@ -354,15 +356,15 @@ func unsupported(m pmetric.Metric) (int, string) {
 	}
 	switch m.Type() {
 	case pmetric.MetricTypeGauge, pmetric.MetricTypeSummary:
-		return 0, ""
+		return ""
 	case pmetric.MetricTypeSum:
-		return m.Sum().DataPoints().Len(), temporality(m.Sum().AggregationTemporality())
+		return temporality(m.Sum().AggregationTemporality())
 	case pmetric.MetricTypeHistogram:
-		return m.Histogram().DataPoints().Len(), temporality(m.Histogram().AggregationTemporality())
+		return temporality(m.Histogram().AggregationTemporality())
 	case pmetric.MetricTypeExponentialHistogram:
-		return m.ExponentialHistogram().DataPoints().Len(), "exponential histograms are not supported (they would be native histograms): export explicit-bucket histograms"
+		return "exponential histograms are not supported (they would be native histograms): export explicit-bucket histograms"
 	}
-	return 0, "no data type"
+	return "no data type"
 }
 
 // otlpPoint names one data point as the converter's samples carry it: its
@@ -376,28 +378,74 @@ type otlpPoint struct {
 }
 
 // otlpAppender gathers the converter's samples into a batcher. Unlike
-// Appendable's appender it never fails an Append: the converter would drop
-// the rest of the metric. It counts the data points whose samples were
-// refused instead; the handler writes the rest.
+// Appendable's appender it never fails an Append for a bad sample (the
+// converter would drop the rest of the metric): it notes which data
+// points it stored whole and which had a sample refused, and the handler
+// writes the rest. A request that would make more than maxOTLPSamples
+// samples, or more than maxOTLPLabelBytes of labels, stops the
+// conversion (over; stop cancels the converter's context), so that a
+// small request cannot make a huge batch (a resource's target_info is
+// repeated every 2m30s over its points' span, a histogram's labels copied
+// into each bucket).
 type otlpAppender struct {
-	b      *batcher
-	points map[otlpPoint]struct{} // refused
-	buf    []byte
+	b *batcher
+	// points are the data points seen but target_info's, each true if a
+	// sample of it was refused.
+	points  map[otlpPoint]bool
+	buf     []byte
+	samples int
+	bytes   uint64
+	over    error
+	stop    context.CancelFunc
 }
 
+// maxOTLPSamples and maxOTLPLabelBytes bound what one OTLP request may
+// make (a region takes at most 1,000,000 rows a batch by default).
+const (
+	maxOTLPSamples    = 2_000_000
+	maxOTLPLabelBytes = 512 << 20
+)
+
 func (a *otlpAppender) Append(_ storage.SeriesRef, ls labels.Labels, _, t int64, v float64, h *histogram.Histogram, fh *histogram.FloatHistogram, opts storage.AOptions) (storage.SeriesRef, error) {
+	if a.over != nil {
+		return 0, a.over
+	}
+	a.samples++
+	a.bytes += ls.ByteSize()
+	if a.samples > maxOTLPSamples || a.bytes > maxOTLPLabelBytes {
+		a.over = fmt.Errorf("the request makes more than %d samples or %d MiB of labels (target_info is repeated every %v over a resource's points, a histogram's labels in each bucket): send it in smaller requests",
+			maxOTLPSamples, maxOTLPLabelBytes>>20, targetInfoInterval)
+		a.stop()
+		return 0, a.over
+	}
 	refused := a.b.refused
 	if h != nil || fh != nil {
 		a.b.refuse(1, ls, errHistogram.Error())
 	} else {
 		a.b.series(ls, 0, 1, func(int) (int64, float64) { return t, v })
 	}
-	if a.b.refused > refused {
-		var hash uint64
-		hash, a.buf = ls.HashWithoutLabels(a.buf, model.MetricNameLabel, model.BucketLabel, model.QuantileLabel)
-		a.points[otlpPoint{opts.MetricFamilyName, t, hash}] = struct{}{}
+	if opts.MetricFamilyName == targetInfo {
+		return 0, nil // not a data point: its refusal is among the reasons
 	}
+	var hash uint64
+	hash, a.buf = ls.HashWithoutLabels(a.buf, model.MetricNameLabel, model.BucketLabel, model.QuantileLabel)
+	p := otlpPoint{opts.MetricFamilyName, t, hash}
+	a.points[p] = a.points[p] || a.b.refused > refused
 	return 0, nil
+}
+
+// targetInfo is the metric family of a resource's attributes.
+const targetInfo = "target_info"
+
+// accepted is how many data points had every sample stored.
+func (a *otlpAppender) accepted() int {
+	n := 0
+	for _, refused := range a.points {
+		if !refused {
+			n++
+		}
+	}
+	return n
 }
 
 // Commit and Rollback do nothing: the handler writes the batcher's points.

@@ -495,3 +495,90 @@ func TestOTLPOnADatanode(t *testing.T) {
 	}
 	equal(t, "through dn1", instant(t, client{t, dn1}, "load", time.Time{}), want)
 }
+
+// A data point Prometheus' converter drops (an attribute key it cannot
+// make a label name of drops the rest of its metric) is rejected like one
+// refused here: counted in rejected_data_points and the counter, and a
+// request of nothing else is a 400, not a 200 that stored nothing. A
+// resource attribute refused in target_info is a reason, not a data point.
+func TestOTLPConverterRefusalsAreRejected(t *testing.T) {
+	n := servertest.Start(t, objstoretest.Mem(t), servertest.Options{})
+	base := "http://" + n.HTTPAddr()
+	post := func(req pmetricotlp.ExportRequest) (int, []byte) {
+		t.Helper()
+		body, err := req.MarshalProto()
+		if err != nil {
+			t.Fatal(err)
+		}
+		code, _, out := otlpPost(t, base, body, "application/x-protobuf", "")
+		return code, out
+	}
+
+	code, out := post(otlpMetrics(func(ms pmetric.MetricSlice, ts pcommon.Timestamp) {
+		gauge(ms, "dropped", ts, 1, "___", "v")
+	}))
+	if code != http.StatusBadRequest || !strings.Contains(otlpStatus(t, out, false), "1 of 1 data points refused") {
+		t.Fatalf("only a point the converter drops: %d %q, want 400 naming 1 of 1 refused", code, otlpStatus(t, out, false))
+	}
+
+	code, out = post(otlpMetrics(func(ms pmetric.MetricSlice, ts pcommon.Timestamp) {
+		gauge(ms, "kept", ts, 2)
+		gauge(ms, "dropped_too", ts, 1, "", "v")
+	}))
+	resp := pmetricotlp.NewExportResponse()
+	if err := resp.UnmarshalProto(out); code != http.StatusOK || err != nil {
+		t.Fatalf("%d %v %s", code, err, out)
+	}
+	if ps := resp.PartialSuccess(); ps.RejectedDataPoints() != 1 || !strings.Contains(ps.ErrorMessage(), "1 of 2 data points refused") {
+		t.Errorf("partial success %d %q, want 1 of 2 rejected", ps.RejectedDataPoints(), ps.ErrorMessage())
+	}
+
+	md := pmetric.NewMetrics()
+	rm := md.ResourceMetrics().AppendEmpty()
+	rm.Resource().Attributes().PutStr("service.name", "svc")
+	rm.Resource().Attributes().PutStr(strings.Repeat("a", 300), "v") // a target_info label too long
+	gauge(rm.ScopeMetrics().AppendEmpty().Metrics(), "with_info", pcommon.NewTimestampFromTime(time.Now()), 3)
+	code, out = post(pmetricotlp.NewExportRequestFromMetrics(md))
+	resp = pmetricotlp.NewExportResponse()
+	if err := resp.UnmarshalProto(out); code != http.StatusOK || err != nil {
+		t.Fatalf("%d %v %s", code, err, out)
+	}
+	if ps := resp.PartialSuccess(); ps.RejectedDataPoints() != 0 || !strings.Contains(ps.ErrorMessage(), "longer than 256 bytes") {
+		t.Errorf("target_info refused: partial success %d %q, want 0 rejected and the reason", ps.RejectedDataPoints(), ps.ErrorMessage())
+	}
+	if got := counter(t, n, "strata_otlp_refused_data_points_total"); got != 2 {
+		t.Errorf("strata_otlp_refused_data_points_total %v, want 2", got)
+	}
+	c := client{t, base}
+	equal(t, "stored", instant(t, c, `{__name__=~"kept|with_info|dropped.*"}`, time.Time{}),
+		map[string]string{series("__name__", "kept", "job", "svc"): "2", series("__name__", "with_info", "job", "svc"): "3"})
+}
+
+// A small request that would make a huge batch is refused whole with a
+// 413 before the batch is made: 4,000 resources, each with two points 23
+// hours apart, repeat target_info 553 times each (2.2M samples).
+func TestOTLPRequestThatWouldMakeTooManySamples(t *testing.T) {
+	n := servertest.Start(t, objstoretest.Mem(t), servertest.Options{})
+	base := "http://" + n.HTTPAddr()
+	md := pmetric.NewMetrics()
+	now := time.Now()
+	for i := range 4000 {
+		rm := md.ResourceMetrics().AppendEmpty()
+		rm.Resource().Attributes().PutStr("service.name", "svc")
+		rm.Resource().Attributes().PutStr("service.instance.id", strconv.Itoa(i))
+		rm.Resource().Attributes().PutStr("host.name", "h")
+		ms := rm.ScopeMetrics().AppendEmpty().Metrics()
+		gauge(ms, "g", pcommon.NewTimestampFromTime(now.Add(-23*time.Hour)), 1)
+		gauge(ms, "g", pcommon.NewTimestampFromTime(now), 1)
+	}
+	body, err := pmetricotlp.NewExportRequestFromMetrics(md).MarshalProto()
+	if err != nil {
+		t.Fatal(err)
+	}
+	code, _, out := otlpPost(t, base, body, "application/x-protobuf", "")
+	if msg := otlpStatus(t, out, false); code != http.StatusRequestEntityTooLarge || !strings.Contains(msg, "more than 2000000 samples") {
+		t.Fatalf("%d bytes making 2.2M samples: %d %q, want 413", len(body), code, msg)
+	}
+	c := client{t, base}
+	equal(t, "stored", instant(t, c, `{__name__=~"g|target_info"}`, time.Time{}), map[string]string{})
+}

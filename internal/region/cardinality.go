@@ -189,7 +189,7 @@ func (r *Region) Cardinality(ctx context.Context, start, end int64) (map[string]
 		}
 	}
 	// Each memtable's series below its count now are in the listing (it
-	// may hold more: those count next time, looked up).
+	// may hold more: below, they are counted up to its length then).
 	listed := make([]memCounted, len(mems))
 	for i, mt := range mems {
 		listed[i] = memCounted{mt: weak.Make(mt), n: mt.SeriesLen()}
@@ -203,6 +203,30 @@ func (r *Region) Cardinality(ctx context.Context, start, end int64) (map[string]
 		if err := c.Add(key); err != nil {
 			return nil, fmt.Errorf("region %s: cardinality: %w", r.id, err)
 		}
+	}
+	// A memtable may have gained series while it was listed: those past
+	// its count above are in keys or not. Count each memtable up to its
+	// length now, adding those the listing missed, so the kept counts
+	// hold each once (countAdded takes the series past these as new).
+	var missed map[string]struct{}
+	for i, mt := range mems {
+		n := mt.SeriesLen()
+		for _, key := range mt.SeriesKeys(listed[i].n, n) {
+			if _, found := slices.BinarySearch(keys, key); found {
+				continue
+			}
+			if _, dup := missed[key]; dup {
+				continue
+			}
+			if missed == nil {
+				missed = map[string]struct{}{}
+			}
+			missed[key] = struct{}{}
+			if err := c.Add(key); err != nil {
+				return nil, fmt.Errorf("region %s: cardinality: %w", r.id, err)
+			}
+		}
+		listed[i].n = n
 	}
 	for _, id := range files {
 		f := st.Files[id]
@@ -255,7 +279,7 @@ func (r *Region) countAdded(ctx context.Context, st *manifest.State, files []str
 		}
 	}
 	if len(added) == 0 {
-		return k.groups, true, nil
+		return bounded(k.groups, mems), true, nil
 	}
 	var counted int64
 	for _, g := range k.groups {
@@ -309,6 +333,28 @@ func (r *Region) countAdded(ctx context.Context, st *manifest.State, files []str
 	}
 	k.groups = c.Groups
 	return c.Groups, true, nil
+}
+
+// bounded returns groups with their time bounds widened to the
+// memtables' rows now (rows of series counted before move them too):
+// copies, the kept counts left as they are.
+func bounded(groups map[string]*Cardinality, mems []*memtable.Memtable) map[string]*Cardinality {
+	lo, hi := int64(math.MaxInt64), int64(math.MinInt64)
+	for _, mt := range mems {
+		if s := mt.Stats(); s.Entries > 0 {
+			lo, hi = min(lo, s.MinTS), max(hi, s.MaxTS)
+		}
+	}
+	if lo > hi {
+		return groups
+	}
+	out := make(map[string]*Cardinality, len(groups))
+	for v, g := range groups {
+		cp := *g
+		cp.MinTS, cp.MaxTS = min(cp.MinTS, lo), max(cp.MaxTS, hi)
+		out[v] = &cp
+	}
+	return out
 }
 
 // keptCardinality keeps a region's last counts: of its files (their ids,

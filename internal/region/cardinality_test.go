@@ -4,8 +4,11 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"strings"
+	"sync/atomic"
 	"testing"
 
+	"github.com/stratadb/strata/internal/objstore/faultstore"
 	"github.com/stratadb/strata/internal/objstore/objstoretest"
 	"github.com/stratadb/strata/internal/row"
 )
@@ -77,4 +80,44 @@ func TestCardinalityKeptFollowsSeries(t *testing.T) {
 		t.Fatalf("the series of [1000, 2000): %v %v", groups, err)
 	}
 	check("all again", true)
+}
+
+// A series a memtable gains while a count lists it (here while the file's
+// series index is read) is counted once, by that count and the next ones;
+// rows of series counted before still move the counts' time bounds.
+func TestCardinalityOfASeriesAddedWhileCounting(t *testing.T) {
+	ctx := context.Background()
+	var armed atomic.Bool
+	var r *Region
+	var hookErr error
+	s := faultstore.New(objstoretest.Mem(t))
+	s.Hook = func(c faultstore.Call) {
+		if strings.HasSuffix(c.Key, ".series") && armed.CompareAndSwap(true, false) {
+			_, hookErr = r.Write(ctx, []row.Point{pt("d", 30, fl("v", 1))})
+		}
+	}
+	r = open(t, s, Options{})
+	defer closeRegion(t, r, false)
+	mustWrite(t, r, pt("a", 10, fl("v", 1)), pt("b", 10, fl("v", 1)))
+	if err := r.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	mustWrite(t, r, pt("b", 20, fl("v", 1)), pt("c", 20, fl("v", 1)))
+	armed.Store(true)
+	for i := range 3 {
+		groups, err := r.Cardinality(ctx, AllTime, AllTimeEnd)
+		if err != nil || hookErr != nil {
+			t.Fatal(err, hookErr)
+		}
+		if g := groups[""]; g == nil || g.Series != 4 || g.MaxTS != 30 {
+			t.Fatalf("count %d: %+v, want 4 series (a, b, c and d, written while the first count listed) up to ts 30", i, g)
+		}
+	}
+	if armed.Load() {
+		t.Fatal("the count read no series index: nothing was written during it")
+	}
+	mustWrite(t, r, pt("a", 500, fl("v", 1)))
+	if groups, err := r.Cardinality(ctx, AllTime, AllTimeEnd); err != nil || groups[""].Series != 4 || groups[""].MaxTS != 500 {
+		t.Fatalf("after a row of a counted series at 500: %+v %v", groups[""], err)
+	}
 }
