@@ -3,6 +3,8 @@ package server_test
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
+	"sync"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -17,6 +19,108 @@ import (
 	"github.com/stratadb/strata/internal/server"
 	"github.com/stratadb/strata/internal/server/servertest"
 )
+
+// haSend remote-writes one sample of series ha_up of cluster's replica to
+// addr and answers the status.
+func haSend(t *testing.T, addr, cluster, replica string, v float64, ts int64) int {
+	t.Helper()
+	var ls []prompb.Label
+	ls = append(ls, prompb.Label{Name: "__name__", Value: "ha_up"})
+	if replica != "" {
+		ls = append(ls, prompb.Label{Name: "__replica__", Value: replica})
+	}
+	if cluster != "" {
+		ls = append(ls, prompb.Label{Name: "cluster", Value: cluster})
+	}
+	req := &prompb.WriteRequest{Timeseries: []prompb.TimeSeries{{Labels: ls, Samples: []prompb.Sample{{Value: v, Timestamp: ts}}}}}
+	raw, err := req.Marshal()
+	if err != nil {
+		t.Error(err)
+		return 0
+	}
+	resp, err := http.Post("http://"+addr+"/api/v1/write", "application/x-protobuf", bytes.NewReader(snappy.Encode(nil, raw)))
+	if err != nil {
+		t.Error(err)
+		return 0
+	}
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
+// TestHAPairTwoDatanodesAgree: two datanodes of a cluster (one etcd)
+// receive at once the first requests of two replicas of each of many HA
+// clusters, each replica's on both: every cluster elects one replica,
+// whose requests both datanodes store, and the other's both drop.
+func TestHAPairTwoDatanodesAgree(t *testing.T) {
+	c := servertest.StartCluster(t, 2, servertest.ClusterOptions{DefaultRegions: 2, Config: func(c *server.Config) {
+		c.HA = hatracker.Config{ClusterLabel: "cluster", FailoverTimeout: time.Minute}
+	}})
+	dn := c.Datanodes
+	ts := time.Now().UnixMilli()
+	// The metrics table first, hosted (a write to it may answer 503
+	// while its regions open).
+	for deadline := time.Now().Add(time.Minute); haSend(t, dn[0].HTTPAddr(), "", "", 0, ts) != http.StatusNoContent; {
+		if time.Now().After(deadline) {
+			t.Fatal("the metrics table is not writable")
+		}
+		time.Sleep(50 * time.Millisecond) // polling the table's readiness
+	}
+	const clusters = 10
+	var mu sync.Mutex
+	stored := map[string]map[string]bool{} // cluster, replica: a write stored
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for i := range clusters {
+		cl := fmt.Sprint("c", i)
+		stored[cl] = map[string]bool{}
+		for _, r := range []string{"r1", "r2"} {
+			for _, d := range dn {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					<-start
+					code := haSend(t, d.HTTPAddr(), cl, r, 1, ts)
+					switch code {
+					case http.StatusNoContent:
+						mu.Lock()
+						stored[cl][r] = true
+						mu.Unlock()
+					case http.StatusAccepted:
+					default:
+						t.Errorf("%s %s: %d", cl, r, code)
+					}
+				}()
+			}
+		}
+	}
+	close(start)
+	wg.Wait()
+	for cl, rs := range stored {
+		if len(rs) != 1 {
+			t.Errorf("cluster %s: replicas stored %v, want one", cl, rs)
+			continue
+		}
+		// Both datanodes agree afterwards too.
+		for r := range rs {
+			other := map[string]string{"r1": "r2", "r2": "r1"}[r]
+			for _, d := range dn {
+				if code := haSend(t, d.HTTPAddr(), cl, r, 1, ts+1000); code != http.StatusNoContent {
+					t.Errorf("cluster %s, elected %s on %s: %d", cl, r, d.HTTPAddr(), code)
+				}
+				if code := haSend(t, d.HTTPAddr(), cl, other, 1, ts+1000); code != http.StatusAccepted {
+					t.Errorf("cluster %s, not elected %s on %s: %d", cl, other, d.HTTPAddr(), code)
+				}
+			}
+		}
+	}
+	elections := 0.
+	for _, d := range dn {
+		elections += servertest.Counter(t, d, "strata_ha_elected_replica_changes_total", func(map[string]string) bool { return true })
+	}
+	if elections != clusters {
+		t.Errorf("elections: %v, want %d", elections, clusters)
+	}
+}
 
 // TestHAPairFailover: two remote-write senders of one HA pair (the same
 // cluster label, replicas a and b) send the same series at the same
