@@ -34,6 +34,7 @@ const Prefix = "/strata/ha/"
 const (
 	DefaultReplicaLabel    = "__replica__"
 	DefaultFailoverTimeout = 30 * time.Second // Mimir's
+	DefaultMaxClusters     = 100
 	// maxUpdateInterval bounds the update interval (Mimir's
 	// update_timeout is 15s against its 30s failover timeout).
 	maxUpdateInterval = 5 * time.Second
@@ -49,6 +50,11 @@ type Config struct {
 	// FailoverTimeout: how long the elected replica may go unseen before
 	// another is elected (default DefaultFailoverTimeout).
 	FailoverTimeout time.Duration
+	// MaxClusters bounds the clusters elected in etcd (their keys), so
+	// that a sender cannot make etcd's keys grow without bound (default
+	// DefaultMaxClusters; negative: no bound). Concurrent first requests
+	// of new clusters on several nodes may pass it by a few.
+	MaxClusters int
 	// UpdateInterval: how long a node decides from its cached election
 	// before it reads etcd again (default a quarter of the failover
 	// timeout, at most 5s). Tests shorten it.
@@ -60,6 +66,7 @@ type Config struct {
 func (c *Config) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&c.ClusterLabel, "ha-cluster-label", "", "deduplicate HA Prometheus pairs: the label naming a pair's cluster, e.g. cluster; of each cluster only the elected replica's samples are stored (docs/ha-pairs.md; empty: off)")
 	fs.StringVar(&c.ReplicaLabel, "ha-replica-label", DefaultReplicaLabel, "the label naming an HA pair's replica, removed from the series stored")
+	fs.IntVar(&c.MaxClusters, "ha-max-clusters", DefaultMaxClusters, "most HA clusters elected (etcd keys under /strata/ha/); a request of a new cluster past it is refused, 400 (negative: no bound)")
 	fs.DurationVar(&c.FailoverTimeout, "ha-failover-timeout", DefaultFailoverTimeout, "how long a cluster's elected replica may go unseen before another of its replicas is elected")
 }
 
@@ -73,6 +80,9 @@ func (c Config) WithDefaults() Config {
 	}
 	if c.FailoverTimeout <= 0 {
 		c.FailoverTimeout = DefaultFailoverTimeout
+	}
+	if c.MaxClusters == 0 {
+		c.MaxClusters = DefaultMaxClusters
 	}
 	if c.UpdateInterval <= 0 {
 		c.UpdateInterval = min(c.FailoverTimeout/4, maxUpdateInterval)
@@ -97,6 +107,9 @@ func (c Config) Check() error {
 	}
 	return nil
 }
+
+// ErrTooManyClusters refuses a request of a new cluster past MaxClusters.
+var ErrTooManyClusters = errors.New("too many HA clusters")
 
 // record is a cluster's key's value.
 type record struct {
@@ -166,6 +179,18 @@ func (t *Tracker) Accept(ctx context.Context, cluster, replica string) (bool, er
 
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	if e.fetched.IsZero() {
+		// Unknown yet: not kept if it stays so (a refused cluster).
+		defer func() {
+			if e.fetched.IsZero() {
+				t.mu.Lock()
+				if t.clusters[cluster] == e {
+					delete(t.clusters, cluster)
+				}
+				t.mu.Unlock()
+			}
+		}()
+	}
 	now := t.now()
 	if !e.fetched.IsZero() && now.Sub(e.fetched) < t.cfg.UpdateInterval {
 		if e.rec.Replica == replica {
@@ -209,6 +234,15 @@ func (t *Tracker) refresh(ctx context.Context, e *entry, cluster, replica string
 		if !write {
 			e.rec, e.fetched = cur, now
 			return accept, nil
+		}
+		if mod == 0 && t.cfg.MaxClusters > 0 {
+			n, err := t.cli.Get(ctx, Prefix, clientv3.WithPrefix(), clientv3.WithCountOnly())
+			if err != nil {
+				return false, fmt.Errorf("HA tracker: count %s: %w", Prefix, err)
+			}
+			if n.Count >= int64(t.cfg.MaxClusters) {
+				return false, fmt.Errorf("%w: %d are elected, --ha-max-clusters is %d (delete the keys of clusters gone under %s)", ErrTooManyClusters, n.Count, t.cfg.MaxClusters, Prefix)
+			}
 		}
 		next := record{Replica: replica, Seen: now.UnixMilli()}
 		val, _ := json.Marshal(next)

@@ -2,6 +2,7 @@ package hatracker
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -149,6 +150,26 @@ func TestTwoNodesAgree(t *testing.T) {
 	}
 	if got := testutil.ToFloat64(nodes[0].changes) + testutil.ToFloat64(nodes[1].changes); got != clusters {
 		t.Errorf("elections = %v, want %d", got, clusters)
+	}
+}
+
+// TestMaxClusters: a new cluster past MaxClusters is refused, and not
+// kept; the elected ones go on.
+func TestMaxClusters(t *testing.T) {
+	c := &clock{t: time.Unix(1_700_000_000, 0)}
+	tr := newTracker(t, Config{ClusterLabel: "cluster", MaxClusters: 2}, c)
+	if !accept(t, tr, "c1", "a") || !accept(t, tr, "c2", "a") {
+		t.Fatal("first clusters refused")
+	}
+	if _, err := tr.Accept(context.Background(), "c3", "a"); !errors.Is(err, ErrTooManyClusters) {
+		t.Fatalf("a third cluster: %v, want ErrTooManyClusters", err)
+	}
+	if len(tr.clusters) != 2 {
+		t.Errorf("%d clusters kept, want 2", len(tr.clusters))
+	}
+	c.add(time.Minute)
+	if !accept(t, tr, "c1", "a") || accept(t, tr, "c1", "b") {
+		t.Fatal("an elected cluster refused")
 	}
 }
 

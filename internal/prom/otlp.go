@@ -186,7 +186,7 @@ func (o *OTLP) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		reasons = append(reasons, strings.ReplaceAll(err.Error(), "\n", "; "))
 	}
 	if drop, err := b.dedup(r.Context(), o.ha); err != nil {
-		otlpFail(w, asJSON, http.StatusServiceUnavailable, err.Error())
+		otlpFail(w, asJSON, haStatus(err), err.Error())
 		return
 	} else if drop {
 		otlpRespond(w, asJSON, pmetricotlp.NewExportResponse()) // another replica's: acknowledged

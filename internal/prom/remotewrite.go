@@ -118,7 +118,7 @@ func (rw *RemoteWrite) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	defer b.release() // once the answer is written: it may name the points' labels
 	if drop, err := b.dedup(r.Context(), rw.ha); err != nil {
-		http.Error(w, err.Error(), http.StatusServiceUnavailable)
+		http.Error(w, err.Error(), haStatus(err))
 		return
 	} else if drop {
 		w.WriteHeader(http.StatusAccepted) // Mimir's answer to the other replica
@@ -197,6 +197,15 @@ func (b *batcher) dedupBy(t *hatracker.Tracker) {
 		c := t.Config()
 		b.haCluster, b.haReplica = c.ClusterLabel, c.ReplicaLabel
 	}
+}
+
+// haStatus is the HTTP status of a failed HA election: 400 past
+// --ha-max-clusters, else etcd's failure, 503 (retried).
+func haStatus(err error) int {
+	if errors.Is(err, hatracker.ErrTooManyClusters) {
+		return http.StatusBadRequest
+	}
+	return http.StatusServiceUnavailable
 }
 
 // haNote notes the first series' cluster and replica, if it has both
