@@ -81,6 +81,7 @@ line-protocol API.`, func(cmd *cobra.Command) error {
 	fs.StringArrayVar(&cfg.Rules.AlertmanagerURLs, "alertmanager-url", nil, "Alertmanager to send the alerts of the rule groups evaluated here to, e.g. http://localhost:9093 (repeatable; API v2; docs/rules.md)")
 	cfg.Rules.Alertmanager.AddFlags(fs)
 	cfg.OTLP.AddFlags(fs)
+	cfg.HA.AddFlags(fs)
 	fs.DurationVar(&cfg.Rules.Interval, "rule-evaluation-interval", rules.DefaultInterval, "evaluation interval of rule groups that set none")
 	fs.DurationVar(&cfg.Rules.Lease, "rule-lease", 0, "TTL of the lease under which this datanode evaluates its rule groups: a dead or frozen evaluator's groups move after at most this long (default: --lease)")
 	procflags.TLSFlags(fs, &cfg.TLS)

@@ -115,6 +115,7 @@ rule files again, and a bad file changes nothing (docs/rules.md).`,
 	f.StringArrayVar(&cfg.Rules.AlertmanagerURLs, "alertmanager-url", nil, "Alertmanager to send alerts to, e.g. http://localhost:9093 (repeatable; API v2)")
 	cfg.Rules.Alertmanager.AddFlags(f)
 	cfg.OTLP.AddFlags(f)
+	cfg.HA.AddFlags(f)
 	return cmd
 }
 

@@ -26,6 +26,7 @@ import (
 	"github.com/stratadb/strata/internal/datanode"
 	"github.com/stratadb/strata/internal/errclass"
 	"github.com/stratadb/strata/internal/freelist"
+	"github.com/stratadb/strata/internal/hatracker"
 	"github.com/stratadb/strata/internal/lineproto"
 	"github.com/stratadb/strata/internal/prom"
 	"github.com/stratadb/strata/internal/row"
@@ -80,6 +81,9 @@ type Options struct {
 	Rules *rules.Manager
 	// OTLP configures OTLP metrics ingest (/opentelemetry/v1/metrics).
 	OTLP prom.OTLPOptions
+	// HA, if set, deduplicates HA Prometheus pairs' remote writes and
+	// OTLP requests (docs/ha-pairs.md).
+	HA *hatracker.Tracker
 }
 
 // Handler serves the HTTP API.
@@ -112,10 +116,15 @@ func New(eng *datanode.Engine, opts Options) *Handler {
 			Buckets: prometheus.ExponentialBuckets(0.001, 2, 14)}, []string{"endpoint"}),
 	}
 	rw, otlp := prom.NewRemoteWrite(eng), prom.NewOTLP(eng, opts.OTLP)
+	rw.SetHA(opts.HA)
+	otlp.SetHA(opts.HA)
 	if opts.Registerer != nil {
 		opts.Registerer.MustRegister(h.reqs, h.rows, h.latency)
 		opts.Registerer.MustRegister(rw.Collectors()...)
 		opts.Registerer.MustRegister(otlp.Collectors()...)
+		if opts.HA != nil {
+			opts.Registerer.MustRegister(opts.HA.Collectors()...)
+		}
 	}
 	h.parsers, h.bodies = freelist.New[*lineproto.Parser](keptWrites), freelist.New[*bytes.Buffer](keptWrites)
 	h.mux.HandleFunc("POST /write", h.write(false))

@@ -30,6 +30,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/stratadb/strata/internal/datanode"
+	"github.com/stratadb/strata/internal/hatracker"
 )
 
 // OTLP metrics on /opentelemetry/v1/metrics (OTLP/HTTP, protobuf or JSON,
@@ -97,7 +98,13 @@ type OTLP struct {
 	engine           *datanode.Engine
 	settings         prometheusremotewrite.Settings
 	samples, refused prometheus.Counter
+	ha               *hatracker.Tracker
 }
+
+// SetHA deduplicates HA pairs' requests with t (nil: off), as remote
+// write does, deciding from the first sample the converter makes. Call it
+// before serving.
+func (o *OTLP) SetHA(t *hatracker.Tracker) { o.ha = t }
 
 // NewOTLP is the OTLP metrics handler of eng (opts checked by Check; an
 // unknown strategy is the default); its metrics are Collectors.
@@ -161,6 +168,7 @@ func (o *OTLP) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 	b := newBatcher()
 	defer b.release() // once the answer is written: it may name the points' labels
+	b.dedupBy(o.ha)
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
 	app := &otlpAppender{b: b, points: map[otlpPoint]bool{}, stop: cancel}
@@ -176,6 +184,13 @@ func (o *OTLP) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// Metrics, or the rest of them, the converter refused: their
 		// points are among those not stored (app.accepted).
 		reasons = append(reasons, strings.ReplaceAll(err.Error(), "\n", "; "))
+	}
+	if drop, err := b.dedup(r.Context(), o.ha); err != nil {
+		otlpFail(w, asJSON, haStatus(err), err.Error())
+		return
+	} else if drop {
+		otlpRespond(w, asJSON, pmetricotlp.NewExportResponse()) // another replica's: acknowledged
+		return
 	}
 	if len(b.points) > 0 {
 		if err := writeMetrics(r.Context(), o.engine, b.points); err != nil {
@@ -211,7 +226,13 @@ func (o *OTLP) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		resp.PartialSuccess().SetRejectedDataPoints(int64(rejected))
 		resp.PartialSuccess().SetErrorMessage(msg)
 	}
+	otlpRespond(w, asJSON, resp)
+}
+
+// otlpRespond answers resp, 200.
+func otlpRespond(w http.ResponseWriter, asJSON bool, resp pmetricotlp.ExportResponse) {
 	var out []byte
+	var err error
 	if asJSON {
 		out, err = resp.MarshalJSON()
 	} else {

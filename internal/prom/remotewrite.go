@@ -1,6 +1,7 @@
 package prom
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -17,6 +18,7 @@ import (
 	"github.com/stratadb/strata/internal/datanode"
 	"github.com/stratadb/strata/internal/errclass"
 	"github.com/stratadb/strata/internal/freelist"
+	"github.com/stratadb/strata/internal/hatracker"
 	"github.com/stratadb/strata/internal/row"
 	"github.com/stratadb/strata/internal/schema"
 )
@@ -35,6 +37,12 @@ import (
 // 400 with the refused count and the first reasons (Mimir's and
 // VictoriaMetrics' partial-write behaviour), which Prometheus logs and
 // does not retry. Exemplars and metadata are dropped.
+//
+// With an HA tracker (SetHA, docs/ha-pairs.md), a request whose first
+// series carries both the cluster and the replica label is stored only if
+// that replica is its cluster's elected one (Mimir decides per request
+// the same way); another replica's request is answered 202 and dropped.
+// The replica label is removed from every series of such a request.
 
 const (
 	rwV2ContentType = "application/x-protobuf;proto=io.prometheus.write.v2.Request"
@@ -46,7 +54,12 @@ const (
 type RemoteWrite struct {
 	engine           *datanode.Engine
 	samples, refused prometheus.Counter
+	ha               *hatracker.Tracker
 }
+
+// SetHA deduplicates HA pairs' requests with t (nil: off). Call it before
+// serving.
+func (rw *RemoteWrite) SetHA(t *hatracker.Tracker) { rw.ha = t }
 
 // NewRemoteWrite is the remote-write handler of eng; its metrics are
 // Collectors.
@@ -95,15 +108,22 @@ func (rw *RemoteWrite) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	var b *batcher
 	if v2 {
-		b, err = decodeV2(raw)
+		b, err = decodeV2By(raw, rw.ha)
 	} else {
-		b, err = decodeV1(raw)
+		b, err = decodeV1By(raw, rw.ha)
 	}
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	}
 	defer b.release() // once the answer is written: it may name the points' labels
+	if drop, err := b.dedup(r.Context(), rw.ha); err != nil {
+		http.Error(w, err.Error(), haStatus(err))
+		return
+	} else if drop {
+		w.WriteHeader(http.StatusAccepted) // Mimir's answer to the other replica
+		return
+	}
 	if len(b.points) > 0 {
 		if err := writeMetrics(r.Context(), rw.engine, b.points); err != nil {
 			http.Error(w, err.Error(), writeStatus(err))
@@ -161,6 +181,55 @@ type batcher struct {
 	names    []seenName
 	shape    uint32
 	reserved bool // the arenas were sized for the request (reserve)
+
+	// HA pairs (dedupBy): the cluster and replica label names (empty:
+	// off), whether the first series was seen, and its cluster and
+	// replica if it carried both (the request is then deduplicated, and
+	// the replica label left out of every series).
+	haCluster, haReplica string
+	haFirst              bool
+	cluster, replica     string
+}
+
+// dedupBy makes the batcher note the HA labels of t's configuration.
+func (b *batcher) dedupBy(t *hatracker.Tracker) {
+	if t != nil {
+		c := t.Config()
+		b.haCluster, b.haReplica = c.ClusterLabel, c.ReplicaLabel
+	}
+}
+
+// haStatus is the HTTP status of a failed HA election: 400 past
+// --ha-max-clusters, else etcd's failure, 503 (retried).
+func haStatus(err error) int {
+	if errors.Is(err, hatracker.ErrTooManyClusters) {
+		return http.StatusBadRequest
+	}
+	return http.StatusServiceUnavailable
+}
+
+// haNote notes the first series' cluster and replica, if it has both
+// (get is its labels' values).
+func (b *batcher) haNote(get func(string) string) {
+	b.haFirst = true
+	if c, r := get(b.haCluster), get(b.haReplica); c != "" && r != "" {
+		b.cluster, b.replica = c, r
+	}
+}
+
+// dedup says whether the request is another replica's than its cluster's
+// elected one, and its points are then to be dropped (and counted).
+func (b *batcher) dedup(ctx context.Context, t *hatracker.Tracker) (bool, error) {
+	if t == nil || b.replica == "" {
+		return false, nil
+	}
+	// The labels may be strings of the request's body: the tracker keeps them.
+	ok, err := t.Accept(ctx, strings.Clone(b.cluster), strings.Clone(b.replica))
+	if err != nil || ok {
+		return false, err
+	}
+	t.Dropped(len(b.points))
+	return true, nil
 }
 
 // batchers are kept for the next requests (freelist: a sync.Pool's were
@@ -223,6 +292,13 @@ func (b *batcher) refusal() string {
 // series adds the n samples of one series (at returns sample i), whose
 // labels ls are sorted by name, as labels are.
 func (b *batcher) series(ls labels.Labels, histograms, n int, at func(i int) (int64, float64)) {
+	if b.haCluster != "" && !b.haFirst {
+		b.haNote(ls.Get)
+	}
+	drop := ""
+	if b.replica != "" {
+		drop = b.haReplica
+	}
 	if histograms > 0 {
 		b.refuse(histograms, ls, "native histograms are not supported")
 	}
@@ -241,6 +317,7 @@ func (b *batcher) series(ls labels.Labels, histograms, n int, at func(i int) (in
 		case bad != nil || l.Value == "":
 		case l.Name == prev:
 			bad = fmt.Errorf("label %q appears twice", l.Name)
+		case l.Name == drop:
 		default:
 			bad = schema.ValidateLabelName(l.Name)
 			tags = append(tags, row.Tag{Name: l.Name, Value: l.Value})

@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/common/model"
 	"github.com/prometheus/prometheus/model/labels"
 
+	"github.com/stratadb/strata/internal/hatracker"
 	"github.com/stratadb/strata/internal/row"
 	"github.com/stratadb/strata/internal/schema"
 )
@@ -28,8 +29,12 @@ import (
 // The batcher's points are valid until its release. Their tags' names and
 // values are strings of raw's bytes (see wireString): raw must not change
 // until then.
-func decodeV1(raw []byte) (*batcher, error) {
+func decodeV1(raw []byte) (*batcher, error) { return decodeV1By(raw, nil) }
+
+// decodeV1By is decodeV1 deduplicating HA pairs with ha (batcher.dedup).
+func decodeV1By(raw []byte, ha *hatracker.Tracker) (*batcher, error) {
 	b := newBatcher()
+	b.dedupBy(ha)
 	if err := b.walkV1(raw); err != nil {
 		b.release()
 		return nil, fmt.Errorf("%w: protobuf: %v", errBadWrite, err)
@@ -83,8 +88,12 @@ func (b *batcher) walkV1(raw []byte) error {
 // by series would: a series whose references are odd in number or past
 // the symbols makes the request malformed (a protobuf error anywhere
 // first).
-func decodeV2(raw []byte) (*batcher, error) {
+func decodeV2(raw []byte) (*batcher, error) { return decodeV2By(raw, nil) }
+
+// decodeV2By is decodeV2 deduplicating HA pairs with ha (batcher.dedup).
+func decodeV2By(raw []byte, ha *hatracker.Tracker) (*batcher, error) {
 	b := newBatcher()
+	b.dedupBy(ha)
 	perr, rerr := b.walkV2(raw)
 	if perr != nil || rerr != nil {
 		b.release()
@@ -416,6 +425,16 @@ func (ls wireLabels) labels(sb *labels.ScratchBuilder) labels.Labels {
 	return sb.Labels()
 }
 
+// get is the value of label name ("": none).
+func (ls wireLabels) get(name string) string {
+	for _, l := range ls {
+		if l.name == name {
+			return l.value
+		}
+	}
+	return ""
+}
+
 // String is the labels as a refusal names them.
 func (ls wireLabels) String() string {
 	var sb labels.ScratchBuilder
@@ -429,6 +448,9 @@ func (ls wireLabels) String() string {
 // other series goes through series, which knows every other case's answer
 // (unsorted labels are sorted there, a rare slow path).
 func (b *batcher) walkedSeries(ls wireLabels, histograms int, samples []wireSample) {
+	if b.haCluster != "" && !b.haFirst {
+		b.haNote(ls.get)
+	}
 	if len(samples) == 0 { // series refuses its histograms and stops there
 		if histograms > 0 {
 			b.refuse(histograms, ls, "native histograms are not supported")
@@ -479,10 +501,12 @@ func (b *batcher) appendTags(ls wireLabels) (tags []row.Tag, key []byte, shape u
 		if !same && (i == 0 && l.name == "" || i > 0 && l.name <= ls[i-1].name) {
 			return fail()
 		}
-		if tag := l.value != ""; tag != seen.tag {
+		// A deduplicated request's replica label is no tag either.
+		tag := l.value != "" && (b.replica == "" || l.name != b.haReplica)
+		if tag != seen.tag {
 			seen.tag, same = tag, false
 		}
-		if l.value == "" {
+		if !tag {
 			continue // no tag
 		}
 		if !seen.valid {

@@ -38,6 +38,7 @@ import (
 	"github.com/stratadb/strata/internal/gc"
 	"github.com/stratadb/strata/internal/gcsched"
 	"github.com/stratadb/strata/internal/grpcapi"
+	"github.com/stratadb/strata/internal/hatracker"
 	"github.com/stratadb/strata/internal/httpapi"
 	"github.com/stratadb/strata/internal/metasrv"
 	"github.com/stratadb/strata/internal/objstore"
@@ -142,6 +143,10 @@ type Config struct {
 	// OTLP configures OTLP metrics ingest: the resource attributes
 	// promoted to labels and the translation strategy.
 	OTLP prom.OTLPOptions
+	// HA deduplicates HA Prometheus pairs' writes (off without a cluster
+	// label): one replica a cluster is stored, elected in etcd
+	// (internal/hatracker, docs/ha-pairs.md).
+	HA hatracker.Config
 	// Rules are the rule files a standalone evaluates (a datanode of a
 	// cluster takes none) and the Alertmanagers alerts go to
 	// (docs/rules.md). Every node also evaluates the rule groups stored
@@ -196,6 +201,9 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		cfg.ShutdownTimeout = time.Minute
 	}
 	if err := cfg.OTLP.Check(); err != nil {
+		return nil, err
+	}
+	if err := cfg.HA.Check(); err != nil {
 		return nil, err
 	}
 	if len(cfg.Etcd) == 0 && !cfg.Standalone {
@@ -371,8 +379,14 @@ func (s *Server) start(ctx context.Context) error {
 			return err
 		}
 	}
+	var ha *hatracker.Tracker
+	if cfg.HA.Enabled() {
+		if ha, err = hatracker.New(s.etcd, cfg.HA); err != nil {
+			return err
+		}
+	}
 	h := httpapi.New(s.eng, httpapi.Options{MaxBodyBytes: cfg.MaxBodyBytes, Gatherer: s.Registry, Registerer: s.Registry, Logger: cfg.Logger, Build: cfg.Build, Pprof: cfg.Pprof,
-		API: api, Rules: s.rules, OTLP: cfg.OTLP})
+		API: api, Rules: s.rules, OTLP: cfg.OTLP, HA: ha})
 	s.httpSrv = &http.Server{Handler: cfg.Auth.HTTP(h), ReadHeaderTimeout: 10 * time.Second}
 	opts := []grpc.ServerOption{grpc.MaxRecvMsgSize(64 << 20), grpc.KeepaliveEnforcementPolicy(agent.KeepalivePolicy), grpc.NumStreamWorkers(uint32(runtime.GOMAXPROCS(0)))}
 	var serverTLS *tls.Config

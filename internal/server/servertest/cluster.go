@@ -37,6 +37,8 @@ type ClusterOptions struct {
 	// cluster stops (clustertest.EtcdPool.Get). Default: a new embedded
 	// etcd.
 	Etcd func(testing.TB) (endpoints []string, stop func())
+	// Config, if set, adjusts every datanode's configuration.
+	Config func(*server.Config)
 }
 
 // Cluster is a cluster running in this process: an embedded etcd, a
@@ -92,8 +94,12 @@ func StartCluster(t testing.TB, n int, o ClusterOptions) *Cluster {
 		if err := os.Mkdir(dir, 0o755); err != nil {
 			t.Fatal(err)
 		}
-		s, err := server.Start(context.Background(), server.Config{NodeID: name, Etcd: endpoints, Store: "file://" + store, DataDir: dir,
-			DefaultRegions: o.DefaultRegions, HTTPAddr: "127.0.0.1:0", GRPCAddr: "127.0.0.1:0", Logger: quiet, Tune: o.Tune})
+		cfg := server.Config{NodeID: name, Etcd: endpoints, Store: "file://" + store, DataDir: dir,
+			DefaultRegions: o.DefaultRegions, HTTPAddr: "127.0.0.1:0", GRPCAddr: "127.0.0.1:0", Logger: quiet, Tune: o.Tune}
+		if o.Config != nil {
+			o.Config(&cfg)
+		}
+		s, err := server.Start(context.Background(), cfg)
 		if err != nil {
 			t.Fatal(err)
 		}
