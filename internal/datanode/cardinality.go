@@ -10,12 +10,11 @@ import (
 
 	"github.com/stratadb/strata/internal/catalog"
 	"github.com/stratadb/strata/internal/layout"
-	"github.com/stratadb/strata/internal/region"
 	"github.com/stratadb/strata/internal/scan"
 )
 
 // Cardinality counts the distinct series of table with rows in
-// [start, end) by their tags (region.Cardinality), from the regions'
+// [start, end) by their tags (scan.Cardinality), from the regions'
 // series indexes and memtables, never their rows: exact, a series in
 // several files and memtables counting once. The answer is by table
 // name: of a physical table, its own; of LinesTable, one entry per
@@ -31,7 +30,7 @@ import (
 // region cannot answer, the call fails naming it: no partial count.
 //
 // (A tenant, once they exist, is a filter of the tables asked.)
-func (e *Engine) Cardinality(ctx context.Context, table string, start, end int64) (map[string]*region.Cardinality, error) {
+func (e *Engine) Cardinality(ctx context.Context, table string, start, end int64) (map[string]*scan.Cardinality, error) {
 	tg, err := e.resolveTable(ctx, table, false)
 	if err != nil {
 		return nil, err
@@ -50,7 +49,7 @@ func (e *Engine) Cardinality(ctx context.Context, table string, start, end int64
 	default:
 		names[""] = tg.t.Name
 	}
-	runs := make([]map[string]*region.Cardinality, len(tg.regions))
+	runs := make([]map[string]*scan.Cardinality, len(tg.regions))
 	g, gctx := errgroup.WithContext(ctx)
 	local := make(chan struct{}, runtime.GOMAXPROCS(0)) // hosted regions count on the CPUs, a few at once
 	for i, r := range tg.regions {
@@ -80,7 +79,7 @@ func (e *Engine) Cardinality(ctx context.Context, table string, start, end int64
 	if err := g.Wait(); err != nil {
 		return nil, err
 	}
-	parts := map[string][]*region.Cardinality{}
+	parts := map[string][]*scan.Cardinality{}
 	for _, groups := range runs {
 		for v, c := range groups {
 			if name, ok := names[v]; ok && c.Series > 0 { // else a dropped table's series, which no query reads
@@ -88,13 +87,13 @@ func (e *Engine) Cardinality(ctx context.Context, table string, start, end int64
 			}
 		}
 	}
-	out := make(map[string]*region.Cardinality, len(parts))
+	out := make(map[string]*scan.Cardinality, len(parts))
 	for name, cs := range parts {
 		if len(cs) == 1 {
 			out[name] = cs[0] // a region's own counts (read only), not a copy of a million pairs
 			continue
 		}
-		sum := region.NewCardinality()
+		sum := scan.NewCardinality()
 		for _, c := range cs {
 			sum.Add(c)
 		}
@@ -105,12 +104,12 @@ func (e *Engine) Cardinality(ctx context.Context, table string, start, end int64
 
 // remoteCardinality counts the series of region id, hosted elsewhere,
 // from a listing of them its owner sends.
-func (e *Engine) remoteCardinality(ctx context.Context, table string, id layout.RegionID, start, end int64) (map[string]*region.Cardinality, error) {
+func (e *Engine) remoteCardinality(ctx context.Context, table string, id layout.RegionID, start, end int64) (map[string]*scan.Cardinality, error) {
 	it, err := e.opts.Remote.Scan(ctx, table, id, scan.Request{Start: start, End: end, Fields: []string{}, SeriesOnly: true})
 	if err != nil {
 		return nil, err
 	}
-	c := region.NewCounter(true)
+	c := scan.NewCounter(true)
 	for it.Next() {
 		if err := c.Add(it.Entry().Series); err != nil {
 			it.Close()

@@ -15,8 +15,8 @@ import (
 	"github.com/prometheus/prometheus/model/labels"
 
 	"github.com/stratadb/strata/internal/catalog"
-	"github.com/stratadb/strata/internal/region"
 	"github.com/stratadb/strata/internal/row"
+	"github.com/stratadb/strata/internal/scan"
 )
 
 // Cardinality statistics: /api/v1/status/tsdb in Prometheus' format,
@@ -176,7 +176,7 @@ func (q *Queryable) Cardinality(ctx context.Context, req CardinalityRequest) (*T
 		}
 	}
 	// One count of each physical table: LinesTable's for every logical one.
-	counted := map[string]*region.Cardinality{}
+	counted := map[string]*scan.Cardinality{}
 	asked := map[string]bool{}
 	for _, t := range tables {
 		phys := t.Name
@@ -228,7 +228,7 @@ type promCounts struct {
 // promPart is the series of one table: named by their __name__, or if
 // name is set, all by name.
 type promPart struct {
-	c    *region.Cardinality
+	c    *scan.Cardinality
 	name string
 }
 
@@ -238,7 +238,7 @@ func newPromCounts() *promCounts {
 
 // add counts the series c counted as PromQL series: named name (if not
 // "", their __name__ is theirs).
-func (s *promCounts) add(c *region.Cardinality, name string) {
+func (s *promCounts) add(c *scan.Cardinality, name string) {
 	if c.Series == 0 {
 		return
 	}
@@ -249,7 +249,7 @@ func (s *promCounts) add(c *region.Cardinality, name string) {
 
 // pairs calls f with each label pair and its series. A pair may be
 // called again (at most fixes of them), with again set: its count
-// corrected (a kept count's later series: region.Cardinality's more),
+// corrected (a kept count's later series: scan.Cardinality's more),
 // prev its count in the first call, which may be lower than the pair's
 // place among the first calls warranted. So a million pairs need no
 // look-up of each among the few corrected.

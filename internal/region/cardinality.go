@@ -9,143 +9,11 @@ import (
 	"sync"
 	"weak"
 
-	"github.com/stratadb/strata/internal/catalog"
 	"github.com/stratadb/strata/internal/manifest"
 	"github.com/stratadb/strata/internal/memtable"
 	"github.com/stratadb/strata/internal/row"
+	"github.com/stratadb/strata/internal/scan"
 )
-
-// Cardinality counts a set of distinct series by their tags: how many
-// there are, and how many carry each tag name=value pair. Counts of sets
-// apart (two regions', whose series never meet: a series routes to one
-// region) add up (Add).
-type Cardinality struct {
-	Series int64
-	// Pairs are the counts of the pairs, with more's added: read them by
-	// Each.
-	Pairs map[row.Tag]int64
-	// more are counts to add to Pairs': a kept count's later series, so a
-	// million pairs are not copied for each (countAdded).
-	more map[row.Tag]int64
-	// MinTS and MaxTS bound the rows of the files and memtables the series
-	// were counted from (their metadata: no row is read). MinTS > MaxTS if
-	// none was.
-	MinTS, MaxTS int64
-}
-
-// NewCardinality is an empty count.
-func NewCardinality() *Cardinality {
-	return &Cardinality{Pairs: map[row.Tag]int64{}, MinTS: math.MaxInt64, MaxTS: math.MinInt64}
-}
-
-// Each calls f with each pair and the series that carry it.
-func (c *Cardinality) Each(f func(t row.Tag, n int64)) {
-	for t, n := range c.Pairs {
-		if len(c.more) > 0 {
-			n += c.more[t]
-		}
-		f(t, n)
-	}
-	for t, n := range c.more {
-		if _, ok := c.Pairs[t]; !ok {
-			f(t, n)
-		}
-	}
-}
-
-// Split returns the counts of the pairs as kept: base's, and more's to
-// add to them (Each adds them up). Both read only.
-func (c *Cardinality) Split() (base, more map[row.Tag]int64) { return c.Pairs, c.more }
-
-// Add adds the counts of o, a set of series apart from c's.
-func (c *Cardinality) Add(o *Cardinality) {
-	c.Series += o.Series
-	o.Each(func(t row.Tag, n int64) { c.Pairs[t] += n })
-	c.MinTS, c.MaxTS = min(c.MinTS, o.MinTS), max(c.MaxTS, o.MaxTS)
-}
-
-// grown returns a copy of c to count more series into (their pairs into
-// more): c's Pairs shared, read only, its more copied; or, once more is
-// large, one map of both.
-func (c *Cardinality) grown() *Cardinality {
-	n := &Cardinality{Series: c.Series, Pairs: c.Pairs, MinTS: c.MinTS, MaxTS: c.MaxTS, more: make(map[row.Tag]int64, len(c.more)+8)}
-	if len(c.more) > len(c.Pairs)/16+1024 {
-		n.Pairs = make(map[row.Tag]int64, len(c.Pairs)+len(c.more))
-		c.Each(func(t row.Tag, k int64) { n.Pairs[t] = k })
-		return n
-	}
-	for t, k := range c.more {
-		n.more[t] = k
-	}
-	return n
-}
-
-// Counter counts series keys into Cardinality by the value of their
-// catalog.TableTag ("" for a key without one: every series but
-// LinesTable's); the table tag itself is no pair of the counts. Keys may
-// come in any order, and again: each distinct key counts once.
-type Counter struct {
-	Groups map[string]*Cardinality
-	seen   map[string]struct{}
-	tags   []row.Tag
-}
-
-// NewCounter returns an empty counter. With dedup false, the keys added
-// must be distinct (a sorted listing without repeats).
-func NewCounter(dedup bool) *Counter {
-	c := &Counter{Groups: map[string]*Cardinality{}}
-	if dedup {
-		c.seen = map[string]struct{}{}
-	}
-	return c
-}
-
-// Add counts series key, which the counter does not keep (it may be
-// reused after the call).
-func (c *Counter) Add(key string) error {
-	if c.seen != nil {
-		if _, dup := c.seen[key]; dup {
-			return nil
-		}
-		c.seen[strings.Clone(key)] = struct{}{}
-	}
-	var err error
-	if c.tags, err = row.DecodeSeries(c.tags[:0], key); err != nil {
-		return fmt.Errorf("series key %q: %w", key, err)
-	}
-	table := ""
-	if len(c.tags) > 0 && c.tags[0].Name == catalog.TableTag { // it sorts first
-		table = c.tags[0].Value
-	}
-	g := c.Groups[table]
-	if g == nil {
-		g = NewCardinality()
-		c.Groups[strings.Clone(table)] = g
-	}
-	g.Series++
-	pairs := g.Pairs
-	if g.more != nil {
-		pairs = g.more // Pairs is shared (grown)
-	}
-	for _, t := range c.tags {
-		if t.Name == catalog.TableTag {
-			continue
-		}
-		if n, ok := pairs[t]; ok {
-			pairs[t] = n + 1
-		} else {
-			pairs[row.Tag{Name: strings.Clone(t.Name), Value: strings.Clone(t.Value)}] = 1
-		}
-	}
-	return nil
-}
-
-// Bound widens every group's time bounds to [minTS, maxTS].
-func (c *Counter) Bound(minTS, maxTS int64) {
-	for _, g := range c.Groups {
-		g.MinTS, g.MaxTS = min(g.MinTS, minTS), max(g.MaxTS, maxTS)
-	}
-}
 
 // Cardinality counts the distinct series of the memtables and files with
 // rows in [start, end) (a series counts if a file or memtable holding it
@@ -163,12 +31,12 @@ func (c *Counter) Bound(minTS, maxTS int64) {
 // a million. A new file (a flush, a compaction) or a memtable with rows
 // outside the range counts all again: every key listed, sorted and
 // decoded.
-func (r *Region) Cardinality(ctx context.Context, start, end int64) (map[string]*Cardinality, error) {
+func (r *Region) Cardinality(ctx context.Context, start, end int64) (map[string]*scan.Cardinality, error) {
 	if err := r.usable(); err != nil {
 		return nil, err
 	}
 	if start = max(start, r.ttlCutoff()); end <= start {
-		return map[string]*Cardinality{}, nil // expired, as a scan's plan finds it
+		return map[string]*scan.Cardinality{}, nil // expired, as a scan's plan finds it
 	}
 	mems, st, files := r.snapshot(start, end)
 	defer r.unpin(files)
@@ -198,7 +66,7 @@ func (r *Region) Cardinality(ctx context.Context, start, end int64) (map[string]
 	if err != nil {
 		return nil, err
 	}
-	c := NewCounter(false)
+	c := scan.NewCounter(false)
 	for _, key := range keys {
 		if err := c.Add(key); err != nil {
 			return nil, fmt.Errorf("region %s: cardinality: %w", r.id, err)
@@ -252,7 +120,7 @@ func (r *Region) Cardinality(ctx context.Context, start, end int64) (map[string]
 // (below its count) holds it. ok is false if the memtables are not those
 // counted (then all must be counted again). The caller holds the kept
 // counts' lock.
-func (r *Region) countAdded(ctx context.Context, st *manifest.State, files []string, mems []*memtable.Memtable) (groups map[string]*Cardinality, ok bool, err error) {
+func (r *Region) countAdded(ctx context.Context, st *manifest.State, files []string, mems []*memtable.Memtable) (groups map[string]*scan.Cardinality, ok bool, err error) {
 	k := &r.cardinality
 	done := make([]int, len(mems))
 	for i, mt := range mems {
@@ -296,9 +164,9 @@ func (r *Region) countAdded(ctx context.Context, st *manifest.State, files []str
 	}
 	// The counts handed out are read only: the new ones share their
 	// pairs, and count the new series' apart.
-	c := NewCounter(false)
+	c := scan.NewCounter(false)
 	for v, g := range k.groups {
-		c.Groups[v] = g.grown()
+		c.Groups[v] = g.Grown()
 	}
 	var tags []row.Tag
 	for a, key := range added {
@@ -338,7 +206,7 @@ func (r *Region) countAdded(ctx context.Context, st *manifest.State, files []str
 // bounded returns groups with their time bounds widened to the
 // memtables' rows now (rows of series counted before move them too):
 // copies, the kept counts left as they are.
-func bounded(groups map[string]*Cardinality, mems []*memtable.Memtable) map[string]*Cardinality {
+func bounded(groups map[string]*scan.Cardinality, mems []*memtable.Memtable) map[string]*scan.Cardinality {
 	lo, hi := int64(math.MaxInt64), int64(math.MinInt64)
 	for _, mt := range mems {
 		if s := mt.Stats(); s.Entries > 0 {
@@ -348,7 +216,7 @@ func bounded(groups map[string]*Cardinality, mems []*memtable.Memtable) map[stri
 	if lo > hi {
 		return groups
 	}
-	out := make(map[string]*Cardinality, len(groups))
+	out := make(map[string]*scan.Cardinality, len(groups))
 	for v, g := range groups {
 		cp := *g
 		cp.MinTS, cp.MaxTS = min(cp.MinTS, lo), max(cp.MaxTS, hi)
@@ -363,7 +231,7 @@ type keptCardinality struct {
 	mu     sync.Mutex
 	files  string
 	mems   []memCounted
-	groups map[string]*Cardinality // nil: none kept
+	groups map[string]*scan.Cardinality // nil: none kept
 }
 
 type memCounted struct {
