@@ -241,6 +241,23 @@ func (a *API) acquire(ctx context.Context) (func(), *apiError) {
 	}
 }
 
+// slot is the request's context (its timeout) and a query slot within
+// it; done releases both. On an error the answer is written.
+func (a *API) slot(w http.ResponseWriter, r *http.Request) (ctx context.Context, done func(), ok bool) {
+	ctx, cancel, aerr := a.context(r)
+	if aerr != nil {
+		fail(w, aerr)
+		return nil, nil, false
+	}
+	release, aerr := a.acquire(ctx)
+	if aerr != nil {
+		cancel()
+		fail(w, aerr)
+		return nil, nil, false
+	}
+	return ctx, func() { release(); cancel() }, true
+}
+
 func (a *API) context(r *http.Request) (context.Context, context.CancelFunc, *apiError) {
 	timeout := a.limits.Timeout
 	if s := r.FormValue("timeout"); s != "" {
@@ -522,18 +539,11 @@ func (a *API) labels(w http.ResponseWriter, r *http.Request, f func(context.Cont
 }
 
 func (a *API) withQuerier(w http.ResponseWriter, r *http.Request, mint, maxt int64, f func(context.Context, storage.Querier) (any, error)) {
-	ctx, cancel, aerr := a.context(r)
-	if aerr != nil {
-		fail(w, aerr)
+	ctx, done, ok := a.slot(w, r)
+	if !ok {
 		return
 	}
-	defer cancel()
-	release, aerr := a.acquire(ctx)
-	if aerr != nil {
-		fail(w, aerr)
-		return
-	}
-	defer release()
+	defer done()
 	q, err := a.q.Querier(mint, maxt)
 	if err != nil {
 		fail(w, queryError(err))

@@ -88,18 +88,11 @@ func (a *API) tsdbStatus(w http.ResponseWriter, r *http.Request) {
 		fail(w, aerr)
 		return
 	}
-	ctx, cancel, aerr := a.context(r)
-	if aerr != nil {
-		fail(w, aerr)
+	ctx, done, ok := a.slot(w, r)
+	if !ok {
 		return
 	}
-	defer cancel()
-	release, aerr := a.acquire(ctx)
-	if aerr != nil {
-		fail(w, aerr)
-		return
-	}
-	defer release()
+	defer done()
 	st, err := a.q.Cardinality(ctx, req)
 	if err != nil {
 		if errors.Is(err, catalog.ErrTableNotFound) {
