@@ -1,9 +1,7 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -113,31 +111,15 @@ func runCardinality(cmd *cobra.Command, _ []string) error {
 		return usagef("--url %q: %v", base, err)
 	}
 	tok.Authorize(req)
-	resp, err := client.Do(req)
+	var d tsdbStatus
+	body, err := promCall(client, req, base, "cardinality", &d)
 	if err != nil {
 		return err
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return err
-	}
-	var r struct {
-		Status string     `json:"status"`
-		Error  string     `json:"error"`
-		Data   tsdbStatus `json:"data"`
-	}
-	if err := json.Unmarshal(body, &r); err != nil {
-		return fmt.Errorf("%s: HTTP %d: %s", base, resp.StatusCode, strings.TrimSpace(string(body)))
-	}
-	if r.Status != "success" {
-		return fmt.Errorf("cardinality: %s", r.Error)
 	}
 	if format == "json" {
 		_, err := cmd.OutOrStdout().Write(append(body, '\n'))
 		return err
 	}
-	d := r.Data
 	lists := []struct {
 		title, name, value string
 		stats              []tsdbStat

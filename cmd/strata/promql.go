@@ -77,38 +77,23 @@ func runPromQL(cmd *cobra.Command, expr string) error {
 	}
 	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 	tok.Authorize(req)
-	resp, err := client.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return err
-	}
 	var r struct {
-		Status string `json:"status"`
-		Error  string `json:"error"`
-		Data   struct {
-			ResultType string          `json:"resultType"`
-			Result     json.RawMessage `json:"result"`
-		} `json:"data"`
+		ResultType string          `json:"resultType"`
+		Result     json.RawMessage `json:"result"`
 	}
-	if err := json.Unmarshal(body, &r); err != nil {
-		return fmt.Errorf("%s: HTTP %d: %s", addr, resp.StatusCode, strings.TrimSpace(string(body)))
-	}
-	if r.Status != "success" {
-		return fmt.Errorf("query: %s", r.Error)
+	body, err := promCall(client, req, addr, "query", &r)
+	if err != nil {
+		return err
 	}
 	if format == "json" {
 		_, err := cmd.OutOrStdout().Write(append(body, '\n'))
 		return err
 	}
 	var rows [][]string
-	switch r.Data.ResultType {
+	switch r.ResultType {
 	case "scalar", "string":
 		var p [2]any
-		if err := json.Unmarshal(r.Data.Result, &p); err != nil {
+		if err := json.Unmarshal(r.Result, &p); err != nil {
 			return err
 		}
 		rows = append(rows, []string{"", promTime(p[0]), fmt.Sprint(p[1])})
@@ -118,7 +103,7 @@ func runPromQL(cmd *cobra.Command, expr string) error {
 			Value  *[2]any           `json:"value"`
 			Values [][2]any          `json:"values"`
 		}
-		if err := json.Unmarshal(r.Data.Result, &series); err != nil {
+		if err := json.Unmarshal(r.Result, &series); err != nil {
 			return err
 		}
 		for _, s := range series {
@@ -159,4 +144,35 @@ func labelString(m map[string]string) string {
 	}
 	b.WriteByte('}')
 	return b.String()
+}
+
+// promCall sends req (authorized already) to a node's Prometheus HTTP API
+// at addr and decodes the answer's data into data, returning the whole
+// body; an answer that is not a success is what's error (an HTTP error
+// without Prometheus' envelope: its status and body).
+func promCall(client *http.Client, req *http.Request, addr, what string, data any) ([]byte, error) {
+	resp, err := client.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return nil, err
+	}
+	var r struct {
+		Status string          `json:"status"`
+		Error  string          `json:"error"`
+		Data   json.RawMessage `json:"data"`
+	}
+	if err := json.Unmarshal(body, &r); err != nil {
+		return nil, fmt.Errorf("%s: HTTP %d: %s", addr, resp.StatusCode, strings.TrimSpace(string(body)))
+	}
+	if r.Status != "success" {
+		return nil, fmt.Errorf("%s: %s", what, r.Error)
+	}
+	if err := json.Unmarshal(r.Data, data); err != nil {
+		return nil, fmt.Errorf("%s: %s: %w", addr, what, err)
+	}
+	return body, nil
 }
