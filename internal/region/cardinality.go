@@ -5,14 +5,15 @@ import (
 	"fmt"
 	"math"
 	"slices"
-	"strings"
 	"sync"
+	"sync/atomic"
 	"weak"
 
 	"github.com/stratadb/strata/internal/manifest"
 	"github.com/stratadb/strata/internal/memtable"
 	"github.com/stratadb/strata/internal/row"
 	"github.com/stratadb/strata/internal/scan"
+	"github.com/stratadb/strata/internal/sst"
 )
 
 // Cardinality counts the distinct series of the memtables and files with
@@ -41,17 +42,14 @@ func (r *Region) Cardinality(ctx context.Context, start, end int64) (map[string]
 	mems, st, files := r.snapshot(start, end)
 	defer r.unpin(files)
 	slices.Sort(files)
-	fileSet := strings.Join(files, ",")
-	within := true
-	for _, mt := range mems {
-		if s := mt.Stats(); s.Entries > 0 && (s.MinTS < start || s.MaxTS >= end) {
-			within = false // some of its series may be out of the range
-		}
-	}
+	within := memsWithin(mems, start, end)
 	k := &r.cardinality
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	if within && k.groups != nil && k.files == fileSet {
+	if within && k.groups != nil {
+		k.advance(files, mems)
+	}
+	if within && k.groups != nil && slices.Equal(k.files, files) {
 		if groups, ok, err := r.countAdded(ctx, st, files, mems); err != nil || ok {
 			return groups, err
 		}
@@ -62,6 +60,7 @@ func (r *Region) Cardinality(ctx context.Context, start, end int64) (map[string]
 	for i, mt := range mems {
 		listed[i] = memCounted{mt: weak.Make(mt), n: mt.SeriesLen()}
 	}
+	k.recounts++
 	keys, err := r.listSeries(ctx, mems, st, files, memtable.Filter{Start: start, End: end})
 	if err != nil {
 		return nil, err
@@ -110,9 +109,49 @@ func (r *Region) Cardinality(ctx context.Context, start, end int64) (map[string]
 		// the range that selected them: kept. (The counts of a range that
 		// left a file out or cut a memtable's rows are not: the usual
 		// question is of all data, which they would only make recount.)
-		k.files, k.groups, k.mems = fileSet, c.Groups, listed
+		k.files, k.groups, k.mems = files, c.Groups, listed
+		k.asked.Store(true)
 	}
 	return c.Groups, nil
+}
+
+// memsWithin reports whether every row of mems is in [start, end): if
+// not, some of their series may be out of the range.
+func memsWithin(mems []*memtable.Memtable, start, end int64) bool {
+	for _, mt := range mems {
+		if s := mt.Stats(); s.Entries > 0 && (s.MinTS < start || s.MaxTS >= end) {
+			return false
+		}
+	}
+	return true
+}
+
+// catchUpCardinality brings the kept counts up to the memtables' series
+// now, if that takes look-ups of the series added since (countAdded) and
+// no count is running. A flush calls it before its commit: its memtable is
+// then counted whole, and its file takes the memtable's place in the
+// counts (noteFlush, advance) instead of a recount of every key.
+func (r *Region) catchUpCardinality(ctx context.Context) {
+	k := &r.cardinality
+	if !k.asked.Load() {
+		return
+	}
+	start := r.ttlCutoff()
+	mems, st, files := r.snapshot(start, AllTimeEnd)
+	defer r.unpin(files)
+	if !k.mu.TryLock() {
+		return // a count runs: it or the next request counts
+	}
+	defer k.mu.Unlock()
+	if k.groups == nil || !memsWithin(mems, start, AllTimeEnd) || len(files) != len(st.Files) {
+		return
+	}
+	slices.Sort(files)
+	k.advance(files, mems)
+	if slices.Equal(k.files, files) {
+		// A failure leaves the kept counts as they were.
+		_, _, _ = r.countAdded(ctx, st, files, mems)
+	}
 }
 
 // countAdded brings the kept counts up to the memtables' series: those
@@ -226,12 +265,98 @@ func bounded(groups map[string]*scan.Cardinality, mems []*memtable.Memtable) map
 }
 
 // keptCardinality keeps a region's last counts: of its files (their ids,
-// sorted, joined) and of each memtable's first n series.
+// sorted) and of each memtable's first n series.
 type keptCardinality struct {
 	mu     sync.Mutex
-	files  string
+	files  []string
 	mems   []memCounted
 	groups map[string]*scan.Cardinality // nil: none kept
+	// recounts counts the counts that listed every key (tests read it).
+	recounts int
+
+	// asked says counts were kept once: flushes note their files then,
+	// and other changes of files count again in the background
+	// (warmCardinality), warming says such a count runs.
+	asked, warming atomic.Bool
+	// flushed maps a file a flush made to the memtable it holds the
+	// series of (noteFlush), so that the kept counts outlive the flush
+	// (advance). Its own lock: a flush never waits for a count.
+	fmu     sync.Mutex
+	flushed map[string]flushedFrom
+}
+
+// flushedFrom is the memtable a file was flushed from, and its series.
+type flushedFrom struct {
+	mt     weak.Pointer[memtable.Memtable]
+	series int
+}
+
+// maxFlushedNotes bounds keptCardinality.flushed: notes no count used
+// (the region is not asked again) are dropped past it.
+const maxFlushedNotes = 64
+
+// noteFlush records that file id holds the series of memtable mt, all
+// of them and no other: its series count (each of its series is one of
+// mt's) and its time bounds are mt's.
+func (k *keptCardinality) noteFlush(id string, mt *memtable.Memtable, st memtable.Stats, meta sst.Meta) {
+	if !k.asked.Load() || meta.Series != st.Series || meta.MinTS != st.MinTS || meta.MaxTS != st.MaxTS {
+		return // expired rows dropped, or never asked: counted again if asked
+	}
+	k.fmu.Lock()
+	defer k.fmu.Unlock()
+	if k.flushed == nil || len(k.flushed) >= maxFlushedNotes {
+		k.flushed = map[string]flushedFrom{}
+	}
+	k.flushed[id] = flushedFrom{mt: weak.Make(mt), series: st.Series}
+}
+
+// advance brings the kept counts past the flushes since they were kept,
+// if files (sorted) differ from theirs only by files flushed from
+// memtables counted whole: such a file holds the series its memtable
+// held, so the counts stay, and the memtable leaves the counted ones once
+// gone from mems. Anything else (a file gone: a compaction, a drop; a
+// file of a memtable counted in part) leaves them as they are, to be
+// counted again. The caller holds k.mu, and k.groups is not nil.
+func (k *keptCardinality) advance(files []string, mems []*memtable.Memtable) {
+	if slices.Equal(k.files, files) && !slices.ContainsFunc(k.mems, func(c memCounted) bool { return !slices.Contains(mems, c.mt.Value()) }) {
+		return
+	}
+	k.fmu.Lock()
+	defer k.fmu.Unlock()
+	whole := func(f string) (int, bool) { // the counted memtable f was flushed from
+		src, ok := k.flushed[f]
+		if !ok {
+			return -1, false
+		}
+		j := slices.IndexFunc(k.mems, func(c memCounted) bool { return c.mt == src.mt })
+		return j, j >= 0 && k.mems[j].n == src.series
+	}
+	for _, f := range k.files {
+		if _, found := slices.BinarySearch(files, f); !found {
+			return
+		}
+	}
+	for _, f := range files {
+		if _, found := slices.BinarySearch(k.files, f); !found {
+			if _, ok := whole(f); !ok {
+				return
+			}
+		}
+	}
+	k.files = files
+	// The memtables gone from mems leave the counted ones if flushed to a
+	// file counted now; any other keeps its place (countAdded then counts
+	// all again).
+	for _, f := range files {
+		if j, ok := whole(f); ok && !slices.Contains(mems, k.mems[j].mt.Value()) {
+			k.mems = slices.Delete(k.mems, j, j+1)
+		}
+	}
+	for f, src := range k.flushed {
+		if !slices.ContainsFunc(k.mems, func(c memCounted) bool { return c.mt == src.mt }) {
+			delete(k.flushed, f)
+		}
+	}
 }
 
 type memCounted struct {

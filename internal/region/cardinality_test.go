@@ -4,10 +4,13 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
+	"github.com/stratadb/strata/internal/manifest"
 	"github.com/stratadb/strata/internal/objstore/faultstore"
 	"github.com/stratadb/strata/internal/objstore/objstoretest"
 	"github.com/stratadb/strata/internal/row"
@@ -69,10 +72,21 @@ func TestCardinalityKeptFollowsSeries(t *testing.T) {
 	write(5000, 6500, 40)
 	write(100, 200, 40)
 	check("1,500 more, folded", true)
+	recounts := r.cardinality.recounts
 	if err := r.Flush(ctx); err != nil {
 		t.Fatal(err)
 	}
-	check("after a flush", false)
+	// The flushed memtable's file holds its series: the counts stay.
+	check("after a flush", true)
+	if r.cardinality.recounts != recounts {
+		t.Fatalf("a flush made the counts list every key again (%d recounts, %d before)", r.cardinality.recounts, recounts)
+	}
+	write(7000, 7100, 50)
+	write(0, 10, 50)
+	check("100 new after the flush", true)
+	if r.cardinality.recounts != recounts {
+		t.Fatalf("new series after a flush were not looked up alone (%d recounts, %d before)", r.cardinality.recounts, recounts)
+	}
 	// A range that cuts the memtable's rows is counted whole, and leaves
 	// the kept counts as they were.
 	write(6500, 6501, 1000)
@@ -80,6 +94,17 @@ func TestCardinalityKeptFollowsSeries(t *testing.T) {
 		t.Fatalf("the series of [1000, 2000): %v %v", groups, err)
 	}
 	check("all again", true)
+	// A memtable counted in part (it gained series since) is counted
+	// whole by its flush, before the file takes its place.
+	write(8000, 8010, 60)
+	recounts = r.cardinality.recounts
+	if err := r.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	check("a memtable flushed with series not counted", true)
+	if r.cardinality.recounts != recounts {
+		t.Fatalf("%d recounts, want %d", r.cardinality.recounts, recounts)
+	}
 }
 
 // A series a memtable gains while a count lists it (here while the file's
@@ -119,5 +144,72 @@ func TestCardinalityOfASeriesAddedWhileCounting(t *testing.T) {
 	mustWrite(t, r, pt("a", 500, fl("v", 1)))
 	if groups, err := r.Cardinality(ctx, AllTime, AllTimeEnd); err != nil || groups[""].Series != 4 || groups[""].MaxTS != 500 {
 		t.Fatalf("after a row of a counted series at 500: %+v %v", groups[""], err)
+	}
+}
+
+// A change of files other than a flush (a compaction's commit, here one
+// removing a file) counts the series again in the background, once they
+// were asked for: the next request finds them counted.
+func TestCardinalityCountedAgainAfterAChangeOfFiles(t *testing.T) {
+	ctx := context.Background()
+	r := open(t, objstoretest.Mem(t), Options{})
+	defer closeRegion(t, r, false)
+	mustWrite(t, r, pt("a", 10, fl("v", 1)), pt("b", 10, fl("v", 1)))
+	if err := r.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	first := slices.Collect(maps.Keys(r.Manifest().Files))
+	mustWrite(t, r, pt("c", 20, fl("v", 1)))
+	if err := r.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	r.cardinality.mu.Lock()
+	asked := r.cardinality.asked.Load()
+	r.cardinality.mu.Unlock()
+	if asked {
+		t.Fatal("counts kept before any was asked for")
+	}
+	if err := r.Commit(ctx, manifest.Action{Edit: &manifest.Edit{Remove: first}}); err != nil {
+		t.Fatal(err)
+	}
+	if groups, err := r.Cardinality(ctx, AllTime, AllTimeEnd); err != nil || groups[""].Series != 1 {
+		t.Fatalf("series of the second file: %+v %v", groups[""], err)
+	}
+	recounted := func() int {
+		r.cardinality.mu.Lock()
+		defer r.cardinality.mu.Unlock()
+		return r.cardinality.recounts
+	}
+	before := recounted()
+	mustWrite(t, r, pt("d", 30, fl("v", 1)), pt("e", 30, fl("v", 1)))
+	if err := r.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	second := slices.Collect(maps.Keys(r.Manifest().Files))
+	slices.Sort(second)
+	if err := r.Commit(ctx, manifest.Action{Edit: &manifest.Edit{Remove: second[:1]}}); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(time.Minute)
+	for recounted() == before {
+		if time.Now().After(deadline) {
+			t.Fatal("no count in the background after the commit")
+		}
+		time.Sleep(5 * time.Millisecond) // polling a background goroutine's count: no signal to wait on
+	}
+	after := recounted()
+	groups, err := r.Cardinality(ctx, AllTime, AllTimeEnd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if recounted() != after {
+		t.Fatal("the request counted again: the background count was not kept")
+	}
+	left := 0
+	for range r.Manifest().Files {
+		left++
+	}
+	if left != 1 || groups[""].Series != 2 {
+		t.Fatalf("%d files, %+v series, want 1 file of d and e", left, groups[""])
 	}
 }

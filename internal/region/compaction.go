@@ -57,6 +57,7 @@ func (r *Region) Commit(ctx context.Context, actions ...manifest.Action) error {
 	if err := r.commit(ctx, actions...); err != nil {
 		return r.setFatal(err)
 	}
+	r.warmCardinality()
 	return nil
 }
 

@@ -115,6 +115,10 @@ func (r *Region) flushOne(ctx context.Context, mt *memtable.Memtable) (err error
 		// that no query reads would pay for every key of every flush.
 	}
 
+	// Counts of the region's series kept for cardinality requests count
+	// the memtable whole, so the file takes its place in them.
+	r.catchUpCardinality(ctx)
+
 	// 3. Commit: from here on, failure never deletes the output unless the
 	// manifest proves the edit did not land.
 	if err := txn.Commit(ctx, edit, func(s *manifest.State) bool {
@@ -122,6 +126,14 @@ func (r *Region) flushOne(ctx context.Context, mt *memtable.Memtable) (err error
 		return !p && s.FlushedSeq >= st.MaxSeq
 	}); err != nil {
 		return fmt.Errorf("region %s: flush: %w", r.id, err)
+	}
+	if len(edit.Add) > 0 && r.cardinality.asked.Load() {
+		r.cardinality.noteFlush(id, mt, st, meta)
+		// The next count looks its new series up in this file too: its
+		// index is decoded here, not by that request.
+		if fs, err := decodeFileSeries(id, meta.SeriesIndex); err == nil {
+			r.seriesIdx.put(id, fs)
+		}
 	}
 	r.dropFlushed(mt, st)
 	m.FlushBytes.Add(float64(meta.Size))

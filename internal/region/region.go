@@ -244,6 +244,7 @@ type Region struct {
 
 	flushMu  sync.Mutex // one flush (or truncate) at a time; see the lock order
 	flushReq chan struct{}
+	warmReq  chan struct{} // warmCardinality
 	ctx      context.Context // the region's lifetime; cancelled by Close
 	cancel   context.CancelFunc
 	wg       sync.WaitGroup
@@ -269,6 +270,7 @@ func Open(ctx context.Context, store objstore.Bucket, id layout.RegionID, opts O
 		active: memtable.New(), memChanged: make(chan struct{}), pins: map[string]int{},
 		memPos:   map[*memtable.Memtable]map[string]uint64{},
 		flushReq: make(chan struct{}, 1),
+		warmReq:  make(chan struct{}, 1),
 	}
 	r.seriesIdx.limit = opts.SeriesCacheBytes
 	r.seriesIdx.gauge = func(d int64) { opts.Metrics.SeriesCache.Add(float64(d)) }
@@ -423,6 +425,21 @@ func (r *Region) activeBytes() int64 {
 	return r.active.Stats().Bytes
 }
 
+// warmCardinality asks the background goroutine to count the region's
+// series again, if they were counted before (Cardinality keeps counts):
+// after its files changed other than by a flush (a compaction, TTL
+// expiry), the next request then finds them counted, not a recount of
+// every key. A count already running takes none.
+func (r *Region) warmCardinality() {
+	if !r.cardinality.asked.Load() {
+		return
+	}
+	select {
+	case r.warmReq <- struct{}{}:
+	default:
+	}
+}
+
 func (r *Region) requestFlush() {
 	select {
 	case r.flushReq <- struct{}{}:
@@ -434,6 +451,8 @@ func (r *Region) requestFlush() {
 // expires TTL'd files. It stops when the region's context is cancelled.
 func (r *Region) background() {
 	defer r.wg.Done()
+	var warming sync.WaitGroup // a count of the series, one at a time
+	defer warming.Wait()
 	const minRetry, maxRetry = 100 * time.Millisecond, 10 * time.Second
 	retry := minRetry
 	var retryC <-chan time.Time
@@ -448,6 +467,16 @@ func (r *Region) background() {
 		case <-tick.C:
 			if err := r.ExpireTTL(r.ctx); err != nil && r.ctx.Err() == nil {
 				r.log.Warn("ttl expiry failed", "err", err)
+			}
+			continue
+		case <-r.warmReq:
+			if r.cardinality.warming.CompareAndSwap(false, true) {
+				warming.Go(func() {
+					defer r.cardinality.warming.Store(false)
+					if _, err := r.Cardinality(r.ctx, AllTime, AllTimeEnd); err != nil && r.ctx.Err() == nil {
+						r.log.Debug("series count after a change of files failed", "err", err)
+					}
+				})
 			}
 			continue
 		}

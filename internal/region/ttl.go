@@ -45,6 +45,7 @@ func (r *Region) expire(ctx context.Context) error {
 		}
 	}
 	r.opts.Metrics.ExpiredFiles.Add(float64(len(expired)))
+	r.warmCardinality()
 	r.log.Info("ttl expired files", "files", len(expired), "cutoff", cutoff)
 	return nil
 }
