@@ -244,7 +244,7 @@ type Region struct {
 
 	flushMu  sync.Mutex // one flush (or truncate) at a time; see the lock order
 	flushReq chan struct{}
-	warmReq  chan struct{} // warmCardinality
+	warmReq  chan struct{}   // warmCardinality
 	ctx      context.Context // the region's lifetime; cancelled by Close
 	cancel   context.CancelFunc
 	wg       sync.WaitGroup
