@@ -78,10 +78,15 @@ class Editor {
     this.items = []; this.sel = 0; this.seq = 0;
     this.ta.addEventListener('input', () => this.update());
     this.ta.addEventListener('keydown', e => this.key(e));
+    // A key's character can come after its keydown was handled (a
+    // driven browser sends it apart): Enter without Shift adds no line.
+    this.ta.addEventListener('beforeinput', e => {
+      if ((e.inputType === 'insertLineBreak' || e.inputType === 'insertParagraph') && !this.shift) e.preventDefault();
+    });
     this.ta.addEventListener('blur', () => setTimeout(() => this.close(), 150));
   }
 
-  close() { this.list.hidden = true; this.items = []; }
+  close() { this.seq++; this.list.hidden = true; this.items = []; } // a completion under way is dropped
 
   async update() {
     const seq = ++this.seq;
@@ -112,6 +117,7 @@ class Editor {
   }
 
   key(e) {
+    this.shift = e.shiftKey;
     if (!this.list.hidden && this.items.length) {
       if (e.key === 'ArrowDown' || e.key === 'ArrowUp') {
         e.preventDefault();
@@ -199,6 +205,7 @@ export function render(main, params) {
     if (state.step) p.set('step', state.step);
     if (state.stack) p.set('stack', '1');
     setParams(p);
+    editor.close();
     if (graph) { graph.destroy(); graph = null; }
     if (abort) abort.abort();
     out.replaceChildren();

@@ -23,7 +23,7 @@ export function render(main) {
     for (const g of r.groups) {
       out.push(el('div', {class: 'panel group'},
         el('div', {class: 'row'}, el('b', null, g.name), el('span', {class: 'muted'}, g.file), el('span', {class: 'muted'},
-          `every ${g.interval}s · last evaluation ${when(g.lastEvaluation)} · took ${fmtNum((g.evaluationTime || 0) * 1000)} ms`)),
+          `every ${g.interval}s · last evaluation ${when(g.lastEvaluation)} · took ${((g.evaluationTime || 0) * 1000).toFixed(1)} ms`)),
         table(['rule', 'type', 'health', 'state', 'last evaluation', 'error'], g.rules.map(x => [
           el('div', null, el('b', null, x.name), el('div', null, el('code', null, x.query))), x.type, badge(x.health), x.state ? badge(x.state) : '',
           when(x.lastEvaluation), el('span', {class: 'error'}, x.lastError || '')]))));

@@ -17,11 +17,11 @@ export function render(main) {
     const tables = (d.tables && d.tables.tables) || [];
     tables.sort((a, b) => a.name.localeCompare(b.name));
     const sum = (rs, f) => rs.reduce((a, r) => a + n(r.stats && r.stats[f]), 0);
-    out.push(table(['table', '#id', '#regions', 'TTL', 'compaction window', '#columns', '#rows', '#bytes', 'created'], tables.map(t => {
+    out.push(table(['table', '#id', '#regions', 'TTL', 'compaction window', '#columns', '#rows in files', '#bytes in files', '#memtables', 'created'], tables.map(t => {
       const rs = byTable.get(t.name) || [];
       return [el('a', {class: 'link', href: '#t-' + t.name}, t.name), t.id, t.logical ? el('i', null, 'logical, in __lines') : t.regions, fmtDuration(t.ttl_seconds) || 'forever',
         fmtDuration(t.compaction_window_seconds) || 'inferred', t.columns.length, t.logical ? '' : sum(rs, 'rows').toLocaleString('en-US'),
-        t.logical ? '' : fmtBytes(sum(rs, 'bytes')), fmtTime(t.created_at_unix)];
+        t.logical ? '' : fmtBytes(sum(rs, 'bytes')), t.logical ? '' : fmtBytes(sum(rs, 'memtable_bytes')), fmtTime(t.created_at_unix)];
     }), {id: 'table-list'}));
     for (const t of tables) {
       const rs = byTable.get(t.name) || [];
