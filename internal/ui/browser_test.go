@@ -21,6 +21,8 @@ import (
 	"github.com/chromedp/chromedp"
 	"github.com/chromedp/chromedp/kb"
 
+	"github.com/stratadb/strata/internal/catalog"
+	"github.com/stratadb/strata/internal/layout"
 	"github.com/stratadb/strata/internal/objstore/objstoretest"
 	"github.com/stratadb/strata/internal/server"
 	"github.com/stratadb/strata/internal/server/servertest"
@@ -271,4 +273,57 @@ func TestBrowserStandalone(t *testing.T) {
 		t.Fatalf("tables page: %q", got)
 	}
 	screenshot(t, ctx, "tables")
+}
+
+// TestBrowserCluster: the cluster page of a datanode of a 2-datanode
+// cluster lists both datanodes and every region with its live owner, and
+// the tables page the table's regions.
+func TestBrowserCluster(t *testing.T) {
+	ctx := browser(t)
+	c := servertest.StartCluster(t, 2, servertest.ClusterOptions{})
+	dn1 := c.Datanodes[0]
+	writeLines(t, dn1.HTTPAddr(), knownData(time.Now()))
+	lines, err := dn1.Engine().Table(catalog.LinesTable)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if lines.Regions != 2 {
+		t.Fatalf("%s has %d regions, want one a datanode", catalog.LinesTable, lines.Regions)
+	}
+	var regions []string
+	for _, tb := range append(dn1.Engine().Tables(), lines) {
+		if tb.Logical {
+			continue
+		}
+		for r := range tb.Regions {
+			regions = append(regions, layout.RegionID{Table: tb.ID, Region: r}.String())
+		}
+	}
+	// The page refreshes itself: it is polled until every region's owner
+	// reported it (an owner opens its regions in the background).
+	base := "http://" + dn1.HTTPAddr() + "/"
+	do(t, ctx, "cluster page", chromedp.Navigate(base+"#/cluster"), chromedp.WaitVisible(chromedp.CSS("#datanodes")))
+	poll(t, ctx, "every region listed with a live owner and statistics", fmt.Sprintf(`(() => {
+		const want = %q.split(',');
+		const rows = [...document.querySelectorAll('#regions tbody tr')];
+		return want.every(id => rows.some(r => r.cells[0].textContent === id && /^dn[12]$/.test(r.cells[2].textContent) &&
+			r.cells[3].textContent === 'live' && r.cells[13].textContent === ''));
+	})()`, strings.Join(regions, ",")))
+	if got := eval[string](t, ctx, `[...document.querySelectorAll('#datanodes tbody tr')].map(r => r.cells[0].textContent).join(',')`); got != "dn1,dn2" {
+		t.Fatalf("datanodes listed: %q", got)
+	}
+	if got := eval[int](t, ctx, `document.querySelectorAll('#metasrvs tbody tr').length`); got != 1 {
+		t.Fatalf("%d metasrv replicas listed, want 1", got)
+	}
+	owners := eval[string](t, ctx, `[...new Set([...document.querySelectorAll('#regions tbody tr')].map(r => r.cells[2].textContent))].sort().join(',')`)
+	t.Logf("regions %v, owners %s", regions, owners)
+	// It refreshes on its own.
+	poll(t, ctx, "a refresh", `Number(document.getElementById('cluster').dataset.loaded) >= 2`)
+	screenshot(t, ctx, "cluster")
+
+	do(t, ctx, "tables page", chromedp.Navigate(base+"#/tables"), chromedp.WaitVisible(chromedp.CSS("#table-list")),
+		chromedp.Click(chromedp.CSS("#t-__lines summary")), chromedp.WaitVisible(chromedp.CSS("#t-__lines table")))
+	if got := eval[int](t, ctx, `document.querySelectorAll('#t-__lines table')[1].tBodies[0].rows.length`); got != 2 {
+		t.Fatalf("tables page: %d regions of __lines, want 2", got)
+	}
 }

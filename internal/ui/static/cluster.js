@@ -26,11 +26,11 @@ function view(d) {
   for (const r of (d.regions && d.regions.regions) || []) stats.set(r.placement.region, r);
   if (st) {
     out.push(el('h2', null, `Regions (${st.regions.length})`), el('div', {class: 'scroll'}, table(
-      ['region', 'table', 'owner', 'owner lease', '#gen', '#epoch', '#files', '#rows', '#bytes', '#pending', '#removed', '#manifest', 'error'],
+      ['region', 'table', 'owner', 'owner lease', '#gen', '#epoch', '#files', '#rows', '#bytes', '#memtables', '#pending', '#removed', '#manifest', 'error'],
       st.regions.map(p => {
         const r = stats.get(p.region) || {}, s = r.stats || {};
         return [el('code', null, p.region), p.table, p.owner || el('i', null, 'unassigned'), p.owner_live ? badge('live', 'live') : badge('not live', 'dead'),
-          n(p.gen), n(s.epoch), n(s.files), n(s.rows).toLocaleString('en-US'), fmtBytes(s.bytes), n(s.pending_jobs), n(s.removed_files), n(s.manifest_version),
+          n(p.gen), n(s.epoch), n(s.files), n(s.rows).toLocaleString('en-US'), fmtBytes(s.bytes), fmtBytes(s.memtable_bytes), n(s.pending_jobs), n(s.removed_files), n(s.manifest_version),
           el('span', {class: 'error'}, r.error || '')];
       }), {id: 'regions'})));
   }
