@@ -52,12 +52,12 @@ export class Graph {
     this.box = el('div', {class: 'graph', dataset: {series: result.length}}, this.canvas, this.tip);
     this.legend = el('div', {class: 'legend', dataset: {series: result.length}});
     container.append(this.box, this.buttons(), this.legend);
-    this.fillLegend();
     this.canvas.addEventListener('mousemove', e => this.hover(e));
     this.canvas.addEventListener('mouseleave', () => { this.tip.hidden = true; });
     this.onResize = () => this.draw();
     window.addEventListener('resize', this.onResize);
-    this.draw();
+    this.draw(); // before the legend: its layout is not waited for
+    this.fillLegend();
   }
 
   destroy() { window.removeEventListener('resize', this.onResize); }
@@ -69,14 +69,20 @@ export class Graph {
       el('span', {class: 'muted'}, 'Click a series to show or hide it; Alt-click shows it alone.'));
   }
 
+  // fillLegend writes the legend in one go (thousands of series: one
+  // parse of HTML, not an element built at a time), its clicks handled
+  // on the legend itself.
   fillLegend() {
-    this.legend.replaceChildren(...this.names.map((name, i) => el('div', {
-      class: this.visible[i] ? null : 'off', title: name,
-      onclick: e => {
-        if (e.altKey) { this.visible.fill(false); this.visible[i] = true; } else this.visible[i] = !this.visible[i];
-        this.refresh();
-      },
-    }, el('span', {class: 'sw', style: `background:${color(i)}`}), name)));
+    const esc = s => s.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/"/g, '&quot;');
+    this.legend.innerHTML = this.names.map((name, i) =>
+      `<div data-i="${i}" title="${esc(name)}"><span class="sw" style="background:${color(i)}"></span>${esc(name)}</div>`).join('');
+    this.legend.addEventListener('click', e => {
+      const d = e.target.closest('[data-i]');
+      if (!d) return;
+      const i = Number(d.dataset.i);
+      if (e.altKey) { this.visible.fill(false); this.visible[i] = true; } else this.visible[i] = !this.visible[i];
+      this.refresh();
+    });
   }
 
   refresh() {
@@ -106,6 +112,7 @@ export class Graph {
   }
 
   draw() {
+    const began = performance.now();
     const c = this.canvas, dpr = window.devicePixelRatio || 1;
     const w = c.clientWidth || 800;
     c.width = w * dpr; c.height = HEIGHT * dpr;
@@ -139,16 +146,19 @@ export class Graph {
       g.fillText(fmtTick(t, ts), X(t), PAD.top + ph + 6);
     }
     // Series.
-    const step = this.step;
+    const step = this.step, n = this.values.length ? this.values[0].length : 0;
+    const xs = new Float64Array(n);
+    for (let k = 0; k < n; k++) xs[k] = X(this.start + k * step);
+    const y0 = PAD.top + ph, yk = ph / (hi - lo); // Y(v) = y0 - (v - lo) * yk
     g.lineWidth = lines.length > 200 ? 1 : 1.5;
     for (const {i, v, base} of lines) {
       g.strokeStyle = color(i);
       g.beginPath();
       let pen = false;
-      for (let k = 0; k < v.length; k++) {
-        if (isNaN(v[k])) { pen = false; continue; }
-        const x = X(this.start + k * step), y = Y(v[k]);
-        if (pen) g.lineTo(x, y); else g.moveTo(x, y);
+      for (let k = 0; k < n; k++) {
+        const x = v[k];
+        if (x !== x) { pen = false; continue; } // NaN: a gap
+        if (pen) g.lineTo(xs[k], y0 - (x - lo) * yk); else g.moveTo(xs[k], y0 - (x - lo) * yk);
         pen = true;
       }
       g.stroke();
@@ -167,6 +177,7 @@ export class Graph {
       }
     }
     this.box.dataset.drawn = String(lines.length);
+    this.box.dataset.drawMs = (performance.now() - began).toFixed(0);
   }
 
   hover(e) {

@@ -243,6 +243,7 @@ export function render(main, params) {
     const renderMs = performance.now() - began - queryMs;
     stats.dataset.queryMs = queryMs.toFixed(0);
     stats.dataset.renderMs = renderMs.toFixed(0);
+    stats.dataset.sinceNavigationMs = performance.now().toFixed(0); // from the page's navigation start
     stats.textContent = `query ${queryMs.toFixed(0)} ms · render ${renderMs.toFixed(0)} ms · ${series} series` +
       (data.resultType === 'matrix' ? ` · ${points} points · step ${step}s` : '') + ` · ${data.resultType}`;
   }

@@ -25,7 +25,7 @@ export function render(main) {
     }), {id: 'table-list'}));
     for (const t of tables) {
       const rs = byTable.get(t.name) || [];
-      out.push(el('details', {id: 't-' + t.name, class: 'panel'}, el('summary', null, el('b', null, t.name), ` — ${t.columns.length} columns` + (t.logical ? ', logical (rows in __lines)' : `, ${rs.length} regions`)),
+      out.push(el('details', {id: 't-' + t.name, class: 'panel'}, el('summary', null, el('b', null, t.name), ` — ${t.columns.length} columns` + (t.logical ? ', logical (rows in __lines)' : `, ${rs.length} region${rs.length === 1 ? '' : 's'}`)),
         el('h2', null, 'Schema'), table(['column', 'role', 'type'], t.columns.map(c => [c.name, c.role, c.type])),
         rs.length ? [el('h2', null, 'Regions'), table(['region', 'owner', '#files', '#rows', '#bytes', '#memtable', '#pending', '#epoch', 'min time', 'max time'], rs.map(r => {
           const s = r.stats || {};
