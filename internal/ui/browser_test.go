@@ -10,6 +10,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"os"
 	"os/exec"
@@ -20,6 +21,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 	"github.com/chromedp/chromedp/kb"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/stratadb/strata/internal/catalog"
 	"github.com/stratadb/strata/internal/layout"
@@ -276,8 +278,9 @@ func TestBrowserStandalone(t *testing.T) {
 }
 
 // TestBrowserCluster: the cluster page of a datanode of a 2-datanode
-// cluster lists both datanodes and every region with its live owner, and
-// the tables page the table's regions.
+// cluster lists both datanodes and every region with its live owner, so
+// does metasrv's (which has no other pages but tables), and the tables
+// page lists the table's regions.
 func TestBrowserCluster(t *testing.T) {
 	ctx := browser(t)
 	c := servertest.StartCluster(t, 2, servertest.ClusterOptions{})
@@ -320,6 +323,17 @@ func TestBrowserCluster(t *testing.T) {
 	// It refreshes on its own.
 	poll(t, ctx, "a refresh", `Number(document.getElementById('cluster').dataset.loaded) >= 2`)
 	screenshot(t, ctx, "cluster")
+
+	// Metasrv's HTTP address serves the cluster and tables pages alone.
+	meta := httptest.NewServer(c.Meta.Handler(prometheus.NewRegistry()))
+	defer meta.Close()
+	do(t, ctx, "metasrv's cluster page", chromedp.Navigate(meta.URL+"/"), chromedp.WaitVisible(chromedp.CSS("#datanodes")))
+	if got := eval[string](t, ctx, `location.hash + ' ' + [...document.querySelectorAll('#nav a')].map(a => a.dataset.page).join(',')`); got != "#/cluster cluster,tables" {
+		t.Fatalf("metasrv's page and pages: %q", got)
+	}
+	if got := eval[string](t, ctx, `[...document.querySelectorAll('#datanodes tbody tr')].map(r => r.cells[0].textContent).join(',')`); got != "dn1,dn2" {
+		t.Fatalf("datanodes listed by metasrv's page: %q", got)
+	}
 
 	do(t, ctx, "tables page", chromedp.Navigate(base+"#/tables"), chromedp.WaitVisible(chromedp.CSS("#table-list")),
 		chromedp.Click(chromedp.CSS("#t-__lines summary")), chromedp.WaitVisible(chromedp.CSS("#t-__lines table")))

@@ -31,10 +31,14 @@ type Options struct {
 	Admin func(ctx context.Context) (pb.MetaAdminClient, error)
 	// Timeout bounds one page's calls to metasrv (default 10 s).
 	Timeout time.Duration
+	// Metasrv says the UI is a metasrv replica's: it has no query API, so
+	// the page shows only the cluster and tables pages.
+	Metasrv bool
 }
 
 // Register adds the UI's routes to mux: the page at `/`, its files under
-// /ui/, and its JSON endpoints under /ui/api/.
+// /ui/, and its JSON endpoints under /ui/api/ (node: the node's role;
+// cluster and tables: metasrv's answers).
 func Register(mux *http.ServeMux, o Options) {
 	if o.Timeout <= 0 {
 		o.Timeout = 10 * time.Second
@@ -60,6 +64,14 @@ func Register(mux *http.ServeMux, o Options) {
 		fileServer.ServeHTTP(w, r)
 	}))
 	a := &api{o: o}
+	role := []byte(`{"role":"datanode"}` + "\n")
+	if o.Metasrv {
+		role = []byte(`{"role":"metasrv"}` + "\n")
+	}
+	mux.HandleFunc("GET /ui/api/node", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write(role)
+	})
 	mux.HandleFunc("GET /ui/api/cluster", a.cluster)
 	mux.HandleFunc("GET /ui/api/tables", a.tables)
 }

@@ -41,6 +41,15 @@ func TestServe(t *testing.T) {
 		t.Errorf("cluster without a metasrv: %d %s", resp.StatusCode, body)
 	}
 
+	if _, body := get(t, mux, "/ui/api/node"); !strings.Contains(body, `"datanode"`) {
+		t.Errorf("a datanode's role: %s", body)
+	}
+	mux = http.NewServeMux()
+	ui.Register(mux, ui.Options{Metasrv: true})
+	if _, body := get(t, mux, "/ui/api/node"); !strings.Contains(body, `"metasrv"`) {
+		t.Errorf("a metasrv's role: %s", body)
+	}
+
 	mux = http.NewServeMux()
 	ui.Register(mux, ui.Options{Admin: func(context.Context) (pb.MetaAdminClient, error) { return nil, errors.New("no leader") }})
 	resp, body := get(t, mux, "/ui/api/tables")

@@ -16,7 +16,7 @@ function render() {
   if (location.hash === shown.hash && main.childElementCount) return; // setParams changed it
   shown.hash = location.hash;
   const {name, params} = route();
-  const page = pages[name] || pages.query;
+  const page = pages[name] || pages.query || pages.cluster;
   if (cleanup) cleanup();
   cleanup = null;
   main.replaceChildren();
@@ -25,8 +25,22 @@ function render() {
   cleanup = page.render(main, params) || null;
 }
 
-window.addEventListener('hashchange', render);
-render();
-api('/api/v1/status/buildinfo').then(b => {
-  document.getElementById('build').textContent = `version ${b.version}${b.revision ? ' (' + String(b.revision).slice(0, 12) + ')' : ''}`;
-}).catch(() => {});
+// A metasrv replica serves only the pages of metasrv's admin API.
+const metasrvPages = ['cluster', 'tables'];
+
+async function start() {
+  const node = await api('/ui/api/node').catch(() => ({role: 'datanode'}));
+  if (node.role === 'metasrv') {
+    for (const name of Object.keys(pages)) if (!metasrvPages.includes(name)) delete pages[name];
+    for (const a of document.querySelectorAll('#nav a')) if (!pages[a.dataset.page]) a.remove();
+    document.getElementById('build').textContent = 'metasrv';
+    if (!pages[route().name]) location.hash = '#/cluster';
+  } else {
+    api('/api/v1/status/buildinfo').then(b => {
+      document.getElementById('build').textContent = `version ${b.version}${b.revision ? ' (' + String(b.revision).slice(0, 12) + ')' : ''}`;
+    }).catch(() => {});
+  }
+  window.addEventListener('hashchange', render);
+  render();
+}
+start();
