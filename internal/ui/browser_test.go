@@ -23,6 +23,7 @@ import (
 	"github.com/chromedp/chromedp/kb"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/stratadb/strata/internal/auth"
 	"github.com/stratadb/strata/internal/catalog"
 	"github.com/stratadb/strata/internal/layout"
 	"github.com/stratadb/strata/internal/objstore/objstoretest"
@@ -339,5 +340,28 @@ func TestBrowserCluster(t *testing.T) {
 		chromedp.Click(chromedp.CSS("#t-__lines summary")), chromedp.WaitVisible(chromedp.CSS("#t-__lines table")))
 	if got := eval[int](t, ctx, `document.querySelectorAll('#t-__lines table')[1].tBodies[0].rows.length`); got != 2 {
 		t.Fatalf("tables page: %d regions of __lines, want 2", got)
+	}
+}
+
+// TestBrowserAuth: with a token, a browser is challenged for basic auth;
+// given the token as the password (here in the URL, as a user answering
+// the prompt would), the page and its API calls get through.
+func TestBrowserAuth(t *testing.T) {
+	ctx := browser(t)
+	n := servertest.Start(t, objstoretest.Mem(t), servertest.Options{Config: func(c *server.Config) { c.Auth = auth.New("s3cret") }})
+	req, _ := http.NewRequest("GET", "http://"+n.HTTPAddr()+"/", nil)
+	req.Header.Set("Accept", "text/html")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnauthorized || !strings.HasPrefix(resp.Header.Get("WWW-Authenticate"), "Basic ") {
+		t.Fatalf("a page without the token: %s, challenge %q", resp.Status, resp.Header.Get("WWW-Authenticate"))
+	}
+	page := "http://user:s3cret@" + n.HTTPAddr() + "/#/query?" + url.Values{"q": {"vector(42)"}, "mode": {"table"}}.Encode()
+	do(t, ctx, "the page with the token", chromedp.Navigate(page), chromedp.WaitVisible(chromedp.CSS(`#result-table[data-series="1"]`)))
+	if got := eval[string](t, ctx, `document.querySelector('#result-table .value').textContent`); got != "42" {
+		t.Fatalf("vector(42) with auth: %q", got)
 	}
 }

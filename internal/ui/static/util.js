@@ -39,7 +39,10 @@ export async function api(path, params, signal) {
     if (v === undefined || v === null || v === '') continue;
     for (const x of [].concat(v)) q.append(k, x);
   }
-  const url = path + (q.size ? '?' + q : '');
+  // From the origin: a page opened as http://user:token@host/ has a URL
+  // that fetch refuses to resolve paths against (it holds credentials);
+  // the browser sends the credentials it was given for the page anyway.
+  const url = location.origin + path + (q.size ? '?' + q : '');
   const resp = await fetch(url, {signal, headers: {Accept: 'application/json'}});
   let body;
   try { body = await resp.json(); } catch { throw new APIError(`${resp.status} ${resp.statusText}`, resp.status); }
