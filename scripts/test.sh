@@ -55,6 +55,18 @@ if command -v etcd >/dev/null 2>&1; then
   export STRATA_REQUIRE_ETCD=1
 fi
 
+# Chromium: the web UI's browser tests (internal/ui) drive Debian's
+# headless Chromium; installed with apt as etcd-server is, and required
+# here (STRATA_REQUIRE_CHROMIUM=1 turns a missing one into a failure).
+if ! command -v chromium >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
+  echo "installing chromium with apt (first run only)..."
+  if ! DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null 2>&1; then
+    apt-get update -qq >/dev/null 2>&1 || true
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null 2>&1 || echo "chromium not installed: the browser tests will fail"
+  fi
+fi
+export STRATA_REQUIRE_CHROMIUM=1
+
 # Docker: the container suite (internal/composetest) runs the compose
 # cluster wherever a daemon answers; here a missing one is then a failure.
 if command -v docker >/dev/null 2>&1 && docker info >/dev/null 2>&1; then

@@ -170,7 +170,7 @@ failover, the GC scheduler, the admin gRPC service, and /metrics and
 	fs.StringVar(&endpoints, "etcd-endpoints", "", "external etcd endpoints, comma-separated (default: run an embedded etcd)")
 	fs.StringVar(&etcdAddr, "etcd-client-addr", "127.0.0.1:2379", "embedded etcd: client listen address (datanodes connect here; https:// with --tls-cert-file)")
 	fs.StringVar(&grpcAddr, "grpc-addr", ":8088", "admin gRPC listen address")
-	fs.StringVar(&httpAddr, "http-addr", ":8089", "HTTP listen address: Prometheus /metrics and /health")
+	fs.StringVar(&httpAddr, "http-addr", ":8089", "HTTP listen address: Prometheus /metrics, /health and the web UI's cluster and tables pages")
 	fs.StringVar(&advertise, "advertise-addr", "", "admin address other replicas forward to (default: the bound address)")
 	fs.UintVar(&regions, "default-regions", 0, "regions of tables strata cluster create-table creates without a region count (0: one per datanode live at the table's creation)")
 	fs.StringVar(&storeURL, "store", "", "the cluster's object store URL (dropping a table deletes its objects through it; without it, drops are refused)")

@@ -149,7 +149,14 @@ func (t Token) HTTP(h http.Handler) http.Handler {
 			return
 		}
 		w.Header().Set("Content-Type", "application/json")
-		w.Header().Set("WWW-Authenticate", `Token realm="strata"`)
+		if strings.Contains(r.Header.Get("Accept"), "text/html") {
+			// A browser loading the web UI (internal/ui): Basic makes it
+			// ask for the token (as the password) and send it with the
+			// page's API calls.
+			w.Header().Set("WWW-Authenticate", `Basic realm="strata", charset="UTF-8"`)
+		} else {
+			w.Header().Set("WWW-Authenticate", `Token realm="strata"`)
+		}
 		w.WriteHeader(http.StatusUnauthorized)
 		_, _ = fmt.Fprintf(w, `{"code":"unauthorized","message":%q}`, ErrUnauthenticated.Error())
 	})

@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"google.golang.org/grpc"
@@ -53,6 +54,17 @@ func TestHTTP(t *testing.T) {
 	} {
 		if got := try(c.path, c.set); got != c.want {
 			t.Errorf("%s: %d, want %d", name, got, c.want)
+		}
+	}
+	// A browser (the web UI) is asked for Basic credentials; an API
+	// client, for a token.
+	for accept, want := range map[string]string{"text/html,application/xhtml+xml": "Basic", "application/json": "Token", "": "Token"} {
+		r := httptest.NewRequest("GET", "/", nil)
+		r.Header.Set("Accept", accept)
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		if got := w.Header().Get("WWW-Authenticate"); w.Code != 401 || !strings.HasPrefix(got, want+" ") {
+			t.Errorf("Accept %q: %d %q, want 401 and a %s challenge", accept, w.Code, got, want)
 		}
 	}
 	if s := fmt.Sprint(tok); s != "[redacted]" {

@@ -3,7 +3,7 @@
 // Telegraf), the InfluxDB 1.x /query calls clients make at start, the
 // Prometheus HTTP API (PromQL, series and labels, see package prom),
 // Prometheus remote write and OTLP metrics ingest,
-// Prometheus /metrics, and health endpoints.
+// Prometheus /metrics, health endpoints, and the web UI (package ui).
 package httpapi
 
 import (
@@ -32,6 +32,7 @@ import (
 	"github.com/stratadb/strata/internal/row"
 	"github.com/stratadb/strata/internal/rules"
 	"github.com/stratadb/strata/internal/schema"
+	"github.com/stratadb/strata/internal/ui"
 	"github.com/stratadb/strata/internal/version"
 )
 
@@ -79,6 +80,8 @@ type Options struct {
 	// answer its state, and POST /-/reload reloads its files (default:
 	// none; no groups and no alerts).
 	Rules *rules.Manager
+	// UI configures the web UI served at / (internal/ui, docs/ui.md).
+	UI ui.Options
 	// OTLP configures OTLP metrics ingest (/opentelemetry/v1/metrics).
 	OTLP prom.OTLPOptions
 	// HA, if set, deduplicates HA Prometheus pairs' remote writes and
@@ -143,6 +146,7 @@ func New(eng *datanode.Engine, opts Options) *Handler {
 	h.mux.HandleFunc("GET /ping", h.ping)
 	h.mux.HandleFunc("HEAD /ping", h.ping)
 	h.mux.HandleFunc("GET /ready", h.ping)
+	ui.Register(h.mux, opts.UI)
 	if opts.Pprof {
 		h.mux.HandleFunc("/debug/pprof/", pprof.Index)
 		h.mux.HandleFunc("/debug/pprof/profile", pprof.Profile)

@@ -13,6 +13,8 @@ import (
 
 	"github.com/stratadb/strata/internal/cluster"
 	"github.com/stratadb/strata/internal/gcsched"
+	"github.com/stratadb/strata/internal/ui"
+	pb "github.com/stratadb/strata/proto/strata/v1"
 )
 
 // Metrics are a metasrv replica's metrics (docs/cluster.md, "Metrics").
@@ -87,10 +89,19 @@ func (s *Server) watchLeases(ctx context.Context) {
 	}
 }
 
-// Handler serves the replica's HTTP endpoints: /metrics from g, and
-// /health (200 with the replica's role and build, JSON).
+// Handler serves the replica's HTTP endpoints: /metrics from g, /health
+// (200 with the replica's role and build, JSON), and the web UI's cluster
+// and tables pages at / (internal/ui, docs/ui.md), which ask this
+// replica's admin API (a follower forwards to the leader).
 func (s *Server) Handler(g prometheus.Gatherer) http.Handler {
 	mux := http.NewServeMux()
+	ui.Register(mux, ui.Options{Metasrv: true, Admin: func(context.Context) (pb.MetaAdminClient, error) {
+		c, err := s.conn(s.opts.Addr)
+		if err != nil {
+			return nil, err
+		}
+		return pb.NewMetaAdminClient(c), nil
+	}})
 	mux.Handle("GET /metrics", promhttp.HandlerFor(g, promhttp.HandlerOpts{}))
 	mux.HandleFunc("GET /health", func(w http.ResponseWriter, r *http.Request) {
 		role := "follower"

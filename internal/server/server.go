@@ -48,6 +48,7 @@ import (
 	"github.com/stratadb/strata/internal/rules"
 	"github.com/stratadb/strata/internal/sst"
 	"github.com/stratadb/strata/internal/tlsutil"
+	"github.com/stratadb/strata/internal/ui"
 	"github.com/stratadb/strata/internal/version"
 	"github.com/stratadb/strata/internal/wal"
 	pb "github.com/stratadb/strata/proto/strata/v1"
@@ -386,7 +387,7 @@ func (s *Server) start(ctx context.Context) error {
 		}
 	}
 	h := httpapi.New(s.eng, httpapi.Options{MaxBodyBytes: cfg.MaxBodyBytes, Gatherer: s.Registry, Registerer: s.Registry, Logger: cfg.Logger, Build: cfg.Build, Pprof: cfg.Pprof,
-		API: api, Rules: s.rules, OTLP: cfg.OTLP, HA: ha})
+		API: api, Rules: s.rules, OTLP: cfg.OTLP, HA: ha, UI: ui.Options{Admin: s.agent.Meta}})
 	s.httpSrv = &http.Server{Handler: cfg.Auth.HTTP(h), ReadHeaderTimeout: 10 * time.Second}
 	opts := []grpc.ServerOption{grpc.MaxRecvMsgSize(64 << 20), grpc.KeepaliveEnforcementPolicy(agent.KeepalivePolicy), grpc.NumStreamWorkers(uint32(runtime.GOMAXPROCS(0)))}
 	var serverTLS *tls.Config

@@ -7,12 +7,14 @@ import (
 	"slices"
 	"time"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/status"
 
+	"github.com/stratadb/strata/internal/cluster"
 	"github.com/stratadb/strata/internal/datanode"
 	"github.com/stratadb/strata/internal/layout"
 	"github.com/stratadb/strata/internal/region"
@@ -56,6 +58,15 @@ func (a *Agent) owner(ctx context.Context, id layout.RegionID) (string, error) {
 func (a *Agent) Peer(addr string) (pb.DatanodeClient, error) { return a.conn(addr) }
 
 func (a *Agent) conn(addr string) (pb.DatanodeClient, error) {
+	c, err := a.dial(addr)
+	if err != nil {
+		return nil, err
+	}
+	return pb.NewDatanodeClient(c), nil
+}
+
+// dial returns the connection to addr, made once.
+func (a *Agent) dial(addr string) (*grpc.ClientConn, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	c := a.conns[addr]
@@ -68,7 +79,27 @@ func (a *Agent) conn(addr string) (pb.DatanodeClient, error) {
 		}
 		a.conns[addr] = c
 	}
-	return pb.NewDatanodeClient(c), nil
+	return c, nil
+}
+
+// Meta is a client of the metasrv leader's admin API, found in the
+// election in etcd, on the connection the datanode's peer calls take (the
+// cluster's transport and auth): the web UI's cluster and tables pages
+// (internal/ui) ask it.
+func (a *Agent) Meta(ctx context.Context) (pb.MetaAdminClient, error) {
+	resp, err := a.opts.Client.Get(ctx, cluster.ElectionPrefix, clientv3.WithPrefix(),
+		clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend), clientv3.WithLimit(1))
+	if err != nil {
+		return nil, status.Error(codes.Unavailable, err.Error())
+	}
+	if len(resp.Kvs) == 0 {
+		return nil, status.Error(codes.Unavailable, "no metasrv leader elected yet")
+	}
+	c, err := a.dial(string(resp.Kvs[0].Value))
+	if err != nil {
+		return nil, err
+	}
+	return pb.NewMetaAdminClient(c), nil
 }
 
 // Keepalive pings another datanode on a connection that has had no
