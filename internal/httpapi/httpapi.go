@@ -318,6 +318,8 @@ func influxCode(c errclass.Class) string {
 		return "invalid"
 	case errclass.TooLarge:
 		return "request too large"
+	case errclass.RateLimited:
+		return "too many requests"
 	case errclass.Unavailable, errclass.Timeout:
 		return "unavailable"
 	case errclass.Canceled:

@@ -194,6 +194,7 @@ func (o *OTLP) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if len(b.points) > 0 {
 		if err := writeMetrics(r.Context(), o.engine, b.points); err != nil {
+			o.samples.Add(float64(limitWritten(err))) // stored in part: a tenant's series limit
 			otlpFail(w, asJSON, writeStatus(err), err.Error())
 			return
 		}
