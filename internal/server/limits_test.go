@@ -20,6 +20,7 @@ import (
 
 	"github.com/stratadb/strata/internal/limits"
 	"github.com/stratadb/strata/internal/objstore/objstoretest"
+	"github.com/stratadb/strata/internal/server"
 	"github.com/stratadb/strata/internal/server/servertest"
 	pb "github.com/stratadb/strata/proto/strata/v1"
 )
@@ -29,7 +30,14 @@ import (
 // node follows them (its watch of etcd: no restart).
 func setLimits(t *testing.T, n *servertest.Node, kv ...string) {
 	t.Helper()
-	conn, err := grpc.NewClient(n.GRPCAddr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	setLimitsAt(t, n.GRPCAddr(), []*limits.Watcher{n.Limits()}, kv...)
+}
+
+// setLimitsAt changes the default tenant's limits through the admin API at
+// addr and waits until every watcher (a datanode's) follows them.
+func setLimitsAt(t *testing.T, addr string, ws []*limits.Watcher, kv ...string) {
+	t.Helper()
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -44,17 +52,18 @@ func setLimits(t *testing.T, n *servertest.Node, kv ...string) {
 			t.Fatal(err)
 		}
 	}
-	w := n.Limits()
 	deadline := time.After(time.Minute)
-	for {
-		ch := w.Changed()
-		if w.For(limits.DefaultTenant) == want {
-			return
-		}
-		select {
-		case <-ch:
-		case <-deadline:
-			t.Fatalf("the node's limits are %+v a minute after %v", w.For(limits.DefaultTenant), kv)
+	for _, w := range ws {
+		for {
+			ch := w.Changed()
+			if w.For(limits.DefaultTenant) == want {
+				break
+			}
+			select {
+			case <-ch:
+			case <-deadline:
+				t.Fatalf("a node's limits are %+v a minute after %v", w.For(limits.DefaultTenant), kv)
+			}
 		}
 	}
 }
@@ -124,7 +133,11 @@ func scalarOf(res []map[string]any) string {
 }
 
 func discarded(t *testing.T, n *servertest.Node, reason string) float64 {
-	return servertest.Counter(t, n.Server, "strata_discarded_samples_total", func(l map[string]string) bool {
+	return discardedOn(t, n.Server, reason)
+}
+
+func discardedOn(t *testing.T, s *server.Server, reason string) float64 {
+	return servertest.Counter(t, s, "strata_discarded_samples_total", func(l map[string]string) bool {
 		return l["tenant"] == limits.DefaultTenant && l["reason"] == reason
 	})
 }
@@ -183,6 +196,68 @@ func lineWrite(t *testing.T, addr, body string) (int, string) {
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
 	return resp.StatusCode, string(b)
+}
+
+// TestLimitsClusterPerNode: in a cluster of two datanodes, limits set
+// through metasrv reach both; the rate is each datanode's own bucket (a
+// request refused on dn1 passes on dn2, as docs/limits.md says); a
+// series limit on the datanode a write enters stores the admitted
+// series in regions of both datanodes, readable from the other.
+func TestLimitsClusterPerNode(t *testing.T) {
+	c := servertest.StartCluster(t, 2, servertest.ClusterOptions{DefaultRegions: 2})
+	dn1, dn2 := c.Datanodes[0], c.Datanodes[1]
+	ws := []*limits.Watcher{dn1.Limits(), dn2.Limits()}
+	ts := time.Now().Unix()
+	lines := func(m string, from, k int) string {
+		var sb strings.Builder
+		for i := from; i < from+k; i++ {
+			fmt.Fprintf(&sb, "%s,host=h%d v=%d %d\n", m, i, i, ts)
+		}
+		return sb.String()
+	}
+	// The tables first, without limits (the first writes may meet regions
+	// still opening: 503, sent again).
+	for _, m := range []string{"rate", "series"} {
+		deadline := time.Now().Add(time.Minute)
+		for {
+			code, body := lineWrite(t, dn1.HTTPAddr(), lines(m, 100, 1))
+			if code == http.StatusNoContent {
+				break
+			}
+			if code != http.StatusServiceUnavailable || time.Now().After(deadline) {
+				t.Fatalf("%s: %d %s", m, code, body)
+			}
+			time.Sleep(50 * time.Millisecond) // a client's retry pace
+		}
+	}
+	setLimitsAt(t, c.MetasrvAddr, ws, "ingestion_rate=1", "ingestion_burst=10", "max_label_names_per_series=3")
+	if code, body := lineWrite(t, dn1.HTTPAddr(), lines("rate", 0, 10)); code != http.StatusNoContent {
+		t.Fatalf("dn1, 10 rows: %d %s", code, body)
+	}
+	if code, body := lineWrite(t, dn1.HTTPAddr(), lines("rate", 0, 10)); code != http.StatusTooManyRequests {
+		t.Fatalf("dn1, 10 rows more: %d %s", code, body)
+	}
+	if code, body := lineWrite(t, dn2.HTTPAddr(), lines("rate", 0, 10)); code != http.StatusNoContent {
+		t.Fatalf("dn2, 10 rows (its own bucket): %d %s", code, body)
+	}
+	if got := discardedOn(t, dn1, limits.ReasonRateLimited); got != 10 {
+		t.Fatalf("dn1 discarded %v, want 10", got)
+	}
+	code, body := lineWrite(t, dn2.HTTPAddr(), fmt.Sprintf("rate,a=1,b=2,c=3 v=1 %d\n", ts))
+	if code != http.StatusBadRequest || !strings.Contains(body, "max_label_names_per_series=3") {
+		t.Fatalf("dn2, 4 labels: %d %s", code, body)
+	}
+
+	setLimitsAt(t, c.MetasrvAddr, ws, "ingestion_rate=0", "ingestion_burst=0", "max_active_series_per_table=6")
+	// h100 is active on no node (written before the limit): 8 new series,
+	// 6 admitted on dn1, spread over both datanodes' regions.
+	code, body = lineWrite(t, dn1.HTTPAddr(), lines("series", 0, 8))
+	if code != http.StatusBadRequest || !strings.Contains(body, "2 of 8 samples refused, the other 6 stored") {
+		t.Fatalf("dn1, 8 new series over 6: %d %s", code, body)
+	}
+	if code, res, e := promQuery(t, dn2.HTTPAddr(), `count(series_v{host!="h100"})`, ts+1); code != http.StatusOK || scalarOf(res) != "6" {
+		t.Fatalf("from dn2: %d %v %s, want 6", code, res, e)
+	}
 }
 
 // TestLimitsRateAndShape: a request over the ingestion rate is refused

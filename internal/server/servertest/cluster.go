@@ -46,6 +46,8 @@ type ClusterOptions struct {
 type Cluster struct {
 	// Datanodes are dn1, dn2, … in order.
 	Datanodes []*server.Server
+	// MetasrvAddr is the metasrv's admin gRPC address.
+	MetasrvAddr string
 	t         testing.TB
 	dir       string // the datanodes' directories and the store, and etcd's unless given
 	stopMeta  func()
@@ -83,7 +85,7 @@ func StartCluster(t testing.TB, n int, o ClusterOptions) *Cluster {
 		t.Fatal(err)
 	}
 	c.closeEtcd = append([]func(){func() { _ = cli.Close() }}, c.closeEtcd...)
-	c.stopMeta = startMetasrv(t, cli, o.DefaultRegions)
+	c.stopMeta, c.MetasrvAddr = startMetasrv(t, cli, o.DefaultRegions)
 	store := filepath.Join(c.dir, "store")
 	if err := os.Mkdir(store, 0o755); err != nil {
 		t.Fatal(err)
@@ -142,11 +144,13 @@ func (c *Cluster) Stop() {
 // one per live datanode).
 func Metasrv(t testing.TB, cli *clientv3.Client, defaultRegions uint32) {
 	t.Helper()
-	t.Cleanup(startMetasrv(t, cli, defaultRegions))
+	stop, _ := startMetasrv(t, cli, defaultRegions)
+	t.Cleanup(stop)
 }
 
-// startMetasrv starts a metasrv and returns what stops it.
-func startMetasrv(t testing.TB, cli *clientv3.Client, defaultRegions uint32) (stop func()) {
+// startMetasrv starts a metasrv and returns what stops it and its
+// address.
+func startMetasrv(t testing.TB, cli *clientv3.Client, defaultRegions uint32) (stop func(), addr string) {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -160,7 +164,7 @@ func startMetasrv(t testing.TB, cli *clientv3.Client, defaultRegions uint32) (st
 	g := grpc.NewServer()
 	meta.Register(g)
 	go func() { _ = g.Serve(ln) }()
-	return func() { g.Stop(); meta.Close() }
+	return func() { g.Stop(); meta.Close() }, ln.Addr().String()
 }
 
 // Counter sums dn's counter name over its series whose labels keep
