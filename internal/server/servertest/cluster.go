@@ -48,11 +48,11 @@ type Cluster struct {
 	Datanodes []*server.Server
 	// MetasrvAddr is the metasrv's admin gRPC address.
 	MetasrvAddr string
-	t         testing.TB
-	dir       string // the datanodes' directories and the store, and etcd's unless given
-	stopMeta  func()
-	closeEtcd []func() // the client, then etcd
-	stopped   bool
+	t           testing.TB
+	dir         string // the datanodes' directories and the store, and etcd's unless given
+	stopMeta    func()
+	closeEtcd   []func() // the client, then etcd
+	stopped     bool
 }
 
 // StartCluster starts, in this process, an embedded etcd, a metasrv and n
