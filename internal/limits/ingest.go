@@ -91,7 +91,30 @@ func NewIngest(w *Watcher, window time.Duration) *Ingest {
 }
 
 // Collectors are the enforcement's metrics.
-func (in *Ingest) Collectors() []prometheus.Collector { return []prometheus.Collector{in.discarded} }
+func (in *Ingest) Collectors() []prometheus.Collector {
+	return []prometheus.Collector{in.discarded, activeCollector{in}}
+}
+
+var activeDesc = prometheus.NewDesc("strata_active_series",
+	"Active series of a tenant written through this datanode, counted while a series limit is set (docs/limits.md).", []string{"tenant"}, nil)
+
+// activeCollector reports each tenant's active series count.
+type activeCollector struct{ in *Ingest }
+
+func (c activeCollector) Describe(ch chan<- *prometheus.Desc) { ch <- activeDesc }
+
+func (c activeCollector) Collect(ch chan<- prometheus.Metric) {
+	c.in.mu.Lock()
+	names := make([]string, 0, len(c.in.tenants))
+	for name := range c.in.tenants {
+		names = append(names, name)
+	}
+	c.in.mu.Unlock()
+	for _, name := range names {
+		total, _ := c.in.Active(name, "")
+		ch <- prometheus.MustNewConstMetric(activeDesc, prometheus.GaugeValue, float64(total), name)
+	}
+}
 
 // Limits is tenant's limits now.
 func (in *Ingest) Limits(tenant string) Limits { return in.w.For(tenant) }

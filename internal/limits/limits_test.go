@@ -3,6 +3,7 @@ package limits
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -157,8 +158,36 @@ func TestAdmit(t *testing.T) {
 	if total, _ := in.Active("t", "x"); total != 3 {
 		t.Fatalf("active %d after the window, want 3", total)
 	}
+	if got := testutil.CollectAndCount(activeCollector{in}); got != 1 {
+		t.Fatalf("strata_active_series has %d series, want 1", got)
+	}
 	in.Discarded("t", ReasonSeriesPerTable, 3)
 	if got := testutil.ToFloat64(in.discarded.WithLabelValues("t", ReasonSeriesPerTable)); got != 3 {
 		t.Fatalf("discarded %v", got)
 	}
+}
+
+// BenchmarkAdmit: a remote-write request of 2,000 series, all active (the
+// steady state of a source under its limit), against a table of 100,000
+// active series. Reported per series.
+func BenchmarkAdmit(b *testing.B) {
+	in := NewIngest(Static(nil), 0)
+	l := Limits{MaxActiveSeriesPerTable: 1_000_000}
+	const active, req = 100_000, 2000
+	hashes := make([]uint64, active)
+	for i := range hashes {
+		hashes[i] = in.Hash([]byte(fmt.Sprintf("series-%d", i)))
+	}
+	refused := make([]bool, active)
+	if err := in.Admit("t", "x", l, hashes, refused); err != nil {
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	for i := range b.N {
+		off := (i * req) % (active - req)
+		if err := in.Admit("t", "x", l, hashes[off:off+req], refused[:req]); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*req), "ns/series")
 }

@@ -132,6 +132,28 @@ func scalarOf(res []map[string]any) string {
 	return s
 }
 
+// activeSeries is s's strata_active_series of the default tenant.
+func activeSeries(t *testing.T, s *server.Server) float64 {
+	t.Helper()
+	mfs, err := s.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != "strata_active_series" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "tenant" && l.GetValue() == limits.DefaultTenant {
+					return m.GetGauge().GetValue()
+				}
+			}
+		}
+	}
+	return -1
+}
+
 func discarded(t *testing.T, n *servertest.Node, reason string) float64 {
 	return discardedOn(t, n.Server, reason)
 }
@@ -166,6 +188,9 @@ func TestLimitsSeriesBurstThenRaised(t *testing.T) {
 	}
 	if got := discarded(t, n, limits.ReasonSeriesPerTable); got < 15 {
 		t.Fatalf("strata_discarded_samples_total{reason=per_table_series_limit} = %v, want at least 15", got)
+	}
+	if got := activeSeries(t, n.Server); got != 10 {
+		t.Fatalf("strata_active_series = %v, want 10", got)
 	}
 	// The active series are admitted again; a new one is not.
 	if code, body := remoteWrite(t, n.HTTPAddr(), "burst", 10, ts+1000); code != http.StatusNoContent {
