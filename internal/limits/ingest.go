@@ -1,8 +1,11 @@
 package limits
 
 import (
+	"errors"
 	"fmt"
 	"hash/maphash"
+	"math"
+	"strconv"
 	"sync"
 	"time"
 
@@ -34,6 +37,19 @@ type Error struct {
 	Refused, Total, Written int
 	// Detail says what went over, e.g. the series and its label count.
 	Detail string
+	// RetryAfter, for a rate refusal the bucket can take, is when it
+	// holds enough tokens (0: never, a request over the burst).
+	RetryAfter time.Duration
+}
+
+// RetryAfter is the Retry-After header (whole seconds, at least 1) of a
+// write err refused by a tenant's rate limit that could pass later.
+func RetryAfter(err error) (string, bool) {
+	var e *Error
+	if !errors.As(err, &e) || !e.Rate || e.RetryAfter <= 0 {
+		return "", false
+	}
+	return strconv.FormatInt(int64(math.Ceil(e.RetryAfter.Seconds())), 10), true
 }
 
 func (e *Error) Error() string {
@@ -158,16 +174,19 @@ func (in *Ingest) Rate(name string, l Limits, n int) error {
 	if ok {
 		t.tokens -= float64(n)
 	}
+	short := float64(n) - t.tokens
 	t.mu.Unlock()
 	if ok {
 		return nil
 	}
-	detail := fmt.Sprintf("ingestion_burst %v", burst)
+	e := &Error{Tenant: name, Limit: "ingestion_rate", Value: strconv.FormatFloat(l.IngestionRate, 'f', -1, 64), Reason: ReasonRateLimited, Rate: true,
+		Refused: n, Total: n, Detail: fmt.Sprintf("ingestion_burst %v", burst)}
 	if float64(n) > burst {
-		detail = fmt.Sprintf("the request's %d samples are more than ingestion_burst %v: send smaller requests", n, burst)
+		e.Detail = fmt.Sprintf("the request's %d samples are more than ingestion_burst %v: send smaller requests", n, burst)
+	} else {
+		e.RetryAfter = time.Duration(short / l.IngestionRate * float64(time.Second))
 	}
-	return &Error{Tenant: name, Limit: "ingestion_rate", Value: Keys[2].Value(l), Reason: ReasonRateLimited, Rate: true,
-		Refused: n, Total: n, Detail: detail}
+	return e
 }
 
 // SeriesLimited says whether l bounds active series (and Admit must be

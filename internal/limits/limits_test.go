@@ -106,6 +106,9 @@ func TestRate(t *testing.T) {
 	if !errors.As(err, &le) || !le.Rate || le.Limit != "ingestion_rate" || !strings.Contains(err.Error(), "ingestion_rate=10") {
 		t.Fatalf("over the burst: %v", err)
 	}
+	if ra, ok := RetryAfter(err); !ok || ra != "1" {
+		t.Fatalf("Retry-After %q %v, want 1 (a token at 10/s)", ra, ok)
+	}
 	if err := in.Rate("b", l, 5); err != nil {
 		t.Fatal("tenants share a bucket")
 	}
@@ -117,8 +120,12 @@ func TestRate(t *testing.T) {
 		t.Fatal("a token more than refilled")
 	}
 	c.t = c.t.Add(time.Hour)
-	if err := in.Rate("a", l, 21); err == nil || !strings.Contains(err.Error(), "send smaller requests") {
+	err = in.Rate("a", l, 21)
+	if err == nil || !strings.Contains(err.Error(), "send smaller requests") {
 		t.Fatalf("a request over the burst: %v", err)
+	}
+	if _, ok := RetryAfter(err); ok {
+		t.Fatal("a Retry-After for a request that never passes")
 	}
 }
 

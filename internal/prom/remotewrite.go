@@ -130,6 +130,9 @@ func (rw *RemoteWrite) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			// Over a tenant's limit (docs/limits.md): a series limit
 			// stored the rest of the request, which the message says.
 			rw.samples.Add(float64(limitWritten(err)))
+			if ra, ok := limits.RetryAfter(err); ok {
+				w.Header().Set("Retry-After", ra)
+			}
 			http.Error(w, err.Error(), writeStatus(err))
 			return
 		}
