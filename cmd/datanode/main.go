@@ -82,6 +82,7 @@ line-protocol API.`, func(cmd *cobra.Command) error {
 	cfg.Rules.Alertmanager.AddFlags(fs)
 	cfg.OTLP.AddFlags(fs)
 	cfg.HA.AddFlags(fs)
+	fs.DurationVar(&cfg.ActiveSeriesWindow, "active-series-window", time.Hour, "how long a series counts as active after its last sample, for the tenants' active-series limits (docs/limits.md)")
 	fs.DurationVar(&cfg.Rules.Interval, "rule-evaluation-interval", rules.DefaultInterval, "evaluation interval of rule groups that set none")
 	fs.DurationVar(&cfg.Rules.Lease, "rule-lease", 0, "TTL of the lease under which this datanode evaluates its rule groups: a dead or frozen evaluator's groups move after at most this long (default: --lease)")
 	procflags.TLSFlags(fs, &cfg.TLS)

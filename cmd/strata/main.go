@@ -103,7 +103,7 @@ in upper case with - as _, e.g. STRATA_DATA_DIR), then the --config file
 	root.PersistentFlags().String("config", "", "YAML config file (keys are flag names)")
 	root.PersistentPreRunE = func(cmd *cobra.Command, args []string) error { return procflags.Apply(cmd) }
 	root.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error { return usageError{err} })
-	root.AddCommand(newStandalone(), newTable(), newWrite(), newQuery(), newAdmin(), newBench(), newFsck(), newCluster(), newRules(), newStore(), newHealth(), newTLS(), newCardinality())
+	root.AddCommand(newStandalone(), newTable(), newWrite(), newQuery(), newAdmin(), newBench(), newFsck(), newCluster(), newRules(), newLimits(), newStore(), newHealth(), newTLS(), newCardinality())
 	procflags.AddVersion(root)
 	tlsFlags(root)
 	return root

@@ -116,6 +116,7 @@ rule files again, and a bad file changes nothing (docs/rules.md).`,
 	cfg.Rules.Alertmanager.AddFlags(f)
 	cfg.OTLP.AddFlags(f)
 	cfg.HA.AddFlags(f)
+	f.DurationVar(&cfg.ActiveSeriesWindow, "active-series-window", time.Hour, "how long a series counts as active after its last sample, for the tenants' active-series limits (docs/limits.md)")
 	return cmd
 }
 

@@ -20,6 +20,7 @@ import (
 	"github.com/stratadb/strata/internal/compact"
 	"github.com/stratadb/strata/internal/gc"
 	"github.com/stratadb/strata/internal/layout"
+	"github.com/stratadb/strata/internal/limits"
 	"github.com/stratadb/strata/internal/objstore"
 	"github.com/stratadb/strata/internal/region"
 	"github.com/stratadb/strata/internal/schema"
@@ -76,6 +77,10 @@ type Options struct {
 	// hosts only the regions metasrv assigns it (Assign, Unassign).
 	// Required; the datanode's agent is one.
 	Remote Remote
+	// Limits, if set, enforces tenants' write limits on the writes that
+	// enter through this node (Write, WriteTables; not the shares other
+	// datanodes forward): limits.go, docs/limits.md.
+	Limits *limits.Ingest
 	// Lease, if set, binds a region opened now to the lease the node holds
 	// now: it returns the region's region.Options.Lease, which reports that
 	// lease's local deadline, and a deadline in the past once the node holds

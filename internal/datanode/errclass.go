@@ -6,6 +6,7 @@ import (
 	"github.com/stratadb/strata/internal/compact"
 	"github.com/stratadb/strata/internal/errclass"
 	"github.com/stratadb/strata/internal/fence"
+	"github.com/stratadb/strata/internal/limits"
 	"github.com/stratadb/strata/internal/region"
 )
 
@@ -17,7 +18,13 @@ func ErrClass(err error) errclass.Class { return errclass.Of(err, dataPlane) }
 // dataPlane classifies the data plane's own sentinels; the shared ones,
 // context errors and statuses from other datanodes are errclass.Of's.
 func dataPlane(err error) (errclass.Class, bool) {
+	var le *limits.Error
 	switch {
+	case errors.As(err, &le):
+		if le.Rate {
+			return errclass.RateLimited, true
+		}
+		return errclass.Invalid, true
 	case errors.Is(err, region.ErrInvalidWrite):
 		return errclass.Invalid, true
 	case errors.Is(err, compact.ErrBusy):

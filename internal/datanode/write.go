@@ -11,6 +11,7 @@ import (
 	"github.com/stratadb/strata/internal/catalog"
 	"github.com/stratadb/strata/internal/freelist"
 	"github.com/stratadb/strata/internal/layout"
+	"github.com/stratadb/strata/internal/limits"
 	"github.com/stratadb/strata/internal/region"
 	"github.com/stratadb/strata/internal/row"
 	"github.com/stratadb/strata/internal/schema"
@@ -44,11 +45,41 @@ func checkMetrics(table string, opts WriteOptions) error {
 // and writes each region's share of the batch. Each region's share is
 // atomic; if the store fails, some regions' shares may have been written
 // and a retry of the batch is safe.
+//
+// The tenant's limits apply first (admit): a batch over a rate or shape
+// limit writes nothing; the points of new series over a series limit are
+// left out, the rest written, and the limit's error returned with what
+// was written. (Validation then sees the admitted points: a PointError's
+// index is among them.)
 func (e *Engine) Write(ctx context.Context, table string, points []row.Point, opts WriteOptions) (region.WriteResult, error) {
 	if err := checkMetrics(table, opts); err != nil {
 		return region.WriteResult{}, err
 	}
-	return e.write(ctx, table, points, opts, false)
+	admitted, lerr := e.admit([]TableBatch{{Table: table, Points: points}})
+	if lerr != nil && admitted == nil {
+		return region.WriteResult{}, lerr
+	}
+	points = nil
+	if len(admitted) > 0 {
+		points = admitted[0].Points
+	}
+	var res region.WriteResult
+	var err error
+	if len(points) > 0 || lerr == nil {
+		res, err = e.write(ctx, table, points, opts, false)
+	}
+	return res, limitResult(res, err, lerr)
+}
+
+// limitResult is a write's error once the points a series limit refused
+// were left out: the write's own, else the limit's, with what was
+// written.
+func limitResult(res region.WriteResult, err error, lerr *limits.Error) error {
+	if err != nil || lerr == nil {
+		return err
+	}
+	lerr.Written = res.Written
+	return lerr
 }
 
 // write is Write; checked says the batch was validated already (by
@@ -416,7 +447,11 @@ func (e *BatchError) Error() string { return fmt.Sprintf("table %s: %v", e.Table
 func (e *BatchError) Unwrap() error { return e.Err }
 
 // WriteTables writes batches to several tables. Every batch is validated
-// before any is written, so bad input anywhere writes nothing.
+// before any is written, so bad input anywhere writes nothing. Then the
+// tenant's limits apply to the request as a whole (admit): over a rate or
+// shape limit nothing is written; the points of new series over a series
+// limit are left out, the rest is written, and the limit's error returned
+// with what was written.
 func (e *Engine) WriteTables(ctx context.Context, batches []TableBatch, opts WriteOptions) (region.WriteResult, error) {
 	for _, b := range batches {
 		if err := checkMetrics(b.Table, opts); err != nil {
@@ -452,6 +487,10 @@ func (e *Engine) WriteTables(ctx context.Context, batches []TableBatch, opts Wri
 			return region.WriteResult{}, err
 		}
 	}
+	batches, lerr := e.admit(batches)
+	if lerr != nil && batches == nil {
+		return region.WriteResult{}, lerr
+	}
 	var total region.WriteResult
 	for _, b := range batches {
 		res, err := e.write(ctx, b.Table, b.Points, opts, true)
@@ -465,5 +504,5 @@ func (e *Engine) WriteTables(ctx context.Context, batches []TableBatch, opts Wri
 			return total, err
 		}
 	}
-	return total, nil
+	return total, limitResult(total, nil, lerr)
 }

@@ -51,6 +51,11 @@ const (
 	// Busy: the operation conflicts with one in progress (a compaction of
 	// the region).
 	Busy
+	// RateLimited: over a tenant's ingestion rate (internal/limits); send
+	// again later, slower. It is decided where a request enters, never
+	// between nodes: its gRPC code, ResourceExhausted, reads back as
+	// TooLarge (FromCode), which a client acts on alike (send less).
+	RateLimited
 )
 
 // StatusClientClosed is the HTTP status of a request its client closed
@@ -74,6 +79,7 @@ var answers = [...]struct {
 	NotFound:    {"not found", http.StatusNotFound, codes.NotFound},
 	Exists:      {"exists", http.StatusConflict, codes.AlreadyExists},
 	Busy:        {"busy", http.StatusConflict, codes.FailedPrecondition},
+	RateLimited: {"rate limited", http.StatusTooManyRequests, codes.ResourceExhausted},
 }
 
 // String names the class.

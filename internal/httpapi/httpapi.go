@@ -27,6 +27,7 @@ import (
 	"github.com/stratadb/strata/internal/errclass"
 	"github.com/stratadb/strata/internal/freelist"
 	"github.com/stratadb/strata/internal/hatracker"
+	"github.com/stratadb/strata/internal/limits"
 	"github.com/stratadb/strata/internal/lineproto"
 	"github.com/stratadb/strata/internal/prom"
 	"github.com/stratadb/strata/internal/row"
@@ -303,6 +304,9 @@ func (h *Handler) serveWrite(w http.ResponseWriter, r *http.Request, v2 bool) in
 			c = errclass.Unavailable // canceled here, not by the client: a retry may succeed
 		}
 		msg := err.Error()
+		if ra, ok := limits.RetryAfter(err); ok {
+			w.Header().Set("Retry-After", ra) // over the tenant's rate: when the bucket holds the request
+		}
 		if c.HTTP() >= 500 {
 			if c == errclass.Internal {
 				h.opts.Logger.Warn("write failed", "err", err)
@@ -322,6 +326,8 @@ func influxCode(c errclass.Class) string {
 		return "invalid"
 	case errclass.TooLarge:
 		return "request too large"
+	case errclass.RateLimited:
+		return "too many requests"
 	case errclass.Unavailable, errclass.Timeout:
 		return "unavailable"
 	case errclass.Canceled:

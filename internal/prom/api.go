@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unsafe"
 
@@ -21,6 +22,7 @@ import (
 
 	"github.com/stratadb/strata/internal/datanode"
 	"github.com/stratadb/strata/internal/errclass"
+	tlimits "github.com/stratadb/strata/internal/limits"
 	"github.com/stratadb/strata/internal/version"
 )
 
@@ -41,11 +43,16 @@ type Limits struct {
 type API struct {
 	q      *Queryable
 	engine *promql.Engine
-	parser parser.Parser
-	limits Limits
-	slots  chan struct{}
-	build  version.Info
-	log    *slog.Logger
+	// Tenants' query limits (SetLimits), and the engines of smaller
+	// MaxSamples than limits.MaxSamples they need, by MaxSamples.
+	tenants *tlimits.Watcher
+	engOpts promql.EngineOpts
+	engines sync.Map // int -> *promql.Engine
+	parser  parser.Parser
+	limits  Limits
+	slots   chan struct{}
+	build   version.Info
+	log     *slog.Logger
 }
 
 // NewAPI returns the API over an engine.
@@ -63,12 +70,35 @@ func NewAPI(eng *datanode.Engine, limits Limits, build version.Info, log *slog.L
 		log = slog.Default()
 	}
 	p := parser.NewParser(parser.Options{})
+	opts := promql.EngineOpts{Logger: log, MaxSamples: limits.MaxSamples, Timeout: limits.Timeout,
+		LookbackDelta: 5 * time.Minute, EnableAtModifier: true, EnableNegativeOffset: true, Parser: p}
 	return &API{
-		q: &Queryable{Engine: eng, MaxSamples: limits.MaxSamples},
-		engine: promql.NewEngine(promql.EngineOpts{Logger: log, MaxSamples: limits.MaxSamples, Timeout: limits.Timeout,
-			LookbackDelta: 5 * time.Minute, EnableAtModifier: true, EnableNegativeOffset: true, Parser: p}),
+		q:      &Queryable{Engine: eng, MaxSamples: limits.MaxSamples},
+		engine: promql.NewEngine(opts), engOpts: opts,
 		parser: p, limits: limits, slots: make(chan struct{}, limits.Concurrency), build: build, log: log,
 	}
+}
+
+// SetLimits bounds each query by its tenant's limits as w holds them
+// (max_samples_per_query, max_series_per_query; docs/limits.md), within
+// the node's own (Limits): a change applies to the next query. Call it
+// before serving.
+func (a *API) SetLimits(w *tlimits.Watcher) { a.tenants = w }
+
+// engineFor is the engine of queries bounded to maxSamples: the API's,
+// or one made for that bound and kept (a handful: one per value a
+// tenant's limit takes).
+func (a *API) engineFor(maxSamples int) *promql.Engine {
+	if maxSamples <= 0 || maxSamples >= a.limits.MaxSamples {
+		return a.engine
+	}
+	if e, ok := a.engines.Load(maxSamples); ok {
+		return e.(*promql.Engine)
+	}
+	o := a.engOpts
+	o.MaxSamples = maxSamples
+	e, _ := a.engines.LoadOrStore(maxSamples, promql.NewEngine(o))
+	return e.(*promql.Engine)
 }
 
 // Register adds the endpoints to mux.
@@ -282,7 +312,7 @@ func (a *API) query(w http.ResponseWriter, r *http.Request) {
 	}
 	a.eval(w, r, func(ctx context.Context) (evaluation, error) {
 		p := a.plan(r.FormValue("query"))
-		q, err := a.engine.NewInstantQuery(ctx, p.q, nil, p.text, ts)
+		q, err := p.engine.NewInstantQuery(ctx, p.q, nil, p.text, ts)
 		return p.wrap(q), err
 	})
 }
@@ -320,7 +350,7 @@ func (a *API) queryRange(w http.ResponseWriter, r *http.Request) {
 		if d := planDirect(p.rollup, step); d != nil {
 			return p.wrap(&directQuery{plan: d, q: p.q, start: start, end: end, step: step}), nil
 		}
-		q, err := a.engine.NewRangeQuery(ctx, p.q, nil, p.text, start, end, step)
+		q, err := p.engine.NewRangeQuery(ctx, p.q, nil, p.text, start, end, step)
 		return p.wrap(q), err
 	})
 }
@@ -328,21 +358,23 @@ func (a *API) queryRange(w http.ResponseWriter, r *http.Request) {
 // queryPlan is how a query is evaluated.
 type queryPlan struct {
 	q      *Queryable
-	text   string      // the query the engine evaluates
-	rollup parser.Expr // the parsed query if it is RollupSafe (then q computes range functions in the scan), or nil
-	byName bool        // rewritten by rewriteByName: the answer's names are restored
+	engine *promql.Engine // the engine of the tenant's max_samples_per_query
+	text   string         // the query the engine evaluates
+	rollup parser.Expr    // the parsed query if it is RollupSafe (then q computes range functions in the scan), or nil
+	byName bool           // rewritten by rewriteByName: the answer's names are restored
 }
 
 // plan parses query once to vet it: an aggregation by __name__ over a
 // function that drops it is rewritten (byname.go), and a RollupSafe one
 // has its range functions computed in the scan.
 func (a *API) plan(query string) queryPlan {
+	base, engine := a.tenantQueryable()
 	expr, err := a.parser.ParseExpr(query)
 	if err != nil {
-		return queryPlan{q: a.q, text: query} // a bad expression fails in the engine, with its message
+		return queryPlan{q: base, engine: engine, text: query} // a bad expression fails in the engine, with its message
 	}
-	p := queryPlan{q: a.q, text: query}
-	q := *a.q
+	p := queryPlan{q: base, engine: engine, text: query}
+	q := *base
 	if rewriteByName(expr) {
 		p.byName, p.text, q.byName = true, expr.String(), true
 		p.q = &q
@@ -352,6 +384,36 @@ func (a *API) plan(query string) queryPlan {
 		p.q, p.rollup = &q, expr
 	}
 	return p
+}
+
+// tenantQueryable is the Queryable of one query of the tenant, bounded
+// by its limits, and the engine of its max_samples_per_query.
+func (a *API) tenantQueryable() (*Queryable, *promql.Engine) {
+	const tenant = tlimits.DefaultTenant // every query's, until tenants exist
+	l := a.tenants.For(tenant)
+	if l.MaxSamplesPerQuery <= 0 && l.MaxSeriesPerQuery <= 0 {
+		return a.q, a.engine
+	}
+	q := *a.q
+	if l.MaxSamplesPerQuery > 0 && (q.MaxSamples <= 0 || l.MaxSamplesPerQuery < int64(q.MaxSamples)) {
+		q.MaxSamples = int(l.MaxSamplesPerQuery)
+		q.SamplesLimit = "tenant " + tenant + "'s max_samples_per_query"
+	}
+	if l.MaxSeriesPerQuery > 0 {
+		q.MaxSeries, q.Series = int(l.MaxSeriesPerQuery), new(atomic.Int64)
+		q.SeriesLimit = "tenant " + tenant + "'s max_series_per_query"
+	}
+	return &q, a.engineFor(q.MaxSamples)
+}
+
+// samplesLimit names the bound of the engine's samples: the tenant's
+// max_samples_per_query or the node's.
+func (a *API) samplesLimit() string {
+	const tenant = tlimits.DefaultTenant
+	if l := a.tenants.For(tenant).MaxSamplesPerQuery; l > 0 && l < int64(a.limits.MaxSamples) {
+		return fmt.Sprintf("limit max_samples_per_query=%d of tenant %s", l, tenant)
+	}
+	return fmt.Sprintf("the node's query max samples, %d", a.limits.MaxSamples)
 }
 
 // wrap is the evaluation of e as the plan asks (nil stays nil).
@@ -394,8 +456,14 @@ func (a *API) eval(w http.ResponseWriter, r *http.Request, newQuery func(context
 	defer q.Close()
 	res := q.Exec(ctx)
 	if res.Err != nil {
-		if errors.Is(res.Err, ErrTooManySamples) {
+		if errors.Is(res.Err, ErrTooManySamples) || errors.Is(res.Err, ErrTooManySeries) {
 			fail(w, &apiError{"execution", http.StatusUnprocessableEntity, res.Err})
+			return
+		}
+		var many promql.ErrTooManySamples
+		if errors.As(res.Err, &many) {
+			// The engine's bound: name it.
+			fail(w, &apiError{"execution", http.StatusUnprocessableEntity, fmt.Errorf("%w (%s)", res.Err, a.samplesLimit())})
 			return
 		}
 		fail(w, queryError(res.Err))

@@ -111,8 +111,11 @@ func (p *directPlan) eval(ctx context.Context, q *Queryable, start, end time.Tim
 	if p.op.Mergeable() && !slices.Contains(p.by, nameLabel) {
 		agg = &scan.Aggregate{Op: p.op.String(), By: p.by}
 	}
-	for {
+	for counted := false; ; counted = true {
 		out, err := qr.sel(ctx, hints, agg, p.sel.LabelMatchers)
+		if err == nil && !counted {
+			err = q.countSeries(len(out))
+		}
 		if err != nil {
 			return nil, fmt.Errorf("expanding series: %w", err) // as the engine says it
 		}

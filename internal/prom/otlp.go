@@ -31,6 +31,7 @@ import (
 
 	"github.com/stratadb/strata/internal/datanode"
 	"github.com/stratadb/strata/internal/hatracker"
+	"github.com/stratadb/strata/internal/limits"
 )
 
 // OTLP metrics on /opentelemetry/v1/metrics (OTLP/HTTP, protobuf or JSON,
@@ -194,6 +195,10 @@ func (o *OTLP) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if len(b.points) > 0 {
 		if err := writeMetrics(r.Context(), o.engine, b.points); err != nil {
+			o.samples.Add(float64(limitWritten(err))) // stored in part: a tenant's series limit
+			if ra, ok := limits.RetryAfter(err); ok {
+				w.Header().Set("Retry-After", ra)
+			}
 			otlpFail(w, asJSON, writeStatus(err), err.Error())
 			return
 		}

@@ -19,6 +19,7 @@ import (
 	"github.com/stratadb/strata/internal/errclass"
 	"github.com/stratadb/strata/internal/freelist"
 	"github.com/stratadb/strata/internal/hatracker"
+	"github.com/stratadb/strata/internal/limits"
 	"github.com/stratadb/strata/internal/row"
 	"github.com/stratadb/strata/internal/schema"
 )
@@ -126,6 +127,12 @@ func (rw *RemoteWrite) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if len(b.points) > 0 {
 		if err := writeMetrics(r.Context(), rw.engine, b.points); err != nil {
+			// Over a tenant's limit (docs/limits.md): a series limit
+			// stored the rest of the request, which the message says.
+			rw.samples.Add(float64(limitWritten(err)))
+			if ra, ok := limits.RetryAfter(err); ok {
+				w.Header().Set("Retry-After", ra)
+			}
 			http.Error(w, err.Error(), writeStatus(err))
 			return
 		}
@@ -149,12 +156,25 @@ func (rw *RemoteWrite) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // an OTLP exporter) drops a batch answered 4xx and retries one answered
 // 503: only bad input and a batch over a limit (here or on the datanode
 // the share went to) are the sender's to fix; the rest is a 503, retried.
+//
+// Over a tenant's ingestion rate it is 429, which Prometheus retries
+// (retry_on_http_429) later; over another limit (shape, series) 400.
 func writeStatus(err error) int {
 	c := datanode.ErrClass(err)
-	if c != errclass.Invalid && c != errclass.TooLarge {
+	if c != errclass.Invalid && c != errclass.TooLarge && c != errclass.RateLimited {
 		c = errclass.Unavailable
 	}
 	return c.HTTP()
+}
+
+// limitWritten is how many samples a write refused in part by a tenant's
+// series limit stored (0 for any other error).
+func limitWritten(err error) int {
+	var le *limits.Error
+	if errors.As(err, &le) {
+		return le.Total - le.Refused
+	}
+	return 0
 }
 
 // batcher turns a request's series into points of the metrics table,

@@ -16,6 +16,7 @@
 package prom
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -23,6 +24,7 @@ import (
 	"slices"
 	"sort"
 	"sync"
+	"sync/atomic"
 
 	"github.com/prometheus/common/model"
 	"github.com/prometheus/prometheus/model/histogram"
@@ -113,6 +115,30 @@ type Queryable struct {
 	Rollups bool
 	// byName sets nameLabel on every series Select returns (byname.go).
 	byName bool
+	// MaxSeries bounds the series a query's Selects return together
+	// (0: no bound); over it, the query fails with ErrTooManySeries.
+	// Series counts them for one query (a per-query copy: API.plan).
+	MaxSeries int
+	Series    *atomic.Int64
+	// Limit names the tenant's limit in the errors of MaxSamples and
+	// MaxSeries, e.g. "tenant default's max_samples_per_query" (empty:
+	// the node's --query-max-samples).
+	SamplesLimit, SeriesLimit string
+}
+
+// ErrTooManySeries: a query selected more series than the limit allows.
+var ErrTooManySeries = errors.New("prom: the query selects too many series")
+
+// countSeries counts n series selected to the query's, failing over
+// MaxSeries.
+func (q *Queryable) countSeries(n int) error {
+	if q.MaxSeries <= 0 || q.Series == nil {
+		return nil
+	}
+	if got := q.Series.Add(int64(n)); got > int64(q.MaxSeries) {
+		return fmt.Errorf("%w: %d or more, over %s=%d", ErrTooManySeries, got, cmp.Or(q.SeriesLimit, "max_series_per_query"), q.MaxSeries)
+	}
+	return nil
 }
 
 var _ storage.Queryable = (*Queryable)(nil)
@@ -168,6 +194,9 @@ func (qr *querier) matching(ms []*labels.Matcher) ([]metric, []*labels.Matcher) 
 // and only that field read; the other matchers filter the series after.
 func (qr *querier) Select(ctx context.Context, _ bool, hints *storage.SelectHints, ms ...*labels.Matcher) storage.SeriesSet {
 	out, err := qr.sel(ctx, hints, nil, ms)
+	if err == nil {
+		err = qr.q.countSeries(len(out))
+	}
 	if err != nil {
 		return storage.ErrSeriesSet(err)
 	}
@@ -474,6 +503,9 @@ func (qr *querier) scanWith(ctx context.Context, mt metric, req scan.Request, po
 		over := qr.q.MaxSamples > 0 && n > budget
 		mu.Unlock()
 		if over {
+			if qr.q.SamplesLimit != "" {
+				return fmt.Errorf("%w: over %s=%d", ErrTooManySamples, qr.q.SamplesLimit, qr.q.MaxSamples)
+			}
 			return fmt.Errorf("%w (limit %d)", ErrTooManySamples, qr.q.MaxSamples)
 		}
 		return nil

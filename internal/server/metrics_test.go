@@ -51,6 +51,8 @@ var onlyOnFaults = map[string]string{
 	"strata_rule_group_ownership_changes_total":    "rule groups stored in etcd move only when loaded (TestRulesLoadListDeleteOnAStandalone, internal/cluster TestRuleEvaluator*)",
 	"strata_rule_group_evaluations_skipped_total":  "an evaluation is skipped only when a rules lease lapsed (TestRuleEvaluatorFrozen)",
 	"strata_rule_group_results_fenced_total":       "a result is fenced only when a rules lease lapsed mid-evaluation",
+	"strata_discarded_samples_total":               "samples are refused only over a tenant's limits, none by default (TestLimits*)",
+	"strata_active_series":                         "active series are counted only while a tenant has a series limit, none by default (TestLimitsSeriesBurstThenRaised)",
 }
 
 // TestEveryMetricMoves runs a standard workload on a standalone: HTTP

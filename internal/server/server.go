@@ -40,6 +40,7 @@ import (
 	"github.com/stratadb/strata/internal/grpcapi"
 	"github.com/stratadb/strata/internal/hatracker"
 	"github.com/stratadb/strata/internal/httpapi"
+	"github.com/stratadb/strata/internal/limits"
 	"github.com/stratadb/strata/internal/metasrv"
 	"github.com/stratadb/strata/internal/objstore"
 	"github.com/stratadb/strata/internal/peerwire"
@@ -148,6 +149,10 @@ type Config struct {
 	// label): one replica a cluster is stored, elected in etcd
 	// (internal/hatracker, docs/ha-pairs.md).
 	HA hatracker.Config
+	// ActiveSeriesWindow is how long a series stays active, for the
+	// tenants' active-series limits, after its last sample (0:
+	// limits.DefaultActiveSeriesWindow; docs/limits.md).
+	ActiveSeriesWindow time.Duration
 	// Rules are the rule files a standalone evaluates (a datanode of a
 	// cluster takes none) and the Alertmanagers alerts go to
 	// (docs/rules.md). Every node also evaluates the rule groups stored
@@ -184,6 +189,7 @@ type Server struct {
 	embedded   *cluster.Etcd
 	meta       *metasrv.Server
 	rules      *rules.Manager
+	limits     *limits.Watcher
 }
 
 // Start opens the store and the engine (replaying WALs) and starts
@@ -287,6 +293,14 @@ func (s *Server) start(ctx context.Context) error {
 		gcInterval, fullGCInterval = 0, 0 // metasrv's scheduler runs GC, not a local loop
 	}
 
+	// Tenants' limits, followed in etcd: a change applies to the next
+	// request (docs/limits.md).
+	if s.limits, err = limits.Watch(ctx, cli, cfg.Logger); err != nil {
+		return err
+	}
+	ingest := limits.NewIngest(s.limits, cfg.ActiveSeriesWindow)
+	s.Registry.MustRegister(ingest.Collectors()...)
+
 	began := time.Now()
 	ropts := region.Options{FlushBytes: cfg.FlushBytes, Metrics: region.NewMetrics(s.Registry), Logger: cfg.Logger}
 	// One WAL stream for every region of the node; each start (and each
@@ -328,7 +342,7 @@ func (s *Server) start(ctx context.Context) error {
 		PhysicalTables: cfg.PhysicalTables, Logger: cfg.Logger,
 		Compaction: compact.SchedulerOptions{Metrics: compact.NewMetrics(s.Registry)},
 		GCInterval: gcInterval, FullGCInterval: fullGCInterval, GCMetrics: gc.NewMetrics(s.Registry),
-		Catalog: catalog.NewEtcdBackend(cli), Remote: s.agent, Lease: s.agent.BindLease}
+		Catalog: catalog.NewEtcdBackend(cli), Remote: s.agent, Lease: s.agent.BindLease, Limits: ingest}
 	if cfg.Tune != nil {
 		cfg.Tune(&dopts)
 	}
@@ -350,6 +364,7 @@ func (s *Server) start(ctx context.Context) error {
 		adv = s.grpcLn.Addr().String()
 	}
 	api := prom.NewAPI(s.eng, cfg.Query, cfg.Build, cfg.Logger)
+	api.SetLimits(s.limits)
 	{
 		// A standalone evaluates its rule files and every group stored in
 		// its etcd; a datanode of a cluster, the stored groups it owns
@@ -536,6 +551,9 @@ func (s *Server) abort() {
 	if s.stream != nil {
 		_ = s.stream.Close()
 	}
+	if s.limits != nil {
+		s.limits.Close()
+	}
 	if s.etcd != nil {
 		s.etcd.Close()
 	}
@@ -561,6 +579,9 @@ func (s *Server) closeStore() error {
 // HTTPAddr and GRPCAddr are the bound addresses.
 func (s *Server) HTTPAddr() string { return s.httpLn.Addr().String() }
 func (s *Server) GRPCAddr() string { return s.grpcLn.Addr().String() }
+
+// Limits are the tenants' limits as this node follows them.
+func (s *Server) Limits() *limits.Watcher { return s.limits }
 
 // Engine is the server's engine.
 func (s *Server) Engine() *datanode.Engine { return s.eng }
@@ -601,6 +622,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	errs = append(errs, s.stream.Close()) // after every region detached
 	s.agent.Revoke(ctx)
 	s.peerClient.Close()
+	s.limits.Close()
 	s.etcd.Close()
 	errs = append(errs, s.closeStore())
 	s.closeEmbedded()

@@ -46,13 +46,14 @@ type ClusterOptions struct {
 type Cluster struct {
 	// Datanodes are dn1, dn2, … in order.
 	Datanodes []*server.Server
-	// Meta is the metasrv (its admin gRPC served on a local address).
-	Meta      *metasrv.Server
-	t         testing.TB
-	dir       string // the datanodes' directories and the store, and etcd's unless given
-	stopMeta  func()
-	closeEtcd []func() // the client, then etcd
-	stopped   bool
+	// Meta is the metasrv, its admin gRPC served at MetasrvAddr.
+	Meta        *metasrv.Server
+	MetasrvAddr string
+	t           testing.TB
+	dir         string // the datanodes' directories and the store, and etcd's unless given
+	stopMeta    func()
+	closeEtcd   []func() // the client, then etcd
+	stopped     bool
 }
 
 // StartCluster starts, in this process, an embedded etcd, a metasrv and n
@@ -85,7 +86,7 @@ func StartCluster(t testing.TB, n int, o ClusterOptions) *Cluster {
 		t.Fatal(err)
 	}
 	c.closeEtcd = append([]func(){func() { _ = cli.Close() }}, c.closeEtcd...)
-	c.Meta, c.stopMeta = startMetasrv(t, cli, o.DefaultRegions)
+	c.Meta, c.stopMeta, c.MetasrvAddr = startMetasrv(t, cli, o.DefaultRegions)
 	store := filepath.Join(c.dir, "store")
 	if err := os.Mkdir(store, 0o755); err != nil {
 		t.Fatal(err)
@@ -144,18 +145,19 @@ func (c *Cluster) Stop() {
 // one per live datanode).
 func Metasrv(t testing.TB, cli *clientv3.Client, defaultRegions uint32) {
 	t.Helper()
-	_, stop := startMetasrv(t, cli, defaultRegions)
+	_, stop, _ := startMetasrv(t, cli, defaultRegions)
 	t.Cleanup(stop)
 }
 
-// startMetasrv starts a metasrv and returns it and what stops it.
-func startMetasrv(t testing.TB, cli *clientv3.Client, defaultRegions uint32) (*metasrv.Server, func()) {
+// startMetasrv starts a metasrv and returns it, what stops it and its
+// admin address.
+func startMetasrv(t testing.TB, cli *clientv3.Client, defaultRegions uint32) (meta *metasrv.Server, stop func(), addr string) {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	meta, err := metasrv.Start(context.Background(), metasrv.Options{Client: cli, Addr: ln.Addr().String(),
+	meta, err = metasrv.Start(context.Background(), metasrv.Options{Client: cli, Addr: ln.Addr().String(),
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), DefaultRegions: defaultRegions})
 	if err != nil {
 		t.Fatal(err)
@@ -163,7 +165,7 @@ func startMetasrv(t testing.TB, cli *clientv3.Client, defaultRegions uint32) (*m
 	g := grpc.NewServer()
 	meta.Register(g)
 	go func() { _ = g.Serve(ln) }()
-	return meta, func() { g.Stop(); meta.Close() }
+	return meta, func() { g.Stop(); meta.Close() }, ln.Addr().String()
 }
 
 // Counter sums dn's counter name over its series whose labels keep

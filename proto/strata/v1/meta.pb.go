@@ -24,6 +24,214 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+type GetLimitsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Tenant        string                 `protobuf:"bytes,1,opt,name=tenant,proto3" json:"tenant,omitempty"` // default: "default"
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetLimitsRequest) Reset() {
+	*x = GetLimitsRequest{}
+	mi := &file_strata_v1_meta_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetLimitsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetLimitsRequest) ProtoMessage() {}
+
+func (x *GetLimitsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_strata_v1_meta_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetLimitsRequest.ProtoReflect.Descriptor instead.
+func (*GetLimitsRequest) Descriptor() ([]byte, []int) {
+	return file_strata_v1_meta_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *GetLimitsRequest) GetTenant() string {
+	if x != nil {
+		return x.Tenant
+	}
+	return ""
+}
+
+type SetLimitsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Tenant        string                 `protobuf:"bytes,1,opt,name=tenant,proto3" json:"tenant,omitempty"` // default: "default"
+	Set           []string               `protobuf:"bytes,2,rep,name=set,proto3" json:"set,omitempty"`       // key=value
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetLimitsRequest) Reset() {
+	*x = SetLimitsRequest{}
+	mi := &file_strata_v1_meta_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetLimitsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetLimitsRequest) ProtoMessage() {}
+
+func (x *SetLimitsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_strata_v1_meta_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetLimitsRequest.ProtoReflect.Descriptor instead.
+func (*SetLimitsRequest) Descriptor() ([]byte, []int) {
+	return file_strata_v1_meta_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *SetLimitsRequest) GetTenant() string {
+	if x != nil {
+		return x.Tenant
+	}
+	return ""
+}
+
+func (x *SetLimitsRequest) GetSet() []string {
+	if x != nil {
+		return x.Set
+	}
+	return nil
+}
+
+type Limit struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Key           string                 `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	Value         string                 `protobuf:"bytes,2,opt,name=value,proto3" json:"value,omitempty"` // "0": unlimited
+	Help          string                 `protobuf:"bytes,3,opt,name=help,proto3" json:"help,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Limit) Reset() {
+	*x = Limit{}
+	mi := &file_strata_v1_meta_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Limit) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Limit) ProtoMessage() {}
+
+func (x *Limit) ProtoReflect() protoreflect.Message {
+	mi := &file_strata_v1_meta_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Limit.ProtoReflect.Descriptor instead.
+func (*Limit) Descriptor() ([]byte, []int) {
+	return file_strata_v1_meta_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *Limit) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+func (x *Limit) GetValue() string {
+	if x != nil {
+		return x.Value
+	}
+	return ""
+}
+
+func (x *Limit) GetHelp() string {
+	if x != nil {
+		return x.Help
+	}
+	return ""
+}
+
+type LimitsResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Tenant        string                 `protobuf:"bytes,1,opt,name=tenant,proto3" json:"tenant,omitempty"`
+	Limits        []*Limit               `protobuf:"bytes,2,rep,name=limits,proto3" json:"limits,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LimitsResponse) Reset() {
+	*x = LimitsResponse{}
+	mi := &file_strata_v1_meta_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LimitsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LimitsResponse) ProtoMessage() {}
+
+func (x *LimitsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_strata_v1_meta_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LimitsResponse.ProtoReflect.Descriptor instead.
+func (*LimitsResponse) Descriptor() ([]byte, []int) {
+	return file_strata_v1_meta_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *LimitsResponse) GetTenant() string {
+	if x != nil {
+		return x.Tenant
+	}
+	return ""
+}
+
+func (x *LimitsResponse) GetLimits() []*Limit {
+	if x != nil {
+		return x.Limits
+	}
+	return nil
+}
+
 type RuleFile struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Namespace     string                 `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
@@ -35,7 +243,7 @@ type RuleFile struct {
 
 func (x *RuleFile) Reset() {
 	*x = RuleFile{}
-	mi := &file_strata_v1_meta_proto_msgTypes[0]
+	mi := &file_strata_v1_meta_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -47,7 +255,7 @@ func (x *RuleFile) String() string {
 func (*RuleFile) ProtoMessage() {}
 
 func (x *RuleFile) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_meta_proto_msgTypes[0]
+	mi := &file_strata_v1_meta_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -60,7 +268,7 @@ func (x *RuleFile) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RuleFile.ProtoReflect.Descriptor instead.
 func (*RuleFile) Descriptor() ([]byte, []int) {
-	return file_strata_v1_meta_proto_rawDescGZIP(), []int{0}
+	return file_strata_v1_meta_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *RuleFile) GetNamespace() string {
@@ -93,7 +301,7 @@ type LoadRulesRequest struct {
 
 func (x *LoadRulesRequest) Reset() {
 	*x = LoadRulesRequest{}
-	mi := &file_strata_v1_meta_proto_msgTypes[1]
+	mi := &file_strata_v1_meta_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -105,7 +313,7 @@ func (x *LoadRulesRequest) String() string {
 func (*LoadRulesRequest) ProtoMessage() {}
 
 func (x *LoadRulesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_meta_proto_msgTypes[1]
+	mi := &file_strata_v1_meta_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -118,7 +326,7 @@ func (x *LoadRulesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LoadRulesRequest.ProtoReflect.Descriptor instead.
 func (*LoadRulesRequest) Descriptor() ([]byte, []int) {
-	return file_strata_v1_meta_proto_rawDescGZIP(), []int{1}
+	return file_strata_v1_meta_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *LoadRulesRequest) GetFiles() []*RuleFile {
@@ -138,7 +346,7 @@ type LoadRulesResponse struct {
 
 func (x *LoadRulesResponse) Reset() {
 	*x = LoadRulesResponse{}
-	mi := &file_strata_v1_meta_proto_msgTypes[2]
+	mi := &file_strata_v1_meta_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -150,7 +358,7 @@ func (x *LoadRulesResponse) String() string {
 func (*LoadRulesResponse) ProtoMessage() {}
 
 func (x *LoadRulesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_meta_proto_msgTypes[2]
+	mi := &file_strata_v1_meta_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -163,7 +371,7 @@ func (x *LoadRulesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LoadRulesResponse.ProtoReflect.Descriptor instead.
 func (*LoadRulesResponse) Descriptor() ([]byte, []int) {
-	return file_strata_v1_meta_proto_rawDescGZIP(), []int{2}
+	return file_strata_v1_meta_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *LoadRulesResponse) GetGroups() []*RuleGroupInfo {
@@ -189,7 +397,7 @@ type ListRulesRequest struct {
 
 func (x *ListRulesRequest) Reset() {
 	*x = ListRulesRequest{}
-	mi := &file_strata_v1_meta_proto_msgTypes[3]
+	mi := &file_strata_v1_meta_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -201,7 +409,7 @@ func (x *ListRulesRequest) String() string {
 func (*ListRulesRequest) ProtoMessage() {}
 
 func (x *ListRulesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_meta_proto_msgTypes[3]
+	mi := &file_strata_v1_meta_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -214,7 +422,7 @@ func (x *ListRulesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRulesRequest.ProtoReflect.Descriptor instead.
 func (*ListRulesRequest) Descriptor() ([]byte, []int) {
-	return file_strata_v1_meta_proto_rawDescGZIP(), []int{3}
+	return file_strata_v1_meta_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *ListRulesRequest) GetNamespace() string {
@@ -239,7 +447,7 @@ type RuleGroupInfo struct {
 
 func (x *RuleGroupInfo) Reset() {
 	*x = RuleGroupInfo{}
-	mi := &file_strata_v1_meta_proto_msgTypes[4]
+	mi := &file_strata_v1_meta_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -251,7 +459,7 @@ func (x *RuleGroupInfo) String() string {
 func (*RuleGroupInfo) ProtoMessage() {}
 
 func (x *RuleGroupInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_meta_proto_msgTypes[4]
+	mi := &file_strata_v1_meta_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -264,7 +472,7 @@ func (x *RuleGroupInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RuleGroupInfo.ProtoReflect.Descriptor instead.
 func (*RuleGroupInfo) Descriptor() ([]byte, []int) {
-	return file_strata_v1_meta_proto_rawDescGZIP(), []int{4}
+	return file_strata_v1_meta_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *RuleGroupInfo) GetNamespace() string {
@@ -325,7 +533,7 @@ type ListRulesResponse struct {
 
 func (x *ListRulesResponse) Reset() {
 	*x = ListRulesResponse{}
-	mi := &file_strata_v1_meta_proto_msgTypes[5]
+	mi := &file_strata_v1_meta_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -337,7 +545,7 @@ func (x *ListRulesResponse) String() string {
 func (*ListRulesResponse) ProtoMessage() {}
 
 func (x *ListRulesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_meta_proto_msgTypes[5]
+	mi := &file_strata_v1_meta_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -350,7 +558,7 @@ func (x *ListRulesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRulesResponse.ProtoReflect.Descriptor instead.
 func (*ListRulesResponse) Descriptor() ([]byte, []int) {
-	return file_strata_v1_meta_proto_rawDescGZIP(), []int{5}
+	return file_strata_v1_meta_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ListRulesResponse) GetGroups() []*RuleGroupInfo {
@@ -370,7 +578,7 @@ type DeleteRulesRequest struct {
 
 func (x *DeleteRulesRequest) Reset() {
 	*x = DeleteRulesRequest{}
-	mi := &file_strata_v1_meta_proto_msgTypes[6]
+	mi := &file_strata_v1_meta_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -382,7 +590,7 @@ func (x *DeleteRulesRequest) String() string {
 func (*DeleteRulesRequest) ProtoMessage() {}
 
 func (x *DeleteRulesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_meta_proto_msgTypes[6]
+	mi := &file_strata_v1_meta_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -395,7 +603,7 @@ func (x *DeleteRulesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteRulesRequest.ProtoReflect.Descriptor instead.
 func (*DeleteRulesRequest) Descriptor() ([]byte, []int) {
-	return file_strata_v1_meta_proto_rawDescGZIP(), []int{6}
+	return file_strata_v1_meta_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *DeleteRulesRequest) GetNamespace() string {
@@ -421,7 +629,7 @@ type DeleteRulesResponse struct {
 
 func (x *DeleteRulesResponse) Reset() {
 	*x = DeleteRulesResponse{}
-	mi := &file_strata_v1_meta_proto_msgTypes[7]
+	mi := &file_strata_v1_meta_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -433,7 +641,7 @@ func (x *DeleteRulesResponse) String() string {
 func (*DeleteRulesResponse) ProtoMessage() {}
 
 func (x *DeleteRulesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_meta_proto_msgTypes[7]
+	mi := &file_strata_v1_meta_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -446,7 +654,7 @@ func (x *DeleteRulesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteRulesResponse.ProtoReflect.Descriptor instead.
 func (*DeleteRulesResponse) Descriptor() ([]byte, []int) {
-	return file_strata_v1_meta_proto_rawDescGZIP(), []int{7}
+	return file_strata_v1_meta_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *DeleteRulesResponse) GetDeleted() int32 {
@@ -465,7 +673,7 @@ type ListRegionsRequest struct {
 
 func (x *ListRegionsRequest) Reset() {
 	*x = ListRegionsRequest{}
-	mi := &file_strata_v1_meta_proto_msgTypes[8]
+	mi := &file_strata_v1_meta_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -477,7 +685,7 @@ func (x *ListRegionsRequest) String() string {
 func (*ListRegionsRequest) ProtoMessage() {}
 
 func (x *ListRegionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_meta_proto_msgTypes[8]
+	mi := &file_strata_v1_meta_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -490,7 +698,7 @@ func (x *ListRegionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRegionsRequest.ProtoReflect.Descriptor instead.
 func (*ListRegionsRequest) Descriptor() ([]byte, []int) {
-	return file_strata_v1_meta_proto_rawDescGZIP(), []int{8}
+	return file_strata_v1_meta_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ListRegionsRequest) GetTable() string {
@@ -512,7 +720,7 @@ type RegionDetail struct {
 
 func (x *RegionDetail) Reset() {
 	*x = RegionDetail{}
-	mi := &file_strata_v1_meta_proto_msgTypes[9]
+	mi := &file_strata_v1_meta_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -524,7 +732,7 @@ func (x *RegionDetail) String() string {
 func (*RegionDetail) ProtoMessage() {}
 
 func (x *RegionDetail) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_meta_proto_msgTypes[9]
+	mi := &file_strata_v1_meta_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -537,7 +745,7 @@ func (x *RegionDetail) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegionDetail.ProtoReflect.Descriptor instead.
 func (*RegionDetail) Descriptor() ([]byte, []int) {
-	return file_strata_v1_meta_proto_rawDescGZIP(), []int{9}
+	return file_strata_v1_meta_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *RegionDetail) GetPlacement() *RegionPlacement {
@@ -570,7 +778,7 @@ type ListRegionsResponse struct {
 
 func (x *ListRegionsResponse) Reset() {
 	*x = ListRegionsResponse{}
-	mi := &file_strata_v1_meta_proto_msgTypes[10]
+	mi := &file_strata_v1_meta_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -582,7 +790,7 @@ func (x *ListRegionsResponse) String() string {
 func (*ListRegionsResponse) ProtoMessage() {}
 
 func (x *ListRegionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_meta_proto_msgTypes[10]
+	mi := &file_strata_v1_meta_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -595,7 +803,7 @@ func (x *ListRegionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRegionsResponse.ProtoReflect.Descriptor instead.
 func (*ListRegionsResponse) Descriptor() ([]byte, []int) {
-	return file_strata_v1_meta_proto_rawDescGZIP(), []int{10}
+	return file_strata_v1_meta_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ListRegionsResponse) GetRegions() []*RegionDetail {
@@ -613,7 +821,7 @@ type GcStatusRequest struct {
 
 func (x *GcStatusRequest) Reset() {
 	*x = GcStatusRequest{}
-	mi := &file_strata_v1_meta_proto_msgTypes[11]
+	mi := &file_strata_v1_meta_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -625,7 +833,7 @@ func (x *GcStatusRequest) String() string {
 func (*GcStatusRequest) ProtoMessage() {}
 
 func (x *GcStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_meta_proto_msgTypes[11]
+	mi := &file_strata_v1_meta_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -638,7 +846,7 @@ func (x *GcStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GcStatusRequest.ProtoReflect.Descriptor instead.
 func (*GcStatusRequest) Descriptor() ([]byte, []int) {
-	return file_strata_v1_meta_proto_rawDescGZIP(), []int{11}
+	return file_strata_v1_meta_proto_rawDescGZIP(), []int{15}
 }
 
 type GcRegionState struct {
@@ -660,7 +868,7 @@ type GcRegionState struct {
 
 func (x *GcRegionState) Reset() {
 	*x = GcRegionState{}
-	mi := &file_strata_v1_meta_proto_msgTypes[12]
+	mi := &file_strata_v1_meta_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -672,7 +880,7 @@ func (x *GcRegionState) String() string {
 func (*GcRegionState) ProtoMessage() {}
 
 func (x *GcRegionState) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_meta_proto_msgTypes[12]
+	mi := &file_strata_v1_meta_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -685,7 +893,7 @@ func (x *GcRegionState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GcRegionState.ProtoReflect.Descriptor instead.
 func (*GcRegionState) Descriptor() ([]byte, []int) {
-	return file_strata_v1_meta_proto_rawDescGZIP(), []int{12}
+	return file_strata_v1_meta_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *GcRegionState) GetRegion() string {
@@ -774,7 +982,7 @@ type GcStatusResponse struct {
 
 func (x *GcStatusResponse) Reset() {
 	*x = GcStatusResponse{}
-	mi := &file_strata_v1_meta_proto_msgTypes[13]
+	mi := &file_strata_v1_meta_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -786,7 +994,7 @@ func (x *GcStatusResponse) String() string {
 func (*GcStatusResponse) ProtoMessage() {}
 
 func (x *GcStatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_meta_proto_msgTypes[13]
+	mi := &file_strata_v1_meta_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -799,7 +1007,7 @@ func (x *GcStatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GcStatusResponse.ProtoReflect.Descriptor instead.
 func (*GcStatusResponse) Descriptor() ([]byte, []int) {
-	return file_strata_v1_meta_proto_rawDescGZIP(), []int{13}
+	return file_strata_v1_meta_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *GcStatusResponse) GetRegions() []*GcRegionState {
@@ -817,7 +1025,7 @@ type GetGcOptionsRequest struct {
 
 func (x *GetGcOptionsRequest) Reset() {
 	*x = GetGcOptionsRequest{}
-	mi := &file_strata_v1_meta_proto_msgTypes[14]
+	mi := &file_strata_v1_meta_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -829,7 +1037,7 @@ func (x *GetGcOptionsRequest) String() string {
 func (*GetGcOptionsRequest) ProtoMessage() {}
 
 func (x *GetGcOptionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_meta_proto_msgTypes[14]
+	mi := &file_strata_v1_meta_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -842,7 +1050,7 @@ func (x *GetGcOptionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetGcOptionsRequest.ProtoReflect.Descriptor instead.
 func (*GetGcOptionsRequest) Descriptor() ([]byte, []int) {
-	return file_strata_v1_meta_proto_rawDescGZIP(), []int{14}
+	return file_strata_v1_meta_proto_rawDescGZIP(), []int{18}
 }
 
 type GcOptions struct {
@@ -860,7 +1068,7 @@ type GcOptions struct {
 
 func (x *GcOptions) Reset() {
 	*x = GcOptions{}
-	mi := &file_strata_v1_meta_proto_msgTypes[15]
+	mi := &file_strata_v1_meta_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -872,7 +1080,7 @@ func (x *GcOptions) String() string {
 func (*GcOptions) ProtoMessage() {}
 
 func (x *GcOptions) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_meta_proto_msgTypes[15]
+	mi := &file_strata_v1_meta_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -885,7 +1093,7 @@ func (x *GcOptions) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GcOptions.ProtoReflect.Descriptor instead.
 func (*GcOptions) Descriptor() ([]byte, []int) {
-	return file_strata_v1_meta_proto_rawDescGZIP(), []int{15}
+	return file_strata_v1_meta_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *GcOptions) GetEnabled() bool {
@@ -952,7 +1160,7 @@ type DatanodeInfo struct {
 
 func (x *DatanodeInfo) Reset() {
 	*x = DatanodeInfo{}
-	mi := &file_strata_v1_meta_proto_msgTypes[16]
+	mi := &file_strata_v1_meta_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -964,7 +1172,7 @@ func (x *DatanodeInfo) String() string {
 func (*DatanodeInfo) ProtoMessage() {}
 
 func (x *DatanodeInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_meta_proto_msgTypes[16]
+	mi := &file_strata_v1_meta_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -977,7 +1185,7 @@ func (x *DatanodeInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DatanodeInfo.ProtoReflect.Descriptor instead.
 func (*DatanodeInfo) Descriptor() ([]byte, []int) {
-	return file_strata_v1_meta_proto_rawDescGZIP(), []int{16}
+	return file_strata_v1_meta_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *DatanodeInfo) GetId() string {
@@ -1042,7 +1250,7 @@ type MetasrvInfo struct {
 
 func (x *MetasrvInfo) Reset() {
 	*x = MetasrvInfo{}
-	mi := &file_strata_v1_meta_proto_msgTypes[17]
+	mi := &file_strata_v1_meta_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1054,7 +1262,7 @@ func (x *MetasrvInfo) String() string {
 func (*MetasrvInfo) ProtoMessage() {}
 
 func (x *MetasrvInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_meta_proto_msgTypes[17]
+	mi := &file_strata_v1_meta_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1067,7 +1275,7 @@ func (x *MetasrvInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetasrvInfo.ProtoReflect.Descriptor instead.
 func (*MetasrvInfo) Descriptor() ([]byte, []int) {
-	return file_strata_v1_meta_proto_rawDescGZIP(), []int{17}
+	return file_strata_v1_meta_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *MetasrvInfo) GetAddr() string {
@@ -1118,7 +1326,7 @@ type RegionPlacement struct {
 
 func (x *RegionPlacement) Reset() {
 	*x = RegionPlacement{}
-	mi := &file_strata_v1_meta_proto_msgTypes[18]
+	mi := &file_strata_v1_meta_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1130,7 +1338,7 @@ func (x *RegionPlacement) String() string {
 func (*RegionPlacement) ProtoMessage() {}
 
 func (x *RegionPlacement) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_meta_proto_msgTypes[18]
+	mi := &file_strata_v1_meta_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1143,7 +1351,7 @@ func (x *RegionPlacement) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegionPlacement.ProtoReflect.Descriptor instead.
 func (*RegionPlacement) Descriptor() ([]byte, []int) {
-	return file_strata_v1_meta_proto_rawDescGZIP(), []int{18}
+	return file_strata_v1_meta_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *RegionPlacement) GetRegion() string {
@@ -1189,7 +1397,7 @@ type ClusterStatusRequest struct {
 
 func (x *ClusterStatusRequest) Reset() {
 	*x = ClusterStatusRequest{}
-	mi := &file_strata_v1_meta_proto_msgTypes[19]
+	mi := &file_strata_v1_meta_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1201,7 +1409,7 @@ func (x *ClusterStatusRequest) String() string {
 func (*ClusterStatusRequest) ProtoMessage() {}
 
 func (x *ClusterStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_meta_proto_msgTypes[19]
+	mi := &file_strata_v1_meta_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1214,7 +1422,7 @@ func (x *ClusterStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterStatusRequest.ProtoReflect.Descriptor instead.
 func (*ClusterStatusRequest) Descriptor() ([]byte, []int) {
-	return file_strata_v1_meta_proto_rawDescGZIP(), []int{19}
+	return file_strata_v1_meta_proto_rawDescGZIP(), []int{23}
 }
 
 type ClusterStatusResponse struct {
@@ -1229,7 +1437,7 @@ type ClusterStatusResponse struct {
 
 func (x *ClusterStatusResponse) Reset() {
 	*x = ClusterStatusResponse{}
-	mi := &file_strata_v1_meta_proto_msgTypes[20]
+	mi := &file_strata_v1_meta_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1241,7 +1449,7 @@ func (x *ClusterStatusResponse) String() string {
 func (*ClusterStatusResponse) ProtoMessage() {}
 
 func (x *ClusterStatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_meta_proto_msgTypes[20]
+	mi := &file_strata_v1_meta_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1254,7 +1462,7 @@ func (x *ClusterStatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterStatusResponse.ProtoReflect.Descriptor instead.
 func (*ClusterStatusResponse) Descriptor() ([]byte, []int) {
-	return file_strata_v1_meta_proto_rawDescGZIP(), []int{20}
+	return file_strata_v1_meta_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *ClusterStatusResponse) GetLeader() string {
@@ -1295,7 +1503,7 @@ type MoveRegionRequest struct {
 
 func (x *MoveRegionRequest) Reset() {
 	*x = MoveRegionRequest{}
-	mi := &file_strata_v1_meta_proto_msgTypes[21]
+	mi := &file_strata_v1_meta_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1307,7 +1515,7 @@ func (x *MoveRegionRequest) String() string {
 func (*MoveRegionRequest) ProtoMessage() {}
 
 func (x *MoveRegionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_meta_proto_msgTypes[21]
+	mi := &file_strata_v1_meta_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1320,7 +1528,7 @@ func (x *MoveRegionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MoveRegionRequest.ProtoReflect.Descriptor instead.
 func (*MoveRegionRequest) Descriptor() ([]byte, []int) {
-	return file_strata_v1_meta_proto_rawDescGZIP(), []int{21}
+	return file_strata_v1_meta_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *MoveRegionRequest) GetRegion() string {
@@ -1346,7 +1554,7 @@ type MoveRegionResponse struct {
 
 func (x *MoveRegionResponse) Reset() {
 	*x = MoveRegionResponse{}
-	mi := &file_strata_v1_meta_proto_msgTypes[22]
+	mi := &file_strata_v1_meta_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1358,7 +1566,7 @@ func (x *MoveRegionResponse) String() string {
 func (*MoveRegionResponse) ProtoMessage() {}
 
 func (x *MoveRegionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_v1_meta_proto_msgTypes[22]
+	mi := &file_strata_v1_meta_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1371,7 +1579,7 @@ func (x *MoveRegionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MoveRegionResponse.ProtoReflect.Descriptor instead.
 func (*MoveRegionResponse) Descriptor() ([]byte, []int) {
-	return file_strata_v1_meta_proto_rawDescGZIP(), []int{22}
+	return file_strata_v1_meta_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *MoveRegionResponse) GetPlacement() *RegionPlacement {
@@ -1385,7 +1593,19 @@ var File_strata_v1_meta_proto protoreflect.FileDescriptor
 
 const file_strata_v1_meta_proto_rawDesc = "" +
 	"\n" +
-	"\x14strata/v1/meta.proto\x12\tstrata.v1\x1a\x18strata/v1/datanode.proto\"V\n" +
+	"\x14strata/v1/meta.proto\x12\tstrata.v1\x1a\x18strata/v1/datanode.proto\"*\n" +
+	"\x10GetLimitsRequest\x12\x16\n" +
+	"\x06tenant\x18\x01 \x01(\tR\x06tenant\"<\n" +
+	"\x10SetLimitsRequest\x12\x16\n" +
+	"\x06tenant\x18\x01 \x01(\tR\x06tenant\x12\x10\n" +
+	"\x03set\x18\x02 \x03(\tR\x03set\"C\n" +
+	"\x05Limit\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value\x12\x12\n" +
+	"\x04help\x18\x03 \x01(\tR\x04help\"R\n" +
+	"\x0eLimitsResponse\x12\x16\n" +
+	"\x06tenant\x18\x01 \x01(\tR\x06tenant\x12(\n" +
+	"\x06limits\x18\x02 \x03(\v2\x10.strata.v1.LimitR\x06limits\"V\n" +
 	"\bRuleFile\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x18\n" +
@@ -1478,7 +1698,8 @@ const file_strata_v1_meta_proto_rawDesc = "" +
 	"\x06region\x18\x01 \x01(\tR\x06region\x12\x0e\n" +
 	"\x02to\x18\x02 \x01(\tR\x02to\"N\n" +
 	"\x12MoveRegionResponse\x128\n" +
-	"\tplacement\x18\x01 \x01(\v2\x1a.strata.v1.RegionPlacementR\tplacement2\xb3\t\n" +
+	"\tplacement\x18\x01 \x01(\v2\x1a.strata.v1.RegionPlacementR\tplacement2\xbd\n" +
+	"\n" +
 	"\tMetaAdmin\x12R\n" +
 	"\rClusterStatus\x12\x1f.strata.v1.ClusterStatusRequest\x1a .strata.v1.ClusterStatusResponse\x12I\n" +
 	"\n" +
@@ -1497,7 +1718,9 @@ const file_strata_v1_meta_proto_rawDesc = "" +
 	"\fSetGcOptions\x12\x14.strata.v1.GcOptions\x1a\x14.strata.v1.GcOptions\x12F\n" +
 	"\tLoadRules\x12\x1b.strata.v1.LoadRulesRequest\x1a\x1c.strata.v1.LoadRulesResponse\x12F\n" +
 	"\tListRules\x12\x1b.strata.v1.ListRulesRequest\x1a\x1c.strata.v1.ListRulesResponse\x12L\n" +
-	"\vDeleteRules\x12\x1d.strata.v1.DeleteRulesRequest\x1a\x1e.strata.v1.DeleteRulesResponseB5Z3github.com/stratadb/strata/proto/strata/v1;stratav1b\x06proto3"
+	"\vDeleteRules\x12\x1d.strata.v1.DeleteRulesRequest\x1a\x1e.strata.v1.DeleteRulesResponse\x12C\n" +
+	"\tGetLimits\x12\x1b.strata.v1.GetLimitsRequest\x1a\x19.strata.v1.LimitsResponse\x12C\n" +
+	"\tSetLimits\x12\x1b.strata.v1.SetLimitsRequest\x1a\x19.strata.v1.LimitsResponseB5Z3github.com/stratadb/strata/proto/strata/v1;stratav1b\x06proto3"
 
 var (
 	file_strata_v1_meta_proto_rawDescOnce sync.Once
@@ -1511,96 +1734,105 @@ func file_strata_v1_meta_proto_rawDescGZIP() []byte {
 	return file_strata_v1_meta_proto_rawDescData
 }
 
-var file_strata_v1_meta_proto_msgTypes = make([]protoimpl.MessageInfo, 23)
+var file_strata_v1_meta_proto_msgTypes = make([]protoimpl.MessageInfo, 27)
 var file_strata_v1_meta_proto_goTypes = []any{
-	(*RuleFile)(nil),                 // 0: strata.v1.RuleFile
-	(*LoadRulesRequest)(nil),         // 1: strata.v1.LoadRulesRequest
-	(*LoadRulesResponse)(nil),        // 2: strata.v1.LoadRulesResponse
-	(*ListRulesRequest)(nil),         // 3: strata.v1.ListRulesRequest
-	(*RuleGroupInfo)(nil),            // 4: strata.v1.RuleGroupInfo
-	(*ListRulesResponse)(nil),        // 5: strata.v1.ListRulesResponse
-	(*DeleteRulesRequest)(nil),       // 6: strata.v1.DeleteRulesRequest
-	(*DeleteRulesResponse)(nil),      // 7: strata.v1.DeleteRulesResponse
-	(*ListRegionsRequest)(nil),       // 8: strata.v1.ListRegionsRequest
-	(*RegionDetail)(nil),             // 9: strata.v1.RegionDetail
-	(*ListRegionsResponse)(nil),      // 10: strata.v1.ListRegionsResponse
-	(*GcStatusRequest)(nil),          // 11: strata.v1.GcStatusRequest
-	(*GcRegionState)(nil),            // 12: strata.v1.GcRegionState
-	(*GcStatusResponse)(nil),         // 13: strata.v1.GcStatusResponse
-	(*GetGcOptionsRequest)(nil),      // 14: strata.v1.GetGcOptionsRequest
-	(*GcOptions)(nil),                // 15: strata.v1.GcOptions
-	(*DatanodeInfo)(nil),             // 16: strata.v1.DatanodeInfo
-	(*MetasrvInfo)(nil),              // 17: strata.v1.MetasrvInfo
-	(*RegionPlacement)(nil),          // 18: strata.v1.RegionPlacement
-	(*ClusterStatusRequest)(nil),     // 19: strata.v1.ClusterStatusRequest
-	(*ClusterStatusResponse)(nil),    // 20: strata.v1.ClusterStatusResponse
-	(*MoveRegionRequest)(nil),        // 21: strata.v1.MoveRegionRequest
-	(*MoveRegionResponse)(nil),       // 22: strata.v1.MoveRegionResponse
-	(*RegionStat)(nil),               // 23: strata.v1.RegionStat
-	(*CreateTableRequest)(nil),       // 24: strata.v1.CreateTableRequest
-	(*ListTablesRequest)(nil),        // 25: strata.v1.ListTablesRequest
-	(*DescribeTableRequest)(nil),     // 26: strata.v1.DescribeTableRequest
-	(*DropTableRequest)(nil),         // 27: strata.v1.DropTableRequest
-	(*CompactRequest)(nil),           // 28: strata.v1.CompactRequest
-	(*CancelCompactionRequest)(nil),  // 29: strata.v1.CancelCompactionRequest
-	(*GcRegionRequest)(nil),          // 30: strata.v1.GcRegionRequest
-	(*CreateTableResponse)(nil),      // 31: strata.v1.CreateTableResponse
-	(*ListTablesResponse)(nil),       // 32: strata.v1.ListTablesResponse
-	(*DescribeTableResponse)(nil),    // 33: strata.v1.DescribeTableResponse
-	(*DropTableResponse)(nil),        // 34: strata.v1.DropTableResponse
-	(*CompactResponse)(nil),          // 35: strata.v1.CompactResponse
-	(*CancelCompactionResponse)(nil), // 36: strata.v1.CancelCompactionResponse
-	(*GcRegionResponse)(nil),         // 37: strata.v1.GcRegionResponse
+	(*GetLimitsRequest)(nil),         // 0: strata.v1.GetLimitsRequest
+	(*SetLimitsRequest)(nil),         // 1: strata.v1.SetLimitsRequest
+	(*Limit)(nil),                    // 2: strata.v1.Limit
+	(*LimitsResponse)(nil),           // 3: strata.v1.LimitsResponse
+	(*RuleFile)(nil),                 // 4: strata.v1.RuleFile
+	(*LoadRulesRequest)(nil),         // 5: strata.v1.LoadRulesRequest
+	(*LoadRulesResponse)(nil),        // 6: strata.v1.LoadRulesResponse
+	(*ListRulesRequest)(nil),         // 7: strata.v1.ListRulesRequest
+	(*RuleGroupInfo)(nil),            // 8: strata.v1.RuleGroupInfo
+	(*ListRulesResponse)(nil),        // 9: strata.v1.ListRulesResponse
+	(*DeleteRulesRequest)(nil),       // 10: strata.v1.DeleteRulesRequest
+	(*DeleteRulesResponse)(nil),      // 11: strata.v1.DeleteRulesResponse
+	(*ListRegionsRequest)(nil),       // 12: strata.v1.ListRegionsRequest
+	(*RegionDetail)(nil),             // 13: strata.v1.RegionDetail
+	(*ListRegionsResponse)(nil),      // 14: strata.v1.ListRegionsResponse
+	(*GcStatusRequest)(nil),          // 15: strata.v1.GcStatusRequest
+	(*GcRegionState)(nil),            // 16: strata.v1.GcRegionState
+	(*GcStatusResponse)(nil),         // 17: strata.v1.GcStatusResponse
+	(*GetGcOptionsRequest)(nil),      // 18: strata.v1.GetGcOptionsRequest
+	(*GcOptions)(nil),                // 19: strata.v1.GcOptions
+	(*DatanodeInfo)(nil),             // 20: strata.v1.DatanodeInfo
+	(*MetasrvInfo)(nil),              // 21: strata.v1.MetasrvInfo
+	(*RegionPlacement)(nil),          // 22: strata.v1.RegionPlacement
+	(*ClusterStatusRequest)(nil),     // 23: strata.v1.ClusterStatusRequest
+	(*ClusterStatusResponse)(nil),    // 24: strata.v1.ClusterStatusResponse
+	(*MoveRegionRequest)(nil),        // 25: strata.v1.MoveRegionRequest
+	(*MoveRegionResponse)(nil),       // 26: strata.v1.MoveRegionResponse
+	(*RegionStat)(nil),               // 27: strata.v1.RegionStat
+	(*CreateTableRequest)(nil),       // 28: strata.v1.CreateTableRequest
+	(*ListTablesRequest)(nil),        // 29: strata.v1.ListTablesRequest
+	(*DescribeTableRequest)(nil),     // 30: strata.v1.DescribeTableRequest
+	(*DropTableRequest)(nil),         // 31: strata.v1.DropTableRequest
+	(*CompactRequest)(nil),           // 32: strata.v1.CompactRequest
+	(*CancelCompactionRequest)(nil),  // 33: strata.v1.CancelCompactionRequest
+	(*GcRegionRequest)(nil),          // 34: strata.v1.GcRegionRequest
+	(*CreateTableResponse)(nil),      // 35: strata.v1.CreateTableResponse
+	(*ListTablesResponse)(nil),       // 36: strata.v1.ListTablesResponse
+	(*DescribeTableResponse)(nil),    // 37: strata.v1.DescribeTableResponse
+	(*DropTableResponse)(nil),        // 38: strata.v1.DropTableResponse
+	(*CompactResponse)(nil),          // 39: strata.v1.CompactResponse
+	(*CancelCompactionResponse)(nil), // 40: strata.v1.CancelCompactionResponse
+	(*GcRegionResponse)(nil),         // 41: strata.v1.GcRegionResponse
 }
 var file_strata_v1_meta_proto_depIdxs = []int32{
-	0,  // 0: strata.v1.LoadRulesRequest.files:type_name -> strata.v1.RuleFile
-	4,  // 1: strata.v1.LoadRulesResponse.groups:type_name -> strata.v1.RuleGroupInfo
-	4,  // 2: strata.v1.ListRulesResponse.groups:type_name -> strata.v1.RuleGroupInfo
-	18, // 3: strata.v1.RegionDetail.placement:type_name -> strata.v1.RegionPlacement
-	23, // 4: strata.v1.RegionDetail.stats:type_name -> strata.v1.RegionStat
-	9,  // 5: strata.v1.ListRegionsResponse.regions:type_name -> strata.v1.RegionDetail
-	12, // 6: strata.v1.GcStatusResponse.regions:type_name -> strata.v1.GcRegionState
-	16, // 7: strata.v1.ClusterStatusResponse.datanodes:type_name -> strata.v1.DatanodeInfo
-	18, // 8: strata.v1.ClusterStatusResponse.regions:type_name -> strata.v1.RegionPlacement
-	17, // 9: strata.v1.ClusterStatusResponse.metasrvs:type_name -> strata.v1.MetasrvInfo
-	18, // 10: strata.v1.MoveRegionResponse.placement:type_name -> strata.v1.RegionPlacement
-	19, // 11: strata.v1.MetaAdmin.ClusterStatus:input_type -> strata.v1.ClusterStatusRequest
-	21, // 12: strata.v1.MetaAdmin.MoveRegion:input_type -> strata.v1.MoveRegionRequest
-	24, // 13: strata.v1.MetaAdmin.CreateTable:input_type -> strata.v1.CreateTableRequest
-	25, // 14: strata.v1.MetaAdmin.ListTables:input_type -> strata.v1.ListTablesRequest
-	26, // 15: strata.v1.MetaAdmin.DescribeTable:input_type -> strata.v1.DescribeTableRequest
-	27, // 16: strata.v1.MetaAdmin.DropTable:input_type -> strata.v1.DropTableRequest
-	8,  // 17: strata.v1.MetaAdmin.ListRegions:input_type -> strata.v1.ListRegionsRequest
-	28, // 18: strata.v1.MetaAdmin.Compact:input_type -> strata.v1.CompactRequest
-	29, // 19: strata.v1.MetaAdmin.CancelCompaction:input_type -> strata.v1.CancelCompactionRequest
-	30, // 20: strata.v1.MetaAdmin.GcRun:input_type -> strata.v1.GcRegionRequest
-	11, // 21: strata.v1.MetaAdmin.GcStatus:input_type -> strata.v1.GcStatusRequest
-	14, // 22: strata.v1.MetaAdmin.GetGcOptions:input_type -> strata.v1.GetGcOptionsRequest
-	15, // 23: strata.v1.MetaAdmin.SetGcOptions:input_type -> strata.v1.GcOptions
-	1,  // 24: strata.v1.MetaAdmin.LoadRules:input_type -> strata.v1.LoadRulesRequest
-	3,  // 25: strata.v1.MetaAdmin.ListRules:input_type -> strata.v1.ListRulesRequest
-	6,  // 26: strata.v1.MetaAdmin.DeleteRules:input_type -> strata.v1.DeleteRulesRequest
-	20, // 27: strata.v1.MetaAdmin.ClusterStatus:output_type -> strata.v1.ClusterStatusResponse
-	22, // 28: strata.v1.MetaAdmin.MoveRegion:output_type -> strata.v1.MoveRegionResponse
-	31, // 29: strata.v1.MetaAdmin.CreateTable:output_type -> strata.v1.CreateTableResponse
-	32, // 30: strata.v1.MetaAdmin.ListTables:output_type -> strata.v1.ListTablesResponse
-	33, // 31: strata.v1.MetaAdmin.DescribeTable:output_type -> strata.v1.DescribeTableResponse
-	34, // 32: strata.v1.MetaAdmin.DropTable:output_type -> strata.v1.DropTableResponse
-	10, // 33: strata.v1.MetaAdmin.ListRegions:output_type -> strata.v1.ListRegionsResponse
-	35, // 34: strata.v1.MetaAdmin.Compact:output_type -> strata.v1.CompactResponse
-	36, // 35: strata.v1.MetaAdmin.CancelCompaction:output_type -> strata.v1.CancelCompactionResponse
-	37, // 36: strata.v1.MetaAdmin.GcRun:output_type -> strata.v1.GcRegionResponse
-	13, // 37: strata.v1.MetaAdmin.GcStatus:output_type -> strata.v1.GcStatusResponse
-	15, // 38: strata.v1.MetaAdmin.GetGcOptions:output_type -> strata.v1.GcOptions
-	15, // 39: strata.v1.MetaAdmin.SetGcOptions:output_type -> strata.v1.GcOptions
-	2,  // 40: strata.v1.MetaAdmin.LoadRules:output_type -> strata.v1.LoadRulesResponse
-	5,  // 41: strata.v1.MetaAdmin.ListRules:output_type -> strata.v1.ListRulesResponse
-	7,  // 42: strata.v1.MetaAdmin.DeleteRules:output_type -> strata.v1.DeleteRulesResponse
-	27, // [27:43] is the sub-list for method output_type
-	11, // [11:27] is the sub-list for method input_type
-	11, // [11:11] is the sub-list for extension type_name
-	11, // [11:11] is the sub-list for extension extendee
-	0,  // [0:11] is the sub-list for field type_name
+	2,  // 0: strata.v1.LimitsResponse.limits:type_name -> strata.v1.Limit
+	4,  // 1: strata.v1.LoadRulesRequest.files:type_name -> strata.v1.RuleFile
+	8,  // 2: strata.v1.LoadRulesResponse.groups:type_name -> strata.v1.RuleGroupInfo
+	8,  // 3: strata.v1.ListRulesResponse.groups:type_name -> strata.v1.RuleGroupInfo
+	22, // 4: strata.v1.RegionDetail.placement:type_name -> strata.v1.RegionPlacement
+	27, // 5: strata.v1.RegionDetail.stats:type_name -> strata.v1.RegionStat
+	13, // 6: strata.v1.ListRegionsResponse.regions:type_name -> strata.v1.RegionDetail
+	16, // 7: strata.v1.GcStatusResponse.regions:type_name -> strata.v1.GcRegionState
+	20, // 8: strata.v1.ClusterStatusResponse.datanodes:type_name -> strata.v1.DatanodeInfo
+	22, // 9: strata.v1.ClusterStatusResponse.regions:type_name -> strata.v1.RegionPlacement
+	21, // 10: strata.v1.ClusterStatusResponse.metasrvs:type_name -> strata.v1.MetasrvInfo
+	22, // 11: strata.v1.MoveRegionResponse.placement:type_name -> strata.v1.RegionPlacement
+	23, // 12: strata.v1.MetaAdmin.ClusterStatus:input_type -> strata.v1.ClusterStatusRequest
+	25, // 13: strata.v1.MetaAdmin.MoveRegion:input_type -> strata.v1.MoveRegionRequest
+	28, // 14: strata.v1.MetaAdmin.CreateTable:input_type -> strata.v1.CreateTableRequest
+	29, // 15: strata.v1.MetaAdmin.ListTables:input_type -> strata.v1.ListTablesRequest
+	30, // 16: strata.v1.MetaAdmin.DescribeTable:input_type -> strata.v1.DescribeTableRequest
+	31, // 17: strata.v1.MetaAdmin.DropTable:input_type -> strata.v1.DropTableRequest
+	12, // 18: strata.v1.MetaAdmin.ListRegions:input_type -> strata.v1.ListRegionsRequest
+	32, // 19: strata.v1.MetaAdmin.Compact:input_type -> strata.v1.CompactRequest
+	33, // 20: strata.v1.MetaAdmin.CancelCompaction:input_type -> strata.v1.CancelCompactionRequest
+	34, // 21: strata.v1.MetaAdmin.GcRun:input_type -> strata.v1.GcRegionRequest
+	15, // 22: strata.v1.MetaAdmin.GcStatus:input_type -> strata.v1.GcStatusRequest
+	18, // 23: strata.v1.MetaAdmin.GetGcOptions:input_type -> strata.v1.GetGcOptionsRequest
+	19, // 24: strata.v1.MetaAdmin.SetGcOptions:input_type -> strata.v1.GcOptions
+	5,  // 25: strata.v1.MetaAdmin.LoadRules:input_type -> strata.v1.LoadRulesRequest
+	7,  // 26: strata.v1.MetaAdmin.ListRules:input_type -> strata.v1.ListRulesRequest
+	10, // 27: strata.v1.MetaAdmin.DeleteRules:input_type -> strata.v1.DeleteRulesRequest
+	0,  // 28: strata.v1.MetaAdmin.GetLimits:input_type -> strata.v1.GetLimitsRequest
+	1,  // 29: strata.v1.MetaAdmin.SetLimits:input_type -> strata.v1.SetLimitsRequest
+	24, // 30: strata.v1.MetaAdmin.ClusterStatus:output_type -> strata.v1.ClusterStatusResponse
+	26, // 31: strata.v1.MetaAdmin.MoveRegion:output_type -> strata.v1.MoveRegionResponse
+	35, // 32: strata.v1.MetaAdmin.CreateTable:output_type -> strata.v1.CreateTableResponse
+	36, // 33: strata.v1.MetaAdmin.ListTables:output_type -> strata.v1.ListTablesResponse
+	37, // 34: strata.v1.MetaAdmin.DescribeTable:output_type -> strata.v1.DescribeTableResponse
+	38, // 35: strata.v1.MetaAdmin.DropTable:output_type -> strata.v1.DropTableResponse
+	14, // 36: strata.v1.MetaAdmin.ListRegions:output_type -> strata.v1.ListRegionsResponse
+	39, // 37: strata.v1.MetaAdmin.Compact:output_type -> strata.v1.CompactResponse
+	40, // 38: strata.v1.MetaAdmin.CancelCompaction:output_type -> strata.v1.CancelCompactionResponse
+	41, // 39: strata.v1.MetaAdmin.GcRun:output_type -> strata.v1.GcRegionResponse
+	17, // 40: strata.v1.MetaAdmin.GcStatus:output_type -> strata.v1.GcStatusResponse
+	19, // 41: strata.v1.MetaAdmin.GetGcOptions:output_type -> strata.v1.GcOptions
+	19, // 42: strata.v1.MetaAdmin.SetGcOptions:output_type -> strata.v1.GcOptions
+	6,  // 43: strata.v1.MetaAdmin.LoadRules:output_type -> strata.v1.LoadRulesResponse
+	9,  // 44: strata.v1.MetaAdmin.ListRules:output_type -> strata.v1.ListRulesResponse
+	11, // 45: strata.v1.MetaAdmin.DeleteRules:output_type -> strata.v1.DeleteRulesResponse
+	3,  // 46: strata.v1.MetaAdmin.GetLimits:output_type -> strata.v1.LimitsResponse
+	3,  // 47: strata.v1.MetaAdmin.SetLimits:output_type -> strata.v1.LimitsResponse
+	30, // [30:48] is the sub-list for method output_type
+	12, // [12:30] is the sub-list for method input_type
+	12, // [12:12] is the sub-list for extension type_name
+	12, // [12:12] is the sub-list for extension extendee
+	0,  // [0:12] is the sub-list for field type_name
 }
 
 func init() { file_strata_v1_meta_proto_init() }
@@ -1615,7 +1847,7 @@ func file_strata_v1_meta_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_strata_v1_meta_proto_rawDesc), len(file_strata_v1_meta_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   23,
+			NumMessages:   27,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

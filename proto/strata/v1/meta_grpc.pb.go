@@ -38,6 +38,8 @@ const (
 	MetaAdmin_LoadRules_FullMethodName        = "/strata.v1.MetaAdmin/LoadRules"
 	MetaAdmin_ListRules_FullMethodName        = "/strata.v1.MetaAdmin/ListRules"
 	MetaAdmin_DeleteRules_FullMethodName      = "/strata.v1.MetaAdmin/DeleteRules"
+	MetaAdmin_GetLimits_FullMethodName        = "/strata.v1.MetaAdmin/GetLimits"
+	MetaAdmin_SetLimits_FullMethodName        = "/strata.v1.MetaAdmin/SetLimits"
 )
 
 // MetaAdminClient is the client API for MetaAdmin service.
@@ -84,6 +86,13 @@ type MetaAdminClient interface {
 	ListRules(ctx context.Context, in *ListRulesRequest, opts ...grpc.CallOption) (*ListRulesResponse, error)
 	// DeleteRules removes a namespace, or one group of it.
 	DeleteRules(ctx context.Context, in *DeleteRulesRequest, opts ...grpc.CallOption) (*DeleteRulesResponse, error)
+	// GetLimits: a tenant's limits, every key with its value ("0":
+	// unlimited) and meaning (docs/limits.md).
+	GetLimits(ctx context.Context, in *GetLimitsRequest, opts ...grpc.CallOption) (*LimitsResponse, error)
+	// SetLimits changes a tenant's limits (key=value; 0 or "unlimited"
+	// removes one), in one etcd compare-and-swap of /strata/limits/<tenant>;
+	// every datanode watches the key and applies it to its next requests.
+	SetLimits(ctx context.Context, in *SetLimitsRequest, opts ...grpc.CallOption) (*LimitsResponse, error)
 }
 
 type metaAdminClient struct {
@@ -254,6 +263,26 @@ func (c *metaAdminClient) DeleteRules(ctx context.Context, in *DeleteRulesReques
 	return out, nil
 }
 
+func (c *metaAdminClient) GetLimits(ctx context.Context, in *GetLimitsRequest, opts ...grpc.CallOption) (*LimitsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(LimitsResponse)
+	err := c.cc.Invoke(ctx, MetaAdmin_GetLimits_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *metaAdminClient) SetLimits(ctx context.Context, in *SetLimitsRequest, opts ...grpc.CallOption) (*LimitsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(LimitsResponse)
+	err := c.cc.Invoke(ctx, MetaAdmin_SetLimits_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // MetaAdminServer is the server API for MetaAdmin service.
 // All implementations must embed UnimplementedMetaAdminServer
 // for forward compatibility.
@@ -298,6 +327,13 @@ type MetaAdminServer interface {
 	ListRules(context.Context, *ListRulesRequest) (*ListRulesResponse, error)
 	// DeleteRules removes a namespace, or one group of it.
 	DeleteRules(context.Context, *DeleteRulesRequest) (*DeleteRulesResponse, error)
+	// GetLimits: a tenant's limits, every key with its value ("0":
+	// unlimited) and meaning (docs/limits.md).
+	GetLimits(context.Context, *GetLimitsRequest) (*LimitsResponse, error)
+	// SetLimits changes a tenant's limits (key=value; 0 or "unlimited"
+	// removes one), in one etcd compare-and-swap of /strata/limits/<tenant>;
+	// every datanode watches the key and applies it to its next requests.
+	SetLimits(context.Context, *SetLimitsRequest) (*LimitsResponse, error)
 	mustEmbedUnimplementedMetaAdminServer()
 }
 
@@ -355,6 +391,12 @@ func (UnimplementedMetaAdminServer) ListRules(context.Context, *ListRulesRequest
 }
 func (UnimplementedMetaAdminServer) DeleteRules(context.Context, *DeleteRulesRequest) (*DeleteRulesResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method DeleteRules not implemented")
+}
+func (UnimplementedMetaAdminServer) GetLimits(context.Context, *GetLimitsRequest) (*LimitsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetLimits not implemented")
+}
+func (UnimplementedMetaAdminServer) SetLimits(context.Context, *SetLimitsRequest) (*LimitsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method SetLimits not implemented")
 }
 func (UnimplementedMetaAdminServer) mustEmbedUnimplementedMetaAdminServer() {}
 func (UnimplementedMetaAdminServer) testEmbeddedByValue()                   {}
@@ -665,6 +707,42 @@ func _MetaAdmin_DeleteRules_Handler(srv interface{}, ctx context.Context, dec fu
 	return interceptor(ctx, in, info, handler)
 }
 
+func _MetaAdmin_GetLimits_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetLimitsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MetaAdminServer).GetLimits(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: MetaAdmin_GetLimits_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MetaAdminServer).GetLimits(ctx, req.(*GetLimitsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _MetaAdmin_SetLimits_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SetLimitsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MetaAdminServer).SetLimits(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: MetaAdmin_SetLimits_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MetaAdminServer).SetLimits(ctx, req.(*SetLimitsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // MetaAdmin_ServiceDesc is the grpc.ServiceDesc for MetaAdmin service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -735,6 +813,14 @@ var MetaAdmin_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "DeleteRules",
 			Handler:    _MetaAdmin_DeleteRules_Handler,
+		},
+		{
+			MethodName: "GetLimits",
+			Handler:    _MetaAdmin_GetLimits_Handler,
+		},
+		{
+			MethodName: "SetLimits",
+			Handler:    _MetaAdmin_SetLimits_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},
