@@ -2,8 +2,6 @@ package agent
 
 import (
 	"context"
-	"net"
-	"net/netip"
 	"sync"
 	"time"
 
@@ -26,27 +24,9 @@ import (
 // the owner is asked again with ForwardWrite a minute later (it may have
 // been upgraded meanwhile: a rolling upgrade).
 
-// forwardCodec compresses forwarded batches between machines (measured
-// in BenchmarkForwardWrite: see docs/performance.md).
+// forwardCodec compresses forwarded batches (measured in
+// BenchmarkForwardWrite: see docs/performance.md).
 var forwardCodec = fwdbatch.Snappy
-
-// codecFor is the codec of batches forwarded to addr: none to an owner on
-// a loopback address (the same machine: compressing costs CPU that the
-// two processes share, for bytes that never leave memory), forwardCodec
-// to any other (docs/cluster.md, "Forwarded writes").
-func codecFor(addr string) fwdbatch.Codec {
-	host, _, err := net.SplitHostPort(addr)
-	if err != nil {
-		host = addr
-	}
-	if host == "localhost" {
-		return fwdbatch.None
-	}
-	if ip, err := netip.ParseAddr(host); err == nil && ip.IsLoopback() {
-		return fwdbatch.None
-	}
-	return forwardCodec
-}
 
 // legacyRetry is how long an owner that answered ForwardWrite with
 // Unimplemented gets Write before it is asked with ForwardWrite again.
@@ -81,11 +61,10 @@ func (f *forwarder) setLegacy(addr string) {
 // forwarded is a batch encoded for ForwardWrite once, for every attempt
 // (a write retried while its region moves is encoded once).
 type forwarded struct {
-	raw   []byte // the encoding, kept for the next batch
-	comp  []byte // compressed, kept for the next batch
-	data  []byte // raw compressed (raw itself if not)
-	codec fwdbatch.Codec
-	size  uint64
+	raw  []byte // the encoding, kept for the next batch
+	comp []byte // compressed, kept for the next batch
+	data []byte // raw compressed (raw itself if not)
+	size uint64
 }
 
 var forwardBufs = freelist.New[*forwarded](16)
@@ -105,7 +84,6 @@ func (fb *forwarded) release() {
 // an owner that lacks ForwardWrite.
 func (a *Agent) forwardWrite(ctx context.Context, c pb.DatanodeClient, addr, table string, id layout.RegionID, b region.Batch, fb **forwarded) (*pb.WriteResponse, error) {
 	if !a.fwd.isLegacy(addr) {
-		codec := codecFor(addr)
 		if *fb == nil {
 			e, ok := forwardBufs.Get()
 			if !ok {
@@ -113,18 +91,14 @@ func (a *Agent) forwardWrite(ctx context.Context, c pb.DatanodeClient, addr, tab
 			}
 			e.raw = fwdbatch.Append(e.raw[:0], b)
 			e.size = uint64(len(e.raw))
-			e.data, e.codec = e.raw, fwdbatch.None
+			e.data = fwdbatch.Compress(forwardCodec, e.comp, e.raw)
+			if forwardCodec != fwdbatch.None {
+				e.comp = e.data
+			}
 			*fb = e
 		}
 		e := *fb
-		if e.codec != codec { // the first attempt, or an owner on another machine
-			e.data, e.codec = e.raw, fwdbatch.None
-			if codec != fwdbatch.None {
-				e.comp = fwdbatch.Compress(codec, e.comp, e.raw)
-				e.data, e.codec = e.comp, codec
-			}
-		}
-		resp, err := c.ForwardWrite(ctx, &pb.ForwardWriteRequest{Table: table, Region: id.String(), Compression: uint32(e.codec), Size: e.size, Batch: e.data})
+		resp, err := c.ForwardWrite(ctx, &pb.ForwardWriteRequest{Table: table, Region: id.String(), Compression: uint32(forwardCodec), Size: e.size, Batch: e.data})
 		if status.Code(err) != codes.Unimplemented {
 			return resp, err
 		}
