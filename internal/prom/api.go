@@ -310,8 +310,8 @@ func (a *API) query(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	a.eval(w, r, func(ctx context.Context) (evaluation, error) {
-		p := a.plan(r.FormValue("query"))
+	a.eval(w, r, func(ctx context.Context, read *atomic.Int64) (evaluation, error) {
+		p := a.plan(r.FormValue("query"), read)
 		q, err := p.engine.NewInstantQuery(ctx, p.q, nil, p.text, ts)
 		return p.wrap(q), err
 	})
@@ -345,8 +345,8 @@ func (a *API) queryRange(w http.ResponseWriter, r *http.Request) {
 		fail(w, badData(errors.New("exceeded maximum resolution of 11,000 points per timeseries. Try decreasing the query resolution (?step=XX)")))
 		return
 	}
-	a.eval(w, r, func(ctx context.Context) (evaluation, error) {
-		p := a.plan(r.FormValue("query"))
+	a.eval(w, r, func(ctx context.Context, read *atomic.Int64) (evaluation, error) {
+		p := a.plan(r.FormValue("query"), read)
 		if d := planDirect(p.rollup, step); d != nil {
 			return p.wrap(&directQuery{plan: d, q: p.q, start: start, end: end, step: step}), nil
 		}
@@ -366,9 +366,15 @@ type queryPlan struct {
 
 // plan parses query once to vet it: an aggregation by __name__ over a
 // function that drops it is rewritten (byname.go), and a RollupSafe one
-// has its range functions computed in the scan.
-func (a *API) plan(query string) queryPlan {
+// has its range functions computed in the scan. read, if set, counts the
+// samples the query reads (Queryable.Read).
+func (a *API) plan(query string, read *atomic.Int64) queryPlan {
 	base, engine := a.tenantQueryable()
+	if read != nil {
+		q := *base
+		q.Read = read
+		base = &q
+	}
 	expr, err := a.parser.ParseExpr(query)
 	if err != nil {
 		return queryPlan{q: base, engine: engine, text: query} // a bad expression fails in the engine, with its message
@@ -431,7 +437,10 @@ type evaluation interface {
 	Close()
 }
 
-func (a *API) eval(w http.ResponseWriter, r *http.Request, newQuery func(context.Context) (evaluation, error)) {
+// eval evaluates the query newQuery makes, and answers its value: with
+// the samples it read under data.stats if the request has the stats
+// parameter (Prometheus' name, totalQueryableSamples; docs/http-api.md).
+func (a *API) eval(w http.ResponseWriter, r *http.Request, newQuery func(context.Context, *atomic.Int64) (evaluation, error)) {
 	ctx, cancel, aerr := a.context(r)
 	if aerr != nil {
 		fail(w, aerr)
@@ -448,7 +457,11 @@ func (a *API) eval(w http.ResponseWriter, r *http.Request, newQuery func(context
 		return
 	}
 	defer release()
-	q, err := newQuery(ctx)
+	var read *atomic.Int64
+	if r.FormValue("stats") != "" {
+		read = new(atomic.Int64)
+	}
+	q, err := newQuery(ctx, read)
 	if err != nil {
 		fail(w, badData(fmt.Errorf("invalid parameter \"query\": %w", err)))
 		return
@@ -467,6 +480,10 @@ func (a *API) eval(w http.ResponseWriter, r *http.Request, newQuery func(context
 			return
 		}
 		fail(w, queryError(res.Err))
+		return
+	}
+	if read != nil {
+		respondValueStats(w, res.Value, read.Load())
 		return
 	}
 	respondValue(w, res.Value)

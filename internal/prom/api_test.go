@@ -272,3 +272,69 @@ func TestQueryRangeOverLineProtocol(t *testing.T) {
 		t.Fatalf("timed out without the engine: %d %s %s", code, r.ErrorType, r.Error)
 	}
 }
+
+// With the stats parameter a query's answer says how many samples it
+// read (data.stats.samples.totalQueryableSamples, Prometheus' name): the
+// samples its scans read, each once; without it there is no stats object.
+func TestQueryStatsCountSamplesRead(t *testing.T) {
+	n := servertest.Start(t, objstoretest.Mem(t), servertest.Options{})
+	base := "http://" + n.HTTPAddr()
+	c := client{t, base}
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).Unix()
+	var b strings.Builder
+	for i := range 120 { // 20 minutes of two hosts, a sample every 10 s
+		fmt.Fprintf(&b, "cpu,host=a usage_user=%d %d\n", i, t0+int64(i)*10)
+		fmt.Fprintf(&b, "cpu,host=b usage_user=%d %d\n", i, t0+int64(i)*10)
+	}
+	resp, err := http.Post(base+"/write?db=x&precision=s", "text/plain", strings.NewReader(b.String()))
+	if err != nil || resp.StatusCode != http.StatusNoContent {
+		t.Fatalf("write: %v %v", resp, err)
+	}
+	resp.Body.Close()
+	read := func(path string, q url.Values) (int64, bool) {
+		t.Helper()
+		code, r := c.get(path, q)
+		if code != 200 {
+			t.Fatalf("%s %v: %d %+v", path, q, code, r)
+		}
+		var d struct {
+			Stats *struct {
+				Samples struct {
+					Total *int64 `json:"totalQueryableSamples"`
+				} `json:"samples"`
+			} `json:"stats"`
+		}
+		if err := json.Unmarshal(r.Data, &d); err != nil {
+			t.Fatal(err)
+		}
+		if d.Stats == nil {
+			return 0, false
+		}
+		if d.Stats.Samples.Total == nil {
+			t.Fatalf("%s: stats without totalQueryableSamples: %s", path, r.Data)
+		}
+		return *d.Stats.Samples.Total, true
+	}
+	span := func(q string, step string, stats bool) url.Values {
+		v := url.Values{"query": {q}, "start": {strconv.FormatInt(t0+600, 10)}, "end": {strconv.FormatInt(t0+1190, 10)}, "step": {step}}
+		if stats {
+			v.Set("stats", "all")
+		}
+		return v
+	}
+	if _, ok := read("/api/v1/query_range", span("cpu_usage_user", "10", false)); ok {
+		t.Fatal("stats without the stats parameter")
+	}
+	// The samples of (t0+600-5m, t0+1190] of both hosts: 30 + 59 each.
+	if got, ok := read("/api/v1/query_range", span("cpu_usage_user", "10", true)); !ok || got != 2*89 {
+		t.Fatalf("raw selection read %d samples (stats %v), want %d", got, ok, 2*89)
+	}
+	// avg_over_time over 1-minute windows stepped by a minute, rolled up
+	// as the scan reads: the samples of (t0+540, t0+1190] of each host.
+	if got, ok := read("/api/v1/query_range", span("avg_over_time(cpu_usage_user[1m])", "60", true)); !ok || got != 2*65 {
+		t.Fatalf("rolled-up selection read %d samples (stats %v), want %d", got, ok, 2*65)
+	}
+	if got, ok := read("/api/v1/query", url.Values{"query": {"cpu_usage_user[1m]"}, "time": {strconv.FormatInt(t0+1190, 10)}, "stats": {"all"}}); !ok || got != 2*6 {
+		t.Fatalf("instant range selection read %d samples (stats %v), want %d", got, ok, 2*6)
+	}
+}

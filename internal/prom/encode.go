@@ -22,13 +22,26 @@ import (
 var resultBufs = sync.Pool{New: func() any { return new([]byte) }}
 
 // respondValue writes a successful query's result.
-func respondValue(w http.ResponseWriter, v parser.Value) {
+func respondValue(w http.ResponseWriter, v parser.Value) { respondWith(w, v, -1) }
+
+// respondValueStats is respondValue with data.stats: the samples the
+// query read, as Prometheus' stats=all names them.
+func respondValueStats(w http.ResponseWriter, v parser.Value, samples int64) {
+	respondWith(w, v, max(samples, 0))
+}
+
+func respondWith(w http.ResponseWriter, v parser.Value, samples int64) {
 	bp := resultBufs.Get().(*[]byte)
 	b := (*bp)[:0]
 	b = append(b, `{"data":{"result":`...)
 	b = appendValue(b, v)
 	b = append(b, `,"resultType":`...)
 	b = appendString(b, string(v.Type()))
+	if samples >= 0 {
+		b = append(b, `,"stats":{"samples":{"totalQueryableSamples":`...)
+		b = strconv.AppendInt(b, samples, 10)
+		b = append(b, "}}"...)
+	}
 	b = append(b, "},\"status\":\"success\"}\n"...)
 	w.Header().Set("Content-Type", "application/json")
 	_, _ = w.Write(b)

@@ -120,6 +120,10 @@ type Queryable struct {
 	// Series counts them for one query (a per-query copy: API.plan).
 	MaxSeries int
 	Series    *atomic.Int64
+	// Read, if set, counts the samples the query's Selects hand out (a
+	// per-query copy: API.plan, for the stats parameter). A window a
+	// rollup computed where the samples are counts one.
+	Read *atomic.Int64
 	// Limit names the tenant's limit in the errors of MaxSamples and
 	// MaxSeries, e.g. "tenant default's max_samples_per_query" (empty:
 	// the node's --query-max-samples).
@@ -282,6 +286,9 @@ func (qr *querier) sel(ctx context.Context, hints *storage.SelectHints, agg *sca
 		if err := withNameLabel(ss); err != nil {
 			return nil, err
 		}
+	}
+	if qr.q.Read != nil {
+		qr.q.Read.Add(int64(samples))
 	}
 	return out, nil
 }

@@ -192,6 +192,14 @@ func TestBrowserStandalone(t *testing.T) {
 	if got := eval[string](t, ctx, `document.querySelector('.graph').dataset.series`); got != fmt.Sprint(len(hosts)) {
 		t.Fatalf("graph: %s series, want %d", got, len(hosts))
 	}
+	// The samples read, from the API's stats: the hour's rows of each host
+	// (61 a host written; the range's first minute may fall before them).
+	if got := eval[string](t, ctx, `document.getElementById('stats').dataset.samplesRead || ''`); got != fmt.Sprint(61*len(hosts)) && got != fmt.Sprint(60*len(hosts)) {
+		t.Fatalf("samples read shown: %q, want %d (or %d)", got, 61*len(hosts), 60*len(hosts))
+	}
+	if got := eval[string](t, ctx, `document.getElementById('stats').textContent`); !strings.Contains(got, "samples read") {
+		t.Fatalf("stats line: %q", got)
+	}
 	// Label completion inside the selector.
 	do(t, ctx, "complete a label", chromedp.SendKeys(chromedp.CSS("#expr"), "{ho"), chromedp.WaitVisible(chromedp.CSS(".complete li")))
 	if got := eval[string](t, ctx, `document.querySelector('.complete li').firstChild.textContent`); got != "host" {

@@ -221,8 +221,8 @@ export function render(main, params) {
     let data;
     try {
       data = state.mode === 'table'
-        ? await api('/api/v1/query', {query: expr, time: end.toFixed(3)}, abort.signal)
-        : await api('/api/v1/query_range', {query: expr, start: start.toFixed(3), end: end.toFixed(3), step}, abort.signal);
+        ? await api('/api/v1/query', {query: expr, time: end.toFixed(3), stats: 'all'}, abort.signal)
+        : await api('/api/v1/query_range', {query: expr, start: start.toFixed(3), end: end.toFixed(3), step, stats: 'all'}, abort.signal);
     } catch (e) {
       if (e.name === 'AbortError') return;
       stats.textContent = `failed after ${Math.round(performance.now() - began)} ms`;
@@ -244,8 +244,11 @@ export function render(main, params) {
     stats.dataset.queryMs = queryMs.toFixed(0);
     stats.dataset.renderMs = renderMs.toFixed(0);
     stats.dataset.sinceNavigationMs = performance.now().toFixed(0); // from the page's navigation start
+    const read = data.stats && data.stats.samples ? data.stats.samples.totalQueryableSamples : undefined;
+    if (read !== undefined) stats.dataset.samplesRead = String(read);
     stats.textContent = `query ${queryMs.toFixed(0)} ms · render ${renderMs.toFixed(0)} ms · ${series} series` +
-      (data.resultType === 'matrix' ? ` · ${points} points · step ${step}s` : '') + ` · ${data.resultType}`;
+      (data.resultType === 'matrix' ? ` · ${points} points · step ${step}s` : '') +
+      (read !== undefined ? ` · ${read} samples read` : '') + ` · ${data.resultType}`;
   }
   if (state.q) run(); else editor.ta.focus();
   return () => { if (abort) abort.abort(); if (graph) graph.destroy(); };
