@@ -46,14 +46,22 @@ func checkMetrics(table string, opts WriteOptions) error {
 // atomic; if the store fails, some regions' shares may have been written
 // and a retry of the batch is safe.
 //
-// The tenant's limits apply first (admit): a batch over a rate or shape
+// The tenant's limits apply before anything is written (admit): a batch over a rate or shape
 // limit writes nothing; the points of new series over a series limit are
 // left out, the rest written, and the limit's error returned with what
-// was written. (Validation then sees the admitted points: a PointError's
-// index is among them.)
+// was written. With limits, the batch is validated whole before they
+// apply (a bad one takes no tokens and adds no series); validation after
+// sees the admitted points (a PointError's index is among them).
 func (e *Engine) Write(ctx context.Context, table string, points []row.Point, opts WriteOptions) (region.WriteResult, error) {
 	if err := checkMetrics(table, opts); err != nil {
 		return region.WriteResult{}, err
+	}
+	if e.opts.Limits != nil {
+		// A bad batch takes no tokens and adds no active series: checked
+		// whole before the limits see it.
+		if err := e.validate(TableBatch{Table: table, Points: points}, opts); err != nil {
+			return region.WriteResult{}, err
+		}
 	}
 	admitted, lerr := e.admit([]TableBatch{{Table: table, Points: points}})
 	if lerr != nil && admitted == nil {
@@ -446,6 +454,38 @@ func (e *BatchError) Error() string { return fmt.Sprintf("table %s: %v", e.Table
 
 func (e *BatchError) Unwrap() error { return e.Err }
 
+// validate checks a batch against its table's schema (or the schema a
+// write creating the table would give it) as a whole: a bad point's error
+// is its *region.PointError.
+func (e *Engine) validate(b TableBatch, opts WriteOptions) error {
+	if err := checkMetrics(b.Table, opts); err != nil {
+		return err
+	}
+	var sch *schema.Schema
+	logical := false
+	t, err := e.Table(b.Table)
+	switch {
+	case err == nil:
+		sch, err = e.tableSchema(&t)
+		logical = t.Logical
+	case errors.Is(err, catalog.ErrTableNotFound) && opts.CreateTable:
+		if err = catalog.ValidateTableName(b.Table); err == nil {
+			sch, err = catalog.NewSchema(b.Table, schema.DefaultTimestamp)
+		}
+		logical = !e.opts.PhysicalTables && !catalog.Reserved(b.Table)
+	}
+	if err != nil {
+		return err
+	}
+	if logical {
+		err = checkTableTag(b.Points)
+	}
+	if err == nil {
+		_, err = region.ValidateBatch(b.Points, sch)
+	}
+	return err
+}
+
 // WriteTables writes batches to several tables. Every batch is validated
 // before any is written, so bad input anywhere writes nothing. Then the
 // tenant's limits apply to the request as a whole (admit): over a rate or
@@ -454,32 +494,7 @@ func (e *BatchError) Unwrap() error { return e.Err }
 // with what was written.
 func (e *Engine) WriteTables(ctx context.Context, batches []TableBatch, opts WriteOptions) (region.WriteResult, error) {
 	for _, b := range batches {
-		if err := checkMetrics(b.Table, opts); err != nil {
-			return region.WriteResult{}, err
-		}
-		var sch *schema.Schema
-		logical := false
-		t, err := e.Table(b.Table)
-		switch {
-		case err == nil:
-			sch, err = e.tableSchema(&t)
-			logical = t.Logical
-		case errors.Is(err, catalog.ErrTableNotFound) && opts.CreateTable:
-			if err = catalog.ValidateTableName(b.Table); err == nil {
-				sch, err = catalog.NewSchema(b.Table, schema.DefaultTimestamp)
-			}
-			logical = !e.opts.PhysicalTables && !catalog.Reserved(b.Table)
-		}
-		if err != nil {
-			return region.WriteResult{}, err
-		}
-		if logical {
-			err = checkTableTag(b.Points)
-		}
-		if err == nil {
-			_, err = region.ValidateBatch(b.Points, sch)
-		}
-		if err != nil {
+		if err := e.validate(b, opts); err != nil {
 			var pe *region.PointError
 			if errors.As(err, &pe) {
 				return region.WriteResult{}, &BatchError{Table: b.Table, Err: pe}

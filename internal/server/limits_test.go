@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -18,8 +19,11 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/stratadb/strata/internal/datanode"
 	"github.com/stratadb/strata/internal/limits"
 	"github.com/stratadb/strata/internal/objstore/objstoretest"
+	"github.com/stratadb/strata/internal/region"
+	"github.com/stratadb/strata/internal/row"
 	"github.com/stratadb/strata/internal/server"
 	"github.com/stratadb/strata/internal/server/servertest"
 	pb "github.com/stratadb/strata/proto/strata/v1"
@@ -400,5 +404,37 @@ func TestLimitsQuery(t *testing.T) {
 	}
 	if code, res, e := promQuery(t, addr, `q{i=~"[0-2]"}`, at); code != http.StatusOK || len(res) != 3 {
 		t.Fatalf("within max_series_per_query: %d %v %s", code, res, e)
+	}
+}
+
+// A batch that Engine.Write (the gRPC Write path) refuses as invalid
+// takes no tokens and adds no series: it is validated whole before the
+// limits see it.
+func TestLimitsInvalidWriteTakesNothing(t *testing.T) {
+	n := servertest.Start(t, objstoretest.Mem(t), servertest.Options{})
+	ctx := context.Background()
+	ts := time.Now().UnixNano()
+	pts := func(k int, v row.Value) []row.Point {
+		var out []row.Point
+		for i := range k {
+			out = append(out, row.Point{Tags: []row.Tag{{Name: "host", Value: "h" + strconv.Itoa(i)}}, TS: ts, Fields: []row.Field{{Name: "v", Value: v}}})
+		}
+		return out
+	}
+	opts := datanode.WriteOptions{CreateTable: true}
+	if _, err := n.Engine().Write(ctx, "inv", pts(1, row.FloatValue(1)), opts); err != nil {
+		t.Fatal(err)
+	}
+	setLimits(t, n, "ingestion_rate=1", "ingestion_burst=10", "max_active_series_per_table=10")
+	for range 3 {
+		if _, err := n.Engine().Write(ctx, "inv", pts(10, row.StringValue("x")), opts); !errors.Is(err, region.ErrInvalidWrite) {
+			t.Fatalf("a string for a float field: %v", err)
+		}
+	}
+	if res, err := n.Engine().Write(ctx, "inv", pts(10, row.FloatValue(2)), opts); err != nil || res.Written != 10 {
+		t.Fatalf("10 valid rows after the refused ones: %+v %v", res, err)
+	}
+	if got := discarded(t, n, limits.ReasonRateLimited); got != 0 {
+		t.Fatalf("discarded rate_limited %v, want 0", got)
 	}
 }
