@@ -108,7 +108,9 @@ func (p *directPlan) eval(ctx context.Context, q *Queryable, start, end time.Tim
 		Range: p.rng.Milliseconds(), Func: p.fn, By: len(p.by) > 0, Grouping: p.by}
 	qr := &querier{q: q, mint: hints.Start, maxt: hints.End}
 	var agg *scan.Aggregate
-	if p.op.Mergeable() && !slices.Contains(p.by, nameLabel) {
+	// With a series limit the owners send series, not their groups'
+	// partials: the limit counts series wherever they are hosted.
+	if p.op.Mergeable() && !slices.Contains(p.by, nameLabel) && q.MaxSeries <= 0 {
 		agg = &scan.Aggregate{Op: p.op.String(), By: p.by}
 	}
 	for counted := false; ; counted = true {

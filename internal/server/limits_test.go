@@ -438,3 +438,41 @@ func TestLimitsInvalidWriteTakesNothing(t *testing.T) {
 		t.Fatalf("discarded rate_limited %v, want 0", got)
 	}
 }
+
+// In a cluster, max_series_per_query counts an aggregation's series
+// wherever they are hosted: the owners of the other datanode's regions
+// send series, not their groups' partials, while the limit is set.
+func TestLimitsSeriesPerQueryInACluster(t *testing.T) {
+	c := servertest.StartCluster(t, 2, servertest.ClusterOptions{DefaultRegions: 2})
+	dn1, dn2 := c.Datanodes[0], c.Datanodes[1]
+	ts := time.Now().Add(-time.Minute).UnixMilli()
+	deadline := time.Now().Add(time.Minute)
+	for { // the first writes may meet regions still opening: 503, sent again
+		code, body := remoteWrite(t, dn1.HTTPAddr(), "qc", 40, ts)
+		if code == http.StatusNoContent {
+			break
+		}
+		if code != http.StatusServiceUnavailable || time.Now().After(deadline) {
+			t.Fatalf("%d %s", code, body)
+		}
+		time.Sleep(50 * time.Millisecond) // a client's retry pace
+	}
+	rng := func() (int, string) {
+		t.Helper()
+		q := url.Values{"query": {"max(max_over_time(qc[1m]))"}, "start": {strconv.FormatInt(ts/1000, 10)}, "end": {strconv.FormatInt(ts/1000+60, 10)}, "step": {"60"}}
+		resp, err := http.Get("http://" + dn1.HTTPAddr() + "/api/v1/query_range?" + q.Encode())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	if code, body := rng(); code != http.StatusOK || !strings.Contains(body, `"result":[{`) {
+		t.Fatalf("no limit: %d %s", code, body)
+	}
+	setLimitsAt(t, c.MetasrvAddr, []*limits.Watcher{dn1.Limits(), dn2.Limits()}, "max_series_per_query=30")
+	if code, body := rng(); code != http.StatusUnprocessableEntity || !strings.Contains(body, "max_series_per_query=30") {
+		t.Fatalf("40 series over max_series_per_query=30: %d %s", code, body)
+	}
+}
