@@ -403,7 +403,10 @@ func (s *Server) start(ctx context.Context) error {
 	}
 	h := httpapi.New(s.eng, httpapi.Options{MaxBodyBytes: cfg.MaxBodyBytes, Gatherer: s.Registry, Registerer: s.Registry, Logger: cfg.Logger, Build: cfg.Build, Pprof: cfg.Pprof,
 		API: api, Rules: s.rules, OTLP: cfg.OTLP, HA: ha, UI: ui.Options{Admin: s.agent.Meta}})
-	s.httpSrv = &http.Server{Handler: cfg.Auth.HTTP(h), ReadHeaderTimeout: 10 * time.Second}
+	// A browser holding the token (the web UI asks for it) must not be made
+	// to write from another site's page: cross-origin requests that change
+	// state are refused (403); API clients send no Origin and pass.
+	s.httpSrv = &http.Server{Handler: http.NewCrossOriginProtection().Handler(cfg.Auth.HTTP(h)), ReadHeaderTimeout: 10 * time.Second}
 	opts := []grpc.ServerOption{grpc.MaxRecvMsgSize(64 << 20), grpc.KeepaliveEnforcementPolicy(agent.KeepalivePolicy), grpc.NumStreamWorkers(uint32(runtime.GOMAXPROCS(0)))}
 	var serverTLS *tls.Config
 	if cfg.TLS.Server() {
