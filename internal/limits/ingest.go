@@ -162,8 +162,8 @@ func (in *Ingest) Rate(name string, l Limits, n int) error {
 	}
 	t := in.tenant(name)
 	burst := l.Burst()
-	now := in.now()
 	t.mu.Lock()
+	now := in.now() // under the lock: filled never moves back
 	if t.filled.IsZero() {
 		t.tokens = burst
 	} else {

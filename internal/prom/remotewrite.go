@@ -172,7 +172,7 @@ func writeStatus(err error) int {
 func limitWritten(err error) int {
 	var le *limits.Error
 	if errors.As(err, &le) {
-		return le.Total - le.Refused
+		return le.Written // expired points among the admitted ones are not stored
 	}
 	return 0
 }

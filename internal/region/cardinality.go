@@ -7,6 +7,7 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"time"
 	"weak"
 
 	"github.com/stratadb/strata/internal/manifest"
@@ -29,10 +30,18 @@ import (
 // all time), the next call counts only the series the memtables gained
 // since (each looked up in the files' postings and the other memtables):
 // a steady source's new series cost their own look-ups, not a recount of
-// a million. A new file (a flush, a compaction) or a memtable with rows
-// outside the range counts all again: every key listed, sorted and
-// decoded.
+// a million. A flush keeps them (its file holds its memtable's series);
+// another change of files (a compaction, TTL expiry) or a memtable with
+// rows outside the range counts all again: every key listed, sorted and
+// decoded, in the background after such a change while the region was
+// asked lately (warmCardinality).
 func (r *Region) Cardinality(ctx context.Context, start, end int64) (map[string]*scan.Cardinality, error) {
+	r.cardinality.askedAt.Store(time.Now().UnixNano())
+	return r.count(ctx, start, end)
+}
+
+// count is Cardinality, without marking the region as asked.
+func (r *Region) count(ctx context.Context, start, end int64) (map[string]*scan.Cardinality, error) {
 	if err := r.usable(); err != nil {
 		return nil, err
 	}
@@ -110,7 +119,6 @@ func (r *Region) Cardinality(ctx context.Context, start, end int64) (map[string]
 		// left a file out or cut a memtable's rows are not: the usual
 		// question is of all data, which they would only make recount.)
 		k.files, k.groups, k.mems = files, c.Groups, listed
-		k.asked.Store(true)
 	}
 	return c.Groups, nil
 }
@@ -133,7 +141,7 @@ func memsWithin(mems []*memtable.Memtable, start, end int64) bool {
 // counts (noteFlush, advance) instead of a recount of every key.
 func (r *Region) catchUpCardinality(ctx context.Context) {
 	k := &r.cardinality
-	if !k.asked.Load() {
+	if !k.recent() {
 		return
 	}
 	start := r.ttlCutoff()
@@ -147,6 +155,11 @@ func (r *Region) catchUpCardinality(ctx context.Context) {
 		return
 	}
 	slices.Sort(files)
+	for _, id := range files {
+		if _, ok := r.seriesIdx.get(id); !ok {
+			return // look-ups would read series indexes: not in a flush
+		}
+	}
 	k.advance(files, mems)
 	if slices.Equal(k.files, files) {
 		// A failure leaves the kept counts as they were.
@@ -274,10 +287,12 @@ type keptCardinality struct {
 	// recounts counts the counts that listed every key (tests read it).
 	recounts int
 
-	// asked says counts were kept once: flushes note their files then,
-	// and other changes of files count again in the background
-	// (warmCardinality), warming says such a count runs.
-	asked, warming atomic.Bool
+	// askedAt is when the region was last asked for counts (Unix ns, 0:
+	// never). While that is recent, flushes note their files and other
+	// changes of files count again in the background (warmCardinality);
+	// warming says such a count runs.
+	askedAt atomic.Int64
+	warming atomic.Bool
 	// flushed maps a file a flush made to the memtable it holds the
 	// series of (noteFlush), so that the kept counts outlive the flush
 	// (advance). Its own lock: a flush never waits for a count.
@@ -291,6 +306,17 @@ type flushedFrom struct {
 	series int
 }
 
+// warmFor is how long after a request for counts a region keeps them
+// current as its files change: a dashboard polling the counts finds them
+// kept; a region nobody asks stops paying for them.
+const warmFor = time.Hour
+
+// recent reports whether the region was asked for counts within warmFor.
+func (k *keptCardinality) recent() bool {
+	at := k.askedAt.Load()
+	return at != 0 && time.Since(time.Unix(0, at)) < warmFor
+}
+
 // maxFlushedNotes bounds keptCardinality.flushed: notes no count used
 // (the region is not asked again) are dropped past it.
 const maxFlushedNotes = 64
@@ -299,7 +325,7 @@ const maxFlushedNotes = 64
 // of them and no other: its series count (each of its series is one of
 // mt's) and its time bounds are mt's.
 func (k *keptCardinality) noteFlush(id string, mt *memtable.Memtable, st memtable.Stats, meta sst.Meta) {
-	if !k.asked.Load() || meta.Series != st.Series || meta.MinTS != st.MinTS || meta.MaxTS != st.MaxTS {
+	if !k.recent() || meta.Series != st.Series || meta.MinTS != st.MinTS || meta.MaxTS != st.MaxTS {
 		return // expired rows dropped, or never asked: counted again if asked
 	}
 	k.fmu.Lock()

@@ -127,7 +127,7 @@ func (r *Region) flushOne(ctx context.Context, mt *memtable.Memtable) (err error
 	}); err != nil {
 		return fmt.Errorf("region %s: flush: %w", r.id, err)
 	}
-	if len(edit.Add) > 0 && r.cardinality.asked.Load() {
+	if len(edit.Add) > 0 && r.cardinality.recent() {
 		r.cardinality.noteFlush(id, mt, st, meta)
 		// The next count looks its new series up in this file too: its
 		// index is decoded here, not by that request.

@@ -431,7 +431,7 @@ func (r *Region) activeBytes() int64 {
 // expiry), the next request then finds them counted, not a recount of
 // every key. A count already running takes none.
 func (r *Region) warmCardinality() {
-	if !r.cardinality.asked.Load() {
+	if !r.cardinality.recent() {
 		return
 	}
 	select {
@@ -473,7 +473,7 @@ func (r *Region) background() {
 			if r.cardinality.warming.CompareAndSwap(false, true) {
 				warming.Go(func() {
 					defer r.cardinality.warming.Store(false)
-					if _, err := r.Cardinality(r.ctx, AllTime, AllTimeEnd); err != nil && r.ctx.Err() == nil {
+					if _, err := r.count(r.ctx, AllTime, AllTimeEnd); err != nil && r.ctx.Err() == nil {
 						r.log.Debug("series count after a change of files failed", "err", err)
 					}
 				})
