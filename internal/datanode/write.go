@@ -58,8 +58,10 @@ func (e *Engine) Write(ctx context.Context, table string, points []row.Point, op
 	}
 	if e.opts.Limits != nil {
 		// A bad batch takes no tokens and adds no active series: checked
-		// whole before the limits see it.
-		if err := e.validate(TableBatch{Table: table, Points: points}, opts); err != nil {
+		// whole before the limits see it. (A table this node does not know
+		// yet may exist: the write reloads the catalog for it, and checks
+		// the batch then.)
+		if err := e.validate(TableBatch{Table: table, Points: points}, opts); err != nil && !errors.Is(err, catalog.ErrTableNotFound) {
 			return region.WriteResult{}, err
 		}
 	}
