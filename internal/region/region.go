@@ -517,7 +517,9 @@ func (r *Region) usable() error {
 		return r.fatal
 	}
 	if r.closed {
-		return ErrClosed
+		// Named: a query that met a region closing under it (it moved)
+		// says which one (docs/cluster.md).
+		return fmt.Errorf("region %s: %w", r.id, ErrClosed)
 	}
 	return nil
 }

@@ -356,7 +356,7 @@ func (r *Region) append(ctx context.Context, entries []row.Entry) error {
 	}
 	if err := r.wal.Append(ctx, entries); err != nil {
 		if errors.Is(err, wal.ErrClosed) {
-			return ErrClosed
+			return fmt.Errorf("region %s: %w", r.id, ErrClosed)
 		}
 		return r.setFatal(fmt.Errorf("region %s: %w", r.id, err))
 	}
