@@ -56,14 +56,17 @@ func (e *Engine) Write(ctx context.Context, table string, points []row.Point, op
 	if err := checkMetrics(table, opts); err != nil {
 		return region.WriteResult{}, err
 	}
+	checked := false
 	if e.opts.Limits != nil {
 		// A bad batch takes no tokens and adds no active series: checked
-		// whole before the limits see it. (A table this node does not know
-		// yet may exist: the write reloads the catalog for it, and checks
-		// the batch then.)
-		if err := e.validate(TableBatch{Table: table, Points: points}, opts); err != nil && !errors.Is(err, catalog.ErrTableNotFound) {
+		// whole before the limits see it, and not again by the write. (A
+		// table this node does not know yet may exist: the write reloads
+		// the catalog for it, and checks the batch then.)
+		err := e.validate(TableBatch{Table: table, Points: points}, opts)
+		if err != nil && !errors.Is(err, catalog.ErrTableNotFound) {
 			return region.WriteResult{}, err
 		}
+		checked = err == nil
 	}
 	admitted, lerr := e.admit([]TableBatch{{Table: table, Points: points}})
 	if lerr != nil && admitted == nil {
@@ -76,7 +79,7 @@ func (e *Engine) Write(ctx context.Context, table string, points []row.Point, op
 	var res region.WriteResult
 	var err error
 	if len(points) > 0 || lerr == nil {
-		res, err = e.write(ctx, table, points, opts, false)
+		res, err = e.write(ctx, table, points, opts, checked)
 	}
 	return res, limitResult(res, err, lerr)
 }
