@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"strings"
+	"sync"
 
 	"github.com/stratadb/strata/internal/catalog"
 	"github.com/stratadb/strata/internal/row"
@@ -86,6 +87,7 @@ type Counter struct {
 	Groups map[string]*Cardinality
 	seen   map[string]struct{}
 	tags   []row.Tag
+	names  map[string]string // labelName's, without its lock
 }
 
 // NewCounter returns an empty counter. With dedup false, the keys added
@@ -98,8 +100,10 @@ func NewCounter(dedup bool) *Counter {
 	return c
 }
 
-// Add counts series key, which the counter does not keep (it may be
-// reused after the call).
+// Add counts series key. The counts may keep parts of it (a map's
+// assignment stores the key it is given, a pair's value then pointing
+// into key): key must not change after the call, as no Go string does;
+// a view of a buffer that is reused must be copied first.
 func (c *Counter) Add(key string) error {
 	if c.seen != nil {
 		if _, dup := c.seen[key]; dup {
@@ -129,10 +133,21 @@ func (c *Counter) Add(key string) error {
 		if t.Name == catalog.TableTag {
 			continue
 		}
+		// The name interned even for a pair counted before: a map's
+		// assignment stores the key it is given.
+		name, ok := c.names[t.Name]
+		if !ok {
+			if c.names == nil {
+				c.names = map[string]string{}
+			}
+			name = labelName(t.Name)
+			c.names[name] = name
+		}
+		t.Name = name
 		if n, ok := pairs[t]; ok {
 			pairs[t] = n + 1
 		} else {
-			pairs[row.Tag{Name: strings.Clone(t.Name), Value: strings.Clone(t.Value)}] = 1
+			pairs[row.Tag{Name: name, Value: strings.Clone(t.Value)}] = 1
 		}
 	}
 	return nil
@@ -143,4 +158,41 @@ func (c *Counter) Bound(minTS, maxTS int64) {
 	for _, g := range c.Groups {
 		g.MinTS, g.MaxTS = min(g.MinTS, minTS), max(g.MaxTS, maxTS)
 	}
+}
+
+// Label names are interned: a table has a few dozen, and a million pairs
+// that carry one name then share its bytes. A walk of the pairs (the
+// query layer's ranking, by label name) then compares names by pointer
+// instead of reading each pair's own copy from memory: that read, a cache
+// miss a pair, was most of a request over a million pairs of one label.
+var names struct {
+	sync.RWMutex
+	m map[string]string
+}
+
+// maxInterned bounds the names interned: past it (a client making up
+// label names), a name is a copy of its own.
+const maxInterned = 1 << 16
+
+// labelName is name, interned while there is room.
+func labelName(name string) string {
+	names.RLock()
+	s, ok := names.m[name]
+	names.RUnlock()
+	if ok {
+		return s
+	}
+	names.Lock()
+	defer names.Unlock()
+	if s, ok := names.m[name]; ok {
+		return s
+	}
+	s = strings.Clone(name)
+	if names.m == nil {
+		names.m = map[string]string{}
+	}
+	if len(names.m) < maxInterned {
+		names.m[s] = s
+	}
+	return s
 }
