@@ -34,6 +34,7 @@
 #   scripts/bench-cluster.sh                           # 400 hosts × 12 h (1.728M rows), file:// and MinIO
 #   STORES=file HOSTS=100 HOURS=2 scripts/bench-cluster.sh
 #   HOSTS=4000 HOURS=12 scripts/bench-cluster.sh       # the full size: 17.28M rows
+#   WORKERS=12 NODE_FLAGS=--wal-window=0 scripts/bench-cluster.sh
 #
 # Goals on the same cores (issue 39): ingest ≥ 0.8× standalone; point
 # queries ≤ 1.5×; the all-host aggregations ≤ 1.2×. Needs MinIO for
@@ -49,6 +50,7 @@ WORKERS=${WORKERS:-4}
 BATCH=${BATCH:-10000}
 RUNS=${RUNS:-30}
 SPREAD=${SPREAD:-1}
+NODE_FLAGS=${NODE_FLAGS:-} # more flags for the standalone and each datanode, e.g. --wal-window=0
 START=${START:-2026-01-01T00:00:00Z}
 ROWS=$((HOSTS * HOURS * 360))
 if [ "$HOSTS" -lt 9 ] || [ "$HOURS" -lt 1 ]; then
@@ -180,7 +182,7 @@ standalone() {
 	port=$(free_port)
 	gport=$(free_port)
 	echo "[$st] standalone: loading $ROWS rows ($HOSTS hosts × $HOURS h)..."
-	strata standalone --data-dir "$dir/data" --store "$store" --http-addr "127.0.0.1:$port" --grpc-addr "127.0.0.1:$gport" --log-level warn >"$dir/log" 2>&1 &
+	strata standalone --data-dir "$dir/data" --store "$store" --http-addr "127.0.0.1:$port" --grpc-addr "127.0.0.1:$gport" --log-level warn $NODE_FLAGS >"$dir/log" 2>&1 &
 	pid=$!
 	pids+=("$pid")
 	url="http://127.0.0.1:$port"
@@ -217,7 +219,7 @@ cluster() {
 		http+=("$(free_port)")
 		grpc+=("$(free_port)")
 		"$work/datanode" --id "dn$i" --etcd-endpoints "http://127.0.0.1:$etcd" --store "$store" --data-dir "$dir/dn$i" \
-			--grpc-addr "127.0.0.1:${grpc[$((i - 1))]}" --http-addr "127.0.0.1:${http[$((i - 1))]}" --default-regions 3 --log-level warn >"$dir/dn$i.log" 2>&1 &
+			--grpc-addr "127.0.0.1:${grpc[$((i - 1))]}" --http-addr "127.0.0.1:${http[$((i - 1))]}" --default-regions 3 --log-level warn $NODE_FLAGS >"$dir/dn$i.log" 2>&1 &
 		dpids+=($!)
 		pids+=($!)
 	done
