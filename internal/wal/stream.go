@@ -62,6 +62,7 @@ type Stream struct {
 	unknown *streamPending // a segment whose create is ambiguous
 	buf     []byte
 	timer   *time.Timer // the window's, reused across groups
+	groupAt time.Time   // when the last group closed: no window starts before
 
 	mu      sync.Mutex
 	id      string // the stream being written
@@ -83,9 +84,11 @@ const maxIndexed = 1 << 20
 
 // StreamOptions configure a Stream.
 type StreamOptions struct {
-	// Window is how long the first write of a group waits for others; the
-	// stream writes at most one segment per Window (0: a group is whatever
-	// queued while the previous segment was written).
+	// Window is how long the first write of a group waits for others,
+	// from its arrival: a write that queued while the previous segment
+	// was written has waited already, and waits only what is left of its
+	// window. The stream writes at most one segment per Window (0: a
+	// group is whatever queued while the previous segment was written).
 	Window time.Duration
 	// MaxSegmentBytes caps a group's encoded size (default 16 MiB: one
 	// stream carries every region's writes, and large requests need
@@ -136,6 +139,7 @@ type streamReq struct {
 	raw     int     // their encoded size before compression
 	size    int
 	done    chan error
+	at      time.Time // when it was queued: its window's start
 }
 
 type streamPending struct {
@@ -311,6 +315,7 @@ func (m *Member) Append(ctx context.Context, entries []row.Entry) error {
 	req := &streamReq{m: m, entries: entries, done: make(chan error, 1)}
 	req.enc, req.encBuf, req.raw = encodeRequest(entries)
 	req.size = len(req.enc)
+	req.at = time.Now()
 	select {
 	case m.s.reqs <- req:
 	case <-ctx.Done():
@@ -377,17 +382,29 @@ func (s *Stream) loop() {
 		case <-s.closing:
 			return
 		}
-		s.commit(s.gather(first))
+		group := s.gather(first)
+		s.groupAt = time.Now()
+		s.commit(group)
 	}
 }
 
 // gather forms a group commit: the first request and whatever else
 // queued (no window), or arrived within the window, up to
-// MaxSegmentBytes. Members joining or leaving meanwhile need not wait for
+// MaxSegmentBytes. The window is the first request's, from when it was
+// queued: one that waited for the segment before has spent that much of
+// it (else a request arriving during a PUT waited for that PUT, a whole
+// window, then its own PUT; in a cluster a write waits for several
+// nodes' commits, as slow as the slowest). Segments stay a Window apart:
+// no window starts before the previous group closed. Members joining or leaving meanwhile need not wait for
 // the window.
 func (s *Stream) gather(first *streamReq) []*streamReq {
 	group, n := []*streamReq{first}, first.size
-	if s.opts.Window <= 0 {
+	start := first.at
+	if start.Before(s.groupAt) {
+		start = s.groupAt // it missed the last group (full, or the window closed as it came)
+	}
+	left := s.opts.Window - time.Since(start)
+	if left <= 0 {
 		for n < s.opts.MaxSegmentBytes {
 			select {
 			case r := <-s.reqs:
@@ -399,9 +416,9 @@ func (s *Stream) gather(first *streamReq) []*streamReq {
 		return group
 	}
 	if s.timer == nil {
-		s.timer = time.NewTimer(s.opts.Window)
+		s.timer = time.NewTimer(left)
 	} else {
-		s.timer.Reset(s.opts.Window)
+		s.timer.Reset(left)
 	}
 	defer s.timer.Stop()
 	for n < s.opts.MaxSegmentBytes {

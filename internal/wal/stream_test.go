@@ -811,3 +811,69 @@ func waitQueued(t *testing.T, n int, fn string) {
 		time.Sleep(time.Millisecond)
 	}
 }
+
+// A write that queued while a segment was written has waited: its window
+// counts from its arrival, so it goes out once that segment is done, not
+// a whole window later. Segments stay a window apart all the same.
+func TestStreamWindowCountsFromArrival(t *testing.T) {
+	ctx := context.Background()
+	const window = time.Second
+	fs := faultstore.New(objstoretest.Mem(t))
+	var (
+		mu      sync.Mutex
+		puts    []time.Time
+		release = make(chan struct{})
+	)
+	fs.Hook = func(c faultstore.Call) {
+		if c.Op != objstore.OpPut {
+			return
+		}
+		mu.Lock()
+		puts = append(puts, time.Now())
+		first := len(puts) == 1
+		mu.Unlock()
+		if first {
+			<-release // the first segment is slow
+		}
+	}
+	s := NewStream(fs, StreamOptions{Window: window, NewID: streamIDs()})
+	defer func() { _ = s.Close() }()
+	m, _ := s.Attach(newMemberLog(region).options(1, 1))
+	firstDone := make(chan error, 1)
+	go func() { firstDone <- m.Append(ctx, []row.Entry{put("s", 1, 1)}) }()
+	// Once the first segment is being written, a second write queues
+	// behind it and waits there longer than a window.
+	for {
+		mu.Lock()
+		n := len(puts)
+		mu.Unlock()
+		if n == 1 {
+			break
+		}
+		runtime.Gosched()
+		time.Sleep(time.Millisecond)
+	}
+	secondDone := make(chan error, 1)
+	go func() { secondDone <- m.Append(ctx, []row.Entry{put("s", 2, 1)}) }()
+	waitQueued(t, 2, "(*Member).Append")
+	time.Sleep(window + window/4) // the queued write's window passes while the first PUT is held
+	released := time.Now()
+	close(release)
+	if err := <-firstDone; err != nil {
+		t.Fatal(err)
+	}
+	if err := <-secondDone; err != nil {
+		t.Fatal(err)
+	}
+	if took := time.Since(released); took > window/2 {
+		t.Fatalf("the write queued behind a slow segment took %v after it, a window again (%v)", took, window)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(puts) != 2 {
+		t.Fatalf("%d segments, want 2", len(puts))
+	}
+	if gap := puts[1].Sub(puts[0]); gap < window {
+		t.Fatalf("segments %v apart, less than the window %v", gap, window)
+	}
+}
