@@ -147,6 +147,11 @@ func (o *OTLP) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, fmt.Sprintf("unsupported Content-Type %q (want application/x-protobuf or application/json)", mt), http.StatusUnsupportedMediaType)
 		return
 	}
+	tn, err := RequestTenant(r)
+	if err != nil {
+		otlpFail(w, asJSON, http.StatusBadRequest, err.Error())
+		return
+	}
 	body, status, err := readOTLPBody(r)
 	if err != nil {
 		otlpFail(w, asJSON, status, err.Error())
@@ -194,7 +199,7 @@ func (o *OTLP) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if len(b.points) > 0 {
-		if err := writeMetrics(r.Context(), o.engine, b.points); err != nil {
+		if err := writeMetrics(r.Context(), o.engine, tn, b.points); err != nil {
 			o.samples.Add(float64(limitWritten(err))) // stored in part: a tenant's series limit
 			if ra, ok := limits.RetryAfter(err); ok {
 				w.Header().Set("Retry-After", ra)

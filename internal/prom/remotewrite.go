@@ -93,6 +93,11 @@ func (rw *RemoteWrite) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, fmt.Sprintf("unsupported Content-Encoding %q (want snappy)", enc), http.StatusUnsupportedMediaType)
 		return
 	}
+	tn, err := RequestTenant(r)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
 	compressed, err := io.ReadAll(io.LimitReader(r.Body, MaxRemoteWriteBytes+1))
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusBadRequest)
@@ -126,7 +131,7 @@ func (rw *RemoteWrite) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if len(b.points) > 0 {
-		if err := writeMetrics(r.Context(), rw.engine, b.points); err != nil {
+		if err := writeMetrics(r.Context(), rw.engine, tn, b.points); err != nil {
 			// Over a tenant's limit (docs/limits.md): a series limit
 			// stored the rest of the request, which the message says.
 			rw.samples.Add(float64(limitWritten(err)))
