@@ -87,6 +87,9 @@ func (e *Engine) TablesOf(tenant string) []catalog.Table {
 	return slices.DeleteFunc(e.Tables(), func(t catalog.Table) bool { return tenants.Of(t.Name) != tenant })
 }
 
+// TableByID returns the live table with id, as the catalog's copy has it.
+func (e *Engine) TableByID(id uint32) (catalog.Table, bool) { return e.cat.ByID(id) }
+
 // catalog.Table returns one table.
 func (e *Engine) Table(name string) (catalog.Table, error) {
 	t, ok := e.cat.Lookup(name)

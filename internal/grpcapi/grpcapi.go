@@ -376,6 +376,9 @@ func (s *Server) GcRegion(ctx context.Context, req *pb.GcRegionRequest) (*pb.GcR
 	out := &pb.GcRegionResponse{}
 	for _, r := range res {
 		m := &pb.GcRegionResult{Region: r.Region.String(), Mode: "fast", DryRun: r.DryRun}
+		if t, ok := s.eng.TableByID(r.Region.Table); ok {
+			m.Tenant = tenant.Of(t.Name)
+		}
 		if r.Full {
 			l := r.Listed
 			m.Mode = "full"
