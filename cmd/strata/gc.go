@@ -12,6 +12,8 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/stratadb/strata/internal/catalog"
+	"github.com/stratadb/strata/internal/cluster"
 	"github.com/stratadb/strata/internal/fsck"
 	"github.com/stratadb/strata/internal/gc"
 	"github.com/stratadb/strata/internal/objstore"
@@ -210,7 +212,23 @@ Exit codes: 0 clean; 1 unowned objects found (unless --allow-orphans);
 				return usagef("open store %s: %v", url, err)
 			}
 			defer store.Close()
-			rep, err := fsck.Check(ctx, store, fsck.Options{Table: table, Tenant: tn})
+			opts := fsck.Options{Table: table, Tenant: tn}
+			if eps, _ := f.GetStringSlice("etcd"); len(eps) > 0 {
+				// A cluster's catalog is in etcd: the tables' names and
+				// tenants are read there.
+				cli, err := cluster.Connect(eps)
+				if err != nil {
+					return usagef("--etcd: %v", err)
+				}
+				defer cli.Close()
+				cat, err := catalog.Open(ctx, catalog.NewEtcdBackend(cli), 1)
+				if err != nil {
+					return fmt.Errorf("fsck: the catalog in etcd: %w", err)
+				}
+				opts.Tables = append(cat.List(false), cat.List(true)...)
+				cat.Close()
+			}
+			rep, err := fsck.Check(ctx, store, opts)
 			if err != nil {
 				return err
 			}
@@ -280,6 +298,7 @@ Exit codes: 0 clean; 1 unowned objects found (unless --allow-orphans);
 	cmd.Flags().String("store", "", "object store URL (file://..., s3://bucket?endpoint=...)")
 	cmd.Flags().String("table", "", "only this table (name or id)")
 	cmd.Flags().String("tenant", "", "the tenant of --table (default: the default tenant)")
+	cmd.Flags().StringSlice("etcd", nil, "a cluster's etcd endpoints, to read its catalog from (default: the catalog the store keeps)")
 	cmd.Flags().Bool("allow-orphans", false, "exit 0 even if unowned objects are found")
 	cmd.Flags().StringP("output", "o", "table", "output format: table or json")
 	return cmd

@@ -31,6 +31,9 @@ type Options struct {
 	// Tenant is the tenant whose table Table names (default: the default
 	// tenant; docs/tenants.md).
 	Tenant string
+	// Tables, if set, is the catalog's tables (a cluster's, from etcd);
+	// else the catalog the store keeps is read.
+	Tables []catalog.Table
 	// PageSize is the LIST page size (default 1000).
 	PageSize int
 	// Now is the clock ages are measured with (default time.Now).
@@ -144,9 +147,12 @@ func Check(ctx context.Context, store objstore.Bucket, opts Options) (*Report, e
 	if opts.PageSize <= 0 {
 		opts.PageSize = gc.DefaultPageSize
 	}
-	tables, err := storecat.Read(ctx, store)
-	if err != nil {
-		return nil, fmt.Errorf("fsck: %w", err)
+	tables := opts.Tables
+	if tables == nil {
+		var err error
+		if tables, err = storecat.Read(ctx, store); err != nil {
+			return nil, fmt.Errorf("fsck: %w", err)
+		}
 	}
 	byID := map[uint32]catalog.Table{}
 	for _, t := range tables {

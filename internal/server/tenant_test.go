@@ -144,7 +144,7 @@ func TestTenantsAreApart(t *testing.T) {
 	c := servertest.StartCluster(t, 2, servertest.ClusterOptions{DefaultRegions: 2})
 	dn1, dn2 := c.Datanodes[0], c.Datanodes[1]
 	now := time.Now().Add(-time.Minute)
-	ts := now.Unix() + 1 // the samples' second, or the next
+	ts := now.Unix() + 1              // the samples' second, or the next
 	tenants := []string{"a", "b", ""} // "": the default tenant
 	base := map[string]float64{"a": 100, "b": 200, "": 300}
 	own := func(h string) string { return "m_" + cmpOr(h, tenant.Default) } // a metric of the tenant's own
@@ -326,6 +326,33 @@ func TestTenantsAreApart(t *testing.T) {
 	}
 	if _, err := dnc.DescribeTable(tenant.Outgoing(context.Background(), "a|b"), &pb.DescribeTableRequest{Name: "cpu"}); status.Code(err) != codes.InvalidArgument {
 		t.Errorf("describe as a|b: %v", err)
+	}
+
+	// GC reports each region's tenant: metasrv's run over both datanodes,
+	// and a tenant's table's run.
+	// Each tenant: __metrics and __lines, 2 regions each; cpu is a
+	// logical table (no regions of its own), b's mem has 2 regions (once
+	// they are open: metasrv places them in the background).
+	want := fmt.Sprint(map[string]int{"a": 4, "b": 6, tenant.Default: 4})
+	waitFor(t, "GC's regions by tenant "+want, func() bool {
+		gcr, err := pb.NewMetaAdminClient(dial(t, c.MetasrvAddr)).GcRun(context.Background(), &pb.GcRegionRequest{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		regions := map[string]int{}
+		for _, r := range gcr.GetRegions() {
+			regions[r.GetTenant()]++
+		}
+		return fmt.Sprint(regions) == want
+	})
+	gcr, err := dnc.GcRegion(tenant.Outgoing(context.Background(), "b"), &pb.GcRegionRequest{Table: "mem"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range gcr.GetRegions() {
+		if r.GetTenant() != "b" {
+			t.Errorf("GC of b's mem: %v", r)
+		}
 	}
 }
 
