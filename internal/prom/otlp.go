@@ -191,7 +191,7 @@ func (o *OTLP) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// points are among those not stored (app.accepted).
 		reasons = append(reasons, strings.ReplaceAll(err.Error(), "\n", "; "))
 	}
-	if drop, err := b.dedup(r.Context(), o.ha); err != nil {
+	if drop, err := b.dedup(r.Context(), o.ha, tn); err != nil {
 		otlpFail(w, asJSON, haStatus(err), err.Error())
 		return
 	} else if drop {

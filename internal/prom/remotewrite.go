@@ -22,6 +22,7 @@ import (
 	"github.com/stratadb/strata/internal/limits"
 	"github.com/stratadb/strata/internal/row"
 	"github.com/stratadb/strata/internal/schema"
+	"github.com/stratadb/strata/internal/tenant"
 )
 
 // Remote write (Prometheus remote write 1.0 and 2.0) on /api/v1/write:
@@ -123,7 +124,7 @@ func (rw *RemoteWrite) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer b.release() // once the answer is written: it may name the points' labels
-	if drop, err := b.dedup(r.Context(), rw.ha); err != nil {
+	if drop, err := b.dedup(r.Context(), rw.ha, tn); err != nil {
 		http.Error(w, err.Error(), haStatus(err))
 		return
 	} else if drop {
@@ -243,13 +244,15 @@ func (b *batcher) haNote(get func(string) string) {
 }
 
 // dedup says whether the request is another replica's than its cluster's
-// elected one, and its points are then to be dropped (and counted).
-func (b *batcher) dedup(ctx context.Context, t *hatracker.Tracker) (bool, error) {
+// elected one, and its points are then to be dropped (and counted). A
+// cluster is tenant tn's: two tenants' clusters of one name are two (as
+// Mimir's HA tracker keys them).
+func (b *batcher) dedup(ctx context.Context, t *hatracker.Tracker, tn string) (bool, error) {
 	if t == nil || b.replica == "" {
 		return false, nil
 	}
 	// The labels may be strings of the request's body: the tracker keeps them.
-	ok, err := t.Accept(ctx, strings.Clone(b.cluster), strings.Clone(b.replica))
+	ok, err := t.Accept(ctx, tenant.Qualify(tn, strings.Clone(b.cluster)), strings.Clone(b.replica))
 	if err != nil || ok {
 		return false, err
 	}

@@ -24,6 +24,7 @@ import (
 
 	"github.com/stratadb/strata/internal/auth"
 	"github.com/stratadb/strata/internal/catalog"
+	"github.com/stratadb/strata/internal/hatracker"
 	"github.com/stratadb/strata/internal/layout"
 	"github.com/stratadb/strata/internal/objstore/objstoretest"
 	"github.com/stratadb/strata/internal/server"
@@ -481,5 +482,34 @@ func TestTenantTokens(t *testing.T) {
 	}
 	if _, err := dnc.ListTables(tenant.Outgoing(bearer("a-secret"), "a/b"), &pb.ListTablesRequest{}); status.Code(err) != codes.InvalidArgument {
 		t.Errorf("a bad tenant in the metadata: %v", err)
+	}
+}
+
+// TestHAPairsPerTenant: an HA cluster is a tenant's: tenant a's elected
+// replica of cluster c does not make tenant b's replicas of a cluster
+// also named c another's (Mimir keys its HA tracker by tenant too).
+func TestHAPairsPerTenant(t *testing.T) {
+	n := servertest.Start(t, objstoretest.Mem(t), servertest.Options{Config: func(c *server.Config) {
+		c.HA = hatracker.Config{ClusterLabel: "cluster", FailoverTimeout: time.Minute}
+	}})
+	now := time.Now().Add(-time.Minute)
+	send := func(h, replica string, v float64) (int, string) {
+		return retried(t, func() (int, string) {
+			return tenantReq(t, http.MethodPost, n.HTTPAddr(), "/api/v1/write", h, "", "application/x-protobuf",
+				rwBody(t, "ha_up", 1, v, now.UnixMilli(), prompb.Label{Name: "cluster", Value: "c"}, prompb.Label{Name: "__replica__", Value: replica}))
+		})
+	}
+	for _, c := range []struct {
+		h, replica string
+		want       int
+	}{
+		{"a", "r1", http.StatusNoContent},
+		{"b", "r2", http.StatusNoContent}, // b's c: its first replica, elected
+		{"a", "r2", http.StatusAccepted},  // a's c elected r1
+		{"b", "r1", http.StatusAccepted},  // b's c elected r2
+	} {
+		if code, body := send(c.h, c.replica, 1); code != c.want {
+			t.Errorf("tenant %s, replica %s: %d %s, want %d", c.h, c.replica, code, body, c.want)
+		}
 	}
 }
