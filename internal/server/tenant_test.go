@@ -329,6 +329,24 @@ func TestTenantsAreApart(t *testing.T) {
 		t.Errorf("describe as a|b: %v", err)
 	}
 
+	// metasrv's table API is the call's tenant's too.
+	mc := pb.NewMetaAdminClient(dial(t, c.MetasrvAddr))
+	if resp, err := mc.ListTables(tenant.Outgoing(context.Background(), "b"), &pb.ListTablesRequest{}); err != nil || len(resp.GetTables()) != 3 {
+		t.Errorf("b's tables at metasrv: %v, %v", resp, err) // __metrics, __lines, mem (cpu is being dropped)
+	}
+	if resp, err := mc.DescribeTable(tenant.Outgoing(context.Background(), "a"), &pb.DescribeTableRequest{Name: "cpu"}); err != nil || resp.GetTable().GetName() != "cpu" || resp.GetTable().GetId() != ids["a"] {
+		t.Errorf("a's cpu at metasrv: %v, %v", resp, err)
+	}
+	if _, err := mc.DescribeTable(tenant.Outgoing(context.Background(), "a|b"), &pb.DescribeTableRequest{Name: "cpu"}); status.Code(err) != codes.InvalidArgument {
+		t.Errorf("describe as a|b at metasrv: %v", err)
+	}
+	if _, err := mc.ListTables(tenant.Outgoing(context.Background(), "a/b"), &pb.ListTablesRequest{}); status.Code(err) != codes.InvalidArgument {
+		t.Errorf("list as a/b at metasrv: %v", err)
+	}
+	if resp, err := mc.ListRegions(tenant.Outgoing(context.Background(), "a"), &pb.ListRegionsRequest{Table: "__metrics"}); err != nil || len(resp.GetRegions()) != 2 {
+		t.Errorf("a's __metrics' regions at metasrv: %v, %v", resp, err)
+	}
+
 	// GC reports each region's tenant: metasrv's run over both datanodes,
 	// and a tenant's table's run.
 	// Each tenant: __metrics and __lines, 2 regions each; cpu is a
