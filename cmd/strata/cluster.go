@@ -258,10 +258,10 @@ func newCluster() *cobra.Command {
 				}
 				var rows [][]string
 				for _, r := range resp.Regions {
-					rows = append(rows, []string{r.Region, unixOrEmpty(r.LastFastUnix), unixOrEmpty(r.LastFullUnix), unixOrEmpty(r.NextFastUnix), unixOrEmpty(r.NextFullUnix),
+					rows = append(rows, []string{r.Region, r.Tenant, unixOrEmpty(r.LastFastUnix), unixOrEmpty(r.LastFullUnix), unixOrEmpty(r.NextFastUnix), unixOrEmpty(r.NextFullUnix),
 						r.LastResult, n(r.Runs), n(r.Failures), n(r.Deleted), n(r.Orphans), r.LastError})
 				}
-				return output(cmd.OutOrStdout(), format, []string{"region", "last_fast", "last_full", "next_fast", "next_full", "result", "runs", "failures", "deleted", "orphans", "error"}, rows)
+				return output(cmd.OutOrStdout(), format, []string{"region", "tenant", "last_fast", "last_full", "next_fast", "next_full", "result", "runs", "failures", "deleted", "orphans", "error"}, rows)
 			})
 		},
 	}

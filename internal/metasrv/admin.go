@@ -274,6 +274,9 @@ func (s *Server) GcStatus(ctx context.Context, _ *pb.GcStatusRequest) (*pb.GcSta
 		out.Regions = append(out.Regions, &pb.GcRegionState{Region: id.String(), LastFastUnix: unix(st.LastFast), LastFullUnix: unix(st.LastFull),
 			NextFastUnix: unix(st.NextFast), NextFullUnix: unix(st.NextFull), LastResult: st.LastResult, LastError: st.LastError,
 			Runs: st.Runs, Failures: st.Failures, Deleted: st.Deleted, Orphans: st.Orphans})
+		if t, ok := s.cat.ByID(id.Table); ok {
+			out.Regions[len(out.Regions)-1].Tenant = tenant.Of(t.Name)
+		}
 	}
 	slices.SortFunc(out.Regions, func(a, b *pb.GcRegionState) int { return strings.Compare(a.Region, b.Region) })
 	return out, nil
