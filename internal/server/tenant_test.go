@@ -476,6 +476,21 @@ func TestTenantTokens(t *testing.T) {
 		t.Errorf("a|b with a's token: %d %s", code, body)
 	}
 
+	// The web UI's cluster views are the cluster token's; its tables are
+	// the request's tenant's.
+	if code, body := tenantReq(t, http.MethodGet, addr, "/ui/api/tables", "", "a-secret", "", nil); code != http.StatusForbidden || !strings.Contains(body, "cluster's token") {
+		t.Errorf("the UI's tables with a's token: %d %s", code, body)
+	}
+	if code, body := tenantReq(t, http.MethodGet, addr, "/ui/api/tables", "b", "cluster-secret", "", nil); code != http.StatusOK || !strings.Contains(body, `"__metrics"`) {
+		t.Errorf("the UI's tables of b: %d %s", code, body)
+	}
+	if code, body := tenantReq(t, http.MethodGet, addr, "/ui/api/tables", "", "cluster-secret", "", nil); code != http.StatusOK || strings.Contains(body, `"__metrics"`) {
+		t.Errorf("the UI's tables of the default tenant (none): %d %s", code, body)
+	}
+	if code, body := tenantReq(t, http.MethodGet, addr, "/ui/api/tables", "a|b", "cluster-secret", "", nil); code != http.StatusBadRequest || !strings.Contains(body, "only reads may be federated") {
+		t.Errorf("the UI's tables of a|b: %d %s", code, body)
+	}
+
 	// gRPC: the same rules in the metadata; regions and metasrv's admin
 	// API are the cluster's.
 	bearer := func(s string) context.Context {
