@@ -244,6 +244,20 @@ func TestTenantsAreApart(t *testing.T) {
 	if want := map[string]string{"map[__tenant_id__:a]": "406", "map[__tenant_id__:b]": "806"}; fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("federated a|b: %v, want %v", got, want)
 	}
+	// A range query of a federation is the engine's (not computed in the
+	// scan): the same answer.
+	q := url.Values{"query": {"sum by (__tenant_id__) (max_over_time(up[1m]))"}, "start": {strconv.FormatInt(ts, 10)}, "end": {strconv.FormatInt(ts+60, 10)}, "step": {"60"}}
+	code, body := tenantReq(t, http.MethodGet, dn1.HTTPAddr(), "/api/v1/query_range?"+q.Encode(), "a|b", "", "", nil)
+	var rng struct {
+		Result []struct {
+			Metric map[string]string `json:"metric"`
+			Values [][]any           `json:"values"`
+		} `json:"result"`
+	}
+	promData(t, code, body, &rng)
+	if len(rng.Result) != 2 || rng.Result[0].Metric["__tenant_id__"] != "a" || rng.Result[0].Values[0][1] != "406" || rng.Result[1].Values[0][1] != "806" {
+		t.Errorf("federated range query: %s", body)
+	}
 	got = instant(t, dn1.HTTPAddr(), "a|b", "", `count(up{__tenant_id__="b"})`, ts)
 	if got["map[]"] != "4" {
 		t.Errorf(`federated a|b, up{__tenant_id__="b"}: %v`, got)
@@ -253,6 +267,20 @@ func TestTenantsAreApart(t *testing.T) {
 	}
 	if vals := strs(t, dn1.HTTPAddr(), "a|b", "/api/v1/label/__tenant_id__/values"); !slices.Equal(vals, []string{"a", "b"}) {
 		t.Errorf("federated a|b: tenants %v", vals)
+	}
+
+	// OTLP writes the tenant's metrics table too.
+	otlp := fmt.Appendf(nil, `{"resourceMetrics": [{"scopeMetrics": [{"metrics": [{"name": "otel_g", "gauge": {"dataPoints": [{"asInt": "7", "timeUnixNano": "%d"}]}}]}]}]}`, now.UnixNano())
+	if code, body := retried(t, func() (int, string) {
+		return tenantReq(t, http.MethodPost, dn1.HTTPAddr(), "/opentelemetry/v1/metrics", "a", "", "application/json", otlp)
+	}); code != http.StatusOK {
+		t.Fatalf("OTLP as a: %d %s", code, body)
+	}
+	if got := instant(t, dn2.HTTPAddr(), "a", "", "otel_g", ts); len(got) != 1 {
+		t.Errorf("a's otel_g: %v", got)
+	}
+	if got := instant(t, dn2.HTTPAddr(), "b", "", "otel_g", ts); len(got) != 0 {
+		t.Errorf("b's otel_g: %v", got)
 	}
 
 	// A write names one tenant; a bad name is refused.
