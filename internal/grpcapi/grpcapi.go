@@ -45,6 +45,9 @@ func (s *Server) WithRules(groups func() ([]byte, error)) *Server {
 
 // RuleGroups answers the state of the stored rule groups evaluated here.
 func (s *Server) RuleGroups(ctx context.Context, req *pb.RuleGroupsRequest) (*pb.RuleGroupsResponse, error) {
+	if err := regionCall(ctx); err != nil { // another node's, for /api/v1/rules
+		return nil, err
+	}
 	if s.rules == nil {
 		return &pb.RuleGroupsResponse{GroupsJson: []byte("[]")}, nil
 	}
@@ -77,11 +80,12 @@ func table(ctx context.Context, name string) (string, error) {
 }
 
 // regionCall refuses a call addressed to a region (one datanode's to
-// another, naming catalog tables) made with a tenant's token: it could
-// name another tenant's table.
+// another, naming catalog tables), or another of the calls nodes make to
+// each other, made with a tenant's token: it could reach another tenant's
+// tables.
 func regionCall(ctx context.Context) error {
 	if _, bound := auth.BoundTenants(ctx); bound {
-		return status.Error(codes.PermissionDenied, "a tenant's token may not address regions")
+		return status.Error(codes.PermissionDenied, "a tenant's token may not make the calls datanodes make to each other (regions, rule groups)")
 	}
 	return nil
 }

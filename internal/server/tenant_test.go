@@ -538,6 +538,45 @@ func TestTenantTokens(t *testing.T) {
 	if _, err := dnc.Write(bearer("a-secret"), &pb.WriteRequest{Table: "__metrics", Region: "1/0"}); status.Code(err) != codes.PermissionDenied {
 		t.Errorf("a region write with a's token: %v", err)
 	}
+	ctx := bearer("a-secret")
+	streamErr := func(err error, recv func() error) error {
+		if err != nil {
+			return err
+		}
+		return recv()
+	}
+	for what, err := range map[string]error{
+		"forward": func() error {
+			_, err := dnc.ForwardWrite(ctx, &pb.ForwardWriteRequest{Table: "__metrics", Region: "1/0"})
+			return err
+		}(),
+		"close": func() error { _, err := dnc.CloseTable(ctx, &pb.CloseTableRequest{TableId: 1}); return err }(),
+		"scan": func() error {
+			s, err := dnc.Scan(ctx, &pb.ScanRequest{Table: "__metrics", Region: "1/0"})
+			return streamErr(err, func() error { _, err := s.Recv(); return err })
+		}(),
+		"scan columns": func() error {
+			s, err := dnc.ScanColumns(ctx, &pb.ScanRequest{Table: "__metrics", Region: "1/0"})
+			return streamErr(err, func() error { _, err := s.Recv(); return err })
+		}(),
+		"region tags": func() error {
+			s, err := dnc.RegionTags(ctx, &pb.RegionTagsRequest{Table: "__metrics", Region: "1/0"})
+			return streamErr(err, func() error { _, err := s.Recv(); return err })
+		}(),
+	} {
+		if status.Code(err) != codes.PermissionDenied {
+			t.Errorf("a region call (%s) with a's token: %v", what, err)
+		}
+	}
+	if _, err := dnc.RuleGroups(bearer("a-secret"), &pb.RuleGroupsRequest{}); status.Code(err) != codes.PermissionDenied {
+		t.Errorf("rule groups with a's token: %v", err)
+	}
+	if _, err := dnc.GcRegion(bearer("a-secret"), &pb.GcRegionRequest{}); status.Code(err) != codes.PermissionDenied {
+		t.Errorf("GC of every region with a's token: %v", err)
+	}
+	if resp, err := dnc.GcRegion(bearer("a-secret"), &pb.GcRegionRequest{Table: "__metrics"}); err != nil || len(resp.GetRegions()) != 1 || resp.GetRegions()[0].GetTenant() != "a" {
+		t.Errorf("GC of a's __metrics with a's token: %v, %v", resp, err)
+	}
 	if _, err := pb.NewMetaAdminClient(dial(t, n.GRPCAddr())).ListTables(bearer("a-secret"), &pb.ListTablesRequest{}); status.Code(err) != codes.PermissionDenied {
 		t.Errorf("metasrv's admin API with a's token: %v", err)
 	}
