@@ -141,12 +141,12 @@ func checkShape(tenant string, l limits.Limits, table string, points []row.Point
 			n++
 			if l.MaxLabelValueLength > 0 && int64(len(t.Value)) > l.MaxLabelValueLength {
 				return &limits.Error{Tenant: tenant, Limit: "max_label_value_length", Value: fmt.Sprint(l.MaxLabelValueLength), Reason: limits.ReasonLabelValueTooLong,
-					Detail: fmt.Sprintf("table %s: label %s's value is %d bytes (%.40q...)", table, t.Name, len(t.Value), t.Value)}
+					Detail: fmt.Sprintf("table %s: label %s's value is %d bytes (%.40q...)", tenants.Base(table), t.Name, len(t.Value), t.Value)}
 			}
 		}
 		if l.MaxLabelNamesPerSeries > 0 && int64(n) > l.MaxLabelNamesPerSeries {
 			return &limits.Error{Tenant: tenant, Limit: "max_label_names_per_series", Value: fmt.Sprint(l.MaxLabelNamesPerSeries), Reason: limits.ReasonMaxLabelNames,
-				Detail: fmt.Sprintf("table %s: series %s has %d label names", table, seriesString(p.Tags), n)}
+				Detail: fmt.Sprintf("table %s: series %s has %d label names", tenants.Base(table), seriesString(p.Tags), n)}
 		}
 	}
 	return nil

@@ -613,3 +613,50 @@ func TestHAPairsPerTenant(t *testing.T) {
 		}
 	}
 }
+
+// TestLimitsPerTenant: tenant a's limits bound a's writes and queries
+// only; the refusal names tenant a (and a's own table name), and a's
+// counter moves, not b's.
+func TestLimitsPerTenant(t *testing.T) {
+	n := servertest.Start(t, objstoretest.Mem(t), servertest.Options{})
+	now := time.Now().Add(-time.Minute)
+	write := func(h string, labels int) (int, string) {
+		var extra []prompb.Label
+		for i := range labels {
+			extra = append(extra, prompb.Label{Name: fmt.Sprint("l", i), Value: "v"})
+		}
+		return retried(t, func() (int, string) {
+			return tenantReq(t, http.MethodPost, n.HTTPAddr(), "/api/v1/write", h, "", "application/x-protobuf", rwBody(t, "lim", 3, 0, now.UnixMilli(), extra...))
+		})
+	}
+	for _, h := range []string{"a", "b"} {
+		if code, body := write(h, 0); code != http.StatusNoContent {
+			t.Fatalf("tenant %s: %d %s", h, code, body)
+		}
+	}
+	resp, err := pb.NewMetaAdminClient(dial(t, n.GRPCAddr())).SetLimits(context.Background(), &pb.SetLimitsRequest{Tenant: "a", Set: []string{"max_label_names_per_series=3", "max_series_per_query=2"}})
+	if err != nil || resp.GetTenant() != "a" {
+		t.Fatalf("%v, %v", resp, err)
+	}
+	waitFor(t, "the node follows a's limits", func() bool { return n.Limits().For("a").MaxSeriesPerQuery == 2 })
+	// __name__, i and l0..l1: 4 label names.
+	if code, body := write("a", 2); code != http.StatusBadRequest || !strings.Contains(body, "tenant a") || !strings.Contains(body, "max_label_names_per_series") || strings.Contains(body, "__t/") {
+		t.Errorf("a over its limit: %d %s", code, body)
+	}
+	if code, body := write("b", 2); code != http.StatusNoContent {
+		t.Errorf("b, without limits: %d %s", code, body)
+	}
+	discarded := func(h string) float64 {
+		return servertest.Counter(t, n.Server, "strata_discarded_samples_total", func(l map[string]string) bool { return l["tenant"] == h })
+	}
+	if discarded("a") != 3 || discarded("b") != 0 {
+		t.Errorf("discarded: a %v, b %v", discarded("a"), discarded("b"))
+	}
+	q := "/api/v1/query?" + url.Values{"query": {"lim"}, "time": {strconv.FormatInt(now.Unix()+1, 10)}}.Encode()
+	if code, body := tenantReq(t, http.MethodGet, n.HTTPAddr(), q, "a", "", "", nil); code != http.StatusUnprocessableEntity || !strings.Contains(body, "tenant a's max_series_per_query") {
+		t.Errorf("a's query over max_series_per_query=2: %d %s", code, body)
+	}
+	if got := instant(t, n.HTTPAddr(), "b", "", "count(lim)", now.Unix()+1); got["map[]"] != "6" {
+		t.Errorf("b's query: %v", got)
+	}
+}
