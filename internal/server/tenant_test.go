@@ -231,6 +231,25 @@ func TestTenantsAreApart(t *testing.T) {
 				t.Errorf("tenant %q sees %v", h, s)
 			}
 		}
+		var st struct {
+			HeadStats struct {
+				NumSeries int `json:"numSeries"`
+			} `json:"headStats"`
+			ByName []struct {
+				Name  string `json:"name"`
+				Value int    `json:"value"`
+			} `json:"seriesCountByMetricName"`
+		}
+		code, body = tenantReq(t, http.MethodGet, dn2.HTTPAddr(), "/api/v1/status/tsdb", h, "", "", nil)
+		promData(t, code, body, &st)
+		if st.HeadStats.NumSeries != 7 || !strings.Contains(body, `"name":"`+own(h)+`"`) || strings.Count(body, `"name":"m_`) != 1 {
+			t.Errorf("tenant %q: /api/v1/status/tsdb: %s", h, body)
+		}
+		code, body = tenantReq(t, http.MethodGet, dn2.HTTPAddr(), "/api/v1/status/tsdb?table=cpu", h, "", "", nil)
+		promData(t, code, body, &st)
+		if st.HeadStats.NumSeries != 2 {
+			t.Errorf("tenant %q: /api/v1/status/tsdb of cpu: %s", h, body)
+		}
 		var md map[string]any
 		code, body = tenantReq(t, http.MethodGet, dn2.HTTPAddr(), "/api/v1/metadata", h, "", "", nil)
 		promData(t, code, body, &md)
@@ -293,7 +312,10 @@ func TestTenantsAreApart(t *testing.T) {
 	if code, body := tenantReq(t, http.MethodPost, dn1.HTTPAddr(), "/opentelemetry/v1/metrics", "a|b", "", "application/x-protobuf", nil); code != http.StatusBadRequest || !strings.Contains(body, "only reads may be federated") {
 		t.Errorf("OTLP to a|b: %d %s", code, body)
 	}
-	for _, path := range []string{"/api/v1/query?query=up", "/api/v1/labels", "/api/v1/series?match[]=up", "/api/v1/metadata", "/api/v1/status/tsdb"} {
+	if code, body := tenantReq(t, http.MethodGet, dn1.HTTPAddr(), "/api/v1/status/tsdb", "a|b", "", "", nil); code != http.StatusBadRequest || !strings.Contains(body, "only reads may be federated") {
+		t.Errorf("/api/v1/status/tsdb as a|b: %d %s", code, body)
+	}
+	for _, path := range []string{"/api/v1/query?query=up", "/api/v1/query_range?query=up&start=0&end=1&step=1", "/api/v1/labels", "/api/v1/label/a/values", "/api/v1/series?match[]=up", "/api/v1/metadata", "/api/v1/status/tsdb"} {
 		if code, body := tenantReq(t, http.MethodGet, dn1.HTTPAddr(), path, "a/b", "", "", nil); code != http.StatusBadRequest || !strings.Contains(body, "invalid tenant") {
 			t.Errorf("%s as tenant a/b: %d %s", path, code, body)
 		}
