@@ -56,7 +56,7 @@ var name = regexp.MustCompile(`^[a-zA-Z0-9!._*'()-]{1,150}$`)
 // "/" (the qualified names' separator) and no "|" (Federation).
 func Check(tenant string) error {
 	if !name.MatchString(tenant) || tenant == "." || tenant == ".." {
-		return fmt.Errorf("%w: tenant %q: 1 to 150 of the letters, digits and !._*'()- only, and not . or ..", ErrInvalid, tenant)
+		return fmt.Errorf("%w: tenant %q: 1 to 150 of the letters, digits and !._*'()- only, not . or .. as a whole", ErrInvalid, tenant)
 	}
 	return nil
 }
