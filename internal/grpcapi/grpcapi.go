@@ -405,8 +405,13 @@ func (s *Server) GcRegion(ctx context.Context, req *pb.GcRegionRequest) (*pb.GcR
 }
 
 func (s *Server) Flush(ctx context.Context, req *pb.FlushRequest) (*pb.FlushResponse, error) {
-	name, err := table(ctx, req.GetTable())
-	if err != nil {
+	name := req.GetTable()
+	if name != "" {
+		var err error
+		if name, err = table(ctx, name); err != nil {
+			return nil, err
+		}
+	} else if err := regionCall(ctx); err != nil { // every tenant's tables
 		return nil, err
 	}
 	if err := s.eng.Flush(ctx, name); err != nil {

@@ -590,6 +590,15 @@ func TestTenantTokens(t *testing.T) {
 			t.Errorf("a region call (%s) with a's token: %v", what, err)
 		}
 	}
+	if _, err := dnc.Flush(ctx, &pb.FlushRequest{}); status.Code(err) != codes.PermissionDenied {
+		t.Errorf("a flush of every table with a's token: %v", err)
+	}
+	if _, err := dnc.Flush(ctx, &pb.FlushRequest{Table: "__metrics"}); err != nil {
+		t.Errorf("a flush of a's __metrics with a's token: %v", err)
+	}
+	if _, err := dnc.Flush(bearer("cluster-secret"), &pb.FlushRequest{}); err != nil {
+		t.Errorf("a flush of every table with the cluster's token: %v", err)
+	}
 	if _, err := dnc.RuleGroups(bearer("a-secret"), &pb.RuleGroupsRequest{}); status.Code(err) != codes.PermissionDenied {
 		t.Errorf("rule groups with a's token: %v", err)
 	}
