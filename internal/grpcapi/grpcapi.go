@@ -67,6 +67,16 @@ func Status(err error) error {
 	return datanode.ErrClass(err).Status(err)
 }
 
+// fail is Status(err) as the call's tenant names its tables: the catalog
+// names of its own in the message are its names.
+func fail(ctx context.Context, err error) error {
+	t, terr := tenant.Incoming(ctx)
+	if terr != nil || t == tenant.Default {
+		return Status(err)
+	}
+	return status.Error(datanode.ErrClass(err).Code(), tenant.Unqualify(t, err.Error()))
+}
+
 // table is the catalog name of a call's table: name, of the tenant the
 // call's metadata names (tenant.Incoming; docs/tenants.md). Every table
 // name of a call but a region's (another datanode's, which names the
@@ -116,7 +126,7 @@ func (s *Server) Write(ctx context.Context, req *pb.WriteRequest) (*pb.WriteResp
 		res, err = s.eng.Write(ctx, name, wire.ToPoints(req.GetPoints()), datanode.WriteOptions{CreateTable: req.GetCreateTable()})
 	}
 	if err != nil {
-		return nil, Status(err)
+		return nil, fail(ctx, err)
 	}
 	return &pb.WriteResponse{Written: int64(res.Written), Expired: int64(res.Expired)}, nil
 }
@@ -135,7 +145,7 @@ func (s *Server) ForwardWrite(ctx context.Context, req *pb.ForwardWriteRequest) 
 	}
 	id, err := layout.ParseRegionID(req.GetRegion())
 	if err != nil {
-		return nil, Status(err)
+		return nil, fail(ctx, err)
 	}
 	sc, ok := scratches.Get()
 	if !ok {
@@ -149,18 +159,18 @@ func (s *Server) ForwardWrite(ctx context.Context, req *pb.ForwardWriteRequest) 
 	c := fwdbatch.Codec(req.GetCompression())
 	raw, err := fwdbatch.Decompress(c, sc.Buf, req.GetBatch(), req.GetSize())
 	if err != nil {
-		return nil, Status(err)
+		return nil, fail(ctx, err)
 	}
 	if c != fwdbatch.None {
 		sc.Buf = raw
 	}
 	b, err := sc.Decode(raw)
 	if err != nil {
-		return nil, Status(err)
+		return nil, fail(ctx, err)
 	}
 	res, err := s.eng.WriteForwarded(ctx, req.GetTable(), id, b)
 	if err != nil {
-		return nil, Status(err)
+		return nil, fail(ctx, err)
 	}
 	return &pb.WriteResponse{Written: int64(res.Written), Expired: int64(res.Expired)}, nil
 }
@@ -171,7 +181,7 @@ func (s *Server) Delete(ctx context.Context, req *pb.DeleteRequest) (*pb.DeleteR
 		return nil, err
 	}
 	if err := s.eng.Delete(ctx, name, wire.ToTags(req.GetTags()), req.GetStart(), req.GetEnd()); err != nil {
-		return nil, Status(err)
+		return nil, fail(ctx, err)
 	}
 	return &pb.DeleteResponse{}, nil
 }
@@ -210,7 +220,7 @@ func (s *Server) Scan(req *pb.ScanRequest, stream grpc.ServerStreamingServer[pb.
 		sc, err = s.eng.Scan(stream.Context(), name, rreq)
 	}
 	if err != nil {
-		return Status(err)
+		return fail(stream.Context(), err)
 	}
 	defer sc.Close()
 	first := &pb.ScanResponse{}
@@ -233,7 +243,7 @@ func (s *Server) Scan(req *pb.ScanRequest, stream grpc.ServerStreamingServer[pb.
 			if len(resp.Series) == 0 || e.Series != last {
 				tags, err = row.DecodeSeries(tags[:0], e.Series)
 				if err != nil {
-					return Status(err)
+					return fail(stream.Context(), err)
 				}
 				resp.Series = append(resp.Series, &pb.Series{Tags: wire.FromTags(tags)})
 				last = e.Series
@@ -253,7 +263,7 @@ func (s *Server) Scan(req *pb.ScanRequest, stream grpc.ServerStreamingServer[pb.
 		sent = true
 	}
 	if err := sc.Err(); err != nil {
-		return Status(err)
+		return fail(stream.Context(), err)
 	}
 	if !sent {
 		return stream.Send(first)
@@ -325,7 +335,7 @@ func (s *Server) Compact(ctx context.Context, req *pb.CompactRequest) (*pb.Compa
 	}
 	res, err := s.eng.Compact(ctx, name, req.GetAll())
 	if err != nil {
-		return nil, Status(err)
+		return nil, fail(ctx, err)
 	}
 	out := &pb.CompactResponse{}
 	for _, r := range res {
@@ -342,7 +352,7 @@ func (s *Server) CancelCompaction(ctx context.Context, req *pb.CancelCompactionR
 	}
 	c, late, err := s.eng.CancelCompaction(ctx, name)
 	if err != nil {
-		return nil, Status(err)
+		return nil, fail(ctx, err)
 	}
 	return &pb.CancelCompactionResponse{Cancelled: int64(c), TooLate: int64(late)}, nil
 }
@@ -353,7 +363,7 @@ func (s *Server) TruncateTable(ctx context.Context, req *pb.TruncateTableRequest
 		return nil, err
 	}
 	if err := s.eng.TruncateTable(ctx, name); err != nil {
-		return nil, Status(err)
+		return nil, fail(ctx, err)
 	}
 	return &pb.TruncateTableResponse{}, nil
 }
@@ -375,7 +385,7 @@ func (s *Server) GcRegion(ctx context.Context, req *pb.GcRegionRequest) (*pb.GcR
 	res, err := s.eng.GC(ctx, datanode.GCRequest{Table: name, Region: req.GetRegion(), Full: req.GetFull(), DryRun: req.GetDryRun(),
 		Lingering: secs(req.GetLingeringSeconds()), MinAge: secs(req.GetMinAgeSeconds())})
 	if err != nil && len(res) == 0 {
-		return nil, Status(err)
+		return nil, fail(ctx, err)
 	}
 	out := &pb.GcRegionResponse{}
 	for _, r := range res {
@@ -415,7 +425,7 @@ func (s *Server) Flush(ctx context.Context, req *pb.FlushRequest) (*pb.FlushResp
 		return nil, err
 	}
 	if err := s.eng.Flush(ctx, name); err != nil {
-		return nil, Status(err)
+		return nil, fail(ctx, err)
 	}
 	return &pb.FlushResponse{}, nil
 }
@@ -437,7 +447,7 @@ func (s *Server) RegionStats(ctx context.Context, req *pb.RegionStatsRequest) (*
 	}
 	st, err := s.eng.Stats(ctx, name)
 	if err != nil {
-		return nil, Status(err)
+		return nil, fail(ctx, err)
 	}
 	return &pb.RegionStatsResponse{Regions: regionStats(st)}, nil
 }
@@ -453,7 +463,7 @@ func (s *Server) CreateTable(ctx context.Context, req *pb.CreateTableRequest) (*
 	t, err := s.eng.CreateTable(ctx, catalog.TableSpec{Name: name, Regions: req.GetRegions(), Timestamp: req.GetTimestampColumn(),
 		TTL: time.Duration(req.GetTtlSeconds()) * time.Second, CompactionWindow: time.Duration(req.GetCompactionWindowSeconds()) * time.Second})
 	if err != nil {
-		return nil, Status(err)
+		return nil, fail(ctx, err)
 	}
 	return &pb.CreateTableResponse{Table: tableMsg(t)}, nil
 }
@@ -477,11 +487,11 @@ func (s *Server) DescribeTable(ctx context.Context, req *pb.DescribeTableRequest
 	}
 	t, err := s.eng.Table(name)
 	if err != nil {
-		return nil, Status(err)
+		return nil, fail(ctx, err)
 	}
 	st, err := s.eng.Stats(ctx, name)
 	if err != nil {
-		return nil, Status(err)
+		return nil, fail(ctx, err)
 	}
 	return &pb.DescribeTableResponse{Table: tableMsg(t), Regions: regionStats(st)}, nil
 }
@@ -493,7 +503,7 @@ func (s *Server) CloseTable(ctx context.Context, req *pb.CloseTableRequest) (*pb
 	}
 	n, err := s.eng.CloseTable(ctx, req.GetTableId())
 	if err != nil {
-		return nil, Status(err)
+		return nil, fail(ctx, err)
 	}
 	return &pb.CloseTableResponse{Closed: int64(n)}, nil
 }
@@ -504,7 +514,7 @@ func (s *Server) DropTable(ctx context.Context, req *pb.DropTableRequest) (*pb.D
 		return nil, err
 	}
 	if err := s.eng.DropTable(ctx, name); err != nil {
-		return nil, Status(err)
+		return nil, fail(ctx, err)
 	}
 	return &pb.DropTableResponse{}, nil
 }

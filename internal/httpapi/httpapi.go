@@ -315,7 +315,7 @@ func (h *Handler) serveWrite(w http.ResponseWriter, r *http.Request, v2 bool) in
 		} else if c == errclass.Canceled && gone == nil {
 			c = errclass.Unavailable // canceled here, not by the client: a retry may succeed
 		}
-		msg := err.Error()
+		msg := tenant.Unqualify(tn, err.Error())
 		if ra, ok := limits.RetryAfter(err); ok {
 			w.Header().Set("Retry-After", ra) // over the tenant's rate: when the bucket holds the request
 		}

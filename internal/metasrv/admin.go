@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/stratadb/strata/internal/catalog"
+	"github.com/stratadb/strata/internal/errclass"
 	"github.com/stratadb/strata/internal/gcsched"
 	"github.com/stratadb/strata/internal/layout"
 	"github.com/stratadb/strata/internal/tenant"
@@ -200,6 +201,15 @@ func qualify(ctx context.Context, name string) (string, error) {
 		return "", err
 	}
 	return tenant.Qualify(t, name), nil
+}
+
+// tableStatus is wire.Status(err) as the call's tenant names its tables.
+func tableStatus(ctx context.Context, err error) error {
+	t, terr := tenant.Incoming(ctx)
+	if terr != nil || t == tenant.Default {
+		return wire.Status(err)
+	}
+	return status.Error(errclass.Of(err).Code(), tenant.Unqualify(t, err.Error()))
 }
 
 // tableMsg is t as its tenant names it.

@@ -18,7 +18,6 @@ import (
 	"github.com/stratadb/strata/internal/manifest"
 	"github.com/stratadb/strata/internal/objstore"
 	"github.com/stratadb/strata/internal/walstream"
-	"github.com/stratadb/strata/internal/wire"
 	pb "github.com/stratadb/strata/proto/strata/v1"
 )
 
@@ -245,12 +244,12 @@ func (s *Server) DropTable(ctx context.Context, req *pb.DropTableRequest) (*pb.D
 		return nil, err
 	}
 	if _, err := s.cat.MarkDropping(ctx, name); err != nil {
-		return nil, wire.Status(err)
+		return nil, tableStatus(ctx, err)
 	}
 	for {
 		tables, err := s.cat.Dropping(ctx)
 		if err != nil {
-			return nil, wire.Status(err)
+			return nil, tableStatus(ctx, err)
 		}
 		still := false
 		for _, t := range tables {
@@ -275,7 +274,7 @@ func (s *Server) DescribeTable(ctx context.Context, req *pb.DescribeTableRequest
 	}
 	t, err := s.cat.Table(ctx, name)
 	if err != nil {
-		return nil, wire.Status(err)
+		return nil, tableStatus(ctx, err)
 	}
 	regs, err := s.listRegions(ctx, t.Name)
 	if err != nil {

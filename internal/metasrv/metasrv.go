@@ -610,7 +610,7 @@ func (s *Server) CreateTable(ctx context.Context, req *pb.CreateTableRequest) (*
 	t, err := s.cat.CreateTable(ctx, catalog.TableSpec{Name: name, Regions: regions, Timestamp: req.GetTimestampColumn(),
 		TTL: time.Duration(req.GetTtlSeconds()) * time.Second, CompactionWindow: time.Duration(req.GetCompactionWindowSeconds()) * time.Second})
 	if err != nil {
-		return nil, wire.Status(err)
+		return nil, tableStatus(ctx, err)
 	}
 	return &pb.CreateTableResponse{Table: tableMsg(t)}, nil
 }

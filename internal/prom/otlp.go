@@ -32,6 +32,7 @@ import (
 	"github.com/stratadb/strata/internal/datanode"
 	"github.com/stratadb/strata/internal/hatracker"
 	"github.com/stratadb/strata/internal/limits"
+	"github.com/stratadb/strata/internal/tenant"
 )
 
 // OTLP metrics on /opentelemetry/v1/metrics (OTLP/HTTP, protobuf or JSON,
@@ -204,7 +205,7 @@ func (o *OTLP) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			if ra, ok := limits.RetryAfter(err); ok {
 				w.Header().Set("Retry-After", ra)
 			}
-			otlpFail(w, asJSON, writeStatus(err), err.Error())
+			otlpFail(w, asJSON, writeStatus(err), tenant.Unqualify(tn, err.Error()))
 			return
 		}
 		o.samples.Add(float64(len(b.points)))

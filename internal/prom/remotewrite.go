@@ -139,7 +139,7 @@ func (rw *RemoteWrite) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			if ra, ok := limits.RetryAfter(err); ok {
 				w.Header().Set("Retry-After", ra)
 			}
-			http.Error(w, err.Error(), writeStatus(err))
+			http.Error(w, tenant.Unqualify(tn, err.Error()), writeStatus(err))
 			return
 		}
 		rw.samples.Add(float64(len(b.points)))

@@ -375,6 +375,10 @@ func TestTenantsAreApart(t *testing.T) {
 	if _, err := dnc.DescribeTable(context.Background(), &pb.DescribeTableRequest{Name: "mem"}); status.Code(err) != codes.NotFound {
 		t.Errorf("the default tenant's mem: %v", err)
 	}
+	// A tenant's errors name its tables as it does.
+	if _, err := dnc.DescribeTable(tenant.Outgoing(context.Background(), "b"), &pb.DescribeTableRequest{Name: "nope"}); status.Code(err) != codes.NotFound || !strings.Contains(err.Error(), "nope") || strings.Contains(err.Error(), "__t/") {
+		t.Errorf("b's nope: %v", err)
+	}
 	if _, err := dnc.DescribeTable(tenant.Outgoing(context.Background(), "a|b"), &pb.DescribeTableRequest{Name: "cpu"}); status.Code(err) != codes.InvalidArgument {
 		t.Errorf("describe as a|b: %v", err)
 	}
@@ -386,6 +390,9 @@ func TestTenantsAreApart(t *testing.T) {
 	}
 	if resp, err := mc.DescribeTable(tenant.Outgoing(context.Background(), "a"), &pb.DescribeTableRequest{Name: "cpu"}); err != nil || resp.GetTable().GetName() != "cpu" || resp.GetTable().GetId() != ids["a"] {
 		t.Errorf("a's cpu at metasrv: %v, %v", resp, err)
+	}
+	if _, err := mc.DescribeTable(tenant.Outgoing(context.Background(), "a"), &pb.DescribeTableRequest{Name: "nope"}); status.Code(err) != codes.NotFound || strings.Contains(err.Error(), "__t/") {
+		t.Errorf("a's nope at metasrv: %v", err)
 	}
 	if _, err := mc.DescribeTable(tenant.Outgoing(context.Background(), "a|b"), &pb.DescribeTableRequest{Name: "cpu"}); status.Code(err) != codes.InvalidArgument {
 		t.Errorf("describe as a|b at metasrv: %v", err)

@@ -123,6 +123,15 @@ func Split(qualified string) (tenant, table string) {
 	return t, table
 }
 
+// Unqualify is msg with the catalog names of tenant t's tables in it
+// turned into t's own (for the messages a tenant's request is answered).
+func Unqualify(t, msg string) string {
+	if t == Default || t == "" {
+		return msg
+	}
+	return strings.ReplaceAll(msg, QualifierPrefix+t+"/", "")
+}
+
 // Of is the tenant of a catalog name.
 func Of(qualified string) string {
 	t, _ := Split(qualified)

@@ -83,6 +83,12 @@ func TestQualify(t *testing.T) {
 			t.Errorf("Of, Base(%q) = %q, %q", got, Of(got), Base(got))
 		}
 	}
+	if got := Unqualify("a", "table not found: __t/a/cpu (not __t/b/cpu)"); got != "table not found: cpu (not __t/b/cpu)" {
+		t.Errorf("Unqualify: %q", got)
+	}
+	if got := Unqualify(Default, "__t/a/cpu"); got != "__t/a/cpu" {
+		t.Errorf("Unqualify of the default tenant's: %q", got)
+	}
 	if Qualify("a", "cpu") == Qualify("b", "cpu") || Qualify("a", "cpu") == Qualify(Default, "cpu") {
 		t.Error("two tenants' cpu are one name")
 	}
