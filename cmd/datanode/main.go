@@ -29,7 +29,7 @@ func main() {
 
 func command() *cobra.Command {
 	var cfg server.Config
-	var etcd, tokenFile, level, format string
+	var etcd, tokenFile, tokensFile, level, format string
 	var gogc *int
 	c := procflags.Command("datanode", "A Strata datanode of a cluster", `Hosts the regions metasrv assigns it (WAL, memtables, SSTs and manifest in
 the object store), and serves the data gRPC service and the HTTP
@@ -40,6 +40,9 @@ line-protocol API.`, func(cmd *cobra.Command) error {
 		}
 		cfg.Logger = log
 		if cfg.Auth, err = auth.Load(tokenFile); err != nil {
+			return procflags.UsageError{Err: err}
+		}
+		if cfg.Auth, err = cfg.Auth.WithTenants(tokensFile); err != nil {
 			return procflags.UsageError{Err: err}
 		}
 		cfg.Etcd = procflags.Split(etcd)
@@ -87,6 +90,7 @@ line-protocol API.`, func(cmd *cobra.Command) error {
 	fs.DurationVar(&cfg.Rules.Lease, "rule-lease", 0, "TTL of the lease under which this datanode evaluates its rule groups: a dead or frozen evaluator's groups move after at most this long (default: --lease)")
 	procflags.TLSFlags(fs, &cfg.TLS)
 	fs.StringVar(&tokenFile, "auth-token-file", "", "file holding the shared auth token (default: $STRATA_AUTH_TOKEN; neither: no auth)")
+	fs.StringVar(&tokensFile, "auth-tokens-file", "", "file of tenants' tokens, a line each: TOKEN TENANT[,TENANT...] [federate] (docs/tenants.md; needs the shared token too)")
 	fs.StringVar(&level, "log-level", "info", "log level: debug, info, warn or error")
 	fs.StringVar(&format, "log-format", "text", "log format: text or json")
 	return c

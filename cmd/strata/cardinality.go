@@ -44,6 +44,7 @@ day) count only the series with rows then; default: all data. The node is
 	f.String("url", "", "the datanode's HTTP API URL (instead of --http), such as http://localhost:8086")
 	f.String("auth-token-file", "", "file holding the auth token to send (default: $STRATA_AUTH_TOKEN)")
 	f.Duration("timeout", 30*time.Second, "bound on the whole command (0: none)")
+	tenantFlag(f)
 	return cmd
 }
 
@@ -111,6 +112,9 @@ func runCardinality(cmd *cobra.Command, _ []string) error {
 		return usagef("--url %q: %v", base, err)
 	}
 	tok.Authorize(req)
+	if err := setTenant(cmd, req); err != nil {
+		return err
+	}
 	var d tsdbStatus
 	body, err := promCall(client, req, base, "cardinality", &d)
 	if err != nil {

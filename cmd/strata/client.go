@@ -15,11 +15,13 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
 	"github.com/stratadb/strata/internal/auth"
+	"github.com/stratadb/strata/internal/tenant"
 	"github.com/stratadb/strata/internal/tlsutil"
 	pb "github.com/stratadb/strata/proto/strata/v1"
 )
@@ -29,6 +31,37 @@ func clientFlags(cmd *cobra.Command) {
 	cmd.PersistentFlags().String("server", "localhost:8087", "the datanode's gRPC address")
 	cmd.PersistentFlags().String("auth-token-file", "", "file holding the auth token to send (default: $STRATA_AUTH_TOKEN)")
 	cmd.PersistentFlags().Duration("timeout", 30*time.Second, "bound on the whole command (0: none)")
+	tenantFlag(cmd.PersistentFlags())
+}
+
+// tenantFlag adds --tenant: the tenant whose tables a command names.
+func tenantFlag(f *pflag.FlagSet) {
+	f.String("tenant", "", "the tenant whose tables the command names (sent as X-Scope-OrgID; default: the default tenant; docs/tenants.md)")
+}
+
+// withTenant is ctx naming --tenant's tenant in its calls' metadata (one
+// tenant: a call names one).
+func withTenant(cmd *cobra.Command, ctx context.Context) (context.Context, error) {
+	v, _ := cmd.Flags().GetString("tenant")
+	t, err := tenant.One(v)
+	if err != nil {
+		return nil, usagef("--tenant: %v", err)
+	}
+	return tenant.Outgoing(ctx, t), nil
+}
+
+// setTenant names --tenant's tenants in an HTTP request (a read may name
+// several: "a|b").
+func setTenant(cmd *cobra.Command, req *http.Request) error {
+	v, _ := cmd.Flags().GetString("tenant")
+	if v == "" {
+		return nil
+	}
+	if _, err := tenant.Parse(v); err != nil {
+		return usagef("--tenant: %v", err)
+	}
+	req.Header.Set(tenant.Header, v)
+	return nil
 }
 
 // dial connects to the server named by --server and returns a context
@@ -49,7 +82,12 @@ func dial(cmd *cobra.Command) (pb.DatanodeClient, context.Context, func(), error
 	if err != nil {
 		return nil, nil, nil, usagef("--server %q: %v", addr, err)
 	}
-	ctx, cancel := cmd.Context(), context.CancelFunc(func() {})
+	ctx, err := withTenant(cmd, cmd.Context())
+	if err != nil {
+		conn.Close()
+		return nil, nil, nil, err
+	}
+	cancel := context.CancelFunc(func() {})
 	if timeout > 0 {
 		ctx, cancel = context.WithTimeout(ctx, timeout)
 	}

@@ -29,7 +29,11 @@ func withMeta(cmd *cobra.Command, f func(ctx context.Context, c pb.MetaAdminClie
 		return usagef("--metasrv %q: %v", addr, err)
 	}
 	defer conn.Close()
-	ctx, cancel := cmd.Context(), context.CancelFunc(func() {})
+	ctx, err := withTenant(cmd, cmd.Context())
+	if err != nil {
+		return err
+	}
+	cancel := context.CancelFunc(func() {})
 	if timeout > 0 {
 		ctx, cancel = context.WithTimeout(ctx, timeout)
 	}
@@ -49,6 +53,7 @@ func newCluster() *cobra.Command {
 	cmd.PersistentFlags().String("metasrv", "localhost:8088", "a metasrv replica's admin gRPC address (followers forward to the leader)")
 	cmd.PersistentFlags().Duration("timeout", 30*time.Second, "bound on the whole command (0: none)")
 	cmd.PersistentFlags().String("auth-token-file", "", "file holding the auth token to send (default: $STRATA_AUTH_TOKEN)")
+	tenantFlag(cmd.PersistentFlags())
 	n := func(v int64) string { return strconv.FormatInt(v, 10) }
 
 	status := &cobra.Command{
@@ -253,10 +258,10 @@ func newCluster() *cobra.Command {
 				}
 				var rows [][]string
 				for _, r := range resp.Regions {
-					rows = append(rows, []string{r.Region, unixOrEmpty(r.LastFastUnix), unixOrEmpty(r.LastFullUnix), unixOrEmpty(r.NextFastUnix), unixOrEmpty(r.NextFullUnix),
+					rows = append(rows, []string{r.Region, r.Tenant, unixOrEmpty(r.LastFastUnix), unixOrEmpty(r.LastFullUnix), unixOrEmpty(r.NextFastUnix), unixOrEmpty(r.NextFullUnix),
 						r.LastResult, n(r.Runs), n(r.Failures), n(r.Deleted), n(r.Orphans), r.LastError})
 				}
-				return output(cmd.OutOrStdout(), format, []string{"region", "last_fast", "last_full", "next_fast", "next_full", "result", "runs", "failures", "deleted", "orphans", "error"}, rows)
+				return output(cmd.OutOrStdout(), format, []string{"region", "tenant", "last_fast", "last_full", "next_fast", "next_full", "result", "runs", "failures", "deleted", "orphans", "error"}, rows)
 			})
 		},
 	}

@@ -1,17 +1,23 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
+	"slices"
 	"strconv"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/stratadb/strata/internal/catalog"
+	"github.com/stratadb/strata/internal/cluster"
 	"github.com/stratadb/strata/internal/fsck"
 	"github.com/stratadb/strata/internal/gc"
 	"github.com/stratadb/strata/internal/objstore"
+	"github.com/stratadb/strata/internal/tenant"
 	pb "github.com/stratadb/strata/proto/strata/v1"
 )
 
@@ -98,6 +104,9 @@ is printed. --dry-run reports exactly what a run would delete.`,
 				if err := output(cmd.OutOrStdout(), format, header, rows); err != nil {
 					return err
 				}
+				for _, line := range gcByTenant(resp.Regions, full) {
+					fmt.Fprintln(cmd.OutOrStdout(), line)
+				}
 				if full {
 					for _, r := range resp.Regions {
 						for _, o := range r.Orphans {
@@ -123,6 +132,39 @@ is printed. --dry-run reports exactly what a run would delete.`,
 	run.Flags().Duration("min-age", 0, "full GC: age an unowned object must reach (default 24h; 0 for none)")
 	outputFlag(run)
 	return run
+}
+
+// gcByTenant sums a run's regions up by their tables' tenant
+// (docs/tenants.md): one line a tenant, in order.
+func gcByTenant(regions []*pb.GcRegionResult, full bool) []string {
+	type sums struct{ regions, files, orphans, deleted, bytes, failed int64 }
+	by := map[string]*sums{}
+	for _, r := range regions {
+		t := cmp.Or(r.Tenant, "(unknown table)")
+		s := by[t]
+		if s == nil {
+			s = &sums{}
+			by[t] = s
+		}
+		s.regions++
+		s.files += r.RemovedFiles + r.WalSegments
+		s.orphans += int64(len(r.Orphans))
+		s.deleted += r.Deleted
+		s.bytes += r.Bytes
+		if r.Error != "" {
+			s.failed++
+		}
+	}
+	var out []string
+	for _, t := range slices.Sorted(maps.Keys(by)) {
+		s := by[t]
+		if full {
+			out = append(out, fmt.Sprintf("tenant %s: %d regions, %d orphans, %d deleted, %d bytes, %d failed", t, s.regions, s.orphans, s.deleted, s.bytes, s.failed))
+		} else {
+			out = append(out, fmt.Sprintf("tenant %s: %d regions, %d removed files and WAL segments, %d bytes, %d failed", t, s.regions, s.files, s.bytes, s.failed))
+		}
+	}
+	return out
 }
 
 // fsckExit carries fsck's exit code: 2 when live data is missing, 1 when
@@ -153,6 +195,12 @@ Exit codes: 0 clean; 1 unowned objects found (unless --allow-orphans);
 				return usagef("--store is required (e.g. file:///var/lib/strata/store or s3://bucket?endpoint=...)")
 			}
 			table, _ := f.GetString("table")
+			tn, _ := f.GetString("tenant")
+			if tn != "" {
+				if err := tenant.Check(tn); err != nil {
+					return usagef("--tenant: %v", err)
+				}
+			}
 			allow, _ := f.GetBool("allow-orphans")
 			format, _ := f.GetString("output")
 			if format != "table" && format != "json" {
@@ -164,7 +212,23 @@ Exit codes: 0 clean; 1 unowned objects found (unless --allow-orphans);
 				return usagef("open store %s: %v", url, err)
 			}
 			defer store.Close()
-			rep, err := fsck.Check(ctx, store, fsck.Options{Table: table})
+			opts := fsck.Options{Table: table, Tenant: tn}
+			if eps, _ := f.GetStringSlice("etcd"); len(eps) > 0 {
+				// A cluster's catalog is in etcd: the tables' names and
+				// tenants are read there.
+				cli, err := cluster.Connect(eps)
+				if err != nil {
+					return usagef("--etcd: %v", err)
+				}
+				defer cli.Close()
+				cat, err := catalog.Open(ctx, catalog.NewEtcdBackend(cli), 1)
+				if err != nil {
+					return fmt.Errorf("fsck: the catalog in etcd: %w", err)
+				}
+				opts.Tables = append(cat.List(false), cat.List(true)...)
+				cat.Close()
+			}
+			rep, err := fsck.Check(ctx, store, opts)
 			if err != nil {
 				return err
 			}
@@ -216,6 +280,10 @@ Exit codes: 0 clean; 1 unowned objects found (unless --allow-orphans);
 				if st := rep.Streams; st.Listed > 0 {
 					fmt.Fprintf(w, "WAL streams: %d segments: %d live, %d awaiting GC, %d fences\n", st.Listed, st.Live, st.AwaitingGC, st.Fences)
 				}
+				for _, t := range slices.Sorted(maps.Keys(rep.Tenants)) {
+					c := rep.Tenants[t]
+					fmt.Fprintf(w, "tenant %s: %d regions, %d objects listed, %d live files (%d bytes), %d missing, %d unowned\n", t, c.Regions, c.Listed, c.LiveFiles, c.LiveBytes, c.Missing, c.Orphans)
+				}
 				fmt.Fprintf(w, "%d regions, %d objects listed, %d missing, %d unowned\n", len(rep.Regions), rep.Listed, rep.Missing(), rep.OrphanCount())
 			}
 			switch {
@@ -229,6 +297,8 @@ Exit codes: 0 clean; 1 unowned objects found (unless --allow-orphans);
 	}
 	cmd.Flags().String("store", "", "object store URL (file://..., s3://bucket?endpoint=...)")
 	cmd.Flags().String("table", "", "only this table (name or id)")
+	cmd.Flags().String("tenant", "", "the tenant of --table (default: the default tenant)")
+	cmd.Flags().StringSlice("etcd", nil, "a cluster's etcd endpoints, to read its catalog from (default: the catalog the store keeps)")
 	cmd.Flags().Bool("allow-orphans", false, "exit 0 even if unowned objects are found")
 	cmd.Flags().StringP("output", "o", "table", "output format: table or json")
 	return cmd

@@ -26,7 +26,7 @@ every datanode applies a change to its next requests, without a restart.
 	cmd.PersistentFlags().String("metasrv", "localhost:8088", "a metasrv replica's admin gRPC address (a standalone's gRPC address)")
 	cmd.PersistentFlags().Duration("timeout", 30*time.Second, "bound on the whole command (0: none)")
 	cmd.PersistentFlags().String("auth-token-file", "", "file holding the auth token to send (default: $STRATA_AUTH_TOKEN)")
-	cmd.PersistentFlags().String("tenant", limits.DefaultTenant, "the tenant (until tenants exist, every request is the default tenant's)")
+	cmd.PersistentFlags().String("tenant", limits.DefaultTenant, "the tenant whose limits are shown or changed (docs/tenants.md)")
 
 	show := func(cmd *cobra.Command, resp *pb.LimitsResponse) error {
 		format, _ := cmd.Flags().GetString("output")

@@ -77,6 +77,9 @@ func runPromQL(cmd *cobra.Command, expr string) error {
 	}
 	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 	tok.Authorize(req)
+	if err := setTenant(cmd, req); err != nil {
+		return err
+	}
 	var r struct {
 		ResultType string          `json:"resultType"`
 		Result     json.RawMessage `json:"result"`

@@ -46,6 +46,10 @@ rule files again, and a bad file changes nothing (docs/rules.md).`,
 			if cfg.Auth, err = auth.Load(tokenFile); err != nil {
 				return usagef("%v", err)
 			}
+			tokensFile, _ := cmd.Flags().GetString("auth-tokens-file")
+			if cfg.Auth, err = cfg.Auth.WithTenants(tokensFile); err != nil {
+				return usagef("%v", err)
+			}
 			cfg.TLS = clientTLS(cmd)
 			cfg.TLS.ClientCAFile, _ = cmd.Flags().GetString("tls-client-ca-file")
 			if err := cfg.TLS.CheckNode(); err != nil {
@@ -108,6 +112,7 @@ rule files again, and a bad file changes nothing (docs/rules.md).`,
 	f.DurationVar(&cfg.ShutdownTimeout, "shutdown-timeout", 0, "bound on graceful shutdown (default 1m)")
 	f.String("tls-client-ca-file", "", "mutual TLS: require every client to present a certificate this PEM CA signed (TLS itself: --tls-cert-file, --tls-key-file and --tls-ca-file)")
 	f.String("auth-token-file", "", "require this shared token (file) on every request but health checks (default: $STRATA_AUTH_TOKEN; neither: no auth)")
+	f.String("auth-tokens-file", "", "file of tenants' tokens, a line each: TOKEN TENANT[,TENANT...] [federate] (docs/tenants.md; needs the shared token too)")
 	f.DurationVar(&cfg.GCInterval, "gc-interval", 5*time.Minute, "how often fast GC runs on every region (0: never)")
 	f.DurationVar(&cfg.FullGCInterval, "full-gc-interval", 24*time.Hour, "how often full-listing GC runs on every region (0: never)")
 	f.StringArrayVar(&cfg.Rules.Files, "rule-file", nil, "Prometheus rule file to evaluate, a path or a glob (repeatable; reloaded on SIGHUP and POST /-/reload)")

@@ -144,3 +144,99 @@ func TestLoad(t *testing.T) {
 		t.Fatal("the environment's token was not used")
 	}
 }
+
+func TestLoadTenants(t *testing.T) {
+	dir := t.TempDir()
+	file := func(body string) string {
+		p := filepath.Join(dir, fmt.Sprint(len(body), ".tokens"))
+		if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	got, err := LoadTenants(file("# tokens\n\nt1 a\nt2 b,a,b federate\n  t3  c  \n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]Binding{"t1": {Tenants: []string{"a"}}, "t2": {Tenants: []string{"a", "b"}, Federate: true}, "t3": {Tenants: []string{"c"}}}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("got %v, want %v", got, want)
+	}
+	for body, why := range map[string]string{
+		"t1\n":              "line 1: want TOKEN",
+		"t1 a federate x\n": "line 1: want TOKEN",
+		"t1 a/b\n":          "invalid tenant",
+		"t1 a,\n":           "invalid tenant",
+		"t1 a fed\n":        `the third field is "fed"`,
+		"t1 a\nt1 b\n":      "line 2: the token is on an earlier line too",
+		"# nothing\n":       "holds no token",
+	} {
+		if _, err := LoadTenants(file(body)); err == nil || !strings.Contains(err.Error(), why) {
+			t.Errorf("%q: %v, want %q", body, err, why)
+		}
+	}
+	if _, err := LoadTenants(filepath.Join(dir, "none")); err == nil {
+		t.Error("a missing file: no error")
+	}
+	if _, err := New("").WithTenants(file("t1 a\n")); err == nil || !strings.Contains(err.Error(), "needs the cluster's auth token") {
+		t.Errorf("tenants' tokens without the cluster's: %v", err)
+	}
+	if _, err := New("t1").WithTenants(file("t1 a\n")); err == nil || !strings.Contains(err.Error(), "is the cluster's token") {
+		t.Errorf("a tenant's token that is the cluster's: %v", err)
+	}
+	if tok, err := New("s").WithTenants(""); err != nil || len(tok.tenants) != 0 {
+		t.Errorf("no file: %v, %v", tok, err)
+	}
+	tok, err := New("s").WithTenants(file("t1 a\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, ok := tok.bound("t1"); !ok || b.Tenants[0] != "a" {
+		t.Errorf("t1: %v %v", b, ok)
+	}
+	if tok.Match("t1") {
+		t.Error("a tenant's token matches the cluster's")
+	}
+}
+
+// TestTenantHTTP: what a tenant's token may name over HTTP, and the
+// header the request goes on with.
+func TestTenantHTTP(t *testing.T) {
+	tok := New("s").NewTenant("ta", Binding{Tenants: []string{"a"}}).NewTenant("tab", Binding{Tenants: []string{"b", "a"}, Federate: true})
+	var seen string
+	var bound bool
+	h := tok.HTTP(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		seen = r.Header.Get("X-Scope-OrgID")
+		_, bound = BoundTenants(r.Context())
+		w.WriteHeader(204)
+	}))
+	for _, c := range []struct {
+		tok, h   string
+		code     int
+		seen     string
+		bound    bool
+		contains string
+	}{
+		{"ta", "", 204, "a", true, ""},
+		{"ta", "a", 204, "a", true, ""},
+		{"ta", "b", 403, "", false, "may not name tenant b"},
+		{"ta", "a|b", 403, "", false, "may not name tenant b"},
+		{"ta", "a/b", 400, "", false, "invalid tenant"},
+		{"tab", "", 400, "", false, "name one"},
+		{"tab", "b|a", 204, "b|a", true, ""},
+		{"s", "anyone|else", 204, "anyone|else", false, ""},
+		{"s", "", 204, "", false, ""},
+	} {
+		seen, bound = "", false
+		r := httptest.NewRequest("GET", "/api/v1/query", nil)
+		r.Header.Set("Authorization", "Bearer "+c.tok)
+		if c.h != "" {
+			r.Header.Set("X-Scope-OrgID", c.h)
+		}
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		if w.Code != c.code || seen != c.seen || bound != c.bound || !strings.Contains(w.Body.String(), c.contains) {
+			t.Errorf("%s as %q: %d %q (header %q, bound %v), want %d %q (%q, %v)", c.tok, c.h, w.Code, w.Body.String(), seen, bound, c.code, c.contains, c.seen, c.bound)
+		}
+	}
+}

@@ -21,11 +21,13 @@ import (
 	"maps"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/stratadb/strata/internal/row"
 	"github.com/stratadb/strata/internal/schema"
+	"github.com/stratadb/strata/internal/tenant"
 )
 
 // Errors.
@@ -122,8 +124,24 @@ const TableTag = " "
 func LinesColumn(name string, k row.Kind) string { return name + ":" + k.String() }
 
 // Reserved reports whether name is one of the tables the engine keeps for
-// itself (MetricsTable, LinesTable).
-func Reserved(name string) bool { return name == MetricsTable || name == LinesTable }
+// itself (MetricsTable, LinesTable), of any tenant.
+func Reserved(name string) bool {
+	base := tenant.Base(name)
+	return base == MetricsTable || base == LinesTable
+}
+
+// IsMetrics reports whether name is a tenant's MetricsTable.
+func IsMetrics(name string) bool { return tenant.Base(name) == MetricsTable }
+
+// IsLines reports whether name is a tenant's LinesTable.
+func IsLines(name string) bool { return tenant.Base(name) == LinesTable }
+
+// LinesOf is the LinesTable of the tenant of table name: the table that
+// holds the rows of that tenant's logical tables.
+func LinesOf(name string) string { return tenant.Qualify(tenant.Of(name), LinesTable) }
+
+// MetricsOf is tenant t's MetricsTable.
+func MetricsOf(t string) string { return tenant.Qualify(t, MetricsTable) }
 
 // NewSchema is the first schema of table name: the metrics table's tags
 // are labels (schema.NewLabels), and it has its float field from the
@@ -133,7 +151,7 @@ func NewSchema(name, timestamp string) (*schema.Schema, error) {
 		return schema.New(timestamp)
 	}
 	s, err := schema.NewLabels(timestamp)
-	if err != nil || name == LinesTable {
+	if err != nil || IsLines(name) {
 		return s, err
 	}
 	add := s.Extend()
@@ -143,13 +161,22 @@ func NewSchema(name, timestamp string) (*schema.Schema, error) {
 	return add.Result()
 }
 
-// ValidateTableName checks a table name (MetricsTable and LinesTable are
-// valid).
+// ValidateTableName checks a catalog name (MetricsTable and LinesTable
+// are valid): a tenant's table name as tenant.Qualify made it.
 func ValidateTableName(name string) error {
-	if Reserved(name) {
+	t, base := tenant.Split(name)
+	if t != tenant.Default || strings.HasPrefix(name, tenant.QualifierPrefix) {
+		if err := tenant.Check(t); err != nil {
+			return fmt.Errorf("%w: %v", ErrInvalidTable, err)
+		}
+		if tenant.Qualify(t, base) != name {
+			return fmt.Errorf("%w: %q is no tenant's table name", ErrInvalidTable, name)
+		}
+	}
+	if base == MetricsTable || base == LinesTable {
 		return nil
 	}
-	if err := schema.ValidateName(name); err != nil {
+	if err := schema.ValidateName(base); err != nil {
 		return fmt.Errorf("%w: %v", ErrInvalidTable, err)
 	}
 	return nil
@@ -654,7 +681,7 @@ func (c *Catalog) UpdateTable(ctx context.Context, name string, f func(*Table) e
 //
 // LinesTable is never dropped: it holds the rows of the logical tables.
 func (c *Catalog) MarkDropping(ctx context.Context, name string) (Table, error) {
-	if name == LinesTable {
+	if IsLines(name) {
 		return Table{}, fmt.Errorf("%w: %s holds the rows of every logical table; drop them one by one", ErrInvalidTable, name)
 	}
 	return c.UpdateTable(ctx, name, func(t *Table) error {

@@ -205,3 +205,24 @@ func TestDefaultRegionCount(t *testing.T) {
 		}
 	}
 }
+
+func TestValidateQualifiedTableName(t *testing.T) {
+	for _, ok := range []string{"cpu", catalog.MetricsTable, catalog.LinesTable, "__t/a/cpu", "__t/a/__metrics", "__t/a/__lines", "__t/a/x/y"} {
+		if err := catalog.ValidateTableName(ok); err != nil {
+			t.Errorf("catalog.ValidateTableName(%q) = %v", ok, err)
+		}
+	}
+	// A default tenant's name that is not tenant.Qualify's, a bad tenant,
+	// a tenant's reserved-prefix name.
+	for _, bad := range []string{"__t/default/cpu", "__t/default/__t/b/cpu", "__t/a|b/cpu", "__t/../cpu", "__t/a/__x", "__t/nocut", "__t/a/"} {
+		if err := catalog.ValidateTableName(bad); !errors.Is(err, catalog.ErrInvalidTable) {
+			t.Errorf("catalog.ValidateTableName(%q) = %v, want ErrInvalidTable", bad, err)
+		}
+	}
+	if !catalog.IsMetrics("__t/a/__metrics") || !catalog.IsLines("__t/a/__lines") || !catalog.Reserved("__t/a/__lines") || catalog.Reserved("__t/a/cpu") {
+		t.Error("a tenant's reserved tables")
+	}
+	if catalog.LinesOf("__t/a/cpu") != "__t/a/__lines" || catalog.LinesOf("cpu") != catalog.LinesTable || catalog.MetricsOf("a") != "__t/a/__metrics" || catalog.MetricsOf("default") != catalog.MetricsTable {
+		t.Error("catalog.LinesOf, MetricsOf")
+	}
+}

@@ -642,6 +642,9 @@ func TestClusterAdminCLI(t *testing.T) {
 	for end := time.Now().Add(20 * time.Second); ; {
 		out := run("cluster", "gc", "status", "-o", "csv")
 		if strings.Count(out, ",ok,") == 4 {
+			if strings.Count(out, ",default,") != 4 { // cpu's regions, the default tenant's
+				t.Fatalf("gc status: the regions' tenant:\n%s", out)
+			}
 			break
 		}
 		if time.Now().After(end) {

@@ -40,9 +40,9 @@ func (e *Engine) Cardinality(ctx context.Context, table string, start, end int64
 	switch {
 	case tg.t.Logical:
 		names[tableTag(tg.t).Value] = tg.t.Name
-	case tg.t.Name == catalog.LinesTable:
+	case catalog.IsLines(tg.t.Name):
 		for _, t := range e.cat.List(false) {
-			if t.Logical && !t.Dropping {
+			if t.Logical && !t.Dropping && catalog.LinesOf(t.Name) == tg.t.Name {
 				names[tableTag(&t).Value] = t.Name
 			}
 		}

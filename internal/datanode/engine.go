@@ -179,7 +179,7 @@ func (e *Engine) openRegion(ctx context.Context, t *catalog.Table, i uint32) err
 	}
 	o.TTL = t.TTL
 	o.CompactionWindow = t.CompactionWindow
-	if t.Name == catalog.LinesTable {
+	if catalog.IsLines(t.Name) {
 		o.DropSeries = e.droppedSeries
 	}
 	if len(t.Schema.Columns) > 0 {

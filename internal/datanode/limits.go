@@ -7,6 +7,7 @@ import (
 	"github.com/stratadb/strata/internal/catalog"
 	"github.com/stratadb/strata/internal/limits"
 	"github.com/stratadb/strata/internal/row"
+	tenants "github.com/stratadb/strata/internal/tenant"
 )
 
 // admit applies the tenant's write limits (Options.Limits,
@@ -25,14 +26,14 @@ import (
 //
 // It returns the batches to write (the same, or with the refused series'
 // points left out) and the limit's error: if rate or shape, the batches
-// are nil and nothing is to be written. Every request is the default
-// tenant's until tenants exist.
+// are nil and nothing is to be written. The tenant is the tables' (a
+// request names one tenant's tables: the API's handlers qualify them).
 func (e *Engine) admit(batches []TableBatch) ([]TableBatch, *limits.Error) {
 	in := e.opts.Limits
-	if in == nil {
+	if in == nil || len(batches) == 0 {
 		return batches, nil
 	}
-	const tenant = limits.DefaultTenant
+	tenant := tenants.Of(batches[0].Table)
 	l := in.Limits(tenant)
 	if l == (limits.Limits{}) {
 		return batches, nil
@@ -124,7 +125,7 @@ func (e *Engine) admit(batches []TableBatch) ([]TableBatch, *limits.Error) {
 // other than the metrics table (whose tags hold __name__) its name.
 func checkShape(tenant string, l limits.Limits, table string, points []row.Point) *limits.Error {
 	name := 1
-	if table == catalog.MetricsTable {
+	if catalog.IsMetrics(table) {
 		name = 0
 	}
 	for i := range points {
@@ -140,12 +141,12 @@ func checkShape(tenant string, l limits.Limits, table string, points []row.Point
 			n++
 			if l.MaxLabelValueLength > 0 && int64(len(t.Value)) > l.MaxLabelValueLength {
 				return &limits.Error{Tenant: tenant, Limit: "max_label_value_length", Value: fmt.Sprint(l.MaxLabelValueLength), Reason: limits.ReasonLabelValueTooLong,
-					Detail: fmt.Sprintf("table %s: label %s's value is %d bytes (%.40q...)", table, t.Name, len(t.Value), t.Value)}
+					Detail: fmt.Sprintf("table %s: label %s's value is %d bytes (%.40q...)", tenants.Base(table), t.Name, len(t.Value), t.Value)}
 			}
 		}
 		if l.MaxLabelNamesPerSeries > 0 && int64(n) > l.MaxLabelNamesPerSeries {
 			return &limits.Error{Tenant: tenant, Limit: "max_label_names_per_series", Value: fmt.Sprint(l.MaxLabelNamesPerSeries), Reason: limits.ReasonMaxLabelNames,
-				Detail: fmt.Sprintf("table %s: series %s has %d label names", table, seriesString(p.Tags), n)}
+				Detail: fmt.Sprintf("table %s: series %s has %d label names", tenants.Base(table), seriesString(p.Tags), n)}
 		}
 	}
 	return nil

@@ -192,13 +192,15 @@ func (e *Engine) droppedSeries(series string) bool {
 	return err == nil && e.cat.Gone(uint32(id))
 }
 
-// ensureLines creates LinesTable if the catalog lacks it (a create that
-// loses the race to another's is no error).
-func (e *Engine) ensureLines(ctx context.Context) error {
-	if _, ok := e.cat.Lookup(catalog.LinesTable); ok {
+// ensureLines creates the LinesTable of logical table's tenant if the
+// catalog lacks it (a create that loses the race to another's is no
+// error).
+func (e *Engine) ensureLines(ctx context.Context, table string) error {
+	lines := catalog.LinesOf(table)
+	if _, ok := e.cat.Lookup(lines); ok {
 		return nil
 	}
-	_, err := e.createTable(ctx, catalog.TableSpec{Name: catalog.LinesTable, Regions: e.opts.LinesRegions})
+	_, err := e.createTable(ctx, catalog.TableSpec{Name: lines, Regions: e.opts.LinesRegions})
 	if errors.Is(err, catalog.ErrTableExists) {
 		return nil
 	}
@@ -211,7 +213,7 @@ func (e *Engine) ensureLines(ctx context.Context) error {
 // owners) or dropped (hostedOnly: metasrv asks every datanode, through
 // CloseTable).
 func (e *Engine) deleteLogical(ctx context.Context, t *catalog.Table, hostedOnly bool) error {
-	tg, err := e.targetLocal(catalog.LinesTable)
+	tg, err := e.targetLocal(catalog.LinesOf(t.Name))
 	if err != nil {
 		return err
 	}

@@ -107,13 +107,13 @@ func (e *Engine) reloadTable(ctx context.Context, table string, create bool) err
 		t, ok := e.cat.Lookup(table)
 		switch {
 		case ok && t.Logical && !t.Dropping:
-			return e.ensureLines(ctx) // written by a node that died before creating it
+			return e.ensureLines(ctx, table) // written by a node that died before creating it
 		case ok || !create:
 			return nil
 		}
 		spec := catalog.TableSpec{Name: table}
 		switch {
-		case table == catalog.MetricsTable:
+		case catalog.IsMetrics(table):
 			spec.Regions = e.opts.MetricsRegions
 		case !e.opts.PhysicalTables && !catalog.Reserved(table):
 			// A measurement a write names: a logical table, its rows in
@@ -122,7 +122,7 @@ func (e *Engine) reloadTable(ctx context.Context, table string, create bool) err
 			if err := catalog.ValidateTableName(table); err != nil {
 				return err
 			}
-			if err := e.ensureLines(ctx); err != nil {
+			if err := e.ensureLines(ctx, table); err != nil {
 				return err
 			}
 			spec.Logical = true

@@ -11,6 +11,7 @@ import (
 	"github.com/stratadb/strata/internal/compact"
 	"github.com/stratadb/strata/internal/layout"
 	"github.com/stratadb/strata/internal/region"
+	tenants "github.com/stratadb/strata/internal/tenant"
 )
 
 // CreateTable adds a table to the catalog; metasrv places its regions and
@@ -18,14 +19,14 @@ import (
 // A table created so is physical unless spec says Logical; a write
 // creates logical ones (catalog.Table.Logical).
 func (e *Engine) CreateTable(ctx context.Context, spec catalog.TableSpec) (catalog.Table, error) {
-	if spec.Name == catalog.LinesTable {
+	if catalog.IsLines(spec.Name) {
 		return catalog.Table{}, fmt.Errorf("%w: %s is created with the first logical table", catalog.ErrInvalidTable, spec.Name)
 	}
 	if spec.Logical {
 		if err := catalog.ValidateTableName(spec.Name); err != nil {
 			return catalog.Table{}, err
 		}
-		if err := e.ensureLines(ctx); err != nil {
+		if err := e.ensureLines(ctx, spec.Name); err != nil {
 			return catalog.Table{}, err
 		}
 	}
@@ -75,10 +76,19 @@ func (e *Engine) regionCount(ctx context.Context) (uint32, error) {
 // Tables lists the tables by name: LinesTable, whose rows are those of
 // the logical tables listed, is left out.
 func (e *Engine) Tables() []catalog.Table {
-	out := slices.DeleteFunc(e.cat.List(false), func(t catalog.Table) bool { return t.Name == catalog.LinesTable })
+	out := slices.DeleteFunc(e.cat.List(false), func(t catalog.Table) bool { return catalog.IsLines(t.Name) })
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out
 }
+
+// TablesOf lists tenant's tables by name (as Tables), under their catalog
+// names (tenant.Qualify's).
+func (e *Engine) TablesOf(tenant string) []catalog.Table {
+	return slices.DeleteFunc(e.Tables(), func(t catalog.Table) bool { return tenants.Of(t.Name) != tenant })
+}
+
+// TableByID returns the live table with id, as the catalog's copy has it.
+func (e *Engine) TableByID(id uint32) (catalog.Table, bool) { return e.cat.ByID(id) }
 
 // catalog.Table returns one table.
 func (e *Engine) Table(name string) (catalog.Table, error) {
@@ -142,7 +152,7 @@ func (e *Engine) TruncateTable(ctx context.Context, table string) error {
 	if tg.t.Logical {
 		return e.deleteLogical(ctx, tg.t, false)
 	}
-	if table == catalog.LinesTable {
+	if catalog.IsLines(table) {
 		return fmt.Errorf("%w: %s holds the rows of every logical table: truncate them one by one", catalog.ErrInvalidTable, table)
 	}
 	_, regions, err := e.localRegions(ctx, table)

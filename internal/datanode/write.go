@@ -32,9 +32,9 @@ type WriteOptions struct {
 // logical tables it holds.
 func checkMetrics(table string, opts WriteOptions) error {
 	switch {
-	case table == catalog.MetricsTable && !opts.Metrics:
+	case catalog.IsMetrics(table) && !opts.Metrics:
 		return fmt.Errorf("%w: table %s is written through remote write (/api/v1/write) only", catalog.ErrInvalidTable, table)
-	case table == catalog.LinesTable:
+	case catalog.IsLines(table):
 		return fmt.Errorf("%w: table %s holds the rows of the logical tables, and is written through them only", catalog.ErrInvalidTable, table)
 	}
 	return nil
@@ -376,9 +376,9 @@ func (e *Engine) targetLocal(table string) (*target, error) {
 	}
 	tg := &target{t: &t, phys: &t}
 	if t.Logical {
-		p, ok := e.cat.Lookup(catalog.LinesTable)
+		p, ok := e.cat.Lookup(catalog.LinesOf(table))
 		if !ok || p.Dropping {
-			return nil, fmt.Errorf("%w: %s (the table of logical table %s)", catalog.ErrTableNotFound, catalog.LinesTable, table)
+			return nil, fmt.Errorf("%w: %s (the table of logical table %s)", catalog.ErrTableNotFound, catalog.LinesOf(table), table)
 		}
 		tg.phys = &p
 	}

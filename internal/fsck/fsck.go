@@ -19,6 +19,7 @@ import (
 	"github.com/stratadb/strata/internal/layout"
 	"github.com/stratadb/strata/internal/manifest"
 	"github.com/stratadb/strata/internal/objstore"
+	"github.com/stratadb/strata/internal/tenant"
 	"github.com/stratadb/strata/internal/wal"
 )
 
@@ -27,6 +28,12 @@ type Options struct {
 	// Table limits the check to one table, by name (resolved through the
 	// store's catalog) or by numeric id.
 	Table string
+	// Tenant is the tenant whose table Table names (default: the default
+	// tenant; docs/tenants.md).
+	Tenant string
+	// Tables, if set, is the catalog's tables (a cluster's, from etcd);
+	// else the catalog the store keeps is read.
+	Tables []catalog.Table
 	// PageSize is the LIST page size (default 1000).
 	PageSize int
 	// Now is the clock ages are measured with (default time.Now).
@@ -43,8 +50,10 @@ type Pending struct {
 
 // Region is the check of one region.
 type Region struct {
-	ID     string `json:"region"`
-	Table  string `json:"table,omitempty"` // name, when the catalog knows it
+	ID    string `json:"region"`
+	Table string `json:"table,omitempty"` // name, when the catalog knows it
+	// Tenant is the table's tenant, when the catalog knows it.
+	Tenant string `json:"tenant,omitempty"`
 	Listed int    `json:"listed"`
 	// Version is the manifest version read; 0 if it could not be read.
 	Version uint64 `json:"manifest_version"`
@@ -78,6 +87,20 @@ type Report struct {
 	Streams Streams `json:"streams"`
 	Listed  int     `json:"listed"`
 	Lists   int     `json:"lists"`
+	// Tenants sums the regions up by their tables' tenant (the regions
+	// of tables the catalog does not know are no tenant's).
+	Tenants map[string]*TenantCounts `json:"tenants,omitempty"`
+}
+
+// TenantCounts are one tenant's regions' counts.
+type TenantCounts struct {
+	Regions   int   `json:"regions"`
+	Listed    int   `json:"listed"`
+	LiveFiles int   `json:"live_files"`
+	LiveBytes int64 `json:"live_bytes"`
+	// Missing counts missing live files and unreadable manifests.
+	Missing int `json:"missing"`
+	Orphans int `json:"orphans"`
 }
 
 // Streams counts shared WAL stream segments by owner.
@@ -124,9 +147,12 @@ func Check(ctx context.Context, store objstore.Bucket, opts Options) (*Report, e
 	if opts.PageSize <= 0 {
 		opts.PageSize = gc.DefaultPageSize
 	}
-	tables, err := storecat.Read(ctx, store)
-	if err != nil {
-		return nil, fmt.Errorf("fsck: %w", err)
+	tables := opts.Tables
+	if tables == nil {
+		var err error
+		if tables, err = storecat.Read(ctx, store); err != nil {
+			return nil, fmt.Errorf("fsck: %w", err)
+		}
 	}
 	byID := map[uint32]catalog.Table{}
 	for _, t := range tables {
@@ -135,7 +161,10 @@ func Check(ctx context.Context, store objstore.Bucket, opts Options) (*Report, e
 	prefix := ""
 	var only *uint32
 	if opts.Table != "" {
-		id, ok := resolveTable(tables, opts.Table)
+		id, ok := resolveTable(tables, tenant.Qualify(opts.Tenant, opts.Table))
+		if !ok {
+			id, ok = resolveTable(tables, opts.Table) // an id
+		}
 		if !ok {
 			return nil, fmt.Errorf("%w: %s", ErrNoTable, opts.Table)
 		}
@@ -209,7 +238,24 @@ func Check(ctx context.Context, store objstore.Bucket, opts Options) (*Report, e
 		g, st := checkRegion(ctx, store, id, regions[id], now)
 		states = append(states, st)
 		if t, ok := byID[id.Table]; ok {
-			g.Table = t.Name
+			g.Tenant, g.Table = tenant.Split(t.Name)
+			if rep.Tenants == nil {
+				rep.Tenants = map[string]*TenantCounts{}
+			}
+			c := rep.Tenants[g.Tenant]
+			if c == nil {
+				c = &TenantCounts{}
+				rep.Tenants[g.Tenant] = c
+			}
+			c.Regions++
+			c.Listed += g.Listed
+			c.LiveFiles += g.LiveFiles
+			c.LiveBytes += g.LiveBytes
+			c.Missing += len(g.Missing)
+			if g.ManifestError != "" {
+				c.Missing++
+			}
+			c.Orphans += len(g.Orphans)
 		}
 		rep.Listed += g.Listed
 		rep.Regions = append(rep.Regions, g)

@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/stratadb/strata/internal/auth"
 	"github.com/stratadb/strata/internal/catalog"
 	"github.com/stratadb/strata/internal/datanode"
 	"github.com/stratadb/strata/internal/freelist"
@@ -19,6 +20,7 @@ import (
 	"github.com/stratadb/strata/internal/region"
 	"github.com/stratadb/strata/internal/row"
 	"github.com/stratadb/strata/internal/scan"
+	"github.com/stratadb/strata/internal/tenant"
 	"github.com/stratadb/strata/internal/wire"
 	pb "github.com/stratadb/strata/proto/strata/v1"
 )
@@ -43,6 +45,9 @@ func (s *Server) WithRules(groups func() ([]byte, error)) *Server {
 
 // RuleGroups answers the state of the stored rule groups evaluated here.
 func (s *Server) RuleGroups(ctx context.Context, req *pb.RuleGroupsRequest) (*pb.RuleGroupsResponse, error) {
+	if err := regionCall(ctx); err != nil { // another node's, for /api/v1/rules
+		return nil, err
+	}
 	if s.rules == nil {
 		return &pb.RuleGroupsResponse{GroupsJson: []byte("[]")}, nil
 	}
@@ -62,19 +67,66 @@ func Status(err error) error {
 	return datanode.ErrClass(err).Status(err)
 }
 
+// fail is Status(err) as the call's tenant names its tables: the catalog
+// names of its own in the message are its names.
+func fail(ctx context.Context, err error) error {
+	t, terr := tenant.Incoming(ctx)
+	if terr != nil || t == tenant.Default {
+		return Status(err)
+	}
+	return status.Error(datanode.ErrClass(err).Code(), tenant.Unqualify(t, err.Error()))
+}
+
+// table is the catalog name of a call's table: name, of the tenant the
+// call's metadata names (tenant.Incoming; docs/tenants.md). Every table
+// name of a call but a region's (another datanode's, which names the
+// catalog's) goes through it.
+func table(ctx context.Context, name string) (string, error) {
+	t, err := tenant.Incoming(ctx)
+	if err != nil {
+		return "", err
+	}
+	return tenant.Qualify(t, name), nil
+}
+
+// regionCall refuses a call addressed to a region (one datanode's to
+// another, naming catalog tables), or another of the calls nodes make to
+// each other, made with a tenant's token: it could reach another tenant's
+// tables.
+func regionCall(ctx context.Context) error {
+	if _, bound := auth.BoundTenants(ctx); bound {
+		return status.Error(codes.PermissionDenied, "a tenant's token may not make the calls datanodes make to each other (regions, rule groups)")
+	}
+	return nil
+}
+
+// tableMsg is t as a call of its tenant names it.
+func tableMsg(t catalog.Table) *pb.Table {
+	m := wire.TableMsg(t)
+	m.Name = tenant.Base(t.Name)
+	return m
+}
+
 func (s *Server) Write(ctx context.Context, req *pb.WriteRequest) (*pb.WriteResponse, error) {
 	var res region.WriteResult
 	var err error
 	if req.GetRegion() != "" {
 		var id layout.RegionID
+		if err = regionCall(ctx); err != nil {
+			return nil, err
+		}
 		if id, err = layout.ParseRegionID(req.GetRegion()); err == nil {
 			res, err = s.eng.WriteRegion(ctx, req.GetTable(), id, wire.ToPoints(req.GetPoints()))
 		}
 	} else {
-		res, err = s.eng.Write(ctx, req.GetTable(), wire.ToPoints(req.GetPoints()), datanode.WriteOptions{CreateTable: req.GetCreateTable()})
+		var name string
+		if name, err = table(ctx, req.GetTable()); err != nil {
+			return nil, err
+		}
+		res, err = s.eng.Write(ctx, name, wire.ToPoints(req.GetPoints()), datanode.WriteOptions{CreateTable: req.GetCreateTable()})
 	}
 	if err != nil {
-		return nil, Status(err)
+		return nil, fail(ctx, err)
 	}
 	return &pb.WriteResponse{Written: int64(res.Written), Expired: int64(res.Expired)}, nil
 }
@@ -88,9 +140,12 @@ var scratches = freelist.New[*fwdbatch.Scratch](8)
 // which must be hosted here (datanode.Engine.WriteForwarded checks the
 // rest).
 func (s *Server) ForwardWrite(ctx context.Context, req *pb.ForwardWriteRequest) (*pb.WriteResponse, error) {
+	if err := regionCall(ctx); err != nil {
+		return nil, err
+	}
 	id, err := layout.ParseRegionID(req.GetRegion())
 	if err != nil {
-		return nil, Status(err)
+		return nil, fail(ctx, err)
 	}
 	sc, ok := scratches.Get()
 	if !ok {
@@ -104,25 +159,29 @@ func (s *Server) ForwardWrite(ctx context.Context, req *pb.ForwardWriteRequest) 
 	c := fwdbatch.Codec(req.GetCompression())
 	raw, err := fwdbatch.Decompress(c, sc.Buf, req.GetBatch(), req.GetSize())
 	if err != nil {
-		return nil, Status(err)
+		return nil, fail(ctx, err)
 	}
 	if c != fwdbatch.None {
 		sc.Buf = raw
 	}
 	b, err := sc.Decode(raw)
 	if err != nil {
-		return nil, Status(err)
+		return nil, fail(ctx, err)
 	}
 	res, err := s.eng.WriteForwarded(ctx, req.GetTable(), id, b)
 	if err != nil {
-		return nil, Status(err)
+		return nil, fail(ctx, err)
 	}
 	return &pb.WriteResponse{Written: int64(res.Written), Expired: int64(res.Expired)}, nil
 }
 
 func (s *Server) Delete(ctx context.Context, req *pb.DeleteRequest) (*pb.DeleteResponse, error) {
-	if err := s.eng.Delete(ctx, req.GetTable(), wire.ToTags(req.GetTags()), req.GetStart(), req.GetEnd()); err != nil {
-		return nil, Status(err)
+	name, err := table(ctx, req.GetTable())
+	if err != nil {
+		return nil, err
+	}
+	if err := s.eng.Delete(ctx, name, wire.ToTags(req.GetTags()), req.GetStart(), req.GetEnd()); err != nil {
+		return nil, fail(ctx, err)
 	}
 	return &pb.DeleteResponse{}, nil
 }
@@ -147,14 +206,21 @@ func (s *Server) Scan(req *pb.ScanRequest, stream grpc.ServerStreamingServer[pb.
 	var err error
 	if req.GetRegion() != "" {
 		var id layout.RegionID
+		if err = regionCall(stream.Context()); err != nil {
+			return err
+		}
 		if id, err = layout.ParseRegionID(req.GetRegion()); err == nil {
 			sc, err = s.eng.ScanRegion(stream.Context(), req.GetTable(), id, rreq)
 		}
 	} else {
-		sc, err = s.eng.Scan(stream.Context(), req.GetTable(), rreq)
+		var name string
+		if name, err = table(stream.Context(), req.GetTable()); err != nil {
+			return err
+		}
+		sc, err = s.eng.Scan(stream.Context(), name, rreq)
 	}
 	if err != nil {
-		return Status(err)
+		return fail(stream.Context(), err)
 	}
 	defer sc.Close()
 	first := &pb.ScanResponse{}
@@ -177,7 +243,7 @@ func (s *Server) Scan(req *pb.ScanRequest, stream grpc.ServerStreamingServer[pb.
 			if len(resp.Series) == 0 || e.Series != last {
 				tags, err = row.DecodeSeries(tags[:0], e.Series)
 				if err != nil {
-					return Status(err)
+					return fail(stream.Context(), err)
 				}
 				resp.Series = append(resp.Series, &pb.Series{Tags: wire.FromTags(tags)})
 				last = e.Series
@@ -197,7 +263,7 @@ func (s *Server) Scan(req *pb.ScanRequest, stream grpc.ServerStreamingServer[pb.
 		sent = true
 	}
 	if err := sc.Err(); err != nil {
-		return Status(err)
+		return fail(stream.Context(), err)
 	}
 	if !sent {
 		return stream.Send(first)
@@ -214,6 +280,9 @@ const (
 )
 
 func (s *Server) ScanColumns(req *pb.ScanRequest, stream grpc.ServerStreamingServer[pb.ScanColumnsResponse]) error {
+	if err := regionCall(stream.Context()); err != nil {
+		return err
+	}
 	id, err := layout.ParseRegionID(req.GetRegion())
 	if err != nil {
 		return Status(err)
@@ -260,9 +329,13 @@ func (s *Server) ScanColumns(req *pb.ScanRequest, stream grpc.ServerStreamingSer
 }
 
 func (s *Server) Compact(ctx context.Context, req *pb.CompactRequest) (*pb.CompactResponse, error) {
-	res, err := s.eng.Compact(ctx, req.GetTable(), req.GetAll())
+	name, err := table(ctx, req.GetTable())
 	if err != nil {
-		return nil, Status(err)
+		return nil, err
+	}
+	res, err := s.eng.Compact(ctx, name, req.GetAll())
+	if err != nil {
+		return nil, fail(ctx, err)
 	}
 	out := &pb.CompactResponse{}
 	for _, r := range res {
@@ -273,16 +346,24 @@ func (s *Server) Compact(ctx context.Context, req *pb.CompactRequest) (*pb.Compa
 }
 
 func (s *Server) CancelCompaction(ctx context.Context, req *pb.CancelCompactionRequest) (*pb.CancelCompactionResponse, error) {
-	c, late, err := s.eng.CancelCompaction(ctx, req.GetTable())
+	name, err := table(ctx, req.GetTable())
 	if err != nil {
-		return nil, Status(err)
+		return nil, err
+	}
+	c, late, err := s.eng.CancelCompaction(ctx, name)
+	if err != nil {
+		return nil, fail(ctx, err)
 	}
 	return &pb.CancelCompactionResponse{Cancelled: int64(c), TooLate: int64(late)}, nil
 }
 
 func (s *Server) TruncateTable(ctx context.Context, req *pb.TruncateTableRequest) (*pb.TruncateTableResponse, error) {
-	if err := s.eng.TruncateTable(ctx, req.GetName()); err != nil {
-		return nil, Status(err)
+	name, err := table(ctx, req.GetName())
+	if err != nil {
+		return nil, err
+	}
+	if err := s.eng.TruncateTable(ctx, name); err != nil {
+		return nil, fail(ctx, err)
 	}
 	return &pb.TruncateTableResponse{}, nil
 }
@@ -292,14 +373,26 @@ func (s *Server) TruncateTable(ctx context.Context, req *pb.TruncateTableRequest
 // selected.
 func (s *Server) GcRegion(ctx context.Context, req *pb.GcRegionRequest) (*pb.GcRegionResponse, error) {
 	secs := func(n int64) time.Duration { return time.Duration(n) * time.Second }
-	res, err := s.eng.GC(ctx, datanode.GCRequest{Table: req.GetTable(), Region: req.GetRegion(), Full: req.GetFull(), DryRun: req.GetDryRun(),
+	name := req.GetTable()
+	if name != "" {
+		var err error
+		if name, err = table(ctx, name); err != nil {
+			return nil, err
+		}
+	} else if err := regionCall(ctx); err != nil { // regions of any tenant
+		return nil, err
+	}
+	res, err := s.eng.GC(ctx, datanode.GCRequest{Table: name, Region: req.GetRegion(), Full: req.GetFull(), DryRun: req.GetDryRun(),
 		Lingering: secs(req.GetLingeringSeconds()), MinAge: secs(req.GetMinAgeSeconds())})
 	if err != nil && len(res) == 0 {
-		return nil, Status(err)
+		return nil, fail(ctx, err)
 	}
 	out := &pb.GcRegionResponse{}
 	for _, r := range res {
 		m := &pb.GcRegionResult{Region: r.Region.String(), Mode: "fast", DryRun: r.DryRun}
+		if t, ok := s.eng.TableByID(r.Region.Table); ok {
+			m.Tenant = tenant.Of(t.Name)
+		}
 		if r.Full {
 			l := r.Listed
 			m.Mode = "full"
@@ -322,8 +415,17 @@ func (s *Server) GcRegion(ctx context.Context, req *pb.GcRegionRequest) (*pb.GcR
 }
 
 func (s *Server) Flush(ctx context.Context, req *pb.FlushRequest) (*pb.FlushResponse, error) {
-	if err := s.eng.Flush(ctx, req.GetTable()); err != nil {
-		return nil, Status(err)
+	name := req.GetTable()
+	if name != "" {
+		var err error
+		if name, err = table(ctx, name); err != nil {
+			return nil, err
+		}
+	} else if err := regionCall(ctx); err != nil { // every tenant's tables
+		return nil, err
+	}
+	if err := s.eng.Flush(ctx, name); err != nil {
+		return nil, fail(ctx, err)
 	}
 	return &pb.FlushResponse{}, nil
 }
@@ -339,9 +441,13 @@ func regionStats(st []datanode.RegionStats) []*pb.RegionStat {
 }
 
 func (s *Server) RegionStats(ctx context.Context, req *pb.RegionStatsRequest) (*pb.RegionStatsResponse, error) {
-	st, err := s.eng.Stats(ctx, req.GetTable())
+	name, err := table(ctx, req.GetTable())
 	if err != nil {
-		return nil, Status(err)
+		return nil, err
+	}
+	st, err := s.eng.Stats(ctx, name)
+	if err != nil {
+		return nil, fail(ctx, err)
 	}
 	return &pb.RegionStatsResponse{Regions: regionStats(st)}, nil
 }
@@ -350,46 +456,65 @@ func (s *Server) CreateTable(ctx context.Context, req *pb.CreateTableRequest) (*
 	if req.GetTtlSeconds() < 0 || req.GetCompactionWindowSeconds() < 0 {
 		return nil, status.Error(codes.InvalidArgument, "negative TTL or compaction window")
 	}
-	t, err := s.eng.CreateTable(ctx, catalog.TableSpec{Name: req.GetName(), Regions: req.GetRegions(), Timestamp: req.GetTimestampColumn(),
+	name, err := table(ctx, req.GetName())
+	if err != nil {
+		return nil, err
+	}
+	t, err := s.eng.CreateTable(ctx, catalog.TableSpec{Name: name, Regions: req.GetRegions(), Timestamp: req.GetTimestampColumn(),
 		TTL: time.Duration(req.GetTtlSeconds()) * time.Second, CompactionWindow: time.Duration(req.GetCompactionWindowSeconds()) * time.Second})
 	if err != nil {
-		return nil, Status(err)
+		return nil, fail(ctx, err)
 	}
-	return &pb.CreateTableResponse{Table: wire.TableMsg(t)}, nil
+	return &pb.CreateTableResponse{Table: tableMsg(t)}, nil
 }
 
 func (s *Server) ListTables(ctx context.Context, req *pb.ListTablesRequest) (*pb.ListTablesResponse, error) {
+	tn, err := tenant.Incoming(ctx)
+	if err != nil {
+		return nil, err
+	}
 	resp := &pb.ListTablesResponse{}
-	for _, t := range s.eng.Tables() {
-		resp.Tables = append(resp.Tables, wire.TableMsg(t))
+	for _, t := range s.eng.TablesOf(tn) {
+		resp.Tables = append(resp.Tables, tableMsg(t))
 	}
 	return resp, nil
 }
 
 func (s *Server) DescribeTable(ctx context.Context, req *pb.DescribeTableRequest) (*pb.DescribeTableResponse, error) {
-	t, err := s.eng.Table(req.GetName())
+	name, err := table(ctx, req.GetName())
 	if err != nil {
-		return nil, Status(err)
+		return nil, err
 	}
-	st, err := s.eng.Stats(ctx, req.GetName())
+	t, err := s.eng.Table(name)
 	if err != nil {
-		return nil, Status(err)
+		return nil, fail(ctx, err)
 	}
-	return &pb.DescribeTableResponse{Table: wire.TableMsg(t), Regions: regionStats(st)}, nil
+	st, err := s.eng.Stats(ctx, name)
+	if err != nil {
+		return nil, fail(ctx, err)
+	}
+	return &pb.DescribeTableResponse{Table: tableMsg(t), Regions: regionStats(st)}, nil
 }
 
 // CloseTable closes the table's regions hosted here (a drop in progress).
 func (s *Server) CloseTable(ctx context.Context, req *pb.CloseTableRequest) (*pb.CloseTableResponse, error) {
+	if err := regionCall(ctx); err != nil { // metasrv's, by id
+		return nil, err
+	}
 	n, err := s.eng.CloseTable(ctx, req.GetTableId())
 	if err != nil {
-		return nil, Status(err)
+		return nil, fail(ctx, err)
 	}
 	return &pb.CloseTableResponse{Closed: int64(n)}, nil
 }
 
 func (s *Server) DropTable(ctx context.Context, req *pb.DropTableRequest) (*pb.DropTableResponse, error) {
-	if err := s.eng.DropTable(ctx, req.GetName()); err != nil {
-		return nil, Status(err)
+	name, err := table(ctx, req.GetName())
+	if err != nil {
+		return nil, err
+	}
+	if err := s.eng.DropTable(ctx, name); err != nil {
+		return nil, fail(ctx, err)
 	}
 	return &pb.DropTableResponse{}, nil
 }

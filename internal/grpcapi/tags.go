@@ -18,6 +18,9 @@ const tagsBytes = 1 << 20
 // region hosted here (another datanode's label look-up), in messages of
 // about tagsBytes (none if there is no value).
 func (s *Server) RegionTags(req *pb.RegionTagsRequest, stream grpc.ServerStreamingServer[pb.RegionTagsResponse]) error {
+	if err := regionCall(stream.Context()); err != nil {
+		return err
+	}
 	id, err := layout.ParseRegionID(req.GetRegion())
 	if err != nil {
 		return Status(err)

@@ -33,6 +33,7 @@ import (
 	"github.com/stratadb/strata/internal/row"
 	"github.com/stratadb/strata/internal/rules"
 	"github.com/stratadb/strata/internal/schema"
+	"github.com/stratadb/strata/internal/tenant"
 	"github.com/stratadb/strata/internal/ui"
 	"github.com/stratadb/strata/internal/version"
 )
@@ -212,6 +213,11 @@ func (h *Handler) serveWrite(w http.ResponseWriter, r *http.Request, v2 bool) in
 	if !v2 && q.Get("db") == "" {
 		return fail(apiError{http.StatusBadRequest, "invalid", "database is required"})
 	}
+	// The tenant whose tables the measurements are (docs/tenants.md).
+	tn, err := tenant.One(r.Header.Get(tenant.Header))
+	if err != nil {
+		return fail(apiError{http.StatusBadRequest, "invalid", err.Error()})
+	}
 	prec, err := lineproto.ParsePrecision(q.Get("precision"))
 	if err != nil || (v2 && (q.Get("precision") == "m" || q.Get("precision") == "h")) {
 		return fail(apiError{http.StatusBadRequest, "invalid", fmt.Sprintf("invalid precision %q", q.Get("precision"))})
@@ -282,16 +288,22 @@ func (h *Handler) serveWrite(w http.ResponseWriter, r *http.Request, v2 bool) in
 			len(errs), len(errs)+b.Len(), strings.Join(msgs, "; "), more)})
 	}
 	batches, lines := byTable(b)
+	for i := range batches {
+		// Always: a default tenant's measurement named like another
+		// tenant's table is qualified out of its reach.
+		batches[i].Table = tenant.Qualify(tn, batches[i].Table)
+	}
 	res, err := h.eng.WriteTables(r.Context(), batches, datanode.WriteOptions{CreateTable: true})
 	h.rows.Add(float64(res.Written))
 	if err != nil {
 		var be *datanode.BatchError
 		var ce *schema.ConflictError
 		if errors.As(err, &be) {
-			line := lines[be.Table][be.Err.Index]
-			msg := fmt.Sprintf("line %d: table %s: %v; nothing written", line, be.Table, be.Err.Err)
+			table := tenant.Base(be.Table)
+			line := lines[table][be.Err.Index]
+			msg := fmt.Sprintf("line %d: table %s: %v; nothing written", line, table, be.Err.Err)
 			if errors.As(err, &ce) {
-				msg = fmt.Sprintf("line %d: field type conflict: table %s: %v; nothing written", line, be.Table, ce)
+				msg = fmt.Sprintf("line %d: field type conflict: table %s: %v; nothing written", line, table, ce)
 			}
 			return fail(apiError{errclass.Invalid.HTTP(), "invalid", msg})
 		}
@@ -303,7 +315,7 @@ func (h *Handler) serveWrite(w http.ResponseWriter, r *http.Request, v2 bool) in
 		} else if c == errclass.Canceled && gone == nil {
 			c = errclass.Unavailable // canceled here, not by the client: a retry may succeed
 		}
-		msg := err.Error()
+		msg := tenant.Unqualify(tn, err.Error())
 		if ra, ok := limits.RetryAfter(err); ok {
 			w.Header().Set("Retry-After", ra) // over the tenant's rate: when the bucket holds the request
 		}

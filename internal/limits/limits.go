@@ -6,8 +6,8 @@
 // admin API (`strata limits set`); every datanode watches the keys
 // (Watcher), so a change takes effect without a restart.
 //
-// Tenants are not built yet: every request is the default tenant's
-// (DefaultTenant). Everything is keyed by tenant so that they slot in.
+// A request's tenant is named by its X-Scope-OrgID header
+// (internal/tenant, docs/tenants.md); without it, DefaultTenant.
 //
 // A limit of 0 is no limit: a tenant with no key, or a key without a
 // limit, writes and queries as before limits existed.
@@ -21,13 +21,14 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"regexp"
 	"strconv"
 	"strings"
+
+	tenants "github.com/stratadb/strata/internal/tenant"
 )
 
-// DefaultTenant is the tenant of every request until tenants exist.
-const DefaultTenant = "default"
+// DefaultTenant is the tenant of a request that names none.
+const DefaultTenant = tenants.Default
 
 // Limits are a tenant's limits; 0 is no limit.
 type Limits struct {
@@ -153,13 +154,12 @@ func (l Limits) Burst() float64 {
 	return max(1, math.Ceil(l.IngestionRate))
 }
 
-var tenantName = regexp.MustCompile(`^[a-zA-Z0-9!._*'()-]{1,150}$`)
-
 // CheckTenant refuses a tenant name Mimir would refuse (its X-Scope-OrgID
-// characters), or one that cannot be an etcd key's last part.
-func CheckTenant(tenant string) error {
-	if !tenantName.MatchString(tenant) || tenant == "." || tenant == ".." {
-		return fmt.Errorf("%w: tenant %q: 1 to 150 of the letters, digits and !._*'()- only", ErrInvalid, tenant)
+// characters), or one that cannot be an etcd key's last part
+// (tenant.Check).
+func CheckTenant(name string) error {
+	if err := tenants.Check(name); err != nil {
+		return fmt.Errorf("%w: %v", ErrInvalid, err)
 	}
 	return nil
 }

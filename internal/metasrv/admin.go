@@ -12,8 +12,11 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/stratadb/strata/internal/catalog"
+	"github.com/stratadb/strata/internal/errclass"
 	"github.com/stratadb/strata/internal/gcsched"
 	"github.com/stratadb/strata/internal/layout"
+	"github.com/stratadb/strata/internal/tenant"
 	"github.com/stratadb/strata/internal/wire"
 	pb "github.com/stratadb/strata/proto/strata/v1"
 )
@@ -53,8 +56,21 @@ func fanOut(clients map[string]pb.DatanodeClient, f func(id string, c pb.Datanod
 	return errors.Join(errs...)
 }
 
-// ListRegions reports each region's placement and its owner's statistics.
+// ListRegions reports each region's placement and its owner's statistics:
+// every region's, or those of the call's tenant's table.
 func (s *Server) ListRegions(ctx context.Context, req *pb.ListRegionsRequest) (*pb.ListRegionsResponse, error) {
+	table := req.GetTable()
+	if table != "" {
+		var err error
+		if table, err = qualify(ctx, table); err != nil {
+			return nil, err
+		}
+	}
+	return s.listRegions(ctx, table)
+}
+
+// listRegions is ListRegions of catalog table table ("": every table).
+func (s *Server) listRegions(ctx context.Context, table string) (*pb.ListRegionsResponse, error) {
 	cs, err := s.ClusterStatus(ctx, &pb.ClusterStatusRequest{})
 	if err != nil {
 		return nil, err
@@ -67,13 +83,15 @@ func (s *Server) ListRegions(ctx context.Context, req *pb.ListRegionsRequest) (*
 	var mu sync.Mutex
 	tables := map[string]bool{}
 	for _, r := range cs.Regions {
-		if req.GetTable() == "" || r.Table == req.GetTable() {
+		if table == "" || r.Table == table {
 			tables[r.Table] = true
 		}
 	}
 	fanErr := fanOut(clients, func(_ string, c pb.DatanodeClient) error {
 		for t := range tables {
-			resp, err := c.RegionStats(ctx, &pb.RegionStatsRequest{Table: t})
+			// The datanode qualifies the name with the call's tenant.
+			cctx, base := tenant.Call(ctx, t)
+			resp, err := c.RegionStats(cctx, &pb.RegionStatsRequest{Table: base})
 			if err != nil {
 				return err
 			}
@@ -110,6 +128,7 @@ func (s *Server) Compact(ctx context.Context, req *pb.CompactRequest) (*pb.Compa
 	}
 	out := &pb.CompactResponse{}
 	var mu sync.Mutex
+	ctx = passTenant(ctx)
 	err = fanOut(clients, func(_ string, c pb.DatanodeClient) error {
 		resp, err := c.Compact(ctx, req)
 		if err != nil {
@@ -134,6 +153,7 @@ func (s *Server) CancelCompaction(ctx context.Context, req *pb.CancelCompactionR
 	}
 	out := &pb.CancelCompactionResponse{}
 	var mu sync.Mutex
+	ctx = passTenant(ctx)
 	err = fanOut(clients, func(_ string, c pb.DatanodeClient) error {
 		resp, err := c.CancelCompaction(ctx, req)
 		if err != nil {
@@ -164,6 +184,41 @@ func grpcStatus(err error) error {
 	return wire.Status(err)
 }
 
+// passTenant is ctx with the incoming call's tenant (tenant.MetadataKey)
+// named to the datanodes it calls about the call's table.
+func passTenant(ctx context.Context) context.Context {
+	t, err := tenant.Incoming(ctx)
+	if err != nil {
+		return ctx // the datanode answers the bad name
+	}
+	return tenant.Outgoing(ctx, t)
+}
+
+// qualify is the catalog name of a call's table name (tenant.Incoming).
+func qualify(ctx context.Context, name string) (string, error) {
+	t, err := tenant.Incoming(ctx)
+	if err != nil {
+		return "", err
+	}
+	return tenant.Qualify(t, name), nil
+}
+
+// tableStatus is wire.Status(err) as the call's tenant names its tables.
+func tableStatus(ctx context.Context, err error) error {
+	t, terr := tenant.Incoming(ctx)
+	if terr != nil || t == tenant.Default {
+		return wire.Status(err)
+	}
+	return status.Error(errclass.Of(err).Code(), tenant.Unqualify(t, err.Error()))
+}
+
+// tableMsg is t as its tenant names it.
+func tableMsg(t catalog.Table) *pb.Table {
+	m := wire.TableMsg(t)
+	m.Name = tenant.Base(t.Name)
+	return m
+}
+
 // GcRun runs GC now on the owners of the selected regions.
 func (s *Server) GcRun(ctx context.Context, req *pb.GcRegionRequest) (*pb.GcRegionResponse, error) {
 	if req.GetTable() != "" && req.GetRegion() != "" {
@@ -183,6 +238,7 @@ func (s *Server) GcRun(ctx context.Context, req *pb.GcRegionRequest) (*pb.GcRegi
 	}
 	out := &pb.GcRegionResponse{}
 	var mu sync.Mutex
+	ctx = passTenant(ctx) // the datanodes qualify the table with it
 	err = fanOut(clients, func(node string, c pb.DatanodeClient) error {
 		r := &pb.GcRegionRequest{Table: req.GetTable(), Full: req.GetFull(), DryRun: req.GetDryRun(),
 			LingeringSeconds: req.GetLingeringSeconds(), MinAgeSeconds: req.GetMinAgeSeconds()}
@@ -228,6 +284,9 @@ func (s *Server) GcStatus(ctx context.Context, _ *pb.GcStatusRequest) (*pb.GcSta
 		out.Regions = append(out.Regions, &pb.GcRegionState{Region: id.String(), LastFastUnix: unix(st.LastFast), LastFullUnix: unix(st.LastFull),
 			NextFastUnix: unix(st.NextFast), NextFullUnix: unix(st.NextFull), LastResult: st.LastResult, LastError: st.LastError,
 			Runs: st.Runs, Failures: st.Failures, Deleted: st.Deleted, Orphans: st.Orphans})
+		if t, ok := s.cat.ByID(id.Table); ok {
+			out.Regions[len(out.Regions)-1].Tenant = tenant.Of(t.Name)
+		}
 	}
 	slices.SortFunc(out.Regions, func(a, b *pb.GcRegionState) int { return strings.Compare(a.Region, b.Region) })
 	return out, nil

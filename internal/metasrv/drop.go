@@ -18,7 +18,6 @@ import (
 	"github.com/stratadb/strata/internal/manifest"
 	"github.com/stratadb/strata/internal/objstore"
 	"github.com/stratadb/strata/internal/walstream"
-	"github.com/stratadb/strata/internal/wire"
 	pb "github.com/stratadb/strata/proto/strata/v1"
 )
 
@@ -240,17 +239,21 @@ func (s *Server) DropTable(ctx context.Context, req *pb.DropTableRequest) (*pb.D
 	if s.opts.Store == nil {
 		return nil, status.Error(codes.FailedPrecondition, "metasrv was started without --store: it cannot delete a table's objects")
 	}
-	if _, err := s.cat.MarkDropping(ctx, req.GetName()); err != nil {
-		return nil, wire.Status(err)
+	name, err := qualify(ctx, req.GetName())
+	if err != nil {
+		return nil, err
+	}
+	if _, err := s.cat.MarkDropping(ctx, name); err != nil {
+		return nil, tableStatus(ctx, err)
 	}
 	for {
 		tables, err := s.cat.Dropping(ctx)
 		if err != nil {
-			return nil, wire.Status(err)
+			return nil, tableStatus(ctx, err)
 		}
 		still := false
 		for _, t := range tables {
-			still = still || t.Name == req.GetName()
+			still = still || t.Name == name
 		}
 		if !still {
 			return &pb.DropTableResponse{}, nil
@@ -265,15 +268,19 @@ func (s *Server) DropTable(ctx context.Context, req *pb.DropTableRequest) (*pb.D
 
 // DescribeTable returns a table and its regions' statistics.
 func (s *Server) DescribeTable(ctx context.Context, req *pb.DescribeTableRequest) (*pb.DescribeTableResponse, error) {
-	t, err := s.cat.Table(ctx, req.GetName())
-	if err != nil {
-		return nil, wire.Status(err)
-	}
-	regs, err := s.ListRegions(ctx, &pb.ListRegionsRequest{Table: t.Name})
+	name, err := qualify(ctx, req.GetName())
 	if err != nil {
 		return nil, err
 	}
-	out := &pb.DescribeTableResponse{Table: wire.TableMsg(t)}
+	t, err := s.cat.Table(ctx, name)
+	if err != nil {
+		return nil, tableStatus(ctx, err)
+	}
+	regs, err := s.listRegions(ctx, t.Name)
+	if err != nil {
+		return nil, err
+	}
+	out := &pb.DescribeTableResponse{Table: tableMsg(t)}
 	for _, r := range regs.Regions {
 		if r.Stats != nil {
 			out.Regions = append(out.Regions, r.Stats)

@@ -28,6 +28,7 @@ import (
 	"github.com/stratadb/strata/internal/gcsched"
 	"github.com/stratadb/strata/internal/layout"
 	"github.com/stratadb/strata/internal/objstore"
+	"github.com/stratadb/strata/internal/tenant"
 	"github.com/stratadb/strata/internal/tlsutil"
 	"github.com/stratadb/strata/internal/version"
 	"github.com/stratadb/strata/internal/wire"
@@ -602,23 +603,33 @@ func (s *Server) CreateTable(ctx context.Context, req *pb.CreateTableRequest) (*
 		}
 		regions = catalog.DefaultRegionCount(s.opts.DefaultRegions, live)
 	}
-	t, err := s.cat.CreateTable(ctx, catalog.TableSpec{Name: req.GetName(), Regions: regions, Timestamp: req.GetTimestampColumn(),
+	name, err := qualify(ctx, req.GetName())
+	if err != nil {
+		return nil, err
+	}
+	t, err := s.cat.CreateTable(ctx, catalog.TableSpec{Name: name, Regions: regions, Timestamp: req.GetTimestampColumn(),
 		TTL: time.Duration(req.GetTtlSeconds()) * time.Second, CompactionWindow: time.Duration(req.GetCompactionWindowSeconds()) * time.Second})
 	if err != nil {
-		return nil, wire.Status(err)
+		return nil, tableStatus(ctx, err)
 	}
-	return &pb.CreateTableResponse{Table: wire.TableMsg(t)}, nil
+	return &pb.CreateTableResponse{Table: tableMsg(t)}, nil
 }
 
-// ListTables lists the catalog's tables.
+// ListTables lists the catalog's tables of the call's tenant.
 func (s *Server) ListTables(ctx context.Context, req *pb.ListTablesRequest) (*pb.ListTablesResponse, error) {
+	tn, err := tenant.Incoming(ctx)
+	if err != nil {
+		return nil, err
+	}
 	tables, err := s.cat.Tables(ctx)
 	if err != nil {
 		return nil, wire.Status(err)
 	}
 	out := &pb.ListTablesResponse{}
 	for _, t := range tables {
-		out.Tables = append(out.Tables, wire.TableMsg(t))
+		if tenant.Of(t.Name) == tn {
+			out.Tables = append(out.Tables, tableMsg(t))
+		}
 	}
 	return out, nil
 }

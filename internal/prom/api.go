@@ -23,6 +23,7 @@ import (
 	"github.com/stratadb/strata/internal/datanode"
 	"github.com/stratadb/strata/internal/errclass"
 	tlimits "github.com/stratadb/strata/internal/limits"
+	"github.com/stratadb/strata/internal/tenant"
 	"github.com/stratadb/strata/internal/version"
 )
 
@@ -310,9 +311,13 @@ func (a *API) query(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	a.eval(w, r, func(ctx context.Context, read *atomic.Int64) (evaluation, error) {
-		p := a.plan(r.FormValue("query"), read)
-		q, err := p.engine.NewInstantQuery(ctx, p.q, nil, p.text, ts)
+	tenants, ok := requestTenants(w, r)
+	if !ok {
+		return
+	}
+	a.eval(w, r, tenants, func(ctx context.Context, read *atomic.Int64) (evaluation, error) {
+		p := a.plan(tenants, r.FormValue("query"), read)
+		q, err := p.engine.NewInstantQuery(ctx, p.queryable(), nil, p.text, ts)
 		return p.wrap(q), err
 	})
 }
@@ -345,12 +350,16 @@ func (a *API) queryRange(w http.ResponseWriter, r *http.Request) {
 		fail(w, badData(errors.New("exceeded maximum resolution of 11,000 points per timeseries. Try decreasing the query resolution (?step=XX)")))
 		return
 	}
-	a.eval(w, r, func(ctx context.Context, read *atomic.Int64) (evaluation, error) {
-		p := a.plan(r.FormValue("query"), read)
-		if d := planDirect(p.rollup, step); d != nil {
+	tenants, ok := requestTenants(w, r)
+	if !ok {
+		return
+	}
+	a.eval(w, r, tenants, func(ctx context.Context, read *atomic.Int64) (evaluation, error) {
+		p := a.plan(tenants, r.FormValue("query"), read)
+		if d := planDirect(p.rollup, step); d != nil && p.fed == nil {
 			return p.wrap(&directQuery{plan: d, q: p.q, start: start, end: end, step: step}), nil
 		}
-		q, err := p.engine.NewRangeQuery(ctx, p.q, nil, p.text, start, end, step)
+		q, err := p.engine.NewRangeQuery(ctx, p.queryable(), nil, p.text, start, end, step)
 		return p.wrap(q), err
 	})
 }
@@ -362,14 +371,38 @@ type queryPlan struct {
 	text   string         // the query the engine evaluates
 	rollup parser.Expr    // the parsed query if it is RollupSafe (then q computes range functions in the scan), or nil
 	byName bool           // rewritten by rewriteByName: the answer's names are restored
+	// fed, if set, is the Queryable of a federated read (then q is
+	// unused): the engine evaluates the query as written over it.
+	fed storage.Queryable
+}
+
+// queryable is what the engine evaluates the plan's query over.
+func (p queryPlan) queryable() storage.Queryable {
+	if p.fed != nil {
+		return p.fed
+	}
+	return p.q
 }
 
 // plan parses query once to vet it: an aggregation by __name__ over a
 // function that drops it is rewritten (byname.go), and a RollupSafe one
 // has its range functions computed in the scan. read, if set, counts the
 // samples the query reads (Queryable.Read).
-func (a *API) plan(query string, read *atomic.Int64) queryPlan {
-	base, engine := a.tenantQueryable()
+func (a *API) plan(tenants []string, query string, read *atomic.Int64) queryPlan {
+	if len(tenants) > 1 {
+		f := &federated{tenants: tenants}
+		for _, t := range tenants {
+			q, _ := a.tenantQueryable(t)
+			if read != nil {
+				c := *q
+				c.Read = read
+				q = &c
+			}
+			f.qs = append(f.qs, q)
+		}
+		return queryPlan{engine: a.engine, text: query, fed: f}
+	}
+	base, engine := a.tenantQueryable(tenants[0])
 	if read != nil {
 		q := *base
 		q.Read = read
@@ -394,13 +427,12 @@ func (a *API) plan(query string, read *atomic.Int64) queryPlan {
 
 // tenantQueryable is the Queryable of one query of the tenant, bounded
 // by its limits, and the engine of its max_samples_per_query.
-func (a *API) tenantQueryable() (*Queryable, *promql.Engine) {
-	const tenant = tlimits.DefaultTenant // every query's, until tenants exist
+func (a *API) tenantQueryable(tenant string) (*Queryable, *promql.Engine) {
 	l := a.tenants.For(tenant)
 	if l.MaxSamplesPerQuery <= 0 && l.MaxSeriesPerQuery <= 0 {
-		return a.q, a.engine
+		return a.q.ForTenant(tenant), a.engine
 	}
-	q := *a.q
+	q := *a.q.ForTenant(tenant)
 	if l.MaxSamplesPerQuery > 0 && (q.MaxSamples <= 0 || l.MaxSamplesPerQuery < int64(q.MaxSamples)) {
 		q.MaxSamples = int(l.MaxSamplesPerQuery)
 		q.SamplesLimit = "tenant " + tenant + "'s max_samples_per_query"
@@ -414,8 +446,11 @@ func (a *API) tenantQueryable() (*Queryable, *promql.Engine) {
 
 // samplesLimit names the bound of the engine's samples: the tenant's
 // max_samples_per_query or the node's.
-func (a *API) samplesLimit() string {
-	const tenant = tlimits.DefaultTenant
+func (a *API) samplesLimit(tenants []string) string {
+	if len(tenants) > 1 {
+		return fmt.Sprintf("the node's query max samples, %d", a.limits.MaxSamples)
+	}
+	tenant := tenants[0]
 	if l := a.tenants.For(tenant).MaxSamplesPerQuery; l > 0 && l < int64(a.limits.MaxSamples) {
 		return fmt.Sprintf("limit max_samples_per_query=%d of tenant %s", l, tenant)
 	}
@@ -440,7 +475,7 @@ type evaluation interface {
 // eval evaluates the query newQuery makes, and answers its value: with
 // the samples it read under data.stats if the request has the stats
 // parameter (Prometheus' name, totalQueryableSamples; docs/http-api.md).
-func (a *API) eval(w http.ResponseWriter, r *http.Request, newQuery func(context.Context, *atomic.Int64) (evaluation, error)) {
+func (a *API) eval(w http.ResponseWriter, r *http.Request, tenants []string, newQuery func(context.Context, *atomic.Int64) (evaluation, error)) {
 	ctx, cancel, aerr := a.context(r)
 	if aerr != nil {
 		fail(w, aerr)
@@ -476,7 +511,7 @@ func (a *API) eval(w http.ResponseWriter, r *http.Request, newQuery func(context
 		var many promql.ErrTooManySamples
 		if errors.As(res.Err, &many) {
 			// The engine's bound: name it.
-			fail(w, &apiError{"execution", http.StatusUnprocessableEntity, fmt.Errorf("%w (%s)", res.Err, a.samplesLimit())})
+			fail(w, &apiError{"execution", http.StatusUnprocessableEntity, fmt.Errorf("%w (%s)", res.Err, a.samplesLimit(tenants))})
 			return
 		}
 		fail(w, queryError(res.Err))
@@ -624,12 +659,16 @@ func (a *API) labels(w http.ResponseWriter, r *http.Request, f func(context.Cont
 }
 
 func (a *API) withQuerier(w http.ResponseWriter, r *http.Request, mint, maxt int64, f func(context.Context, storage.Querier) (any, error)) {
+	tenants, ok := requestTenants(w, r)
+	if !ok {
+		return
+	}
 	ctx, done, ok := a.slot(w, r)
 	if !ok {
 		return
 	}
 	defer done()
-	q, err := a.q.Querier(mint, maxt)
+	q, err := a.readQueryable(tenants).Querier(mint, maxt)
 	if err != nil {
 		fail(w, queryError(err))
 		return
@@ -641,6 +680,19 @@ func (a *API) withQuerier(w http.ResponseWriter, r *http.Request, mint, maxt int
 		return
 	}
 	respond(w, data)
+}
+
+// readQueryable is the Queryable of the series, labels and metadata
+// endpoints over tenants: one's, or a federation's.
+func (a *API) readQueryable(tenants []string) storage.Queryable {
+	if len(tenants) == 1 {
+		return a.q.ForTenant(tenants[0])
+	}
+	f := &federated{tenants: tenants}
+	for _, t := range tenants {
+		f.qs = append(f.qs, a.q.ForTenant(t))
+	}
+	return f
 }
 
 // formatQuery returns the expression pretty-printed (Grafana's "format
@@ -661,19 +713,26 @@ func (a *API) buildinfo(w http.ResponseWriter, r *http.Request) {
 // metadata lists every series name as type unknown (Strata keeps no
 // metric types).
 func (a *API) metadata(w http.ResponseWriter, r *http.Request) {
-	out := map[string][]map[string]string{}
-	qr := &querier{q: a.q, mint: math.MinInt64, maxt: math.MaxInt64}
-	names, _, err := qr.LabelValues(r.Context(), model.MetricNameLabel, nil)
-	if err != nil {
-		fail(w, queryError(err))
+	tenants, ok := requestTenants(w, r)
+	if !ok {
 		return
 	}
-	for _, n := range names {
-		out[n] = []map[string]string{{"type": "unknown", "help": "", "unit": ""}}
-	}
-	for _, m := range metrics(a.q.Engine.Tables()) {
-		if !m.labels {
-			out[m.name] = []map[string]string{{"type": "unknown", "help": fmt.Sprintf("field %s of table %s", m.field, m.table), "unit": ""}}
+	out := map[string][]map[string]string{}
+	for _, t := range tenants {
+		q := a.q.ForTenant(t)
+		qr := &querier{q: q, mint: math.MinInt64, maxt: math.MaxInt64}
+		names, _, err := qr.LabelValues(r.Context(), model.MetricNameLabel, nil)
+		if err != nil {
+			fail(w, queryError(err))
+			return
+		}
+		for _, n := range names {
+			out[n] = []map[string]string{{"type": "unknown", "help": "", "unit": ""}}
+		}
+		for _, m := range metrics(q.tables()) {
+			if !m.labels {
+				out[m.name] = []map[string]string{{"type": "unknown", "help": fmt.Sprintf("field %s of table %s", m.field, tenant.Base(m.table)), "unit": ""}}
+			}
 		}
 	}
 	if name := r.FormValue("metric"); name != "" {

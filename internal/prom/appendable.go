@@ -12,6 +12,7 @@ import (
 	"github.com/stratadb/strata/internal/catalog"
 	"github.com/stratadb/strata/internal/datanode"
 	"github.com/stratadb/strata/internal/row"
+	"github.com/stratadb/strata/internal/tenant"
 )
 
 // Appendable stores the samples Strata makes itself (the results of
@@ -67,7 +68,7 @@ func (a *appender) Commit() error {
 	if len(points) == 0 {
 		return nil
 	}
-	return writeMetrics(a.ctx, a.engine, points)
+	return writeMetrics(a.ctx, a.engine, tenant.Default, points)
 }
 
 // Rollback drops the samples appended.
@@ -85,9 +86,10 @@ func (a *appender) release() {
 
 // writeMetrics stores points of the metrics table, creating it on first
 // use: the one write path of remote write and of Appendable. When it
-// returns nil every point is durable in the WAL.
-func writeMetrics(ctx context.Context, eng *datanode.Engine, points []row.Point) error {
-	batch := []datanode.TableBatch{{Table: catalog.MetricsTable, Points: points}}
+// returns nil every point is durable in the WAL. The table is tenant's
+// (Appendable, which rules write through, is the default tenant's).
+func writeMetrics(ctx context.Context, eng *datanode.Engine, tenant string, points []row.Point) error {
+	batch := []datanode.TableBatch{{Table: catalog.MetricsOf(tenant), Points: points}}
 	_, err := eng.WriteTables(ctx, batch, datanode.WriteOptions{CreateTable: true, Metrics: true})
 	return err
 }

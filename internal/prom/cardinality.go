@@ -17,6 +17,7 @@ import (
 	"github.com/stratadb/strata/internal/catalog"
 	"github.com/stratadb/strata/internal/row"
 	"github.com/stratadb/strata/internal/scan"
+	"github.com/stratadb/strata/internal/tenant"
 )
 
 // Cardinality statistics: /api/v1/status/tsdb in Prometheus' format,
@@ -88,12 +89,17 @@ func (a *API) tsdbStatus(w http.ResponseWriter, r *http.Request) {
 		fail(w, aerr)
 		return
 	}
+	t, err := RequestTenant(r) // a tenant's counts: not federated
+	if err != nil {
+		fail(w, badData(err))
+		return
+	}
 	ctx, done, ok := a.slot(w, r)
 	if !ok {
 		return
 	}
 	defer done()
-	st, err := a.q.Cardinality(ctx, req)
+	st, err := a.q.ForTenant(t).Cardinality(ctx, req)
 	if err != nil {
 		if errors.Is(err, catalog.ErrTableNotFound) {
 			fail(w, badData(err))
@@ -153,10 +159,10 @@ func cardinalityRequest(r *http.Request) (CardinalityRequest, *apiError) {
 // Cardinality counts the PromQL series req asks about (see the comment
 // at the head of this file).
 func (q *Queryable) Cardinality(ctx context.Context, req CardinalityRequest) (*TSDBStatus, error) {
-	tables := q.Engine.Tables()
+	tables := q.tables()
 	if req.Table != "" {
-		t, err := q.Engine.Table(req.Table)
-		if err != nil || t.Name == catalog.LinesTable {
+		t, err := q.Engine.Table(tenant.Qualify(q.tenant(), req.Table))
+		if err != nil || catalog.IsLines(t.Name) {
 			return nil, fmt.Errorf("%w: %s", catalog.ErrTableNotFound, req.Table)
 		}
 		tables = []catalog.Table{t}
@@ -175,9 +181,9 @@ func (q *Queryable) Cardinality(ctx context.Context, req CardinalityRequest) (*T
 		phys := t.Name
 		if t.Logical {
 			if req.Table == "" {
-				phys = catalog.LinesTable
+				phys = catalog.LinesOf(t.Name)
 			}
-		} else if t.Name != catalog.MetricsTable && len(names[t.Name]) == 0 {
+		} else if !catalog.IsMetrics(t.Name) && len(names[t.Name]) == 0 {
 			continue // no PromQL series
 		}
 		if asked[phys] {
@@ -198,7 +204,7 @@ func (q *Queryable) Cardinality(ctx context.Context, req CardinalityRequest) (*T
 		if c == nil {
 			continue
 		}
-		if t.Name == catalog.MetricsTable {
+		if catalog.IsMetrics(t.Name) {
 			s.add(c, "")
 			continue
 		}

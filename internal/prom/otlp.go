@@ -32,6 +32,7 @@ import (
 	"github.com/stratadb/strata/internal/datanode"
 	"github.com/stratadb/strata/internal/hatracker"
 	"github.com/stratadb/strata/internal/limits"
+	"github.com/stratadb/strata/internal/tenant"
 )
 
 // OTLP metrics on /opentelemetry/v1/metrics (OTLP/HTTP, protobuf or JSON,
@@ -147,6 +148,11 @@ func (o *OTLP) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, fmt.Sprintf("unsupported Content-Type %q (want application/x-protobuf or application/json)", mt), http.StatusUnsupportedMediaType)
 		return
 	}
+	tn, err := RequestTenant(r)
+	if err != nil {
+		otlpFail(w, asJSON, http.StatusBadRequest, err.Error())
+		return
+	}
 	body, status, err := readOTLPBody(r)
 	if err != nil {
 		otlpFail(w, asJSON, status, err.Error())
@@ -186,7 +192,7 @@ func (o *OTLP) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// points are among those not stored (app.accepted).
 		reasons = append(reasons, strings.ReplaceAll(err.Error(), "\n", "; "))
 	}
-	if drop, err := b.dedup(r.Context(), o.ha); err != nil {
+	if drop, err := b.dedup(r.Context(), o.ha, tn); err != nil {
 		otlpFail(w, asJSON, haStatus(err), err.Error())
 		return
 	} else if drop {
@@ -194,12 +200,12 @@ func (o *OTLP) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if len(b.points) > 0 {
-		if err := writeMetrics(r.Context(), o.engine, b.points); err != nil {
+		if err := writeMetrics(r.Context(), o.engine, tn, b.points); err != nil {
 			o.samples.Add(float64(limitWritten(err))) // stored in part: a tenant's series limit
 			if ra, ok := limits.RetryAfter(err); ok {
 				w.Header().Set("Retry-After", ra)
 			}
-			otlpFail(w, asJSON, writeStatus(err), err.Error())
+			otlpFail(w, asJSON, writeStatus(err), tenant.Unqualify(tn, err.Error()))
 			return
 		}
 		o.samples.Add(float64(len(b.points)))

@@ -22,6 +22,7 @@ import (
 	"github.com/stratadb/strata/internal/limits"
 	"github.com/stratadb/strata/internal/row"
 	"github.com/stratadb/strata/internal/schema"
+	"github.com/stratadb/strata/internal/tenant"
 )
 
 // Remote write (Prometheus remote write 1.0 and 2.0) on /api/v1/write:
@@ -93,6 +94,11 @@ func (rw *RemoteWrite) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, fmt.Sprintf("unsupported Content-Encoding %q (want snappy)", enc), http.StatusUnsupportedMediaType)
 		return
 	}
+	tn, err := RequestTenant(r)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
 	compressed, err := io.ReadAll(io.LimitReader(r.Body, MaxRemoteWriteBytes+1))
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusBadRequest)
@@ -118,7 +124,7 @@ func (rw *RemoteWrite) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer b.release() // once the answer is written: it may name the points' labels
-	if drop, err := b.dedup(r.Context(), rw.ha); err != nil {
+	if drop, err := b.dedup(r.Context(), rw.ha, tn); err != nil {
 		http.Error(w, err.Error(), haStatus(err))
 		return
 	} else if drop {
@@ -126,14 +132,14 @@ func (rw *RemoteWrite) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if len(b.points) > 0 {
-		if err := writeMetrics(r.Context(), rw.engine, b.points); err != nil {
+		if err := writeMetrics(r.Context(), rw.engine, tn, b.points); err != nil {
 			// Over a tenant's limit (docs/limits.md): a series limit
 			// stored the rest of the request, which the message says.
 			rw.samples.Add(float64(limitWritten(err)))
 			if ra, ok := limits.RetryAfter(err); ok {
 				w.Header().Set("Retry-After", ra)
 			}
-			http.Error(w, err.Error(), writeStatus(err))
+			http.Error(w, tenant.Unqualify(tn, err.Error()), writeStatus(err))
 			return
 		}
 		rw.samples.Add(float64(len(b.points)))
@@ -238,13 +244,15 @@ func (b *batcher) haNote(get func(string) string) {
 }
 
 // dedup says whether the request is another replica's than its cluster's
-// elected one, and its points are then to be dropped (and counted).
-func (b *batcher) dedup(ctx context.Context, t *hatracker.Tracker) (bool, error) {
+// elected one, and its points are then to be dropped (and counted). A
+// cluster is tenant tn's: two tenants' clusters of one name are two (as
+// Mimir's HA tracker keys them).
+func (b *batcher) dedup(ctx context.Context, t *hatracker.Tracker, tn string) (bool, error) {
 	if t == nil || b.replica == "" {
 		return false, nil
 	}
 	// The labels may be strings of the request's body: the tracker keeps them.
-	ok, err := t.Accept(ctx, strings.Clone(b.cluster), strings.Clone(b.replica))
+	ok, err := t.Accept(ctx, tenant.Qualify(tn, strings.Clone(b.cluster)), strings.Clone(b.replica))
 	if err != nil || ok {
 		return false, err
 	}

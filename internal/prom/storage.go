@@ -39,6 +39,7 @@ import (
 	"github.com/stratadb/strata/internal/row"
 	"github.com/stratadb/strata/internal/scan"
 	"github.com/stratadb/strata/internal/schema"
+	"github.com/stratadb/strata/internal/tenant"
 )
 
 // ValueField is the field a bare metric name reads.
@@ -69,15 +70,18 @@ func (mt *metric) matchers(all, rest []*labels.Matcher) []*labels.Matcher {
 }
 
 // metrics lists the series names the catalog defines, sorted by name, and
-// last the metrics table if it exists.
+// last the metrics table if it exists. tables are one tenant's (under
+// their catalog names): a series is named by the tenant's own name of its
+// table.
 func metrics(tables []catalog.Table) []metric {
 	var out []metric
-	var labelsTable bool
+	labelsTable := ""
 	for _, t := range tables {
-		if t.Name == catalog.MetricsTable {
-			labelsTable = true
+		if catalog.IsMetrics(t.Name) {
+			labelsTable = t.Name
 			continue
 		}
+		base := tenant.Base(t.Name)
 		var tags []string
 		var fields []string
 		for _, c := range t.Schema.Columns {
@@ -89,16 +93,16 @@ func metrics(tables []catalog.Table) []metric {
 			}
 		}
 		for _, f := range fields {
-			name := t.Name + "_" + f
+			name := base + "_" + f
 			if f == ValueField {
-				name = t.Name
+				name = base
 			}
 			out = append(out, metric{name: name, table: t.Name, field: f, tags: tags})
 		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].name < out[j].name })
-	if labelsTable {
-		out = append(out, metric{table: catalog.MetricsTable, field: ValueField, labels: true})
+	if labelsTable != "" {
+		out = append(out, metric{table: labelsTable, field: ValueField, labels: true})
 	}
 	return out
 }
@@ -106,6 +110,8 @@ func metrics(tables []catalog.Table) []metric {
 // Queryable is a storage.Queryable over an engine.
 type Queryable struct {
 	Engine *datanode.Engine
+	// Tenant is the tenant whose tables are read ("": the default).
+	Tenant string
 	// MaxSamples bounds the samples one Select reads (0: no bound); over
 	// it, the query fails with ErrTooManySamples.
 	MaxSamples int
@@ -128,6 +134,18 @@ type Queryable struct {
 	// MaxSeries, e.g. "tenant default's max_samples_per_query" (empty:
 	// the node's --query-max-samples).
 	SamplesLimit, SeriesLimit string
+}
+
+// tables are the tenant's tables, under their catalog names.
+func (q *Queryable) tables() []catalog.Table { return q.Engine.TablesOf(q.tenant()) }
+
+func (q *Queryable) tenant() string { return cmp.Or(q.Tenant, tenant.Default) }
+
+// ForTenant is q reading tenant t's tables.
+func (q *Queryable) ForTenant(t string) *Queryable {
+	c := *q
+	c.Tenant = t
+	return &c
 }
 
 // ErrTooManySeries: a query selected more series than the limit allows.
@@ -178,7 +196,7 @@ func (qr *querier) matching(ms []*labels.Matcher) ([]metric, []*labels.Matcher) 
 		}
 	}
 	var out []metric
-	for _, mt := range metrics(qr.q.Engine.Tables()) {
+	for _, mt := range metrics(qr.q.tables()) {
 		ok := true
 		for _, m := range names {
 			if mt.labels {

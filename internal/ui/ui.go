@@ -18,6 +18,8 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/stratadb/strata/internal/auth"
+	"github.com/stratadb/strata/internal/tenant"
 	pb "github.com/stratadb/strata/proto/strata/v1"
 )
 
@@ -97,6 +99,22 @@ func (a *api) serve(w http.ResponseWriter, r *http.Request, calls map[string]fun
 		_, _ = w.Write([]byte(`{"error":"this node has no metasrv to ask"}` + "\n"))
 		return
 	}
+	// The node asks metasrv with the cluster's token: a tenant's token
+	// (docs/tenants.md) sees none of the cluster's views, which span
+	// every tenant; the tables shown are the request's tenant's.
+	if _, bound := auth.BoundTenants(r.Context()); bound {
+		w.WriteHeader(http.StatusForbidden)
+		_, _ = w.Write([]byte(`{"error":"the cluster's views take the cluster's token, not a tenant's"}` + "\n"))
+		return
+	}
+	t, err := tenant.One(r.Header.Get(tenant.Header))
+	if err != nil {
+		w.WriteHeader(http.StatusBadRequest)
+		b, _ := json.Marshal(map[string]string{"error": err.Error()})
+		_, _ = w.Write(append(b, '\n'))
+		return
+	}
+	ctx = tenant.Outgoing(ctx, t)
 	c, err := a.o.Admin(ctx)
 	parts := make(map[string]part, len(calls))
 	var mu sync.Mutex

@@ -19,6 +19,7 @@ import (
 	"github.com/stratadb/strata/internal/layout"
 	"github.com/stratadb/strata/internal/region"
 	"github.com/stratadb/strata/internal/row"
+	"github.com/stratadb/strata/internal/tenant"
 	"github.com/stratadb/strata/internal/wire"
 	pb "github.com/stratadb/strata/proto/strata/v1"
 )
@@ -209,9 +210,10 @@ func (a *Agent) Delete(ctx context.Context, table string, id layout.RegionID, ta
 			return err
 		}
 		// The owner routes the series to the region by its key, as this
-		// node did.
+		// node did; it qualifies the table's name with the call's tenant.
 		moved, err := a.watched(ctx, id, addr, func(ctx context.Context) error {
-			_, err := c.Delete(ctx, &pb.DeleteRequest{Table: table, Tags: wire.FromTags(tags), Start: start, End: end})
+			ctx, base := tenant.Call(ctx, table)
+			_, err := c.Delete(ctx, &pb.DeleteRequest{Table: base, Tags: wire.FromTags(tags), Start: start, End: end})
 			return err
 		})
 		if err == nil {

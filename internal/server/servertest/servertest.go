@@ -76,7 +76,7 @@ func WaitHosted(t testing.TB, e *datanode.Engine, table string) {
 	for {
 		tb, err := e.Table(table)
 		if err == nil && tb.Logical { // its rows are in LinesTable's regions
-			tb, err = e.Table(catalog.LinesTable)
+			tb, err = e.Table(catalog.LinesOf(tb.Name))
 		}
 		if err != nil {
 			t.Fatal(err)

@@ -2686,7 +2686,10 @@ type GcRegionResult struct {
 	Failures int64       `protobuf:"varint,15,opt,name=failures,proto3" json:"failures,omitempty"`
 	// Why this region's run failed; empty if it did not. A failed run is
 	// safe to repeat.
-	Error         string `protobuf:"bytes,16,opt,name=error,proto3" json:"error,omitempty"`
+	Error string `protobuf:"bytes,16,opt,name=error,proto3" json:"error,omitempty"`
+	// The tenant of the region's table (docs/tenants.md), as the
+	// datanode's catalog has it; empty if it has not the table.
+	Tenant        string `protobuf:"bytes,17,opt,name=tenant,proto3" json:"tenant,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2829,6 +2832,13 @@ func (x *GcRegionResult) GetFailures() int64 {
 func (x *GcRegionResult) GetError() string {
 	if x != nil {
 		return x.Error
+	}
+	return ""
+}
+
+func (x *GcRegionResult) GetTenant() string {
+	if x != nil {
+		return x.Tenant
 	}
 	return ""
 }
@@ -3471,7 +3481,7 @@ const file_strata_v1_datanode_proto_rawDesc = "" +
 	"\x04kind\x18\x02 \x01(\tR\x04kind\x12\x12\n" +
 	"\x04size\x18\x03 \x01(\x03R\x04size\x12\x1f\n" +
 	"\vage_seconds\x18\x04 \x01(\x03R\n" +
-	"ageSeconds\"\xf2\x03\n" +
+	"ageSeconds\"\x8a\x04\n" +
 	"\x0eGcRegionResult\x12\x16\n" +
 	"\x06region\x18\x01 \x01(\tR\x06region\x12\x12\n" +
 	"\x04mode\x18\x02 \x01(\tR\x04mode\x12\x17\n" +
@@ -3489,7 +3499,8 @@ const file_strata_v1_datanode_proto_rawDesc = "" +
 	"\adeleted\x18\r \x01(\x03R\adeleted\x12\x14\n" +
 	"\x05young\x18\x0e \x01(\x03R\x05young\x12\x1a\n" +
 	"\bfailures\x18\x0f \x01(\x03R\bfailures\x12\x14\n" +
-	"\x05error\x18\x10 \x01(\tR\x05error\"G\n" +
+	"\x05error\x18\x10 \x01(\tR\x05error\x12\x16\n" +
+	"\x06tenant\x18\x11 \x01(\tR\x06tenant\"G\n" +
 	"\x10GcRegionResponse\x123\n" +
 	"\aregions\x18\x01 \x03(\v2\x19.strata.v1.GcRegionResultR\aregions\".\n" +
 	"\x11CloseTableRequest\x12\x19\n" +

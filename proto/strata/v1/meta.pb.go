@@ -850,18 +850,21 @@ func (*GcStatusRequest) Descriptor() ([]byte, []int) {
 }
 
 type GcRegionState struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Region        string                 `protobuf:"bytes,1,opt,name=region,proto3" json:"region,omitempty"`
-	LastFastUnix  int64                  `protobuf:"varint,2,opt,name=last_fast_unix,json=lastFastUnix,proto3" json:"last_fast_unix,omitempty"`
-	LastFullUnix  int64                  `protobuf:"varint,3,opt,name=last_full_unix,json=lastFullUnix,proto3" json:"last_full_unix,omitempty"`
-	NextFastUnix  int64                  `protobuf:"varint,4,opt,name=next_fast_unix,json=nextFastUnix,proto3" json:"next_fast_unix,omitempty"`
-	NextFullUnix  int64                  `protobuf:"varint,5,opt,name=next_full_unix,json=nextFullUnix,proto3" json:"next_full_unix,omitempty"`
-	LastResult    string                 `protobuf:"bytes,6,opt,name=last_result,json=lastResult,proto3" json:"last_result,omitempty"`
-	LastError     string                 `protobuf:"bytes,7,opt,name=last_error,json=lastError,proto3" json:"last_error,omitempty"`
-	Runs          int64                  `protobuf:"varint,8,opt,name=runs,proto3" json:"runs,omitempty"`
-	Failures      int64                  `protobuf:"varint,9,opt,name=failures,proto3" json:"failures,omitempty"`
-	Deleted       int64                  `protobuf:"varint,10,opt,name=deleted,proto3" json:"deleted,omitempty"`
-	Orphans       int64                  `protobuf:"varint,11,opt,name=orphans,proto3" json:"orphans,omitempty"`
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	Region       string                 `protobuf:"bytes,1,opt,name=region,proto3" json:"region,omitempty"`
+	LastFastUnix int64                  `protobuf:"varint,2,opt,name=last_fast_unix,json=lastFastUnix,proto3" json:"last_fast_unix,omitempty"`
+	LastFullUnix int64                  `protobuf:"varint,3,opt,name=last_full_unix,json=lastFullUnix,proto3" json:"last_full_unix,omitempty"`
+	NextFastUnix int64                  `protobuf:"varint,4,opt,name=next_fast_unix,json=nextFastUnix,proto3" json:"next_fast_unix,omitempty"`
+	NextFullUnix int64                  `protobuf:"varint,5,opt,name=next_full_unix,json=nextFullUnix,proto3" json:"next_full_unix,omitempty"`
+	LastResult   string                 `protobuf:"bytes,6,opt,name=last_result,json=lastResult,proto3" json:"last_result,omitempty"`
+	LastError    string                 `protobuf:"bytes,7,opt,name=last_error,json=lastError,proto3" json:"last_error,omitempty"`
+	Runs         int64                  `protobuf:"varint,8,opt,name=runs,proto3" json:"runs,omitempty"`
+	Failures     int64                  `protobuf:"varint,9,opt,name=failures,proto3" json:"failures,omitempty"`
+	Deleted      int64                  `protobuf:"varint,10,opt,name=deleted,proto3" json:"deleted,omitempty"`
+	Orphans      int64                  `protobuf:"varint,11,opt,name=orphans,proto3" json:"orphans,omitempty"`
+	// The tenant of the region's table (docs/tenants.md); empty if the
+	// catalog no longer has the table.
+	Tenant        string `protobuf:"bytes,12,opt,name=tenant,proto3" json:"tenant,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -971,6 +974,13 @@ func (x *GcRegionState) GetOrphans() int64 {
 		return x.Orphans
 	}
 	return 0
+}
+
+func (x *GcRegionState) GetTenant() string {
+	if x != nil {
+		return x.Tenant
+	}
+	return ""
 }
 
 type GcStatusResponse struct {
@@ -1640,7 +1650,7 @@ const file_strata_v1_meta_proto_rawDesc = "" +
 	"\x05error\x18\x03 \x01(\tR\x05error\"H\n" +
 	"\x13ListRegionsResponse\x121\n" +
 	"\aregions\x18\x01 \x03(\v2\x17.strata.v1.RegionDetailR\aregions\"\x11\n" +
-	"\x0fGcStatusRequest\"\xe3\x02\n" +
+	"\x0fGcStatusRequest\"\xfb\x02\n" +
 	"\rGcRegionState\x12\x16\n" +
 	"\x06region\x18\x01 \x01(\tR\x06region\x12$\n" +
 	"\x0elast_fast_unix\x18\x02 \x01(\x03R\flastFastUnix\x12$\n" +
@@ -1655,7 +1665,8 @@ const file_strata_v1_meta_proto_rawDesc = "" +
 	"\bfailures\x18\t \x01(\x03R\bfailures\x12\x18\n" +
 	"\adeleted\x18\n" +
 	" \x01(\x03R\adeleted\x12\x18\n" +
-	"\aorphans\x18\v \x01(\x03R\aorphans\"F\n" +
+	"\aorphans\x18\v \x01(\x03R\aorphans\x12\x16\n" +
+	"\x06tenant\x18\f \x01(\tR\x06tenant\"F\n" +
 	"\x10GcStatusResponse\x122\n" +
 	"\aregions\x18\x01 \x03(\v2\x18.strata.v1.GcRegionStateR\aregions\"\x15\n" +
 	"\x13GetGcOptionsRequest\"\xb4\x02\n" +
