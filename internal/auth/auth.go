@@ -368,6 +368,9 @@ func (t Token) HTTP(h http.Handler) http.Handler {
 		}
 		if ok {
 			v, code, err := b.tenants(r.Header.Get(tenant.Header))
+			if err == nil && operatorPath(r.URL.Path) {
+				code, err = http.StatusForbidden, fmt.Errorf("%w: %s is the operator's (the cluster's token), not a tenant's: it shows or changes every tenant's", ErrForbidden, r.URL.Path)
+			}
 			if err != nil {
 				w.Header().Set("Content-Type", "application/json")
 				w.WriteHeader(code)
@@ -396,6 +399,13 @@ func (t Token) HTTP(h http.Handler) http.Handler {
 		w.WriteHeader(http.StatusUnauthorized)
 		_, _ = fmt.Fprintf(w, `{"code":"unauthorized","message":%q}`, ErrUnauthenticated.Error())
 	})
+}
+
+// operatorPath: a path whose answer is the node's, of every tenant (its
+// metrics name each tenant's series and refusals; profiles; a reload of
+// the rule files), so the cluster's token only.
+func operatorPath(p string) bool {
+	return p == "/metrics" || p == "/-/reload" || strings.HasPrefix(p, "/debug/")
 }
 
 // httpCreds are the tokens a request presents.

@@ -240,3 +240,30 @@ func TestTenantHTTP(t *testing.T) {
 		}
 	}
 }
+
+// The node's own paths show or change every tenant's (metrics name each
+// tenant, profiles, a reload of the rule files): the cluster's token only.
+func TestTenantHTTPOperatorPaths(t *testing.T) {
+	tok := New("s").NewTenant("ta", Binding{Tenants: []string{"a"}})
+	h := tok.HTTP(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(204) }))
+	for _, c := range []struct {
+		tok, method, path string
+		code              int
+	}{
+		{"ta", "GET", "/metrics", 403},
+		{"ta", "GET", "/debug/pprof/heap", 403},
+		{"ta", "POST", "/-/reload", 403},
+		{"ta", "GET", "/api/v1/query", 204},
+		{"s", "GET", "/metrics", 204},
+		{"s", "GET", "/debug/pprof/heap", 204},
+		{"s", "POST", "/-/reload", 204},
+	} {
+		r := httptest.NewRequest(c.method, c.path, nil)
+		r.Header.Set("Authorization", "Bearer "+c.tok)
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		if w.Code != c.code || c.code == 403 && !strings.Contains(w.Body.String(), "the operator's") {
+			t.Errorf("%s %s with %s: %d %s, want %d", c.method, c.path, c.tok, w.Code, w.Body.String(), c.code)
+		}
+	}
+}

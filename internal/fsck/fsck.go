@@ -162,8 +162,8 @@ func Check(ctx context.Context, store objstore.Bucket, opts Options) (*Report, e
 	var only *uint32
 	if opts.Table != "" {
 		id, ok := resolveTable(tables, tenant.Qualify(opts.Tenant, opts.Table))
-		if !ok {
-			id, ok = resolveTable(tables, opts.Table) // an id
+		if n, err := strconv.ParseUint(opts.Table, 10, 32); !ok && err == nil {
+			id, ok = uint32(n), true // an id (only: a name is the tenant's)
 		}
 		if !ok {
 			return nil, fmt.Errorf("%w: %s", ErrNoTable, opts.Table)

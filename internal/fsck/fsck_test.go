@@ -2,6 +2,8 @@ package fsck_test
 
 import (
 	"context"
+	"errors"
+	"strconv"
 	"testing"
 
 	"github.com/stratadb/strata/internal/catalog"
@@ -66,6 +68,17 @@ func TestCountsPerTenant(t *testing.T) {
 	}
 	if _, err := fsck.Check(ctx, store, fsck.Options{Table: "mem"}); err == nil {
 		t.Error("the default tenant's mem: found")
+	}
+	// A name is the tenant's only: b has no cpu (the default tenant's is
+	// not b's), and a catalog name is no name of the default tenant's.
+	for _, o := range []fsck.Options{{Table: "cpu", Tenant: "b"}, {Table: tenant.Qualify("a", "cpu")}} {
+		if rep, err := fsck.Check(ctx, store, o); !errors.Is(err, fsck.ErrNoTable) {
+			t.Errorf("table %q of tenant %q: %v (%d regions), want ErrNoTable", o.Table, o.Tenant, err, len(rep.Regions))
+		}
+	}
+	// An id names a table whatever its tenant (the store's operator's).
+	if rep, err := fsck.Check(ctx, store, fsck.Options{Table: strconv.FormatUint(uint64(a.ID), 10)}); err != nil || len(rep.Regions) != 2 {
+		t.Errorf("table id %d: %v", a.ID, err)
 	}
 	// A catalog given (a cluster's) is the one used.
 	rep, err = fsck.Check(ctx, store, fsck.Options{Tables: []catalog.Table{a}})

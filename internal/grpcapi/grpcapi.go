@@ -370,17 +370,20 @@ func (s *Server) TruncateTable(ctx context.Context, req *pb.TruncateTableRequest
 
 // GcRegion runs GC on the selected regions. A region whose run fails is
 // reported in its result; the call fails only if no region could be
-// selected.
+// selected. It is the operator's (the cluster's token): its ages and
+// full listings are the store's safety and cost, not a tenant's to set.
+// A table it names is the call's tenant's.
 func (s *Server) GcRegion(ctx context.Context, req *pb.GcRegionRequest) (*pb.GcRegionResponse, error) {
 	secs := func(n int64) time.Duration { return time.Duration(n) * time.Second }
+	if _, bound := auth.BoundTenants(ctx); bound {
+		return nil, status.Error(codes.PermissionDenied, "GC is the operator's call (the cluster's token): a tenant's token may not run it")
+	}
 	name := req.GetTable()
 	if name != "" {
 		var err error
 		if name, err = table(ctx, name); err != nil {
 			return nil, err
 		}
-	} else if err := regionCall(ctx); err != nil { // regions of any tenant
-		return nil, err
 	}
 	res, err := s.eng.GC(ctx, datanode.GCRequest{Table: name, Region: req.GetRegion(), Full: req.GetFull(), DryRun: req.GetDryRun(),
 		Lingering: secs(req.GetLingeringSeconds()), MinAge: secs(req.GetMinAgeSeconds())})

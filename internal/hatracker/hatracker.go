@@ -18,12 +18,15 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/pflag"
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/stratadb/strata/internal/tenant"
 )
 
 // Prefix is where the elected replicas are kept, under Strata's /strata/
@@ -66,7 +69,7 @@ type Config struct {
 func (c *Config) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&c.ClusterLabel, "ha-cluster-label", "", "deduplicate HA Prometheus pairs: the label naming a pair's cluster, e.g. cluster; of each cluster only the elected replica's samples are stored (docs/ha-pairs.md; empty: off)")
 	fs.StringVar(&c.ReplicaLabel, "ha-replica-label", DefaultReplicaLabel, "the label naming an HA pair's replica, removed from the series stored")
-	fs.IntVar(&c.MaxClusters, "ha-max-clusters", DefaultMaxClusters, "most HA clusters elected (etcd keys under /strata/ha/); a request of a new cluster past it is refused, 400 (negative: no bound)")
+	fs.IntVar(&c.MaxClusters, "ha-max-clusters", DefaultMaxClusters, "most HA clusters elected of each tenant (etcd keys under /strata/ha/); a request of a new cluster past it is refused, 400 (negative: no bound)")
 	fs.DurationVar(&c.FailoverTimeout, "ha-failover-timeout", DefaultFailoverTimeout, "how long a cluster's elected replica may go unseen before another of its replicas is elected")
 }
 
@@ -204,6 +207,35 @@ func (t *Tracker) Accept(ctx context.Context, cluster, replica string) (bool, er
 	return t.refresh(ctx, e, cluster, replica, now)
 }
 
+// tenantOf is the tenant of a cluster's key (tenant.Qualify's name) and
+// the prefix of that tenant's keys: the limit of clusters is a tenant's
+// (as Mimir's ha_max_clusters), so one tenant's clusters never refuse
+// another's. The default tenant's keys are the rest of Prefix.
+func tenantOf(cluster string) (string, string) {
+	if !strings.HasPrefix(cluster, tenant.QualifierPrefix) {
+		return tenant.Default, Prefix
+	}
+	tn := tenant.Of(cluster)
+	return tn, Prefix + tenant.QualifierPrefix + tn + "/"
+}
+
+// elected counts the clusters with a key under prefix; under Prefix, the
+// default tenant's (those of no other tenant).
+func (t *Tracker) elected(ctx context.Context, prefix string) (int64, error) {
+	n, err := t.cli.Get(ctx, prefix, clientv3.WithPrefix(), clientv3.WithCountOnly())
+	if err != nil {
+		return 0, fmt.Errorf("HA tracker: count %s: %w", prefix, err)
+	}
+	if prefix != Prefix {
+		return n.Count, nil
+	}
+	others, err := t.cli.Get(ctx, Prefix+tenant.QualifierPrefix, clientv3.WithPrefix(), clientv3.WithCountOnly())
+	if err != nil {
+		return 0, fmt.Errorf("HA tracker: count %s: %w", Prefix+tenant.QualifierPrefix, err)
+	}
+	return n.Count - others.Count, nil
+}
+
 // refresh reads cluster's key and, if replica is to be elected or is the
 // elected one not written as seen for an update interval, writes it, in a
 // compare-and-swap on the key's ModRevision (read again when it fails).
@@ -236,12 +268,13 @@ func (t *Tracker) refresh(ctx context.Context, e *entry, cluster, replica string
 			return accept, nil
 		}
 		if mod == 0 && t.cfg.MaxClusters > 0 {
-			n, err := t.cli.Get(ctx, Prefix, clientv3.WithPrefix(), clientv3.WithCountOnly())
+			tn, prefix := tenantOf(cluster)
+			n, err := t.elected(ctx, prefix)
 			if err != nil {
-				return false, fmt.Errorf("HA tracker: count %s: %w", Prefix, err)
+				return false, err
 			}
-			if n.Count >= int64(t.cfg.MaxClusters) {
-				return false, fmt.Errorf("%w: %d are elected, --ha-max-clusters is %d (delete the keys of clusters gone under %s)", ErrTooManyClusters, n.Count, t.cfg.MaxClusters, Prefix)
+			if n >= int64(t.cfg.MaxClusters) {
+				return false, fmt.Errorf("%w: tenant %s has %d elected, --ha-max-clusters is %d (delete the keys of its clusters gone under %s)", ErrTooManyClusters, tn, n, t.cfg.MaxClusters, prefix)
 			}
 		}
 		next := record{Replica: replica, Seen: now.UnixMilli()}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -12,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/stratadb/strata/internal/cluster/clustertest"
+	"github.com/stratadb/strata/internal/tenant"
 )
 
 // clock is a settable time for trackers.
@@ -170,6 +172,23 @@ func TestMaxClusters(t *testing.T) {
 	c.add(time.Minute)
 	if !accept(t, tr, "c1", "a") || accept(t, tr, "c1", "b") {
 		t.Fatal("an elected cluster refused")
+	}
+	// The limit is a tenant's: the default tenant's two clusters refuse
+	// no other tenant's, and tenant x's refuse neither y's nor the
+	// default's new ones beyond its own.
+	x1, x2, x3 := tenant.Qualify("x", "c1"), tenant.Qualify("x", "c2"), tenant.Qualify("x", "c3")
+	if !accept(t, tr, x1, "a") || !accept(t, tr, x2, "a") {
+		t.Fatal("tenant x's first clusters refused for the default tenant's")
+	}
+	_, err := tr.Accept(context.Background(), x3, "a")
+	if !errors.Is(err, ErrTooManyClusters) || !strings.Contains(err.Error(), "tenant x has 2") {
+		t.Fatalf("tenant x's third cluster: %v, want ErrTooManyClusters naming tenant x", err)
+	}
+	if !accept(t, tr, tenant.Qualify("y", "c1"), "a") {
+		t.Fatal("tenant y's first cluster refused for the others'")
+	}
+	if _, err := tr.Accept(context.Background(), "c3", "a"); !errors.Is(err, ErrTooManyClusters) || !strings.Contains(err.Error(), "tenant default has 2") {
+		t.Fatalf("the default tenant's third cluster: %v, want ErrTooManyClusters naming it", err)
 	}
 }
 
