@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -156,8 +158,15 @@ func TestRulesPerTenant(t *testing.T) {
 	if _, err := admin.DeleteRules(as(""), &pb.DeleteRulesRequest{Namespace: "ns"}); status.Code(err) != codes.NotFound {
 		t.Fatalf("delete the default tenant's ns (none): %v", err)
 	}
-	if _, err := admin.ListRules(metadata.AppendToOutgoingContext(context.Background(), tenant.MetadataKey, "a|b"), &pb.ListRulesRequest{}); status.Code(err) != codes.InvalidArgument {
+	fed := metadata.AppendToOutgoingContext(context.Background(), tenant.MetadataKey, "a|b")
+	if _, err := admin.ListRules(fed, &pb.ListRulesRequest{}); status.Code(err) != codes.InvalidArgument {
 		t.Fatalf("list as a|b: %v", err)
+	}
+	if _, err := admin.LoadRules(fed, &pb.LoadRulesRequest{Files: []*pb.RuleFile{{Namespace: "ns", Content: []byte(tenantRules)}}}); status.Code(err) != codes.InvalidArgument {
+		t.Fatalf("load as a|b: %v", err)
+	}
+	if _, err := admin.DeleteRules(fed, &pb.DeleteRulesRequest{Namespace: "ns"}); status.Code(err) != codes.InvalidArgument {
+		t.Fatalf("delete as a|b: %v", err)
 	}
 	if resp, err := admin.DeleteRules(as("a"), &pb.DeleteRulesRequest{Namespace: "ns"}); err != nil || resp.GetDeleted() != 1 {
 		t.Fatalf("delete a's ns: %v, %v", resp, err)
@@ -175,10 +184,18 @@ func TestRulesPerTenant(t *testing.T) {
 
 // TestRuleTenantTokens: a tenant's token reads its own tenant's rules
 // and alerts, and is refused another's (403, naming it); metasrv's rules
-// API takes the cluster's token, which may name any tenant.
+// API takes the cluster's token, which may name any tenant. A
+// standalone's rule file is the default tenant's.
 func TestRuleTenantTokens(t *testing.T) {
 	tok := auth.New("cluster-secret").NewTenant("a-secret", auth.Binding{Tenants: []string{"a"}})
-	n := servertest.Start(t, objstoretest.Mem(t), servertest.Options{Config: func(c *server.Config) { c.Auth = tok }})
+	file := filepath.Join(t.TempDir(), "file.yml")
+	if err := os.WriteFile(file, []byte("groups:\n  - name: f\n    interval: 1s\n    rules:\n      - record: from:file\n        expr: vector(7)\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	n := servertest.Start(t, objstoretest.Mem(t), servertest.Options{Config: func(c *server.Config) {
+		c.Auth = tok
+		c.Rules.Files = []string{file}
+	}})
 	bearer := func(s, h string) context.Context {
 		return tenant.Outgoing(metadata.AppendToOutgoingContext(context.Background(), "authorization", "Bearer "+s), h)
 	}
@@ -195,6 +212,9 @@ func TestRuleTenantTokens(t *testing.T) {
 	})
 	if ga, _, aa := rulesOf(t, n.HTTPAddr(), "", "a-secret"); len(ga) != 0 || len(aa) != 0 {
 		t.Errorf("a's token (its tenant a): groups %v, alerts %v", ga, aa)
+	}
+	if gd, _, _ := rulesOf(t, n.HTTPAddr(), "", "cluster-secret"); !slices.Equal(gd, []string{file + "/f"}) {
+		t.Errorf("the default tenant's groups: %v, want the rule file's", gd)
 	}
 	for _, path := range []string{"/api/v1/rules", "/api/v1/alerts"} {
 		if code, body := tenantReq(t, http.MethodGet, n.HTTPAddr(), path, "b", "a-secret", "", nil); code != http.StatusForbidden || !strings.Contains(body, "may not name tenant b") {
