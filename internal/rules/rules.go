@@ -10,7 +10,10 @@
 // Rule files given to a standalone are evaluated there; rule groups
 // loaded into the cluster (store.go: etcd, through metasrv's admin API)
 // are evaluated each by one datanode at a time (cluster.go;
-// docs/rules.md).
+// docs/rules.md). A stored group is a tenant's (docs/tenants.md): it
+// reads and writes that tenant's series (Manager.evalFor), and the API
+// answers a request its tenant's groups only. The rule files' groups are
+// the default tenant's.
 package rules
 
 import (
