@@ -124,10 +124,10 @@ func (m *Manager) serveAlerts(w http.ResponseWriter, r *http.Request) {
 
 // serveRules answers the rule groups of the request's tenant and their
 // rules' state: the groups evaluated here, and with a cluster every
-// stored group, with its evaluator's state (view.go). Filters, as Prometheus': type (alert or
-// record), rule_name[], rule_group[], file[], match[] (series selectors
-// over a rule's labels) and exclude_alerts. A group none of whose rules
-// pass is left out.
+// stored group, with its evaluator's state (view.go). Filters, as
+// Prometheus': type (alert or record), rule_name[], rule_group[], file[],
+// match[] (series selectors over a rule's labels) and exclude_alerts. A
+// group none of whose rules pass is left out.
 func (m *Manager) serveRules(w http.ResponseWriter, r *http.Request) {
 	t, ok := requestTenant(w, r)
 	if !ok {
