@@ -46,10 +46,12 @@ func newRules() *cobra.Command {
 	cmd := &cobra.Command{Use: "rules", Short: "Manage the recording and alerting rules a cluster evaluates (docs/rules.md)",
 		Long: `Rule groups, in Prometheus' rule-file format, are stored in the cluster's
 etcd by namespace and evaluated each by one datanode at a time (a
-standalone evaluates them all). Loading a file replaces its namespace.`}
+standalone evaluates them all). Loading a file replaces its namespace.
+A namespace is a tenant's (--tenant): each tenant has its own.`}
 	cmd.PersistentFlags().String("metasrv", "localhost:8088", "a metasrv replica's admin gRPC address (a standalone's gRPC address)")
 	cmd.PersistentFlags().Duration("timeout", 30*time.Second, "bound on the whole command (0: none)")
 	cmd.PersistentFlags().String("auth-token-file", "", "file holding the auth token to send (default: $STRATA_AUTH_TOKEN)")
+	cmd.PersistentFlags().String("tenant", "", "the tenant whose rule namespaces the command names; its rules read and write its series (sent as x-scope-orgid; default: the default tenant; docs/tenants.md)")
 
 	load := &cobra.Command{
 		Use:   "load FILE...",

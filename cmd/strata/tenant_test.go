@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"errors"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -64,6 +66,59 @@ func TestTenantFlag(t *testing.T) {
 	}
 	for _, bad := range []string{"a|b", "a/b"} {
 		if _, err := run("table", "list", "--tenant", bad); !errors.As(err, new(usageError)) {
+			t.Errorf("--tenant %s: %v, want a usage error", bad, err)
+		}
+	}
+}
+
+// TestRulesTenantFlag: `strata rules` loads, lists and deletes
+// --tenant's namespaces: tenants a and b load a namespace of one name,
+// each lists its own group only, the default tenant none, and a's delete
+// leaves b's; a bad tenant is a usage error.
+func TestRulesTenantFlag(t *testing.T) {
+	n := servertest.Start(t, objstoretest.Mem(t), servertest.Options{})
+	run := func(args ...string) (string, error) {
+		t.Helper()
+		var out, errb bytes.Buffer
+		root := newRoot(nil, &out, &errb)
+		root.SetArgs(append(args, "--metasrv", n.GRPCAddr()))
+		err := root.Execute()
+		return out.String() + errb.String(), err
+	}
+	dir := t.TempDir()
+	for _, tn := range []string{"a", "b"} {
+		file := filepath.Join(dir, tn, "ns.yml")
+		if err := os.MkdirAll(filepath.Dir(file), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		content := "groups:\n  - name: g\n    rules:\n      - record: " + tn + ":one\n        expr: vector(1)\n"
+		if err := os.WriteFile(file, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if out, err := run("rules", "load", file, "--tenant", tn); err != nil || !strings.Contains(out, "loaded ns/g: 1 recording, 0 alerting rules") {
+			t.Fatalf("load %s's: %v: %s", tn, err, out)
+		}
+	}
+	for _, tn := range []string{"a", "b"} {
+		out, err := run("rules", "list", "--tenant", tn, "-o", "yaml")
+		if err != nil || strings.Count(out, "# namespace ns") != 1 || !strings.Contains(out, "record: "+tn+":one") {
+			t.Errorf("%s's rules: %v: %s", tn, err, out)
+		}
+	}
+	if out, err := run("rules", "list", "-o", "csv"); err != nil || strings.TrimSpace(out) != "namespace,group,interval,recording,alerting,evaluated_by" {
+		t.Errorf("the default tenant's rules: %v: %q", err, out)
+	}
+	if out, err := run("rules", "delete", "ns", "--tenant", "a"); err != nil || !strings.Contains(out, "deleted 1 group(s)") {
+		t.Fatalf("delete a's ns: %v: %s", err, out)
+	}
+	if out, err := run("rules", "list", "--tenant", "a", "-o", "csv"); err != nil || strings.Contains(out, "ns,g") {
+		t.Errorf("a's rules after its delete: %v: %s", err, out)
+	}
+	if out, err := run("rules", "list", "--tenant", "b", "-o", "csv"); err != nil || !strings.Contains(out, "ns,g,") {
+		t.Errorf("b's rules after a's delete: %v: %s", err, out)
+	}
+	for _, bad := range []string{"a|b", "a/b"} {
+		if _, err := run("rules", "list", "--tenant", bad); !errors.As(err, new(usageError)) {
 			t.Errorf("--tenant %s: %v, want a usage error", bad, err)
 		}
 	}

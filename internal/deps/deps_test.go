@@ -89,9 +89,9 @@ var rules = []rule{
 	},
 	{
 		pkg:        module + "internal/rules",
-		onlyStrata: []string{module + "internal/prom", module + "internal/rules/rulestore", module + "internal/cluster"},
+		onlyStrata: []string{module + "internal/prom", module + "internal/rules/rulestore", module + "internal/cluster", module + "internal/tenant"},
 		direct:     true,
-		why:        "rules read and write through the query layer's storage interfaces (prom.API's engine and Queryable, prom.Appendable), never the engine itself; of the cluster they know the rule groups' store and the coordination keys (leases, owners, datanodes), not the data plane",
+		why:        "rules read and write through the query layer's storage interfaces (prom.API's engine and Queryable, prom.Appendable), never the engine itself; of the cluster they know the rule groups' store and the coordination keys (leases, owners, datanodes), not the data plane; of tenants, their names (internal/tenant, a leaf)",
 	},
 	{
 		pkg:       module + "internal/schema",

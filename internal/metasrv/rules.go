@@ -9,11 +9,14 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/stratadb/strata/internal/rules/rulestore"
+	"github.com/stratadb/strata/internal/tenant"
 	pb "github.com/stratadb/strata/proto/strata/v1"
 )
 
 // Rule groups are stored in etcd (package rulestore); any replica serves
 // these calls, each one etcd transaction. The datanodes watch the keys.
+// A call is about its tenant's namespaces only (tenant.Incoming: the
+// x-scope-orgid metadata, the default tenant without it).
 
 // LoadRules validates every file and replaces each file's namespace.
 func (s *Server) LoadRules(ctx context.Context, req *pb.LoadRulesRequest) (*pb.LoadRulesResponse, error) {
@@ -27,7 +30,11 @@ func (s *Server) LoadRules(ctx context.Context, req *pb.LoadRulesRequest) (*pb.L
 			files[i].Name = f.GetNamespace()
 		}
 	}
-	res, err := rulestore.Load(ctx, s.opts.Client, files)
+	t, err := tenant.Incoming(ctx)
+	if err != nil {
+		return nil, err
+	}
+	res, err := rulestore.LoadTenant(ctx, s.opts.Client, t, files)
 	if err != nil {
 		return nil, rulesStatus(err)
 	}
@@ -35,13 +42,17 @@ func (s *Server) LoadRules(ctx context.Context, req *pb.LoadRulesRequest) (*pb.L
 	for _, g := range res.Groups {
 		out.Groups = append(out.Groups, groupInfo(rulestore.StoredGroupInfo{StoredGroup: g}))
 	}
-	s.log.Info("rules loaded", "namespaces", len(files), "groups", len(res.Groups), "removed", len(res.Removed))
+	s.log.Info("rules loaded", "tenant", t, "namespaces", len(files), "groups", len(res.Groups), "removed", len(res.Removed))
 	return out, nil
 }
 
 // ListRules lists the stored groups and their evaluators.
 func (s *Server) ListRules(ctx context.Context, req *pb.ListRulesRequest) (*pb.ListRulesResponse, error) {
-	gs, err := rulestore.List(ctx, s.opts.Client, req.GetNamespace())
+	t, err := tenant.Incoming(ctx)
+	if err != nil {
+		return nil, err
+	}
+	gs, err := rulestore.ListTenant(ctx, s.opts.Client, t, req.GetNamespace())
 	if err != nil {
 		return nil, rulesStatus(err)
 	}
@@ -54,11 +65,15 @@ func (s *Server) ListRules(ctx context.Context, req *pb.ListRulesRequest) (*pb.L
 
 // DeleteRules removes a namespace or one of its groups.
 func (s *Server) DeleteRules(ctx context.Context, req *pb.DeleteRulesRequest) (*pb.DeleteRulesResponse, error) {
-	n, err := rulestore.Delete(ctx, s.opts.Client, req.GetNamespace(), req.GetGroup())
+	t, err := tenant.Incoming(ctx)
+	if err != nil {
+		return nil, err
+	}
+	n, err := rulestore.DeleteTenant(ctx, s.opts.Client, t, req.GetNamespace(), req.GetGroup())
 	if err != nil {
 		return nil, rulesStatus(err)
 	}
-	s.log.Info("rules deleted", "namespace", req.GetNamespace(), "group", req.GetGroup(), "groups", n)
+	s.log.Info("rules deleted", "tenant", t, "namespace", req.GetNamespace(), "group", req.GetGroup(), "groups", n)
 	return &pb.DeleteRulesResponse{Deleted: int32(n)}, nil
 }
 
@@ -77,7 +92,7 @@ func groupInfo(g rulestore.StoredGroupInfo) *pb.RuleGroupInfo {
 
 func rulesStatus(err error) error {
 	switch {
-	case errors.Is(err, rulestore.ErrBadRuleFiles), errors.Is(err, rulestore.ErrBadNamespace):
+	case errors.Is(err, rulestore.ErrBadRuleFiles), errors.Is(err, rulestore.ErrBadNamespace), errors.Is(err, tenant.ErrInvalid):
 		return status.Error(codes.InvalidArgument, err.Error())
 	case errors.Is(err, rulestore.ErrNotFound):
 		return status.Error(codes.NotFound, err.Error())

@@ -1,6 +1,7 @@
 package prom
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -22,14 +23,21 @@ import (
 // durable in the WAL in the object store before Commit returns.
 type Appendable struct {
 	engine *datanode.Engine
+	tenant string // whose metrics table ("": the default tenant's)
 }
 
 // NewAppendable is the Appendable of eng's metrics table.
 func NewAppendable(eng *datanode.Engine) *Appendable { return &Appendable{engine: eng} }
 
+// ForTenant is a writing tenant t's metrics table (the rules of t's
+// namespaces write through it).
+func (a *Appendable) ForTenant(t string) *Appendable {
+	return &Appendable{engine: a.engine, tenant: t}
+}
+
 // AppenderV2 returns an appender whose Commit writes under ctx.
 func (a *Appendable) AppenderV2(ctx context.Context) storage.AppenderV2 {
-	return &appender{ctx: ctx, engine: a.engine, b: newBatcher()}
+	return &appender{ctx: ctx, engine: a.engine, tenant: cmp.Or(a.tenant, tenant.Default), b: newBatcher()}
 }
 
 // errHistogram refuses a native histogram: the metrics table holds floats.
@@ -41,6 +49,7 @@ var errHistogram = errors.New("native histograms are not supported")
 type appender struct {
 	ctx    context.Context
 	engine *datanode.Engine
+	tenant string
 	b      *batcher // nil once committed or rolled back
 }
 
@@ -68,7 +77,7 @@ func (a *appender) Commit() error {
 	if len(points) == 0 {
 		return nil
 	}
-	return writeMetrics(a.ctx, a.engine, tenant.Default, points)
+	return writeMetrics(a.ctx, a.engine, a.tenant, points)
 }
 
 // Rollback drops the samples appended.
@@ -87,7 +96,7 @@ func (a *appender) release() {
 // writeMetrics stores points of the metrics table, creating it on first
 // use: the one write path of remote write and of Appendable. When it
 // returns nil every point is durable in the WAL. The table is tenant's
-// (Appendable, which rules write through, is the default tenant's).
+// (Appendable's tenant for the rules' results).
 func writeMetrics(ctx context.Context, eng *datanode.Engine, tenant string, points []row.Point) error {
 	batch := []datanode.TableBatch{{Table: catalog.MetricsOf(tenant), Points: points}}
 	_, err := eng.WriteTables(ctx, batch, datanode.WriteOptions{CreateTable: true, Metrics: true})

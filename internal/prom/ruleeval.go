@@ -16,8 +16,12 @@ import (
 // Engine is the PromQL engine the API evaluates with.
 func (a *API) Engine() *promql.Engine { return a.engine }
 
-// Queryable is the storage the engine reads: every series Strata holds.
+// Queryable is the storage the engine reads: the default tenant's series.
 func (a *API) Queryable() storage.Queryable { return a.q }
+
+// TenantQueryable is the storage the engine reads for tenant t: its
+// series only (the rules of t's namespaces read it).
+func (a *API) TenantQueryable(t string) storage.Queryable { return a.q.ForTenant(t) }
 
 // Acquire waits for a query slot, within ctx and the query timeout; the
 // caller calls release when its query is done.

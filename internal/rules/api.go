@@ -13,6 +13,7 @@ import (
 	promrules "github.com/prometheus/prometheus/rules"
 
 	"github.com/stratadb/strata/internal/prom"
+	"github.com/stratadb/strata/internal/tenant"
 )
 
 // Register serves the Prometheus HTTP API's /api/v1/rules and
@@ -89,13 +90,30 @@ func apiAlerts(as []*promrules.Alert) []*alert {
 	return out
 }
 
-// serveAlerts answers every active (pending or firing) alert: of the
-// groups evaluated here, and with a cluster of every stored group, from
-// its evaluator (view.go).
+// requestTenant is the one tenant whose rules a request asks for (its
+// X-Scope-OrgID; auth checked that the caller may name it). A federated
+// header (a|b) is refused, 400: a rule group and its alerts are one
+// tenant's, and Prometheus' answer has no place to say whose.
+func requestTenant(w http.ResponseWriter, r *http.Request) (string, bool) {
+	t, err := tenant.One(r.Header.Get(tenant.Header))
+	if err != nil {
+		prom.FailBadData(w, fmt.Errorf("%w (the rules and alerts of one tenant are asked for at a time)", err))
+		return "", false
+	}
+	return t, true
+}
+
+// serveAlerts answers every active (pending or firing) alert of the
+// request's tenant: of the groups evaluated here, and with a cluster of
+// every stored group, from its evaluator (view.go).
 func (m *Manager) serveAlerts(w http.ResponseWriter, r *http.Request) {
+	t, ok := requestTenant(w, r)
+	if !ok {
+		return
+	}
 	out := []*alert{}
 	if m != nil {
-		for _, g := range m.view(r.Context()) {
+		for _, g := range m.view(r.Context(), t) {
 			for _, rule := range g.Rules {
 				out = append(out, rule.Alerts...)
 			}
@@ -104,13 +122,17 @@ func (m *Manager) serveAlerts(w http.ResponseWriter, r *http.Request) {
 	prom.Respond(w, map[string]any{"alerts": out})
 }
 
-// serveRules answers the rule groups and their rules' state: the groups
-// evaluated here, and with a cluster every stored group, with its
-// evaluator's state (view.go). Filters, as Prometheus': type (alert or
-// record), rule_name[], rule_group[], file[], match[] (series selectors
-// over a rule's labels) and exclude_alerts. A group none of whose rules
-// pass is left out.
+// serveRules answers the rule groups of the request's tenant and their
+// rules' state: the groups evaluated here, and with a cluster every
+// stored group, with its evaluator's state (view.go). Filters, as
+// Prometheus': type (alert or record), rule_name[], rule_group[], file[],
+// match[] (series selectors over a rule's labels) and exclude_alerts. A
+// group none of whose rules pass is left out.
 func (m *Manager) serveRules(w http.ResponseWriter, r *http.Request) {
+	t, ok := requestTenant(w, r)
+	if !ok {
+		return
+	}
 	if err := r.ParseForm(); err != nil {
 		prom.FailBadData(w, fmt.Errorf("error parsing form values: %w", err))
 		return
@@ -148,7 +170,7 @@ func (m *Manager) serveRules(w http.ResponseWriter, r *http.Request) {
 		prom.Respond(w, out)
 		return
 	}
-	for _, g := range m.view(r.Context()) {
+	for _, g := range m.view(r.Context(), t) {
 		if !groupNames.has(g.Name) || !files.has(g.File) {
 			continue
 		}

@@ -30,8 +30,9 @@ import (
 // Ownership: each datanode holds an etcd lease of its own for rules
 // (TTL Lease, renewed every Lease/3), and announces itself as an
 // evaluator under it (/strata/rules/nodes/{id}). A group is evaluated by
-// the datanode whose id is under /strata/rules/owners/{ns}/{group}, a key
-// created under that lease: when the datanode dies, or freezes for
+// the datanode whose id is under /strata/rules/owners/{ns}/{group} (a
+// tenant's group: /strata/rules/tenants/{tenant}/owners/{ns}/{group}), a
+// key created under that lease: when the datanode dies, or freezes for
 // longer than Lease, its lease expires and its announcement and owner
 // keys go at once. Groups are spread over the announced evaluators by
 // rendezvous hashing of their keys: the preferred evaluator claims an
@@ -45,6 +46,11 @@ import (
 // renewal's send time plus the TTL): a datanode frozen past its lease
 // and woken neither evaluates, writes nor notifies, even before it
 // learns from etcd that it lost the group.
+//
+// A group is known by its ID (rulestore.ID: tenant, namespace and name),
+// which is what is hashed, leased and run: two tenants' groups of one
+// namespace and name are two groups. A tenant's group reads the tenant's
+// series and writes its metrics table (Manager.evalFor).
 type ClusterOptions struct {
 	Client *clientv3.Client
 	// NodeID is this datanode's id (its registration under
@@ -116,7 +122,8 @@ type clusterRules struct {
 
 // ownedGroup is a group running here.
 type ownedGroup struct {
-	key      string
+	key      string // rulestore.ID
+	tenant   string
 	lease    clientv3.LeaseID
 	content  []byte
 	mgr      *promrules.Manager
@@ -291,10 +298,12 @@ func (c *clusterRules) reconcile() error {
 	ctx, cancel := context.WithTimeout(c.ctx, c.opts.Lease)
 	defer cancel()
 	resp, err := c.opts.Client.Txn(ctx).Then(clientv3.OpGet(rulestore.GroupsPrefix, clientv3.WithPrefix()), clientv3.OpGet(rulestore.OwnersPrefix, clientv3.WithPrefix()),
-		clientv3.OpGet(rulestore.NodesPrefix, clientv3.WithPrefix())).Commit()
+		clientv3.OpGet(rulestore.NodesPrefix, clientv3.WithPrefix()), clientv3.OpGet(rulestore.TenantsPrefix, clientv3.WithPrefix())).Commit()
 	if err != nil {
 		return err
 	}
+	// Both maps are by group ID: the default tenant's relative keys, and
+	// the other tenants' keys read as IDs.
 	want := map[string][]byte{}
 	for _, kv := range resp.Responses[0].GetResponseRange().Kvs {
 		want[strings.TrimPrefix(string(kv.Key), rulestore.GroupsPrefix)] = kv.Value
@@ -302,6 +311,17 @@ func (c *clusterRules) reconcile() error {
 	owners := map[string]ownerKV{}
 	for _, kv := range resp.Responses[1].GetResponseRange().Kvs {
 		owners[strings.TrimPrefix(string(kv.Key), rulestore.OwnersPrefix)] = ownerKV{string(kv.Value), clientv3.LeaseID(kv.Lease)}
+	}
+	for _, kv := range resp.Responses[3].GetResponseRange().Kvs {
+		id, owner, ok := rulestore.IDOfKey(strings.TrimPrefix(string(kv.Key), rulestore.TenantsPrefix))
+		switch {
+		case !ok:
+			c.m.opts.Logger.Warn("rules: a key under the tenants' rules is no group's; skipped", "key", string(kv.Key))
+		case owner:
+			owners[id] = ownerKV{string(kv.Value), clientv3.LeaseID(kv.Lease)}
+		default:
+			want[id] = kv.Value
+		}
 	}
 	// The evaluators, and those announced long enough to be handed groups.
 	var live, settled []string
@@ -397,27 +417,29 @@ func (c *clusterRules) reconcile() error {
 	}
 	for _, s := range stops {
 		if s.drop {
-			_, err := c.opts.Client.Txn(ctx).If(clientv3.Compare(clientv3.Value(rulestore.OwnersPrefix+s.g.key), "=", me), clientv3.Compare(clientv3.LeaseValue(rulestore.OwnersPrefix+s.g.key), "=", s.g.lease)).
-				Then(clientv3.OpDelete(rulestore.OwnersPrefix + s.g.key)).Commit()
+			okey := rulestore.OwnersKeyOf(s.g.key)
+			_, err := c.opts.Client.Txn(ctx).If(clientv3.Compare(clientv3.Value(okey), "=", me), clientv3.Compare(clientv3.LeaseValue(okey), "=", s.g.lease)).
+				Then(clientv3.OpDelete(okey)).Commit()
 			if err != nil {
 				return err
 			}
 		}
 	}
 	for _, g := range updates {
-		if err := g.update(c.m.opts.Interval, c.m.opts.ExternalURL, c.iterate); err != nil {
+		if err := g.update(c.m.opts.Interval, c.m.opts.ExternalURL, c.iterate(g.key)); err != nil {
 			c.m.opts.Logger.Error("rules: a stored group cannot be loaded; the previous version keeps evaluating", "group", g.key, "err", err)
 		}
 	}
 	for _, key := range claims {
 		o, held := owners[key]
+		okey := rulestore.OwnersKeyOf(key)
 		var cmp clientv3.Cmp
 		if held { // ours, under a lease of a previous run of this datanode
-			cmp = clientv3.Compare(clientv3.LeaseValue(rulestore.OwnersPrefix+key), "=", o.lease)
+			cmp = clientv3.Compare(clientv3.LeaseValue(okey), "=", o.lease)
 		} else {
-			cmp = clientv3.Compare(clientv3.CreateRevision(rulestore.OwnersPrefix+key), "=", 0)
+			cmp = clientv3.Compare(clientv3.CreateRevision(okey), "=", 0)
 		}
-		r, err := c.opts.Client.Txn(ctx).If(cmp).Then(clientv3.OpPut(rulestore.OwnersPrefix+key, me, clientv3.WithLease(lease))).Commit()
+		r, err := c.opts.Client.Txn(ctx).If(cmp).Then(clientv3.OpPut(okey, me, clientv3.WithLease(lease))).Commit()
 		if err != nil {
 			return err
 		}
@@ -473,16 +495,17 @@ func (c *clusterRules) owns(key string, g *ownedGroup) bool {
 	return c.groups[key] == g && !g.stopping && g.lease == c.lease && time.Now().Before(c.validUntil)
 }
 
-// startGroup starts a group this datanode now owns.
+// startGroup starts a group this datanode now owns, key its ID.
 func (c *clusterRules) startGroup(key string, content []byte, lease clientv3.LeaseID) error {
-	ns, _, _ := rulestore.ParseGroupKey(key)
+	t, ns, _, _ := rulestore.ParseID(key)
 	gctx, cancel := context.WithCancel(c.ctx)
-	g := &ownedGroup{key: key, lease: lease, content: content, cancel: cancel, running: make(chan struct{})}
+	g := &ownedGroup{key: key, tenant: t, lease: lease, content: content, cancel: cancel, running: make(chan struct{})}
 	m := c.m
+	ev := m.evalFor(t)
 	inner := m.notifyFunc
 	g.mgr = promrules.NewManager(&promrules.ManagerOptions{
 		ExternalURL: m.extURL,
-		QueryFunc:   m.queryFunc,
+		QueryFunc:   ev.queryFunc,
 		NotifyFunc: func(ctx context.Context, expr string, alerts ...*promrules.Alert) {
 			if !c.owns(key, g) {
 				c.metrics.fenced.Inc()
@@ -491,8 +514,8 @@ func (c *clusterRules) startGroup(key string, content []byte, lease clientv3.Lea
 			inner(ctx, expr, alerts...)
 		},
 		Context:         gctx,
-		AppendableV2:    fencedAppendable{inner: m.app, owns: func() bool { return c.owns(key, g) }, fenced: c.metrics.fenced},
-		Queryable:       m.queryable,
+		AppendableV2:    fencedAppendable{inner: ev.app, owns: func() bool { return c.owns(key, g) }, fenced: c.metrics.fenced},
+		Queryable:       ev.queryable,
 		Logger:          m.opts.Logger.With("component", "rules", "group", key),
 		Metrics:         m.ruleMetrics,
 		OutageTolerance: m.opts.OutageTolerance,
@@ -509,7 +532,7 @@ func (c *clusterRules) startGroup(key string, content []byte, lease clientv3.Lea
 	}
 	c.groups[key] = g
 	c.mu.Unlock()
-	if err := g.mgr.Update(m.opts.Interval, []string{ns}, labels.EmptyLabels(), m.opts.ExternalURL, c.iterate); err != nil {
+	if err := g.mgr.Update(m.opts.Interval, []string{ns}, labels.EmptyLabels(), m.opts.ExternalURL, c.iterate(key)); err != nil {
 		c.mu.Lock()
 		delete(c.groups, key)
 		c.mu.Unlock()
@@ -528,7 +551,7 @@ func (c *clusterRules) startGroup(key string, content []byte, lease clientv3.Lea
 
 // update loads a changed group's new content (its alerts' state kept).
 func (g *ownedGroup) update(interval time.Duration, extURL string, iter promrules.GroupEvalIterationFunc) error {
-	ns, _, _ := rulestore.ParseGroupKey(g.key)
+	_, ns, _, _ := rulestore.ParseID(g.key)
 	return g.mgr.Update(interval, []string{ns}, labels.EmptyLabels(), extURL, iter)
 }
 
@@ -540,7 +563,7 @@ func (g *ownedGroup) stop() {
 	<-g.running
 }
 
-// iterate is each evaluation of a stored group: skipped unless this
+// iterate is each evaluation of the stored group of ID key: skipped unless this
 // datanode owns it for certain. The first evaluation of a group gained
 // here (not of a new version of a group already running here, which
 // carries its alerts' state over) restores its alerts' `for` state before it writes anything: its
@@ -549,8 +572,11 @@ func (g *ownedGroup) stop() {
 // as usual, so an alert that fired on the previous owner fires here from
 // the first evaluation, without a pending period (Prometheus restores
 // after the second evaluation, as after a restart).
-func (c *clusterRules) iterate(ctx context.Context, pg *promrules.Group, ts time.Time) {
-	key := rulestore.GroupKey(pg.File(), pg.Name())
+func (c *clusterRules) iterate(key string) promrules.GroupEvalIterationFunc {
+	return func(ctx context.Context, pg *promrules.Group, ts time.Time) { c.evaluate(ctx, key, pg, ts) }
+}
+
+func (c *clusterRules) evaluate(ctx context.Context, key string, pg *promrules.Group, ts time.Time) {
 	c.mu.Lock()
 	g := c.groups[key]
 	c.mu.Unlock()
@@ -563,8 +589,9 @@ func (c *clusterRules) iterate(ctx context.Context, pg *promrules.Group, ts time
 	g.restored = true
 	c.mu.Unlock()
 	if first && pg.HasAlertingRules() {
+		query := c.m.evalFor(g.tenant).queryFunc
 		for _, ar := range pg.AlertingRules() {
-			if _, err := ar.Eval(ctx, pg.QueryOffset(), ts, c.m.queryFunc, c.m.extURL, pg.Limit()); err != nil {
+			if _, err := ar.Eval(ctx, pg.QueryOffset(), ts, query, c.m.extURL, pg.Limit()); err != nil {
 				pg.Logger().Warn("rules: evaluating an alerting rule to restore its state", "alert", ar.Name(), "err", err)
 			}
 		}
@@ -618,17 +645,25 @@ func (a fencedAppender) Commit() error {
 	return a.AppenderV2.Commit()
 }
 
-// clusterGroups are the groups running here, for the API.
-func (c *clusterRules) running() []*promrules.Group {
+// runningGroup is a stored group running here, and its tenant.
+type runningGroup struct {
+	tenant string
+	*promrules.Group
+}
+
+// running are the groups running here, for the API.
+func (c *clusterRules) running() []runningGroup {
 	c.mu.Lock()
 	gs := make([]*ownedGroup, 0, len(c.groups))
 	for _, g := range c.groups {
 		gs = append(gs, g)
 	}
 	c.mu.Unlock()
-	var out []*promrules.Group
+	var out []runningGroup
 	for _, g := range gs {
-		out = append(out, g.mgr.RuleGroups()...)
+		for _, pg := range g.mgr.RuleGroups() {
+			out = append(out, runningGroup{g.tenant, pg})
+		}
 	}
 	return out
 }

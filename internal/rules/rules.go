@@ -10,7 +10,10 @@
 // Rule files given to a standalone are evaluated there; rule groups
 // loaded into the cluster (store.go: etcd, through metasrv's admin API)
 // are evaluated each by one datanode at a time (cluster.go;
-// docs/rules.md).
+// docs/rules.md). A stored group is a tenant's (docs/tenants.md): it
+// reads and writes that tenant's series (Manager.evalFor), and the API
+// answers a request its tenant's groups only. The rule files' groups are
+// the default tenant's.
 package rules
 
 import (
@@ -39,6 +42,7 @@ import (
 
 	"github.com/stratadb/strata/internal/prom"
 	"github.com/stratadb/strata/internal/rules/rulestore"
+	"github.com/stratadb/strata/internal/tenant"
 )
 
 // Defaults of Options, Prometheus' own (its --rules.alert.* flags).
@@ -108,6 +112,8 @@ type Manager struct {
 	extURL      *url.URL
 	queryFunc   promrules.QueryFunc
 	notifyFunc  promrules.NotifyFunc
+	api         *prom.API
+	apps        *prom.Appendable
 	app         storage.AppendableV2
 	queryable   storage.Queryable
 	ruleMetrics *promrules.Metrics
@@ -121,8 +127,10 @@ type Manager struct {
 // New loads the rule files, failing with every problem of every file
 // (ErrBadRuleFiles) if one is bad. Expressions are evaluated by api's
 // engine over its Queryable, in its query slots; results are written to
-// app. Nothing is evaluated before Start.
-func New(opts Options, api *prom.API, app storage.AppendableV2) (*Manager, error) {
+// app. A stored group of a tenant other than the default reads that
+// tenant's series and writes its metrics table (Manager.evalFor). Nothing
+// is evaluated before Start.
+func New(opts Options, api *prom.API, app *prom.Appendable) (*Manager, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
@@ -146,17 +154,9 @@ func New(opts Options, api *prom.API, app storage.AppendableV2) (*Manager, error
 	ctx, cancel := context.WithCancel(context.Background())
 	m := &Manager{opts: opts, parser: parser.NewParser(parser.Options{}), notifier: n, cancel: cancel, ready: ctx,
 		running: make(chan struct{}), notifierDone: make(chan struct{}),
-		extURL: ext, notifyFunc: promrules.SendAlerts(n, opts.ExternalURL), app: app, queryable: api.Queryable(),
+		extURL: ext, notifyFunc: promrules.SendAlerts(n, opts.ExternalURL), api: api, apps: app, app: app, queryable: api.Queryable(),
 		ruleMetrics: promrules.NewGroupMetrics(opts.Registerer)}
-	query := promrules.EngineQueryFunc(api.Engine(), api.Queryable())
-	m.queryFunc = func(ctx context.Context, q string, t time.Time) (promql.Vector, error) {
-		release, err := api.Acquire(ctx)
-		if err != nil {
-			return nil, err
-		}
-		defer release()
-		return query(ctx, q, t)
-	}
+	m.queryFunc = m.slotted(promrules.EngineQueryFunc(api.Engine(), api.Queryable()))
 	m.rules = promrules.NewManager(&promrules.ManagerOptions{
 		ExternalURL:     ext,
 		QueryFunc:       m.queryFunc,
@@ -185,6 +185,37 @@ func New(opts Options, api *prom.API, app storage.AppendableV2) (*Manager, error
 		return nil, err
 	}
 	return m, nil
+}
+
+// slotted is query taking one of the API's query slots while it runs.
+func (m *Manager) slotted(query promrules.QueryFunc) promrules.QueryFunc {
+	return func(ctx context.Context, q string, t time.Time) (promql.Vector, error) {
+		release, err := m.api.Acquire(ctx)
+		if err != nil {
+			return nil, err
+		}
+		defer release()
+		return query(ctx, q, t)
+	}
+}
+
+// tenantEval is what a tenant's groups are evaluated with.
+type tenantEval struct {
+	queryFunc promrules.QueryFunc
+	queryable storage.Queryable
+	app       storage.AppendableV2
+}
+
+// evalFor is how tenant t's stored groups are evaluated: their
+// expressions read t's series only, their results are written to t's
+// metrics table, by the path remote write of t takes. The default
+// tenant's is what the rule files' groups use.
+func (m *Manager) evalFor(t string) tenantEval {
+	if t == tenant.Default || t == "" {
+		return tenantEval{m.queryFunc, m.queryable, m.app}
+	}
+	q := m.api.TenantQueryable(t)
+	return tenantEval{m.slotted(promrules.EngineQueryFunc(m.api.Engine(), q)), q, m.apps.ForTenant(t)}
 }
 
 func cmpDuration(d, def time.Duration) time.Duration {
@@ -283,11 +314,14 @@ func (m *Manager) check() ([]string, error) {
 func hasMeta(path string) bool { return strings.ContainsAny(path, `*?[\`) }
 
 // Groups are the rule groups evaluated here (the rule files', then the
-// stored groups this datanode owns), ordered by file and name.
+// stored groups this datanode owns, of every tenant), ordered by file and
+// name.
 func (m *Manager) Groups() []*promrules.Group {
 	gs := m.rules.RuleGroups()
 	if m.cluster != nil {
-		gs = append(gs, m.cluster.running()...)
+		for _, g := range m.cluster.running() {
+			gs = append(gs, g.Group)
+		}
 	}
 	slices.SortStableFunc(gs, func(a, b *promrules.Group) int {
 		return cmp.Or(strings.Compare(a.File(), b.File()), strings.Compare(a.Name(), b.Name()))

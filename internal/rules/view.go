@@ -18,6 +18,7 @@ import (
 
 	"github.com/stratadb/strata/internal/cluster"
 	"github.com/stratadb/strata/internal/rules/rulestore"
+	"github.com/stratadb/strata/internal/tenant"
 )
 
 // The cluster's view of the rules, for /api/v1/rules and /api/v1/alerts
@@ -25,6 +26,10 @@ import (
 // stored group, each with the state its evaluator reports (asked over
 // gRPC, ClusterOptions.Peer), or health "unknown" when no datanode
 // evaluates it now or its evaluator did not answer.
+//
+// A request sees its tenant's groups only (its X-Scope-OrgID, which auth
+// checked): the default tenant the rule files' groups and its stored
+// ones, another tenant its stored ones.
 
 // PeerTimeout bounds the question to each evaluator (they are asked at
 // once), and the read of the stored groups.
@@ -34,6 +39,9 @@ const PeerTimeout = 5 * time.Second
 // the groups it evaluates (RuleGroups RPC, as JSON), and what the API
 // answers after its filters.
 type groupState struct {
+	// Tenant is the stored group's tenant; empty for the default tenant's
+	// (what a datanode from before tenants reports).
+	Tenant         string      `json:"tenant,omitempty"`
 	Name           string      `json:"name"`
 	File           string      `json:"file"`
 	Interval       float64     `json:"interval"`
@@ -90,7 +98,7 @@ func stateOf(g *promrules.Group) groupState {
 // every rule's health "unknown", with lastError why, if given.
 func (m *Manager) unknownState(sg rulestore.StoredGroupInfo, why string) groupState {
 	g := sg.Group
-	gs := groupState{Name: g.Name, File: sg.Namespace, Interval: cmpDuration(time.Duration(g.Interval), m.opts.Interval).Seconds(),
+	gs := groupState{Tenant: tenantField(sg.Tenant), Name: g.Name, File: sg.Namespace, Interval: cmpDuration(time.Duration(g.Interval), m.opts.Interval).Seconds(),
 		Limit: g.Limit, Rules: []ruleState{}}
 	for _, r := range g.Rules {
 		query := r.Expr
@@ -110,15 +118,33 @@ func (m *Manager) unknownState(sg rulestore.StoredGroupInfo, why string) groupSt
 	return gs
 }
 
-// view is every group: the rule files' (evaluated here), and with a
-// cluster every stored group (see above), ordered by file and name.
-func (m *Manager) view(ctx context.Context) []groupState {
+// tenantField is tenant t as groupState.Tenant holds it.
+func tenantField(t string) string {
+	if t == tenant.Default {
+		return ""
+	}
+	return t
+}
+
+// localState is the state of a stored group running here.
+func localState(g runningGroup) groupState {
+	gs := stateOf(g.Group)
+	gs.Tenant = tenantField(g.tenant)
+	return gs
+}
+
+// view is tenant t's every group: for the default tenant the rule files'
+// (evaluated here), and with a cluster every stored group of t (see
+// above), ordered by file and name.
+func (m *Manager) view(ctx context.Context, t string) []groupState {
 	var out []groupState
-	for _, g := range m.rules.RuleGroups() {
-		out = append(out, stateOf(g))
+	if t == tenant.Default {
+		for _, g := range m.rules.RuleGroups() {
+			out = append(out, stateOf(g))
+		}
 	}
 	if m.cluster != nil {
-		out = append(out, m.cluster.view(ctx)...)
+		out = append(out, m.cluster.viewOf(ctx, t)...)
 	}
 	slices.SortStableFunc(out, func(a, b groupState) int {
 		return cmp.Or(strings.Compare(a.File, b.File), strings.Compare(a.Name, b.Name))
@@ -132,7 +158,7 @@ func (m *Manager) LocalRuleGroups() ([]byte, error) {
 	out := []groupState{}
 	if m.cluster != nil {
 		for _, g := range m.cluster.running() {
-			out = append(out, stateOf(g))
+			out = append(out, localState(g))
 		}
 	}
 	return json.Marshal(out)
@@ -140,20 +166,25 @@ func (m *Manager) LocalRuleGroups() ([]byte, error) {
 
 // peerAnswer is what an evaluator reported.
 type peerAnswer struct {
-	groups map[string]groupState // by group key
+	groups map[string]groupState // by group ID
 	err    error
 }
 
-// view is every stored group with its state. If the stored groups cannot
-// be read, it is the groups running here.
-func (c *clusterRules) view(ctx context.Context) []groupState {
+// view is viewOf the default tenant.
+func (c *clusterRules) view(ctx context.Context) []groupState { return c.viewOf(ctx, tenant.Default) }
+
+// viewOf is every stored group of tenant t with its state. If the stored
+// groups cannot be read, it is t's groups running here.
+func (c *clusterRules) viewOf(ctx context.Context, t string) []groupState {
 	local := map[string]groupState{}
 	for _, g := range c.running() {
-		local[rulestore.GroupKey(g.File(), g.Name())] = stateOf(g)
+		if g.tenant == t {
+			local[rulestore.ID(g.tenant, g.File(), g.Name())] = localState(g)
+		}
 	}
 	rctx, cancel := context.WithTimeout(ctx, PeerTimeout)
 	defer cancel()
-	stored, err := rulestore.List(rctx, c.opts.Client, "")
+	stored, err := rulestore.ListTenant(rctx, c.opts.Client, t, "")
 	var nodes []cluster.NodeInfo
 	if err == nil {
 		nodes, err = datanodes(rctx, c)
@@ -236,7 +267,7 @@ func (c *clusterRules) ask(ctx context.Context, id, addr string) (map[string]gro
 	}
 	out := make(map[string]groupState, len(gs))
 	for _, g := range gs {
-		out[rulestore.GroupKey(g.File, g.Name)] = g
+		out[rulestore.ID(cmp.Or(g.Tenant, tenant.Default), g.File, g.Name)] = g
 	}
 	return out, nil
 }
