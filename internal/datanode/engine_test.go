@@ -21,6 +21,7 @@ import (
 	"github.com/stratadb/strata/internal/scan"
 	"github.com/stratadb/strata/internal/schema"
 	"github.com/stratadb/strata/internal/server/servertest"
+	"github.com/stratadb/strata/internal/tenant"
 )
 
 // openEngine runs a standalone (a one-node cluster, as the binaries run
@@ -165,6 +166,18 @@ func TestWriteTablesValidatesEverythingFirst(t *testing.T) {
 	}
 	if n, _ := count(t, e, "a", scan.Request{}); n != 3 {
 		t.Fatalf("table a: %d rows", n)
+	}
+	// One request is one tenant's (its limits are the request's): tables
+	// of two tenants in one write are refused, nothing written.
+	_, err = e.WriteTables(ctx, []datanode.TableBatch{
+		{Table: "a", Points: pts(3, "x", float)},
+		{Table: tenant.Qualify("t2", "a"), Points: pts(3, "x", float)},
+	}, WriteOptions{CreateTable: true})
+	if !errors.Is(err, region.ErrInvalidWrite) || !strings.Contains(err.Error(), "tenants default and t2") {
+		t.Fatalf("a write of two tenants' tables: %v", err)
+	}
+	if n, _ := count(t, e, "a", scan.Request{}); n != 3 {
+		t.Fatalf("table a: %d rows after a refused write", n)
 	}
 	// Table-level types hold across regions: a conflict in another region
 	// than the one that has the column is still caught.

@@ -15,6 +15,7 @@ import (
 	"github.com/stratadb/strata/internal/region"
 	"github.com/stratadb/strata/internal/row"
 	"github.com/stratadb/strata/internal/schema"
+	tenants "github.com/stratadb/strata/internal/tenant"
 )
 
 // WriteOptions control Engine.Write.
@@ -499,6 +500,10 @@ func (e *Engine) validate(b TableBatch, opts WriteOptions) error {
 // with what was written.
 func (e *Engine) WriteTables(ctx context.Context, batches []TableBatch, opts WriteOptions) (region.WriteResult, error) {
 	for _, b := range batches {
+		// One request, one tenant: its limits are the request's (admit).
+		if t, first := tenants.Of(b.Table), tenants.Of(batches[0].Table); t != first {
+			return region.WriteResult{}, fmt.Errorf("%w: one write names tables of tenants %s and %s", region.ErrInvalidWrite, first, t)
+		}
 		if err := e.validate(b, opts); err != nil {
 			var pe *region.PointError
 			if errors.As(err, &pe) {
