@@ -216,24 +216,35 @@ func tenantOf(cluster string) (string, string) {
 		return tenant.Default, Prefix
 	}
 	tn := tenant.Of(cluster)
+	if tn == tenant.Default {
+		return tn, Prefix // a default tenant's name that looks qualified (tenant.Qualify)
+	}
 	return tn, Prefix + tenant.QualifierPrefix + tn + "/"
 }
 
 // elected counts the clusters with a key under prefix; under Prefix, the
-// default tenant's (those of no other tenant).
+// default tenant's: all, but those of other tenants.
 func (t *Tracker) elected(ctx context.Context, prefix string) (int64, error) {
-	n, err := t.cli.Get(ctx, prefix, clientv3.WithPrefix(), clientv3.WithCountOnly())
-	if err != nil {
-		return 0, fmt.Errorf("HA tracker: count %s: %w", prefix, err)
-	}
-	if prefix != Prefix {
+	count := func(p string) (int64, error) {
+		n, err := t.cli.Get(ctx, p, clientv3.WithPrefix(), clientv3.WithCountOnly())
+		if err != nil {
+			return 0, fmt.Errorf("HA tracker: count %s: %w", p, err)
+		}
 		return n.Count, nil
 	}
-	others, err := t.cli.Get(ctx, Prefix+tenant.QualifierPrefix, clientv3.WithPrefix(), clientv3.WithCountOnly())
-	if err != nil {
-		return 0, fmt.Errorf("HA tracker: count %s: %w", Prefix+tenant.QualifierPrefix, err)
+	n, err := count(prefix)
+	if err != nil || prefix != Prefix {
+		return n, err
 	}
-	return n.Count - others.Count, nil
+	qualified, err := count(Prefix + tenant.QualifierPrefix)
+	if err != nil {
+		return 0, err
+	}
+	defaults, err := count(Prefix + tenant.QualifierPrefix + tenant.Default + "/")
+	if err != nil {
+		return 0, err
+	}
+	return n - qualified + defaults, nil
 }
 
 // refresh reads cluster's key and, if replica is to be elected or is the

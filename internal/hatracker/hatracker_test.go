@@ -190,6 +190,11 @@ func TestMaxClusters(t *testing.T) {
 	if _, err := tr.Accept(context.Background(), "c3", "a"); !errors.Is(err, ErrTooManyClusters) || !strings.Contains(err.Error(), "tenant default has 2") {
 		t.Fatalf("the default tenant's third cluster: %v, want ErrTooManyClusters naming it", err)
 	}
+	// A default tenant's cluster named like a qualified one is the
+	// default tenant's, and counts with its others.
+	if _, err := tr.Accept(context.Background(), tenant.Qualify(tenant.Default, "__t/x/c9"), "a"); !errors.Is(err, ErrTooManyClusters) || !strings.Contains(err.Error(), "tenant default has 2") {
+		t.Fatalf("the default tenant's cluster __t/x/c9: %v, want ErrTooManyClusters naming it", err)
+	}
 }
 
 func TestCheck(t *testing.T) {

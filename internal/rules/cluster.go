@@ -22,6 +22,7 @@ import (
 
 	"github.com/stratadb/strata/internal/cluster"
 	"github.com/stratadb/strata/internal/rules/rulestore"
+	"github.com/stratadb/strata/internal/tenant"
 )
 
 // ClusterOptions make a Manager evaluate the rule groups stored in etcd
@@ -532,7 +533,10 @@ func (c *clusterRules) startGroup(key string, content []byte, lease clientv3.Lea
 	}
 	c.groups[key] = g
 	c.mu.Unlock()
-	if err := g.mgr.Update(m.opts.Interval, []string{ns}, labels.EmptyLabels(), m.opts.ExternalURL, c.iterate(key)); err != nil {
+	// The group's file is its namespace, qualified with a tenant other than
+	// the default (stateOf shows the namespace): Prometheus keys its rule
+	// metrics by file and name, and two tenants' groups of one name are two.
+	if err := g.mgr.Update(m.opts.Interval, []string{tenant.Qualify(t, ns)}, labels.EmptyLabels(), m.opts.ExternalURL, c.iterate(key)); err != nil {
 		c.mu.Lock()
 		delete(c.groups, key)
 		c.mu.Unlock()

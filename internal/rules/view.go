@@ -71,7 +71,7 @@ type ruleState struct {
 
 // stateOf is the state of a group running here.
 func stateOf(g *promrules.Group) groupState {
-	gs := groupState{Name: g.Name(), File: g.File(), Interval: g.Interval().Seconds(), Limit: g.Limit(),
+	gs := groupState{Name: g.Name(), File: tenant.Base(g.File()), Interval: g.Interval().Seconds(), Limit: g.Limit(),
 		EvaluationTime: g.GetEvaluationTime().Seconds(), LastEvaluation: g.GetLastEvaluation(), Rules: []ruleState{}}
 	for _, rule := range g.Rules() {
 		rs := ruleState{Name: rule.Name(), Labels: rule.Labels(), Health: rule.Health(),
@@ -179,7 +179,7 @@ func (c *clusterRules) viewOf(ctx context.Context, t string) []groupState {
 	local := map[string]groupState{}
 	for _, g := range c.running() {
 		if g.tenant == t {
-			local[rulestore.ID(g.tenant, g.File(), g.Name())] = localState(g)
+			local[rulestore.ID(g.tenant, tenant.Base(g.File()), g.Name())] = localState(g)
 		}
 	}
 	rctx, cancel := context.WithTimeout(ctx, PeerTimeout)

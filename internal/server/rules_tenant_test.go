@@ -131,6 +131,24 @@ func TestRulesPerTenant(t *testing.T) {
 			return ok, fmt.Sprintf("a %v %v %v; b %v %v %v; default %v %v", ga, ha, aa, gb, hb, ab, gd, ad)
 		})
 	}
+	// Each tenant's group has its own rule metrics (Prometheus keys them by
+	// file and name: the file is the tenant's namespace, qualified).
+	clustertest.Until(t, time.Minute, "each tenant's rule metrics", func() (bool, string) {
+		var all strings.Builder
+		for _, dn := range []*server.Server{dn1, dn2} {
+			code, body := tenantReq(t, http.MethodGet, dn.HTTPAddr(), "/metrics", "", "", "", nil)
+			if code != http.StatusOK {
+				return false, fmt.Sprintf("/metrics of %s: %d", dn.HTTPAddr(), code)
+			}
+			all.WriteString(body)
+		}
+		for _, want := range []string{`prometheus_rule_group_last_evaluation_timestamp_seconds{rule_group="__t/a/ns;g"}`, `prometheus_rule_group_last_evaluation_timestamp_seconds{rule_group="__t/b/ns;g"}`} {
+			if !strings.Contains(all.String(), want) {
+				return false, "no " + want
+			}
+		}
+		return true, ""
+	})
 	// a's alert is in a's series, and b's ALERTS has none.
 	if got := instant(t, dn1.HTTPAddr(), "b", "", "ALERTS", time.Now().Unix()); len(got) != 0 {
 		t.Errorf("b's ALERTS: %v", got)
