@@ -183,18 +183,22 @@ type querier struct {
 
 func (qr *querier) Close() error { return nil }
 
-// matching returns the metrics whose name, table and tags can match ms,
-// and the matchers left to apply to each series' labels.
-func (qr *querier) matching(ms []*labels.Matcher) ([]metric, []*labels.Matcher) {
-	var rest []*labels.Matcher
-	var names []*labels.Matcher
+// matchersOn splits ms into those on label name and the others.
+func matchersOn(ms []*labels.Matcher, name string) (on, rest []*labels.Matcher) {
 	for _, m := range ms {
-		if m.Name == model.MetricNameLabel {
-			names = append(names, m)
+		if m.Name == name {
+			on = append(on, m)
 		} else {
 			rest = append(rest, m)
 		}
 	}
+	return on, rest
+}
+
+// matching returns the metrics whose name, table and tags can match ms,
+// and the matchers left to apply to each series' labels.
+func (qr *querier) matching(ms []*labels.Matcher) ([]metric, []*labels.Matcher) {
+	names, rest := matchersOn(ms, model.MetricNameLabel)
 	var out []metric
 	for _, mt := range metrics(qr.q.tables()) {
 		ok := true

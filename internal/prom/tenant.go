@@ -61,15 +61,7 @@ type fedQuerier struct {
 // split returns the indexes of the tenants ms's matchers on tenant.Label
 // accept, and the other matchers.
 func (f *fedQuerier) split(ms []*labels.Matcher) ([]int, []*labels.Matcher) {
-	var rest []*labels.Matcher
-	var on []*labels.Matcher
-	for _, m := range ms {
-		if m.Name == tenant.Label {
-			on = append(on, m)
-		} else {
-			rest = append(rest, m)
-		}
-	}
+	on, rest := matchersOn(ms, tenant.Label)
 	var idx []int
 	for i, t := range f.tenants {
 		if !slices.ContainsFunc(on, func(m *labels.Matcher) bool { return !m.Matches(t) }) {
