@@ -16,7 +16,10 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/stratadb/strata/internal/auth"
+	"github.com/stratadb/strata/internal/catalog"
 	"github.com/stratadb/strata/internal/cluster/clustertest"
+	"github.com/stratadb/strata/internal/layout"
+	"github.com/stratadb/strata/internal/objstore/faultstore"
 	"github.com/stratadb/strata/internal/objstore/objstoretest"
 	"github.com/stratadb/strata/internal/server"
 	"github.com/stratadb/strata/internal/server/servertest"
@@ -247,5 +250,81 @@ func TestRuleTenantTokens(t *testing.T) {
 	}
 	if _, err := admin.ListRules(bearer("a-secret", "a"), &pb.ListRulesRequest{}); status.Code(err) != codes.PermissionDenied {
 		t.Errorf("list a's rules with a's token: %v", err)
+	}
+}
+
+// TestTenantAlertFiringAfterARestart: a standalone restarted while a
+// tenant's alert fires restores its `for` state from the tenant's
+// ALERTS_FOR_STATE (not the default tenant's): the alert fires again with
+// the activeAt it had, without a new pending period.
+func TestTenantAlertFiringAfterARestart(t *testing.T) {
+	const hold = 10 * time.Second
+	dir, store := t.TempDir(), objstoretest.Mem(t)
+	n := servertest.Start(t, store, servertest.Options{Dir: dir})
+	rules := fmt.Sprintf("groups:\n  - name: g\n    interval: 1s\n    rules:\n      - alert: Down\n        expr: up < 1\n        for: %s\n", hold)
+	admin := pb.NewMetaAdminClient(dial(t, n.GRPCAddr()))
+	if _, err := admin.LoadRules(tenant.Outgoing(context.Background(), "a"), &pb.LoadRulesRequest{Files: []*pb.RuleFile{{Namespace: "ns", Content: []byte(rules)}}}); err != nil {
+		t.Fatal(err)
+	}
+	// a's up is 0 (a sample at now holds for the 5 minutes of lookback);
+	// the default tenant's is 1.
+	now := time.Now().UnixMilli()
+	for h, v := range map[string]float64{"a": 0, "": 1} {
+		if code, body := tenantReq(t, http.MethodPost, n.HTTPAddr(), "/api/v1/write", h, "", "application/x-protobuf", rwBody(t, "up", 1, v, now)); code != http.StatusNoContent {
+			t.Fatalf("write of %q: %d %s", h, code, body)
+		}
+	}
+	firing := func(n *servertest.Node, within time.Duration) time.Time {
+		t.Helper()
+		var at time.Time
+		clustertest.Until(t, within, "a's alert firing", func() (bool, string) {
+			code, body := tenantReq(t, http.MethodGet, n.HTTPAddr(), "/api/v1/alerts", "a", "", "", nil)
+			var as struct {
+				Alerts []struct {
+					State    string    `json:"state"`
+					ActiveAt time.Time `json:"activeAt"`
+				} `json:"alerts"`
+			}
+			promData(t, code, body, &as)
+			if len(as.Alerts) == 1 && as.Alerts[0].State == "firing" {
+				at = as.Alerts[0].ActiveAt
+				return true, ""
+			}
+			return false, body
+		})
+		return at
+	}
+	before := firing(n, time.Minute)
+	clustertest.Until(t, 30*time.Second, "a's ALERTS_FOR_STATE written", func() (bool, string) {
+		got := instant(t, n.HTTPAddr(), "a", "", `ALERTS_FOR_STATE{alertname="Down"}`, time.Now().Unix())
+		return len(got) == 1, fmt.Sprint(got)
+	})
+	if got := instant(t, n.HTTPAddr(), "", "", `ALERTS_FOR_STATE`, time.Now().Unix()); len(got) != 0 {
+		t.Errorf("the default tenant's ALERTS_FOR_STATE: %v", got)
+	}
+	// After the restart a's metrics table opens late (its region's reads
+	// slowed, as a slow store or a large manifest would): the restore must
+	// still read a's ALERTS_FOR_STATE (the node waits for every tenant's
+	// metrics table before its rules start, and a query waits for a region
+	// that is opening).
+	mt, err := n.Engine().Table(tenant.Qualify("a", catalog.MetricsTable))
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.Stop()
+	slow := faultstore.New(store)
+	slow.Hook = func(c faultstore.Call) {
+		if strings.HasPrefix(c.Key, layout.TablePrefix(mt.ID)) {
+			time.Sleep(200 * time.Millisecond) // a slow store: the fault itself, not a wait on the server
+		}
+	}
+	restarted := time.Now()
+	n = servertest.Start(t, slow, servertest.Options{Dir: dir})
+	after := firing(n, time.Minute)
+	if took := time.Since(restarted); took >= hold {
+		t.Errorf("firing %v after the restart: a new pending period (for: %v)", took, hold)
+	}
+	if after.Unix() != before.Unix() {
+		t.Errorf("active at %v after the restart, %v before", after, before)
 	}
 }

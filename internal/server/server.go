@@ -460,29 +460,26 @@ func (s *Server) start(ctx context.Context) error {
 	return nil
 }
 
-// metricsHosted waits until every region of the metrics table, which rules
-// read and write, is open here (the agent opens them in the background
-// after a start), so that the first evaluations, and the restoring of
-// alerts' `for` state after them, see every series. A metrics table not
-// created yet is ready: there is nothing to read.
+// metricsHosted waits until every region of every tenant's metrics table,
+// which rules read and write, is open here (the agent opens them in the
+// background after a start), so that the first evaluations, and the
+// restoring of alerts' `for` state after them, see every series. A
+// metrics table not created yet is ready: there is nothing to read.
 func (s *Server) metricsHosted(ctx context.Context) error {
 	tick := time.NewTicker(50 * time.Millisecond)
 	defer tick.Stop()
 	for {
-		t, err := s.eng.Table(catalog.MetricsTable)
-		if errors.Is(err, catalog.ErrTableNotFound) {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		open := 0
+		open := map[uint32]int{}
 		for _, id := range s.eng.Hosted() {
-			if id.Table == t.ID {
-				open++
+			open[id.Table]++
+		}
+		ready := true
+		for _, t := range s.eng.Tables() {
+			if catalog.IsMetrics(t.Name) && open[t.ID] < int(t.Regions) {
+				ready = false
 			}
 		}
-		if open >= int(t.Regions) {
+		if ready {
 			return nil
 		}
 		select {
