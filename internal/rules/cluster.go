@@ -504,6 +504,9 @@ func (c *clusterRules) startGroup(key string, content []byte, lease clientv3.Lea
 	m := c.m
 	ev := m.evalFor(t)
 	inner := m.notifyFunc
+	if t != tenant.Default {
+		inner = tenantAlerts(t, inner)
+	}
 	g.mgr = promrules.NewManager(&promrules.ManagerOptions{
 		ExternalURL: m.extURL,
 		QueryFunc:   ev.queryFunc,
@@ -605,6 +608,24 @@ func (c *clusterRules) evaluate(ctx context.Context, key string, pg *promrules.G
 }
 
 // storedLoader gives a group's manager the group's stored content.
+// tenantAlerts sends tenant t's alerts with the label tenant.Label (as a
+// federated read names a series' tenant): every tenant's alerts go to
+// the same Alertmanager, which would otherwise take two tenants' alerts
+// of one name and labels for one, resolving one when the other resolves.
+// The rule's own alerts (and so ALERTS, in t's series) are left as they
+// are: copies are sent.
+func tenantAlerts(t string, send promrules.NotifyFunc) promrules.NotifyFunc {
+	return func(ctx context.Context, expr string, alerts ...*promrules.Alert) {
+		out := make([]*promrules.Alert, len(alerts))
+		for i, a := range alerts {
+			c := *a
+			c.Labels = labels.NewBuilder(a.Labels).Set(tenant.Label, t).Labels()
+			out[i] = &c
+		}
+		send(ctx, expr, out...)
+	}
+}
+
 type storedLoader struct {
 	g      *ownedGroup
 	c      *clusterRules

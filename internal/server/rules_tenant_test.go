@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"os"
@@ -326,5 +327,54 @@ func TestTenantAlertFiringAfterARestart(t *testing.T) {
 	}
 	if after.Unix() != before.Unix() {
 		t.Errorf("active at %v after the restart, %v before", after, before)
+	}
+}
+
+// TestTenantAlertsApartInAlertmanager: every tenant's alerts go to the
+// same Alertmanager; a tenant's carry __tenant_id__, so Alertmanager keeps
+// two tenants' alerts of one name and labels apart (the default tenant's
+// as before, without it), and a tenant's ALERTS series has no such label.
+func TestTenantAlertsApartInAlertmanager(t *testing.T) {
+	am := clustertest.Alertmanager(t)
+	const rule = "groups:\n  - name: g\n    interval: 1s\n    rules:\n      - alert: Always\n        expr: vector(1)\n        labels:\n          severity: page\n"
+	file := filepath.Join(t.TempDir(), "always.yml")
+	if err := os.WriteFile(file, []byte(rule), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	n := servertest.Start(t, objstoretest.Mem(t), servertest.Options{Config: func(c *server.Config) {
+		c.Rules.Files = []string{file}
+		c.Rules.AlertmanagerURLs = []string{am}
+	}})
+	admin := pb.NewMetaAdminClient(dial(t, n.GRPCAddr()))
+	if _, err := admin.LoadRules(tenant.Outgoing(context.Background(), "a"), &pb.LoadRulesRequest{Files: []*pb.RuleFile{{Namespace: "ns", Content: []byte(rule)}}}); err != nil {
+		t.Fatal(err)
+	}
+	clustertest.Until(t, time.Minute, "both tenants' alerts in Alertmanager", func() (bool, string) {
+		resp, err := http.Get(am + "/api/v2/alerts")
+		if err != nil {
+			return false, err.Error()
+		}
+		defer resp.Body.Close()
+		var got []struct {
+			Labels map[string]string `json:"labels"`
+		}
+		if err := json.NewDecoder(resp.Body).Decode(&got); err != nil {
+			return false, err.Error()
+		}
+		var tenants []string
+		for _, a := range got {
+			if a.Labels["alertname"] == "Always" && a.Labels["severity"] == "page" {
+				tenants = append(tenants, a.Labels[tenant.Label])
+			}
+		}
+		slices.Sort(tenants)
+		return slices.Equal(tenants, []string{"", "a"}), fmt.Sprintf("%+v", got)
+	})
+	clustertest.Until(t, time.Minute, "a's ALERTS series", func() (bool, string) {
+		got := instant(t, n.HTTPAddr(), "a", "", `ALERTS{alertname="Always"}`, time.Now().Unix())
+		return len(got) == 1, fmt.Sprint(got)
+	})
+	if got := instant(t, n.HTTPAddr(), "a", "", `ALERTS{alertname="Always"}`, time.Now().Unix()); strings.Contains(fmt.Sprint(got), tenant.Label) {
+		t.Errorf("a's ALERTS: %v, want no %s", got, tenant.Label)
 	}
 }
