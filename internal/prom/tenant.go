@@ -46,6 +46,9 @@ func (f *federated) Querier(mint, maxt int64) (storage.Querier, error) {
 	for i, q := range f.qs {
 		qr, err := q.Querier(mint, maxt)
 		if err != nil {
+			for _, open := range qs[:i] {
+				_ = open.Close()
+			}
 			return nil, err
 		}
 		qs[i] = qr
@@ -79,19 +82,23 @@ func (f *fedQuerier) Select(ctx context.Context, _ bool, hints *storage.SelectHi
 		// {__tenant_id__="a"}: every series of the tenants.
 		rest = []*labels.Matcher{labels.MustNewMatcher(labels.MatchRegexp, model.MetricNameLabel, ".+")}
 	}
-	var out []storage.Series
+	// Each tenant's set stays sorted with its one tenant label added, and
+	// no series of one tenant has another's labels: a lazy merge of the
+	// sets, not a sort of every series.
+	sets := make([]storage.SeriesSet, 0, len(idx))
 	for _, i := range idx {
-		ss := f.qs[i].Select(ctx, true, hints, rest...)
-		for ss.Next() {
-			out = append(out, tenantSeries{Series: ss.At(), tenant: f.tenants[i]})
-		}
-		if err := ss.Err(); err != nil {
-			return storage.ErrSeriesSet(err)
-		}
+		sets = append(sets, tenantSet{SeriesSet: f.qs[i].Select(ctx, true, hints, rest...), tenant: f.tenants[i]})
 	}
-	slices.SortFunc(out, func(a, b storage.Series) int { return labels.Compare(a.Labels(), b.Labels()) })
-	return &seriesSet{series: out, pos: -1}
+	return storage.NewMergeSeriesSet(sets, 0, storage.ChainedSeriesMerge)
 }
+
+// tenantSet is a tenant's series set, each series with its tenant's label.
+type tenantSet struct {
+	storage.SeriesSet
+	tenant string
+}
+
+func (s tenantSet) At() storage.Series { return tenantSeries{Series: s.SeriesSet.At(), tenant: s.tenant} }
 
 // tenantSeries is a series with its tenant's label.
 type tenantSeries struct {
