@@ -94,8 +94,14 @@ func table(ctx context.Context, name string) (string, error) {
 // each other, made with a tenant's token: it could reach another tenant's
 // tables.
 func regionCall(ctx context.Context) error {
+	return operatorCall(ctx, "a tenant's token may not make the calls datanodes make to each other (regions, rule groups)")
+}
+
+// operatorCall refuses a call made with a tenant's token: the cluster's
+// token only.
+func operatorCall(ctx context.Context, why string) error {
 	if _, bound := auth.BoundTenants(ctx); bound {
-		return status.Error(codes.PermissionDenied, "a tenant's token may not make the calls datanodes make to each other (regions, rule groups)")
+		return status.Error(codes.PermissionDenied, why)
 	}
 	return nil
 }
@@ -375,8 +381,8 @@ func (s *Server) TruncateTable(ctx context.Context, req *pb.TruncateTableRequest
 // A table it names is the call's tenant's.
 func (s *Server) GcRegion(ctx context.Context, req *pb.GcRegionRequest) (*pb.GcRegionResponse, error) {
 	secs := func(n int64) time.Duration { return time.Duration(n) * time.Second }
-	if _, bound := auth.BoundTenants(ctx); bound {
-		return nil, status.Error(codes.PermissionDenied, "GC is the operator's call (the cluster's token): a tenant's token may not run it")
+	if err := operatorCall(ctx, "GC is the operator's call (the cluster's token): a tenant's token may not run it"); err != nil {
+		return nil, err
 	}
 	name := req.GetTable()
 	if name != "" {
