@@ -98,7 +98,9 @@ type tenantSet struct {
 	tenant string
 }
 
-func (s tenantSet) At() storage.Series { return tenantSeries{Series: s.SeriesSet.At(), tenant: s.tenant} }
+func (s tenantSet) At() storage.Series {
+	return tenantSeries{Series: s.SeriesSet.At(), tenant: s.tenant}
+}
 
 // tenantSeries is a series with its tenant's label.
 type tenantSeries struct {
