@@ -106,3 +106,54 @@ func TestS3PayloadsUnsignedButChecksummed(t *testing.T) {
 		}
 	}
 }
+
+// TestS3DeleteIsOneRequest: a delete is one DELETE, for a key that exists
+// and for one that does not (s3blob's Delete sent a HEAD before each, to
+// report a missing key that a delete treats as done: twice the requests
+// for every WAL segment and file collected).
+func TestS3DeleteIsOneRequest(t *testing.T) {
+	srv := objstoretest.MinIO(t)
+	target, err := url.Parse(srv.Endpoint)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var methods []string
+	proxy := httputil.NewSingleHostReverseProxy(target)
+	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		methods = append(methods, r.Method)
+		mu.Unlock()
+		proxy.ServeHTTP(w, r)
+	}))
+	defer front.Close()
+	u, err := url.Parse(srv.NewBucket(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := u.Query()
+	q.Set("endpoint", front.URL)
+	u.RawQuery = q.Encode()
+	s := openURL(t, u.String())
+	ctx := context.Background()
+	if err := s.Put(ctx, "wal/1", []byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	for _, key := range []string{"wal/1", "never/was"} {
+		mu.Lock()
+		methods = nil
+		mu.Unlock()
+		if err := s.Delete(ctx, key); err != nil {
+			t.Fatalf("delete %s: %v", key, err)
+		}
+		mu.Lock()
+		got := strings.Join(methods, " ")
+		mu.Unlock()
+		if got != http.MethodDelete {
+			t.Errorf("delete %s sent %q, want one DELETE", key, got)
+		}
+	}
+	if _, err := s.Get(ctx, "wal/1"); !errors.Is(err, objstore.ErrNotFound) {
+		t.Fatalf("get after delete: %v, want not found", err)
+	}
+}
