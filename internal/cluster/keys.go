@@ -57,6 +57,9 @@ type NodeInfo struct {
 	Started  time.Time `json:"started"`
 	Version  string    `json:"version,omitempty"` // its build (internal/version)
 	Revision string    `json:"revision,omitempty"`
+	// Forward is the newest encoding of forwarded writes the datanode
+	// reads (internal/fwdbatch's versions); 0, an older build's: version 1.
+	Forward int `json:"forward,omitempty"`
 	// Leaving is set just before the datanode revokes its lease on a clean
 	// shutdown, so metasrv tells a departure from a lease that expired.
 	Leaving bool `json:"leaving,omitempty"`

@@ -1,6 +1,7 @@
 package fwdbatch
 
 import (
+	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -22,12 +23,17 @@ func tsbsShare(b *testing.B, lines int) region.Batch {
 		tags[h] = tsbs.Tags(h)
 	}
 	var bt region.Batch
+	keys := make([][]byte, hosts) // a host's points share its key's bytes, as the parser gives them
 	for j := range lines {
 		p := tsbs.Point(tags, j, time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).UnixNano())
 		p.Shape = 1
-		k, err := row.EncodeSeries(nil, slices.Clone(p.Tags))
-		if err != nil {
-			b.Fatal(err)
+		k := keys[j%hosts]
+		if k == nil {
+			var err error
+			if k, err = row.EncodeSeries(nil, slices.Clone(p.Tags)); err != nil {
+				b.Fatal(err)
+			}
+			keys[j%hosts] = k
 		}
 		if layout.Route(k, regions) == 0 {
 			bt.Points, bt.Keys = append(bt.Points, p), append(bt.Keys, k)
@@ -37,25 +43,30 @@ func tsbsShare(b *testing.B, lines int) region.Batch {
 }
 
 // BenchmarkAppend is a sender's encoding of a share (Append), then its
-// compression.
+// compression, in each version.
 func BenchmarkAppend(b *testing.B) {
 	bt := tsbsShare(b, 10000)
-	var raw, comp []byte
-	b.Run("Append", func(b *testing.B) {
-		b.ReportAllocs()
-		for b.Loop() {
-			raw = Append(raw[:0], bt)
-		}
-		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(bt.Points)), "ns/row")
-	})
-	raw = Append(raw[:0], bt)
-	b.Run("Snappy", func(b *testing.B) {
-		b.ReportAllocs()
-		for b.Loop() {
-			comp = Compress(Snappy, comp, raw)
-		}
-		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(bt.Points)), "ns/row")
-	})
+	for _, v := range []int{V1, V2} {
+		var raw, comp []byte
+		enc := new(Encoder)
+		b.Run(fmt.Sprintf("V%d/Append", v), func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				raw = enc.Append(raw[:0], bt, v)
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(bt.Points)), "ns/row")
+			b.ReportMetric(float64(len(raw))/float64(len(bt.Points)), "B/row")
+		})
+		raw = enc.Append(raw[:0], bt, v)
+		b.Run(fmt.Sprintf("V%d/Snappy", v), func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				comp = Compress(Snappy, comp, raw)
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(bt.Points)), "ns/row")
+			b.ReportMetric(float64(len(comp))/float64(len(bt.Points)), "B/row")
+		})
+	}
 }
 
 // BenchmarkDecode is an owner's decompression and decoding of a share
@@ -68,7 +79,15 @@ func BenchmarkDecode(b *testing.B) {
 			name = "Distinct/"
 		}
 		bt := tsbsShare(b, lines)
-		raw := Append(nil, bt)
+		for _, v := range []int{V1, V2} {
+			decodeBench(b, fmt.Sprintf("V%d/%s", v, name), bt, v)
+		}
+	}
+}
+
+func decodeBench(b *testing.B, name string, bt region.Batch, v int) {
+	{
+		raw := new(Encoder).Append(nil, bt, v)
 		comp := Compress(Snappy, nil, raw)
 		sc := new(Scratch)
 		b.Run(name+"Snappy", func(b *testing.B) {

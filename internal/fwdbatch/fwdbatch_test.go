@@ -35,6 +35,7 @@ func randomBatch(rng *rand.Rand) region.Batch {
 		if rng.IntN(2) == 0 {
 			shape = uint32(run + 1)
 		}
+		start := len(b.Points)
 		for range 1 + rng.IntN(40) {
 			p := row.Point{TS: rng.Int64() - rng.Int64(), Shape: shape}
 			if rng.IntN(4) == 0 {
@@ -71,6 +72,17 @@ func randomBatch(rng *rand.Rand) region.Batch {
 				}
 				p.Fields = append(p.Fields, row.Field{Name: fmt.Sprintf("f%d", j), Value: v})
 			}
+			if len(b.Points) > start && rng.IntN(3) == 0 {
+				// A series of the run again, as the parser gives it: its
+				// key's bytes shared (Encoder finds it by address).
+				j := start + rng.IntN(len(b.Points)-start)
+				{
+					p.Tags = b.Points[j].Tags
+					b.Points = append(b.Points, p)
+					b.Keys = append(b.Keys, b.Keys[j])
+					continue
+				}
+			}
 			key, err := row.EncodeSeries(nil, slices.Clone(p.Tags))
 			if err != nil {
 				panic(err)
@@ -87,9 +99,11 @@ func TestRoundTrip(t *testing.T) {
 	rng := rand.New(rand.NewPCG(seed, 0))
 	sc := new(Scratch) // reused: each batch is checked before the next decode
 	var raw, comp []byte
-	for iter := range 500 {
+	enc := new(Encoder) // reused too
+	for iter := range 1000 {
 		b := randomBatch(rng)
-		raw = Append(raw[:0], b)
+		v := V1 + iter%2
+		raw = enc.Append(raw[:0], b, v)
 		for _, c := range []Codec{None, Snappy, Zstd} {
 			z := Compress(c, comp, raw)
 			if c != None {
@@ -103,15 +117,15 @@ func TestRoundTrip(t *testing.T) {
 				sc.Buf = data
 			}
 			decode := sc.Decode
-			if iter%2 == 0 {
+			if iter%4 < 2 {
 				decode = Decode
 			}
 			got, err := decode(data)
 			if err != nil {
-				t.Fatalf("seed %d, batch %d, codec %d: %v", seed, iter, c, err)
+				t.Fatalf("seed %d, batch %d, version %d, codec %d: %v", seed, iter, v, c, err)
 			}
 			if err := same(b, got); err != nil {
-				t.Fatalf("seed %d, batch %d, codec %d: %v", seed, iter, c, err)
+				t.Fatalf("seed %d, batch %d, version %d, codec %d: %v", seed, iter, v, c, err)
 			}
 		}
 	}
@@ -155,12 +169,12 @@ func same(want, got region.Batch) error {
 func TestMalformed(t *testing.T) {
 	seed := testseed.Seed(t)
 	rng := rand.New(rand.NewPCG(seed, 1))
-	for iter := range 200 {
+	for iter := range 400 {
 		b := randomBatch(rng)
 		if len(b.Points) == 0 {
 			continue
 		}
-		raw := Append(nil, b)
+		raw := new(Encoder).Append(nil, b, V1+iter%2)
 		for range 100 {
 			n := rng.IntN(len(raw))
 			if _, err := Decode(raw[:n]); !errors.Is(err, ErrMalformed) || !errors.Is(err, region.ErrInvalidWrite) {
@@ -177,12 +191,17 @@ func TestMalformed(t *testing.T) {
 	}
 	// Keys that are not series keys of the run's tags.
 	p := row.Point{Tags: []row.Tag{{Name: "a", Value: "1"}, {Name: "b", Value: "2"}}, TS: 1, Fields: []row.Field{{Name: "v", Value: row.FloatValue(1)}}}
-	for _, key := range []string{"\x01a", "\x01a\x05x", "\x01b\x012\x01a\x011", "\x01a\x00", "\x01c\x011", "\x01a\x011\x01a\x011"} {
-		raw := Append(nil, region.Batch{Points: []row.Point{p}, Keys: [][]byte{[]byte(key)}})
-		var pe *region.PointError
-		if _, err := Decode(raw); !errors.Is(err, ErrMalformed) || !errors.As(err, &pe) {
-			t.Errorf("key %q: %v", key, err)
+	for _, v := range []int{V1, V2} {
+		for _, key := range []string{"\x01a", "\x01a\x05x", "\x01b\x012\x01a\x011", "\x01a\x00", "\x01c\x011", "\x01a\x011\x01a\x011"} {
+			raw := new(Encoder).Append(nil, region.Batch{Points: []row.Point{p}, Keys: [][]byte{[]byte(key)}}, v)
+			var pe *region.PointError
+			if _, err := Decode(raw); !errors.Is(err, ErrMalformed) || !errors.As(err, &pe) {
+				t.Errorf("version %d, key %q: %v", v, key, err)
+			}
 		}
+	}
+	if _, err := Decode([]byte{3, 0, 0}); !errors.Is(err, ErrMalformed) {
+		t.Errorf("version 3: %v", err)
 	}
 	// A declared size over the limit, or not the decoded size.
 	raw := Append(nil, region.Batch{Points: []row.Point{p}, Keys: [][]byte{[]byte("\x01a\x011")}})
@@ -199,7 +218,7 @@ func TestMalformed(t *testing.T) {
 	}
 }
 
-// A key is checked once per run: its repeats in the run share its bytes,
+// Version 1: a key is checked once per run: its repeats in the run share its bytes,
 // but a run of other tags checks it again, and a bad key after good ones
 // (repeated or not) refuses the batch at its index.
 func TestRepeatedKeys(t *testing.T) {
@@ -213,7 +232,7 @@ func TestRepeatedKeys(t *testing.T) {
 	}
 	good := point(ab)
 	sc := new(Scratch)
-	b, err := sc.Decode(Append(nil, region.Batch{Points: []row.Point{good, good, good}, Keys: [][]byte{key, slices.Clone(key), slices.Clone(key)}}))
+	b, err := sc.Decode(new(Encoder).Append(nil, region.Batch{Points: []row.Point{good, good, good}, Keys: [][]byte{key, slices.Clone(key), slices.Clone(key)}}, V1))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -233,7 +252,7 @@ func TestRepeatedKeys(t *testing.T) {
 		"a key with its tag b twice":              {region.Batch{Points: []row.Point{good, point([]row.Tag{{Name: "b", Value: "2"}, {Name: "b", Value: "2"}})}, Keys: [][]byte{key, []byte("\x01b\x012\x01b\x012")}}, 1},
 	} {
 		var pe *region.PointError
-		_, err := sc.Decode(Append(nil, tc.b))
+		_, err := sc.Decode(new(Encoder).Append(nil, tc.b, V1))
 		if !errors.Is(err, ErrMalformed) || !errors.As(err, &pe) || pe.Index != tc.index {
 			t.Errorf("%s: %v, want a malformed point %d", name, err, tc.index)
 		}
@@ -241,5 +260,79 @@ func TestRepeatedKeys(t *testing.T) {
 	// The scratch holds no key of a batch once Decode returned.
 	if len(sc.seen) != 0 {
 		t.Errorf("%d keys still seen", len(sc.seen))
+	}
+}
+
+// Version 2 sends a run's keys once each (as far as their addresses tell)
+// and each point an index: the points of a key share its bytes on
+// arrival, a bad key is refused at the first point that has it, and a
+// bad key no point has, an index past the keys, more keys than points or
+// none for a point refuse the batch.
+func TestKeysOnce(t *testing.T) {
+	ab := []row.Tag{{Name: "a", Value: "1"}, {Name: "b", Value: "2"}}
+	key, err := row.EncodeSeries(nil, slices.Clone(ab))
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := row.EncodeSeries(nil, []row.Tag{{Name: "a", Value: "3"}, {Name: "b", Value: "4"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	point := func(ts int64) row.Point {
+		return row.Point{Tags: ab, TS: ts, Fields: []row.Field{{Name: "v", Value: row.FloatValue(float64(ts))}}}
+	}
+	b := region.Batch{Points: []row.Point{point(1), point(2), point(3), point(4)}, Keys: [][]byte{key, other, key, other}}
+	enc := new(Encoder)
+	v2 := enc.Append(nil, b, V2)
+	v1 := enc.Append(nil, b, V1)
+	if len(v2) >= len(v1)-len(key) {
+		t.Errorf("version 2: %d bytes, version 1 %d: the repeats' keys were sent again", len(v2), len(v1))
+	}
+	got, err := new(Scratch).Decode(v2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := same(b, got); err != nil {
+		t.Fatal(err)
+	}
+	if &got.Keys[0][0] != &got.Keys[2][0] || &got.Keys[1][0] != &got.Keys[3][0] || &got.Keys[0][0] == &got.Keys[1][0] {
+		t.Errorf("the points of a key do not share its bytes: %p %p %p %p", &got.Keys[0][0], &got.Keys[1][0], &got.Keys[2][0], &got.Keys[3][0])
+	}
+
+	// A run's encoding by hand: version, rows, runs; n, tags a and b,
+	// field v float; keys; indexes; timestamps; values.
+	run := func(n int, keys []string, index []byte) []byte {
+		out := []byte{V2, byte(n), 1, byte(n), 2, 1, 'a', 1, 'b', 1, 1, 'v', byte(row.Float), byte(len(keys))}
+		for _, k := range keys {
+			out = append(out, byte(len(k)))
+			out = append(out, k...)
+		}
+		out = append(out, index...)
+		for range n {
+			out = append(out, 2) // varint 1
+		}
+		for range n {
+			out = append(out, 0, 0, 0, 0, 0, 0, 0xf0, 0x3f) // 1.0
+		}
+		return out
+	}
+	good, bad := string(key), "\x01a\x011\x01b\x01" // b's value cut short
+	if _, err := Decode(run(2, []string{good}, []byte{0, 0})); err != nil {
+		t.Fatalf("the hand-made batch: %v", err)
+	}
+	var pe *region.PointError
+	if _, err := Decode(run(3, []string{good, bad}, []byte{0, 0, 1})); !errors.Is(err, ErrMalformed) || !errors.As(err, &pe) || pe.Index != 2 {
+		t.Errorf("a bad key at point 2: %v", err)
+	}
+	for name, raw := range map[string][]byte{
+		"a bad key no point has":  run(2, []string{good, bad}, []byte{0, 0}),
+		"an index past the keys":  run(2, []string{good}, []byte{0, 1}),
+		"more keys than points":   run(1, []string{good, good}, []byte{0}),
+		"no keys for the points":  run(1, nil, []byte{0}),
+		"a batch cut in the keys": run(2, []string{good}, []byte{0, 0})[:16],
+	} {
+		if _, err := Decode(raw); !errors.Is(err, ErrMalformed) {
+			t.Errorf("%s: %v", name, err)
+		}
 	}
 }

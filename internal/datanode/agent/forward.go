@@ -59,12 +59,15 @@ func (f *forwarder) setLegacy(addr string) {
 }
 
 // forwarded is a batch encoded for ForwardWrite once, for every attempt
-// (a write retried while its region moves is encoded once).
+// (a write retried while its region moves is encoded once, again only for
+// an owner that reads another version).
 type forwarded struct {
-	raw  []byte // the encoding, kept for the next batch
-	comp []byte // compressed, kept for the next batch
-	data []byte // raw compressed (raw itself if not)
-	size uint64
+	enc     fwdbatch.Encoder
+	raw     []byte // the encoding, kept for the next batch
+	comp    []byte // compressed, kept for the next batch
+	data    []byte // raw compressed (raw itself if not)
+	size    uint64
+	version int // of data; 0: none yet
 }
 
 var forwardBufs = freelist.New[*forwarded](16)
@@ -75,7 +78,7 @@ func (fb *forwarded) release() {
 	if fb == nil || cap(fb.raw) > 16<<20 || cap(fb.comp) > 16<<20 {
 		return
 	}
-	fb.raw, fb.data = fb.raw[:0], nil
+	fb.raw, fb.data, fb.version = fb.raw[:0], nil, 0
 	forwardBufs.Put(fb)
 }
 
@@ -89,15 +92,18 @@ func (a *Agent) forwardWrite(ctx context.Context, c pb.DatanodeClient, addr, tab
 			if !ok {
 				e = &forwarded{}
 			}
-			e.raw = fwdbatch.Append(e.raw[:0], b)
+			*fb = e
+		}
+		e := *fb
+		if v := a.forwardVersion(addr); e.version != v {
+			e.raw = e.enc.Append(e.raw[:0], b, v)
 			e.size = uint64(len(e.raw))
 			e.data = fwdbatch.Compress(forwardCodec, e.comp, e.raw)
 			if forwardCodec != fwdbatch.None {
 				e.comp = e.data
 			}
-			*fb = e
+			e.version = v
 		}
-		e := *fb
 		resp, err := c.ForwardWrite(ctx, &pb.ForwardWriteRequest{Table: table, Region: id.String(), Compression: uint32(forwardCodec), Size: e.size, Batch: e.data})
 		if status.Code(err) != codes.Unimplemented {
 			return resp, err
@@ -106,4 +112,17 @@ func (a *Agent) forwardWrite(ctx context.Context, c pb.DatanodeClient, addr, tab
 		a.fwd.setLegacy(addr)
 	}
 	return c.Write(ctx, &pb.WriteRequest{Table: table, Region: id.String(), Points: wire.FromPoints(b.Points)})
+}
+
+// forwardVersion is the encoding to forward to the datanode at addr: the
+// newest both read (version 1 to a build that announces none).
+func (a *Agent) forwardVersion(addr string) int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for _, n := range a.nodes {
+		if n.GRPCAddr == addr {
+			return max(fwdbatch.V1, min(n.Forward, fwdbatch.Latest))
+		}
+	}
+	return fwdbatch.V1
 }

@@ -9,8 +9,12 @@ import (
 	"testing"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
 
+	"github.com/stratadb/strata/internal/cluster"
+	"github.com/stratadb/strata/internal/fwdbatch"
 	"github.com/stratadb/strata/internal/layout"
 	"github.com/stratadb/strata/internal/region"
 	"github.com/stratadb/strata/internal/row"
@@ -84,5 +88,87 @@ func TestForwardFallsBackToWriteForAnOlderOwner(t *testing.T) {
 	if len(old.writes) != 2 || old.writes[0].Region != id.String() || old.writes[0].Table != "cpu" || len(old.writes[0].Points) != 1 ||
 		old.writes[0].Points[0].Fields[0].Value.GetFloat() != 2 {
 		t.Fatalf("writes the older owner got: %v", old.writes)
+	}
+}
+
+// v1Datanode reads forwarded batches as a build before version 2 did: it
+// refuses any other version as a malformed batch.
+type v1Datanode struct {
+	pb.UnimplementedDatanodeServer
+	mu       sync.Mutex
+	versions []byte
+}
+
+func (o *v1Datanode) ForwardWrite(_ context.Context, req *pb.ForwardWriteRequest) (*pb.WriteResponse, error) {
+	raw, err := fwdbatch.Decompress(fwdbatch.Codec(req.Compression), nil, req.Batch, req.Size)
+	if err != nil {
+		return nil, status.Error(codes.InvalidArgument, err.Error())
+	}
+	o.mu.Lock()
+	o.versions = append(o.versions, raw[0])
+	o.mu.Unlock()
+	if raw[0] != fwdbatch.V1 {
+		return nil, status.Errorf(codes.InvalidArgument, "malformed forwarded batch: version %d, not 1", raw[0])
+	}
+	b, err := fwdbatch.Decode(raw)
+	if err != nil {
+		return nil, status.Error(codes.InvalidArgument, err.Error())
+	}
+	return &pb.WriteResponse{Written: int64(len(b.Points))}, nil
+}
+
+// A share goes to an owner in the newest encoding it announces
+// (cluster.NodeInfo.Forward): version 1 to a build that announces none,
+// version 2 to this one's; the share encoded for one owner is encoded
+// again when it is retried on an owner of the other kind.
+func TestForwardVersionByOwner(t *testing.T) {
+	serve := func() (*v1Datanode, string, pb.DatanodeClient) {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		o := &v1Datanode{}
+		g := grpc.NewServer()
+		pb.RegisterDatanodeServer(g, o)
+		go func() { _ = g.Serve(ln) }()
+		t.Cleanup(g.Stop)
+		conn, err := grpc.NewClient(ln.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { conn.Close() })
+		return o, ln.Addr().String(), pb.NewDatanodeClient(conn)
+	}
+	old, oldAddr, oldc := serve()
+	cur, curAddr, curc := serve()
+	a := &Agent{log: slog.New(slog.NewTextHandler(io.Discard, nil)), nodes: map[string]cluster.NodeInfo{
+		"old": {ID: "old", GRPCAddr: oldAddr},
+		"cur": {ID: "cur", GRPCAddr: curAddr, Forward: fwdbatch.Latest},
+	}}
+	tags := []row.Tag{{Name: "host", Value: "a"}}
+	key, _ := row.EncodeSeries(nil, tags)
+	b := region.Batch{Keys: [][]byte{key, key}, Points: []row.Point{
+		{Tags: tags, TS: 1, Fields: []row.Field{{Name: "v", Value: row.FloatValue(2)}}},
+		{Tags: tags, TS: 2, Fields: []row.Field{{Name: "v", Value: row.FloatValue(3)}}},
+	}}
+	id := layout.RegionID{Table: 7, Region: 1}
+	var fb *forwarded
+	defer func() { fb.release() }()
+	if resp, err := a.forwardWrite(context.Background(), oldc, oldAddr, "cpu", id, b, &fb); err != nil || resp.Written != 2 {
+		t.Fatalf("to the older owner: %v %v", resp, err)
+	}
+	// The region moved to a current owner: the same share, in version 2.
+	// (The current owner here refuses version 2 as an older one would:
+	// what it got is what the test reads.)
+	_, _ = a.forwardWrite(context.Background(), curc, curAddr, "cpu", id, b, &fb)
+	if resp, err := a.forwardWrite(context.Background(), oldc, oldAddr, "cpu", id, b, &fb); err != nil || resp.Written != 2 {
+		t.Fatalf("back to the older owner: %v %v", resp, err)
+	}
+	old.mu.Lock()
+	cur.mu.Lock()
+	defer old.mu.Unlock()
+	defer cur.mu.Unlock()
+	if string(old.versions) != "\x01\x01" || string(cur.versions) != "\x02" {
+		t.Errorf("versions sent: older owner %v, current owner %v; want [1 1] and [2]", old.versions, cur.versions)
 	}
 }
