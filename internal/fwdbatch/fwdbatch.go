@@ -16,7 +16,10 @@
 //	n × varint(ts - previous ts)            (the first against 0)
 //	per field, n values: float64 8 bytes little-endian (any bits: NaN,
 //	±Inf and staleness markers stay as they are), int64 varint, uint64
-//	uvarint, bool one byte 0 or 1, string uvarint(len) bytes
+//	uvarint, bool one byte 0 or 1, string uvarint(len) bytes; version 2
+//	sends a float column as a scale byte s then each value's mantissa m,
+//	a varint (the value is m / 10^s to the bit, internal/decimal), if every
+//	value is such a decimal, else as 0xff then the 8 bytes of each
 //
 // Decode checks everything that does not need the table's schema: the
 // structure and sizes, every key decodes (tag names ascending, values not
@@ -38,6 +41,7 @@ import (
 	"github.com/klauspost/compress/s2"
 	"github.com/klauspost/compress/zstd"
 
+	"github.com/stratadb/strata/internal/decimal"
 	"github.com/stratadb/strata/internal/region"
 	"github.com/stratadb/strata/internal/row"
 )
@@ -168,6 +172,10 @@ func (e *Encoder) appendRun(dst []byte, pts []row.Point, keys [][]byte, v int) [
 	for j, f := range p0.Fields {
 		switch f.Value.Kind() {
 		case row.Float:
+			if v >= V2 {
+				dst = appendDecimals(dst, pts, j)
+				continue
+			}
 			for i := range pts {
 				dst = binary.LittleEndian.AppendUint64(dst, pts[i].Fields[j].Value.Bits())
 			}
@@ -196,6 +204,71 @@ func (e *Encoder) appendRun(dst []byte, pts []row.Point, keys [][]byte, v int) [
 		// receiver refuses the kind.
 	}
 	return dst
+}
+
+// rawFloats marks a version 2 float column sent as its values' 8 bytes.
+const rawFloats = 0xff
+
+// appendDecimals appends a version 2 float column: its scale s and each
+// value's mantissa m (a varint: m / 10^s is the value to the bit,
+// internal/decimal) if every value is such a short decimal (TSBS's and
+// most samples are: two bytes or three instead of eight, and less for the
+// compressor to read), else rawFloats and each value's 8 bytes
+// little-endian (NaN, ±Inf, -0 and staleness markers as they are).
+func appendDecimals(dst []byte, pts []row.Point, j int) []byte {
+	// The scale is the first value's least, raised as a later value
+	// needs (the earlier mantissas then written again): one Mantissa a
+	// value, where a decimal.Scan first took two.
+	var s int8
+	mark := len(dst)
+	for i := 0; i < len(pts); i++ {
+		f := pts[i].Fields[j].Value.Float()
+		m, ok := decimal.Mantissa(f, s)
+		if !ok {
+			for s++; s <= decimal.MaxScale; s++ {
+				if _, ok = decimal.Mantissa(f, s); ok {
+					break
+				}
+			}
+			if !ok {
+				break
+			}
+			dst, i = dst[:mark], -1 // again from the first, at s
+			continue
+		}
+		if i == 0 {
+			dst = append(dst, byte(s))
+		}
+		dst = binary.AppendVarint(dst, m)
+		if i == len(pts)-1 {
+			return dst
+		}
+	}
+	dst = append(dst[:mark], rawFloats)
+	for i := range pts {
+		dst = binary.LittleEndian.AppendUint64(dst, pts[i].Fields[j].Value.Bits())
+	}
+	return dst
+}
+
+// decimals reads a version 2 float column of n points into vals[i*nf]
+// (appendDecimals).
+func (d *decoder) decimals(vals []row.Field, nf, n int, name string) {
+	s := d.byte()
+	switch {
+	case d.err != nil:
+		return
+	case s == rawFloats:
+		for i := range n {
+			vals[i*nf] = row.Field{Name: name, Value: row.FloatValue(math.Float64frombits(d.uint64()))}
+		}
+	case s <= decimal.MaxScale:
+		for i := range n {
+			vals[i*nf] = row.Field{Name: name, Value: row.FloatValue(decimal.Float(d.varint(), int8(s)))}
+		}
+	default:
+		d.fail("field %q: scale %d", name, s)
+	}
 }
 
 // dedup sets e.keys to a run's keys, once each as far as their addresses
@@ -339,6 +412,10 @@ func (s *Scratch) Decode(data []byte) (region.Batch, error) {
 			b.Points = append(b.Points, row.Point{Tags: tags, TS: ts, Fields: vals[i*nf : (i+1)*nf : (i+1)*nf], Shape: uint32(r + 1)})
 		}
 		for j, f := range fields {
+			if f.Value.Kind() == row.Float && v == V2 {
+				d.decimals(vals[j:], nf, n, f.Name)
+				continue
+			}
 			for i := range n {
 				v := &vals[i*nf+j]
 				v.Name = f.Name

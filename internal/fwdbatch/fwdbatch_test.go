@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stratadb/strata/internal/decimal"
 	"github.com/stratadb/strata/internal/region"
 	"github.com/stratadb/strata/internal/row"
 	"github.com/stratadb/strata/internal/testseed"
@@ -52,7 +53,12 @@ func randomBatch(rng *rand.Rand) region.Batch {
 				var v row.Value
 				switch k {
 				case row.Float:
-					if rng.IntN(3) == 0 {
+					if decimals := run%2 == 0; decimals && rng.IntN(20) != 0 {
+						// Short decimals at several scales (version 2
+						// sends their mantissas), now and then one that
+						// is not (the column goes as it is).
+						v = row.FloatValue(float64(rng.Int64N(2_000_000)-1_000_000) / math.Pow10(rng.IntN(4)))
+					} else if rng.IntN(3) == 0 {
 						v = row.FloatValue(floats[rng.IntN(len(floats))])
 					} else {
 						v = row.FloatValue(rng.NormFloat64() * 1e6)
@@ -300,7 +306,7 @@ func TestKeysOnce(t *testing.T) {
 	}
 
 	// A run's encoding by hand: version, rows, runs; n, tags a and b,
-	// field v float; keys; indexes; timestamps; values.
+	// field v float; keys; indexes; timestamps; values (decimals, scale 0).
 	run := func(n int, keys []string, index []byte) []byte {
 		out := []byte{V2, byte(n), 1, byte(n), 2, 1, 'a', 1, 'b', 1, 1, 'v', byte(row.Float), byte(len(keys))}
 		for _, k := range keys {
@@ -311,8 +317,9 @@ func TestKeysOnce(t *testing.T) {
 		for range n {
 			out = append(out, 2) // varint 1
 		}
+		out = append(out, 0) // scale 0
 		for range n {
-			out = append(out, 0, 0, 0, 0, 0, 0, 0xf0, 0x3f) // 1.0
+			out = append(out, 2) // mantissa 1: 1.0
 		}
 		return out
 	}
@@ -334,5 +341,59 @@ func TestKeysOnce(t *testing.T) {
 		if _, err := Decode(raw); !errors.Is(err, ErrMalformed) {
 			t.Errorf("%s: %v", name, err)
 		}
+	}
+}
+
+// Version 2 sends a float column of short decimals as their mantissas
+// (a few bytes each, not eight), raising the scale as later values need,
+// and a column with any other value (a NaN, a staleness marker, -0, a
+// long fraction) as its values' bits: both to the bit.
+func TestDecimals(t *testing.T) {
+	tags := []row.Tag{{Name: "a", Value: "1"}}
+	key, err := row.EncodeSeries(nil, slices.Clone(tags))
+	if err != nil {
+		t.Fatal(err)
+	}
+	batch := func(vals ...float64) region.Batch {
+		var b region.Batch
+		for i, v := range vals {
+			b.Points = append(b.Points, row.Point{Tags: tags, TS: int64(i), Fields: []row.Field{{Name: "v", Value: row.FloatValue(v)}}})
+			b.Keys = append(b.Keys, key)
+		}
+		return b
+	}
+	for name, tc := range map[string]struct {
+		vals    []float64
+		maxSize int // bytes of the column's values, at most
+	}{
+		"integers":                {[]float64{1, 20, 300, -4000}, 1 + 2*4},
+		"a scale raised later":    {[]float64{58, 58.3, 58.25, 0.001}, 1 + 3*4},
+		"a NaN":                   {[]float64{1, math.NaN(), 2}, 1 + 8*3},
+		"a staleness marker":      {[]float64{1, staleNaN}, 1 + 8*2},
+		"-0":                      {[]float64{1, math.Copysign(0, -1)}, 1 + 8*2},
+		"a long fraction":         {[]float64{0.5, 1.0 / 3}, 1 + 8*2},
+		"past 2^50 at the scale":  {[]float64{0.1, 1e15}, 1 + 8*2},
+		"infinities and integers": {[]float64{3, math.Inf(1), math.Inf(-1)}, 1 + 8*3},
+	} {
+		b := batch(tc.vals...)
+		raw := Append(nil, b)
+		withoutValues := Append(nil, batch(make([]float64, len(tc.vals))...))
+		// The zeros' column is a scale byte and a byte a zero.
+		if got := len(raw) - (len(withoutValues) - 1 - len(tc.vals)); got > tc.maxSize {
+			t.Errorf("%s: %d bytes of values, want at most %d", name, got, tc.maxSize)
+		}
+		got, err := Decode(raw)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if err := same(b, got); err != nil {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+	// A scale byte that is no scale.
+	raw := Append(nil, batch(1))
+	raw[len(raw)-2] = decimal.MaxScale + 1
+	if _, err := Decode(raw); !errors.Is(err, ErrMalformed) {
+		t.Errorf("scale %d: %v", decimal.MaxScale+1, err)
 	}
 }
