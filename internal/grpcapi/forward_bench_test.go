@@ -2,6 +2,7 @@ package grpcapi_test
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"syscall"
 	"testing"
@@ -99,19 +100,22 @@ func BenchmarkForwardWrite(b *testing.B) {
 		name string
 		c    fwdbatch.Codec
 	}{{"None", fwdbatch.None}, {"Snappy", fwdbatch.Snappy}, {"Zstd", fwdbatch.Zstd}} {
-		b.Run("ForwardWrite/"+codec.name, func(b *testing.B) {
-			var raw, comp []byte // kept from batch to batch, as the agent does
-			run(b, func(bt region.Batch) (proto.Message, error) {
-				raw = fwdbatch.Append(raw[:0], bt)
-				data := fwdbatch.Compress(codec.c, comp, raw)
-				if codec.c != fwdbatch.None {
-					comp = data
-				}
-				req := &pb.ForwardWriteRequest{Table: "cpu", Region: id.String(), Compression: uint32(codec.c), Size: uint64(len(raw)), Batch: data}
-				_, err := c.ForwardWrite(ctx, req)
-				return req, err
+		for _, v := range []int{fwdbatch.V1, fwdbatch.V2} {
+			b.Run(fmt.Sprintf("ForwardWrite/V%d/%s", v, codec.name), func(b *testing.B) {
+				var raw, comp []byte // kept from batch to batch, as the agent does
+				enc := new(fwdbatch.Encoder)
+				run(b, func(bt region.Batch) (proto.Message, error) {
+					raw = enc.Append(raw[:0], bt, v)
+					data := fwdbatch.Compress(codec.c, comp, raw)
+					if codec.c != fwdbatch.None {
+						comp = data
+					}
+					req := &pb.ForwardWriteRequest{Table: "cpu", Region: id.String(), Compression: uint32(codec.c), Size: uint64(len(raw)), Batch: data}
+					_, err := c.ForwardWrite(ctx, req)
+					return req, err
+				})
 			})
-		})
+		}
 	}
 }
 
