@@ -85,8 +85,8 @@ func Append(dst []byte, b region.Batch) []byte {
 
 // An Encoder encodes batches, keeping its memory for the next.
 type Encoder struct {
-	memo  [memoSize]memoSlot
-	stamp uint32 // the run being encoded: memo slots of other runs are stale
+	memo  *[memoSize]memoSlot // allocated for the first version 2 run
+	stamp uint32              // the run being encoded: memo slots of other runs are stale
 	index []uint32
 	keys  [][]byte
 }
@@ -131,7 +131,7 @@ func (e *Encoder) Append(dst []byte, b region.Batch, v int) []byte {
 		dst = e.appendRun(dst, pts[i:j], b.Keys[i:j], v)
 		i = j
 	}
-	clear(e.keys) // no reference to the batch stays
+	clear(e.keys[:cap(e.keys)]) // no reference to the batch stays (an earlier run's keys either)
 	e.keys = e.keys[:0]
 	return dst
 }
@@ -275,8 +275,8 @@ func (d *decoder) decimals(vals []row.Field, nf, n int, name string) {
 // tell, and e.index to each point's key's index in them.
 func (e *Encoder) dedup(keys [][]byte) {
 	e.stamp++
-	if e.stamp == 0 { // wrapped: no slot may look current
-		e.memo = [memoSize]memoSlot{}
+	if e.memo == nil || e.stamp == 0 { // new, or wrapped: no slot may look current
+		e.memo = new([memoSize]memoSlot)
 		e.stamp = 1
 	}
 	e.keys, e.index = e.keys[:0], e.index[:0]
@@ -353,9 +353,12 @@ func (s *Scratch) Decode(data []byte) (region.Batch, error) {
 	if d.err != nil {
 		return region.Batch{}, d.err
 	}
-	b := region.Batch{Points: slices.Grow(s.points[:0], rows), Keys: slices.Grow(s.keys[:0], rows)}
-	s.points, s.keys = b.Points[:0], b.Keys[:0]
-	free := s.vals[:0] // every value is written before it is read
+	// Grown by the declared rows only as far as the bytes can hold points
+	// of a few fields (a batch of zeros declaring a row a byte allocated
+	// a hundred times its size), then as the runs decode.
+	b := region.Batch{Points: slices.Grow(s.points[:0], min(rows, len(data)/16)), Keys: slices.Grow(s.keys[:0], min(rows, len(data)/16))}
+	defer func() { s.points, s.keys = b.Points[:0], b.Keys[:0] }() // kept for the next batch
+	free := s.vals[:0]                                             // every value is written before it is read
 	for r := range runs {
 		n := d.count(2) // a key's length and a timestamp at least
 		if d.err == nil && len(b.Points)+n > rows {
@@ -490,6 +493,10 @@ func (s *Scratch) keysV2(d *decoder, keys [][]byte, n int, sorted []string, firs
 		return nil, d.err
 	}
 	dict := s.dict[:0]
+	defer func() {
+		clear(dict[:cap(dict)]) // no reference to data stays
+		s.dict = dict[:0]
+	}()
 	var bad map[int]error
 	for j := range k {
 		key := d.bytes()
@@ -504,8 +511,6 @@ func (s *Scratch) keysV2(d *decoder, keys [][]byte, n int, sorted []string, firs
 		}
 		dict = append(dict, key)
 	}
-	s.dict = dict
-	defer clear(s.dict) // no reference to data stays
 	if len(d.buf) < n {
 		d.fail("%d points' keys in %d bytes", n, len(d.buf))
 		return nil, d.err

@@ -1,10 +1,12 @@
 package fwdbatch
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"runtime"
 	"slices"
 	"testing"
 	"time"
@@ -331,6 +333,14 @@ func TestKeysOnce(t *testing.T) {
 	if _, err := Decode(run(3, []string{good, bad}, []byte{0, 0, 1})); !errors.Is(err, ErrMalformed) || !errors.As(err, &pe) || pe.Index != 2 {
 		t.Errorf("a bad key at point 2: %v", err)
 	}
+	// In a second run the index counts the first run's points too.
+	second := run(2, []string{good}, []byte{0, 0})
+	second[2] = 2 // runs
+	second = append(second, run(3, []string{good, bad}, []byte{0, 0, 1})[3:]...)
+	second[1] = 5 // rows
+	if _, err := Decode(second); !errors.Is(err, ErrMalformed) || !errors.As(err, &pe) || pe.Index != 4 {
+		t.Errorf("a bad key at point 2 of the second run: %v, want a malformed point 4", err)
+	}
 	for name, raw := range map[string][]byte{
 		"a bad key no point has":  run(2, []string{good, bad}, []byte{0, 0}),
 		"an index past the keys":  run(2, []string{good}, []byte{0, 1}),
@@ -395,5 +405,45 @@ func TestDecimals(t *testing.T) {
 	raw[len(raw)-2] = decimal.MaxScale + 1
 	if _, err := Decode(raw); !errors.Is(err, ErrMalformed) {
 		t.Errorf("scale %d: %v", decimal.MaxScale+1, err)
+	}
+}
+
+// The encoder keeps no key of a batch it encoded (its memory is pooled
+// with the sender's buffers), and Decode allocates for the points the
+// bytes hold, not for the rows a batch declares.
+func TestNoRetentionNoAmplification(t *testing.T) {
+	tags := []row.Tag{{Name: "a", Value: "1"}}
+	var long region.Batch
+	for i := range 100 {
+		k, err := row.EncodeSeries(nil, []row.Tag{{Name: "a", Value: fmt.Sprint(i)}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		long.Points = append(long.Points, row.Point{Tags: tags, TS: int64(i), Fields: []row.Field{{Name: "v", Value: row.FloatValue(1)}}})
+		long.Keys = append(long.Keys, k)
+	}
+	// A run of 100 keys, then a run of one.
+	long.Points = append(long.Points, row.Point{Tags: []row.Tag{{Name: "b", Value: "1"}}, TS: 1, Fields: []row.Field{{Name: "v", Value: row.FloatValue(1)}}})
+	long.Keys = append(long.Keys, []byte("\x01b\x011"))
+	enc := new(Encoder)
+	enc.Append(nil, long, V2)
+	for i, k := range enc.keys[:cap(enc.keys)] {
+		if k != nil {
+			t.Fatalf("the encoder still holds key %d: %q", i, k)
+		}
+	}
+
+	// A megabyte of zeros after a header declaring a row a byte.
+	data := append([]byte{V2}, binary.AppendUvarint(nil, 1<<20)...)
+	data = append(data, 1) // a run
+	data = append(data, make([]byte, 1<<20)...)
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	if _, err := Decode(data); !errors.Is(err, ErrMalformed) {
+		t.Fatalf("zeros: %v", err)
+	}
+	runtime.ReadMemStats(&after)
+	if got := after.TotalAlloc - before.TotalAlloc; got > 16*uint64(len(data)) {
+		t.Errorf("decoding %d bytes allocated %d", len(data), got)
 	}
 }

@@ -32,30 +32,38 @@ var forwardCodec = fwdbatch.Snappy
 // Unimplemented gets Write before it is asked with ForwardWrite again.
 const legacyRetry = time.Minute
 
-// forwarder remembers the owners older than ForwardWrite.
+// forwarder remembers the owners older than ForwardWrite, and those that
+// refused a version 2 batch.
 type forwarder struct {
 	mu     sync.Mutex
 	legacy map[string]time.Time // address: until when to use Write
+	v1     map[string]time.Time // address: until when to send version 1
 }
 
-func (f *forwarder) isLegacy(addr string) bool {
+func (f *forwarder) isLegacy(addr string) bool { return f.is(&f.legacy, addr) }
+
+func (f *forwarder) setLegacy(addr string) { f.set(&f.legacy, addr) }
+
+// is reports whether addr is in *m, until its time.
+func (f *forwarder) is(m *map[string]time.Time, addr string) bool {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	until, ok := f.legacy[addr]
+	until, ok := (*m)[addr]
 	if ok && time.Now().After(until) {
-		delete(f.legacy, addr)
+		delete(*m, addr)
 		return false
 	}
 	return ok
 }
 
-func (f *forwarder) setLegacy(addr string) {
+// set puts addr in *m for legacyRetry.
+func (f *forwarder) set(m *map[string]time.Time, addr string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if f.legacy == nil {
-		f.legacy = map[string]time.Time{}
+	if *m == nil {
+		*m = map[string]time.Time{}
 	}
-	f.legacy[addr] = time.Now().Add(legacyRetry)
+	(*m)[addr] = time.Now().Add(legacyRetry)
 }
 
 // forwarded is a batch encoded for ForwardWrite once, for every attempt
@@ -95,16 +103,22 @@ func (a *Agent) forwardWrite(ctx context.Context, c pb.DatanodeClient, addr, tab
 			*fb = e
 		}
 		e := *fb
-		if v := a.forwardVersion(addr); e.version != v {
-			e.raw = e.enc.Append(e.raw[:0], b, v)
-			e.size = uint64(len(e.raw))
-			e.data = fwdbatch.Compress(forwardCodec, e.comp, e.raw)
-			if forwardCodec != fwdbatch.None {
-				e.comp = e.data
-			}
-			e.version = v
-		}
+		v := a.forwardVersion(addr)
+		e.encode(b, v)
 		resp, err := c.ForwardWrite(ctx, &pb.ForwardWriteRequest{Table: table, Region: id.String(), Compression: uint32(forwardCodec), Size: e.size, Batch: e.data})
+		if v > fwdbatch.V1 && status.Code(err) == codes.InvalidArgument {
+			// An owner that announced version 2 may have been replaced by
+			// an older build at its address (a rollback) before this node
+			// heard: it refuses the batch as malformed. Version 1 once
+			// more, and for a while after: a batch refused for what it
+			// holds is refused again, at the cost of an encoding.
+			e.encode(b, fwdbatch.V1)
+			resp, err = c.ForwardWrite(ctx, &pb.ForwardWriteRequest{Table: table, Region: id.String(), Compression: uint32(forwardCodec), Size: e.size, Batch: e.data})
+			if err == nil {
+				a.log.Info("the owner refused a version 2 batch and took version 1 (an older version): forwarding version 1 to it", "owner", addr, "region", id.String())
+				a.fwd.set(&a.fwd.v1, addr)
+			}
+		}
 		if status.Code(err) != codes.Unimplemented {
 			return resp, err
 		}
@@ -114,9 +128,27 @@ func (a *Agent) forwardWrite(ctx context.Context, c pb.DatanodeClient, addr, tab
 	return c.Write(ctx, &pb.WriteRequest{Table: table, Region: id.String(), Points: wire.FromPoints(b.Points)})
 }
 
+// encode makes e's data the encoding of b in version v, unless it is.
+func (e *forwarded) encode(b region.Batch, v int) {
+	if e.version == v {
+		return
+	}
+	e.raw = e.enc.Append(e.raw[:0], b, v)
+	e.size = uint64(len(e.raw))
+	e.data = fwdbatch.Compress(forwardCodec, e.comp, e.raw)
+	if forwardCodec != fwdbatch.None {
+		e.comp = e.data
+	}
+	e.version = v
+}
+
 // forwardVersion is the encoding to forward to the datanode at addr: the
-// newest both read (version 1 to a build that announces none).
+// newest both read (version 1 to a build that announces none, or to an
+// address that refused version 2 lately).
 func (a *Agent) forwardVersion(addr string) int {
+	if a.fwd.is(&a.fwd.v1, addr) {
+		return fwdbatch.V1
+	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	for _, n := range a.nodes {
