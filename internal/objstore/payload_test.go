@@ -24,16 +24,10 @@ import (
 // the signature, every write carries a checksum, and the store rejects a
 // body changed on the way, with nothing written.
 func TestS3PayloadsUnsignedButChecksummed(t *testing.T) {
-	srv := objstoretest.MinIO(t)
-	target, err := url.Parse(srv.Endpoint)
-	if err != nil {
-		t.Fatal(err)
-	}
 	var mu sync.Mutex
 	var writes []http.Header
 	var corrupt atomic.Bool
-	proxy := httputil.NewSingleHostReverseProxy(target)
-	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	s := behindProxy(t, func(r *http.Request) {
 		if r.Method == http.MethodPut {
 			mu.Lock()
 			writes = append(writes, r.Header.Clone())
@@ -46,17 +40,7 @@ func TestS3PayloadsUnsignedButChecksummed(t *testing.T) {
 				r.Body = io.NopCloser(bytes.NewReader(body))
 			}
 		}
-		proxy.ServeHTTP(w, r)
-	}))
-	defer front.Close()
-	u, err := url.Parse(srv.NewBucket(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	q := u.Query()
-	q.Set("endpoint", front.URL)
-	u.RawQuery = q.Encode()
-	s := openURL(t, u.String())
+	})
 	ctx := context.Background()
 	big := make([]byte, 20<<20) // past the 16 MiB multipart threshold: parts
 	for i := range big {
@@ -112,29 +96,13 @@ func TestS3PayloadsUnsignedButChecksummed(t *testing.T) {
 // report a missing key that a delete treats as done: twice the requests
 // for every WAL segment and file collected).
 func TestS3DeleteIsOneRequest(t *testing.T) {
-	srv := objstoretest.MinIO(t)
-	target, err := url.Parse(srv.Endpoint)
-	if err != nil {
-		t.Fatal(err)
-	}
 	var mu sync.Mutex
 	var methods []string
-	proxy := httputil.NewSingleHostReverseProxy(target)
-	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	s := behindProxy(t, func(r *http.Request) {
 		mu.Lock()
 		methods = append(methods, r.Method)
 		mu.Unlock()
-		proxy.ServeHTTP(w, r)
-	}))
-	defer front.Close()
-	u, err := url.Parse(srv.NewBucket(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	q := u.Query()
-	q.Set("endpoint", front.URL)
-	u.RawQuery = q.Encode()
-	s := openURL(t, u.String())
+	})
 	ctx := context.Background()
 	if err := s.Put(ctx, "wal/1", []byte("x")); err != nil {
 		t.Fatal(err)
@@ -156,4 +124,29 @@ func TestS3DeleteIsOneRequest(t *testing.T) {
 	if _, err := s.Get(ctx, "wal/1"); !errors.Is(err, objstore.ErrNotFound) {
 		t.Fatalf("get after delete: %v, want not found", err)
 	}
+}
+
+// behindProxy opens a bucket of a MinIO server through a proxy that shows
+// each request to see (which may change it) before MinIO gets it.
+func behindProxy(t *testing.T, see func(*http.Request)) objstore.Bucket {
+	t.Helper()
+	srv := objstoretest.MinIO(t)
+	target, err := url.Parse(srv.Endpoint)
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy := httputil.NewSingleHostReverseProxy(target)
+	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		see(r)
+		proxy.ServeHTTP(w, r)
+	}))
+	t.Cleanup(front.Close)
+	u, err := url.Parse(srv.NewBucket(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := u.Query()
+	q.Set("endpoint", front.URL)
+	u.RawQuery = q.Encode()
+	return openURL(t, u.String())
 }

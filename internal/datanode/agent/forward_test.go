@@ -40,28 +40,15 @@ func (o *oldDatanode) Write(_ context.Context, req *pb.WriteRequest) (*pb.WriteR
 // through Write, as points, and is not asked with ForwardWrite again
 // until legacyRetry has passed.
 func TestForwardFallsBackToWriteForAnOlderOwner(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
 	old := &oldDatanode{}
 	var mu sync.Mutex
 	calls := map[string]int{} // by method
-	g := grpc.NewServer(grpc.UnaryInterceptor(func(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+	addr, c := serveDatanode(t, old, grpc.UnaryInterceptor(func(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
 		mu.Lock()
 		calls[info.FullMethod]++
 		mu.Unlock()
 		return h(ctx, req)
 	}))
-	pb.RegisterDatanodeServer(g, old)
-	go func() { _ = g.Serve(ln) }()
-	t.Cleanup(g.Stop)
-	conn, err := grpc.NewClient(ln.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close() })
-	c := pb.NewDatanodeClient(conn)
 	a := &Agent{log: slog.New(slog.NewTextHandler(io.Discard, nil))}
 	tags := []row.Tag{{Name: "host", Value: "a"}}
 	key, _ := row.EncodeSeries(nil, tags)
@@ -69,12 +56,12 @@ func TestForwardFallsBackToWriteForAnOlderOwner(t *testing.T) {
 	id := layout.RegionID{Table: 7, Region: 1}
 	for i := range 2 {
 		var fb *forwarded
-		resp, err := a.forwardWrite(context.Background(), c, ln.Addr().String(), "cpu", id, b, &fb)
+		resp, err := a.forwardWrite(context.Background(), c, addr, "cpu", id, b, &fb)
 		fb.release()
 		if err != nil || resp.Written != 1 {
 			t.Fatalf("write %d: %v %v", i, resp, err)
 		}
-		if !a.fwd.isLegacy(ln.Addr().String()) {
+		if !a.fwd.isLegacy(addr) {
 			t.Fatalf("write %d: the owner is not remembered as older", i)
 		}
 	}
@@ -124,21 +111,9 @@ func (o *v1Datanode) ForwardWrite(_ context.Context, req *pb.ForwardWriteRequest
 // on an owner of the other kind.
 func TestForwardVersionByOwner(t *testing.T) {
 	serve := func() (*v1Datanode, string, pb.DatanodeClient) {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
 		o := &v1Datanode{}
-		g := grpc.NewServer()
-		pb.RegisterDatanodeServer(g, o)
-		go func() { _ = g.Serve(ln) }()
-		t.Cleanup(g.Stop)
-		conn, err := grpc.NewClient(ln.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { conn.Close() })
-		return o, ln.Addr().String(), pb.NewDatanodeClient(conn)
+		addr, c := serveDatanode(t, o)
+		return o, addr, c
 	}
 	old, oldAddr, oldc := serve()
 	cur, curAddr, curc := serve()
@@ -177,4 +152,24 @@ func TestForwardVersionByOwner(t *testing.T) {
 	if string(old.versions) != "\x01\x01" || string(cur.versions) != "\x02\x01\x01" {
 		t.Errorf("versions sent: older owner %v, the owner announcing version 2 %v; want [1 1] and [2 1 1]", old.versions, cur.versions)
 	}
+}
+
+// serveDatanode serves srv over gRPC on a loopback port until the test
+// ends, and returns its address and a client of it.
+func serveDatanode(t *testing.T, srv pb.DatanodeServer, opts ...grpc.ServerOption) (string, pb.DatanodeClient) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := grpc.NewServer(opts...)
+	pb.RegisterDatanodeServer(g, srv)
+	go func() { _ = g.Serve(ln) }()
+	t.Cleanup(g.Stop)
+	conn, err := grpc.NewClient(ln.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	return ln.Addr().String(), pb.NewDatanodeClient(conn)
 }
