@@ -216,39 +216,44 @@ const rawFloats = 0xff
 // compressor to read), else rawFloats and each value's 8 bytes
 // little-endian (NaN, ±Inf, -0 and staleness markers as they are).
 func appendDecimals(dst []byte, pts []row.Point, j int) []byte {
-	// The scale is the first value's least, raised as a later value
-	// needs (the earlier mantissas then written again): one Mantissa a
-	// value, where a decimal.Scan first took two.
-	var s int8
+	// The scale starts at 0 and is raised to the least a value needs
+	// that the one tried does not fit (the column then written again):
+	// one Mantissa a value, where a decimal.Scan first took two.
 	mark := len(dst)
-	for i := 0; i < len(pts); i++ {
-		f := pts[i].Fields[j].Value.Float()
-		m, ok := decimal.Mantissa(f, s)
-		if !ok {
-			for s++; s <= decimal.MaxScale; s++ {
-				if _, ok = decimal.Mantissa(f, s); ok {
-					break
-				}
-			}
+	for s := int8(0); s <= decimal.MaxScale; {
+		dst = append(dst[:mark], byte(s))
+		next := s
+		for i := range pts {
+			f := pts[i].Fields[j].Value.Float()
+			m, ok := decimal.Mantissa(f, s)
 			if !ok {
+				next = leastScale(f, s+1)
 				break
 			}
-			dst, i = dst[:mark], -1 // again from the first, at s
-			continue
+			dst = binary.AppendVarint(dst, m)
 		}
-		if i == 0 {
-			dst = append(dst, byte(s))
-		}
-		dst = binary.AppendVarint(dst, m)
-		if i == len(pts)-1 {
+		if next == s {
 			return dst
 		}
+		s = next
 	}
 	dst = append(dst[:mark], rawFloats)
 	for i := range pts {
 		dst = binary.LittleEndian.AppendUint64(dst, pts[i].Fields[j].Value.Bits())
 	}
 	return dst
+}
+
+// leastScale is the least scale from from on at which f is a decimal, or
+// decimal.MaxScale+1 if there is none.
+func leastScale(f float64, from int8) int8 {
+	s := from
+	for ; s <= decimal.MaxScale; s++ {
+		if _, ok := decimal.Mantissa(f, s); ok {
+			break
+		}
+	}
+	return s
 }
 
 // decimals reads a version 2 float column of n points into vals[i*nf]

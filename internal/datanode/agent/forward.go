@@ -103,18 +103,19 @@ func (a *Agent) forwardWrite(ctx context.Context, c pb.DatanodeClient, addr, tab
 			*fb = e
 		}
 		e := *fb
+		send := func(v int) (*pb.WriteResponse, error) {
+			e.encode(b, v)
+			return c.ForwardWrite(ctx, &pb.ForwardWriteRequest{Table: table, Region: id.String(), Compression: uint32(forwardCodec), Size: e.size, Batch: e.data})
+		}
 		v := a.forwardVersion(addr)
-		e.encode(b, v)
-		resp, err := c.ForwardWrite(ctx, &pb.ForwardWriteRequest{Table: table, Region: id.String(), Compression: uint32(forwardCodec), Size: e.size, Batch: e.data})
+		resp, err := send(v)
 		if v > fwdbatch.V1 && status.Code(err) == codes.InvalidArgument {
 			// An owner that announced version 2 may have been replaced by
 			// an older build at its address (a rollback) before this node
 			// heard: it refuses the batch as malformed. Version 1 once
 			// more, and for a while after: a batch refused for what it
 			// holds is refused again, at the cost of an encoding.
-			e.encode(b, fwdbatch.V1)
-			resp, err = c.ForwardWrite(ctx, &pb.ForwardWriteRequest{Table: table, Region: id.String(), Compression: uint32(forwardCodec), Size: e.size, Batch: e.data})
-			if err == nil {
+			if resp, err = send(fwdbatch.V1); err == nil {
 				a.log.Info("the owner refused a version 2 batch and took version 1 (an older version): forwarding version 1 to it", "owner", addr, "region", id.String())
 				a.fwd.set(&a.fwd.v1, addr)
 			}
