@@ -89,6 +89,7 @@ type Encoder struct {
 	stamp uint32              // the run being encoded: memo slots of other runs are stale
 	index []uint32
 	keys  [][]byte
+	cols  []uint64 // a run's numbers, column-major (appendFields)
 }
 
 // memoSize is how many keys of a run the encoder finds by address: the
@@ -133,6 +134,9 @@ func (e *Encoder) Append(dst []byte, b region.Batch, v int) []byte {
 	}
 	clear(e.keys[:cap(e.keys)]) // no reference to the batch stays (an earlier run's keys either)
 	e.keys = e.keys[:0]
+	if cap(e.cols) > 1<<20 {
+		e.cols = nil // a rare huge run's: not kept
+	}
 	return dst
 }
 
@@ -169,31 +173,47 @@ func (e *Encoder) appendRun(dst []byte, pts []row.Point, keys [][]byte, v int) [
 		dst = binary.AppendVarint(dst, pts[i].TS-prev)
 		prev = pts[i].TS
 	}
-	for j, f := range p0.Fields {
+	return e.appendFields(dst, pts, v)
+}
+
+// appendFields appends a run's field columns. A point holds its fields in
+// a slice of its own (48 bytes a field), so a column read from the points
+// strides a cache line or more a value, over a share larger than the
+// cache (column by column this was a sixth of a sender's CPU in a TSBS
+// load): the numbers are first copied out point by point into one
+// column-major array, read from there column by column.
+func (e *Encoder) appendFields(dst []byte, pts []row.Point, v int) []byte {
+	fields := pts[0].Fields
+	n, nf := len(pts), len(fields)
+	cols := slices.Grow(e.cols[:0], n*nf)[:n*nf]
+	e.cols = cols
+	for i := range pts {
+		for j, f := range pts[i].Fields[:nf] { // a run's points share a shape
+			cols[j*n+i] = f.Value.Bits()
+		}
+	}
+	for j, f := range fields {
+		col := cols[j*n : (j+1)*n]
 		switch f.Value.Kind() {
 		case row.Float:
 			if v >= V2 {
-				dst = appendDecimals(dst, pts, j)
+				dst = appendDecimals(dst, col)
 				continue
 			}
-			for i := range pts {
-				dst = binary.LittleEndian.AppendUint64(dst, pts[i].Fields[j].Value.Bits())
+			for _, b := range col {
+				dst = binary.LittleEndian.AppendUint64(dst, b)
 			}
 		case row.Int:
-			for i := range pts {
-				dst = binary.AppendVarint(dst, pts[i].Fields[j].Value.Int())
+			for _, b := range col {
+				dst = binary.AppendVarint(dst, int64(b))
 			}
 		case row.Uint:
-			for i := range pts {
-				dst = binary.AppendUvarint(dst, pts[i].Fields[j].Value.Uint())
+			for _, b := range col {
+				dst = binary.AppendUvarint(dst, b)
 			}
 		case row.Bool:
-			for i := range pts {
-				b := byte(0)
-				if pts[i].Fields[j].Value.Bool() {
-					b = 1
-				}
-				dst = append(dst, b)
+			for _, b := range col {
+				dst = append(dst, byte(min(b, 1)))
 			}
 		case row.String:
 			for i := range pts {
@@ -215,7 +235,7 @@ const rawFloats = 0xff
 // most samples are: two bytes or three instead of eight, and less for the
 // compressor to read), else rawFloats and each value's 8 bytes
 // little-endian (NaN, ±Inf, -0 and staleness markers as they are).
-func appendDecimals(dst []byte, pts []row.Point, j int) []byte {
+func appendDecimals(dst []byte, col []uint64) []byte {
 	// The scale starts at 0 and is raised to the least a value needs
 	// that the one tried does not fit (the column then written again):
 	// one Mantissa a value, where a decimal.Scan first took two.
@@ -223,8 +243,8 @@ func appendDecimals(dst []byte, pts []row.Point, j int) []byte {
 	for s := int8(0); s <= decimal.MaxScale; {
 		dst = append(dst[:mark], byte(s))
 		next := s
-		for i := range pts {
-			f := pts[i].Fields[j].Value.Float()
+		for _, b := range col {
+			f := math.Float64frombits(b)
 			m, ok := decimal.Mantissa(f, s)
 			if !ok {
 				next = leastScale(f, s+1)
@@ -238,8 +258,8 @@ func appendDecimals(dst []byte, pts []row.Point, j int) []byte {
 		s = next
 	}
 	dst = append(dst[:mark], rawFloats)
-	for i := range pts {
-		dst = binary.LittleEndian.AppendUint64(dst, pts[i].Fields[j].Value.Bits())
+	for _, b := range col {
+		dst = binary.LittleEndian.AppendUint64(dst, b)
 	}
 	return dst
 }
@@ -256,20 +276,80 @@ func leastScale(f float64, from int8) int8 {
 	return s
 }
 
-// decimals reads a version 2 float column of n points into vals[i*nf]
-// (appendDecimals).
-func (d *decoder) decimals(vals []row.Field, nf, n int, name string) {
+// fields reads a run's field columns (n points, fields' names and kinds)
+// into vals, row-major as the points hold them. The numbers are read
+// column by column into one column-major array, then copied point by
+// point: written column by column, vals would be strided a cache line or
+// more a value (appendFields).
+func (s *Scratch) fields(d *decoder, vals, fields []row.Field, n, v, first int) {
+	nf := len(fields)
+	cols := slices.Grow(s.cols[:0], n*nf)[:n*nf]
+	s.cols = cols
+	for j, f := range fields {
+		col := cols[j*n : (j+1)*n]
+		switch f.Value.Kind() {
+		case row.Float:
+			if v == V2 {
+				d.decimals(col, f.Name)
+				continue
+			}
+			for i := range col {
+				col[i] = d.uint64()
+			}
+		case row.Int:
+			for i := range col {
+				col[i] = uint64(d.varint())
+			}
+		case row.Uint:
+			for i := range col {
+				col[i] = d.uvarint()
+			}
+		case row.Bool:
+			for i := range col {
+				switch col[i] = uint64(d.byte()); col[i] {
+				case 0, 1:
+				default:
+					d.fail("point %d: field %q: a bool not 0 or 1", first+i, f.Name)
+				}
+			}
+		case row.String:
+			for i := range n {
+				vals[i*nf+j] = row.Field{Name: f.Name, Value: row.StringValue(d.string())}
+			}
+		}
+	}
+	if d.err != nil {
+		return
+	}
+	for i := range n {
+		pt := vals[i*nf : (i+1)*nf : (i+1)*nf]
+		for j := range pt {
+			f := &fields[j]
+			switch k := f.Value.Kind(); k {
+			case row.Float, row.Int, row.Uint:
+				pt[j] = row.Field{Name: f.Name, Value: row.NumberValue(k, cols[j*n+i])}
+			case row.Bool:
+				pt[j] = row.Field{Name: f.Name, Value: row.BoolValue(cols[j*n+i] != 0)}
+			}
+			// A string was read above.
+		}
+	}
+}
+
+// decimals reads a version 2 float column (appendDecimals) into col, as
+// the values' bits.
+func (d *decoder) decimals(col []uint64, name string) {
 	s := d.byte()
 	switch {
 	case d.err != nil:
 		return
 	case s == rawFloats:
-		for i := range n {
-			vals[i*nf] = row.Field{Name: name, Value: row.FloatValue(math.Float64frombits(d.uint64()))}
+		for i := range col {
+			col[i] = d.uint64()
 		}
 	case s <= decimal.MaxScale:
-		for i := range n {
-			vals[i*nf] = row.Field{Name: name, Value: row.FloatValue(decimal.Float(d.varint(), int8(s)))}
+		for i := range col {
+			col[i] = math.Float64bits(decimal.Float(d.varint(), int8(s)))
 		}
 	default:
 		d.fail("field %q: scale %d", name, s)
@@ -323,6 +403,7 @@ type Scratch struct {
 	keys   [][]byte
 	vals   []row.Field
 	dict   [][]byte // a version 2 run's keys
+	cols   []uint64 // a run's numbers, column-major (fields)
 	// seen maps a key checked in the current run to its index in the
 	// batch: a key repeats within a batch (a TSBS batch of 10,000 lines
 	// over 4,000 hosts holds each key 2.5 times), and finding it costs a
@@ -333,7 +414,7 @@ type Scratch struct {
 
 // Keep reports whether s is small enough to keep for the next batch.
 func (s *Scratch) Keep() bool {
-	return cap(s.Buf) <= 16<<20 && cap(s.vals) <= 1<<20 && cap(s.points) <= 1<<18
+	return cap(s.Buf) <= 16<<20 && cap(s.vals) <= 1<<20 && cap(s.cols) <= 1<<20 && cap(s.points) <= 1<<18
 }
 
 // forget empties seen (a map of a rare huge run is not kept: a cleared
@@ -419,35 +500,7 @@ func (s *Scratch) Decode(data []byte) (region.Batch, error) {
 			ts += d.varint()
 			b.Points = append(b.Points, row.Point{Tags: tags, TS: ts, Fields: vals[i*nf : (i+1)*nf : (i+1)*nf], Shape: uint32(r + 1)})
 		}
-		for j, f := range fields {
-			if f.Value.Kind() == row.Float && v == V2 {
-				d.decimals(vals[j:], nf, n, f.Name)
-				continue
-			}
-			for i := range n {
-				v := &vals[i*nf+j]
-				v.Name = f.Name
-				switch f.Value.Kind() {
-				case row.Float:
-					v.Value = row.FloatValue(math.Float64frombits(d.uint64()))
-				case row.Int:
-					v.Value = row.IntValue(d.varint())
-				case row.Uint:
-					v.Value = row.UintValue(d.uvarint())
-				case row.Bool:
-					switch d.byte() {
-					case 0:
-						v.Value = row.BoolValue(false)
-					case 1:
-						v.Value = row.BoolValue(true)
-					default:
-						d.fail("point %d: field %q: a bool not 0 or 1", first+i, f.Name)
-					}
-				case row.String:
-					v.Value = row.StringValue(d.string())
-				}
-			}
-		}
+		s.fields(&d, vals, fields, n, v, first)
 		if d.err != nil {
 			return region.Batch{}, d.err
 		}
