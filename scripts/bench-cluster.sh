@@ -182,7 +182,10 @@ standalone() {
 	port=$(free_port)
 	gport=$(free_port)
 	echo "[$st] standalone: loading $ROWS rows ($HOSTS hosts × $HOURS h)..."
-	strata standalone --data-dir "$dir/data" --store "$store" --http-addr "127.0.0.1:$port" --grpc-addr "127.0.0.1:$gport" --log-level warn $NODE_FLAGS >"$dir/log" 2>&1 &
+	# The binary itself, not the strata function: $! of a function sent to
+	# the background is a subshell's, which a kill ends without its child
+	# (the standalone ran on through the cluster's turn).
+	"$work/strata" standalone --data-dir "$dir/data" --store "$store" --http-addr "127.0.0.1:$port" --grpc-addr "127.0.0.1:$gport" --log-level warn $NODE_FLAGS >"$dir/log" 2>&1 &
 	pid=$!
 	pids+=("$pid")
 	url="http://127.0.0.1:$port"
