@@ -88,11 +88,14 @@ func BenchmarkCrossProcess(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
+	cmd.WaitDelay = 10 * time.Second // a server that does not stop is killed
 	if err := cmd.Start(); err != nil {
 		b.Fatal(err)
 	}
 	defer func() {
-		stdin.Close() // the server's signal to stop
+		if err := stdin.Close(); err != nil { // the server's signal to stop
+			b.Errorf("server's stdin: %v", err)
+		}
 		if err := cmd.Wait(); err != nil {
 			b.Errorf("server: %v", err)
 		}
@@ -106,7 +109,7 @@ func BenchmarkCrossProcess(b *testing.B) {
 	defer c.Close()
 	ctx := context.Background()
 	req := wrapperspb.String("x")
-	call := func() {
+	call := func(b *testing.B) {
 		st, err := c.Call(ctx, addr, echo, req)
 		if err != nil {
 			b.Fatal(err)
@@ -119,7 +122,7 @@ func BenchmarkCrossProcess(b *testing.B) {
 			b.Fatalf("end: %v", err)
 		}
 	}
-	call() // the connection, dialled once
+	call(b) // the connection, dialled once
 	for _, gap := range []time.Duration{0, 100 * time.Microsecond, time.Millisecond} {
 		b.Run("gap="+gap.String(), func(b *testing.B) {
 			rtt := make([]time.Duration, 0, b.N)
@@ -128,7 +131,7 @@ func BenchmarkCrossProcess(b *testing.B) {
 					time.Sleep(gap)
 				}
 				t0 := time.Now()
-				call()
+				call(b)
 				rtt = append(rtt, time.Since(t0))
 			}
 			slices.Sort(rtt)
