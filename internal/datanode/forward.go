@@ -3,6 +3,7 @@ package datanode
 import (
 	"context"
 	"fmt"
+	"slices"
 	"unsafe"
 
 	"github.com/stratadb/strata/internal/catalog"
@@ -43,27 +44,27 @@ func (e *Engine) WriteForwarded(ctx context.Context, table string, id layout.Reg
 	if r == nil {
 		return region.WriteResult{}, fmt.Errorf("%w: region %s", ErrNotHosted, id)
 	}
-	routed, ok := routedSets.Get()
+	rs, ok := routeSets.Get()
 	if !ok {
-		routed = map[keyAddr]struct{}{}
+		rs = &routeSet{seen: map[keyAddr]struct{}{}}
 	}
-	defer func() {
-		if len(routed) <= 1<<16 {
-			clear(routed)
-			routedSets.Put(routed)
-		}
-	}()
+	defer rs.put()
 	for i, key := range b.Keys {
 		// Routing a key (FNV-1a, a byte at a time) costs several times
 		// what finding its address does.
 		a := keyAddr{unsafe.SliceData(key), len(key)}
-		if _, ok := routed[a]; ok {
+		if _, ok := rs.seen[a]; ok {
 			continue
 		}
-		if n := layout.Route(key, t.Regions); n != id.Region {
-			return region.WriteResult{}, &region.PointError{Index: i, Err: fmt.Errorf("%w: the point belongs to region %d, not %s", region.ErrInvalidWrite, n, id)}
+		rs.seen[a] = struct{}{}
+		rs.keys, rs.at = append(rs.keys, key), append(rs.at, i)
+	}
+	rs.route = slices.Grow(rs.route[:0], len(rs.keys))[:len(rs.keys)]
+	layout.RouteEach(rs.route, rs.keys, t.Regions)
+	for j, n := range rs.route {
+		if n != id.Region {
+			return region.WriteResult{}, &region.PointError{Index: rs.at[j], Err: fmt.Errorf("%w: the point belongs to region %d, not %s", region.ErrInvalidWrite, n, id)}
 		}
-		routed[a] = struct{}{}
 	}
 	if err := e.commitColumns(ctx, t, b.Points, false); err != nil {
 		return region.WriteResult{}, err
@@ -78,6 +79,27 @@ type keyAddr struct {
 	n int
 }
 
-// routedSets are the sets of keys WriteForwarded routed, kept for the next
-// batches (cleared: no reference to a batch stays).
-var routedSets = freelist.New[map[keyAddr]struct{}](8)
+// routeSet is WriteForwarded's memory for routing a batch's keys: the
+// keys seen (by address), each first one and its point, and their
+// regions.
+type routeSet struct {
+	seen  map[keyAddr]struct{}
+	keys  [][]byte
+	at    []int
+	route []uint32
+}
+
+// put keeps rs for the next batches (cleared: no reference to a batch
+// stays), unless a huge batch grew it.
+func (rs *routeSet) put() {
+	if len(rs.seen) > 1<<16 {
+		return
+	}
+	clear(rs.seen)
+	clear(rs.keys)
+	rs.keys, rs.at = rs.keys[:0], rs.at[:0]
+	routeSets.Put(rs)
+}
+
+// routeSets are WriteForwarded's routeSets, kept for the next batches.
+var routeSets = freelist.New[*routeSet](8)

@@ -151,12 +151,50 @@ func (r RegionID) parseFileKey(key, suffix string) (id string, ok bool) {
 // FNV-1a of the key modulo the region count. It decides where data lives,
 // so it must never change.
 func Route(seriesKey []byte, regions uint32) uint32 {
-	h := uint64(14695981039346656037)
-	for _, c := range seriesKey {
+	return uint32(fnv(fnvOffset, seriesKey) % uint64(regions))
+}
+
+// FNV-1a's 64-bit offset basis and prime.
+const (
+	fnvOffset = 14695981039346656037
+	fnvPrime  = 1099511628211
+)
+
+func fnv(h uint64, b []byte) uint64 {
+	for _, c := range b {
 		h ^= uint64(c)
-		h *= 1099511628211
+		h *= fnvPrime
 	}
-	return uint32(h % uint64(regions))
+	return h
+}
+
+// RouteEach sets dst[i] to Route(keys[i], regions) for each key. FNV-1a
+// is one chain of multiplies, a byte each, so a key costs the multiply's
+// latency a byte; RouteEach hashes four keys side by side, whose chains
+// the multiplier overlaps (BenchmarkRoute: several times faster a key
+// than Route's loop; a fifth of a TSBS write's CPU went to routing). dst
+// must be as long as keys.
+func RouteEach(dst []uint32, keys [][]byte, regions uint32) {
+	dst = dst[:len(keys)]
+	i := 0
+	for ; i+4 <= len(keys); i += 4 {
+		a, b, c, d := keys[i], keys[i+1], keys[i+2], keys[i+3]
+		n := min(len(a), len(b), len(c), len(d))
+		ha, hb, hc, hd := uint64(fnvOffset), uint64(fnvOffset), uint64(fnvOffset), uint64(fnvOffset)
+		for j, x := range a[:n] {
+			ha = (ha ^ uint64(x)) * fnvPrime
+			hb = (hb ^ uint64(b[j])) * fnvPrime
+			hc = (hc ^ uint64(c[j])) * fnvPrime
+			hd = (hd ^ uint64(d[j])) * fnvPrime
+		}
+		dst[i] = uint32(fnv(ha, a[n:]) % uint64(regions))
+		dst[i+1] = uint32(fnv(hb, b[n:]) % uint64(regions))
+		dst[i+2] = uint32(fnv(hc, c[n:]) % uint64(regions))
+		dst[i+3] = uint32(fnv(hd, d[n:]) % uint64(regions))
+	}
+	for ; i < len(keys); i++ {
+		dst[i] = Route(keys[i], regions)
+	}
 }
 
 // StreamsPrefix is the key prefix of every WAL stream: a datanode's log
