@@ -18,8 +18,9 @@
 #   all hosts count  count(max_over_time(cpu_usage_user[1h]))                      step 1h
 #   /api/v1/labels and /api/v1/label/hostname/values over the data's hours
 #
-# Prints, per store, ingest rows/s and the servers' CPU, each query's p50 and
-# p99, the cluster ÷ standalone ratio of each with the goal it has, and the
+# Prints, per store, ingest rows/s, the servers' CPU, the WAL segments they
+# wrote (an object-store PUT each) and, on MinIO, MinIO's CPU, each query's
+# p50 and p99, the cluster ÷ standalone ratio of each with the goal it has, and the
 # bytes datanodes moved between them per query: strata_peer_grpc_bytes_total
 # summed over the 3 datanodes, both directions (the gRPC messages of
 # datanode-to-datanode calls: remote scans, label look-ups; their frames, not
@@ -35,6 +36,15 @@
 #   STORES=file HOSTS=100 HOURS=2 scripts/bench-cluster.sh
 #   HOSTS=4000 HOURS=12 scripts/bench-cluster.sh       # the full size: 17.28M rows
 #   WORKERS=12 NODE_FLAGS=--wal-window=0 scripts/bench-cluster.sh
+#   HALT_POLL_NS=200000 scripts/bench-cluster.sh       # a KVM guest's halt polling at Linux's default, for the run
+#
+# A query in the cluster wakes processes that sat idle, and on a virtual
+# machine waking an idle virtual CPU costs what its idle policy says: the
+# script prints the machine's (cpuidle driver; a KVM guest's halt-polling
+# window, guest_halt_poll_ns, 0 meaning an idle virtual CPU halts at once
+# and is woken through the hypervisor). HALT_POLL_NS sets that window for
+# the run and restores it at the end (root only; docs/performance.md, "A
+# cluster against one node", has what it changes).
 #
 # Goals on the same cores (issue 39): ingest ≥ 0.8× standalone; point
 # queries ≤ 1.5×; the all-host aggregations ≤ 1.2×. Needs MinIO for
@@ -60,6 +70,9 @@ fi
 
 BIN=${STRATA_BIN_CACHE:-$HOME/.cache/strata/bin}
 MINIO=${STRATA_MINIO_BIN:-$BIN/minio}
+HALT_POLL_NS=${HALT_POLL_NS:-}
+poll=/sys/module/haltpoll/parameters/guest_halt_poll_ns
+poll_was=
 
 work=$(mktemp -d)
 pids=()
@@ -67,8 +80,28 @@ cleanup() {
 	for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
 	wait 2>/dev/null || true
 	rm -rf "$work"
+	if [ -n "$poll_was" ]; then echo "$poll_was" >"$poll"; fi
 }
 trap cleanup EXIT
+
+if [ -n "$HALT_POLL_NS" ]; then
+	if ! [ -w "$poll" ]; then
+		echo "HALT_POLL_NS: $poll is not there or not writable (not a KVM guest with cpuidle-haltpoll, or not root)" >&2
+		exit 2
+	fi
+	poll_was=$(cat "$poll")
+	echo "$HALT_POLL_NS" >"$poll"
+fi
+# idle: the machine's idle policy, as the header prints it.
+idle() {
+	local d
+	d=$(cat /sys/devices/system/cpu/cpuidle/current_driver 2>/dev/null || echo unknown)
+	if [ -r "$poll" ]; then
+		echo "cpuidle $d, guest_halt_poll_ns $(cat "$poll")"
+	else
+		echo "cpuidle $d"
+	fi
+}
 
 echo "building strata, metasrv and datanode..."
 for c in strata metasrv datanode; do
@@ -102,6 +135,21 @@ retry() {
 	done
 }
 
+# metric_sum NAME URL...: unlabelled metric NAME summed over /metrics URLs.
+metric_sum() {
+	local n=$1 u
+	shift
+	for u in "$@"; do curl -fsS "$u" | awk -v n="$n" '$1 == n { print $2 }'; done | awk '{ s += $1 } END { printf "%.2f\n", s }'
+}
+
+# wal_since W0 URL...: the WAL segments (one object-store PUT each) written
+# since metric_sum strata_wal_segments_total URL... said W0.
+wal_since() {
+	local w0=$1
+	shift
+	python3 -c 'import sys; print("%d" % (float(sys.argv[2]) - float(sys.argv[1])))' "$w0" "$(metric_sum strata_wal_segments_total "$@")"
+}
+
 # cpu_seconds URL...: process_cpu_seconds_total summed over /metrics URLs.
 cpu_seconds() {
 	local u
@@ -133,14 +181,24 @@ queries=(
 	"all hosts hourly count, ${HOURS} h;count(max_over_time(cpu_usage_user[1h]));$hour_in;$last;1h"
 )
 
+# proc_cpu PID: the CPU seconds process PID has spent.
+proc_cpu() {
+	awk -v hz="$(getconf CLK_TCK)" '{ printf "%.2f\n", ($14 + $15) / hz }' "/proc/$1/stat"
+}
+
 # ingest DIR URLS: load the data through URLS (comma-separated); writes
-# DIR/ingest.txt.
+# DIR/ingest.txt, and MinIO's CPU seconds meanwhile to DIR/store-cpu if
+# MinIO runs (it serves the WAL's PUTs of every node: its work is the
+# servers' too).
 ingest() {
+	local m0=
+	if [ -n "$mpid" ]; then m0=$(proc_cpu "$mpid"); fi
 	strata bench ingest --url "$2" --hosts "$HOSTS" --rows "$ROWS" --batch "$BATCH" --workers "$WORKERS" --start "$START" >"$1/ingest.txt" 2>&1 || {
 		cat "$1/ingest.txt" >&2
 		return 1
 	}
 	grep -E 'throughput|CPU' "$1/ingest.txt" | sed 's/^/    /'
+	if [ -n "$m0" ]; then python3 -c 'import sys; print("%.2f" % (float(sys.argv[2]) - float(sys.argv[1])))' "$m0" "$(proc_cpu "$mpid")" >"$1/store-cpu"; fi
 }
 
 # count DIR URL SUFFIX: the rows the server holds, by a PromQL count of
@@ -191,10 +249,12 @@ standalone() {
 	url="http://127.0.0.1:$port"
 	wait_http "$url/health"
 	strata table create cpu --regions 3 --server "127.0.0.1:$gport" >/dev/null
-	local c0
+	local c0 w0
 	c0=$(cpu_seconds "$url/metrics")
+	w0=$(metric_sum strata_wal_segments_total "$url/metrics")
 	ingest "$dir" "$url"
 	cpu_since "$c0" "$url/metrics" >"$dir/cpu"
+	wal_since "$w0" "$url/metrics" >"$dir/wal"
 	strata admin flush cpu --server "127.0.0.1:$gport" --timeout 0 >/dev/null
 	retry 120 strata admin compact cpu --all --server "127.0.0.1:$gport" --timeout 0 >"$dir/compact.txt"
 	regions "$dir" "127.0.0.1:$gport"
@@ -235,9 +295,12 @@ cluster() {
 	wait_datanodes "127.0.0.1:$mg"
 	create_table "127.0.0.1:$mg"
 	local c0
+	local w0
 	c0=$(cpu_seconds "${metrics[@]}" "http://127.0.0.1:$mh/metrics")
+	w0=$(metric_sum strata_wal_segments_total "${metrics[@]}")
 	ingest "$dir" "${urls[0]}"
 	cpu_since "$c0" "${metrics[@]}" "http://127.0.0.1:$mh/metrics" >"$dir/cpu"
+	wal_since "$w0" "${metrics[@]}" >"$dir/wal"
 	for i in 0 1 2; do strata admin flush cpu --server "127.0.0.1:${grpc[$i]}" --timeout 0 >/dev/null; done
 	retry 120 strata cluster compact cpu --all --metasrv "127.0.0.1:$mg" --timeout 0 >"$dir/compact.txt"
 	regions "$dir" "127.0.0.1:$mg"
@@ -253,11 +316,13 @@ cluster() {
 		strata cluster drop-table cpu --metasrv "127.0.0.1:$mg" >/dev/null
 		create_table "127.0.0.1:$mg"
 		c0=$(cpu_seconds "${metrics[@]}" "http://127.0.0.1:$mh/metrics")
+		w0=$(metric_sum strata_wal_segments_total "${metrics[@]}")
 		ingest "$dir/spread" "$(
 			IFS=,
 			echo "${urls[*]}"
 		)"
 		cpu_since "$c0" "${metrics[@]}" "http://127.0.0.1:$mh/metrics" >"$dir/spread/cpu"
+		wal_since "$w0" "${metrics[@]}" >"$dir/spread/wal"
 		count "$dir" "${urls[1]}" spread
 	fi
 	stop "${dpids[@]}" "$meta"
@@ -310,12 +375,14 @@ for st in $STORES; do
 done
 
 mport=
+mpid=
 if [[ " ${stores[*]} " == *" minio "* ]]; then
 	export AWS_ACCESS_KEY_ID=strata-bench AWS_SECRET_ACCESS_KEY=strata-bench-secret AWS_REGION=us-east-1
 	mport=$(free_port)
 	MINIO_ROOT_USER=$AWS_ACCESS_KEY_ID MINIO_ROOT_PASSWORD=$AWS_SECRET_ACCESS_KEY MINIO_BROWSER=off \
 		"$MINIO" server --quiet --address "127.0.0.1:$mport" --console-address "127.0.0.1:$(free_port)" "$work/minio" >"$work/minio.log" 2>&1 &
-	pids+=($!)
+	mpid=$!
+	pids+=("$mpid")
 	wait_http "http://127.0.0.1:$mport/minio/health/ready"
 fi
 
@@ -331,7 +398,7 @@ store_url() {
 	fi
 }
 
-echo "data: $ROWS rows, $HOSTS hosts × $HOURS h from $START; $WORKERS workers × $BATCH-row requests; $RUNS runs a query; $(nproc) cores"
+echo "data: $ROWS rows, $HOSTS hosts × $HOURS h from $START; $WORKERS workers × $BATCH-row requests; $RUNS runs a query; $(nproc) cores; $(idle)"
 for st in "${stores[@]}"; do
 	standalone "$st" "$(store_url "$st" standalone)"
 	cluster "$st" "$(store_url "$st" cluster)"
@@ -357,6 +424,14 @@ def rate(d):
 
 def cpu(d):
     return float(open(os.path.join(d, "cpu")).read())
+
+def wal(d):
+    return int(open(os.path.join(d, "wal")).read())
+
+def store_cpu(d):
+    """MinIO's CPU seconds during d's load (None: no MinIO)."""
+    p = os.path.join(d, "store-cpu")
+    return float(open(p).read()) if os.path.exists(p) else None
 
 def counted(d, suffix):
     """The rows a PromQL count found (sum over the answer's one sample)."""
@@ -422,6 +497,9 @@ for st in stores:
                       f"sent {rows:,}"), ""
     print(f"| ingest rows/s, cluster's to datanode 1 | {s_rate:,.0f} | {c_rate:,.0f} | {ratio} | ≥ 0.8 {met} |  |")
     print(f"| ingest: servers' CPU s (cluster: 3 datanodes + metasrv) | {cpu(sd):.1f} | {cpu(cd):.1f} | {cpu(cd) / cpu(sd):.2f} |  |  |")
+    print(f"| ingest: WAL segments written (a PUT each) | {wal(sd):,} | {wal(cd):,} | {wal(cd) / max(wal(sd), 1):.2f} |  |  |")
+    if st == "minio" and store_cpu(sd) is not None:
+        print(f"| ingest: MinIO's CPU s | {store_cpu(sd):.1f} | {store_cpu(cd):.1f} | {store_cpu(cd) / store_cpu(sd):.2f} |  |  |")
     sp = os.path.join(cd, "spread")
     if spread and os.path.exists(os.path.join(sp, "ingest.txt")):
         sr = counted(cd, "spread")
@@ -433,6 +511,9 @@ for st in stores:
             ratio = f"FAIL: rows counted {sr:,}, sent {rows:,}"
         print(f"| ingest rows/s, cluster's spread over 3 datanodes | {s_rate:,.0f} | {p_rate:,.0f} | {ratio} |  |  |")
         print(f"| ingest spread: servers' CPU s | {cpu(sd):.1f} | {cpu(sp):.1f} | {cpu(sp) / cpu(sd):.2f} |  |  |")
+        print(f"| ingest spread: WAL segments written | {wal(sd):,} | {wal(sp):,} | {wal(sp) / max(wal(sd), 1):.2f} |  |  |")
+        if st == "minio" and store_cpu(sd) is not None:
+            print(f"| ingest spread: MinIO's CPU s | {store_cpu(sd):.1f} | {store_cpu(sp):.1f} | {store_cpu(sp) / store_cpu(sd):.2f} |  |  |")
     methods = {}
     for i, name in enumerate(names):
         sq, cq = load(os.path.join(sd, f"q{i}.json")), load(os.path.join(cd, f"q{i}.json"))
