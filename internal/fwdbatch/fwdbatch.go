@@ -617,12 +617,25 @@ func zero(k row.Kind) row.Value {
 // of tags named among names (sorted, each once): tags ascending by name,
 // each once, no empty value. A key's names match names at ascending
 // places, so they ascend, each once, with no comparison of their own.
+// A key's next name is all but always the next of names (its point has
+// every tag of its run): that is checked first, as the name's bytes.
 func checkKey(key []byte, names []string) error {
 	j := 0
 	for len(key) > 0 {
-		name, rest, ok := cut(key)
-		if !ok {
-			return row.ErrBadSeries
+		var name, rest []byte
+		if j < len(names) && len(names[j]) < 0x80 && len(key) > len(names[j]) && int(key[0]) == len(names[j]) && string(key[1:1+len(names[j])]) == names[j] {
+			name, rest = key[1:1+len(names[j])], key[1+len(names[j]):]
+		} else {
+			var ok bool
+			if name, rest, ok = cut(key); !ok {
+				return row.ErrBadSeries
+			}
+			for j < len(names) && names[j] < string(name) {
+				j++
+			}
+			if j == len(names) || names[j] != string(name) {
+				return fmt.Errorf("%w: tag %q is out of order, twice or not one of the point's tags", row.ErrBadSeries, name)
+			}
 		}
 		value, rest, ok := cut(rest)
 		if !ok {
@@ -630,12 +643,6 @@ func checkKey(key []byte, names []string) error {
 		}
 		if len(value) == 0 {
 			return fmt.Errorf("%w: tag %q has an empty value", row.ErrBadSeries, name)
-		}
-		for j < len(names) && names[j] < string(name) {
-			j++
-		}
-		if j == len(names) || names[j] != string(name) {
-			return fmt.Errorf("%w: tag %q is out of order, twice or not one of the point's tags", row.ErrBadSeries, name)
 		}
 		j++
 		key = rest

@@ -8,6 +8,8 @@ import (
 	"math/rand/v2"
 	"runtime"
 	"slices"
+	"sort"
+	"strings"
 	"testing"
 	"time"
 
@@ -445,5 +447,75 @@ func TestNoRetentionNoAmplification(t *testing.T) {
 	runtime.ReadMemStats(&after)
 	if got := after.TotalAlloc - before.TotalAlloc; got > 16*uint64(len(data)) {
 		t.Errorf("decoding %d bytes allocated %d", len(data), got)
+	}
+}
+
+// checkKeyRef is checkKey's rule written plainly: the key decodes into
+// tags whose names ascend, each once, each one of names, and whose values
+// are not empty.
+func checkKeyRef(key []byte, names []string) bool {
+	tags, err := row.DecodeSeries(nil, string(key))
+	if err != nil {
+		return false
+	}
+	for i, tg := range tags {
+		if tg.Value == "" || !slices.Contains(names, tg.Name) || (i > 0 && tags[i-1].Name >= tg.Name) {
+			return false
+		}
+	}
+	return true
+}
+
+// checkKey accepts exactly the keys checkKeyRef does: keys built from a
+// few names (some the start of others; one of 130 bytes, whose length
+// takes two bytes), in and out
+// of order, repeated, outside the run's names, with empty values, cut
+// short, with a length written in two bytes where one would do.
+func TestCheckKey(t *testing.T) {
+	seed := testseed.Seed(t)
+	rng := rand.New(rand.NewPCG(seed, seed))
+	long := strings.Repeat("l", 130)
+	pool := []string{"a", "ab", "b", "host", "hostname", "rack", "zone", long} // names that begin others
+	appendLen := func(dst []byte, n int) []byte {
+		if rng.IntN(20) == 0 && n < 0x80 {
+			return append(dst, byte(n)|0x80, 0) // two bytes for a short length
+		}
+		return binary.AppendUvarint(dst, uint64(n))
+	}
+	for round := range 20000 {
+		names := slices.Clone(pool[:1+rng.IntN(len(pool))])
+		rng.Shuffle(len(names), func(i, j int) { names[i], names[j] = names[j], names[i] })
+		names = names[:1+rng.IntN(len(names))]
+		sort.Strings(names)
+		var key []byte
+		for range rng.IntN(5) {
+			name := pool[rng.IntN(len(pool))]
+			value := []string{"", "v", "host_12"}[rng.IntN(3)]
+			key = appendLen(key, len(name))
+			key = append(key, name...)
+			key = appendLen(key, len(value))
+			key = append(key, value...)
+		}
+		if len(key) > 0 && rng.IntN(10) == 0 {
+			key = key[:rng.IntN(len(key))]
+		}
+		if got, want := checkKey(key, names) == nil, checkKeyRef(key, names); got != want {
+			t.Fatalf("seed %d round %d: checkKey(%q, %q) accepts: %v, want %v", seed, round, key, names, got, want)
+		}
+	}
+	// The keys EncodeSeries makes of the names themselves pass.
+	for _, names := range [][]string{{"a"}, {"a", "host", long}, pool} {
+		sorted := slices.Sorted(slices.Values(names))
+		tags := make([]row.Tag, len(names))
+		for i, n := range names {
+			tags[i] = row.Tag{Name: n, Value: "x"}
+		}
+		key, err := row.EncodeSeries(nil, tags)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := checkKey(key, sorted); err != nil {
+			t.Errorf("checkKey(%q, %q): %v", key, sorted, err)
+		}
 	}
 }
