@@ -28,6 +28,14 @@
 # and their row counts what was sent: a difference prints FAIL instead of a
 # ratio, and the script exits 1.
 #
+# With LOADS=N (default 1), each setup loads the data N times, on fresh
+# servers and a fresh store each time, standalone and cluster in turn; the
+# ingest figures are then the medians (the ratio the median of each
+# turn's), with every load's figure beside them. A shared machine's speed
+# drifts by more than a tenth from one load to the next; turns that
+# alternate see the drift alike. Every load's rows are counted. Only the
+# last load of each setup is flushed, compacted and queried.
+#
 # With SPREAD=1 (the default) the cluster's table is then dropped, created
 # again and loaded once more with the requests spread over the 3 datanodes
 # in turn, for a second ingest figure.
@@ -36,6 +44,7 @@
 #   STORES=file HOSTS=100 HOURS=2 scripts/bench-cluster.sh
 #   HOSTS=4000 HOURS=12 scripts/bench-cluster.sh       # the full size: 17.28M rows
 #   WORKERS=12 NODE_FLAGS=--wal-window=0 scripts/bench-cluster.sh
+#   LOADS=5 SPREAD=0 RUNS=3 scripts/bench-cluster.sh   # ingest: medians of 5 alternating loads
 #   HALT_POLL_NS=200000 scripts/bench-cluster.sh       # a KVM guest's halt polling at Linux's default, for the run
 #
 # A query in the cluster wakes processes that sat idle, and on a virtual
@@ -60,6 +69,7 @@ WORKERS=${WORKERS:-4}
 BATCH=${BATCH:-10000}
 RUNS=${RUNS:-30}
 SPREAD=${SPREAD:-1}
+LOADS=${LOADS:-1}
 NODE_FLAGS=${NODE_FLAGS:-} # more flags for the standalone and each datanode, e.g. --wal-window=0
 START=${START:-2026-01-01T00:00:00Z}
 ROWS=$((HOSTS * HOURS * 360))
@@ -233,13 +243,16 @@ regions() {
 	strata cluster regions --table cpu -o json --metasrv "$2" >"$1/regions.json"
 }
 
-# standalone ST STORE_URL: the standalone's turn on store ST.
+# standalone ST STORE_URL [N]: the standalone's turn on store ST; with N,
+# load N of LOADS only (into DIR/standalone-loadN, the servers stopped
+# after the load's rows are counted).
 standalone() {
-	local st=$1 store=$2 dir="$work/$1/standalone" port gport pid url
+	local st=$1 store=$2 n=${3:-} dir="$work/$1/standalone" port gport pid url
+	if [ -n "$n" ]; then dir="$work/$1/standalone-load$n"; fi
 	mkdir -p "$dir"
 	port=$(free_port)
 	gport=$(free_port)
-	echo "[$st] standalone: loading $ROWS rows ($HOSTS hosts × $HOURS h)..."
+	echo "[$st] standalone: loading $ROWS rows ($HOSTS hosts × $HOURS h)${n:+, load $n of $LOADS}..."
 	# The binary itself, not the strata function: $! of a function sent to
 	# the background is a subshell's, which a kill ends without its child
 	# (the standalone ran on through the cluster's turn).
@@ -255,6 +268,11 @@ standalone() {
 	ingest "$dir" "$url"
 	cpu_since "$c0" "$url/metrics" >"$dir/cpu"
 	wal_since "$w0" "$url/metrics" >"$dir/wal"
+	if [ -n "$n" ]; then
+		count "$dir" "$url" load
+		stop "$pid"
+		return
+	fi
 	strata admin flush cpu --server "127.0.0.1:$gport" --timeout 0 >/dev/null
 	retry 120 strata admin compact cpu --all --server "127.0.0.1:$gport" --timeout 0 >"$dir/compact.txt"
 	regions "$dir" "127.0.0.1:$gport"
@@ -264,15 +282,17 @@ standalone() {
 	stop "$pid"
 }
 
-# cluster ST STORE_URL: the cluster's turn on store ST.
+# cluster ST STORE_URL [N]: the cluster's turn on store ST; with N, load N
+# of LOADS only, as standalone's.
 cluster() {
-	local st=$1 store=$2 dir="$work/$1/cluster" etcd mg mh meta i
+	local st=$1 store=$2 n=${3:-} dir="$work/$1/cluster" etcd mg mh meta i
+	if [ -n "$n" ]; then dir="$work/$1/cluster-load$n"; fi
 	local -a dpids=() http=() grpc=()
 	mkdir -p "$dir"
 	etcd=$(free_port)
 	mg=$(free_port)
 	mh=$(free_port)
-	echo "[$st] cluster: metasrv + 3 datanodes; loading $ROWS rows through datanode 1..."
+	echo "[$st] cluster: metasrv + 3 datanodes; loading $ROWS rows through datanode 1${n:+, load $n of $LOADS}..."
 	"$work/metasrv" --data-dir "$dir/meta" --etcd-client-addr "127.0.0.1:$etcd" --grpc-addr "127.0.0.1:$mg" --http-addr "127.0.0.1:$mh" \
 		--store "$store" --default-regions 3 --final-sweep-after 1s --log-level warn >"$dir/metasrv.log" 2>&1 &
 	meta=$!
@@ -294,13 +314,17 @@ cluster() {
 	done
 	wait_datanodes "127.0.0.1:$mg"
 	create_table "127.0.0.1:$mg"
-	local c0
-	local w0
+	local c0 w0
 	c0=$(cpu_seconds "${metrics[@]}" "http://127.0.0.1:$mh/metrics")
 	w0=$(metric_sum strata_wal_segments_total "${metrics[@]}")
 	ingest "$dir" "${urls[0]}"
 	cpu_since "$c0" "${metrics[@]}" "http://127.0.0.1:$mh/metrics" >"$dir/cpu"
 	wal_since "$w0" "${metrics[@]}" >"$dir/wal"
+	if [ -n "$n" ]; then
+		count "$dir" "${urls[0]}" load
+		stop "${dpids[@]}" "$meta"
+		return
+	fi
 	for i in 0 1 2; do strata admin flush cpu --server "127.0.0.1:${grpc[$i]}" --timeout 0 >/dev/null; done
 	retry 120 strata cluster compact cpu --all --metasrv "127.0.0.1:$mg" --timeout 0 >"$dir/compact.txt"
 	regions "$dir" "127.0.0.1:$mg"
@@ -400,15 +424,19 @@ store_url() {
 
 echo "data: $ROWS rows, $HOSTS hosts × $HOURS h from $START; $WORKERS workers × $BATCH-row requests; $RUNS runs a query; $(nproc) cores; $(idle)"
 for st in "${stores[@]}"; do
+	for n in $(seq 2 "$LOADS"); do
+		standalone "$st" "$(store_url "$st" "standalone-load$n")" "$n"
+		cluster "$st" "$(store_url "$st" "cluster-load$n")" "$n"
+	done
 	standalone "$st" "$(store_url "$st" standalone)"
 	cluster "$st" "$(store_url "$st" cluster)"
 done
 
 printf '%s\n' "${queries[@]}" >"$work/queries"
-python3 - "$work" "$ROWS" "$SPREAD" "${stores[@]}" <<'EOF'
-import json, math, os, sys
+python3 - "$work" "$ROWS" "$SPREAD" "$LOADS" "${stores[@]}" <<'EOF'
+import json, math, os, statistics, sys
 
-work, rows, spread, stores = sys.argv[1], int(sys.argv[2]), sys.argv[3] == "1", sys.argv[4:]
+work, rows, spread, loads, stores = sys.argv[1], int(sys.argv[2]), sys.argv[3] == "1", int(sys.argv[4]), sys.argv[5:]
 names = [l.split(";", 1)[0] for l in open(os.path.join(work, "queries")).read().splitlines()]
 failed = False
 
@@ -487,15 +515,24 @@ for st in stores:
     s_rows, c_rows = counted(sd, "load"), counted(cd, "load")
     s_reg, c_reg = region_rows(sd), region_rows(cd)
     ok = s_rows == rows and c_rows == rows and s_reg == rows and c_reg == rows
-    s_rate, c_rate = rate(sd), rate(cd)
+    # Every load, in turn: the extra ones (counted too), then the last.
+    s_dirs = [os.path.join(work, st, f"standalone-load{n}") for n in range(2, loads + 1)] + [sd]
+    c_dirs = [os.path.join(work, st, f"cluster-load{n}") for n in range(2, loads + 1)] + [cd]
+    bad = [f"{os.path.basename(d)} {counted(d, 'load'):,}" for d in s_dirs[:-1] + c_dirs[:-1] if counted(d, "load") != rows]
+    ok = ok and not bad
+    s_rates, c_rates = [rate(d) for d in s_dirs], [rate(d) for d in c_dirs]
+    s_rate, c_rate = statistics.median(s_rates), statistics.median(c_rates)
     if ok:
-        r = c_rate / s_rate
+        r = statistics.median(c / s for s, c in zip(s_rates, c_rates))
         ratio, met = f"**{r:.2f}**", ("met" if r >= 0.8 else "NOT met")
     else:
         failed = True
-        ratio, met = (f"FAIL: rows counted {s_rows:,} (regions {s_reg:,}) and {c_rows:,} (regions {c_reg:,}), "
-                      f"sent {rows:,}"), ""
+        ratio, met = (f"FAIL: rows counted {s_rows:,} (regions {s_reg:,}) and {c_rows:,} (regions {c_reg:,})"
+                      f"{''.join(', ' + b for b in bad)}, sent {rows:,}"), ""
     print(f"| ingest rows/s, cluster's to datanode 1 | {s_rate:,.0f} | {c_rate:,.0f} | {ratio} | ≥ 0.8 {met} |  |")
+    if loads > 1:
+        each = "; ".join(f"{s:,.0f} / {c:,.0f} ({c / s:.2f})" for s, c in zip(s_rates, c_rates))
+        print(f"| ingest, each load in turn (standalone / cluster) | {each} |  |  |  |  |")
     print(f"| ingest: servers' CPU s (cluster: 3 datanodes + metasrv) | {cpu(sd):.1f} | {cpu(cd):.1f} | {cpu(cd) / cpu(sd):.2f} |  |  |")
     print(f"| ingest: WAL segments written (a PUT each) | {wal(sd):,} | {wal(cd):,} | {wal(cd) / max(wal(sd), 1):.2f} |  |  |")
     if st == "minio" and store_cpu(sd) is not None:
