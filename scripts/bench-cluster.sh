@@ -87,10 +87,10 @@ poll_was=
 work=$(mktemp -d)
 pids=()
 cleanup() {
+	if [ -n "$poll_was" ]; then echo "$poll_was" >"$poll" || true; fi # first: nothing below may skip it
 	for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
 	wait 2>/dev/null || true
 	rm -rf "$work"
-	if [ -n "$poll_was" ]; then echo "$poll_was" >"$poll"; fi
 }
 trap cleanup EXIT
 

@@ -171,9 +171,8 @@ func fnv(h uint64, b []byte) uint64 {
 // RouteEach sets dst[i] to Route(keys[i], regions) for each key. FNV-1a
 // is one chain of multiplies, a byte each, so a key costs the multiply's
 // latency a byte; RouteEach hashes four keys side by side, whose chains
-// the multiplier overlaps (BenchmarkRoute: several times faster a key
-// than Route's loop; a fifth of a TSBS write's CPU went to routing). dst
-// must be as long as keys.
+// the multiplier overlaps (BenchmarkRoute, TSBS keys of about 140 bytes:
+// 95 ns a key against 167 one at a time). dst must be as long as keys.
 func RouteEach(dst []uint32, keys [][]byte, regions uint32) {
 	dst = dst[:len(keys)]
 	i := 0
