@@ -161,10 +161,7 @@ wal_since() {
 }
 
 # cpu_seconds URL...: process_cpu_seconds_total summed over /metrics URLs.
-cpu_seconds() {
-	local u
-	for u in "$@"; do curl -fsS "$u" | awk '$1 == "process_cpu_seconds_total" { print $2 }'; done | awk '{ s += $1 } END { printf "%.2f\n", s }'
-}
+cpu_seconds() { metric_sum process_cpu_seconds_total "$@"; }
 
 # cpu_since C0 URL...: the CPU seconds spent since cpu_seconds URL... said C0.
 cpu_since() {
