@@ -6,6 +6,7 @@ import (
 	"io"
 	"math"
 	"net/http"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -257,6 +258,19 @@ func TestForwardedWritesReadBackExactly(t *testing.T) {
 				t.Errorf("%s through %s:\n%s", table, dn.name, d)
 			}
 		}
+	}
+	// dn1 sent its shares over peerwire, none over gRPC.
+	if n := metricValue(t, dns[0].http, `strata_forwarded_writes_total{transport="peerwire"}`); n < 4 {
+		t.Errorf("dn1 forwarded %v shares over peerwire, want 4 or more", n)
+	}
+	resp, err := http.Get("http://" + dns[0].http + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	metrics, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if m := regexp.MustCompile(`(?m)^strata_forwarded_writes_total\{transport="(grpc|points)"\}.*$`).FindAll(metrics, -1); len(m) > 0 {
+		t.Errorf("dn1 forwarded shares other than over peerwire: %s", m)
 	}
 
 	// Forged batches, straight to dn2, of the physical table phys.

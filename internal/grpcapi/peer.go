@@ -23,6 +23,17 @@ func (s *Server) PeerHandlers() map[byte]peerwire.Handler {
 			}
 			return s.ScanColumns(&r, peerStream[pb.ScanColumnsResponse]{ctx: ctx, send: send})
 		},
+		peerwire.ForwardWrite: func(ctx context.Context, req []byte, send func(proto.Message) error) error {
+			var r pb.ForwardWriteRequest
+			if err := proto.Unmarshal(req, &r); err != nil {
+				return status.Errorf(codes.InvalidArgument, "ForwardWrite: a request that does not decode: %v", err)
+			}
+			resp, err := s.ForwardWrite(ctx, &r)
+			if err != nil {
+				return err
+			}
+			return send(resp)
+		},
 	}
 }
 

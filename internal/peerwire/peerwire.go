@@ -48,6 +48,10 @@ const (
 	// ScanColumns is Datanode.ScanColumns: a pb.ScanRequest in, a stream
 	// of pb.ScanColumnsResponse out.
 	ScanColumns byte = 1
+	// ForwardWrite is Datanode.ForwardWrite: a pb.ForwardWriteRequest in,
+	// one pb.WriteResponse out (a region's share of a write, sent to its
+	// owner: docs/design-decisions.md, "Forwarded writes over peerwire").
+	ForwardWrite byte = 2
 )
 
 // Frame types.

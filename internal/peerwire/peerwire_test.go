@@ -512,3 +512,32 @@ func TestAQuietCallStaysAlive(t *testing.T) {
 		t.Fatalf("%v %v", got, err)
 	}
 }
+
+// Unary takes an answer of exactly one message: none, or two, is a
+// protocol error; a status error keeps its code.
+func TestUnary(t *testing.T) {
+	addr, st, _ := serve(t, peerwire.ServerOptions{})
+	c := peerwire.NewClient(peerwire.ClientOptions{})
+	defer c.Close()
+	ctx := context.Background()
+	for range 2 { // the second on the connection the first left idle
+		var got wrapperspb.StringValue
+		if err := c.Unary(ctx, addr, echo, wrapperspb.String("a"), &got); err != nil || got.Value != "a" {
+			t.Fatalf("one message: %q, %v", got.Value, err)
+		}
+	}
+	for _, s := range []string{"", "ab"} {
+		var got wrapperspb.StringValue
+		err := c.Unary(ctx, addr, echo, wrapperspb.String(s), &got)
+		if status.Code(err) != codes.Internal || !strings.Contains(err.Error(), peerwire.ErrProtocol.Error()) {
+			t.Errorf("%d messages: %v, want a protocol error", len(s), err)
+		}
+	}
+	var got wrapperspb.StringValue
+	if err := c.Unary(ctx, addr, fail, wrapperspb.String("a"), &got); status.Code(err) != codes.ResourceExhausted {
+		t.Errorf("a failed call: %v, want ResourceExhausted", err)
+	}
+	if n := st.calls.Load(); n != 5 {
+		t.Errorf("the server saw %d calls, want 5", n)
+	}
+}

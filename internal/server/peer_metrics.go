@@ -31,7 +31,10 @@ func newPeerBytes(reg prometheus.Registerer) *peerBytes {
 }
 
 // peerwireMethods name peerwire's methods as gRPC's.
-var peerwireMethods = map[byte]string{peerwire.ScanColumns: "/strata.v1.Datanode/ScanColumns"}
+var peerwireMethods = map[byte]string{
+	peerwire.ScanColumns:  "/strata.v1.Datanode/ScanColumns",
+	peerwire.ForwardWrite: "/strata.v1.Datanode/ForwardWrite",
+}
 
 // peerwire counts a peerwire frame (peerwire.ClientOptions.Count).
 func (h *peerBytes) peerwire(direction string, method byte, n int) {

@@ -76,6 +76,7 @@ type Agent struct {
 	remoteScans prometheus.Gauge       // streams and look-ups open (or opening) to other datanodes
 	scanRetries prometheus.Counter     // remote scans started again on a region's new owner
 	columnScans *prometheus.CounterVec // remote column scans by transport
+	forwards    *prometheus.CounterVec // forwarded shares of writes by transport
 	fwdRetries  *prometheus.CounterVec // forwarded writes and deletes sent again, by why
 }
 
@@ -101,9 +102,10 @@ func New(opts Options) *Agent {
 		fwdRetries: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "strata_forward_retries_total",
 			Help: "Writes and deletes forwarded to a region's owner sent again, by why: moved (the owner changed, or its lease ended, while the request waited: cancelled) or unavailable (the owner answered it could not take it yet)."}, []string{"why"}),
 		columnScans: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "strata_remote_column_scans_total",
-			Help: "Column scans of regions hosted elsewhere sent to their owners, by transport: peerwire, or grpc (an owner that does not speak peerwire)."}, []string{"transport"})}
+			Help: "Column scans of regions hosted elsewhere sent to their owners, by transport: peerwire, or grpc (an owner that does not speak peerwire)."}, []string{"transport"}),
+		forwards: newForwards()}
 	if opts.Registerer != nil {
-		opts.Registerer.MustRegister(a.renewals, a.losses, a.remoteScans, a.scanRetries, a.fwdRetries, a.columnScans)
+		opts.Registerer.MustRegister(a.renewals, a.losses, a.remoteScans, a.scanRetries, a.fwdRetries, a.columnScans, a.forwards)
 	}
 	return a
 }

@@ -12,10 +12,14 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/stratadb/strata/internal/cluster"
 	"github.com/stratadb/strata/internal/fwdbatch"
 	"github.com/stratadb/strata/internal/layout"
+	"github.com/stratadb/strata/internal/peerwire"
 	"github.com/stratadb/strata/internal/region"
 	"github.com/stratadb/strata/internal/row"
 	pb "github.com/stratadb/strata/proto/strata/v1"
@@ -49,7 +53,7 @@ func TestForwardFallsBackToWriteForAnOlderOwner(t *testing.T) {
 		mu.Unlock()
 		return h(ctx, req)
 	}))
-	a := &Agent{log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	a := &Agent{log: slog.New(slog.NewTextHandler(io.Discard, nil)), forwards: newForwards()}
 	tags := []row.Tag{{Name: "host", Value: "a"}}
 	key, _ := row.EncodeSeries(nil, tags)
 	b := region.Batch{Points: []row.Point{{Tags: tags, TS: 1, Fields: []row.Field{{Name: "v", Value: row.FloatValue(2)}}}}, Keys: [][]byte{key}}
@@ -117,7 +121,7 @@ func TestForwardVersionByOwner(t *testing.T) {
 	}
 	old, oldAddr, oldc := serve()
 	cur, curAddr, curc := serve()
-	a := &Agent{log: slog.New(slog.NewTextHandler(io.Discard, nil)), nodes: map[string]cluster.NodeInfo{
+	a := &Agent{log: slog.New(slog.NewTextHandler(io.Discard, nil)), forwards: newForwards(), nodes: map[string]cluster.NodeInfo{
 		"old": {ID: "old", GRPCAddr: oldAddr},
 		"cur": {ID: "cur", GRPCAddr: curAddr, Forward: fwdbatch.Latest},
 	}}
@@ -157,10 +161,20 @@ func TestForwardVersionByOwner(t *testing.T) {
 // serveDatanode serves srv over gRPC on a loopback port until the test
 // ends, and returns its address and a client of it.
 func serveDatanode(t *testing.T, srv pb.DatanodeServer, opts ...grpc.ServerOption) (string, pb.DatanodeClient) {
+	return serveDatanodeOn(t, nil, srv, opts...)
+}
+
+// serveDatanodeOn is serveDatanode with peer, if set, serving peerwire on
+// the same port.
+func serveDatanodeOn(t *testing.T, peer *peerwire.Server, srv pb.DatanodeServer, opts ...grpc.ServerOption) (string, pb.DatanodeClient) {
 	t.Helper()
+	var ln net.Listener
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
+	}
+	if peer != nil {
+		ln = peer.Listener(ln)
 	}
 	g := grpc.NewServer(opts...)
 	pb.RegisterDatanodeServer(g, srv)
@@ -172,4 +186,121 @@ func serveDatanode(t *testing.T, srv pb.DatanodeServer, opts ...grpc.ServerOptio
 	}
 	t.Cleanup(func() { conn.Close() })
 	return ln.Addr().String(), pb.NewDatanodeClient(conn)
+}
+
+// shareDatanode takes forwarded shares of any version, counting rows.
+type shareDatanode struct {
+	pb.UnimplementedDatanodeServer
+	mu   sync.Mutex
+	rows int
+}
+
+func (o *shareDatanode) ForwardWrite(_ context.Context, req *pb.ForwardWriteRequest) (*pb.WriteResponse, error) {
+	raw, err := fwdbatch.Decompress(fwdbatch.Codec(req.Compression), nil, req.Batch, req.Size)
+	if err != nil {
+		return nil, status.Error(codes.InvalidArgument, err.Error())
+	}
+	b, err := fwdbatch.Decode(raw)
+	if err != nil {
+		return nil, status.Error(codes.InvalidArgument, err.Error())
+	}
+	if req.Table != "cpu" {
+		return nil, status.Errorf(codes.NotFound, "no table %q", req.Table)
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.rows += len(b.Points)
+	return &pb.WriteResponse{Written: int64(len(b.Points))}, nil
+}
+
+// A share goes to its owner over peerwire when the owner serves
+// ForwardWrite there, with the owner's answer and errors as over gRPC; an
+// owner whose peerwire lacks it (a build that reads column scans over
+// peerwire only) gets it over gRPC, and is not asked over peerwire again
+// until legacyRetry has passed.
+func TestForwardOverPeerwire(t *testing.T) {
+	for _, peerForward := range []bool{true, false} {
+		t.Run(map[bool]string{true: "owner takes peerwire", false: "owner's peerwire lacks ForwardWrite"}[peerForward], func(t *testing.T) {
+			owner := &shareDatanode{}
+			var mu sync.Mutex
+			frames := map[byte]int{}      // peerwire call frames received, by method
+			grpcCalls := map[string]int{} // by method
+			handlers := map[byte]peerwire.Handler{peerwire.ScanColumns: func(context.Context, []byte, func(proto.Message) error) error { return nil }}
+			if peerForward {
+				handlers[peerwire.ForwardWrite] = func(ctx context.Context, req []byte, send func(proto.Message) error) error {
+					var r pb.ForwardWriteRequest
+					if err := proto.Unmarshal(req, &r); err != nil {
+						return err
+					}
+					resp, err := owner.ForwardWrite(ctx, &r)
+					if err != nil {
+						return err
+					}
+					return send(resp)
+				}
+			}
+			ps := peerwire.NewServer(peerwire.ServerOptions{Handlers: handlers, Count: func(dir string, m byte, _ int) {
+				if dir == "received" {
+					mu.Lock()
+					frames[m]++
+					mu.Unlock()
+				}
+			}})
+			t.Cleanup(ps.Close)
+			addr, c := serveDatanodeOn(t, ps, owner, grpc.UnaryInterceptor(func(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+				mu.Lock()
+				grpcCalls[info.FullMethod]++
+				mu.Unlock()
+				return h(ctx, req)
+			}))
+			peer := peerwire.NewClient(peerwire.ClientOptions{})
+			t.Cleanup(peer.Close)
+			a := &Agent{log: slog.New(slog.NewTextHandler(io.Discard, nil)), forwards: newForwards(), opts: Options{Peer: peer},
+				nodes: map[string]cluster.NodeInfo{"o": {ID: "o", GRPCAddr: addr, Forward: fwdbatch.Latest}}}
+			tags := []row.Tag{{Name: "host", Value: "a"}}
+			key, _ := row.EncodeSeries(nil, tags)
+			b := region.Batch{Keys: [][]byte{key, key}, Points: []row.Point{
+				{Tags: tags, TS: 1, Fields: []row.Field{{Name: "v", Value: row.FloatValue(2)}}},
+				{Tags: tags, TS: 2, Fields: []row.Field{{Name: "v", Value: row.FloatValue(3)}}},
+			}}
+			id := layout.RegionID{Table: 7, Region: 1}
+			for i := range 3 {
+				var fb *forwarded
+				resp, err := a.forwardWrite(context.Background(), c, addr, "cpu", id, b, &fb)
+				fb.release()
+				if err != nil || resp.Written != 2 {
+					t.Fatalf("write %d: %v %v", i, resp, err)
+				}
+			}
+			// The owner's error keeps its code across the hop.
+			var fb *forwarded
+			_, err := a.forwardWrite(context.Background(), c, addr, "nosuch", id, b, &fb)
+			fb.release()
+			if status.Code(err) != codes.NotFound {
+				t.Errorf("a share of a table the owner lacks: %v, want NotFound", err)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			owner.mu.Lock()
+			defer owner.mu.Unlock()
+			if owner.rows != 6 {
+				t.Errorf("the owner took %d rows, want 6", owner.rows)
+			}
+			peerwireSent := testutil.ToFloat64(a.forwards.WithLabelValues("peerwire"))
+			grpcSent := testutil.ToFloat64(a.forwards.WithLabelValues("grpc"))
+			if peerForward {
+				if frames[peerwire.ForwardWrite] != 4 || grpcCalls[pb.Datanode_ForwardWrite_FullMethodName] != 0 || peerwireSent != 3 || grpcSent != 0 {
+					t.Errorf("peerwire frames %v, gRPC calls %v, counted %v over peerwire and %v over gRPC; want every share over peerwire", frames, grpcCalls, peerwireSent, grpcSent)
+				}
+				return
+			}
+			// Asked once over peerwire (Unimplemented), then over gRPC.
+			if frames[peerwire.ForwardWrite] != 1 || grpcCalls[pb.Datanode_ForwardWrite_FullMethodName] != 4 || peerwireSent != 0 || grpcSent != 4 {
+				t.Errorf("peerwire frames %v, gRPC calls %v, counted %v over peerwire and %v over gRPC; want one try over peerwire, then gRPC", frames, grpcCalls, peerwireSent, grpcSent)
+			}
+			if !a.fwd.is(&a.fwd.grpc, addr) {
+				t.Error("the owner is not remembered as taking forwarded writes over gRPC only")
+			}
+		})
+	}
 }
