@@ -16,6 +16,7 @@ import (
 	"github.com/stratadb/strata/internal/fwdbatch"
 	"github.com/stratadb/strata/internal/layout"
 	"github.com/stratadb/strata/internal/objstore/objstoretest"
+	"github.com/stratadb/strata/internal/peerwire"
 	"github.com/stratadb/strata/internal/region"
 	"github.com/stratadb/strata/internal/row"
 	"github.com/stratadb/strata/internal/server/servertest"
@@ -27,7 +28,8 @@ import (
 // BenchmarkForwardWrite: a datanode's share of a TSBS cpu write (400
 // rows: 10 tags, 10 int fields) forwarded to the region's owner over
 // loopback gRPC, as the old Write (points, validated and keys encoded
-// again) and as ForwardWrite with each compression. Sender and owner are
+// again) and as ForwardWrite with each compression, and over peerwire as
+// the agent sends it. Sender and owner are
 // one process: cpu-ns/row is both sides' CPU (getrusage), wire-B/row the
 // request's size.
 func BenchmarkForwardWrite(b *testing.B) {
@@ -117,6 +119,19 @@ func BenchmarkForwardWrite(b *testing.B) {
 			})
 		}
 	}
+	// The agent's way: version 2, snappy, over peerwire.
+	b.Run("Peerwire/V2/Snappy", func(b *testing.B) {
+		p := peerwire.NewClient(peerwire.ClientOptions{})
+		defer p.Close()
+		var raw, comp []byte
+		enc := new(fwdbatch.Encoder)
+		run(b, func(bt region.Batch) (proto.Message, error) {
+			raw = enc.Append(raw[:0], bt, fwdbatch.V2)
+			comp = fwdbatch.Compress(fwdbatch.Snappy, comp, raw)
+			req := &pb.ForwardWriteRequest{Table: "cpu", Region: id.String(), Compression: uint32(fwdbatch.Snappy), Size: uint64(len(raw)), Batch: comp}
+			return req, p.Unary(ctx, n.GRPCAddr(), peerwire.ForwardWrite, req, new(pb.WriteResponse))
+		})
+	})
 }
 
 // cpuTime is the process's user and system CPU time so far, in ns.

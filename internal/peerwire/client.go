@@ -244,6 +244,11 @@ func (c *Client) Call(ctx context.Context, addr string, method byte, req proto.M
 	if err != nil {
 		return nil, status.Errorf(codes.Internal, "peerwire: %v", err)
 	}
+	if len(frame)-4 > MaxFrame {
+		// The peer would refuse it as a protocol error; gRPC's client
+		// says this of a message over the server's limit.
+		return nil, status.Errorf(codes.ResourceExhausted, "peerwire: a request of %d bytes, over the %d a frame may hold", len(frame)-4, MaxFrame)
+	}
 	binary.BigEndian.PutUint32(frame, uint32(len(frame)-4))
 	s := &Stream{c: c, ctx: ctx, addr: addr, method: method, frame: frame}
 	if err := s.send(); err != nil {

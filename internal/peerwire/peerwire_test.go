@@ -537,6 +537,11 @@ func TestUnary(t *testing.T) {
 	if err := c.Unary(ctx, addr, fail, wrapperspb.String("a"), &got); status.Code(err) != codes.ResourceExhausted {
 		t.Errorf("a failed call: %v, want ResourceExhausted", err)
 	}
+	// A request over a frame's limit is refused before it is sent, as
+	// gRPC's client refuses a message over the server's.
+	if err := c.Unary(ctx, addr, echo, wrapperspb.String(strings.Repeat("x", peerwire.MaxFrame)), &got); status.Code(err) != codes.ResourceExhausted {
+		t.Errorf("a request over MaxFrame: %v, want ResourceExhausted", err)
+	}
 	if n := st.calls.Load(); n != 5 {
 		t.Errorf("the server saw %d calls, want 5", n)
 	}

@@ -47,6 +47,7 @@ var onlyOnFaults = map[string]string{
 	"strata_peer_grpc_bytes_total":                 "a standalone has no other datanode to call (TestPeerBytesCountsMessages)",
 	"strata_remote_scan_retries_total":             "a remote scan starts again only when its region moves or its owner cannot answer",
 	"strata_remote_column_scans_total":             "a standalone has no other datanode to scan (TestRemoteColumnScanIsTheLocalOne)",
+	"strata_forwarded_writes_total":                "a standalone has no other datanode to forward to (internal/cluster TestForwardedWritesReadBackExactly)",
 	"strata_forward_retries_total":                 "a forward is sent again only when its region moves or its owner cannot take it (TestWriteThroughAFrozenOwner)",
 	"strata_rule_group_ownership_changes_total":    "rule groups stored in etcd move only when loaded (TestRulesLoadListDeleteOnAStandalone, internal/cluster TestRuleEvaluator*)",
 	"strata_rule_group_evaluations_skipped_total":  "an evaluation is skipped only when a rules lease lapsed (TestRuleEvaluatorFrozen)",
