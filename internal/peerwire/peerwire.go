@@ -1,12 +1,13 @@
 // Package peerwire is the datanodes' own transport for the calls one
-// datanode makes to another on a query's path: a remote region's column
-// scan, which a point query makes once a remote region and whose owner's
-// work is a few microseconds. Over gRPC such a call cost about 100 µs on
-// loopback (HTTP/2 framing, a writer goroutine each side, several writes a
-// call); a request and its answer on a TCP connection of their own cost
-// about 30 µs (docs/design-decisions.md, "A transport of the datanodes'
-// own for remote scans"). VictoriaMetrics' cluster does the same between
-// vmselect and vmstorage.
+// datanode makes to another most often: a remote region's column scan,
+// which a point query makes once a remote region and whose owner's work
+// is a few microseconds, and a write's share forwarded to its region's
+// owner. Over gRPC a scan cost about 100 µs on loopback (HTTP/2 framing,
+// a writer goroutine each side, several writes a call); a request and its
+// answer on a TCP connection of their own cost about 30 µs
+// (docs/design-decisions.md, "A transport of the datanodes' own for
+// remote scans", and "Forwarded writes over peerwire"). VictoriaMetrics'
+// cluster does the same between vmselect and vmstorage.
 //
 // It shares the gRPC port: a connection that starts with Magic is
 // peerwire's, any other goes on to the gRPC server (Listener). After the

@@ -2,19 +2,19 @@ package agent
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
 	"sync"
 	"testing"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
-
-	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/stratadb/strata/internal/cluster"
 	"github.com/stratadb/strata/internal/fwdbatch"
@@ -217,36 +217,46 @@ func (o *shareDatanode) ForwardWrite(_ context.Context, req *pb.ForwardWriteRequ
 // ForwardWrite there, with the owner's answer and errors as over gRPC; an
 // owner whose peerwire lacks it (a build that reads column scans over
 // peerwire only) gets it over gRPC, and is not asked over peerwire again
-// until legacyRetry has passed.
+// until legacyRetry has passed; so does an owner older than peerwire.
 func TestForwardOverPeerwire(t *testing.T) {
-	for _, peerForward := range []bool{true, false} {
-		t.Run(map[bool]string{true: "owner takes peerwire", false: "owner's peerwire lacks ForwardWrite"}[peerForward], func(t *testing.T) {
+	for _, tc := range []struct {
+		name              string
+		peer, peerForward bool // the owner serves peerwire; ForwardWrite there
+	}{
+		{"owner takes peerwire", true, true},
+		{"owner's peerwire lacks ForwardWrite", true, false},
+		{"owner older than peerwire", false, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
 			owner := &shareDatanode{}
 			var mu sync.Mutex
 			frames := map[byte]int{}      // peerwire call frames received, by method
 			grpcCalls := map[string]int{} // by method
-			handlers := map[byte]peerwire.Handler{peerwire.ScanColumns: func(context.Context, []byte, func(proto.Message) error) error { return nil }}
-			if peerForward {
-				handlers[peerwire.ForwardWrite] = func(ctx context.Context, req []byte, send func(proto.Message) error) error {
-					var r pb.ForwardWriteRequest
-					if err := proto.Unmarshal(req, &r); err != nil {
-						return err
+			var ps *peerwire.Server
+			if tc.peer {
+				handlers := map[byte]peerwire.Handler{peerwire.ScanColumns: func(context.Context, []byte, func(proto.Message) error) error { return nil }}
+				if tc.peerForward {
+					handlers[peerwire.ForwardWrite] = func(ctx context.Context, req []byte, send func(proto.Message) error) error {
+						var r pb.ForwardWriteRequest
+						if err := proto.Unmarshal(req, &r); err != nil {
+							return err
+						}
+						resp, err := owner.ForwardWrite(ctx, &r)
+						if err != nil {
+							return err
+						}
+						return send(resp)
 					}
-					resp, err := owner.ForwardWrite(ctx, &r)
-					if err != nil {
-						return err
-					}
-					return send(resp)
 				}
+				ps = peerwire.NewServer(peerwire.ServerOptions{Handlers: handlers, Count: func(dir string, m byte, _ int) {
+					if dir == "received" {
+						mu.Lock()
+						frames[m]++
+						mu.Unlock()
+					}
+				}})
+				t.Cleanup(ps.Close)
 			}
-			ps := peerwire.NewServer(peerwire.ServerOptions{Handlers: handlers, Count: func(dir string, m byte, _ int) {
-				if dir == "received" {
-					mu.Lock()
-					frames[m]++
-					mu.Unlock()
-				}
-			}})
-			t.Cleanup(ps.Close)
 			addr, c := serveDatanodeOn(t, ps, owner, grpc.UnaryInterceptor(func(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
 				mu.Lock()
 				grpcCalls[info.FullMethod]++
@@ -286,20 +296,25 @@ func TestForwardOverPeerwire(t *testing.T) {
 			if owner.rows != 6 {
 				t.Errorf("the owner took %d rows, want 6", owner.rows)
 			}
-			peerwireSent := testutil.ToFloat64(a.forwards.WithLabelValues("peerwire"))
-			grpcSent := testutil.ToFloat64(a.forwards.WithLabelValues("grpc"))
-			if peerForward {
-				if frames[peerwire.ForwardWrite] != 4 || grpcCalls[pb.Datanode_ForwardWrite_FullMethodName] != 0 || peerwireSent != 3 || grpcSent != 0 {
-					t.Errorf("peerwire frames %v, gRPC calls %v, counted %v over peerwire and %v over gRPC; want every share over peerwire", frames, grpcCalls, peerwireSent, grpcSent)
-				}
-				return
+			got := fmt.Sprintf("peerwire frames %d, gRPC calls %d, counted %v over peerwire and %v over gRPC",
+				frames[peerwire.ForwardWrite], grpcCalls[pb.Datanode_ForwardWrite_FullMethodName],
+				testutil.ToFloat64(a.forwards.WithLabelValues("peerwire")), testutil.ToFloat64(a.forwards.WithLabelValues("grpc")))
+			want := map[string]string{
+				// Every share over peerwire.
+				"owner takes peerwire": "peerwire frames 4, gRPC calls 0, counted 3 over peerwire and 0 over gRPC",
+				// Asked once over peerwire (Unimplemented), then over gRPC.
+				"owner's peerwire lacks ForwardWrite": "peerwire frames 1, gRPC calls 4, counted 0 over peerwire and 4 over gRPC",
+				// The connection closed at the magic: gRPC.
+				"owner older than peerwire": "peerwire frames 0, gRPC calls 4, counted 0 over peerwire and 4 over gRPC",
+			}[tc.name]
+			if got != want {
+				t.Errorf("%s; want %s", got, want)
 			}
-			// Asked once over peerwire (Unimplemented), then over gRPC.
-			if frames[peerwire.ForwardWrite] != 1 || grpcCalls[pb.Datanode_ForwardWrite_FullMethodName] != 4 || peerwireSent != 0 || grpcSent != 4 {
-				t.Errorf("peerwire frames %v, gRPC calls %v, counted %v over peerwire and %v over gRPC; want one try over peerwire, then gRPC", frames, grpcCalls, peerwireSent, grpcSent)
-			}
-			if !a.fwd.is(&a.fwd.grpc, addr) {
+			if tc.peer && !tc.peerForward && !a.fwd.is(&a.fwd.grpc, addr) {
 				t.Error("the owner is not remembered as taking forwarded writes over gRPC only")
+			}
+			if !tc.peer && peer.Supported(addr) {
+				t.Error("the owner is not remembered as older than peerwire")
 			}
 		})
 	}
