@@ -28,10 +28,11 @@ import (
 	"github.com/stratadb/strata/internal/tlsutil"
 )
 
-const echo, block, fail byte = 1, 2, 3
+const echo, block, fail, keep byte = 1, 2, 3, 4
 
 // started is what the handlers saw: calls begun, and ended by their ctx.
 type started struct {
+	kept      [][]byte // keep's requests, as the handler got them
 	calls     atomic.Int32
 	cancelled chan error
 	deadline  chan time.Time
@@ -39,7 +40,8 @@ type started struct {
 
 // serve starts a gRPC server (health only) and a peerwire server on one
 // listener: echo answers its request's string n times (n its length),
-// block waits for its ctx, fail returns a status error.
+// block waits for its ctx, fail returns a status error, keep keeps its
+// request's bytes (st.kept) and answers one empty string.
 func serve(t *testing.T, o peerwire.ServerOptions, grpcOpts ...grpc.ServerOption) (addr string, st *started, srv *peerwire.Server) {
 	t.Helper()
 	st = &started{cancelled: make(chan error, 10), deadline: make(chan time.Time, 10)}
@@ -68,6 +70,11 @@ func serve(t *testing.T, o peerwire.ServerOptions, grpcOpts ...grpc.ServerOption
 		fail: func(ctx context.Context, req []byte, send func(proto.Message) error) error {
 			st.calls.Add(1)
 			return status.Error(codes.ResourceExhausted, "too much")
+		},
+		keep: func(ctx context.Context, req []byte, send func(proto.Message) error) error {
+			st.calls.Add(1)
+			st.kept = append(st.kept, req) // calls on one connection run one at a time
+			return send(wrapperspb.String(""))
 		},
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -544,5 +551,28 @@ func TestUnary(t *testing.T) {
 	}
 	if n := st.calls.Load(); n != 5 {
 		t.Errorf("the server saw %d calls, want 5", n)
+	}
+}
+
+// A handler's request is its own: the next call on the connection is read
+// elsewhere, so a handler may keep it (a forwarded write's batch).
+func TestHandlerOwnsItsRequest(t *testing.T) {
+	addr, st, _ := serve(t, peerwire.ServerOptions{})
+	c := peerwire.NewClient(peerwire.ClientOptions{})
+	defer c.Close()
+	want := []string{strings.Repeat("a", 100), strings.Repeat("b", 50), strings.Repeat("c", 200)}
+	for _, v := range want { // one connection, reused
+		if err := c.Unary(context.Background(), addr, keep, wrapperspb.String(v), new(wrapperspb.StringValue)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(st.kept) != len(want) {
+		t.Fatalf("%d requests kept, want %d", len(st.kept), len(want))
+	}
+	for i, req := range st.kept {
+		var m wrapperspb.StringValue
+		if err := proto.Unmarshal(req, &m); err != nil || m.Value != want[i] {
+			t.Errorf("request %d as kept: %.20q..., %v; want %.20q...", i, m.Value, err, want[i])
+		}
 	}
 }

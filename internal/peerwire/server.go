@@ -240,14 +240,18 @@ func (s *Server) serve(nc net.Conn) {
 		defer s.wg.Done()
 		defer close(calls)
 		defer cancel()
-		var buf []byte
 		for {
+			// Each call is read into a buffer of its own, which the
+			// handler gets: a forwarded write's frame can be megabytes,
+			// which a buffer kept for the connection would hold for as
+			// long as the connection lives.
+			var buf []byte
 			typ, p, err := readFrame(rd, &buf, MaxFrame)
 			if err != nil || typ != frameCall || len(p) < 2 {
 				return
 			}
 			select {
-			case calls <- append([]byte(nil), p...):
+			case calls <- p:
 			case <-ctx.Done():
 				return
 			}
