@@ -125,13 +125,7 @@ func TestForwardVersionByOwner(t *testing.T) {
 		"old": {ID: "old", GRPCAddr: oldAddr},
 		"cur": {ID: "cur", GRPCAddr: curAddr, Forward: fwdbatch.Latest},
 	}}
-	tags := []row.Tag{{Name: "host", Value: "a"}}
-	key, _ := row.EncodeSeries(nil, tags)
-	b := region.Batch{Keys: [][]byte{key, key}, Points: []row.Point{
-		{Tags: tags, TS: 1, Fields: []row.Field{{Name: "v", Value: row.FloatValue(2)}}},
-		{Tags: tags, TS: 2, Fields: []row.Field{{Name: "v", Value: row.FloatValue(3)}}},
-	}}
-	id := layout.RegionID{Table: 7, Region: 1}
+	b, id := twoPoints()
 	var fb *forwarded
 	defer func() { fb.release() }()
 	send := func(c pb.DatanodeClient, addr string) {
@@ -267,13 +261,7 @@ func TestForwardOverPeerwire(t *testing.T) {
 			t.Cleanup(peer.Close)
 			a := &Agent{log: slog.New(slog.NewTextHandler(io.Discard, nil)), forwards: newForwards(), opts: Options{Peer: peer},
 				nodes: map[string]cluster.NodeInfo{"o": {ID: "o", GRPCAddr: addr, Forward: fwdbatch.Latest}}}
-			tags := []row.Tag{{Name: "host", Value: "a"}}
-			key, _ := row.EncodeSeries(nil, tags)
-			b := region.Batch{Keys: [][]byte{key, key}, Points: []row.Point{
-				{Tags: tags, TS: 1, Fields: []row.Field{{Name: "v", Value: row.FloatValue(2)}}},
-				{Tags: tags, TS: 2, Fields: []row.Field{{Name: "v", Value: row.FloatValue(3)}}},
-			}}
-			id := layout.RegionID{Table: 7, Region: 1}
+			b, id := twoPoints()
 			for i := range 3 {
 				var fb *forwarded
 				resp, err := a.forwardWrite(context.Background(), c, addr, "cpu", id, b, &fb)
@@ -318,4 +306,14 @@ func TestForwardOverPeerwire(t *testing.T) {
 			}
 		})
 	}
+}
+
+// twoPoints is a share of two points of one series, and its region.
+func twoPoints() (region.Batch, layout.RegionID) {
+	tags := []row.Tag{{Name: "host", Value: "a"}}
+	key, _ := row.EncodeSeries(nil, tags)
+	return region.Batch{Keys: [][]byte{key, key}, Points: []row.Point{
+		{Tags: tags, TS: 1, Fields: []row.Field{{Name: "v", Value: row.FloatValue(2)}}},
+		{Tags: tags, TS: 2, Fields: []row.Field{{Name: "v", Value: row.FloatValue(3)}}},
+	}}, layout.RegionID{Table: 7, Region: 1}
 }
