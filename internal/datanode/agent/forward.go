@@ -110,7 +110,7 @@ func (a *Agent) forwardWrite(ctx context.Context, c pb.DatanodeClient, addr, tab
 		send := func(v int) (*pb.WriteResponse, error) {
 			e.encode(b, v)
 			req := &pb.ForwardWriteRequest{Table: table, Region: id.String(), Compression: uint32(forwardCodec), Size: e.size, Batch: e.data}
-			if resp, err, ok := a.forwardPeer(ctx, addr, req); ok {
+			if resp, sent, err := a.forwardPeer(ctx, addr, req); sent {
 				return resp, err
 			}
 			a.forwards.WithLabelValues("grpc").Inc()
@@ -146,29 +146,29 @@ func newForwards() *prometheus.CounterVec {
 
 // forwardPeer sends req over peerwire, unless the owner at addr does not
 // speak it, or does not know ForwardWrite there (a build before it, asked
-// again after legacyRetry): ok false, and the caller uses gRPC.
-func (a *Agent) forwardPeer(ctx context.Context, addr string, req *pb.ForwardWriteRequest) (resp *pb.WriteResponse, err error, ok bool) {
+// again after legacyRetry): sent false, and the caller uses gRPC.
+func (a *Agent) forwardPeer(ctx context.Context, addr string, req *pb.ForwardWriteRequest) (resp *pb.WriteResponse, sent bool, err error) {
 	p := a.opts.Peer
 	if p == nil || !p.Supported(addr) || a.fwd.is(&a.fwd.grpc, addr) {
-		return nil, nil, false
+		return nil, false, nil
 	}
 	resp = new(pb.WriteResponse)
 	err = p.Unary(ctx, addr, peerwire.ForwardWrite, req, resp)
 	switch {
 	case errors.Is(err, peerwire.ErrUnsupported):
-		return nil, nil, false
+		return nil, false, nil
 	case status.Code(err) == codes.Unimplemented:
 		// Only peerwire answers Unimplemented here (ForwardWrite's
 		// handler never does): a build that reads column scans over
 		// peerwire but not forwarded writes.
 		a.log.Info("the owner takes no forwarded writes over peerwire (an older version): forwarding them over gRPC", "owner", addr)
 		a.fwd.set(&a.fwd.grpc, addr)
-		return nil, nil, false
+		return nil, false, nil
 	case err != nil:
-		return nil, err, true
+		return nil, true, err
 	}
 	a.forwards.WithLabelValues("peerwire").Inc()
-	return resp, nil, true
+	return resp, true, nil
 }
 
 // encode makes e's data the encoding of b in version v, unless it is.
