@@ -623,7 +623,7 @@ func checkKey(key []byte, names []string) error {
 	j := 0
 	for len(key) > 0 {
 		var name, rest []byte
-		if j < len(names) && len(names[j]) < 0x80 && len(key) > len(names[j]) && int(key[0]) == len(names[j]) && string(key[1:1+len(names[j])]) == names[j] {
+		if j < len(names) && startsWith(key, names[j]) {
 			name, rest = key[1:1+len(names[j])], key[1+len(names[j]):]
 		} else {
 			var ok bool
@@ -648,6 +648,14 @@ func checkKey(key []byte, names []string) error {
 		key = rest
 	}
 	return nil
+}
+
+// startsWith says whether key begins with name as a key writes it: its
+// length in one byte (names under 128 bytes), then its bytes, and more
+// after (its value).
+func startsWith(key []byte, name string) bool {
+	n := len(name)
+	return n < 0x80 && len(key) > n && int(key[0]) == n && string(key[1:1+n]) == name
 }
 
 // cut splits b into a uvarint-prefixed string and the rest. A length under
