@@ -26,17 +26,26 @@ func newTable() *cobra.Command {
 				ts, _ := cmd.Flags().GetString("timestamp")
 				ttl, _ := cmd.Flags().GetDuration("ttl")
 				window, _ := cmd.Flags().GetDuration("compaction-window")
+				partition, _ := cmd.Flags().GetString("partition-by")
 				resp, err := c.CreateTable(ctx, &pb.CreateTableRequest{Name: args[0], Regions: regions, TimestampColumn: ts, TtlSeconds: int64(ttl / time.Second),
-					CompactionWindowSeconds: int64(window / time.Second)})
+					CompactionWindowSeconds: int64(window / time.Second), PartitionBy: partition})
 				if err != nil {
 					return fmt.Errorf("create table %s: %w", args[0], err)
 				}
-				fmt.Fprintf(cmd.OutOrStdout(), "created table %s (id %d, %d regions)\n", resp.Table.Name, resp.Table.Id, resp.Table.Regions)
+				by := ""
+				if p := resp.Table.GetPartitionBy(); p != "" {
+					by = ", partitioned by " + p
+				} else if partition != "" {
+					// A server older than partitioning ignores the field.
+					return fmt.Errorf("create table %s: the server created it unpartitioned (a build older than --partition-by): drop it and upgrade the server", args[0])
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "created table %s (id %d, %d regions%s)\n", resp.Table.Name, resp.Table.Id, resp.Table.Regions, by)
 				return nil
 			})
 		},
 	}
 	create.Flags().Uint32("regions", 0, "number of regions, the table split by a hash of the series (0: the datanode's --default-regions, by default one per live datanode)")
+	create.Flags().String("partition-by", "", "route series to regions by this tag's value alone, so a query naming values of the tag reads only their regions (default: by the whole series)")
 	create.Flags().String("timestamp", "time", "name of the timestamp column")
 	create.Flags().Duration("ttl", 0, "drop rows older than this (0: keep forever)")
 	create.Flags().Duration("compaction-window", 0, "TWCS time window (0: inferred from the data)")
@@ -57,11 +66,11 @@ func newTable() *cobra.Command {
 					if t.TtlSeconds > 0 {
 						ttl = (time.Duration(t.TtlSeconds) * time.Second).String()
 					}
-					rows = append(rows, []string{t.Name, strconv.Itoa(int(t.Id)), strconv.Itoa(int(t.Regions)), strconv.Itoa(len(t.Columns)), ttl,
+					rows = append(rows, []string{t.Name, strconv.Itoa(int(t.Id)), strconv.Itoa(int(t.Regions)), t.PartitionBy, strconv.Itoa(len(t.Columns)), ttl,
 						time.Unix(t.CreatedAtUnix, 0).UTC().Format(time.RFC3339)})
 				}
 				format, _ := cmd.Flags().GetString("output")
-				return output(cmd.OutOrStdout(), format, []string{"name", "id", "regions", "columns", "ttl", "created"}, rows)
+				return output(cmd.OutOrStdout(), format, []string{"name", "id", "regions", "partition_by", "columns", "ttl", "created"}, rows)
 			})
 		},
 	}

@@ -25,6 +25,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/stratadb/strata/internal/layout"
 	"github.com/stratadb/strata/internal/row"
 	"github.com/stratadb/strata/internal/schema"
 	"github.com/stratadb/strata/internal/tenant"
@@ -65,7 +66,13 @@ type Table struct {
 	// the tag TableTag, and its fields in LinesTable's columns named by
 	// LinesColumn. Its schema is its own, typed as any table's.
 	Logical bool `json:"logical,omitempty"`
+	// Partition is the tag the table's series are routed to regions by
+	// (layout.Router): "" routes by the whole series key.
+	Partition string `json:"partition_by,omitempty"`
 }
+
+// Router routes the table's series keys to its regions.
+func (t *Table) Router() layout.Router { return layout.Router{Regions: t.Regions, Tag: t.Partition} }
 
 func (t *Table) clone() *Table {
 	n := *t
@@ -84,6 +91,9 @@ type TableSpec struct {
 	// Logical creates a logical table (Table.Logical): no regions, TTL or
 	// compaction window of its own; its rows go to LinesTable.
 	Logical bool
+	// Partition routes series by this tag's value alone (Table.Partition;
+	// "": by the whole series key).
+	Partition string
 }
 
 // MetricsTable is the table that holds every sample written through
@@ -224,8 +234,22 @@ func newTable(spec TableSpec, defaultRegions uint32) (*Table, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrInvalidTable, err)
 	}
+	if spec.Partition != "" {
+		// The partition tag is a tag from the start: a write cannot make
+		// it a field, which would route every series to one region.
+		if spec.Logical || Reserved(spec.Name) {
+			return nil, fmt.Errorf("%w: %s cannot be partitioned by a tag: its rows are routed by the whole series key", ErrInvalidTable, spec.Name)
+		}
+		add := sch.Extend()
+		if err := add.Tag(spec.Partition); err != nil {
+			return nil, fmt.Errorf("%w: partition tag: %v", ErrInvalidTable, err)
+		}
+		if sch, err = add.Result(); err != nil {
+			return nil, fmt.Errorf("%w: partition tag: %v", ErrInvalidTable, err)
+		}
+	}
 	return &Table{Name: spec.Name, Regions: spec.Regions, TTL: spec.TTL, CompactionWindow: spec.CompactionWindow,
-		Schema: sch.Manifest(), Logical: spec.Logical}, nil
+		Schema: sch.Manifest(), Logical: spec.Logical, Partition: spec.Partition}, nil
 }
 
 // entry is the catalog's copy of one record.

@@ -18,8 +18,10 @@
 package cluster
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -60,6 +62,10 @@ type NodeInfo struct {
 	// Forward is the newest encoding of forwarded writes the datanode
 	// reads (internal/fwdbatch's versions); 0, an older build's: version 1.
 	Forward int `json:"forward,omitempty"`
+	// Partition: the datanode routes the series of a table partitioned by
+	// a tag by that tag's value (catalog.Table.Partition); an older build
+	// routes every table's by the whole key.
+	Partition bool `json:"partition,omitempty"`
 	// Leaving is set just before the datanode revokes its lease on a clean
 	// shutdown, so metasrv tells a departure from a lease that expired.
 	Leaving bool `json:"leaving,omitempty"`
@@ -106,18 +112,44 @@ func ReadPlacement(ctx context.Context, cli *clientv3.Client) ([]*mvccpb.KeyValu
 // counted. A table created without a region count gets one region per
 // live datanode (catalog.DefaultRegionCount).
 func LiveDatanodes(ctx context.Context, cli *clientv3.Client) (int, error) {
+	nodes, err := liveNodes(ctx, cli)
+	return len(nodes), err
+}
+
+func liveNodes(ctx context.Context, cli *clientv3.Client) ([]NodeInfo, error) {
 	resp, err := cli.Get(ctx, DatanodesPrefix, clientv3.WithPrefix())
 	if err != nil {
-		return 0, fmt.Errorf("count live datanodes: %w", err)
+		return nil, fmt.Errorf("list live datanodes: %w", err)
 	}
-	n := 0
+	var nodes []NodeInfo
 	for _, kv := range resp.Kvs {
 		var info NodeInfo
 		if json.Unmarshal(kv.Value, &info) == nil && !info.Leaving {
-			n++
+			nodes = append(nodes, info)
 		}
 	}
-	return n, nil
+	return nodes, nil
+}
+
+// ErrNoPartitioning: a live datanode is of a build that routes every
+// table's series by the whole key, so a table partitioned by a tag cannot
+// be created yet (its rows would land in regions its queries skip).
+var ErrNoPartitioning = errors.New("a live datanode does not route by partition tag")
+
+// CheckPartitioning returns ErrNoPartitioning, naming the datanode, if a
+// live datanode's build does not route by partition tag
+// (NodeInfo.Partition): a rolling upgrade still under way.
+func CheckPartitioning(ctx context.Context, cli *clientv3.Client) error {
+	nodes, err := liveNodes(ctx, cli)
+	if err != nil {
+		return err
+	}
+	for _, n := range nodes {
+		if !n.Partition {
+			return fmt.Errorf("%w: datanode %s runs %s; upgrade it first", ErrNoPartitioning, n.ID, cmp.Or(n.Version, "an older build"))
+		}
+	}
+	return nil
 }
 
 // RegionKey is the assignment key of a region.

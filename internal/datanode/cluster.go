@@ -74,7 +74,7 @@ func (e *Engine) WriteRegion(ctx context.Context, table string, id layout.Region
 	if err := sk.encode(points); err != nil {
 		return region.WriteResult{}, err
 	}
-	for i, n := range sk.routeAll(t.Regions) {
+	for i, n := range sk.routeAll(t.Router()) {
 		if n != id.Region {
 			return region.WriteResult{}, &region.PointError{Index: i, Err: fmt.Errorf("%w: the point belongs to region %d, not %s", region.ErrInvalidWrite, n, id)}
 		}

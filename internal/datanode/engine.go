@@ -51,6 +51,10 @@ type Options struct {
 	// created without a region count while DefaultRegions is 0
 	// (cluster.LiveDatanodes). Nil: one (a standalone).
 	LiveDatanodes func(context.Context) (int, error)
+	// CheckPartitioning fails if a table partitioned by a tag cannot be
+	// created: a live datanode's build routes by the whole key
+	// (cluster.CheckPartitioning). Nil: it can (a standalone).
+	CheckPartitioning func(context.Context) error
 	// PhysicalTables makes the tables a write creates physical tables of
 	// their own, each with DefaultRegions regions, as before logical
 	// tables (catalog.Table.Logical) existed: for tests of stores written

@@ -60,7 +60,7 @@ func (e *Engine) WriteForwarded(ctx context.Context, table string, id layout.Reg
 		rs.keys, rs.at = append(rs.keys, key), append(rs.at, i)
 	}
 	rs.route = slices.Grow(rs.route[:0], len(rs.keys))[:len(rs.keys)]
-	layout.RouteEach(rs.route, rs.keys, t.Regions)
+	t.Router().RouteEach(rs.route, rs.keys)
 	for j, n := range rs.route {
 		if n != id.Region {
 			return region.WriteResult{}, &region.PointError{Index: rs.at[j], Err: fmt.Errorf("%w: the point belongs to region %d, not %s", region.ErrInvalidWrite, n, id)}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 
 	"golang.org/x/sync/errgroup"
 
@@ -87,8 +88,9 @@ func (e *Engine) scan(ctx context.Context, table string, req scan.Request, only 
 	}
 	s := &Scanner{fields: fields, size: req.BatchRows, strip: strip}
 	var inputs []row.Iterator
+	want := t.Router().Of(req.Tags, req.In)
 	for i, r := range regions {
-		if only != nil && uint32(i) != only.Region {
+		if only != nil && uint32(i) != only.Region || only == nil && want != nil && !want[i] {
 			continue
 		}
 		if r == nil {
@@ -130,7 +132,9 @@ func (e *Engine) scan(ctx context.Context, table string, req scan.Request, only 
 		s.scans = append(s.scans, sc)
 		inputs = append(inputs, &batchIter{src: sc, remap: true, pos: pos, width: len(names)})
 	}
-	if si, ok := inputs[0].(*batchIter); ok && len(inputs) == 1 && len(s.scans) == 1 && len(si.pos) == si.width && isIdentity(si.pos) {
+	if len(inputs) == 0 { // the filters name values of no one region
+		s.it = merge.New(nil, merge.DefaultOptions())
+	} else if si, ok := inputs[0].(*batchIter); ok && len(inputs) == 1 && len(s.scans) == 1 && len(si.pos) == si.width && isIdentity(si.pos) {
 		s.direct = s.scans[0]
 	} else if len(inputs) == 1 {
 		s.it = inputs[0]
@@ -322,6 +326,13 @@ func (e *Engine) ScanColumns(ctx context.Context, table string, req scan.Request
 	if len(regions) == 1 {
 		return e.regionColumns(ctx, t, 0, regions[0], req, nil, nil, emit)
 	}
+	// A table partitioned by a tag the filters name reads only the
+	// regions of the values named.
+	want := t.Router().Of(req.Tags, req.In)
+	if n := countTrue(want); n == 1 {
+		i := slices.Index(want, true)
+		return e.regionColumns(ctx, t, uint32(i), regions[i], req, nil, nil, emit)
+	}
 	// Regions hold disjoint series: read at once, they still never give
 	// emit one series at once. No caller needs an order across series.
 	// The remote ones start first: their owners' round trips then overlap
@@ -330,12 +341,26 @@ func (e *Engine) ScanColumns(ctx context.Context, table string, req scan.Request
 	g.SetLimit(regionScans)
 	for _, remote := range []bool{true, false} {
 		for i, r := range regions {
-			if (r == nil) == remote {
+			if (r == nil) == remote && (want == nil || want[i]) {
 				g.Go(func() error { return e.regionColumns(gctx, t, uint32(i), r, req, nil, nil, emit) })
 			}
 		}
 	}
 	return g.Wait()
+}
+
+// countTrue is how many of want are true (-1 for nil: every region).
+func countTrue(want []bool) int {
+	if want == nil {
+		return -1
+	}
+	n := 0
+	for _, w := range want {
+		if w {
+			n++
+		}
+	}
+	return n
 }
 
 // regionScans is how many regions a column scan reads at once: a remote

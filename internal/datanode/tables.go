@@ -43,6 +43,11 @@ func (e *Engine) createTable(ctx context.Context, spec catalog.TableSpec) (catal
 	if closed {
 		return catalog.Table{}, region.ErrClosed
 	}
+	if spec.Partition != "" && e.opts.CheckPartitioning != nil {
+		if err := e.opts.CheckPartitioning(ctx); err != nil {
+			return catalog.Table{}, fmt.Errorf("%w: create table %s partitioned by %s: %v", catalog.ErrInvalidTable, spec.Name, spec.Partition, err)
+		}
+	}
 	if !spec.Logical && spec.Regions == 0 {
 		n, err := e.regionCount(ctx)
 		if err != nil {

@@ -67,10 +67,14 @@ func (e *Engine) tags(ctx context.Context, table string, q TagQuery) ([]string, 
 		q.Tags = append(slices.Clone(q.Tags), tableTag(tg.t))
 	}
 	runs := make([][]string, len(tg.regions))
+	want := tg.phys.Router().Of(q.Tags, q.In) // a partitioned table's regions the filters name
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	g, gctx := errgroup.WithContext(ctx)
 	for i, r := range tg.regions {
+		if want != nil && !want[i] {
+			continue
+		}
 		if r == nil {
 			id := layout.RegionID{Table: tg.phys.ID, Region: uint32(i)}
 			g.Go(func() (err error) {
@@ -81,7 +85,7 @@ func (e *Engine) tags(ctx context.Context, table string, q TagQuery) ([]string, 
 	}
 	// The hosted regions meanwhile (they mostly answer what they kept).
 	for i, r := range tg.regions {
-		if r != nil {
+		if r != nil && (want == nil || want[i]) {
 			if runs[i], err = regionTags(ctx, r, q); err != nil {
 				cancel()
 				break

@@ -117,7 +117,7 @@ func (e *Engine) write(ctx context.Context, table string, points []row.Point, op
 		shares[0] = region.Batch{Points: points, Keys: sk.keys}
 	} else {
 		// Count each region's share first: one exact allocation each.
-		route := sk.routeAll(t.Regions)
+		route := sk.routeAll(t.Router())
 		counts := make([]int, len(regions))
 		for _, n := range route {
 			counts[n]++
@@ -198,7 +198,7 @@ type routeSlot struct {
 // memo is empty again when it returns: every slot it set is a key's in
 // first, whose slots it zeroes (no reference to the batch stays, and a
 // memo of 8,192 slots is not cleared whole for each write).
-func (sk *seriesKeys) routeAll(regions uint32) []uint32 {
+func (sk *seriesKeys) routeAll(r layout.Router) []uint32 {
 	route := slices.Grow(sk.route[:0], len(sk.keys))[:len(sk.keys)]
 	first := sk.first[:0]
 	for i, k := range sk.keys {
@@ -211,7 +211,7 @@ func (sk *seriesKeys) routeAll(regions uint32) []uint32 {
 		route[i] = s.i
 	}
 	firstRoute := slices.Grow(sk.firstRoute[:0], len(first))[:len(first)]
-	layout.RouteEach(firstRoute, first, regions)
+	r.RouteEach(firstRoute, first)
 	for i, j := range route {
 		route[i] = firstRoute[j]
 	}
@@ -451,7 +451,7 @@ func (e *Engine) Delete(ctx context.Context, table string, tags []row.Tag, start
 	if err != nil {
 		return fmt.Errorf("%w: %v", region.ErrInvalidWrite, err)
 	}
-	n := layout.Route(key, tg.phys.Regions)
+	n := tg.phys.Router().Route(key)
 	r := tg.regions[n]
 	if r == nil {
 		return e.opts.Remote.Delete(ctx, tg.phys.Name, layout.RegionID{Table: tg.phys.ID, Region: n}, tags, start, end)

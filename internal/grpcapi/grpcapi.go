@@ -470,7 +470,8 @@ func (s *Server) CreateTable(ctx context.Context, req *pb.CreateTableRequest) (*
 		return nil, err
 	}
 	t, err := s.eng.CreateTable(ctx, catalog.TableSpec{Name: name, Regions: req.GetRegions(), Timestamp: req.GetTimestampColumn(),
-		TTL: time.Duration(req.GetTtlSeconds()) * time.Second, CompactionWindow: time.Duration(req.GetCompactionWindowSeconds()) * time.Second})
+		TTL: time.Duration(req.GetTtlSeconds()) * time.Second, CompactionWindow: time.Duration(req.GetCompactionWindowSeconds()) * time.Second,
+		Partition: req.GetPartitionBy()})
 	if err != nil {
 		return nil, fail(ctx, err)
 	}

@@ -22,6 +22,9 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"unsafe"
+
+	"github.com/stratadb/strata/internal/row"
 )
 
 // RegionID identifies a region: a table and the region's number in it.
@@ -166,6 +169,88 @@ func fnv(h uint64, b []byte) uint64 {
 		h *= fnvPrime
 	}
 	return h
+}
+
+// Router routes the series keys of one table to its regions: by the
+// whole key (Route), or, for a table partitioned by a tag, by that tag's
+// value alone (RouteValue), so that every series with one value of the
+// tag lives in one region and a query that names the value reads only
+// that region. Like Route, it decides where data lives.
+type Router struct {
+	Regions uint32
+	// Tag is the table's partition tag; "" routes by the whole key.
+	Tag string
+}
+
+// Route is the region of seriesKey.
+func (r Router) Route(seriesKey []byte) uint32 {
+	if r.Tag == "" {
+		return Route(seriesKey, r.Regions)
+	}
+	return RouteValue(row.SeriesTag(unsafe.String(unsafe.SliceData(seriesKey), len(seriesKey)), r.Tag), r.Regions)
+}
+
+// RouteEach sets dst[i] to r.Route(keys[i]) for each key, as RouteEach
+// does. dst must be as long as keys.
+func (r Router) RouteEach(dst []uint32, keys [][]byte) {
+	if r.Tag == "" {
+		RouteEach(dst, keys, r.Regions)
+		return
+	}
+	for i, k := range keys {
+		dst[i] = r.Route(k)
+	}
+}
+
+// Of is the set of regions that hold the series matching tags and in
+// (equality and set filters, all of which hold, as a scan takes them):
+// nil if any region may (r routes by the whole key, or no filter names
+// its tag), else want[i] says whether region i may. An empty value
+// stands for series without the tag, which route as the empty value.
+func (r Router) Of(tags []row.Tag, in []row.TagIn) (want []bool) {
+	if r.Tag == "" || r.Regions <= 1 {
+		return nil
+	}
+	var only []bool
+	for _, t := range tags {
+		if t.Name == r.Tag {
+			only = make([]bool, r.Regions)
+			only[RouteValue(t.Value, r.Regions)] = true
+			want = intersect(want, only)
+		}
+	}
+	for _, f := range in {
+		if f.Name == r.Tag {
+			only = make([]bool, r.Regions)
+			for _, v := range f.Values {
+				only[RouteValue(v, r.Regions)] = true
+			}
+			want = intersect(want, only)
+		}
+	}
+	return want
+}
+
+// intersect is a ∩ b of two region sets, a nil a standing for every
+// region; it reuses b.
+func intersect(a, b []bool) []bool {
+	if a == nil {
+		return b
+	}
+	for i := range b {
+		b[i] = b[i] && a[i]
+	}
+	return b
+}
+
+// RouteValue maps a partition tag's value to one of a table's regions:
+// FNV-1a of the value modulo the region count (Router).
+func RouteValue(v string, regions uint32) uint32 {
+	h := uint64(fnvOffset)
+	for i := 0; i < len(v); i++ {
+		h = (h ^ uint64(v[i])) * fnvPrime
+	}
+	return uint32(h % uint64(regions))
 }
 
 // RouteEach sets dst[i] to Route(keys[i], regions) for each key. FNV-1a

@@ -607,8 +607,14 @@ func (s *Server) CreateTable(ctx context.Context, req *pb.CreateTableRequest) (*
 	if err != nil {
 		return nil, err
 	}
+	if req.GetPartitionBy() != "" {
+		if err := cluster.CheckPartitioning(ctx, s.opts.Client); err != nil {
+			return nil, status.Error(codes.FailedPrecondition, err.Error())
+		}
+	}
 	t, err := s.cat.CreateTable(ctx, catalog.TableSpec{Name: name, Regions: regions, Timestamp: req.GetTimestampColumn(),
-		TTL: time.Duration(req.GetTtlSeconds()) * time.Second, CompactionWindow: time.Duration(req.GetCompactionWindowSeconds()) * time.Second})
+		TTL: time.Duration(req.GetTtlSeconds()) * time.Second, CompactionWindow: time.Duration(req.GetCompactionWindowSeconds()) * time.Second,
+		Partition: req.GetPartitionBy()})
 	if err != nil {
 		return nil, tableStatus(ctx, err)
 	}

@@ -333,12 +333,15 @@ func (s *Server) start(ctx context.Context) error {
 	// datanode, counted at its creation; a standalone is one datanode.
 	defaultRegions := cfg.DefaultRegions
 	var live func(context.Context) (int, error)
+	var partitioning func(context.Context) error
 	if cfg.Standalone {
 		defaultRegions = cmp.Or(defaultRegions, 1)
 	} else {
 		live = func(ctx context.Context) (int, error) { return cluster.LiveDatanodes(ctx, cli) }
+		partitioning = func(ctx context.Context) error { return cluster.CheckPartitioning(ctx, cli) }
 	}
 	dopts := datanode.Options{Region: ropts, DefaultRegions: defaultRegions, MetricsRegions: cfg.MetricsRegions, LinesRegions: cfg.LinesRegions, LiveDatanodes: live,
+		CheckPartitioning: partitioning,
 		PhysicalTables: cfg.PhysicalTables, Logger: cfg.Logger,
 		Compaction: compact.SchedulerOptions{Metrics: compact.NewMetrics(s.Registry)},
 		GCInterval: gcInterval, FullGCInterval: fullGCInterval, GCMetrics: gc.NewMetrics(s.Registry),

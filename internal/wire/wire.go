@@ -124,7 +124,7 @@ func FromPoints(ps []row.Point) []*pb.Point {
 // TableMsg converts a table.
 func TableMsg(t catalog.Table) *pb.Table {
 	m := &pb.Table{Id: t.ID, Name: t.Name, Regions: t.Regions, TtlSeconds: int64(t.TTL / time.Second), CreatedAtUnix: t.CreatedAt.Unix(),
-		CompactionWindowSeconds: int64(t.CompactionWindow / time.Second), Logical: t.Logical}
+		CompactionWindowSeconds: int64(t.CompactionWindow / time.Second), Logical: t.Logical, PartitionBy: t.Partition}
 	for _, c := range t.Schema.Columns {
 		m.Columns = append(m.Columns, &pb.Column{Name: c.Name, Role: c.Role, Type: c.Type})
 	}

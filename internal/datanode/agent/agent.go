@@ -92,6 +92,7 @@ func New(opts Options) *Agent {
 		opts.Logger = slog.Default()
 	}
 	opts.Node.Forward = fwdbatch.Latest // what ForwardWrite reads here (grpcapi)
+	opts.Node.Partition = true          // routes by catalog.Table.Router
 	a := &Agent{opts: opts, log: opts.Logger.With("node", opts.Node.ID), owners: map[layout.RegionID]cluster.Assignment{}, nodes: map[string]cluster.NodeInfo{},
 		changed: make(chan struct{}), watches: map[*ownerWatch]struct{}{}, opening: map[layout.RegionID]bool{}, opened: map[layout.RegionID]uint64{}, conns: map[string]*grpc.ClientConn{},
 		renewals:    prometheus.NewCounterVec(prometheus.CounterOpts{Name: "strata_lease_renewals_total", Help: "Renewals of the datanode's lease by result: ok or failed."}, []string{"result"}),

@@ -1671,7 +1671,10 @@ type Table struct {
 	CompactionWindowSeconds int64 `protobuf:"varint,7,opt,name=compaction_window_seconds,json=compactionWindowSeconds,proto3" json:"compaction_window_seconds,omitempty"`
 	// A logical table: no regions of its own; its rows are in the table
 	// __lines (a measurement a write created).
-	Logical       bool `protobuf:"varint,8,opt,name=logical,proto3" json:"logical,omitempty"`
+	Logical bool `protobuf:"varint,8,opt,name=logical,proto3" json:"logical,omitempty"`
+	// The tag the table's series are routed to regions by ("": the whole
+	// series key).
+	PartitionBy   string `protobuf:"bytes,9,opt,name=partition_by,json=partitionBy,proto3" json:"partition_by,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1762,6 +1765,13 @@ func (x *Table) GetLogical() bool {
 	return false
 }
 
+func (x *Table) GetPartitionBy() string {
+	if x != nil {
+		return x.PartitionBy
+	}
+	return ""
+}
+
 type CreateTableRequest struct {
 	state                   protoimpl.MessageState `protogen:"open.v1"`
 	Name                    string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
@@ -1769,8 +1779,11 @@ type CreateTableRequest struct {
 	TimestampColumn         string                 `protobuf:"bytes,3,opt,name=timestamp_column,json=timestampColumn,proto3" json:"timestamp_column,omitempty"`
 	TtlSeconds              int64                  `protobuf:"varint,4,opt,name=ttl_seconds,json=ttlSeconds,proto3" json:"ttl_seconds,omitempty"`
 	CompactionWindowSeconds int64                  `protobuf:"varint,5,opt,name=compaction_window_seconds,json=compactionWindowSeconds,proto3" json:"compaction_window_seconds,omitempty"`
-	unknownFields           protoimpl.UnknownFields
-	sizeCache               protoimpl.SizeCache
+	// Route series to regions by this tag's value alone, so a query naming
+	// values of it reads only their regions ("": by the whole series key).
+	PartitionBy   string `protobuf:"bytes,6,opt,name=partition_by,json=partitionBy,proto3" json:"partition_by,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *CreateTableRequest) Reset() {
@@ -1836,6 +1849,13 @@ func (x *CreateTableRequest) GetCompactionWindowSeconds() int64 {
 		return x.CompactionWindowSeconds
 	}
 	return 0
+}
+
+func (x *CreateTableRequest) GetPartitionBy() string {
+	if x != nil {
+		return x.PartitionBy
+	}
+	return ""
 }
 
 type CreateTableResponse struct {
@@ -3416,7 +3436,7 @@ const file_strata_v1_datanode_proto_rawDesc = "" +
 	"\x06Column\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
 	"\x04role\x18\x02 \x01(\tR\x04role\x12\x12\n" +
-	"\x04type\x18\x03 \x01(\tR\x04type\"\x91\x02\n" +
+	"\x04type\x18\x03 \x01(\tR\x04type\"\xb4\x02\n" +
 	"\x05Table\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\rR\x02id\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x18\n" +
@@ -3426,14 +3446,16 @@ const file_strata_v1_datanode_proto_rawDesc = "" +
 	"\x0fcreated_at_unix\x18\x05 \x01(\x03R\rcreatedAtUnix\x12+\n" +
 	"\acolumns\x18\x06 \x03(\v2\x11.strata.v1.ColumnR\acolumns\x12:\n" +
 	"\x19compaction_window_seconds\x18\a \x01(\x03R\x17compactionWindowSeconds\x12\x18\n" +
-	"\alogical\x18\b \x01(\bR\alogical\"\xca\x01\n" +
+	"\alogical\x18\b \x01(\bR\alogical\x12!\n" +
+	"\fpartition_by\x18\t \x01(\tR\vpartitionBy\"\xed\x01\n" +
 	"\x12CreateTableRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x18\n" +
 	"\aregions\x18\x02 \x01(\rR\aregions\x12)\n" +
 	"\x10timestamp_column\x18\x03 \x01(\tR\x0ftimestampColumn\x12\x1f\n" +
 	"\vttl_seconds\x18\x04 \x01(\x03R\n" +
 	"ttlSeconds\x12:\n" +
-	"\x19compaction_window_seconds\x18\x05 \x01(\x03R\x17compactionWindowSeconds\"=\n" +
+	"\x19compaction_window_seconds\x18\x05 \x01(\x03R\x17compactionWindowSeconds\x12!\n" +
+	"\fpartition_by\x18\x06 \x01(\tR\vpartitionBy\"=\n" +
 	"\x13CreateTableResponse\x12&\n" +
 	"\x05table\x18\x01 \x01(\v2\x10.strata.v1.TableR\x05table\"\x13\n" +
 	"\x11ListTablesRequest\">\n" +

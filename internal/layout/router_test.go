@@ -1,0 +1,101 @@
+package layout_test
+
+import (
+	"fmt"
+	"slices"
+	"testing"
+
+	"github.com/stratadb/strata/internal/layout"
+	"github.com/stratadb/strata/internal/row"
+)
+
+func key(t *testing.T, tags ...row.Tag) []byte {
+	t.Helper()
+	k, err := row.EncodeSeries(nil, tags)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k
+}
+
+// A router without a tag routes by the whole key; one with a tag routes
+// every key by that tag's value alone (a key without the tag as the empty
+// value), one key at a time or many.
+func TestRouterRoutesByItsTag(t *testing.T) {
+	whole := layout.Router{Regions: 7}
+	byHost := layout.Router{Regions: 7, Tag: "host"}
+	var keys [][]byte
+	for i := range 50 {
+		keys = append(keys, key(t, row.Tag{Name: "host", Value: fmt.Sprint("h", i%10)}, row.Tag{Name: "core", Value: fmt.Sprint(i)}))
+	}
+	keys = append(keys, key(t, row.Tag{Name: "core", Value: "1"}), key(t, row.Tag{Name: "core", Value: "2"}, row.Tag{Name: "zone", Value: "a"}))
+	regions := map[uint32]bool{}
+	for _, k := range keys {
+		if got, want := whole.Route(k), layout.Route(k, 7); got != want {
+			t.Fatalf("whole key %q: region %d, want %d", k, got, want)
+		}
+		host := row.SeriesTag(string(k), "host")
+		if got, want := byHost.Route(k), layout.RouteValue(host, 7); got != want {
+			t.Fatalf("%q by host %q: region %d, want %d", k, host, got, want)
+		}
+		regions[byHost.Route(k)] = true
+	}
+	if len(regions) < 3 {
+		t.Fatalf("10 hosts over 7 regions landed in %d", len(regions))
+	}
+	for _, r := range []layout.Router{whole, byHost} {
+		got := make([]uint32, len(keys))
+		r.RouteEach(got, keys)
+		for i, k := range keys {
+			if got[i] != r.Route(k) {
+				t.Fatalf("%+v RouteEach %q: %d, Route: %d", r, k, got[i], r.Route(k))
+			}
+		}
+	}
+}
+
+// Of names the regions a scan's filters can find series in: every one
+// (nil) unless a filter names the partition tag; the regions of the
+// values named, of all filters at once; none if they name values of no
+// one region.
+func TestRouterOfNamesTheRegionsOfTheValues(t *testing.T) {
+	r := layout.Router{Regions: 5, Tag: "host"}
+	of := func(vs ...string) []bool {
+		w := make([]bool, 5)
+		for _, v := range vs {
+			w[layout.RouteValue(v, 5)] = true
+		}
+		return w
+	}
+	// Two hosts of different regions, and one of another region again.
+	a, b := "a", ""
+	for i := 0; b == ""; i++ {
+		if v := fmt.Sprint("h", i); layout.RouteValue(v, 5) != layout.RouteValue(a, 5) {
+			b = v
+		}
+	}
+	for _, c := range []struct {
+		name string
+		tags []row.Tag
+		in   []row.TagIn
+		want []bool
+	}{
+		{"no filter", nil, nil, nil},
+		{"another tag", []row.Tag{{Name: "core", Value: "1"}}, []row.TagIn{{Name: "zone", Values: []string{"x"}}}, nil},
+		{"one value", []row.Tag{{Name: "host", Value: a}}, nil, of(a)},
+		{"no value (no such tag)", []row.Tag{{Name: "host", Value: ""}}, nil, of("")},
+		{"a set", nil, []row.TagIn{{Name: "host", Values: []string{a, b}}}, of(a, b)},
+		{"a set and a value in it", []row.Tag{{Name: "host", Value: b}}, []row.TagIn{{Name: "host", Values: []string{a, b}}}, of(b)},
+		{"a value and a set without it", []row.Tag{{Name: "host", Value: a}}, []row.TagIn{{Name: "host", Values: []string{b}}}, make([]bool, 5)},
+	} {
+		if got := r.Of(c.tags, c.in); !slices.Equal(got, c.want) || (got == nil) != (c.want == nil) {
+			t.Errorf("%s: %v, want %v", c.name, got, c.want)
+		}
+	}
+	if got := (layout.Router{Regions: 5}).Of([]row.Tag{{Name: "host", Value: a}}, nil); got != nil {
+		t.Errorf("routed by the whole key: %v, want every region", got)
+	}
+	if got := (layout.Router{Regions: 1, Tag: "host"}).Of([]row.Tag{{Name: "host", Value: a}}, nil); got != nil {
+		t.Errorf("one region: %v, want every region", got)
+	}
+}
