@@ -342,7 +342,7 @@ func (s *Server) start(ctx context.Context) error {
 	}
 	dopts := datanode.Options{Region: ropts, DefaultRegions: defaultRegions, MetricsRegions: cfg.MetricsRegions, LinesRegions: cfg.LinesRegions, LiveDatanodes: live,
 		CheckPartitioning: partitioning,
-		PhysicalTables: cfg.PhysicalTables, Logger: cfg.Logger,
+		PhysicalTables:    cfg.PhysicalTables, Logger: cfg.Logger,
 		Compaction: compact.SchedulerOptions{Metrics: compact.NewMetrics(s.Registry)},
 		GCInterval: gcInterval, FullGCInterval: fullGCInterval, GCMetrics: gc.NewMetrics(s.Registry),
 		Catalog: catalog.NewEtcdBackend(cli), Remote: s.agent, Lease: s.agent.BindLease, Limits: ingest}
