@@ -149,18 +149,19 @@ func newCluster() *cobra.Command {
 		RunE: func(cmd *cobra.Command, args []string) error {
 			regions, _ := cmd.Flags().GetUint32("regions")
 			ttl, _ := cmd.Flags().GetDuration("ttl")
+			partition, _ := cmd.Flags().GetString("partition-by")
 			return withMeta(cmd, func(ctx context.Context, c pb.MetaAdminClient) error {
-				resp, err := c.CreateTable(ctx, &pb.CreateTableRequest{Name: args[0], Regions: regions, TtlSeconds: int64(ttl / time.Second)})
+				resp, err := c.CreateTable(ctx, &pb.CreateTableRequest{Name: args[0], Regions: regions, TtlSeconds: int64(ttl / time.Second), PartitionBy: partition})
 				if err != nil {
 					return fmt.Errorf("create table %s: %w", args[0], err)
 				}
-				fmt.Fprintf(cmd.OutOrStdout(), "created table %s (id %d, %d regions)\n", resp.Table.Name, resp.Table.Id, resp.Table.Regions)
-				return nil
+				return created(cmd, partition, resp.Table)
 			})
 		},
 	}
 	create.Flags().Uint32("regions", 0, "number of regions (0: metasrv's --default-regions, by default one per live datanode)")
 	create.Flags().Duration("ttl", 0, "drop rows older than this (0: keep forever)")
+	partitionFlag(create)
 	describe := &cobra.Command{
 		Use: "describe-table NAME", Short: "A table's columns and its regions' statistics", Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {

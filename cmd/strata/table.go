@@ -32,20 +32,12 @@ func newTable() *cobra.Command {
 				if err != nil {
 					return fmt.Errorf("create table %s: %w", args[0], err)
 				}
-				by := ""
-				if p := resp.Table.GetPartitionBy(); p != "" {
-					by = ", partitioned by " + p
-				} else if partition != "" {
-					// A server older than partitioning ignores the field.
-					return fmt.Errorf("create table %s: the server created it unpartitioned (a build older than --partition-by): drop it and upgrade the server", args[0])
-				}
-				fmt.Fprintf(cmd.OutOrStdout(), "created table %s (id %d, %d regions%s)\n", resp.Table.Name, resp.Table.Id, resp.Table.Regions, by)
-				return nil
+				return created(cmd, partition, resp.Table)
 			})
 		},
 	}
 	create.Flags().Uint32("regions", 0, "number of regions, the table split by a hash of the series (0: the datanode's --default-regions, by default one per live datanode)")
-	create.Flags().String("partition-by", "", "route series to regions by this tag's value alone, so a query naming values of the tag reads only their regions (default: by the whole series)")
+	partitionFlag(create)
 	create.Flags().String("timestamp", "time", "name of the timestamp column")
 	create.Flags().Duration("ttl", 0, "drop rows older than this (0: keep forever)")
 	create.Flags().Duration("compaction-window", 0, "TWCS time window (0: inferred from the data)")
@@ -154,4 +146,23 @@ func exactArgs(n int) cobra.PositionalArgs {
 		}
 		return nil
 	}
+}
+
+// partitionFlag is table creation's --partition-by.
+func partitionFlag(cmd *cobra.Command) {
+	cmd.Flags().String("partition-by", "", "route series to regions by this tag's value alone, so a query naming values of the tag reads only their regions (default: by the whole series)")
+}
+
+// created prints a table just created, asked to be partitioned by
+// partition ("": not).
+func created(cmd *cobra.Command, partition string, t *pb.Table) error {
+	by := ""
+	if p := t.GetPartitionBy(); p != "" {
+		by = ", partitioned by " + p
+	} else if partition != "" {
+		// A server older than partitioning ignores the field.
+		return fmt.Errorf("create table %s: the server created it routed by whole series, not by %s (a build older than --partition-by): drop it and upgrade the server", t.GetName(), partition)
+	}
+	fmt.Fprintf(cmd.OutOrStdout(), "created table %s (id %d, %d regions%s)\n", t.GetName(), t.GetId(), t.GetRegions(), by)
+	return nil
 }

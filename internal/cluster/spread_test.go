@@ -123,12 +123,16 @@ func TestWriteCreatedTablesSpread(t *testing.T) {
 		t.Fatalf("hosts of cpu through dn3: %v", hosts.Data)
 	}
 
-	// Created without --regions, through metasrv and through a datanode.
-	if out, code := cli(t, "cluster", "create-table", "viameta", "--metasrv", meta.grpc); code != 0 || !strings.Contains(out, "3 regions") {
+	// Created without --regions, through metasrv and through a datanode
+	// (partitioned by a tag: every datanode announces it routes by one).
+	if out, code := cli(t, "cluster", "create-table", "viameta", "--partition-by", "host", "--metasrv", meta.grpc); code != 0 || !strings.Contains(out, "3 regions, partitioned by host") {
 		t.Fatalf("cluster create-table: exit %d: %s", code, out)
 	}
-	if out, code := cli(t, "table", "create", "viadn", "--server", dns[1].grpc); code != 0 || !strings.Contains(out, "3 regions") {
+	if out, code := cli(t, "table", "create", "viadn", "--partition-by", "host", "--server", dns[1].grpc); code != 0 || !strings.Contains(out, "3 regions, partitioned by host") {
 		t.Fatalf("table create: exit %d: %s", code, out)
+	}
+	if out, code := cli(t, "table", "list", "-o", "csv", "--server", dns[2].grpc); code != 0 || !strings.Contains(out, "\nviadn,") || !strings.Contains(out, ",3,host,") {
+		t.Fatalf("table list: exit %d: %s", code, out)
 	}
 	if out, code := cli(t, "table", "create", "named", "--regions", "2", "--server", dns[1].grpc); code != 0 || !strings.Contains(out, "2 regions") {
 		t.Fatalf("table create --regions 2: exit %d: %s", code, out)
