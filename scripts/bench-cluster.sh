@@ -55,6 +55,10 @@
 # the run and restores it at the end (root only; docs/performance.md, "A
 # cluster against one node", has what it changes).
 #
+# Table cpu is partitioned by PARTITION (default hostname; PARTITION=
+# routes by whole series) in both setups, as a TSBS user would declare
+# it: a query naming hosts reads only their regions.
+#
 # Goals on the same cores (issue 39): ingest ≥ 0.8× standalone; point
 # queries ≤ 1.5×; the all-host aggregations ≤ 1.2×. Needs MinIO for
 # STORES=minio (scripts/test.sh installs it into ~/.cache/strata/bin; without
@@ -71,6 +75,9 @@ RUNS=${RUNS:-30}
 SPREAD=${SPREAD:-1}
 LOADS=${LOADS:-1}
 NODE_FLAGS=${NODE_FLAGS:-} # more flags for the standalone and each datanode, e.g. --wal-window=0
+PARTITION=${PARTITION-hostname} # table cpu's partition tag in both setups; PARTITION= routes by whole series
+part=()
+if [ -n "$PARTITION" ]; then part=(--partition-by "$PARTITION"); fi
 START=${START:-2026-01-01T00:00:00Z}
 ROWS=$((HOSTS * HOURS * 360))
 if [ "$HOSTS" -lt 9 ] || [ "$HOURS" -lt 1 ]; then
@@ -258,7 +265,7 @@ standalone() {
 	pids+=("$pid")
 	url="http://127.0.0.1:$port"
 	wait_http "$url/health"
-	strata table create cpu --regions 3 --server "127.0.0.1:$gport" >/dev/null
+	strata table create cpu --regions 3 "${part[@]}" --server "127.0.0.1:$gport" >/dev/null
 	local c0 w0
 	c0=$(cpu_seconds "$url/metrics")
 	w0=$(metric_sum strata_wal_segments_total "$url/metrics")
@@ -364,7 +371,7 @@ wait_datanodes() {
 # create_table METASRV: table cpu with 3 regions, waited for until every
 # region has a live owner.
 create_table() {
-	strata cluster create-table cpu --regions 3 --metasrv "$1" >/dev/null
+	strata cluster create-table cpu --regions 3 "${part[@]}" --metasrv "$1" >/dev/null
 	for _ in $(seq 1 300); do
 		if [ "$(strata cluster status --metasrv "$1" 2>/dev/null | awk '$2 == "cpu" && $NF == "live"' | wc -l)" = 3 ]; then
 			echo "    regions: $(strata cluster status --metasrv "$1" | awk '$2 == "cpu" { printf "%s on %s; ", $1, $3 }')"
@@ -419,7 +426,7 @@ store_url() {
 	fi
 }
 
-echo "data: $ROWS rows, $HOSTS hosts × $HOURS h from $START; $WORKERS workers × $BATCH-row requests; $RUNS runs a query; $(nproc) cores; $(idle)"
+echo "data: $ROWS rows, $HOSTS hosts × $HOURS h from $START; $WORKERS workers × $BATCH-row requests; $RUNS runs a query; table cpu in 3 regions, ${PARTITION:+partitioned by $PARTITION}${PARTITION:-routed by whole series}; $(nproc) cores; $(idle)"
 for st in "${stores[@]}"; do
 	for n in $(seq 2 "$LOADS"); do
 		standalone "$st" "$(store_url "$st" "standalone-load$n")" "$n"
