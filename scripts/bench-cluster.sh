@@ -77,7 +77,8 @@ LOADS=${LOADS:-1}
 NODE_FLAGS=${NODE_FLAGS:-} # more flags for the standalone and each datanode, e.g. --wal-window=0
 PARTITION=${PARTITION-hostname} # table cpu's partition tag in both setups; PARTITION= routes by whole series
 part=()
-if [ -n "$PARTITION" ]; then part=(--partition-by "$PARTITION"); fi
+routing="routed by whole series"
+if [ -n "$PARTITION" ]; then part=(--partition-by "$PARTITION") routing="partitioned by $PARTITION"; fi
 START=${START:-2026-01-01T00:00:00Z}
 ROWS=$((HOSTS * HOURS * 360))
 if [ "$HOSTS" -lt 9 ] || [ "$HOURS" -lt 1 ]; then
@@ -426,7 +427,7 @@ store_url() {
 	fi
 }
 
-echo "data: $ROWS rows, $HOSTS hosts × $HOURS h from $START; $WORKERS workers × $BATCH-row requests; $RUNS runs a query; table cpu in 3 regions, ${PARTITION:+partitioned by $PARTITION}${PARTITION:-routed by whole series}; $(nproc) cores; $(idle)"
+echo "data: $ROWS rows, $HOSTS hosts × $HOURS h from $START; $WORKERS workers × $BATCH-row requests; $RUNS runs a query; table cpu in 3 regions, $routing; $(nproc) cores; $(idle)"
 for st in "${stores[@]}"; do
 	for n in $(seq 2 "$LOADS"); do
 		standalone "$st" "$(store_url "$st" "standalone-load$n")" "$n"
