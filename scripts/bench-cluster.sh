@@ -10,9 +10,12 @@
 # rows), then asked (`strata bench query`, RUNS times each, datanode 1 in
 # the cluster):
 #
-#   1 host, 1 h      max(max_over_time(cpu_usage_user{hostname=~"host_1"}[1m]))  step 1m
-#   8 hosts, 1 h     the same with host_1|...|host_8                              step 1m
+#   1 host, 1 h      max(max_over_time(cpu_usage_user{hostname=~"host_H"}[1m]))  step 1m
+#   8 hosts, 1 h     the same with host_H|...|host_H+7                            step 1m
 #   1 host, HOURS    the first, over the whole data                               step 1m
+#
+# (H another of 30 hosts spread over the data in each run: the answers
+# compared are the first host's)
 #   all hosts        avg(avg_over_time(cpu_usage_user[1h])) by (hostname)         step 1h
 #   all hosts max    max(max_over_time(cpu_usage_user[1h]))                        step 1h
 #   all hosts count  count(max_over_time(cpu_usage_user[1h]))                      step 1h
@@ -182,13 +185,22 @@ epoch=$(python3 -c 'import datetime, sys; print(int(datetime.datetime.fromisofor
 last=$((epoch + HOURS * 3600 - 10)) # the last rows' timestamp
 hour_in=$((epoch + 3600))           # the first full hour's end
 if [ "$hour_in" -gt "$last" ]; then hour_in=$last; fi
-one='host_1'
-eight='host_1|host_2|host_3|host_4|host_5|host_6|host_7|host_8'
-# name;promql;start;end;step, or name;path
+# The host queries take other hosts in turn, as TSBS's generator picks
+# hosts at random: one host (or 8 in a row) from each of 30 places spread
+# over the hosts, so a cluster's run meets hosts of every region.
+ones=() eights=()
+for ((k = 0; k < 30; k++)); do
+	h=$(((1 + k * 37) % (HOSTS - 8)))
+	ones+=("host_$h")
+	eights+=("$(seq -f "host_%g" -s '|' "$h" $((h + 7)))")
+done
+one="one=$(IFS=,; echo "${ones[*]}")"
+eight="eight=$(IFS=,; echo "${eights[*]}")"
+# name;promql;start;end;step[;vary], or name;path
 queries=(
-	"1 host, 1 h;max(max_over_time(cpu_usage_user{hostname=~\"$one\"}[1m]));$((last - 3600));$last;1m"
-	"8 hosts, 1 h;max(max_over_time(cpu_usage_user{hostname=~\"$eight\"}[1m]));$((last - 3600));$last;1m"
-	"1 host, all ${HOURS} h;max(max_over_time(cpu_usage_user{hostname=~\"$one\"}[1m]));$epoch;$last;1m"
+	"1 host, 1 h;max(max_over_time(cpu_usage_user{hostname=~\"{one}\"}[1m]));$((last - 3600));$last;1m;$one"
+	"8 hosts, 1 h;max(max_over_time(cpu_usage_user{hostname=~\"{eight}\"}[1m]));$((last - 3600));$last;1m;$eight"
+	"1 host, all ${HOURS} h;max(max_over_time(cpu_usage_user{hostname=~\"{one}\"}[1m]));$epoch;$last;1m;$one"
 	"all hosts hourly avg, ${HOURS} h;avg(avg_over_time(cpu_usage_user[1h])) by (hostname);$hour_in;$last;1h"
 	"/api/v1/labels;/api/v1/labels?start=$epoch&end=$((last + 10))"
 	"/api/v1/label/hostname/values;/api/v1/label/hostname/values?start=$epoch&end=$((last + 10))"
@@ -226,15 +238,16 @@ count() {
 # ask DIR URL [PEER_METRICS]: run every query; writes DIR/q<i>.json (the
 # timing) and DIR/a<i>.json (the answer).
 ask() {
-	local dir=$1 url=$2 peers=${3:-} i=0 q name rest expr qs qe step args
+	local dir=$1 url=$2 peers=${3:-} i=0 q name rest expr qs qe step vary args
 	for q in "${queries[@]}"; do
 		name=${q%%;*}
 		rest=${q#*;}
 		if [[ $rest == /* ]]; then
 			args=(--path "$rest")
 		else
-			IFS=';' read -r expr qs qe step <<<"$rest"
+			IFS=';' read -r expr qs qe step vary <<<"$rest"
 			args=(--promql "$expr" --start "$qs" --end "$qe" --step "$step")
+			if [ -n "$vary" ]; then args+=(--vary "$vary"); fi
 		fi
 		if [ -n "$peers" ]; then args+=(--peer-metrics "$peers"); fi
 		strata bench query --url "$url" "${args[@]}" --runs "$RUNS" --warmup 2 --answer "$dir/a$i.json" --json >"$dir/q$i.json"

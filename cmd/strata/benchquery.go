@@ -29,8 +29,14 @@ query (--promql with --start, --end and --step, POSTed to
 the request until the response is read whole; decoding it is left out.
 Every answer must be 200 with "status":"success".
 
---warmup untimed requests come first; the first one's body is written to
---answer, for comparing servers' answers. With --peer-metrics (datanodes'
+With --vary NAME=V1,V2,..., each request replaces {NAME} in --promql or
+--path by the next value in turn (as TSBS's query generator picks another
+host for each query): "--promql 'max(cpu{hostname=~\"{h}\"})' --vary
+h=host_1,host_7,host_13".
+
+--warmup untimed requests come first; the first one's body (with the
+first value of --vary) is written to --answer, for comparing servers'
+answers. With --peer-metrics (datanodes'
 /metrics URLs), the bytes of the gRPC messages those datanodes sent to and
 received from each other during the timed runs
 (strata_peer_grpc_bytes_total) are printed per query, by method.`,
@@ -44,6 +50,7 @@ received from each other during the timed runs
 	f.String("end", "", "range query end, or the instant query's time (Unix seconds or RFC 3339)")
 	f.Duration("step", 0, "range query step")
 	f.String("path", "", "instead of --promql: a path with its query string, fetched with GET")
+	f.String("vary", "", "NAME=V1,V2,...: replace {NAME} in --promql or --path by each value in turn, a value a request")
 	f.Int("runs", 30, "timed requests")
 	f.Int("warmup", 2, "untimed requests before them (at least 1: the answer checked and written)")
 	f.String("answer", "", "write the first answer's body to this file")
@@ -83,11 +90,12 @@ func runBenchQuery(cmd *cobra.Command, args []string) error {
 	peers, _ := f.GetStringSlice("peer-metrics")
 	timeout, _ := f.GetDuration("timeout")
 	asJSON, _ := f.GetBool("json")
+	vary, _ := f.GetString("vary")
 	if runs <= 0 || warmup <= 0 {
 		return usagef("--runs and --warmup must be positive")
 	}
 	base = strings.TrimRight(base, "/")
-	mk, desc, err := queryRequest(base, expr, path, start, end, step)
+	requests, desc, err := variedRequests(base, expr, path, start, end, step, vary)
 	if err != nil {
 		return err
 	}
@@ -100,8 +108,8 @@ func runBenchQuery(cmd *cobra.Command, args []string) error {
 		client.Transport = &http.Transport{TLSClientConfig: tc}
 	}
 	ctx := cmd.Context()
-	do := func() ([]byte, error) {
-		req, err := mk(ctx)
+	do := func(n int) ([]byte, error) {
+		req, err := requests[n%len(requests)](ctx)
 		if err != nil {
 			return nil, err
 		}
@@ -122,7 +130,7 @@ func runBenchQuery(cmd *cobra.Command, args []string) error {
 	}
 	rep := queryReport{Request: desc, Runs: runs}
 	for i := range warmup {
-		body, err := do()
+		body, err := do(i)
 		if err != nil {
 			return err
 		}
@@ -147,9 +155,9 @@ func runBenchQuery(cmd *cobra.Command, args []string) error {
 		return err
 	}
 	lat := make([]time.Duration, 0, runs)
-	for range runs {
+	for i := range runs {
 		t0 := time.Now()
-		if _, err := do(); err != nil {
+		if _, err := do(i); err != nil {
 			return err
 		}
 		lat = append(lat, time.Since(t0))
@@ -198,6 +206,38 @@ func runBenchQuery(cmd *cobra.Command, args []string) error {
 // percentile is the p-th of sorted durations (nearest rank below).
 func percentile(sorted []time.Duration, p float64) time.Duration {
 	return sorted[min(len(sorted)-1, int(p*float64(len(sorted))))]
+}
+
+// variedRequests builds the requests a bench query takes in turn: one, or
+// one per value of vary (NAME=V1,V2,...), each with {NAME} in expr or
+// path replaced by its value; and describes them.
+func variedRequests(base, expr, path, start, end string, step time.Duration, vary string) ([]func(context.Context) (*http.Request, error), string, error) {
+	if vary == "" {
+		mk, desc, err := queryRequest(base, expr, path, start, end, step)
+		return []func(context.Context) (*http.Request, error){mk}, desc, err
+	}
+	name, list, ok := strings.Cut(vary, "=")
+	if !ok || name == "" || list == "" {
+		return nil, "", usagef("--vary takes NAME=V1,V2,...")
+	}
+	ph := "{" + name + "}"
+	if !strings.Contains(expr, ph) && !strings.Contains(path, ph) {
+		return nil, "", usagef("--vary: %s is in neither --promql nor --path", ph)
+	}
+	values := strings.Split(list, ",")
+	var out []func(context.Context) (*http.Request, error)
+	var desc string
+	for i, v := range values {
+		mk, d, err := queryRequest(base, strings.ReplaceAll(expr, ph, v), strings.ReplaceAll(path, ph, v), start, end, step)
+		if err != nil {
+			return nil, "", err
+		}
+		if i == 0 {
+			desc = fmt.Sprintf("%s (%s one of %d values in turn)", d, ph, len(values))
+		}
+		out = append(out, mk)
+	}
+	return out, desc, nil
 }
 
 // queryRequest builds the request a bench query repeats, and describes it.

@@ -8,7 +8,9 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 )
@@ -72,5 +74,38 @@ func TestBenchQuery(t *testing.T) {
 	// One of --promql and --path.
 	if code := run([]string{"bench", "query", "--url", srv.URL}, nil, &out, &errb); code != exitUsage {
 		t.Fatalf("neither --promql nor --path: exit %d", code)
+	}
+}
+
+// With --vary, the requests take the values in turn, warm-up ones
+// included, and the answer written is the first value's.
+func TestBenchQueryVaries(t *testing.T) {
+	var mu sync.Mutex
+	var asked []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		asked = append(asked, r.FormValue("query"))
+		mu.Unlock()
+		fmt.Fprintf(w, `{"status":"success","data":{"resultType":"vector","result":[],"q":%q}}`, r.FormValue("query"))
+	}))
+	defer srv.Close()
+	answer := filepath.Join(t.TempDir(), "answer.json")
+	var out, errb bytes.Buffer
+	code := run([]string{"bench", "query", "--url", srv.URL, "--promql", `max(cpu{h=~"{host}"})`, "--end", "100", "--vary", "host=a,b|c,d",
+		"--runs", "4", "--warmup", "2", "--answer", answer}, nil, &out, &errb)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errb.String())
+	}
+	want := []string{`max(cpu{h=~"a"})`, `max(cpu{h=~"b|c"})`, `max(cpu{h=~"a"})`, `max(cpu{h=~"b|c"})`, `max(cpu{h=~"d"})`, `max(cpu{h=~"a"})`}
+	if !slices.Equal(asked, want) {
+		t.Fatalf("asked %q, want %q", asked, want)
+	}
+	if b, err := os.ReadFile(answer); err != nil || !strings.Contains(string(b), `h=~\"a\"`) {
+		t.Fatalf("answer %s %v", b, err)
+	}
+	for _, bad := range []string{"host", "=a", "other=a,b"} {
+		if code := run([]string{"bench", "query", "--url", srv.URL, "--promql", `max(cpu{h=~"{host}"})`, "--end", "100", "--vary", bad}, nil, &out, &errb); code != exitUsage {
+			t.Errorf("--vary %q: exit %d", bad, code)
+		}
 	}
 }
