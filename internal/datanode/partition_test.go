@@ -114,6 +114,23 @@ func TestPartitionedTableRoutesByItsTag(t *testing.T) {
 		}
 	}
 
+	// A delete finds the series in its host's region (one whose whole
+	// key routes elsewhere).
+	var del []row.Tag
+	for h := 0; del == nil; h++ {
+		tags := []row.Tag{{Name: "core", Value: fmt.Sprint(h % 3)}, {Name: "host", Value: fmt.Sprint("h", h/3)}}
+		if k, _ := row.EncodeSeries(nil, slices.Clone(tags)); layout.Route(k, 3) != tb.Router().Route(k) {
+			del = tags
+		}
+	}
+	before, _ := count(t, e, "cpu", scan.Request{Tags: del})
+	if err := e.Delete(ctx, "cpu", del, region.AllTime, region.AllTimeEnd); err != nil {
+		t.Fatal(err)
+	}
+	if after, _ := count(t, e, "cpu", scan.Request{Tags: del}); before != 4 || after != 0 {
+		t.Fatalf("series %v: %d rows before its delete, %d after", del, before, after)
+	}
+
 	// A batch of region 0 with a key routed there by the whole key but
 	// of another region by its host is refused.
 	for h := 0; ; h++ {
