@@ -1,5 +1,5 @@
-// The tables page: each table's schema, TTL, compaction window, regions,
-// rows and bytes, from /ui/api/tables (metasrv's ListTables and
+// The tables page: each table's schema, TTL, compaction window, regions
+// (and partition tag), rows and bytes, from /ui/api/tables (metasrv's ListTables and
 // ListRegions).
 import {api, el, errorBox, fmtBytes, fmtDuration, fmtTime, n, table} from './util.js';
 
@@ -19,7 +19,7 @@ export function render(main) {
     const sum = (rs, f) => rs.reduce((a, r) => a + n(r.stats && r.stats[f]), 0);
     out.push(table(['table', '#id', '#regions', 'TTL', 'compaction window', '#columns', '#rows in files', '#bytes in files', '#memtables', 'created'], tables.map(t => {
       const rs = byTable.get(t.name) || [];
-      return [el('a', {class: 'link', href: '#t-' + t.name}, t.name), t.id, t.logical ? el('i', null, 'logical, in __lines') : t.regions, fmtDuration(t.ttl_seconds) || 'forever',
+      return [el('a', {class: 'link', href: '#t-' + t.name}, t.name), t.id, t.logical ? el('i', null, 'logical, in __lines') : t.partition_by ? `${t.regions}, by ${t.partition_by}` : t.regions, fmtDuration(t.ttl_seconds) || 'forever',
         fmtDuration(t.compaction_window_seconds) || 'inferred', t.columns.length, t.logical ? '' : sum(rs, 'rows').toLocaleString('en-US'),
         t.logical ? '' : fmtBytes(sum(rs, 'bytes')), t.logical ? '' : fmtBytes(sum(rs, 'memtable_bytes')), fmtTime(t.created_at_unix)];
     }), {id: 'table-list'}));
