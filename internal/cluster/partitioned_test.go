@@ -16,6 +16,8 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/stratadb/strata/internal/catalog"
 	"github.com/stratadb/strata/internal/cluster"
@@ -27,6 +29,7 @@ import (
 	"github.com/stratadb/strata/internal/scan"
 	"github.com/stratadb/strata/internal/server/servertest"
 	"github.com/stratadb/strata/internal/testseed"
+	pb "github.com/stratadb/strata/proto/strata/v1"
 )
 
 // askedRemote records the regions a datanode asked other datanodes about
@@ -251,5 +254,72 @@ func TestPartitioningWaitsForEveryDatanode(t *testing.T) {
 	}
 	if err := cluster.CheckPartitioning(ctx, cli); err != nil {
 		t.Fatalf("once the older datanode is gone: %v", err)
+	}
+}
+
+// Metasrv places no region of a partitioned table on a datanode of an
+// older build (one that registers without NodeInfo.Partition), nor moves
+// one there, while other tables' regions go there as before; and neither
+// metasrv nor a datanode creates a partitioned table while such a
+// datanode is live.
+func TestOlderDatanodesHostNoPartitionedRegion(t *testing.T) {
+	cli := clustertest.Etcd(t)
+	c := servertest.StartCluster(t, 2, servertest.ClusterOptions{DefaultRegions: 1,
+		Etcd: func(testing.TB) ([]string, func()) { return cli.Endpoints(), func() {} }})
+	ctx := context.Background()
+	register := func() clientv3.LeaseID {
+		t.Helper()
+		g, err := cli.Grant(ctx, 60)
+		if err != nil {
+			t.Fatal(err)
+		}
+		data, _ := json.Marshal(cluster.NodeInfo{ID: "old", GRPCAddr: "127.0.0.1:1", Version: "v0.9.0"})
+		if _, err := cli.Put(ctx, cluster.DatanodesPrefix+"old", string(data), clientv3.WithLease(g.ID)); err != nil {
+			t.Fatal(err)
+		}
+		return g.ID
+	}
+	meta := admin(t, c.MetasrvAddr)
+	lease := register()
+	_, err := meta.CreateTable(ctx, &pb.CreateTableRequest{Name: "p", Regions: 6, PartitionBy: "host"})
+	if status.Code(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), "datanode old runs v0.9.0") {
+		t.Fatalf("metasrv created a partitioned table beside an older datanode: %v", err)
+	}
+	_, err = c.Datanodes[0].Engine().CreateTable(ctx, catalog.TableSpec{Name: "p", Regions: 6, Partition: "host"})
+	if !errors.Is(err, catalog.ErrInvalidTable) || !errors.Is(err, cluster.ErrNoPartitioning) {
+		t.Fatalf("a datanode created a partitioned table beside an older datanode: %v", err)
+	}
+
+	// Created while only new datanodes are live; the older one joins.
+	if _, err := cli.Revoke(ctx, lease); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := meta.CreateTable(ctx, &pb.CreateTableRequest{Name: "p", Regions: 6, PartitionBy: "host"}); err != nil {
+		t.Fatal(err)
+	}
+	placed(t, meta, 6, time.Minute, "")
+	register()
+	if _, err := meta.CreateTable(ctx, &pb.CreateTableRequest{Name: "w", Regions: 6}); err != nil {
+		t.Fatal(err)
+	}
+	st := placed(t, meta, 12, time.Minute, "")
+	onOld := 0
+	var pRegion string
+	for _, r := range st.Regions {
+		switch {
+		case r.Table == "p" && r.Owner == "old":
+			t.Fatalf("region %s of partitioned table p placed on the older datanode", r.Region)
+		case r.Table == "p":
+			pRegion = r.Region
+		case r.Owner == "old":
+			onOld++
+		}
+	}
+	if onOld == 0 {
+		t.Fatalf("no region of w placed on the older datanode: %v", st.Regions)
+	}
+	_, err = meta.MoveRegion(ctx, &pb.MoveRegionRequest{Region: pRegion, To: "old"})
+	if status.Code(err) != codes.FailedPrecondition {
+		t.Fatalf("moving region %s of p to the older datanode: %v", pRegion, err)
 	}
 }

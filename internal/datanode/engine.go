@@ -53,7 +53,8 @@ type Options struct {
 	LiveDatanodes func(context.Context) (int, error)
 	// CheckPartitioning fails if a table partitioned by a tag cannot be
 	// created: a live datanode's build routes by the whole key
-	// (cluster.CheckPartitioning). Nil: it can (a standalone).
+	// (cluster.CheckPartitioning; catalog.ErrInvalidTable), or the
+	// datanodes cannot be listed. Nil: it can (a standalone).
 	CheckPartitioning func(context.Context) error
 	// PhysicalTables makes the tables a write creates physical tables of
 	// their own, each with DefaultRegions regions, as before logical

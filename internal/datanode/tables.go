@@ -45,7 +45,7 @@ func (e *Engine) createTable(ctx context.Context, spec catalog.TableSpec) (catal
 	}
 	if spec.Partition != "" && e.opts.CheckPartitioning != nil {
 		if err := e.opts.CheckPartitioning(ctx); err != nil {
-			return catalog.Table{}, fmt.Errorf("%w: create table %s partitioned by %s: %v", catalog.ErrInvalidTable, spec.Name, spec.Partition, err)
+			return catalog.Table{}, fmt.Errorf("create table %s partitioned by %s: %w", spec.Name, spec.Partition, err)
 		}
 	}
 	if !spec.Logical && spec.Regions == 0 {

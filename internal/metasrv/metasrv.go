@@ -6,6 +6,7 @@
 package metasrv
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -354,21 +355,25 @@ func (s *Server) place(ctx context.Context) error {
 				}
 			}
 		}
+		cand := hosts(t, st.nodes, load)
 		for i := range t.Regions {
 			id := layout.RegionID{Table: t.ID, Region: i}
 			cur, exists := st.regions[id]
 			if _, live := st.nodes[cur.as.Owner]; exists && live {
 				continue
 			}
-			if len(load) == 0 {
-				continue // no live datanode yet
+			if len(cand) == 0 {
+				continue // no live datanode (that may host it) yet
 			}
-			to := leastLoaded(mine, load)
+			to := leastLoaded(mine, cand)
 			if err := s.assign(ctx, id, cur, exists, to); err != nil {
 				errs = append(errs, err)
 				continue
 			}
 			load[to]++
+			if t.Partition != "" {
+				cand[to]++ // a copy of load's
+			}
 			mine[to]++
 			reason := movePlaced
 			if exists {
@@ -383,6 +388,23 @@ func (s *Server) place(ctx context.Context) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// hosts is the live datanodes that may host t's regions, with their
+// load: every one (load itself), or for a table partitioned by a tag those
+// that route by one (cluster.NodeInfo.Partition), in a copy: an older
+// build would write rows of its own region without checking their keys.
+func hosts(t catalog.Table, nodes map[string]cluster.NodeInfo, load map[string]int) map[string]int {
+	if t.Partition == "" {
+		return load
+	}
+	cand := map[string]int{}
+	for id, n := range load {
+		if nodes[id].Partition {
+			cand[id] = n
+		}
+	}
+	return cand
 }
 
 // leastLoaded is the live datanode (a key of load) hosting the fewest
@@ -575,8 +597,13 @@ func (s *Server) MoveRegion(ctx context.Context, req *pb.MoveRegionRequest) (*pb
 	if !exists {
 		return nil, status.Errorf(codes.NotFound, "region %s is not placed", id)
 	}
-	if _, live := st.nodes[req.GetTo()]; !live {
+	to, live := st.nodes[req.GetTo()]
+	if !live {
 		return nil, status.Errorf(codes.InvalidArgument, "datanode %q is not live", req.GetTo())
+	}
+	if t, ok := s.cat.ByID(id.Table); ok && t.Partition != "" && !to.Partition {
+		return nil, status.Errorf(codes.FailedPrecondition, "table %s is partitioned by %s and datanode %q does not route by partition tag (%s): upgrade it first",
+			t.Name, t.Partition, req.GetTo(), cmp.Or(to.Version, "an older build"))
 	}
 	if cur.as.Owner == req.GetTo() {
 		return &pb.MoveRegionResponse{Placement: &pb.RegionPlacement{Region: id.String(), Owner: cur.as.Owner, Gen: cur.as.Gen, OwnerLive: true}}, nil
@@ -608,8 +635,10 @@ func (s *Server) CreateTable(ctx context.Context, req *pb.CreateTableRequest) (*
 		return nil, err
 	}
 	if req.GetPartitionBy() != "" {
-		if err := cluster.CheckPartitioning(ctx, s.opts.Client); err != nil {
+		if err := cluster.CheckPartitioning(ctx, s.opts.Client); errors.Is(err, cluster.ErrNoPartitioning) {
 			return nil, status.Error(codes.FailedPrecondition, err.Error())
+		} else if err != nil {
+			return nil, status.Error(codes.Unavailable, err.Error())
 		}
 	}
 	t, err := s.cat.CreateTable(ctx, catalog.TableSpec{Name: name, Regions: regions, Timestamp: req.GetTimestampColumn(),

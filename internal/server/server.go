@@ -338,7 +338,13 @@ func (s *Server) start(ctx context.Context) error {
 		defaultRegions = cmp.Or(defaultRegions, 1)
 	} else {
 		live = func(ctx context.Context) (int, error) { return cluster.LiveDatanodes(ctx, cli) }
-		partitioning = func(ctx context.Context) error { return cluster.CheckPartitioning(ctx, cli) }
+		partitioning = func(ctx context.Context) error {
+			err := cluster.CheckPartitioning(ctx, cli)
+			if errors.Is(err, cluster.ErrNoPartitioning) {
+				return fmt.Errorf("%w: %w", catalog.ErrInvalidTable, err)
+			}
+			return err
+		}
 	}
 	dopts := datanode.Options{Region: ropts, DefaultRegions: defaultRegions, MetricsRegions: cfg.MetricsRegions, LinesRegions: cfg.LinesRegions, LiveDatanodes: live,
 		CheckPartitioning: partitioning,
