@@ -5,9 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"math/rand"
-	"net/http"
 	"net/url"
 	"slices"
 	"strings"
@@ -150,16 +148,7 @@ func TestPartitionedTableAsksOnlyTheHostsOwners(t *testing.T) {
 
 	get := func(addr, path string, q url.Values) string {
 		t.Helper()
-		resp, err := http.Get("http://" + addr + path + "?" + q.Encode())
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		body, _ := io.ReadAll(resp.Body)
-		if resp.StatusCode != http.StatusOK {
-			t.Fatalf("%s %v: %d %s", path, q, resp.StatusCode, body)
-		}
-		return string(body)
+		return labelGet(t, addr, path+"?"+q.Encode())
 	}
 	// remote is the regions of hs that dn1 does not host.
 	remote := func(hs ...string) []uint32 {
