@@ -47,6 +47,7 @@
 #   STORES=file HOSTS=100 HOURS=2 scripts/bench-cluster.sh
 #   HOSTS=4000 HOURS=12 scripts/bench-cluster.sh       # the full size: 17.28M rows
 #   WORKERS=12 NODE_FLAGS=--wal-window=0 scripts/bench-cluster.sh
+#   DN_FLAGS=--wal-window=20ms scripts/bench-cluster.sh  # the datanodes' flags only
 #   LOADS=5 SPREAD=0 RUNS=3 scripts/bench-cluster.sh   # ingest: medians of 5 alternating loads
 #   HALT_POLL_NS=200000 scripts/bench-cluster.sh       # a KVM guest's halt polling at Linux's default, for the run
 #
@@ -78,6 +79,7 @@ RUNS=${RUNS:-30}
 SPREAD=${SPREAD:-1}
 LOADS=${LOADS:-1}
 NODE_FLAGS=${NODE_FLAGS:-} # more flags for the standalone and each datanode, e.g. --wal-window=0
+DN_FLAGS=${DN_FLAGS:-}     # more flags for each datanode only, e.g. --wal-window=20ms
 PARTITION=${PARTITION-hostname} # table cpu's partition tag in both setups; PARTITION= routes by whole series
 part=()
 routing="routed by whole series"
@@ -320,7 +322,7 @@ cluster() {
 		http+=("$(free_port)")
 		grpc+=("$(free_port)")
 		"$work/datanode" --id "dn$i" --etcd-endpoints "http://127.0.0.1:$etcd" --store "$store" --data-dir "$dir/dn$i" \
-			--grpc-addr "127.0.0.1:${grpc[$((i - 1))]}" --http-addr "127.0.0.1:${http[$((i - 1))]}" --default-regions 3 --log-level warn $NODE_FLAGS >"$dir/dn$i.log" 2>&1 &
+			--grpc-addr "127.0.0.1:${grpc[$((i - 1))]}" --http-addr "127.0.0.1:${http[$((i - 1))]}" --default-regions 3 --log-level warn $NODE_FLAGS $DN_FLAGS >"$dir/dn$i.log" 2>&1 &
 		dpids+=($!)
 		pids+=($!)
 	done
