@@ -34,9 +34,9 @@ With --vary NAME=V1,V2,..., each request replaces {NAME} in --promql or
 host for each query): "--promql 'max(cpu{hostname=~\"{h}\"})' --vary
 h=host_1,host_7,host_13".
 
---warmup untimed requests come first; the first one's body (with the
-first value of --vary) is written to --answer, for comparing servers'
-answers. With --peer-metrics (datanodes'
+--warmup untimed requests come first (with --vary, at least one a value);
+the first one's body is written to --answer, for comparing servers'
+answers, and with --vary each other value's to --answer.1, --answer.2, ... With --peer-metrics (datanodes'
 /metrics URLs), the bytes of the gRPC messages those datanodes sent to and
 received from each other during the timed runs
 (strata_peer_grpc_bytes_total) are printed per query, by method.`,
@@ -129,12 +129,12 @@ func runBenchQuery(cmd *cobra.Command, args []string) error {
 		return body, nil
 	}
 	rep := queryReport{Request: desc, Runs: runs}
-	for i := range warmup {
+	for i := range max(warmup, len(requests)) {
 		body, err := do(i)
 		if err != nil {
 			return err
 		}
-		if i > 0 {
+		if i >= len(requests) {
 			continue
 		}
 		var st struct {
@@ -143,9 +143,15 @@ func runBenchQuery(cmd *cobra.Command, args []string) error {
 		if err := json.Unmarshal(body, &st); err != nil || st.Status != "success" {
 			return fmt.Errorf("%s: not a successful answer: %.300s", desc, body)
 		}
-		rep.ResponseBytes = len(body)
+		if i == 0 {
+			rep.ResponseBytes = len(body)
+		}
 		if answer != "" {
-			if err := os.WriteFile(answer, body, 0o644); err != nil {
+			name := answer
+			if i > 0 {
+				name += "." + strconv.Itoa(i)
+			}
+			if err := os.WriteFile(name, body, 0o644); err != nil {
 				return err
 			}
 		}

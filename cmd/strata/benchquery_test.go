@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -78,7 +79,7 @@ func TestBenchQuery(t *testing.T) {
 }
 
 // With --vary, the requests take the values in turn, warm-up ones
-// included, and the answer written is the first value's.
+// included (at least one a value), and each value's answer is written.
 func TestBenchQueryVaries(t *testing.T) {
 	var mu sync.Mutex
 	var asked []string
@@ -96,12 +97,18 @@ func TestBenchQueryVaries(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errb.String())
 	}
-	want := []string{`max(cpu{h=~"a"})`, `max(cpu{h=~"b|c"})`, `max(cpu{h=~"a"})`, `max(cpu{h=~"b|c"})`, `max(cpu{h=~"d"})`, `max(cpu{h=~"a"})`}
-	if !slices.Equal(asked, want) {
+	a, bc, d := `max(cpu{h=~"a"})`, `max(cpu{h=~"b|c"})`, `max(cpu{h=~"d"})`
+	if want := []string{a, bc, d, a, bc, d, a}; !slices.Equal(asked, want) {
 		t.Fatalf("asked %q, want %q", asked, want)
 	}
-	if b, err := os.ReadFile(answer); err != nil || !strings.Contains(string(b), `h=~\"a\"`) {
-		t.Fatalf("answer %s %v", b, err)
+	for i, q := range []string{a, bc, d} {
+		name := answer
+		if i > 0 {
+			name += "." + fmt.Sprint(i)
+		}
+		if b, err := os.ReadFile(name); err != nil || !strings.Contains(string(b), strconv.Quote(q)[1:len(strconv.Quote(q))-1]) {
+			t.Fatalf("answer %d (%s): %s %v", i, q, b, err)
+		}
 	}
 	for _, bad := range []string{"host", "=a", "other=a,b"} {
 		if code := run([]string{"bench", "query", "--url", srv.URL, "--promql", `max(cpu{h=~"{host}"})`, "--end", "100", "--vary", bad}, nil, &out, &errb); code != exitUsage {
