@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 
 	"golang.org/x/sync/errgroup"
 
@@ -90,7 +89,7 @@ func (e *Engine) scan(ctx context.Context, table string, req scan.Request, only 
 	var inputs []row.Iterator
 	want := t.Router().Of(req.Tags, req.In)
 	for i, r := range regions {
-		if only != nil && uint32(i) != only.Region || only == nil && want != nil && !want[i] {
+		if only != nil && uint32(i) != only.Region || only == nil && !want.Has(i) {
 			continue
 		}
 		if r == nil {
@@ -329,8 +328,7 @@ func (e *Engine) ScanColumns(ctx context.Context, table string, req scan.Request
 	// A table partitioned by a tag the filters name reads only the
 	// regions of the values named.
 	want := t.Router().Of(req.Tags, req.In)
-	if n := countTrue(want); n == 1 {
-		i := slices.Index(want, true)
+	if i, ok := want.Only(); ok {
 		return e.regionColumns(ctx, t, uint32(i), regions[i], req, nil, nil, emit)
 	}
 	// Regions hold disjoint series: read at once, they still never give
@@ -341,26 +339,12 @@ func (e *Engine) ScanColumns(ctx context.Context, table string, req scan.Request
 	g.SetLimit(regionScans)
 	for _, remote := range []bool{true, false} {
 		for i, r := range regions {
-			if (r == nil) == remote && (want == nil || want[i]) {
+			if (r == nil) == remote && want.Has(i) {
 				g.Go(func() error { return e.regionColumns(gctx, t, uint32(i), r, req, nil, nil, emit) })
 			}
 		}
 	}
 	return g.Wait()
-}
-
-// countTrue is how many of want are true (-1 for nil: every region).
-func countTrue(want []bool) int {
-	if want == nil {
-		return -1
-	}
-	n := 0
-	for _, w := range want {
-		if w {
-			n++
-		}
-	}
-	return n
 }
 
 // regionScans is how many regions a column scan reads at once: a remote

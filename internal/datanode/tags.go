@@ -72,7 +72,7 @@ func (e *Engine) tags(ctx context.Context, table string, q TagQuery) ([]string, 
 	defer cancel()
 	g, gctx := errgroup.WithContext(ctx)
 	for i, r := range tg.regions {
-		if want != nil && !want[i] {
+		if !want.Has(i) {
 			continue
 		}
 		if r == nil {
@@ -85,7 +85,7 @@ func (e *Engine) tags(ctx context.Context, table string, q TagQuery) ([]string, 
 	}
 	// The hosted regions meanwhile (they mostly answer what they kept).
 	for i, r := range tg.regions {
-		if r != nil && (want == nil || want[i]) {
+		if r != nil && want.Has(i) {
 			if runs[i], err = regionTags(ctx, r, q); err != nil {
 				cancel()
 				break

@@ -20,6 +20,7 @@ package layout
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"unsafe"
@@ -202,26 +203,41 @@ func (r Router) RouteEach(dst []uint32, keys [][]byte) {
 	}
 }
 
+// RegionSet is a set of a table's regions, by number; nil is every one.
+type RegionSet []bool
+
+// Has reports whether region i is in s.
+func (s RegionSet) Has(i int) bool { return s == nil || s[i] }
+
+// Only returns the one region of s, if it holds exactly one.
+func (s RegionSet) Only() (int, bool) {
+	i := slices.Index(s, true)
+	if s == nil || i < 0 || slices.Contains(s[i+1:], true) {
+		return 0, false
+	}
+	return i, true
+}
+
 // Of is the set of regions that hold the series matching tags and in
 // (equality and set filters, all of which hold, as a scan takes them):
-// nil if any region may (r routes by the whole key, or no filter names
-// its tag), else want[i] says whether region i may. An empty value
-// stands for series without the tag, which route as the empty value.
-func (r Router) Of(tags []row.Tag, in []row.TagIn) (want []bool) {
+// every region (nil) if r routes by the whole key or no filter names its
+// tag, else the regions of the values named. An empty value stands for
+// series without the tag, which route as the empty value.
+func (r Router) Of(tags []row.Tag, in []row.TagIn) (want RegionSet) {
 	if r.Tag == "" || r.Regions <= 1 {
 		return nil
 	}
-	var only []bool
+	var only RegionSet
 	for _, t := range tags {
 		if t.Name == r.Tag {
-			only = make([]bool, r.Regions)
+			only = make(RegionSet, r.Regions)
 			only[RouteValue(t.Value, r.Regions)] = true
 			want = intersect(want, only)
 		}
 	}
 	for _, f := range in {
 		if f.Name == r.Tag {
-			only = make([]bool, r.Regions)
+			only = make(RegionSet, r.Regions)
 			for _, v := range f.Values {
 				only[RouteValue(v, r.Regions)] = true
 			}
@@ -233,7 +249,7 @@ func (r Router) Of(tags []row.Tag, in []row.TagIn) (want []bool) {
 
 // intersect is a ∩ b of two region sets, a nil a standing for every
 // region; it reuses b.
-func intersect(a, b []bool) []bool {
+func intersect(a, b RegionSet) RegionSet {
 	if a == nil {
 		return b
 	}

@@ -60,8 +60,8 @@ func TestRouterRoutesByItsTag(t *testing.T) {
 // one region.
 func TestRouterOfNamesTheRegionsOfTheValues(t *testing.T) {
 	r := layout.Router{Regions: 5, Tag: "host"}
-	of := func(vs ...string) []bool {
-		w := make([]bool, 5)
+	of := func(vs ...string) layout.RegionSet {
+		w := make(layout.RegionSet, 5)
 		for _, v := range vs {
 			w[layout.RouteValue(v, 5)] = true
 		}
@@ -78,7 +78,7 @@ func TestRouterOfNamesTheRegionsOfTheValues(t *testing.T) {
 		name string
 		tags []row.Tag
 		in   []row.TagIn
-		want []bool
+		want layout.RegionSet
 	}{
 		{"no filter", nil, nil, nil},
 		{"another tag", []row.Tag{{Name: "core", Value: "1"}}, []row.TagIn{{Name: "zone", Values: []string{"x"}}}, nil},
@@ -86,7 +86,7 @@ func TestRouterOfNamesTheRegionsOfTheValues(t *testing.T) {
 		{"no value (no such tag)", []row.Tag{{Name: "host", Value: ""}}, nil, of("")},
 		{"a set", nil, []row.TagIn{{Name: "host", Values: []string{a, b}}}, of(a, b)},
 		{"a set and a value in it", []row.Tag{{Name: "host", Value: b}}, []row.TagIn{{Name: "host", Values: []string{a, b}}}, of(b)},
-		{"a value and a set without it", []row.Tag{{Name: "host", Value: a}}, []row.TagIn{{Name: "host", Values: []string{b}}}, make([]bool, 5)},
+		{"a value and a set without it", []row.Tag{{Name: "host", Value: a}}, []row.TagIn{{Name: "host", Values: []string{b}}}, make(layout.RegionSet, 5)},
 	} {
 		if got := r.Of(c.tags, c.in); !slices.Equal(got, c.want) || (got == nil) != (c.want == nil) {
 			t.Errorf("%s: %v, want %v", c.name, got, c.want)
@@ -97,5 +97,29 @@ func TestRouterOfNamesTheRegionsOfTheValues(t *testing.T) {
 	}
 	if got := (layout.Router{Regions: 1, Tag: "host"}).Of([]row.Tag{{Name: "host", Value: a}}, nil); got != nil {
 		t.Errorf("one region: %v, want every region", got)
+	}
+}
+
+// A region set's members, and its one member if it has exactly one.
+func TestRegionSet(t *testing.T) {
+	for _, c := range []struct {
+		s    layout.RegionSet
+		has  []bool
+		only int // -1: not exactly one
+	}{
+		{nil, []bool{true, true, true}, -1},
+		{layout.RegionSet{false, true, false}, []bool{false, true, false}, 1},
+		{layout.RegionSet{true, false, true}, []bool{true, false, true}, -1},
+		{layout.RegionSet{false, false, false}, []bool{false, false, false}, -1},
+		{layout.RegionSet{true}, []bool{true}, 0},
+	} {
+		for i, want := range c.has {
+			if c.s.Has(i) != want {
+				t.Errorf("%v.Has(%d): %v", c.s, i, !want)
+			}
+		}
+		if i, ok := c.s.Only(); ok != (c.only >= 0) || ok && i != c.only {
+			t.Errorf("%v.Only(): %d, %v; want %d", c.s, i, ok, c.only)
+		}
 	}
 }
