@@ -164,9 +164,9 @@ const (
 	fnvPrime  = 1099511628211
 )
 
-func fnv(h uint64, b []byte) uint64 {
-	for _, c := range b {
-		h ^= uint64(c)
+func fnv[T string | []byte](h uint64, b T) uint64 {
+	for i := 0; i < len(b); i++ {
+		h ^= uint64(b[i])
 		h *= fnvPrime
 	}
 	return h
@@ -262,11 +262,7 @@ func intersect(a, b RegionSet) RegionSet {
 // RouteValue maps a partition tag's value to one of a table's regions:
 // FNV-1a of the value modulo the region count (Router).
 func RouteValue(v string, regions uint32) uint32 {
-	h := uint64(fnvOffset)
-	for i := 0; i < len(v); i++ {
-		h = (h ^ uint64(v[i])) * fnvPrime
-	}
-	return uint32(h % uint64(regions))
+	return uint32(fnv(fnvOffset, v) % uint64(regions))
 }
 
 // RouteEach sets dst[i] to Route(keys[i], regions) for each key. FNV-1a
