@@ -29,22 +29,30 @@ query (--promql with --start, --end and --step, POSTed to
 the request until the response is read whole; decoding it is left out.
 Every answer must be 200 with "status":"success".
 
+With several servers (--url A,B), each run asks every one of them, in an
+order that turns from run to run (A then B, B then A, ...), and the
+percentiles are each server's: a shared machine's drift falls on them
+alike, as it would not on one server's runs and then the other's. --json
+then prints a list of reports, one a server, in --url's order.
+
 With --vary NAME=V1,V2,..., each request replaces {NAME} in --promql or
 --path by the next value in turn (as TSBS's query generator picks another
 host for each query): "--promql 'max(cpu{hostname=~\"{h}\"})' --vary
 h=host_1,host_7,host_13".
 
 --warmup untimed requests come first (with --vary, at least one a value);
-the first one's body is written to --answer, for comparing servers'
-answers, and with --vary each other value's to --answer.1, --answer.2, ... With --peer-metrics (datanodes'
-/metrics URLs), the bytes of the gRPC messages those datanodes sent to and
+the first one's body is written to --answer (a file a server), for
+comparing servers' answers, and with --vary each other value's to
+--answer.1, --answer.2, ... With --peer-metrics (datanodes' /metrics
+URLs), the bytes of the gRPC messages those datanodes sent to and
 received from each other during the timed runs
-(strata_peer_grpc_bytes_total) are printed per query, by method.`,
+(strata_peer_grpc_bytes_total) are printed per run, by method (with
+several servers, a run asks them all: give one cluster among them).`,
 		Args: exactArgs(0),
 		RunE: runBenchQuery,
 	}
 	f := cmd.Flags()
-	f.String("url", "http://localhost:8086", "the server's HTTP address")
+	f.StringSlice("url", []string{"http://localhost:8086"}, "the server's HTTP address; several (A,B): each run asks them all, in turn")
 	f.String("promql", "", "PromQL expression")
 	f.String("start", "", "range query start (Unix seconds or RFC 3339)")
 	f.String("end", "", "range query end, or the instant query's time (Unix seconds or RFC 3339)")
@@ -53,7 +61,7 @@ received from each other during the timed runs
 	f.String("vary", "", "NAME=V1,V2,...: replace {NAME} in --promql or --path by each value in turn, a value a request")
 	f.Int("runs", 30, "timed requests")
 	f.Int("warmup", 2, "untimed requests before them (at least 1: the answer checked and written)")
-	f.String("answer", "", "write the first answer's body to this file")
+	f.StringSlice("answer", nil, "write the first answer's body to this file (a file a --url)")
 	f.StringSlice("peer-metrics", nil, "datanodes' /metrics URLs: report strata_peer_grpc_bytes_total moved per query")
 	f.Duration("timeout", 5*time.Minute, "bound on one request")
 	f.Bool("json", false, "print the result as JSON")
@@ -78,7 +86,7 @@ type queryReport struct {
 
 func runBenchQuery(cmd *cobra.Command, args []string) error {
 	f := cmd.Flags()
-	base, _ := f.GetString("url")
+	bases, _ := f.GetStringSlice("url")
 	expr, _ := f.GetString("promql")
 	start, _ := f.GetString("start")
 	end, _ := f.GetString("end")
@@ -86,7 +94,7 @@ func runBenchQuery(cmd *cobra.Command, args []string) error {
 	path, _ := f.GetString("path")
 	runs, _ := f.GetInt("runs")
 	warmup, _ := f.GetInt("warmup")
-	answer, _ := f.GetString("answer")
+	answers, _ := f.GetStringSlice("answer")
 	peers, _ := f.GetStringSlice("peer-metrics")
 	timeout, _ := f.GetDuration("timeout")
 	asJSON, _ := f.GetBool("json")
@@ -94,10 +102,11 @@ func runBenchQuery(cmd *cobra.Command, args []string) error {
 	if runs <= 0 || warmup <= 0 {
 		return usagef("--runs and --warmup must be positive")
 	}
-	base = strings.TrimRight(base, "/")
-	requests, desc, err := variedRequests(base, expr, path, start, end, step, vary)
-	if err != nil {
-		return err
+	if len(bases) == 0 {
+		return usagef("--url: give a server")
+	}
+	if len(answers) > 0 && len(answers) != len(bases) {
+		return usagef("--answer: give a file for each of the %d --url", len(bases))
 	}
 	client := &http.Client{Timeout: timeout}
 	if c := clientTLS(cmd); c.Client() {
@@ -108,46 +117,115 @@ func runBenchQuery(cmd *cobra.Command, args []string) error {
 		client.Transport = &http.Transport{TLSClientConfig: tc}
 	}
 	ctx := cmd.Context()
-	do := func(n int) ([]byte, error) {
-		req, err := requests[n%len(requests)](ctx)
-		if err != nil {
-			return nil, err
-		}
-		authorize(req)
-		resp, err := client.Do(req)
-		if err != nil {
-			return nil, err
-		}
-		body, err := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		if err != nil {
-			return nil, err
-		}
-		if resp.StatusCode != http.StatusOK {
-			return nil, fmt.Errorf("%s: %s: %.300s", desc, resp.Status, body)
-		}
-		return body, nil
-	}
-	rep := queryReport{Request: desc, Runs: runs}
-	for i := range max(warmup, len(requests)) {
-		body, err := do(i)
+	servers := make([]*benchServer, len(bases))
+	for k, base := range bases {
+		requests, desc, err := variedRequests(strings.TrimRight(base, "/"), expr, path, start, end, step, vary)
 		if err != nil {
 			return err
 		}
-		if i >= len(requests) {
+		servers[k] = &benchServer{requests: requests, rep: queryReport{Request: desc, Runs: runs}}
+		if len(answers) > 0 {
+			servers[k].answer = answers[k]
+		}
+		if err := servers[k].warm(ctx, client, warmup); err != nil {
+			return err
+		}
+	}
+	before, err := scrapePeers(ctx, client, peers)
+	if err != nil {
+		return err
+	}
+	// Run i asks the servers from the i-th on, so that each goes first,
+	// second, ... as often as the others.
+	for i := range runs {
+		for k := range servers {
+			s := servers[(i+k)%len(servers)]
+			t0 := time.Now()
+			if _, err := s.do(ctx, client, i); err != nil {
+				return err
+			}
+			s.lat = append(s.lat, time.Since(t0))
+		}
+	}
+	after, err := scrapePeers(ctx, client, peers)
+	if err != nil {
+		return err
+	}
+	reps := make([]queryReport, len(servers))
+	for k, s := range servers {
+		s.summarize(peers, after.sub(before))
+		reps[k] = s.rep
+	}
+	out := cmd.OutOrStdout()
+	if asJSON {
+		enc := json.NewEncoder(out)
+		enc.SetIndent("", "  ")
+		if len(reps) == 1 {
+			return enc.Encode(reps[0])
+		}
+		return enc.Encode(reps)
+	}
+	for _, rep := range reps {
+		printQueryReport(out, rep)
+	}
+	return nil
+}
+
+// benchServer is one server a bench query asks: its requests (one a
+// --vary value), the answer file, and its timed runs.
+type benchServer struct {
+	requests []func(context.Context) (*http.Request, error)
+	answer   string
+	lat      []time.Duration
+	rep      queryReport
+}
+
+// do sends the server's n-th request (its values in turn) and reads the
+// answer whole; an answer other than 200 is an error.
+func (s *benchServer) do(ctx context.Context, client *http.Client, n int) ([]byte, error) {
+	req, err := s.requests[n%len(s.requests)](ctx)
+	if err != nil {
+		return nil, err
+	}
+	authorize(req)
+	resp, err := client.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	body, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("%s: %s: %.300s", s.rep.Request, resp.Status, body)
+	}
+	return body, nil
+}
+
+// warm sends the untimed requests (at least one a value), checks that
+// each value's first answer is a success and writes it to the answer
+// file (FILE, FILE.1, ...).
+func (s *benchServer) warm(ctx context.Context, client *http.Client, warmup int) error {
+	for i := range max(warmup, len(s.requests)) {
+		body, err := s.do(ctx, client, i)
+		if err != nil {
+			return err
+		}
+		if i >= len(s.requests) {
 			continue
 		}
 		var st struct {
 			Status string `json:"status"`
 		}
 		if err := json.Unmarshal(body, &st); err != nil || st.Status != "success" {
-			return fmt.Errorf("%s: not a successful answer: %.300s", desc, body)
+			return fmt.Errorf("%s: not a successful answer: %.300s", s.rep.Request, body)
 		}
 		if i == 0 {
-			rep.ResponseBytes = len(body)
+			s.rep.ResponseBytes = len(body)
 		}
-		if answer != "" {
-			name := answer
+		if s.answer != "" {
+			name := s.answer
 			if i > 0 {
 				name += "." + strconv.Itoa(i)
 			}
@@ -156,57 +234,47 @@ func runBenchQuery(cmd *cobra.Command, args []string) error {
 			}
 		}
 	}
-	before, err := scrapePeers(ctx, client, peers)
-	if err != nil {
-		return err
+	return nil
+}
+
+// summarize fills the report's percentiles, and with peers the bytes
+// moved a run (d, over every server's runs).
+func (s *benchServer) summarize(peers []string, d peerCounts) {
+	slices.Sort(s.lat)
+	rep := &s.rep
+	rep.P50, rep.P99 = percentile(s.lat, 0.5).Seconds(), percentile(s.lat, 0.99).Seconds()
+	rep.Min, rep.Max = s.lat[0].Seconds(), s.lat[len(s.lat)-1].Seconds()
+	if len(peers) == 0 {
+		return
 	}
-	lat := make([]time.Duration, 0, runs)
-	for i := range runs {
-		t0 := time.Now()
-		if _, err := do(i); err != nil {
-			return err
-		}
-		lat = append(lat, time.Since(t0))
-	}
-	after, err := scrapePeers(ctx, client, peers)
-	if err != nil {
-		return err
-	}
-	slices.Sort(lat)
-	rep.P50, rep.P99 = percentile(lat, 0.5).Seconds(), percentile(lat, 0.99).Seconds()
-	rep.Min, rep.Max = lat[0].Seconds(), lat[len(lat)-1].Seconds()
-	if len(peers) > 0 {
-		d := after.sub(before)
-		sent, recv := d.direction("sent")/float64(runs), d.direction("received")/float64(runs)
-		rep.PeerSent, rep.PeerReceived = &sent, &recv
-		rep.PeerByMethod = map[string]float64{}
-		for k, v := range d {
-			if v != 0 {
-				rep.PeerByMethod[k.method] += v / float64(runs)
-			}
+	runs := float64(rep.Runs)
+	sent, recv := d.direction("sent")/runs, d.direction("received")/runs
+	rep.PeerSent, rep.PeerReceived = &sent, &recv
+	rep.PeerByMethod = map[string]float64{}
+	for k, v := range d {
+		if v != 0 {
+			rep.PeerByMethod[k.method] += v / runs
 		}
 	}
-	out := cmd.OutOrStdout()
-	if asJSON {
-		enc := json.NewEncoder(out)
-		enc.SetIndent("", "  ")
-		return enc.Encode(rep)
-	}
+}
+
+// printQueryReport prints a report as text.
+func printQueryReport(out io.Writer, rep queryReport) {
 	ms := func(s float64) string { return strconv.FormatFloat(s*1e3, 'f', 2, 64) + " ms" }
 	fmt.Fprintf(out, "request:   %s\n", rep.Request)
-	fmt.Fprintf(out, "latency:   p50 %s  p99 %s  min %s  max %s (%d runs; answer %d bytes)\n", ms(rep.P50), ms(rep.P99), ms(rep.Min), ms(rep.Max), runs, rep.ResponseBytes)
-	if rep.PeerSent != nil {
-		fmt.Fprintf(out, "peers:     %.0f bytes sent, %.0f received between datanodes a query\n", *rep.PeerSent, *rep.PeerReceived)
-		methods := make([]string, 0, len(rep.PeerByMethod))
-		for m := range rep.PeerByMethod {
-			methods = append(methods, m)
-		}
-		slices.Sort(methods)
-		for _, m := range methods {
-			fmt.Fprintf(out, "           %s: %.0f bytes\n", m, rep.PeerByMethod[m])
-		}
+	fmt.Fprintf(out, "latency:   p50 %s  p99 %s  min %s  max %s (%d runs; answer %d bytes)\n", ms(rep.P50), ms(rep.P99), ms(rep.Min), ms(rep.Max), rep.Runs, rep.ResponseBytes)
+	if rep.PeerSent == nil {
+		return
 	}
-	return nil
+	fmt.Fprintf(out, "peers:     %.0f bytes sent, %.0f received between datanodes a run\n", *rep.PeerSent, *rep.PeerReceived)
+	methods := make([]string, 0, len(rep.PeerByMethod))
+	for m := range rep.PeerByMethod {
+		methods = append(methods, m)
+	}
+	slices.Sort(methods)
+	for _, m := range methods {
+		fmt.Fprintf(out, "           %s: %.0f bytes\n", m, rep.PeerByMethod[m])
+	}
 }
 
 // percentile is the p-th of sorted durations (nearest rank below).

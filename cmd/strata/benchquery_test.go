@@ -116,3 +116,49 @@ func TestBenchQueryVaries(t *testing.T) {
 		}
 	}
 }
+
+// With several servers, each run asks them all, the first of a run
+// turning from one to the next; warm-ups ask each server in its turn, and
+// the report is a list, one a server, each with its own answer file.
+func TestBenchQueryTakesServersInTurn(t *testing.T) {
+	var mu sync.Mutex
+	var asked []string
+	server := func(name string) *httptest.Server {
+		return httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			mu.Lock()
+			asked = append(asked, name)
+			mu.Unlock()
+			fmt.Fprintf(w, `{"status":"success","data":{"resultType":"vector","result":[],"server":%q}}`, name)
+		}))
+	}
+	a, b := server("a"), server("b")
+	defer a.Close()
+	defer b.Close()
+	dir := t.TempDir()
+	answers := filepath.Join(dir, "a.json") + "," + filepath.Join(dir, "b.json")
+	var out, errb bytes.Buffer
+	code := run([]string{"bench", "query", "--url", a.URL + "," + b.URL, "--promql", "up", "--end", "100",
+		"--runs", "4", "--warmup", "1", "--answer", answers, "--json"}, nil, &out, &errb)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errb.String())
+	}
+	if want := []string{"a", "b", "a", "b", "b", "a", "a", "b", "b", "a"}; !slices.Equal(asked, want) {
+		t.Fatalf("asked %q, want %q", asked, want)
+	}
+	var reps []queryReport
+	if err := json.Unmarshal(out.Bytes(), &reps); err != nil {
+		t.Fatal(err, out.String())
+	}
+	if len(reps) != 2 || !strings.Contains(reps[0].Request, "up") || reps[0].Runs != 4 || reps[1].Runs != 4 || reps[0].P50 <= 0 || reps[1].P50 <= 0 {
+		t.Fatalf("reports %+v", reps)
+	}
+	for _, name := range []string{"a", "b"} {
+		if got, err := os.ReadFile(filepath.Join(dir, name+".json")); err != nil || !strings.Contains(string(got), `"server":"`+name+`"`) {
+			t.Fatalf("answer of %s: %s %v", name, got, err)
+		}
+	}
+	// An answer file each server, or none.
+	if code := run([]string{"bench", "query", "--url", a.URL + "," + b.URL, "--promql", "up", "--answer", "x.json"}, nil, &out, &errb); code != exitUsage {
+		t.Fatalf("one answer file for two servers: exit %d", code)
+	}
+}
