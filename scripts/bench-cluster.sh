@@ -8,7 +8,9 @@
 # first measurement did). Each setup is flushed and compacted, its row
 # count checked against the rows sent (a PromQL count and the regions'
 # rows), then asked (`strata bench query`, RUNS times each, datanode 1 in
-# the cluster):
+# the cluster; both setups up, each run asking one and then the other, the
+# first turning from run to run, so that the machine's drift falls on
+# both alike):
 #
 #   1 host, 1 h      max(max_over_time(cpu_usage_user{hostname=~"host_H"}[1m]))  step 1m
 #   8 hosts, 1 h     the same with host_H|...|host_H+7                            step 1m
@@ -237,10 +239,13 @@ count() {
 		--answer "$1/count-$3.json" >/dev/null
 }
 
-# ask DIR URL [PEER_METRICS]: run every query; writes DIR/q<i>.json (the
-# timing) and DIR/a<i>.json (the answer).
+# ask ST SA_DIR SA_URL CL_DIR CL_URL PEER_METRICS: every query, each run
+# asking the standalone and the cluster in turn (`strata bench query`
+# with both URLs), so that the machine's drift falls on both alike;
+# writes DIR/q<i>.json (each setup's timing) and DIR/a<i>.json (its
+# answer).
 ask() {
-	local dir=$1 url=$2 peers=${3:-} i=0 q name rest expr qs qe step vary args
+	local st=$1 sd=$2 su=$3 cd=$4 cu=$5 peers=$6 i=0 q name rest expr qs qe step vary args
 	for q in "${queries[@]}"; do
 		name=${q%%;*}
 		rest=${q#*;}
@@ -251,9 +256,17 @@ ask() {
 			args=(--promql "$expr" --start "$qs" --end "$qe" --step "$step")
 			if [ -n "$vary" ]; then args+=(--vary "$vary"); fi
 		fi
-		if [ -n "$peers" ]; then args+=(--peer-metrics "$peers"); fi
-		strata bench query --url "$url" "${args[@]}" --runs "$RUNS" --warmup 2 --answer "$dir/a$i.json" --json >"$dir/q$i.json"
-		python3 -c 'import json, sys; r = json.load(open(sys.argv[1])); print("    %-34s p50 %9.2f ms  p99 %9.2f ms" % (sys.argv[2], r["p50_seconds"] * 1e3, r["p99_seconds"] * 1e3))' "$dir/q$i.json" "$name"
+		strata bench query --url "$su,$cu" "${args[@]}" --peer-metrics "$peers" --runs "$RUNS" --warmup 2 \
+			--answer "$sd/a$i.json,$cd/a$i.json" --json >"$work/$st/q$i.json"
+		python3 - "$work/$st/q$i.json" "$sd/q$i.json" "$cd/q$i.json" "$name" <<'PY'
+import json, sys
+s, c = json.load(open(sys.argv[1]))
+for k in ("peer_sent_bytes_per_query", "peer_received_bytes_per_query", "peer_bytes_per_query_by_method"):
+    s.pop(k, None) # a run's, the cluster's: its report keeps them
+json.dump(s, open(sys.argv[2], "w"))
+json.dump(c, open(sys.argv[3], "w"))
+print("    %-34s p50 %7.2f / %7.2f ms  p99 %7.2f / %7.2f ms" % (sys.argv[4], s["p50_seconds"] * 1e3, c["p50_seconds"] * 1e3, s["p99_seconds"] * 1e3, c["p99_seconds"] * 1e3))
+PY
 		i=$((i + 1))
 	done
 }
@@ -265,7 +278,8 @@ regions() {
 
 # standalone ST STORE_URL [N]: the standalone's turn on store ST; with N,
 # load N of LOADS only (into DIR/standalone-loadN, the servers stopped
-# after the load's rows are counted).
+# after the load's rows are counted). The last turn leaves the standalone
+# up (sa_dir, sa_url, sa_pid) for the cluster's turn to query both.
 standalone() {
 	local st=$1 store=$2 n=${3:-} dir="$work/$1/standalone" port gport pid url
 	if [ -n "$n" ]; then dir="$work/$1/standalone-load$n"; fi
@@ -297,13 +311,14 @@ standalone() {
 	retry 120 strata admin compact cpu --all --server "127.0.0.1:$gport" --timeout 0 >"$dir/compact.txt"
 	regions "$dir" "127.0.0.1:$gport"
 	count "$dir" "$url" load
-	echo "[$st] standalone: queries, $RUNS runs each..."
-	ask "$dir" "$url"
-	stop "$pid"
+	# Left up for the queries, which ask it and the cluster in turn.
+	sa_dir=$dir sa_url=$url sa_pid=$pid
 }
 
 # cluster ST STORE_URL [N]: the cluster's turn on store ST; with N, load N
-# of LOADS only, as standalone's.
+# of LOADS only, as standalone's. The last turn runs the queries against
+# both setups (the standalone left up by its turn), then stops the
+# standalone.
 cluster() {
 	local st=$1 store=$2 n=${3:-} dir="$work/$1/cluster" etcd mg mh meta i
 	if [ -n "$n" ]; then dir="$work/$1/cluster-load$n"; fi
@@ -349,11 +364,12 @@ cluster() {
 	retry 120 strata cluster compact cpu --all --metasrv "127.0.0.1:$mg" --timeout 0 >"$dir/compact.txt"
 	regions "$dir" "127.0.0.1:$mg"
 	count "$dir" "${urls[0]}" load
-	echo "[$st] cluster: queries through datanode 1, $RUNS runs each..."
-	ask "$dir" "${urls[0]}" "$(
+	echo "[$st] queries, $RUNS runs each, every run asking the standalone and then datanode 1 or the other way round (p50, p99: standalone / cluster)..."
+	ask "$st" "$sa_dir" "$sa_url" "$dir" "${urls[0]}" "$(
 		IFS=,
 		echo "${metrics[*]}"
 	)"
+	stop "$sa_pid"
 	if [ "$SPREAD" = 1 ]; then
 		echo "[$st] cluster: table dropped and created again; loading $ROWS rows spread over the 3 datanodes..."
 		mkdir -p "$dir/spread"
