@@ -106,6 +106,9 @@ type columnInput struct {
 	file   *sst.Reader
 	runs   []sst.Run
 	keys   []string // the series it holds that the scan selects, sorted (once known)
+	// share is the part of the file's rows in the scan's time range,
+	// taking them as spread evenly over the file's [MinTS, MaxTS].
+	share float64
 }
 
 // columnInputs lists the inputs of p that hold rows for its field, oldest
@@ -158,7 +161,7 @@ func (r *Region) columnInputs(ctx context.Context, p *scanPlan) ([]columnInput, 
 		if !known || k != p.fields[0].Kind || !rd.NumericField(p.names[0]) {
 			return nil, nil, false, nil
 		}
-		inputs = append(inputs, columnInput{lo: lo, hi: hi, file: rd, runs: runs})
+		inputs = append(inputs, columnInput{lo: lo, hi: hi, file: rd, runs: runs, share: timeShare(f.MinTS, f.MaxTS, p.start, p.end)})
 	}
 	slices.SortFunc(inputs, func(a, b columnInput) int { return cmp.Compare(a.lo, b.lo) })
 	keys := func(in *columnInput) []string {
@@ -214,12 +217,7 @@ var minPartRows int64 = 64 << 10
 // whole series at once. emit may be called from several parts at once,
 // but a series is in one part only.
 func readColumns(ctx context.Context, in columnInput, p *scanPlan, kind row.Kind, emit func(*scan.Column) error) error {
-	least := minPartRows
-	if in.file.Ranged() {
-		// Each part waits on its own requests: worth it for fewer rows.
-		least = max(1, least/16)
-	}
-	parts := splitRuns(in.runs, columnWorkers, least)
+	parts := splitRuns(in.runs, columnWorkers, leastPartRows(in.file.Ranged(), in.share))
 	errs := make([]error, len(parts))
 	var failed atomic.Bool
 	var wg sync.WaitGroup
@@ -253,6 +251,38 @@ func readColumns(ctx context.Context, in columnInput, p *scanPlan, kind row.Kind
 		}
 	}
 	return nil
+}
+
+// leastPartRows is the fewest of a file's rows (its series' runs) worth a
+// part of a column scan of their own, for a file read in ranges or not,
+// share of whose rows are in the scan's time range. A part is worth its
+// goroutine for the rows it reads, those in the range: an hour of a few
+// hosts in a 12-hour file is read in one part, without waking another
+// thread (docs/performance.md, "Queries asked in turn").
+func leastPartRows(ranged bool, share float64) int64 {
+	least := minPartRows
+	if ranged {
+		// Each part waits on its own requests: worth it for fewer rows.
+		least = max(1, least/16)
+	}
+	if share > 0 && share < 1 {
+		least = int64(min(float64(least)/share, 1<<62))
+	}
+	return least
+}
+
+// timeShare is the part of [minTS, maxTS] (a file's timestamps, both
+// ends in) that [start, end) covers: 1 if it covers it all or the file
+// has one timestamp.
+func timeShare(minTS, maxTS, start, end int64) float64 {
+	if maxTS <= minTS {
+		return 1
+	}
+	lo, hi := max(minTS, start), min(maxTS+1, end)
+	if hi <= lo {
+		return 0
+	}
+	return float64(hi-lo) / float64(maxTS+1-minTS)
 }
 
 // errStopped ends a part because another part failed.

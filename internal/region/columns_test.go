@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"math"
 	"math/rand"
 	"slices"
 	"sync"
@@ -160,4 +161,42 @@ func columnScan(t *testing.T, r *Region, req scan.Request) []string {
 
 func line(series string, ts int64, bits uint64) string {
 	return fmt.Sprintf("%s %d %x", series, ts, bits)
+}
+
+// A column scan's parts are counted in the rows it reads: those of the
+// file's series in the scan's time range.
+func TestPartsCountRowsInRange(t *testing.T) {
+	hour := int64(3600_000)
+	for _, c := range []struct {
+		minTS, maxTS, start, end int64
+		want                     float64
+	}{
+		{0, 12*hour - 1, 0, 12 * hour, 1},               // all of it
+		{0, 12*hour - 1, -hour, 13 * hour, 1},           // more than all
+		{0, 12*hour - 1, 11 * hour, 12 * hour, 1. / 12}, // the last hour
+		{0, 12*hour - 1, 11 * hour, 20 * hour, 1. / 12}, // past the end
+		{0, 12*hour - 1, 12 * hour, 13 * hour, 0},       // none
+		{5, 5, 0, 10, 1}, // one timestamp
+	} {
+		if got := timeShare(c.minTS, c.maxTS, c.start, c.end); math.Abs(got-c.want) > 1e-12 {
+			t.Errorf("timeShare(%d, %d, %d, %d) = %v, want %v", c.minTS, c.maxTS, c.start, c.end, got, c.want)
+		}
+	}
+	if got := leastPartRows(false, 1); got != minPartRows {
+		t.Errorf("whole file, read whole: %d, want %d", got, minPartRows)
+	}
+	if got := leastPartRows(true, 1); got != minPartRows/16 {
+		t.Errorf("whole file, read in ranges: %d, want %d", got, minPartRows/16)
+	}
+	if got := leastPartRows(true, 1./12); got != minPartRows/16*12 {
+		t.Errorf("an hour of 12, read in ranges: %d, want %d", got, minPartRows/16*12)
+	}
+	// Three hosts' hour of a 12-hour file (4,320 rows each): one part.
+	runs := []sst.Run{{Key: "a", Start: 0, End: 4320}, {Key: "b", Start: 4320, End: 8640}, {Key: "c", Start: 8640, End: 12960}}
+	if parts := splitRuns(runs, 4, leastPartRows(true, 1./12)); len(parts) != 1 {
+		t.Errorf("an hour of three series: %d parts", len(parts))
+	}
+	if parts := splitRuns(runs, 4, leastPartRows(true, 1)); len(parts) != 3 {
+		t.Errorf("all 12 hours of three series: %d parts, want 3", len(parts))
+	}
 }
