@@ -30,7 +30,7 @@ func main() {
 func command() *cobra.Command {
 	var cfg server.Config
 	var etcd, tokenFile, tokensFile, level, format string
-	var gogc *int
+	var gc *procflags.GC
 	c := procflags.Command("datanode", "A Strata datanode of a cluster", `Hosts the regions metasrv assigns it (WAL, memtables, SSTs and manifest in
 the object store), and serves the data gRPC service and the HTTP
 line-protocol API.`, func(cmd *cobra.Command) error {
@@ -49,11 +49,11 @@ line-protocol API.`, func(cmd *cobra.Command) error {
 		if len(cfg.Etcd) == 0 || cfg.Store == "" {
 			return procflags.UsageError{Err: errors.New("--etcd-endpoints and --store are required (use `strata standalone` for one process)")}
 		}
-		procflags.SetGOGC(*gogc)
+		gc.Set()
 		return serve(cfg)
 	})
 	fs := c.Flags()
-	gogc = procflags.GOGCFlag(fs)
+	gc = procflags.GCFlags(fs)
 	host, _ := os.Hostname()
 	fs.StringVar(&cfg.NodeID, "id", host, "datanode id, unique in the cluster")
 	fs.StringVar(&etcd, "etcd-endpoints", "", "etcd endpoints, comma-separated (metasrv's embedded etcd, or an external cluster)")

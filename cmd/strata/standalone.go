@@ -20,7 +20,7 @@ import (
 
 func newStandalone() *cobra.Command {
 	var cfg server.Config
-	var gogc *int
+	var gc *procflags.GC
 	cmd := &cobra.Command{
 		Use:   "standalone",
 		Short: "Run a datanode and a local store in one process",
@@ -55,7 +55,7 @@ rule files again, and a bad file changes nothing (docs/rules.md).`,
 			if err := cfg.TLS.CheckNode(); err != nil {
 				return usagef("%v", err)
 			}
-			procflags.SetGOGC(*gogc)
+			gc.Set()
 			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
 			defer stop()
 			s, err := server.Start(ctx, cfg)
@@ -102,7 +102,7 @@ rule files again, and a bad file changes nothing (docs/rules.md).`,
 	f.Uint32Var(&cfg.LinesRegions, "lines-regions", 0, "regions of the table that holds the rows of every measurement a write creates, when the first is created (0: --default-regions)")
 	f.BoolVar(&cfg.PhysicalTables, "physical-tables", false, "give each measurement a write creates regions of its own, as versions before logical tables did (during a rolling upgrade from one)")
 	f.Int64Var(&cfg.MaxBodyBytes, "max-body-bytes", 64<<20, "largest line-protocol request body, after decompression")
-	gogc = procflags.GOGCFlag(f)
+	gc = procflags.GCFlags(f)
 	f.String("log-level", "info", "log level: debug, info, warn or error")
 	f.String("log-format", "text", "log format: text or json")
 	f.IntVar(&cfg.Query.MaxSamples, "query-max-samples", 50_000_000, "most samples one PromQL query may read or hold")

@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"runtime/debug"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -167,23 +166,4 @@ func TLSFlags(fs *pflag.FlagSet, c *tlsutil.Config) {
 	fs.StringVar(&c.KeyFile, "tls-key-file", "", "PEM private key of --tls-cert-file")
 	fs.StringVar(&c.CAFile, "tls-ca-file", "", "PEM CA that signs the other processes' certificates: turns on TLS for calls to them (and to an https:// etcd)")
 	fs.StringVar(&c.ClientCAFile, "tls-client-ca-file", "", "mutual TLS: require every client to present a certificate this PEM CA signed")
-}
-
-// DefaultGOGC is the servers' Go GC target percentage (--gogc): a heap
-// grows to 1.5 times what is live between collections, not twice. At a
-// million remote-written series it kept a standalone's peak RSS at 926 MiB
-// instead of 1,183 MiB, for about a sixth more CPU
-// (docs/design-decisions.md, "A lower GC target").
-const DefaultGOGC = 50
-
-// GOGCFlag adds --gogc to fs.
-func GOGCFlag(fs *pflag.FlagSet) *int {
-	return fs.Int("gogc", DefaultGOGC, "Go GC target percentage (the GOGC variable wins if set)")
-}
-
-// SetGOGC sets the GC target to gogc unless the GOGC variable is set.
-func SetGOGC(gogc int) {
-	if os.Getenv("GOGC") == "" {
-		debug.SetGCPercent(gogc)
-	}
 }
