@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"os"
@@ -28,7 +29,7 @@ import (
 	"github.com/stratadb/strata/internal/tlsutil"
 )
 
-const echo, block, fail, keep byte = 1, 2, 3, 4
+const echo, block, fail, keep, slow byte = 1, 2, 3, 4, 5
 
 // started is what the handlers saw: calls begun, and ended by their ctx.
 type started struct {
@@ -41,7 +42,8 @@ type started struct {
 // serve starts a gRPC server (health only) and a peerwire server on one
 // listener: echo answers its request's string n times (n its length),
 // block waits for its ctx, fail returns a status error, keep keeps its
-// request's bytes (st.kept) and answers one empty string.
+// request's bytes (st.kept) and answers one empty string, slow answers its
+// request once after 20 ms (past the time a call runs unwatched).
 func serve(t *testing.T, o peerwire.ServerOptions, grpcOpts ...grpc.ServerOption) (addr string, st *started, srv *peerwire.Server) {
 	t.Helper()
 	st = &started{cancelled: make(chan error, 10), deadline: make(chan time.Time, 10)}
@@ -70,6 +72,19 @@ func serve(t *testing.T, o peerwire.ServerOptions, grpcOpts ...grpc.ServerOption
 		fail: func(ctx context.Context, req []byte, send func(proto.Message) error) error {
 			st.calls.Add(1)
 			return status.Error(codes.ResourceExhausted, "too much")
+		},
+		slow: func(ctx context.Context, req []byte, send func(proto.Message) error) error {
+			st.calls.Add(1)
+			var m wrapperspb.StringValue
+			if err := proto.Unmarshal(req, &m); err != nil {
+				return err
+			}
+			select {
+			case <-time.After(20 * time.Millisecond):
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+			return send(&m)
 		},
 		keep: func(ctx context.Context, req []byte, send func(proto.Message) error) error {
 			st.calls.Add(1)
@@ -574,5 +589,35 @@ func TestHandlerOwnsItsRequest(t *testing.T) {
 		if err := proto.Unmarshal(req, &m); err != nil || m.Value != want[i] {
 			t.Errorf("request %d as kept: %.20q..., %v; want %.20q...", i, m.Value, err, want[i])
 		}
+	}
+}
+
+// A call that runs long enough to be watched for its connection's end
+// leaves the connection as it found it: the next calls on it, plain or
+// over TLS, and quick or slow, are answered.
+func TestWatchedCallsLeaveTheConnection(t *testing.T) {
+	stls, ctls := tlsConfigs(t)
+	for _, withTLS := range []bool{false, true} {
+		var so peerwire.ServerOptions
+		var co peerwire.ClientOptions
+		var opts []grpc.ServerOption
+		if withTLS {
+			so.TLS, co.TLS = stls, ctls
+			opts = append(opts, grpc.Creds(credentials.NewTLS(stls)))
+		}
+		addr, _, _ := serve(t, so, opts...)
+		c := peerwire.NewClient(co)
+		for i, m := range []byte{slow, echo, slow, slow, echo} {
+			want := fmt.Sprintf("call %d", i)
+			s, err := c.Call(context.Background(), addr, m, wrapperspb.String(want))
+			if err != nil {
+				t.Fatalf("tls %v, call %d: %v", withTLS, i, err)
+			}
+			got, err := recvAll(t, s)
+			if err != nil || len(got) == 0 || got[0] != want {
+				t.Fatalf("tls %v, call %d: %q %v", withTLS, i, got, err)
+			}
+		}
+		c.Close()
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc/codes"
@@ -181,9 +182,10 @@ type serverConn struct {
 	busy bool // a call is running; s.mu
 }
 
-// serve runs a connection: the handshake, then calls one at a time. A
-// second goroutine reads while a call runs, so that the connection's end
-// (the client cancelled) cancels it.
+// serve runs a connection: the handshake, then calls one at a time, each
+// read and run on this goroutine. A call that runs past watchAfter is
+// watched (watch): the connection's end (the client cancelled) cancels
+// it.
 func (s *Server) serve(nc net.Conn) {
 	sc := &serverConn{nc: nc}
 	s.mu.Lock()
@@ -230,41 +232,58 @@ func (s *Server) serve(nc net.Conn) {
 	}
 	_ = nc.SetDeadline(time.Time{})
 
-	// The reader hands calls to this goroutine and cancels the one running
-	// when the connection ends.
-	ctx, cancel := context.WithCancel(s.ctx)
-	defer cancel()
-	calls := make(chan []byte)
-	s.wg.Add(1)
-	go func() {
-		defer s.wg.Done()
-		defer close(calls)
-		defer cancel()
-		for {
-			// Each call is read into a buffer of its own, which the
-			// handler gets: a forwarded write's frame can be megabytes,
-			// which a buffer kept for the connection would hold for as
-			// long as the connection lives.
-			var buf []byte
-			typ, p, err := readFrame(rd, &buf, MaxFrame)
-			if err != nil || typ != frameCall || len(p) < 2 {
-				return
-			}
-			select {
-			case calls <- p:
-			case <-ctx.Done():
-				return
-			}
+	for {
+		// Each call is read into a buffer of its own, which the handler
+		// gets: a forwarded write's frame can be megabytes, which a
+		// buffer kept for the connection would hold for as long as the
+		// connection lives.
+		var buf []byte
+		typ, p, err := readFrame(rd, &buf, MaxFrame)
+		if err != nil || typ != frameCall || len(p) < 2 {
+			return
 		}
-	}()
-	for p := range calls {
 		if !s.begin(sc) {
 			return
 		}
-		err := s.call(ctx, w, p)
+		err = s.call(s.ctx, nc, rd, w, p)
 		if !s.end(sc) || err != nil {
 			return
 		}
+	}
+}
+
+// watchAfter is how long a call runs before its connection is watched for
+// its end. Most calls are done well before: reading on another goroutine
+// from the start cost a goroutine's hand-off a call, about a tenth of an
+// owner's CPU for a small scan (docs/performance.md, "Calls read where
+// they run").
+const watchAfter = time.Millisecond
+
+// watch starts watching rd (nc's) for the connection's end once a call
+// has run for watchAfter, cancelling the call then; stop ends the
+// watching (before rd is read again) and says whether the connection
+// ended. A client sends nothing while its call runs: anything read is the
+// next call's, which Peek leaves in rd.
+func watch(nc net.Conn, rd *bufio.Reader, cancel context.CancelFunc) (stop func() (ended bool)) {
+	var kicked atomic.Bool
+	var ended bool
+	done := make(chan struct{})
+	t := time.AfterFunc(watchAfter, func() {
+		defer close(done)
+		if _, err := rd.Peek(1); err != nil && !kicked.Load() {
+			ended = true
+			cancel()
+		}
+	})
+	return func() bool {
+		if t.Stop() {
+			return false // never started
+		}
+		kicked.Store(true)
+		_ = nc.SetReadDeadline(time.Unix(1, 0)) // ends the Peek
+		<-done
+		_ = nc.SetReadDeadline(time.Time{})
+		return ended
 	}
 }
 
@@ -295,9 +314,10 @@ func (s *Server) end(sc *serverConn) bool {
 	return !s.draining && !s.closed
 }
 
-// call runs one call, p its frame's payload, and writes its answer; an
-// error is the connection's (it is then closed).
-func (s *Server) call(ctx context.Context, w *bufio.Writer, p []byte) error {
+// call runs one call, p its frame's payload (read from rd, nc's), and
+// writes its answer to w; an error is the connection's (it is then
+// closed).
+func (s *Server) call(ctx context.Context, nc net.Conn, rd *bufio.Reader, w *bufio.Writer, p []byte) error {
 	method := p[0]
 	timeout, n := binary.Uvarint(p[1:])
 	if n <= 0 {
@@ -307,11 +327,14 @@ func (s *Server) call(ctx context.Context, w *bufio.Writer, p []byte) error {
 	if s.o.Count != nil {
 		s.o.Count("received", method, len(p)+5)
 	}
+	var cancel context.CancelFunc
 	if timeout > 0 {
-		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, time.Duration(timeout))
-		defer cancel()
+	} else {
+		ctx, cancel = context.WithCancel(ctx)
 	}
+	defer cancel()
+	stopWatch := watch(nc, rd, cancel)
 	// The answer's writes (its messages, the alive frames, its end) under
 	// mu: the alive frames come from a timer.
 	var mu sync.Mutex
@@ -362,12 +385,16 @@ func (s *Server) call(ctx context.Context, w *bufio.Writer, p []byte) error {
 	} else {
 		err = h(ctx, req, send)
 	}
+	gone := stopWatch()
 	mu.Lock()
 	defer mu.Unlock()
 	ended = true
 	alive.Stop()
 	if werr != nil {
 		return werr
+	}
+	if gone {
+		return io.ErrUnexpectedEOF // the client ended the connection
 	}
 	end := appendFrame(frame[:0], frameEnd, statusBytes(err))
 	if s.o.Count != nil {
