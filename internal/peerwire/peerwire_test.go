@@ -37,6 +37,21 @@ type started struct {
 	calls     atomic.Int32
 	cancelled chan error
 	deadline  chan time.Time
+	accepted  atomic.Int32 // connections, peerwire's and gRPC's
+}
+
+// countListener counts the connections it accepts.
+type countListener struct {
+	net.Listener
+	n *atomic.Int32
+}
+
+func (l countListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err == nil {
+		l.n.Add(1)
+	}
+	return c, err
 }
 
 // serve starts a gRPC server (health only) and a peerwire server on one
@@ -99,7 +114,7 @@ func serve(t *testing.T, o peerwire.ServerOptions, grpcOpts ...grpc.ServerOption
 	srv = peerwire.NewServer(o)
 	g := grpc.NewServer(grpcOpts...)
 	healthpb.RegisterHealthServer(g, health.NewServer())
-	gln := srv.Listener(ln)
+	gln := srv.Listener(countListener{ln, &st.accepted})
 	served := make(chan struct{})
 	go func() { defer close(served); _ = g.Serve(gln) }()
 	t.Cleanup(func() { g.Stop(); srv.Close(); <-served })
@@ -605,7 +620,7 @@ func TestWatchedCallsLeaveTheConnection(t *testing.T) {
 			so.TLS, co.TLS = stls, ctls
 			opts = append(opts, grpc.Creds(credentials.NewTLS(stls)))
 		}
-		addr, _, _ := serve(t, so, opts...)
+		addr, st, _ := serve(t, so, opts...)
 		c := peerwire.NewClient(co)
 		for i, m := range []byte{slow, echo, slow, slow, echo} {
 			want := fmt.Sprintf("call %d", i)
@@ -617,6 +632,9 @@ func TestWatchedCallsLeaveTheConnection(t *testing.T) {
 			if err != nil || len(got) == 0 || got[0] != want {
 				t.Fatalf("tls %v, call %d: %q %v", withTLS, i, got, err)
 			}
+		}
+		if n := st.accepted.Load(); n != 1 {
+			t.Errorf("tls %v: %d connections for five calls one after another, want 1", withTLS, n)
 		}
 		c.Close()
 	}
