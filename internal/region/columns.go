@@ -258,7 +258,7 @@ func readColumns(ctx context.Context, in columnInput, p *scanPlan, kind row.Kind
 // share of whose rows are in the scan's time range. A part is worth its
 // goroutine for the rows it reads, those in the range: an hour of a few
 // hosts in a 12-hour file is read in one part, without waking another
-// thread (docs/performance.md, "Queries asked in turn").
+// thread (docs/performance.md, "A column scan's parts").
 func leastPartRows(ranged bool, share float64) int64 {
 	least := minPartRows
 	if ranged {
