@@ -49,7 +49,9 @@ line-protocol API.`, func(cmd *cobra.Command) error {
 		if len(cfg.Etcd) == 0 || cfg.Store == "" {
 			return procflags.UsageError{Err: errors.New("--etcd-endpoints and --store are required (use `strata standalone` for one process)")}
 		}
-		gc.Set()
+		if err := gc.Set(); err != nil {
+			return err
+		}
 		return serve(cfg)
 	})
 	fs := c.Flags()

@@ -55,7 +55,9 @@ rule files again, and a bad file changes nothing (docs/rules.md).`,
 			if err := cfg.TLS.CheckNode(); err != nil {
 				return usagef("%v", err)
 			}
-			gc.Set()
+			if err := gc.Set(); err != nil {
+				return err
+			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
 			defer stop()
 			s, err := server.Start(ctx, cfg)

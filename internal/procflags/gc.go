@@ -17,12 +17,20 @@ import (
 // (docs/design-decisions.md, "A lower GC target").
 const DefaultGOGC = 50
 
-// DefaultGCMinHeap is the heap a server lets grow before it collects,
-// however little is live (--gc-min-heap-bytes). Go's own floor is 4 MiB
-// at GOGC 100, 2 MiB at 50: a datanode that hosts little and answers
-// queries collected every few of them, and the collections were a sixth
-// of its CPU (docs/design-decisions.md, "A floor under the GC target").
+// DefaultGCMinHeap is the heap target a server keeps however little is
+// live (--gc-min-heap-bytes). Go's own floor is 4 MiB at GOGC 100, 2 MiB at
+// 50: a datanode that hosts little and answers queries collected every
+// few of them, and the collections were a sixth of its CPU
+// (docs/design-decisions.md, "A floor under the GC target").
 const DefaultGCMinHeap = 64 << 20
+
+// maxFloorPercent bounds the percentage the floor sets. The percentage is
+// set after a collection, from what it found live, and holds until the
+// next one's finalizer runs: a heap that grows within one cycle from a few
+// MiB to the floor would otherwise get a target of the floor times 17 for
+// a moment. At 400 it is at most five times the floor (plus the stacks and
+// globals times 4), and the floor holds from a fifth of it live up.
+const maxFloorPercent = 400
 
 // GC is a server's garbage collector settings.
 type GC struct {
@@ -40,20 +48,29 @@ func GCFlags(fs *pflag.FlagSet) *GC {
 
 // Set applies g to the process, unless the GOGC variable is set (which
 // then decides alone, as Go reads it). With a floor, the target
-// percentage is raised after each collection so that the next one comes
-// no sooner than at MinHeap bytes of heap: Percent where what is live
-// makes a larger target anyway.
-func (g *GC) Set() {
+// percentage is raised after each collection (once its finalizers run),
+// up to maxFloorPercent, so that the next target is at least MinHeap
+// bytes: Percent where what is live makes a larger target anyway.
+func (g *GC) Set() error {
+	if g.MinHeap < 0 || g.MinHeap > maxGCMinHeap {
+		return usagef("--gc-min-heap-bytes %d: want 0 to %d", g.MinHeap, int64(maxGCMinHeap))
+	}
 	if os.Getenv("GOGC") != "" {
-		return
+		return nil
 	}
 	gcFloor.set(g.Percent, g.MinHeap)
+	return nil
 }
 
+// maxGCMinHeap bounds --gc-min-heap-bytes (1 TiB): the percentage's
+// arithmetic stays within 64 bits.
+const maxGCMinHeap = 1 << 40
+
 // gcFloor keeps the heap target at a floor: a finalizer on an object
-// nothing refers to runs after each collection, reads what it found live
-// and sets the percentage the next target takes from it. It runs on the
-// runtime's finalizer goroutine; the process keeps it for its life.
+// nothing refers to runs once a collection has freed it (on the runtime's
+// finalizer goroutine, after the sweep reaches it: a cycle may pass
+// unseen), reads what the collection found live and sets the percentage
+// the next target takes from it. The process keeps it for its life.
 var gcFloor floor
 
 type floor struct {
@@ -71,7 +88,7 @@ func (f *floor) set(percent int, minHeap int64) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.percent, f.min = percent, minHeap
-	debug.SetGCPercent(f.target(liveHeap()))
+	debug.SetGCPercent(f.target(lastGC()))
 	if minHeap > 0 && percent >= 0 && !f.armed {
 		f.armed = true
 		f.arm()
@@ -90,33 +107,43 @@ func (f *floor) collected(*gcTick) {
 		f.armed = false
 		return
 	}
-	debug.SetGCPercent(f.target(liveHeap()))
+	debug.SetGCPercent(f.target(lastGC()))
 	f.arm()
 }
 
-// target is the percentage that makes the next heap target at least the
-// floor, live bytes being live (0: none measured yet). Go's target is the
-// larger of live × (1 + percentage/100) and its heap minimum, 4 MiB ×
-// percentage/100; the least percentage that lifts either to the floor
-// puts the target at the floor.
-func (f *floor) target(live uint64) int {
+// target is the percentage that puts the next heap target at the floor
+// or above, given what the last collection found: live bytes of heap, and
+// the stacks and globals it scanned (all 0 before one). Go's target is the
+// larger of live + (live + stacks + globals) × p/100 and its heap minimum,
+// 4 MiB × p/100; the least percentage that lifts either to the floor puts
+// the target there, and maxFloorPercent bounds it.
+func (f *floor) target(live, stacks, globals uint64) int {
 	p := f.percent
 	if f.min <= 0 || p < 0 {
 		return p
 	}
-	need := int(uint64(f.min) * 100 / (4 << 20))
-	if live > 0 {
-		need = min(need, int(uint64(f.min)*100/live)-100)
+	m := uint64(f.min)
+	need := ceilDiv(m*100, 4<<20)
+	if scanned := live + stacks + globals; live > 0 && live < m {
+		need = min(need, ceilDiv((m-live)*100, scanned))
+	} else if live >= m {
+		need = 0
 	}
-	return max(p, need)
+	return max(p, int(min(need, maxFloorPercent)))
 }
 
-// liveHeap is the heap the last collection marked live (0 before one).
-func liveHeap() uint64 {
-	s := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
+func ceilDiv(a, b uint64) uint64 { return (a + b - 1) / b }
+
+// lastGC is what the last collection found: the heap it marked live and
+// the stacks and globals it scanned (0 before one).
+func lastGC() (live, stacks, globals uint64) {
+	s := []metrics.Sample{{Name: "/gc/heap/live:bytes"}, {Name: "/gc/scan/stack:bytes"}, {Name: "/gc/scan/globals:bytes"}}
 	metrics.Read(s)
-	if s[0].Value.Kind() != metrics.KindUint64 {
-		return 0
+	v := make([]uint64, len(s))
+	for i := range s {
+		if s[i].Value.Kind() == metrics.KindUint64 {
+			v[i] = s[i].Value.Uint64()
+		}
 	}
-	return s[0].Value.Uint64()
+	return v[0], v[1], v[2]
 }
