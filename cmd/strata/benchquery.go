@@ -135,8 +135,9 @@ func runBenchQuery(cmd *cobra.Command, args []string) error {
 	if err != nil {
 		return err
 	}
-	// Run i asks the servers from the i-th on, so that each goes first,
-	// second, ... as often as the others.
+	// Run i asks the servers from the i-th on, so that over runs a
+	// multiple of their count each goes first, second, ... as often as
+	// the others.
 	for i := range runs {
 		for k := range servers {
 			s := servers[(i+k)%len(servers)]
@@ -168,6 +169,7 @@ func runBenchQuery(cmd *cobra.Command, args []string) error {
 	for _, rep := range reps {
 		printQueryReport(out, rep)
 	}
+	printPeers(out, reps[0]) // a run's, whichever servers moved them
 	return nil
 }
 
@@ -258,11 +260,15 @@ func (s *benchServer) summarize(peers []string, d peerCounts) {
 	}
 }
 
-// printQueryReport prints a report as text.
+// printQueryReport prints a report's request and latencies as text.
 func printQueryReport(out io.Writer, rep queryReport) {
 	ms := func(s float64) string { return strconv.FormatFloat(s*1e3, 'f', 2, 64) + " ms" }
 	fmt.Fprintf(out, "request:   %s\n", rep.Request)
 	fmt.Fprintf(out, "latency:   p50 %s  p99 %s  min %s  max %s (%d runs; answer %d bytes)\n", ms(rep.P50), ms(rep.P99), ms(rep.Min), ms(rep.Max), rep.Runs, rep.ResponseBytes)
+}
+
+// printPeers prints the peer bytes a run moved, if measured.
+func printPeers(out io.Writer, rep queryReport) {
 	if rep.PeerSent == nil {
 		return
 	}

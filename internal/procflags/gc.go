@@ -42,7 +42,7 @@ type GC struct {
 func GCFlags(fs *pflag.FlagSet) *GC {
 	g := &GC{}
 	fs.IntVar(&g.Percent, "gogc", DefaultGOGC, "Go GC target percentage (the GOGC variable wins if set)")
-	fs.Int64Var(&g.MinHeap, "gc-min-heap-bytes", DefaultGCMinHeap, "the heap may grow to this before a collection however little is live (0: Go's own floor, 4 MiB at GOGC 100; ignored if the GOGC variable is set)")
+	fs.Int64Var(&g.MinHeap, "gc-min-heap-bytes", DefaultGCMinHeap, "the least heap target the collector paces to, however little is live (up to 5 times what is live, and at least 16 MiB; 0: Go's own, 4 MiB at GOGC 100; ignored if the GOGC variable is set)")
 	return g
 }
 

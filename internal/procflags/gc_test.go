@@ -11,7 +11,7 @@ import (
 
 const mib = 1 << 20
 
-// goGoal is Go's next heap target (runtime/mgcpacer.go) at percentage p,
+// goGoal is Go's next heap target (its runtime's GC pacer) at percentage p,
 // the last collection having found live bytes of heap and scanned sg of
 // stacks and globals: the larger of live + (live + sg) × p/100 and the
 // heap minimum, 4 MiB × p/100.

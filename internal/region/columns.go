@@ -278,11 +278,12 @@ func timeShare(minTS, maxTS, start, end int64) float64 {
 	if maxTS <= minTS {
 		return 1
 	}
-	lo, hi := max(minTS, start), min(maxTS+1, end)
+	// In floats: an estimate, and no end of the int64 range overflows.
+	lo, hi := max(float64(minTS), float64(start)), min(float64(maxTS)+1, float64(end))
 	if hi <= lo {
 		return 0
 	}
-	return float64(hi-lo) / float64(maxTS+1-minTS)
+	return min(1, (hi-lo)/(float64(maxTS)+1-float64(minTS)))
 }
 
 // errStopped ends a part because another part failed.

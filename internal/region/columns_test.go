@@ -177,6 +177,8 @@ func TestPartsCountRowsInRange(t *testing.T) {
 		{0, 12*hour - 1, 11 * hour, 20 * hour, 1. / 12}, // past the end
 		{0, 12*hour - 1, 12 * hour, 13 * hour, 0},       // none
 		{5, 5, 0, 10, 1}, // one timestamp
+		{math.MinInt64, math.MaxInt64, 0, math.MaxInt64, 0.5}, // the whole range
+		{0, math.MaxInt64, 0, math.MaxInt64, 1},
 	} {
 		if got := timeShare(c.minTS, c.maxTS, c.start, c.end); math.Abs(got-c.want) > 1e-12 {
 			t.Errorf("timeShare(%d, %d, %d, %d) = %v, want %v", c.minTS, c.maxTS, c.start, c.end, got, c.want)
