@@ -100,8 +100,7 @@ func TestGCFloorCollectsLessOften(t *testing.T) {
 	if p := gogcPercent(); p != 50 {
 		t.Fatalf("with 100 MiB live: percentage %d, want 50", p)
 	}
-	runtime.KeepAlive(held)
-	held = nil
+	runtime.KeepAlive(held) // the last use: the next collections free it
 	deadline := time.Now().Add(30 * time.Second)
 	for gogcPercent() <= 50 {
 		if time.Now().After(deadline) {
