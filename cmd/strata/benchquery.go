@@ -62,7 +62,7 @@ several servers, a run asks them all: give one cluster among them).`,
 	f.Int("runs", 30, "timed requests")
 	f.Int("warmup", 2, "untimed requests before them (at least 1: the answer checked and written)")
 	f.StringSlice("answer", nil, "write the first answer's body to this file (a file a --url)")
-	f.StringSlice("peer-metrics", nil, "datanodes' /metrics URLs: report strata_peer_grpc_bytes_total moved per query")
+	f.StringSlice("peer-metrics", nil, "datanodes' /metrics URLs: report strata_peer_grpc_bytes_total moved per run (a run asks every --url)")
 	f.Duration("timeout", 5*time.Minute, "bound on one request")
 	f.Bool("json", false, "print the result as JSON")
 	return cmd
