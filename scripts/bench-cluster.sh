@@ -52,6 +52,7 @@
 #   DN_FLAGS=--wal-window=20ms scripts/bench-cluster.sh  # the datanodes' flags only
 #   LOADS=5 SPREAD=0 RUNS=3 scripts/bench-cluster.sh   # ingest: medians of 5 alternating loads
 #   HALT_POLL_NS=200000 scripts/bench-cluster.sh       # a KVM guest's halt polling at Linux's default, for the run
+#   SERVER_GODEBUG= scripts/bench-cluster.sh           # the servers with Go's runtime defaults, not the image's GODEBUG
 #
 # A query in the cluster wakes processes that sat idle, and on a virtual
 # machine waking an idle virtual CPU costs what its idle policy says: the
@@ -82,6 +83,11 @@ SPREAD=${SPREAD:-1}
 LOADS=${LOADS:-1}
 NODE_FLAGS=${NODE_FLAGS:-} # more flags for the standalone and each datanode, e.g. --wal-window=0
 DN_FLAGS=${DN_FLAGS:-}     # more flags for each datanode only, e.g. --wal-window=20ms
+# The servers' GODEBUG, both setups alike: by default the image's
+# (docker/strata.Dockerfile: the Go scheduler's monitor kept out of its deep
+# sleep, docs/configuration.md, "The runtime's monitor"); SERVER_GODEBUG=
+# runs them with Go's defaults.
+SERVER_GODEBUG=${SERVER_GODEBUG-$(sed -n 's/^ENV GODEBUG=//p' docker/strata.Dockerfile)}
 PARTITION=${PARTITION-hostname} # table cpu's partition tag in both setups; PARTITION= routes by whole series
 part=()
 routing="routed by whole series"
@@ -290,7 +296,7 @@ standalone() {
 	# The binary itself, not the strata function: $! of a function sent to
 	# the background is a subshell's, which a kill ends without its child
 	# (the standalone ran on through the cluster's turn).
-	"$work/strata" standalone --data-dir "$dir/data" --store "$store" --http-addr "127.0.0.1:$port" --grpc-addr "127.0.0.1:$gport" --log-level warn $NODE_FLAGS >"$dir/log" 2>&1 &
+	GODEBUG=$SERVER_GODEBUG "$work/strata" standalone --data-dir "$dir/data" --store "$store" --http-addr "127.0.0.1:$port" --grpc-addr "127.0.0.1:$gport" --log-level warn $NODE_FLAGS >"$dir/log" 2>&1 &
 	pid=$!
 	pids+=("$pid")
 	url="http://127.0.0.1:$port"
@@ -328,7 +334,7 @@ cluster() {
 	mg=$(free_port)
 	mh=$(free_port)
 	echo "[$st] cluster: metasrv + 3 datanodes; loading $ROWS rows through datanode 1${n:+, load $n of $LOADS}..."
-	"$work/metasrv" --data-dir "$dir/meta" --etcd-client-addr "127.0.0.1:$etcd" --grpc-addr "127.0.0.1:$mg" --http-addr "127.0.0.1:$mh" \
+	GODEBUG=$SERVER_GODEBUG "$work/metasrv" --data-dir "$dir/meta" --etcd-client-addr "127.0.0.1:$etcd" --grpc-addr "127.0.0.1:$mg" --http-addr "127.0.0.1:$mh" \
 		--store "$store" --default-regions 3 --final-sweep-after 1s --log-level warn >"$dir/metasrv.log" 2>&1 &
 	meta=$!
 	pids+=("$meta")
@@ -336,7 +342,7 @@ cluster() {
 	for i in 1 2 3; do
 		http+=("$(free_port)")
 		grpc+=("$(free_port)")
-		"$work/datanode" --id "dn$i" --etcd-endpoints "http://127.0.0.1:$etcd" --store "$store" --data-dir "$dir/dn$i" \
+		GODEBUG=$SERVER_GODEBUG "$work/datanode" --id "dn$i" --etcd-endpoints "http://127.0.0.1:$etcd" --store "$store" --data-dir "$dir/dn$i" \
 			--grpc-addr "127.0.0.1:${grpc[$((i - 1))]}" --http-addr "127.0.0.1:${http[$((i - 1))]}" --default-regions 3 --log-level warn $NODE_FLAGS $DN_FLAGS >"$dir/dn$i.log" 2>&1 &
 		dpids+=($!)
 		pids+=($!)
@@ -458,7 +464,7 @@ store_url() {
 	fi
 }
 
-echo "data: $ROWS rows, $HOSTS hosts × $HOURS h from $START; $WORKERS workers × $BATCH-row requests; $RUNS runs a query; table cpu in 3 regions, $routing; $(nproc) cores; $(idle)"
+echo "data: $ROWS rows, $HOSTS hosts × $HOURS h from $START; $WORKERS workers × $BATCH-row requests; $RUNS runs a query; table cpu in 3 regions, $routing; $(nproc) cores; $(idle); servers' GODEBUG ${SERVER_GODEBUG:-none}"
 for st in "${stores[@]}"; do
 	for n in $(seq 2 "$LOADS"); do
 		standalone "$st" "$(store_url "$st" "standalone-load$n")" "$n"
