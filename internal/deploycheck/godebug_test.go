@@ -102,7 +102,7 @@ func switches(t *testing.T) int {
 				n += k
 			}
 		}
-		f.Close()
+		_ = f.Close() // read only
 	}
 	return n
 }
