@@ -207,9 +207,28 @@ func TestErrorsKeepTheirCode(t *testing.T) {
 
 // A call cancelled by its caller is cancelled on the server; a deadline
 // travels to the server.
+// TestCancelAndDeadlineReachTheHandler, plain and over TLS: a call
+// cancelled or past its deadline ends at the server too (the client
+// closes the connection; the server's watcher sees it end).
 func TestCancelAndDeadlineReachTheHandler(t *testing.T) {
-	addr, st, _ := serve(t, peerwire.ServerOptions{})
-	c := peerwire.NewClient(peerwire.ClientOptions{})
+	for _, withTLS := range []bool{false, true} {
+		t.Run(map[bool]string{false: "plain", true: "tls"}[withTLS], func(t *testing.T) {
+			var so peerwire.ServerOptions
+			var co peerwire.ClientOptions
+			var gopts []grpc.ServerOption
+			if withTLS {
+				stls, ctls := tlsConfigs(t)
+				so.TLS, co.TLS = stls, ctls
+				gopts = append(gopts, grpc.Creds(credentials.NewTLS(stls)))
+			}
+			cancelAndDeadline(t, so, co, gopts...)
+		})
+	}
+}
+
+func cancelAndDeadline(t *testing.T, so peerwire.ServerOptions, co peerwire.ClientOptions, gopts ...grpc.ServerOption) {
+	addr, st, _ := serve(t, so, gopts...)
+	c := peerwire.NewClient(co)
 	defer c.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
 	s, err := c.Call(ctx, addr, block, wrapperspb.String(""))
