@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"testing"
@@ -34,8 +35,9 @@ func imageGODEBUG(t *testing.T) string {
 // every 10 ms) instead of sleeping until the next timer, which is what
 // spares a server that goes from idle to busy the monitor's restart at a
 // 20 µs poll (docs/configuration.md, "The runtime's monitor"). An idle
-// child process counts its threads' context switches over a second: with
-// Go's defaults they are a few, with the image's setting a hundred or so.
+// child process counts its threads' context switches over a second (after
+// a second to settle): with Go's defaults they are a few, with the image's
+// setting a hundred or so.
 // If a Go release gives the setting another meaning, this fails.
 func TestImageGODEBUGKeepsSysmonAwake(t *testing.T) {
 	if runtime.GOOS != "linux" {
@@ -64,7 +66,7 @@ func TestImageGODEBUGKeepsSysmonAwake(t *testing.T) {
 	}
 	deflt, image := idle(""), idle(setting)
 	t.Logf("context switches in an idle second: %d with Go's defaults, %d with GODEBUG=%s", deflt, image, setting)
-	if image < 30 || image < 4*deflt {
+	if image < 50 || image < 2*deflt {
 		t.Errorf("with GODEBUG=%s an idle process switched %d times in a second (%d without): its monitor slept", setting, image, deflt)
 	}
 }
@@ -76,7 +78,13 @@ func TestIdleChild(t *testing.T) {
 	if os.Getenv("STRATA_IDLE_CHILD") == "" {
 		t.Skip("run by TestImageGODEBUGKeepsSysmonAwake")
 	}
-	time.Sleep(100 * time.Millisecond) // the start's work done: a measurement's interval, no synchronisation
+	// Memory returned to the system now, so that the scavenger does not
+	// pace its work through the second measured; and a second to settle:
+	// the start's work wakes the monitor, and without the setting it
+	// polls at 20 µs for a while after. (Intervals measured, not waits for
+	// a signal.)
+	debug.FreeOSMemory()
+	time.Sleep(time.Second)
 	before := switches(t)
 	time.Sleep(time.Second) // the idle interval measured
 	fmt.Printf("idle switches: %d\n", switches(t)-before)
