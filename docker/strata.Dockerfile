@@ -10,8 +10,9 @@ ENV PATH=/usr/local/bin
 # time a server wakes from idle to a request it polls every 20 µs for a
 # millisecond or more, a context switch each, and a datanode of a cluster
 # wakes for every forwarded write and remote scan. Costs about 2 ms of CPU
-# a second while idle, and a line of scheduler state on stderr every 24.8
-# days (docs/configuration.md, "The runtime's monitor").
+# a second while idle, and on a machine up longer than 24.8 days a line of
+# scheduler state on stderr as each process starts (docs/configuration.md,
+# "The runtime's monitor").
 ENV GODEBUG=schedtrace=2147483647
 USER 65532:65532
 WORKDIR /var/lib/strata
