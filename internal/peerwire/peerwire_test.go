@@ -205,11 +205,10 @@ func TestErrorsKeepTheirCode(t *testing.T) {
 	}
 }
 
-// A call cancelled by its caller is cancelled on the server; a deadline
-// travels to the server.
 // TestCancelAndDeadlineReachTheHandler, plain and over TLS: a call
-// cancelled or past its deadline ends at the server too (the client
-// closes the connection; the server's watcher sees it end).
+// cancelled by its caller is cancelled on the server (the client closes
+// the connection; the server's watcher sees it end), and a deadline
+// travels to the server and ends the call on both sides.
 func TestCancelAndDeadlineReachTheHandler(t *testing.T) {
 	for _, withTLS := range []bool{false, true} {
 		t.Run(map[bool]string{false: "plain", true: "tls"}[withTLS], func(t *testing.T) {
