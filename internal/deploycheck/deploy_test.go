@@ -104,12 +104,8 @@ func TestComposeAndImageCommandsParse(t *testing.T) {
 		}
 	}
 	// The image's default command.
-	df, err := os.ReadFile("../../docker/strata.Dockerfile")
-	if err != nil {
-		t.Fatal(err)
-	}
 	found := false
-	for _, line := range strings.Split(string(df), "\n") {
+	for _, line := range dockerfile(t) {
 		if rest, ok := strings.CutPrefix(line, "CMD "); ok {
 			var argv []string
 			if err := json.Unmarshal([]byte(rest), &argv); err != nil {

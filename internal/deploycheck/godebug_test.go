@@ -14,14 +14,20 @@ import (
 	"time"
 )
 
-// imageGODEBUG is the GODEBUG the image sets (docker/strata.Dockerfile).
-func imageGODEBUG(t *testing.T) string {
+// dockerfile is the image's Dockerfile, line by line.
+func dockerfile(t *testing.T) []string {
 	t.Helper()
 	df, err := os.ReadFile("../../docker/strata.Dockerfile")
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, line := range strings.Split(string(df), "\n") {
+	return strings.Split(string(df), "\n")
+}
+
+// imageGODEBUG is the GODEBUG the image sets (docker/strata.Dockerfile).
+func imageGODEBUG(t *testing.T) string {
+	t.Helper()
+	for _, line := range dockerfile(t) {
 		if v, ok := strings.CutPrefix(line, "ENV GODEBUG="); ok {
 			return v
 		}
