@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/stratadb/strata/internal/row"
+	"github.com/stratadb/strata/internal/tsbs"
 )
 
 // BenchmarkInsertDecimals inserts TSBS-shaped puts (4,000 series, 10
@@ -246,5 +247,52 @@ func BenchmarkPromFlushIter(b *testing.B) {
 		}
 		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(n*got), "ns/entry")
 		b.ReportMetric(float64((cpuTime()-c0).Nanoseconds())/float64(n*got), "cpu-ns/entry")
+	}
+}
+
+// BenchmarkInsertTSBS inserts TSBS cpu-only rows as a region's write gives
+// them: keys encoded (row.EncodeSeries), each request's 10,000 rows over
+// hosts hosts with the rows of a series sharing one string
+// (ShareKeys), fresh strings for each request. Reports ns per row.
+func BenchmarkInsertTSBS(b *testing.B) {
+	for _, hosts := range []int{400, 4000} {
+		b.Run(fmt.Sprintf("hosts=%d", hosts), func(b *testing.B) {
+			const rows, batch = 200_000, 10_000
+			tags := make([][]row.Tag, hosts)
+			for h := range tags {
+				tags[h] = tsbs.Tags(h)
+			}
+			var batches [][]row.Entry
+			for k := 0; k < rows; k += batch {
+				entries := make([]row.Entry, batch)
+				keys := make([][]byte, batch)
+				enc := make([][]byte, hosts) // this request's key of each host
+				for i := range entries {
+					p := tsbs.Point(tags, k+i, 0)
+					h := (k + i) % hosts
+					if enc[h] == nil {
+						var err error
+						if enc[h], err = row.EncodeSeries(nil, p.Tags); err != nil {
+							b.Fatal(err)
+						}
+					}
+					keys[i] = enc[h]
+					fs := make([]row.Value, len(p.Fields))
+					for j, f := range p.Fields {
+						fs[j] = f.Value
+					}
+					entries[i] = row.Entry{TS: p.TS, Seq: uint64(k + i + 1), Op: row.Put, Fields: fs}
+				}
+				ShareKeys(entries, keys)
+				batches = append(batches, entries)
+			}
+			for b.Loop() {
+				m := New()
+				for i, e := range batches {
+					m.Insert(uint64(i), e)
+				}
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*rows), "ns/row")
+		})
 	}
 }

@@ -331,6 +331,8 @@ func (m *Memtable) Insert(seg uint64, entries []row.Entry) {
 	if m.frozen {
 		panic("memtable: insert into a frozen memtable")
 	}
+	memo := getSeriesMemo()
+	defer seriesMemos.Put(memo)
 	for i := range entries {
 		e := &entries[i]
 		if m.entries == 0 {
@@ -343,16 +345,20 @@ func (m *Memtable) Insert(seg uint64, entries []row.Entry) {
 		if e.Op == row.Delete {
 			hi = e.End
 		}
-		h := hashKey(e.Series)
-		o := m.find(e.Series, h)
-		if o < 0 {
-			var size int64
-			o, size = m.add(e.Series, h)
-			s := m.at(o)
-			s.sorted, s.minTS, s.maxTS, s.rows = true, e.TS, hi, make([]memRow, 0, max(1, m.rowsHint))
-			size += int64(cap(s.rows)) * rowSize // reserved
-			m.bytes += size
-			m.keyBytes += size
+		slot := memo.slot(e.Series)
+		o, ok := slot.get(memo.stamp, e.Series)
+		if !ok {
+			h := hashKey(e.Series)
+			if o = m.find(e.Series, h); o < 0 {
+				var size int64
+				o, size = m.add(e.Series, h)
+				s := m.at(o)
+				s.sorted, s.minTS, s.maxTS, s.rows = true, e.TS, hi, make([]memRow, 0, max(1, m.rowsHint))
+				size += int64(cap(s.rows)) * rowSize // reserved
+				m.bytes += size
+				m.keyBytes += size
+			}
+			slot.set(memo.stamp, e.Series, o)
 		}
 		s := m.at(o)
 		s.minTS, s.maxTS = min(s.minTS, e.TS), max(s.maxTS, hi)

@@ -618,3 +618,40 @@ func TestOrderedTagValues(t *testing.T) {
 		t.Fatalf("seed %d: %d names, run %d: the tail was never sorted in", seed, len(names), len(m.named.run))
 	}
 }
+
+// Insert finds a series it met earlier in the call by its key's address
+// (seriesMemo): keys at one address but of other lengths, and a buffer
+// that holds another key in the next call, are other series.
+func TestInsertKnowsKeysByAddressWithinACallOnly(t *testing.T) {
+	key := func(h string) []byte {
+		k, err := row.EncodeSeries(nil, []row.Tag{{Name: "host", Value: h}, {Name: "rack", Value: "r1"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return k
+	}
+	put := func(k string, ts int64, seq uint64) row.Entry {
+		return row.Entry{Series: k, TS: ts, Seq: seq, Op: row.Put, Fields: []row.Value{row.FloatValue(float64(ts))}}
+	}
+	m := New()
+	buf := key("a")
+	a := unsafe.String(unsafe.SliceData(buf), len(buf))
+	short := a[:len(a)-3]                                                                    // the same address, another key (raw: not a canonical encoding)
+	m.Insert(1, []row.Entry{put(a, 1, 1), put(short, 1, 2), put(short, 2, 3), put(a, 2, 4)}) // a holds the slot at the end
+	copy(buf, key("b"))                                                                      // the same address and length, another key in the next call
+	m.Insert(2, []row.Entry{put(a, 3, 5), put(a, 4, 6)})
+
+	want := map[string][]int64{string(key("a")): {1, 2}, string(key("a")[:len(buf)-3]): {1, 2}, string(key("b")): {3, 4}}
+	if got := m.Stats().Series; got != len(want) {
+		t.Fatalf("%d series, want %d", got, len(want))
+	}
+	got := map[string][]int64{}
+	for _, e := range entries(m.Iter(all)) {
+		got[e.Series] = append(got[e.Series], e.TS)
+	}
+	for k, ts := range want {
+		if !slices.Equal(got[k], ts) {
+			t.Errorf("series %q: timestamps %v, want %v", k, got[k], ts)
+		}
+	}
+}
