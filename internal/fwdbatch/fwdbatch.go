@@ -41,6 +41,7 @@ import (
 	"github.com/klauspost/compress/s2"
 	"github.com/klauspost/compress/zstd"
 
+	"github.com/stratadb/strata/internal/addrmemo"
 	"github.com/stratadb/strata/internal/decimal"
 	"github.com/stratadb/strata/internal/region"
 	"github.com/stratadb/strata/internal/row"
@@ -85,31 +86,10 @@ func Append(dst []byte, b region.Batch) []byte {
 
 // An Encoder encodes batches, keeping its memory for the next.
 type Encoder struct {
-	memo  *[memoSize]memoSlot // allocated for the first version 2 run
-	stamp uint32              // the run being encoded: memo slots of other runs are stale
+	memo  *addrmemo.Memo // allocated for the first version 2 run; a pass a run
 	index []uint32
 	keys  [][]byte
 	cols  []uint64 // a run's numbers, column-major (appendFields)
-}
-
-// memoSize is how many keys of a run the encoder finds by address: the
-// repeats of a series' key in a batch share its bytes (the parser keeps
-// the key of each tag set it saw), and finding one by address costs a
-// fraction of comparing its bytes. A key it misses is sent twice, which
-// costs bytes only.
-const (
-	memoBits = 12
-	memoSize = 1 << memoBits
-)
-
-// memoSlot is a key of the run stamp by its address and length (the keys
-// of a batch are live while it is encoded, so an address names one key
-// within a run), and its index in the run's keys.
-type memoSlot struct {
-	p     uintptr
-	n     int
-	stamp uint32
-	i     uint32
 }
 
 // Append appends the encoding of b in version v (V1 or V2) to dst.
@@ -357,24 +337,23 @@ func (d *decoder) decimals(col []uint64, name string) {
 }
 
 // dedup sets e.keys to a run's keys, once each as far as their addresses
-// tell, and e.index to each point's key's index in them.
+// tell (internal/addrmemo: finding a repeat by address costs a fraction of
+// comparing its bytes; a key it misses is sent twice, which costs bytes
+// only), and e.index to each point's key's index in them.
 func (e *Encoder) dedup(keys [][]byte) {
-	e.stamp++
-	if e.memo == nil || e.stamp == 0 { // new, or wrapped: no slot may look current
-		e.memo = new([memoSize]memoSlot)
-		e.stamp = 1
+	if e.memo == nil {
+		e.memo = new(addrmemo.Memo)
 	}
+	e.memo.Begin()
 	e.keys, e.index = e.keys[:0], e.index[:0]
 	for _, k := range keys {
-		p := uintptr(unsafe.Pointer(unsafe.SliceData(k)))
-		s := &e.memo[uint64(p)*0x9e3779b97f4a7c15>>(64-memoBits)]
-		if s.stamp == e.stamp && s.p == p && s.n == len(k) && p != 0 {
-			e.index = append(e.index, s.i)
-			continue
+		p := unsafe.SliceData(k)
+		s, i, ok := e.memo.Find(p, len(k))
+		if !ok {
+			i = uint32(len(e.keys))
+			e.keys = append(e.keys, k)
+			e.memo.Note(s, p, len(k), i)
 		}
-		i := uint32(len(e.keys))
-		e.keys = append(e.keys, k)
-		*s = memoSlot{p: p, n: len(k), stamp: e.stamp, i: i}
 		e.index = append(e.index, i)
 	}
 }

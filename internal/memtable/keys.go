@@ -5,6 +5,7 @@ import (
 	"strings"
 	"unsafe"
 
+	"github.com/stratadb/strata/internal/addrmemo"
 	"github.com/stratadb/strata/internal/freelist"
 	"github.com/stratadb/strata/internal/row"
 	"github.com/stratadb/strata/internal/symtab"
@@ -192,63 +193,9 @@ func (kv *keyView) compare(a, b *series) int {
 	return strings.Compare(kv.key(&keys, a), kv.key(&keys, b))
 }
 
-// A seriesMemo finds, within one Insert, the series of a key seen earlier
-// in the call by the address and length of its bytes: the rows of a series
-// in a write share one key string (ShareKeys), and a TSBS request over 400
-// hosts holds each 25 times. Hashing a key and comparing it with a
-// series' symbols was a third of an insert's time
-// (BenchmarkInsertTSBS). A slot is current only in the call whose stamp
-// it holds: the address is held as a number, not a pointer (no write's
-// memory is kept alive), and the bytes at it are the caller's and
-// unchanged for the call, so an address and length name one key there.
-// A key whose slot another took is found the long way, and takes it.
-type seriesMemo struct {
-	stamp uint32
-	slots [seriesMemoSize]seriesSlot
-}
-
-const seriesMemoBits = 12
-
-const seriesMemoSize = 1 << seriesMemoBits
-
-type seriesSlot struct {
-	p     uintptr
-	n     int
-	stamp uint32
-	o     int32
-}
-
-// seriesMemos are Inserts' memos (96 KiB each), kept for the next.
-var seriesMemos = freelist.New[*seriesMemo](4)
-
-// getSeriesMemo returns a memo with a stamp no slot holds yet.
-func getSeriesMemo() *seriesMemo {
-	m, ok := seriesMemos.Get()
-	if !ok {
-		m = new(seriesMemo)
-	}
-	m.stamp++
-	if m.stamp == 0 { // wrapped: slots may hold any stamp but 0
-		clear(m.slots[:])
-		m.stamp = 1
-	}
-	return m
-}
-
-func (m *seriesMemo) slot(key string) *seriesSlot {
-	p := uintptr(unsafe.Pointer(unsafe.StringData(key)))
-	return &m.slots[uint64(p)*0x9e3779b97f4a7c15>>(64-seriesMemoBits)]
-}
-
-// get returns the series the slot holds for key in the call of stamp.
-func (s *seriesSlot) get(stamp uint32, key string) (int32, bool) {
-	p := uintptr(unsafe.Pointer(unsafe.StringData(key)))
-	if s.stamp == stamp && s.p == p && s.n == len(key) && p != 0 {
-		return s.o, true
-	}
-	return 0, false
-}
-
-func (s *seriesSlot) set(stamp uint32, key string, o int32) {
-	*s = seriesSlot{p: uintptr(unsafe.Pointer(unsafe.StringData(key))), n: len(key), stamp: stamp, o: o}
-}
+// seriesMemos are Inserts' memos of the series met in the call (by their
+// keys' addresses, internal/addrmemo): hashing each row's key and comparing
+// it with a series' symbols was a third of an insert's time over 400 TSBS
+// hosts (BenchmarkInsertTSBS), whose rows of a series share one key
+// string (ShareKeys).
+var seriesMemos = freelist.New[*addrmemo.Memo](4)

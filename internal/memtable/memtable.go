@@ -23,6 +23,7 @@ import (
 	"sync/atomic"
 	"unsafe"
 
+	"github.com/stratadb/strata/internal/addrmemo"
 	"github.com/stratadb/strata/internal/decimal"
 	"github.com/stratadb/strata/internal/freelist"
 	"github.com/stratadb/strata/internal/row"
@@ -331,8 +332,12 @@ func (m *Memtable) Insert(seg uint64, entries []row.Entry) {
 	if m.frozen {
 		panic("memtable: insert into a frozen memtable")
 	}
-	memo := getSeriesMemo()
+	memo, ok := seriesMemos.Get()
+	if !ok {
+		memo = new(addrmemo.Memo)
+	}
 	defer seriesMemos.Put(memo)
+	memo.Begin()
 	for i := range entries {
 		e := &entries[i]
 		if m.entries == 0 {
@@ -345,8 +350,8 @@ func (m *Memtable) Insert(seg uint64, entries []row.Entry) {
 		if e.Op == row.Delete {
 			hi = e.End
 		}
-		slot := memo.slot(e.Series)
-		o, ok := slot.get(memo.stamp, e.Series)
+		slot, v, ok := memo.Find(unsafe.StringData(e.Series), len(e.Series))
+		o := int32(v)
 		if !ok {
 			h := hashKey(e.Series)
 			if o = m.find(e.Series, h); o < 0 {
@@ -358,7 +363,7 @@ func (m *Memtable) Insert(seg uint64, entries []row.Entry) {
 				m.bytes += size
 				m.keyBytes += size
 			}
-			slot.set(memo.stamp, e.Series, o)
+			memo.Note(slot, unsafe.StringData(e.Series), len(e.Series), uint32(o))
 		}
 		s := m.at(o)
 		s.minTS, s.maxTS = min(s.minTS, e.TS), max(s.maxTS, hi)
