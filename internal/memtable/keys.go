@@ -193,9 +193,9 @@ func (kv *keyView) compare(a, b *series) int {
 	return strings.Compare(kv.key(&keys, a), kv.key(&keys, b))
 }
 
-// seriesMemos are Inserts' memos of the series met in the call (by their
-// keys' addresses, internal/addrmemo): hashing each row's key and comparing
-// it with a series' symbols was a third of an insert's time over 400 TSBS
-// hosts (BenchmarkInsertTSBS), whose rows of a series share one key
-// string (ShareKeys).
+// seriesMemos are the memos of Insert (the series met in the call) and
+// ShareKeys (the keys met in the batch), by their keys' addresses
+// (internal/addrmemo): hashing each row's key and comparing it with a
+// series' symbols was a third of an insert's time over 400 TSBS hosts
+// (BenchmarkInsertTSBS), whose rows of a series share one key string.
 var seriesMemos = freelist.New[*addrmemo.Memo](4)

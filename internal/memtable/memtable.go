@@ -465,19 +465,36 @@ func (m *Memtable) Decimals(width int) []int8 {
 // Append returns, and Insert copies what it keeps (as symbols, or a raw
 // key with strings.Clone); a WAL that keeps entries past its Append copies
 // them (wal.Stream, an ambiguous segment).
+//
+// A key at the address of one before is that one's (internal/addrmemo:
+// the parser's keys of a series share their bytes); the others are looked
+// up by their bytes.
 func ShareKeys(entries []row.Entry, keys [][]byte) {
 	seen, ok := shareMaps.Get()
 	if !ok {
 		seen = map[string]string{}
 	}
+	memo, ok := seriesMemos.Get()
+	if !ok {
+		memo = new(addrmemo.Memo)
+	}
+	memo.Begin()
 	for i, k := range keys {
+		p := unsafe.SliceData(k)
+		slot, first, ok := memo.Find(p, len(k))
+		if ok {
+			entries[i].Series = entries[first].Series
+			continue
+		}
 		key, ok := seen[string(k)]
 		if !ok {
-			key = unsafe.String(unsafe.SliceData(k), len(k))
+			key = unsafe.String(p, len(k))
 			seen[key] = key
 		}
 		entries[i].Series = key
+		memo.Note(slot, p, len(k), uint32(i))
 	}
+	seriesMemos.Put(memo)
 	if len(seen) <= 1<<16 {
 		clear(seen)
 		shareMaps.Put(seen)

@@ -655,3 +655,26 @@ func TestInsertKnowsKeysByAddressWithinACallOnly(t *testing.T) {
 		}
 	}
 }
+
+// ShareKeys gives a key at the address of an earlier one that one's string
+// (addrmemo), and a shorter key at the same address a string of its own.
+func TestShareKeysByAddress(t *testing.T) {
+	buf := []byte("cpu,host=a")
+	other := []byte("cpu,host=a") // equal bytes elsewhere
+	keys := [][]byte{buf, buf[:3], other, buf, buf[:3]}
+	es := make([]row.Entry, len(keys))
+	ShareKeys(es, keys)
+	for i, want := range []string{"cpu,host=a", "cpu", "cpu,host=a", "cpu,host=a", "cpu"} {
+		if es[i].Series != want {
+			t.Errorf("entry %d: %q, want %q", i, es[i].Series, want)
+		}
+	}
+	for _, i := range []int{2, 3} {
+		if unsafe.StringData(es[i].Series) != unsafe.StringData(es[0].Series) {
+			t.Errorf("entry %d does not share the first entry's string", i)
+		}
+	}
+	if len(es[1].Series) != 3 || len(es[4].Series) != 3 {
+		t.Errorf("the shorter key at the same address: %q and %q", es[1].Series, es[4].Series)
+	}
+}
