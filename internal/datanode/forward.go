@@ -6,6 +6,7 @@ import (
 	"slices"
 	"unsafe"
 
+	"github.com/stratadb/strata/internal/addrmemo"
 	"github.com/stratadb/strata/internal/catalog"
 	"github.com/stratadb/strata/internal/freelist"
 	"github.com/stratadb/strata/internal/layout"
@@ -46,17 +47,20 @@ func (e *Engine) WriteForwarded(ctx context.Context, table string, id layout.Reg
 	}
 	rs, ok := routeSets.Get()
 	if !ok {
-		rs = &routeSet{seen: map[keyAddr]struct{}{}}
+		rs = new(routeSet)
 	}
 	defer rs.put()
+	rs.seen.Begin()
 	for i, key := range b.Keys {
 		// Routing a key (FNV-1a, a byte at a time) costs several times
-		// what finding its address does.
-		a := keyAddr{unsafe.SliceData(key), len(key)}
-		if _, ok := rs.seen[a]; ok {
+		// what finding its address does; a key whose slot another took is
+		// routed twice, to the same region.
+		p := unsafe.SliceData(key)
+		slot, _, ok := rs.seen.Find(p, len(key))
+		if ok {
 			continue
 		}
-		rs.seen[a] = struct{}{}
+		rs.seen.Note(slot, p, len(key), 0)
 		rs.keys, rs.at = append(rs.keys, key), append(rs.at, i)
 	}
 	rs.route = slices.Grow(rs.route[:0], len(rs.keys))[:len(rs.keys)]
@@ -72,18 +76,11 @@ func (e *Engine) WriteForwarded(ctx context.Context, table string, id layout.Reg
 	return r.WriteBatch(ctx, b)
 }
 
-// keyAddr is a key by the address and length of its bytes, which do not
-// change while a batch is written.
-type keyAddr struct {
-	p *byte
-	n int
-}
-
 // routeSet is WriteForwarded's memory for routing a batch's keys: the
-// keys seen (by address), each first one and its point, and their
-// regions.
+// keys seen (by address, internal/addrmemo), each first one and its point,
+// and their regions.
 type routeSet struct {
-	seen  map[keyAddr]struct{}
+	seen  addrmemo.Memo
 	keys  [][]byte
 	at    []int
 	route []uint32
@@ -92,10 +89,9 @@ type routeSet struct {
 // put keeps rs for the next batches (cleared: no reference to a batch
 // stays), unless a huge batch grew it.
 func (rs *routeSet) put() {
-	if len(rs.seen) > 1<<16 {
+	if cap(rs.keys) > 1<<16 {
 		return
 	}
-	clear(rs.seen)
 	clear(rs.keys)
 	rs.keys, rs.at = rs.keys[:0], rs.at[:0]
 	routeSets.Put(rs)
