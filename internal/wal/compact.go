@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"unsafe"
 
+	"github.com/stratadb/strata/internal/addrmemo"
 	"github.com/stratadb/strata/internal/decimal"
 	"github.com/stratadb/strata/internal/freelist"
 	"github.com/stratadb/strata/internal/row"
@@ -56,11 +57,13 @@ const kindDecimal = 0x20
 // hash less), the last entry's ts, and each field's decimal scale (by its
 // place in an entry's values; decimal.None once a value was no decimal).
 type compactState struct {
-	// first is keyed by the address of an entry's series key (and holds
-	// its length): a write's entries share one string a series (a copy
-	// the batch keeps, memtable.ShareKeys), and hashing the address is cheaper
-	// than the key. Two strings of one series merely both write it out.
-	first  map[*byte]firstEntry
+	// first finds an entry's series key by its address and length
+	// (internal/addrmemo), noted with the entry that wrote it out: a
+	// write's entries share one string a series (a copy the batch keeps,
+	// memtable.ShareKeys), and that costs less than hashing the key. Two
+	// strings of one series, or a key whose slot another took, merely
+	// write it out again.
+	first  addrmemo.Memo
 	n      int
 	ts     int64
 	scales []int8
@@ -72,24 +75,19 @@ type compactState struct {
 	ms    []int64
 }
 
-// firstEntry is the entry of a chunk a series key first was in, and the
-// key's length.
-type firstEntry struct{ at, n int }
-
 var compactStates = freelist.New[*compactState](16)
 
+// getCompactState returns the state of a new chunk.
 func getCompactState() *compactState {
-	if st, ok := compactStates.Get(); ok {
-		return st
+	st, ok := compactStates.Get()
+	if !ok {
+		st = new(compactState)
 	}
-	return &compactState{first: map[*byte]firstEntry{}}
+	st.first.Begin()
+	return st
 }
 
 func putCompactState(st *compactState) {
-	if len(st.first) > 1<<16 {
-		return // a rare huge chunk: do not keep its map
-	}
-	clear(st.first)
 	st.n, st.ts, st.scales, st.kinds, st.put = 0, 0, st.scales[:0], st.kinds[:0], false
 	compactStates.Put(st)
 }
@@ -144,15 +142,13 @@ func appendCompact(dst []byte, e *row.Entry, st *compactState) []byte {
 func appendCompactHead(dst []byte, e *row.Entry, st *compactState) []byte {
 	dst = append(dst, byte(e.Op))
 	addr := unsafe.StringData(e.Series)
-	if f, ok := st.first[addr]; ok && f.n == len(e.Series) {
-		dst = binary.AppendUvarint(dst, uint64(st.n-f.at))
+	if slot, at, ok := st.first.Find(addr, len(e.Series)); ok {
+		dst = binary.AppendUvarint(dst, uint64(st.n-int(at)))
 	} else {
 		dst = append(dst, 0)
 		dst = binary.AppendUvarint(dst, uint64(len(e.Series)))
 		dst = append(dst, e.Series...)
-		if !ok {
-			st.first[addr] = firstEntry{at: st.n, n: len(e.Series)}
-		}
+		st.first.Note(slot, addr, len(e.Series), uint32(st.n))
 	}
 	st.n++
 	dst = binary.AppendVarint(dst, e.TS-st.ts)
