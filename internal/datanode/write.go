@@ -116,7 +116,8 @@ func (e *Engine) write(ctx context.Context, table string, points []row.Point, op
 	if len(regions) == 1 {
 		shares[0] = region.Batch{Points: points, Keys: sk.keys}
 	} else {
-		// Count each region's share first: one exact allocation each.
+		// Count each region's share first: one exact size each, in the
+		// buffers of an earlier write (sk.shares).
 		route := sk.routeAll(t.Router())
 		counts := make([]int, len(regions))
 		for _, n := range route {
@@ -124,13 +125,14 @@ func (e *Engine) write(ctx context.Context, table string, points []row.Point, op
 		}
 		for n, c := range counts {
 			if c > 0 {
-				shares[n] = region.Batch{Points: make([]row.Point, 0, c), Keys: make([][]byte, 0, c)}
+				shares[n] = sk.share(n, c)
 			}
 		}
 		for i, n := range route {
 			shares[n].Points = append(shares[n].Points, points[i])
 			shares[n].Keys = append(shares[n].Keys, sk.keys[i])
 		}
+		sk.keep(shares)
 	}
 	var wg sync.WaitGroup
 	results := make([]region.WriteResult, len(regions))
@@ -168,6 +170,29 @@ type seriesKeys struct {
 	memo       [routeMemo]routeSlot
 	first      [][]byte // routeAll's keys seen first
 	firstRoute []uint32
+	// shares are the buffers of each region's share of a write split over
+	// regions: a TSBS request of 10,000 rows over 3 regions allocated 900
+	// KB of them, fresh memory each write. The regions copy what they keep
+	// of a point, so they are free again once the write returns.
+	shares []region.Batch
+}
+
+// share returns an empty share of region n with room for c points.
+func (sk *seriesKeys) share(n, c int) region.Batch {
+	for len(sk.shares) <= n {
+		sk.shares = append(sk.shares, region.Batch{})
+	}
+	b := sk.shares[n]
+	return region.Batch{Points: slices.Grow(b.Points[:0], c), Keys: slices.Grow(b.Keys[:0], c)}
+}
+
+// keep takes the shares' buffers, grown as they are, for the next write.
+func (sk *seriesKeys) keep(shares []region.Batch) {
+	for n, b := range shares {
+		if b.Points != nil {
+			sk.shares[n] = b
+		}
+	}
 }
 
 // routeMemo is how many keys' first sightings a batch remembers, one a
@@ -228,6 +253,10 @@ func (sk *seriesKeys) slot(p *byte) *routeSlot {
 	return &sk.memo[uint64(uintptr(unsafe.Pointer(p)))*0x9e3779b97f4a7c15>>(64-routeBits)]
 }
 
+// maxKeptShares bounds the regions whose share buffers a kept
+// seriesKeys holds.
+const maxKeptShares = 64
+
 // keyLists are kept for the next writes (freelist: a sync.Pool's were
 // mostly gone by the next write on a busy node).
 var keyLists = freelist.New[*seriesKeys](16)
@@ -245,6 +274,19 @@ func putKeys(sk *seriesKeys) {
 	}
 	clear(sk.keys) // drop references into old buffers (routeAll left the memo empty)
 	sk.buf, sk.keys, sk.route = sk.buf[:0], sk.keys[:0], sk.route[:0]
+	if len(sk.shares) > maxKeptShares {
+		sk.shares = nil // a table of many regions: not kept
+	}
+	for n := range sk.shares {
+		b := &sk.shares[n]
+		if cap(b.Points) > 1<<20 {
+			*b = region.Batch{} // a rare huge share: not kept
+			continue
+		}
+		clear(b.Points) // no reference to the batch stays (past len: none)
+		clear(b.Keys)
+		b.Points, b.Keys = b.Points[:0], b.Keys[:0]
+	}
 	keyLists.Put(sk)
 }
 
