@@ -10,6 +10,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"slices"
 	"sync"
 	"syscall"
 	"time"
@@ -20,6 +21,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/stratadb/strata/internal/auth"
+	"github.com/stratadb/strata/internal/freelist"
 )
 
 // ErrUnsupported: the peer closed the connection at the magic, as a
@@ -238,13 +240,14 @@ func (c *Client) Call(ctx context.Context, addr string, method byte, req proto.M
 	}
 	// The request is marshalled into the frame: a forwarded write's batch
 	// is copied once, not twice.
-	frame := make([]byte, 4, 4+2+binary.MaxVarintLen64+proto.Size(req))
-	frame = binary.AppendUvarint(append(frame, frameCall, method), timeout)
+	frame := getFrame(4 + 2 + binary.MaxVarintLen64 + proto.Size(req))
+	frame = binary.AppendUvarint(append(frame[:4], frameCall, method), timeout)
 	frame, err := proto.MarshalOptions{UseCachedSize: true}.MarshalAppend(frame, req)
 	if err != nil {
 		return nil, status.Errorf(codes.Internal, "peerwire: %v", err)
 	}
 	if len(frame)-4 > MaxFrame {
+		putFrame(frame)
 		// The peer would refuse it as a protocol error; gRPC's client
 		// says this of a message over the server's limit.
 		return nil, status.Errorf(codes.ResourceExhausted, "peerwire: a request of %d bytes, over the %d a frame may hold", len(frame)-4, MaxFrame)
@@ -398,6 +401,30 @@ func (s *Stream) Close() {
 	if !s.done {
 		s.fail()
 		s.err = status.Error(codes.Canceled, "peerwire: the call was abandoned")
+	}
+	if s.frame != nil { // sent again only while the call runs
+		putFrame(s.frame)
+		s.frame = nil
+	}
+}
+
+// frames are calls' request frames, kept for the next calls: a forwarded
+// write's is its batch (80 KB of a TSBS request's share), fresh memory
+// each call else.
+var frames = freelist.New[[]byte](16)
+
+// maxKeptFrame bounds a frame kept for the next calls.
+const maxKeptFrame = 4 << 20
+
+// getFrame returns an empty frame with room for n bytes.
+func getFrame(n int) []byte {
+	f, _ := frames.Get()
+	return slices.Grow(f[:0], n)
+}
+
+func putFrame(f []byte) {
+	if cap(f) <= maxKeptFrame {
+		frames.Put(f)
 	}
 }
 
