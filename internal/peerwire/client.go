@@ -413,8 +413,9 @@ func (s *Stream) Close() {
 // each call else.
 var frames = freelist.New[[]byte](16)
 
-// maxKeptFrame bounds a frame kept for the next calls.
-const maxKeptFrame = 4 << 20
+// maxKeptFrame bounds a frame kept for the next calls (16 kept: at most
+// 16 MiB held).
+const maxKeptFrame = 1 << 20
 
 // getFrame returns an empty frame with room for n bytes.
 func getFrame(n int) []byte {
