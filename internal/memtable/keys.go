@@ -198,4 +198,6 @@ func (kv *keyView) compare(a, b *series) int {
 // (internal/addrmemo): hashing each row's key and comparing it with a
 // series' symbols was a third of an insert's time over 400 TSBS hosts
 // (BenchmarkInsertTSBS), whose rows of a series share one key string.
-var seriesMemos = freelist.New[*addrmemo.Memo](4)
+// As many are kept as of the write path's other buffers: ShareKeys runs
+// for every region's write.
+var seriesMemos = freelist.New[*addrmemo.Memo](16)

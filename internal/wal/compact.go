@@ -18,7 +18,8 @@ import (
 // floats, and the values' kinds:
 //
 //   - the series is uvarint r: 0 and then the key (uvarint length, bytes)
-//     for a series the chunk has not had, or r >= 1 for the series of the
+//     for a series the chunk has not had (or one the encoder did not find
+//     by address: written out again), or r >= 1 for the series of the
 //     entry r places back;
 //   - the timestamp is the zigzag varint difference from the entry
 //     before's (from 0 for the chunk's first);
@@ -52,10 +53,10 @@ import (
 // (row kinds are below it).
 const kindDecimal = 0x20
 
-// compactState is a chunk's encoding state: where each series first was
-// (a reference to the first, not the last, costs a byte or so more and a
-// hash less), the last entry's ts, and each field's decimal scale (by its
-// place in an entry's values; decimal.None once a value was no decimal).
+// compactState is a chunk's encoding state: the entry that last wrote
+// each series' key out, the last entry's ts, and each field's decimal
+// scale (by its place in an entry's values; decimal.None once a value was
+// no decimal).
 type compactState struct {
 	// first finds an entry's series key by its address and length
 	// (internal/addrmemo), noted with the entry that wrote it out: a
@@ -137,7 +138,7 @@ func appendCompact(dst []byte, e *row.Entry, st *compactState) []byte {
 }
 
 // appendCompactHead appends what both compact codecs write first: the
-// op, the series (a reference to the chunk's entry that first had it, or
+// op, the series (a reference to the chunk's entry that wrote it out, or
 // the key) and the ts's difference from the entry before's.
 func appendCompactHead(dst []byte, e *row.Entry, st *compactState) []byte {
 	dst = append(dst, byte(e.Op))
