@@ -30,7 +30,8 @@ type Options struct {
 	Lingering time.Duration
 	// DryRun reports what would be deleted and deletes nothing.
 	DryRun bool
-	// Concurrency bounds concurrent deletes (default 8).
+	// Concurrency bounds concurrent deletes on a store that takes no
+	// batches (default 8).
 	Concurrency int
 	// JobRunning reports whether a job of this process (a compaction) is
 	// running; flushes are asked of the region. Nil: none is.
@@ -214,10 +215,19 @@ func Fast(ctx context.Context, r Region, opts Options) (rep Report, err error) {
 	return rep, nil
 }
 
-// deleteAll deletes keys with at most n requests in flight. A missing
-// object counts as deleted. It returns the keys whose delete failed and
-// every failure, collected.
+// deleteAll deletes keys: in batches where the store takes them
+// (objstore.DeleteMany), else with at most n requests in flight. A
+// missing object counts as deleted. It returns the keys whose delete
+// failed and every failure, collected.
 func deleteAll(ctx context.Context, store objstore.Bucket, keys []string, n int) (map[string]bool, error) {
+	if _, ok := store.(objstore.BatchDeleter); ok {
+		left, err := objstore.DeleteMany(ctx, store, keys)
+		failed := make(map[string]bool, len(left))
+		for _, k := range left {
+			failed[k] = true
+		}
+		return failed, err
+	}
 	sem := make(chan struct{}, n)
 	var mu sync.Mutex
 	var errs *multierror.Error

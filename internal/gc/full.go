@@ -30,7 +30,8 @@ type FullOptions struct {
 	DryRun bool
 	// PageSize is the LIST page size (default 1000).
 	PageSize int
-	// Concurrency bounds concurrent deletes (default 8).
+	// Concurrency bounds concurrent deletes on a store that takes no
+	// batches (default 8).
 	Concurrency int
 	Metrics     *Metrics
 }

@@ -110,20 +110,24 @@ func ListAll(ctx context.Context, b Bucket, prefix string, pageSize int) ([]Obje
 	}
 }
 
-// DeletePrefix deletes every object under prefix, listing page by page,
-// and returns how many it deleted. Deleting an object already gone is not
-// an error; the first other failure stops it (run it again to finish).
+// DeletePrefix deletes every object under prefix (listed, then deleted
+// in batches: DeleteMany) and returns how many it deleted. Deleting an
+// object already gone is not an error; an object whose delete failed is
+// left (run it again to finish).
 func DeletePrefix(ctx context.Context, b Bucket, prefix string) (int, error) {
 	objs, err := ListAll(ctx, b, prefix, 1000)
 	if err != nil {
 		return 0, fmt.Errorf("list %s: %w", prefix, err)
 	}
+	keys := make([]string, len(objs))
 	for i, o := range objs {
-		if err := b.Delete(ctx, o.Key); err != nil && !errors.Is(err, ErrNotFound) {
-			return i, fmt.Errorf("delete %s: %w", o.Key, err)
-		}
+		keys[i] = o.Key
 	}
-	return len(objs), nil
+	failed, err := DeleteMany(ctx, b, keys)
+	if err != nil {
+		return len(keys) - len(failed), fmt.Errorf("delete under %s: %d of %d objects left: %w", prefix, len(failed), len(keys), err)
+	}
+	return len(keys), nil
 }
 
 // tmpDir is where the file backend stages writes; it is hidden from listings.

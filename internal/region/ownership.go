@@ -3,6 +3,7 @@ package region
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/stratadb/strata/internal/fence"
@@ -84,11 +85,18 @@ type leaseBucket struct {
 	deadline func() time.Time
 }
 
-func (b *leaseBucket) bound(ctx context.Context, key string) (context.Context, context.CancelFunc, error) {
+// unbound reports whether a write of key needs no lease: an SST's or a
+// series index's.
+func (b *leaseBucket) unbound(key string) bool {
 	if _, ok := b.id.ParseSSTKey(key); ok {
-		return ctx, func() {}, nil
+		return true
 	}
-	if _, ok := b.id.ParseSeriesKey(key); ok {
+	_, ok := b.id.ParseSeriesKey(key)
+	return ok
+}
+
+func (b *leaseBucket) bound(ctx context.Context, key string) (context.Context, context.CancelFunc, error) {
+	if b.unbound(key) {
 		return ctx, func() {}, nil
 	}
 	d := b.deadline()
@@ -124,4 +132,18 @@ func (b *leaseBucket) Delete(ctx context.Context, key string) error {
 	}
 	defer cancel()
 	return b.Bucket.Delete(ctx, key)
+}
+
+// DeleteMany deletes in batches (objstore.DeleteMany) within the lease if
+// any key needs it.
+func (b *leaseBucket) DeleteMany(ctx context.Context, keys []string) ([]string, error) {
+	if i := slices.IndexFunc(keys, func(k string) bool { return !b.unbound(k) }); i >= 0 {
+		bctx, cancel, err := b.bound(ctx, keys[i])
+		if err != nil {
+			return keys, err
+		}
+		defer cancel()
+		ctx = bctx
+	}
+	return objstore.DeleteMany(ctx, b.Bucket, keys)
 }

@@ -99,6 +99,7 @@ func (r *Region) write(ctx context.Context, b Batch, prepared bool) (WriteResult
 		putScratch(sc)
 	}()
 	var ords []int
+	var full bool // ords name every field of the schema
 	var prev *row.Point
 	for i := range points {
 		p := &points[i]
@@ -122,12 +123,19 @@ func (r *Region) write(ctx context.Context, b Batch, prepared bool) (WriteResult
 				ord, _ := sch.FieldOrdinal(f.Name)
 				ords = append(ords, ord)
 			}
+			full = covers(ords, nf)
+		}
+		if !full {
+			clear(fields) // the fields it lacks are nulls; a kept scratch holds the last write's
 		}
 		prev = p
 		width := 0
 		for j, f := range p.Fields {
 			fields[ords[j]] = f.Value
 			width = max(width, ords[j]+1)
+			if f.Value.Kind() == row.String {
+				sc.strs = true
+			}
 		}
 		keys = append(keys, key)
 		e := row.Entry{TS: p.TS, Op: row.Put, Fields: fields[:width:width]}
@@ -145,6 +153,27 @@ func (r *Region) write(ctx context.Context, b Batch, prepared bool) (WriteResult
 	return res, nil
 }
 
+// covers reports whether ords holds every ordinal below n.
+func covers(ords []int, n int) bool {
+	if len(ords) != n {
+		return false
+	}
+	var small [64]bool
+	var seen []bool
+	if n <= len(small) {
+		seen = small[:n]
+	} else {
+		seen = make([]bool, n)
+	}
+	for _, o := range ords {
+		if o < 0 || o >= n || seen[o] {
+			return false
+		}
+		seen[o] = true
+	}
+	return true
+}
+
 // scratch is a write's entries and their field values. Once the WAL took
 // a write, the memtable holds a copy of it, so the next write may reuse
 // them (allocated for each write, they were a third of its allocations).
@@ -152,6 +181,7 @@ type scratch struct {
 	entries []row.Entry
 	vals    []row.Value
 	keys    [][]byte // the entries' series keys, until memtable.ShareKeys
+	strs    bool     // vals holds strings
 }
 
 // scratches are kept for the next writes (freelist: a sync.Pool's were
@@ -169,8 +199,7 @@ func getScratch(points, fields int) *scratch {
 	if n := points * fields; cap(sc.vals) < n {
 		sc.vals = row.Written(make([]row.Value, n))
 	} else {
-		sc.vals = sc.vals[:n]
-		clear(sc.vals)
+		sc.vals = sc.vals[:n] // not cleared: a write fills each point's fields, or clears them
 	}
 	return sc
 }
@@ -180,6 +209,10 @@ func putScratch(sc *scratch) {
 		return
 	}
 	clear(sc.entries) // drop the series keys
+	if sc.strs {
+		clear(sc.vals) // drop the strings, which hold their write's buffers
+		sc.strs = false
+	}
 	scratches.Put(sc)
 }
 

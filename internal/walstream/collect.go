@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/stratadb/strata/internal/layout"
 	"github.com/stratadb/strata/internal/manifest"
@@ -72,8 +73,11 @@ func Collect(ctx context.Context, store objstore.Bucket, self layout.RegionID, r
 		states[id] = st
 		return st, nil
 	}
+	var doomed []string // a range's segments to delete
+	var nums []uint64   // and their numbers
 	for _, g := range ranges {
 		settled := true
+		doomed, nums = doomed[:0], nums[:0]
 		end := g.End
 		if peers.Live != nil {
 			if next, ok := peers.Live(g.Stream); ok && next > 0 && end > next-1 {
@@ -132,13 +136,18 @@ func Collect(ctx context.Context, store objstore.Bucket, self layout.RegionID, r
 				rep.Deleted++
 				continue
 			}
-			if err := store.Delete(ctx, key); err != nil && !errors.Is(err, objstore.ErrNotFound) {
-				settled = false
+			doomed, nums = append(doomed, key), append(nums, n)
+		}
+		// The range's segments go in as few requests as the store takes.
+		failed, _ := objstore.DeleteMany(ctx, store, doomed)
+		for i, key := range doomed {
+			if slices.Contains(failed, key) {
+				settled = false // deleted by a later run
 				continue
 			}
 			rep.Deleted++
 			if peers.Forget != nil {
-				peers.Forget(g.Stream, n)
+				peers.Forget(g.Stream, nums[i])
 			}
 		}
 		if settled {

@@ -176,6 +176,57 @@ func RunAcceptance(t *testing.T, b Backend) {
 			t.Fatalf("create after delete: %v", err)
 		}
 	})
+	t.Run("DeleteMany", func(t *testing.T) {
+		s, _ := b.Open(t)
+		// More keys than a request takes, absent ones among them.
+		n := objstore.MaxDeleteBatch + 3
+		keys := make([]string, 0, n+2)
+		var wg sync.WaitGroup
+		errs := make(chan error, n)
+		sem := make(chan struct{}, 8)
+		for i := range n {
+			k := fmt.Sprintf("w/s/%06d", i)
+			keys = append(keys, k)
+			wg.Add(1)
+			sem <- struct{}{}
+			go func() {
+				defer func() { <-sem; wg.Done() }()
+				if err := s.Put(ctx, k, []byte("x")); err != nil {
+					errs <- err
+				}
+			}()
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			t.Fatal(err)
+		}
+		if err := s.Put(ctx, "w/kept", []byte("k")); err != nil {
+			t.Fatal(err)
+		}
+		keys = append(keys, "w/never/was", "w/s/never")
+		var before objstore.RequestCounts
+		st, counted := s.(*objstore.Store)
+		if counted {
+			before = st.Requests()
+		}
+		failed, err := objstore.DeleteMany(ctx, s, keys)
+		if err != nil || len(failed) != 0 {
+			t.Fatalf("DeleteMany: %d failed: %v", len(failed), err)
+		}
+		objs, err := objstore.ListAll(ctx, s, "w/", 1000)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(objs) != 1 || objs[0].Key != "w/kept" {
+			t.Fatalf("after DeleteMany %d objects are left (want only w/kept): %v", len(objs), objs[:min(len(objs), 3)])
+		}
+		if counted {
+			if got := st.Requests().Sub(before)[objstore.OpDelete]; got != 2 {
+				t.Fatalf("%d keys deleted with %d requests, want 2", len(keys), got)
+			}
+		}
+	})
 	t.Run("Attributes", func(t *testing.T) {
 		s, _ := b.Open(t)
 		before := time.Now().Add(-2 * time.Second)
