@@ -3,6 +3,7 @@ package region
 import (
 	"context"
 	"fmt"
+	"io"
 	"slices"
 	"time"
 
@@ -132,6 +133,18 @@ func (b *leaseBucket) Delete(ctx context.Context, key string) error {
 	}
 	defer cancel()
 	return b.Bucket.Delete(ctx, key)
+}
+
+// Upload streams where the store does (objstore.Upload): without it, an
+// SST still being encoded was read whole into memory, grown as it came,
+// before its PUT.
+func (b *leaseBucket) Upload(ctx context.Context, key string, r io.ReaderAt, size int64) error {
+	ctx, cancel, err := b.bound(ctx, key)
+	if err != nil {
+		return err
+	}
+	defer cancel()
+	return objstore.Upload(ctx, b.Bucket, key, r, size)
 }
 
 // DeleteMany deletes in batches (objstore.DeleteMany) within the lease if

@@ -2,10 +2,14 @@ package region
 
 import (
 	"context"
+	"io"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
+	"github.com/stratadb/strata/internal/objstore"
 	"github.com/stratadb/strata/internal/objstore/objstoretest"
 	"github.com/stratadb/strata/internal/row"
 	"github.com/stratadb/strata/internal/scan"
@@ -63,5 +67,58 @@ func TestAWriteLacksNoFieldOfAnEarlierOne(t *testing.T) {
 	}
 	if n != 3*3*64 {
 		t.Fatalf("%d rows of %d: %v", n, 3*3*64, slices.Clip(got[:min(len(got), 5)]))
+	}
+}
+
+// uploadSpy is a store that streams uploads, noting which keys came
+// through Upload and which through Put.
+type uploadSpy struct {
+	objstore.Bucket
+	mu      sync.Mutex
+	uploads map[string]bool
+	puts    map[string]bool
+}
+
+func (s *uploadSpy) Upload(ctx context.Context, key string, r io.ReaderAt, size int64) error {
+	s.mu.Lock()
+	s.uploads[key] = true
+	s.mu.Unlock()
+	return objstore.Upload(ctx, s.Bucket, key, r, size)
+}
+
+func (s *uploadSpy) Put(ctx context.Context, key string, data []byte) error {
+	s.mu.Lock()
+	s.puts[key] = true
+	s.mu.Unlock()
+	return s.Bucket.Put(ctx, key, data)
+}
+
+// A flush streams its SST to a store that takes streamed uploads (the
+// region's own lease wrapper passes them on), rather than reading it
+// whole into memory for a PUT.
+func TestFlushStreamsItsSST(t *testing.T) {
+	spy := &uploadSpy{Bucket: objstoretest.Mem(t), uploads: map[string]bool{}, puts: map[string]bool{}}
+	lease := func() time.Time { return time.Now().Add(time.Hour) } // as a datanode's regions have
+	r := open(t, spy, Options{Lease: lease})
+	defer closeRegion(t, r, false)
+	mustWrite(t, r, pt("a", 1, fl("x", 1)), pt("b", 2, fl("x", 2)))
+	if err := r.Flush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	spy.mu.Lock()
+	defer spy.mu.Unlock()
+	n := 0
+	for k := range spy.uploads {
+		if _, ok := testRegion.ParseSSTKey(k); ok {
+			n++
+		}
+	}
+	for k := range spy.puts {
+		if _, ok := testRegion.ParseSSTKey(k); ok {
+			t.Fatalf("SST %s was PUT whole, not streamed", k)
+		}
+	}
+	if n != 1 {
+		t.Fatalf("%d SSTs streamed, want 1 (uploads %v)", n, spy.uploads)
 	}
 }
