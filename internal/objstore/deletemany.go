@@ -55,13 +55,21 @@ func (s *Store) DeleteMany(ctx context.Context, keys []string) ([]string, error)
 	if !ok {
 		return deleteEach(ctx, s, keys)
 	}
+	return inBatches(keys, func(left []string) ([]string, error) {
+		err := s.do(ctx, OpDelete, func() (e error) { left, e = bd.DeleteMany(ctx, left); return e })
+		return left, err
+	})
+}
+
+// inBatches calls del with keys, MaxDeleteBatch at a time, and gathers
+// the keys it did not delete and why.
+func inBatches(keys []string, del func([]string) ([]string, error)) ([]string, error) {
 	var failed []string
 	var errs []error
 	for len(keys) > 0 {
-		left := keys[:min(len(keys), MaxDeleteBatch)]
-		keys = keys[len(left):]
-		err := s.do(ctx, OpDelete, func() (e error) { left, e = bd.DeleteMany(ctx, left); return e })
-		if err != nil {
+		batch := keys[:min(len(keys), MaxDeleteBatch)]
+		keys = keys[len(batch):]
+		if left, err := del(batch); err != nil {
 			failed, errs = append(failed, left...), append(errs, err)
 		}
 	}
@@ -84,34 +92,33 @@ func (c *cloudBucket) DeleteMany(ctx context.Context, keys []string) ([]string, 
 	case c.s3 == nil:
 		return deleteEach(ctx, c, keys)
 	}
+	return inBatches(keys, func(batch []string) ([]string, error) { return c.deleteObjects(ctx, batch) })
+}
+
+// deleteObjects sends one DeleteObjects request.
+func (c *cloudBucket) deleteObjects(ctx context.Context, batch []string) ([]string, error) {
+	ids := make([]s3types.ObjectIdentifier, len(batch))
+	for i, k := range batch {
+		ids[i] = s3types.ObjectIdentifier{Key: aws.String(k)}
+	}
+	out, err := c.s3.DeleteObjects(ctx, &s3.DeleteObjectsInput{
+		Bucket: aws.String(c.bucket),
+		Delete: &s3types.Delete{Objects: ids, Quiet: aws.Bool(true)},
+	})
+	if err != nil {
+		// The request failed as a whole: none of its keys is known deleted.
+		return batch, classify(OpDelete, batch[0], s3Error(err))
+	}
 	var failed []string
 	var errs []error
-	for len(keys) > 0 {
-		batch := keys[:min(len(keys), MaxDeleteBatch)]
-		keys = keys[len(batch):]
-		ids := make([]s3types.ObjectIdentifier, len(batch))
-		for i, k := range batch {
-			ids[i] = s3types.ObjectIdentifier{Key: aws.String(k)}
-		}
-		out, err := c.s3.DeleteObjects(ctx, &s3.DeleteObjectsInput{
-			Bucket: aws.String(c.bucket),
-			Delete: &s3types.Delete{Objects: ids, Quiet: aws.Bool(true)},
-		})
-		if err != nil {
-			// The request failed as a whole: none of its keys is known
-			// deleted.
-			failed, errs = append(failed, batch...), append(errs, classify(OpDelete, batch[0], s3Error(err)))
+	for _, e := range out.Errors {
+		code := aws.ToString(e.Code)
+		if code == "NoSuchKey" {
 			continue
 		}
-		for _, e := range out.Errors {
-			code := aws.ToString(e.Code)
-			if code == "NoSuchKey" {
-				continue
-			}
-			k := aws.ToString(e.Key)
-			failed = append(failed, k)
-			errs = append(errs, &OpError{Op: OpDelete, Key: k, Kind: batchErrorKind(code), Cause: fmt.Errorf("%s: %s", code, aws.ToString(e.Message))})
-		}
+		k := aws.ToString(e.Key)
+		failed = append(failed, k)
+		errs = append(errs, &OpError{Op: OpDelete, Key: k, Kind: batchErrorKind(code), Cause: fmt.Errorf("%s: %s", code, aws.ToString(e.Message))})
 	}
 	return failed, errors.Join(errs...)
 }
