@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
@@ -77,19 +76,9 @@ func inBatches(keys []string, del func([]string) ([]string, error)) ([]string, e
 }
 
 // DeleteMany deletes with DeleteObjects on s3:// (at most MaxDeleteBatch
-// keys a request), one key at a time otherwise.
+// keys a request), with Delete a key otherwise.
 func (c *cloudBucket) DeleteMany(ctx context.Context, keys []string) ([]string, error) {
-	switch {
-	case c.file != nil:
-		var failed []string
-		var errs []error
-		for _, k := range keys {
-			if err := os.Remove(c.file.path(k)); err != nil && !errors.Is(err, os.ErrNotExist) {
-				failed, errs = append(failed, k), append(errs, classify(OpDelete, k, err))
-			}
-		}
-		return failed, errors.Join(errs...)
-	case c.s3 == nil:
+	if c.s3 == nil {
 		return deleteEach(ctx, c, keys)
 	}
 	return inBatches(keys, func(batch []string) ([]string, error) { return c.deleteObjects(ctx, batch) })
