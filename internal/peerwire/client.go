@@ -70,6 +70,27 @@ type clientConn struct {
 	rd  *bufio.Reader
 	w   *bufio.Writer
 	buf []byte
+	// readBy is the read deadline set on nc: moved on only once less than
+	// rearmBelow of it is left (readBy).
+	readBy time.Time
+}
+
+// rearmBelow: a read deadline is moved on, to silence from now, only once
+// less than this is left of it, so a connection is given up after 10 to
+// 15 s without a frame. Setting a deadline re-arms a runtime timer, and
+// re-arming one that is the process's next to fire wakes another thread
+// to watch it: once a call, on a node that sat idle, that was a thread
+// woken for nothing (docs/performance.md, "Timers that wake a thread").
+const rearmBelow = silence - aliveEvery
+
+// readWithin makes sure at least rearmBelow is left before the read deadline.
+func (cc *clientConn) readWithin() {
+	now := time.Now()
+	if cc.readBy.Sub(now) >= rearmBelow {
+		return
+	}
+	cc.readBy = now.Add(silence)
+	_ = cc.nc.SetReadDeadline(cc.readBy)
 }
 
 // Supported says whether addr is worth a call: false for a while after it
@@ -343,7 +364,7 @@ func (s *Stream) recv(m proto.Message) error {
 	if err != nil {
 		s.fail()
 		if errors.Is(err, os.ErrDeadlineExceeded) && s.ctx.Err() == nil {
-			return status.Errorf(codes.Unavailable, "peerwire: no word from %s in %v", s.addr, silence)
+			return status.Errorf(codes.Unavailable, "peerwire: no word from %s in %v", s.addr, rearmBelow)
 		}
 		return unavailable(s.ctx, err)
 	}
@@ -367,7 +388,8 @@ func (s *Stream) recv(m proto.Message) error {
 			}
 		}
 		s.done = true
-		_ = s.cc.nc.SetReadDeadline(time.Time{})
+		// The read deadline stays: an idle connection is not read, and
+		// the next call's read moves it on if it must (readWithin).
 		if s.stop() {
 			s.c.put(s.addr, s.cc)
 		} else {
@@ -381,10 +403,10 @@ func (s *Stream) recv(m proto.Message) error {
 }
 
 // read reads the answer's next frame that is not an alive one, within
-// silence of the last.
+// rearmBelow to silence of the last.
 func (s *Stream) read() (byte, []byte, error) {
 	for {
-		_ = s.cc.nc.SetReadDeadline(time.Now().Add(silence))
+		s.cc.readWithin()
 		typ, p, err := readFrame(s.cc.rd, &s.cc.buf, MaxFrame)
 		if err != nil || typ != frameAlive {
 			return typ, p, err

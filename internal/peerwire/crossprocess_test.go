@@ -31,7 +31,9 @@ import (
 //	go test ./internal/peerwire -run XXX -bench CrossProcess
 //
 // reports each gap's round trips, p50 and p90 in µs (ns/op counts the gap
-// too). docs/performance.md has this machine's figures.
+// too), and per call each process's CPU time and the times one of its
+// threads was put on a CPU (the caller's include the benchmark's loop and
+// its sleeps). docs/performance.md has this machine's figures.
 
 // serveEnv makes the test binary a server for BenchmarkCrossProcess.
 const serveEnv = "STRATA_PEERWIRE_BENCH_SERVE"
@@ -107,9 +109,11 @@ func BenchmarkCrossProcess(b *testing.B) {
 	addr := strings.TrimSpace(line)
 	c := peerwire.NewClient(peerwire.ClientOptions{})
 	defer c.Close()
-	ctx := context.Background()
 	req := wrapperspb.String("x")
 	call := func(b *testing.B) {
+		// A query's calls carry its deadline, as a datanode's do.
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
 		st, err := c.Call(ctx, addr, echo, req)
 		if err != nil {
 			b.Fatal(err)
@@ -126,6 +130,7 @@ func BenchmarkCrossProcess(b *testing.B) {
 	for _, gap := range []time.Duration{0, 100 * time.Microsecond, time.Millisecond} {
 		b.Run("gap="+gap.String(), func(b *testing.B) {
 			rtt := make([]time.Duration, 0, b.N)
+			c0, s0 := schedOf(os.Getpid()), schedOf(cmd.Process.Pid)
 			for range b.N {
 				if gap > 0 {
 					time.Sleep(gap)
@@ -134,9 +139,50 @@ func BenchmarkCrossProcess(b *testing.B) {
 				call(b)
 				rtt = append(rtt, time.Since(t0))
 			}
+			c1, s1 := schedOf(os.Getpid()), schedOf(cmd.Process.Pid)
 			slices.Sort(rtt)
 			b.ReportMetric(float64(rtt[len(rtt)/2].Nanoseconds())/1e3, "p50-µs")
 			b.ReportMetric(float64(rtt[len(rtt)*9/10].Nanoseconds())/1e3, "p90-µs")
+			if c0.ok && s0.ok && c1.ok && s1.ok {
+				n := float64(b.N)
+				b.ReportMetric(float64(c1.ns-c0.ns)/1e3/n, "caller-cpu-µs")
+				b.ReportMetric(float64(s1.ns-s0.ns)/1e3/n, "server-cpu-µs")
+				b.ReportMetric(float64(c1.runs-c0.runs)/n, "caller-runs")
+				b.ReportMetric(float64(s1.runs-s0.runs)/n, "server-runs")
+			}
 		})
 	}
+}
+
+// sched is what Linux's scheduler counted of a process's threads
+// (/proc/PID/task/*/schedstat): the CPU time they ran, in ns (where
+// /proc/PID/stat counts 10-ms ticks), and how many times one was put on a
+// CPU, a wake-up or a preemption's return each. The caller's count includes
+// the benchmark's own loop and its sleeps.
+type sched struct {
+	ns, runs int64
+	ok       bool
+}
+
+// schedOf reads process pid's sched; ok is false where it cannot be read.
+func schedOf(pid int) sched {
+	tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+	if err != nil {
+		return sched{}
+	}
+	var sum sched
+	for _, t := range tasks {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/schedstat", pid, t.Name()))
+		if err != nil {
+			continue // a thread that ended meanwhile
+		}
+		var ns, wait, runs int64
+		if _, err := fmt.Sscan(string(b), &ns, &wait, &runs); err != nil {
+			return sched{}
+		}
+		sum.ns += ns
+		sum.runs += runs
+	}
+	sum.ok = true
+	return sum
 }

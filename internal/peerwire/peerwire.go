@@ -67,7 +67,8 @@ const (
 
 // A call's answer says something at least every aliveEvery (its messages,
 // or an alive frame while the handler works without sending); a client
-// that hears nothing for silence gives the connection up, as gRPC's
+// that hears nothing for 10 to 15 s (rearmBelow to silence) gives the
+// connection up, as gRPC's
 // keepalive does a connection whose ping goes unanswered: a network that
 // stops carrying packets (a partition, a proxy that hangs) ends the call
 // instead of holding it until the caller's deadline.
