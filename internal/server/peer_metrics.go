@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc/stats"
@@ -18,7 +19,19 @@ import (
 // counted, nor TLS. The calls made over peerwire are counted the same
 // way, under the gRPC method's name: a frame is also its payload and a
 // 5-byte header.
-type peerBytes struct{ bytes *prometheus.CounterVec }
+type peerBytes struct {
+	bytes *prometheus.CounterVec
+	// pw holds the peerwire methods' counters (peerwireCounter to
+	// prometheus.Counter), each found once: a call counts each frame, and
+	// WithLabelValues hashes its labels every time. Made at first use, so
+	// that a node that calls no peer shows no series.
+	pw sync.Map
+}
+
+type peerwireCounter struct {
+	direction string
+	method    byte
+}
 
 type peerMethodKey struct{}
 
@@ -38,7 +51,12 @@ var peerwireMethods = map[byte]string{
 
 // peerwire counts a peerwire frame (peerwire.ClientOptions.Count).
 func (h *peerBytes) peerwire(direction string, method byte, n int) {
-	h.bytes.WithLabelValues(direction, peerwireMethods[method]).Add(float64(n))
+	k := peerwireCounter{direction, method}
+	c, ok := h.pw.Load(k)
+	if !ok {
+		c, _ = h.pw.LoadOrStore(k, h.bytes.WithLabelValues(direction, peerwireMethods[method]))
+	}
+	c.(prometheus.Counter).Add(float64(n))
 }
 
 func (h *peerBytes) TagRPC(ctx context.Context, info *stats.RPCTagInfo) context.Context {

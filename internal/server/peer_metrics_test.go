@@ -12,6 +12,8 @@ import (
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/protobuf/proto"
+
+	"github.com/stratadb/strata/internal/peerwire"
 )
 
 // TestPeerBytesCountsMessages: a call on a connection dialled with the
@@ -45,5 +47,29 @@ func TestPeerBytesCountsMessages(t *testing.T) {
 	}
 	if got, want := testutil.ToFloat64(h.WithLabelValues("received", method)), float64(proto.Size(resp)+5); got != want {
 		t.Errorf("received %v bytes, want %v", got, want)
+	}
+}
+
+// TestPeerBytesCountsPeerwireFrames: peerwire's frames count under the
+// gRPC method's name, each direction apart, every frame added (the
+// counters are kept after the first frame, not looked up again).
+func TestPeerBytesCountsPeerwireFrames(t *testing.T) {
+	pb := newPeerBytes(prometheus.NewRegistry())
+	pb.peerwire("sent", peerwire.ScanColumns, 100)
+	pb.peerwire("sent", peerwire.ScanColumns, 20)
+	pb.peerwire("received", peerwire.ScanColumns, 7)
+	pb.peerwire("sent", peerwire.ForwardWrite, 3)
+	for _, c := range []struct {
+		dir, method string
+		want        float64
+	}{
+		{"sent", "/strata.v1.Datanode/ScanColumns", 120},
+		{"received", "/strata.v1.Datanode/ScanColumns", 7},
+		{"sent", "/strata.v1.Datanode/ForwardWrite", 3},
+		{"received", "/strata.v1.Datanode/ForwardWrite", 0},
+	} {
+		if got := testutil.ToFloat64(pb.bytes.WithLabelValues(c.dir, c.method)); got != c.want {
+			t.Errorf("%s %s: %v bytes, want %v", c.dir, c.method, got, c.want)
+		}
 	}
 }
