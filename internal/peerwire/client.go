@@ -71,7 +71,7 @@ type clientConn struct {
 	w   *bufio.Writer
 	buf []byte
 	// readBy is the read deadline set on nc: moved on only once less than
-	// rearmBelow of it is left (readBy).
+	// rearmBelow of it is left (readWithin).
 	readBy time.Time
 }
 
