@@ -184,6 +184,7 @@ func (e *Engine) openRegion(ctx context.Context, t *catalog.Table, i uint32) err
 	}
 	o.TTL = t.TTL
 	o.CompactionWindow = t.CompactionWindow
+	o.DecodeForwarded = DecodeForwarded // the WAL holds forwarded batches as they came
 	if catalog.IsLines(t.Name) {
 		o.DropSeries = e.droppedSeries
 	}

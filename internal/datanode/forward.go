@@ -9,9 +9,19 @@ import (
 	"github.com/stratadb/strata/internal/addrmemo"
 	"github.com/stratadb/strata/internal/catalog"
 	"github.com/stratadb/strata/internal/freelist"
+	"github.com/stratadb/strata/internal/fwdbatch"
 	"github.com/stratadb/strata/internal/layout"
 	"github.com/stratadb/strata/internal/region"
+	"github.com/stratadb/strata/internal/row"
 )
+
+// DecodeForwarded is region.Options.DecodeForwarded for the batches
+// WriteForwarded writes: a WAL holds a forwarded batch as its sender
+// encoded it (region.Batch.Encoded), and replay decodes it here.
+func DecodeForwarded(data []byte) ([]row.Point, [][]byte, error) {
+	b, err := fwdbatch.Decode(data)
+	return b.Points, b.Keys, err
+}
 
 // WriteForwarded writes a batch of region id, hosted here, that another
 // datanode prepared (validated against the table, keys encoded, routed)

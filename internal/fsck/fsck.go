@@ -20,7 +20,7 @@ import (
 	"github.com/stratadb/strata/internal/manifest"
 	"github.com/stratadb/strata/internal/objstore"
 	"github.com/stratadb/strata/internal/tenant"
-	"github.com/stratadb/strata/internal/wal"
+	"github.com/stratadb/strata/internal/walstream"
 )
 
 // Options configure a check.
@@ -305,7 +305,7 @@ func checkStreams(ctx context.Context, store objstore.Bucket, rep *Report, liste
 			}
 			// A dropped table's fences wait for the drop's final sweep
 			// (metasrv), an upload window after the drop.
-			seg, err := wal.DecodeStream(n, data)
+			seg, err := walstream.Decode(n, data) // the envelope: what explainStream says
 			if err == nil && seg.Fence && now.Sub(o.ModTime) < manifest.UploadWindow+2*manifest.MaxClockSkew {
 				rep.Streams.Fences++
 				continue
@@ -320,7 +320,7 @@ func checkStreams(ctx context.Context, store objstore.Bucket, rep *Report, liste
 
 // explainStream describes an unowned stream segment: what it holds, and
 // every reference to its stream that the manifests do have.
-func explainStream(seg *wal.StreamSegment, decodeErr error, stream string, ids []layout.RegionID, states []*manifest.State) string {
+func explainStream(seg *walstream.Segment, decodeErr error, stream string, ids []layout.RegionID, states []*manifest.State) string {
 	var b strings.Builder
 	switch {
 	case decodeErr != nil:

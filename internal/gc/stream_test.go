@@ -144,7 +144,7 @@ func TestFastGCCollectsStreamSegments(t *testing.T) {
 					t.Fatal(err)
 				}
 				_, num, _ := layout.ParseStreamKey(k)
-				seg, err := wal.DecodeStream(num, data)
+				seg, err := wal.DecodeStream(num, data, nil)
 				if err != nil || !seg.Fence {
 					t.Fatalf("left after both GCs: %s (fence=%v, err %v); all %v", k, seg != nil && seg.Fence, err, left)
 				}

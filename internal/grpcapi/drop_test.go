@@ -86,7 +86,7 @@ func TestDropReleasesStreamSegments(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		seg, err := wal.DecodeStream(num, b)
+		seg, err := wal.DecodeStream(num, b, nil)
 		if err != nil {
 			t.Fatal(err)
 		}

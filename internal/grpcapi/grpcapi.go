@@ -174,6 +174,11 @@ func (s *Server) ForwardWrite(ctx context.Context, req *pb.ForwardWriteRequest) 
 	if err != nil {
 		return nil, fail(ctx, err)
 	}
+	if c == fwdbatch.Snappy {
+		// An S2 block already: the region's WAL takes it as it came
+		// (region.Batch.Encoded), valid until this call returns.
+		b.Encoded = req.GetBatch()
+	}
 	res, err := s.eng.WriteForwarded(ctx, req.GetTable(), id, b)
 	if err != nil {
 		return nil, fail(ctx, err)

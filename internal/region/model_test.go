@@ -84,6 +84,7 @@ func (m model) lines(r *Region) []string {
 type op struct {
 	kind   string // write, bad-write, delete, flush, reopen, reopen-flush, scan
 	points []row.Point
+	fwd    bool // a write as a datanode forwards one (Batch.Encoded)
 	tags   []row.Tag
 	start  int64
 	end    int64
@@ -131,7 +132,7 @@ func workload(seed uint64, steps int) []op {
 	for range steps {
 		switch n := rng.IntN(100); {
 		case n < 50:
-			o := op{kind: "write"}
+			o := op{kind: "write", fwd: rng.IntN(2) == 0}
 			for range 1 + rng.IntN(8) {
 				o.points = append(o.points, point())
 			}
@@ -183,7 +184,7 @@ func (h *harness) fail(format string, args ...any) {
 
 func (h *harness) openLife(fs *faultstore.Store) error {
 	h.fs = fs
-	r, err := Open(h.ctx, objstoretest.Fast(h.fs), testRegion, Options{Create: true, RowGroupRows: 16, Logger: quiet})
+	r, err := Open(h.ctx, objstoretest.Fast(h.fs), testRegion, Options{Create: true, RowGroupRows: 16, Logger: quiet, DecodeForwarded: decodeForwarded})
 	if err != nil {
 		return err
 	}
@@ -274,7 +275,11 @@ func (h *harness) run(ops []op, first *faultstore.Store) {
 		next := h.m
 		switch o.kind {
 		case "write":
-			_, err = h.r.Write(h.ctx, slices.Clone(o.points))
+			if o.fwd {
+				_, err = h.r.WriteBatch(h.ctx, forwardedBatch(h.t, slices.Clone(o.points)))
+			} else {
+				_, err = h.r.Write(h.ctx, slices.Clone(o.points))
+			}
 			next = h.m.clone()
 			next.write(o.points)
 		case "bad-write":
@@ -331,7 +336,8 @@ func maybeApplied(err error) bool {
 	return !errors.Is(err, ErrInvalidWrite) && !errors.Is(err, ErrBatchTooLarge)
 }
 
-// TestModelWithFaultAtEveryCall runs seeded random workloads (writes,
+// TestModelWithFaultAtEveryCall runs seeded random workloads (writes, half
+// of them as a datanode writes a forwarded batch (Batch.Encoded),
 // overwrites, deletes, flushes, reopens, scans) and compares the region with
 // an in-memory model after every step. Each workload is first run clean to
 // count its object-store calls, then once per call index and fault kind

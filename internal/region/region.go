@@ -79,6 +79,13 @@ type Options struct {
 	// WALWindow is the group-commit window of the region's own stream
 	// (wal.StreamOptions.Window; without Stream).
 	WALWindow time.Duration
+	// DecodeForwarded decodes a batch in the encoding another datanode
+	// forwarded it in (internal/fwdbatch, uncompressed): its points and
+	// their series keys. With it, a Batch's Encoded goes into the WAL as
+	// it came, and replay turns it back into entries (forwarded.go).
+	// Nil: a batch's Encoded is ignored (a WAL with forwarded chunks then
+	// fails to replay).
+	DecodeForwarded func(data []byte) (points []row.Point, keys [][]byte, err error)
 	// FlushBytes is the active memtable size that triggers a flush
 	// (default DefaultFlushBytes).
 	FlushBytes int64

@@ -54,7 +54,7 @@ func (r *Region) openStreams(ctx context.Context, st *manifest.State) (uint64, e
 			continue
 		}
 		var last uint64
-		end, seal, err := wal.ReplayStream(ctx, r.store, r.id, st.Epoch, ref.Stream, ref.From, isLive, func(n uint64, b *wal.Block) error {
+		end, seal, err := wal.ReplayStream(ctx, r.store, r.id, st.Epoch, ref.Stream, ref.From, isLive, r.forwarded(), func(n uint64, b *wal.Block) error {
 			if len(b.Entries) == 0 {
 				return nil
 			}

@@ -163,7 +163,7 @@ func TestStreamOpenRecordsFenceInOwnStream(t *testing.T) {
 	st := r.Manifest()
 	closeRegion(t, r, false)
 	// The other open: it seals and records nothing.
-	fence, seal, err := wal.ReplayStream(ctx, store, testRegion, st.Epoch+1, s1.ID(), st.Streams[0].From, false, func(uint64, *wal.Block) error { return nil })
+	fence, seal, err := wal.ReplayStream(ctx, store, testRegion, st.Epoch+1, s1.ID(), st.Streams[0].From, false, nil, func(uint64, *wal.Block) error { return nil })
 	if err != nil || seal != walstream.SealWritten {
 		t.Fatalf("seal: %v %v", seal, err)
 	}

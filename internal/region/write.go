@@ -50,6 +50,13 @@ type Batch struct {
 	Keys   [][]byte // Keys[i] is row.EncodeSeries of Points[i].Tags
 	// With Keys, only the names of Points' tags are read (their columns):
 	// a forwarded batch's points carry names only (internal/fwdbatch).
+
+	// Encoded, if set, is Points and Keys as another datanode forwarded
+	// them: one S2 (or Snappy) block that Options.DecodeForwarded decodes
+	// after decompression. The WAL takes it as it is when the region
+	// writes every point (none expired), so the owner encodes nothing
+	// again (forwarded.go). It must stay as it is until the write returns.
+	Encoded []byte
 }
 
 // WriteBatch is Write for a prepared batch: the region checks only which
@@ -146,7 +153,11 @@ func (r *Region) write(ctx context.Context, b Batch, prepared bool) (WriteResult
 	if size > r.opts.MaxBatchBytes {
 		return WriteResult{}, fmt.Errorf("%w: about %d bytes, the limit is %d", ErrBatchTooLarge, size, r.opts.MaxBatchBytes)
 	}
-	if err := r.append(ctx, entries); err != nil {
+	var chunk []byte
+	if b.Encoded != nil && r.opts.DecodeForwarded != nil && len(entries) == len(points) {
+		chunk = b.Encoded // every point is an entry, in order: replay gives the same
+	}
+	if err := r.append(ctx, entries, chunk); err != nil {
 		return WriteResult{}, err
 	}
 	res.Written = len(entries)
@@ -365,11 +376,12 @@ func (r *Region) Delete(ctx context.Context, tags []row.Tag, start, end int64) e
 	if err != nil {
 		return fmt.Errorf("%w: %v", ErrInvalidWrite, err)
 	}
-	return r.append(ctx, []row.Entry{{Series: string(key), TS: start, End: end, Op: row.Delete}})
+	return r.append(ctx, []row.Entry{{Series: string(key), TS: start, End: end, Op: row.Delete}}, nil)
 }
 
 // append waits for memtable memory, then makes entries durable.
-func (r *Region) append(ctx context.Context, entries []row.Entry) error {
+// With chunk (Batch.Encoded), the WAL takes it for the entries' encoding.
+func (r *Region) append(ctx context.Context, entries []row.Entry, chunk []byte) error {
 	if len(entries) == 0 {
 		return nil
 	}
@@ -387,7 +399,12 @@ func (r *Region) append(ctx context.Context, entries []row.Entry) error {
 	if err != nil {
 		return fmt.Errorf("region %s: waiting for memtable memory: %w", r.id, err)
 	}
-	if err := r.wal.Append(ctx, entries); err != nil {
+	if chunk != nil {
+		err = r.wal.AppendChunk(ctx, entries, chunk)
+	} else {
+		err = r.wal.Append(ctx, entries)
+	}
+	if err != nil {
 		if errors.Is(err, wal.ErrClosed) {
 			return fmt.Errorf("region %s: %w", r.id, ErrClosed)
 		}

@@ -2,6 +2,7 @@ package wal
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"hash/crc32"
 	"math"
@@ -9,6 +10,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/klauspost/compress/s2"
 
 	"github.com/stratadb/strata/internal/decimal"
 	"github.com/stratadb/strata/internal/layout"
@@ -116,7 +119,7 @@ func TestCompactChunksRoundTrip(t *testing.T) {
 			blocks = append(blocks, blk)
 			want = append(want, all)
 		}
-		seg, err := DecodeStream(7, encodeStream(nil, false, blocks))
+		seg, err := DecodeStream(7, encodeStream(nil, false, blocks), nil)
 		if err != nil {
 			t.Fatalf("round %d: %v", round, err)
 		}
@@ -154,7 +157,7 @@ func TestCompactKeysByAddress(t *testing.T) {
 	for _, es := range [][]row.Entry{shared, apart, cut} {
 		enc, _, raw := encodeRequest(es)
 		blocks := []Block{{Region: layout.RegionID{Table: 1, Region: 1}, Epoch: 1, FirstSeq: 1, chunks: [][]byte{enc}, count: len(es), raw: raw}}
-		seg, err := DecodeStream(1, encodeStream(nil, false, blocks))
+		seg, err := DecodeStream(1, encodeStream(nil, false, blocks), nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -178,7 +181,7 @@ func TestStreamReadsPlainS2Blocks(t *testing.T) {
 	data[walstream.HeaderLen+32] = codecS2
 	body := data[:len(data)-4]
 	binary.LittleEndian.PutUint32(data[len(data)-4:], crc32.Checksum(body, castagnoli))
-	seg, err := DecodeStream(1, data)
+	seg, err := DecodeStream(1, data, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -186,7 +189,7 @@ func TestStreamReadsPlainS2Blocks(t *testing.T) {
 	// The same bytes read as compact entries do not decode.
 	data[walstream.HeaderLen+32] = codecS2Compact
 	binary.LittleEndian.PutUint32(data[len(data)-4:], crc32.Checksum(body, castagnoli))
-	if _, err := DecodeStream(1, data); err == nil {
+	if _, err := DecodeStream(1, data, nil); err == nil {
 		t.Fatal("plain entries decoded as compact ones")
 	}
 }
@@ -290,7 +293,7 @@ func TestStreamReadsCompactBlocksOfEveryKind(t *testing.T) {
 			binary.LittleEndian.PutUint32(data[len(data)-4:], crc32.Checksum(data[:len(data)-4], castagnoli))
 		}
 		reseal(codecS2Compact)
-		seg, err := DecodeStream(1, data)
+		seg, err := DecodeStream(1, data, nil)
 		if err != nil {
 			t.Fatalf("round %d: %v", round, err)
 		}
@@ -364,4 +367,66 @@ func equalEntries(a, b []row.Entry) bool {
 		}
 	}
 	return true
+}
+
+// TestMixedBlocksRoundTrip: a block whose appends came as forwarded
+// chunks (AppendChunk) and as entries decodes to every append's entries in
+// order, through the reader's Forwarded decoder; without one, or with one
+// that gives more entries than the header says, the segment is corrupt.
+func TestMixedBlocksRoundTrip(t *testing.T) {
+	seed := int64(testseed.Seed(t))
+	rng := rand.New(rand.NewSource(seed))
+	// A forwarded chunk here is compact entries too, decoded as such: what
+	// a chunk holds is the decoder's business.
+	fwd := func(data []byte, dst []row.Entry) ([]row.Entry, error) { return decodeCompactChunk(dst, data, true) }
+	for round := range 30 {
+		var blocks []Block
+		var want [][]row.Entry
+		for b := range 1 + rng.Intn(3) {
+			blk := Block{Region: layout.RegionID{Table: 1, Region: uint32(b)}, Epoch: 2, FirstSeq: uint64(1 + rng.Intn(100))}
+			var all []row.Entry
+			for range 1 + rng.Intn(4) {
+				es := randomEntries(rng, 1+rng.Intn(200))
+				enc, _, raw := encodeRequest(es)
+				forwarded := rng.Intn(2) == 0
+				if forwarded {
+					st := getCompactState()
+					var rawBytes []byte
+					for i := range es {
+						rawBytes = appendCompact(rawBytes, &es[i], st)
+					}
+					putCompactState(st)
+					enc = s2.Encode(nil, rawBytes)
+					blk.mixed = true
+				}
+				blk.chunks = append(blk.chunks, enc)
+				blk.fwd = append(blk.fwd, forwarded)
+				blk.count += len(es)
+				blk.raw += raw
+				all = append(all, es...)
+			}
+			blocks = append(blocks, blk)
+			want = append(want, all)
+		}
+		data := encodeStream(nil, false, blocks)
+		seg, err := DecodeStream(7, data, fwd)
+		if err != nil {
+			t.Fatalf("seed %d round %d: %v", seed, round, err)
+		}
+		for i, b := range seg.Blocks {
+			sameEntries(t, b.Entries, want[i], blocks[i].FirstSeq)
+		}
+		if slices.ContainsFunc(blocks, func(b Block) bool { return b.mixed }) {
+			if _, err := DecodeStream(7, data, nil); !errors.Is(err, ErrCorrupt) {
+				t.Fatalf("seed %d round %d: decoded without a Forwarded decoder: %v", seed, round, err)
+			}
+			more := func(data []byte, dst []row.Entry) ([]row.Entry, error) {
+				dst, err := fwd(data, dst)
+				return append(dst, row.Entry{}), err
+			}
+			if _, err := DecodeStream(7, data, more); !errors.Is(err, ErrCorrupt) {
+				t.Fatalf("seed %d round %d: a decoder that gives too many entries: %v", seed, round, err)
+			}
+		}
+	}
 }

@@ -11,6 +11,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/klauspost/compress/s2"
+
 	"github.com/stratadb/strata/internal/fence"
 	"github.com/stratadb/strata/internal/layout"
 	"github.com/stratadb/strata/internal/objstore"
@@ -136,6 +138,7 @@ type streamReq struct {
 	entries []row.Entry
 	enc     []byte  // the entries encoded and compressed (one chunk)
 	encBuf  *[]byte // the pooled buffer enc is in, given back by commit
+	fwd     bool    // enc is a forwarded chunk, the caller's (AppendChunk)
 	raw     int     // their encoded size before compression
 	size    int
 	done    chan error
@@ -314,6 +317,28 @@ func (m *Member) Append(ctx context.Context, entries []row.Entry) error {
 	// loop to copying bytes: many writers encode in parallel.
 	req := &streamReq{m: m, entries: entries, done: make(chan error, 1)}
 	req.enc, req.encBuf, req.raw = encodeRequest(entries)
+	return m.queue(ctx, req)
+}
+
+// AppendChunk is Append for entries whose encoding the caller has already:
+// chunk, one S2 (or Snappy) block of bytes that the stream's readers turn
+// back into the same entries with their Forwarded decoder. A datanode
+// gives the batch another datanode forwarded as it came (internal/fwdbatch),
+// so the owner of a region encodes nothing again. chunk must stay as it is
+// until AppendChunk returns.
+func (m *Member) AppendChunk(ctx context.Context, entries []row.Entry, chunk []byte) error {
+	if len(entries) == 0 {
+		return nil
+	}
+	raw, err := s2.DecodedLen(chunk)
+	if err != nil {
+		return fmt.Errorf("wal: a forwarded chunk: %w", err)
+	}
+	return m.queue(ctx, &streamReq{m: m, entries: entries, done: make(chan error, 1), enc: chunk, fwd: true, raw: raw})
+}
+
+// queue hands an encoded append to the stream and waits for its outcome.
+func (m *Member) queue(ctx context.Context, req *streamReq) error {
 	req.size = len(req.enc)
 	req.at = time.Now()
 	select {
@@ -483,7 +508,7 @@ func (s *Stream) commit(group []*streamReq) {
 		blocks := groupBlocks(group)
 		s.buf = encodeStream(s.buf[:0], false, blocks)
 		for i := range blocks {
-			blocks[i].chunks = nil // in s.buf now; their buffers go back
+			blocks[i].chunks, blocks[i].fwd = nil, nil // in s.buf now; their buffers go back
 		}
 		key := layout.StreamKey(id, number)
 		cctx, cancel := ctx, context.CancelFunc(func() {})
@@ -585,9 +610,12 @@ func groupBlocks(group []*streamReq) []Block {
 			r.entries[j].Seq = r.m.nextSeq
 			r.m.nextSeq++
 		}
-		blocks[i].count += len(r.entries)
-		blocks[i].chunks = append(blocks[i].chunks, r.enc)
-		blocks[i].raw += r.raw
+		b := &blocks[i]
+		b.count += len(r.entries)
+		b.chunks = append(b.chunks, r.enc)
+		b.fwd = append(b.fwd, r.fwd)
+		b.mixed = b.mixed || r.fwd
+		b.raw += r.raw
 	}
 	return blocks
 }

@@ -22,8 +22,9 @@ import (
 // fence found in it still ends it (walstream.SealFound).
 //
 // A block of a newer epoch than epoch means a newer owner of the region
-// has written it: fence.ErrFenced.
-func ReplayStream(ctx context.Context, store objstore.Bucket, region layout.RegionID, epoch uint64, stream string, from uint64, live bool, replay func(segment uint64, b *Block) error) (end uint64, seal walstream.Seal, err error) {
+// has written it: fence.ErrFenced. fwd decodes the blocks' forwarded
+// chunks (AppendChunk).
+func ReplayStream(ctx context.Context, store objstore.Bucket, region layout.RegionID, epoch uint64, stream string, from uint64, live bool, fwd Forwarded, replay func(segment uint64, b *Block) error) (end uint64, seal walstream.Seal, err error) {
 	return walstream.Replay(ctx, store, stream, from, live, region, epoch, func(seg *walstream.Segment) error {
 		h, ok := seg.Has(region)
 		if !ok {
@@ -33,7 +34,7 @@ func ReplayStream(ctx context.Context, store objstore.Bucket, region layout.Regi
 		if h.Epoch > epoch {
 			return fmt.Errorf("%w: segment %s holds region %s written by epoch %d, this owner's is %d", fence.ErrFenced, key, region, h.Epoch, epoch)
 		}
-		b, err := decodeBlock(&h)
+		b, err := decodeBlock(&h, fwd)
 		if err != nil {
 			return fmt.Errorf("stream %s: %w %d: %v", stream, ErrCorrupt, seg.Number, err)
 		}

@@ -2,6 +2,7 @@ package wal
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 
 	"github.com/klauspost/compress/s2"
@@ -23,10 +24,27 @@ const (
 	// (compact.go), every value with its kind.
 	codecS2Compact = 2
 	// As codecS2Compact, a put's kinds carried from the put before when
-	// they are the same (compact.go). The writer writes only this one;
-	// the others are read, for segments earlier versions wrote.
+	// they are the same (compact.go). The writer writes this one for a
+	// block of compact chunks only; codecs below it are read, for
+	// segments earlier versions wrote.
 	codecS2Kinds = 3
+	// Chunks of two kinds: each is uvarint(length<<1 | forwarded), then
+	// an S2 block of compact entries as codecS2Kinds' (forwarded 0) or of
+	// a forwarded batch as the datanode that received it encoded it
+	// (forwarded 1, AppendChunk), which the block's reader decodes
+	// (Forwarded). The writer writes it for a block with a forwarded
+	// chunk.
+	codecS2Mixed = 4
 )
+
+// CodecMixed is the codec of a block with a forwarded chunk (for tests
+// that look at segments).
+const CodecMixed = codecS2Mixed
+
+// Forwarded decodes a forwarded chunk of a block (the bytes given to
+// Member.AppendChunk, decompressed), appending its entries to dst in the
+// order they were appended. Reading a block with such a chunk needs it.
+type Forwarded func(data []byte, dst []row.Entry) ([]row.Entry, error)
 
 // Block is one region's entries in a stream segment.
 type Block struct {
@@ -41,6 +59,8 @@ type Block struct {
 	// chunks are the appends' pooled buffers: valid until the segment's
 	// bytes are made, then dropped.
 	chunks [][]byte
+	fwd    []bool // fwd[i]: chunks[i] is a forwarded chunk, unframed (AppendChunk)
+	mixed  bool   // some chunk is forwarded: the block is codecS2Mixed
 	count  int
 	raw    int
 }
@@ -71,13 +91,30 @@ func encodeStream(dst []byte, fence bool, blocks []Block) []byte {
 	hdrs := make([]walstream.Block, len(blocks))
 	for i, b := range blocks {
 		hdrs[i] = walstream.Block{Region: b.Region, Epoch: b.Epoch, FirstSeq: b.FirstSeq, Count: uint32(b.entries()), Codec: codecRaw, Raw: uint32(b.raw)}
-		if b.chunks != nil {
+		switch {
+		case b.mixed:
+			hdrs[i].Codec = codecS2Mixed
+		case b.chunks != nil:
 			hdrs[i].Codec = codecS2Kinds
 		}
 	}
 	return walstream.Append(dst, fence, hdrs, func(dst []byte, i int) []byte {
-		if blocks[i].chunks != nil {
-			for _, c := range blocks[i].chunks {
+		b := &blocks[i]
+		if b.mixed {
+			for j, c := range b.chunks {
+				if b.fwd[j] {
+					dst = binary.AppendUvarint(dst, uint64(len(c))<<1|1)
+					dst = append(dst, c...)
+					continue
+				}
+				n, k := binary.Uvarint(c) // a compact chunk, framed as codecS2Kinds frames it
+				dst = binary.AppendUvarint(dst, n<<1)
+				dst = append(dst, c[k:]...)
+			}
+			return dst
+		}
+		if b.chunks != nil {
+			for _, c := range b.chunks {
 				dst = append(dst, c...)
 			}
 			return dst
@@ -143,11 +180,16 @@ func putScratch(bp *[]byte) {
 }
 
 // decodeChunks decompresses a chunked body of raw bytes, calling each (if
-// set) with each chunk's bytes as they are decompressed.
-func decodeChunks(data []byte, raw int, each func([]byte) error) ([]byte, error) {
+// set) with each chunk's bytes as they are decompressed, and whether the
+// chunk is forwarded (tagged: codecS2Mixed's framing).
+func decodeChunks(data []byte, raw int, tagged bool, each func(chunk []byte, fwd bool) error) ([]byte, error) {
 	out := make([]byte, 0, raw)
 	for len(data) > 0 {
 		n, k := binary.Uvarint(data)
+		fwd := false
+		if tagged {
+			n, fwd = n>>1, n&1 == 1
+		}
 		if k <= 0 || n > uint64(len(data)-k) {
 			return nil, fmt.Errorf("truncated chunk")
 		}
@@ -163,7 +205,7 @@ func decodeChunks(data []byte, raw int, each func([]byte) error) ([]byte, error)
 		}
 		out = out[:len(out)+len(d)]
 		if each != nil {
-			if err := each(d); err != nil {
+			if err := each(d, fwd); err != nil {
 				return nil, err
 			}
 		}
@@ -175,15 +217,16 @@ func decodeChunks(data []byte, raw int, each func([]byte) error) ([]byte, error)
 }
 
 // DecodeStream parses a stream segment object, every block's entries
-// included.
-func DecodeStream(number uint64, data []byte) (*StreamSegment, error) {
+// included; fwd decodes forwarded chunks (nil: a block with one is an
+// error).
+func DecodeStream(number uint64, data []byte, fwd Forwarded) (*StreamSegment, error) {
 	env, err := walstream.Decode(number, data)
 	if err != nil {
 		return nil, err
 	}
 	s := &StreamSegment{Number: number, Fence: env.Fence, Blocks: make([]Block, len(env.Blocks))}
 	for i := range env.Blocks {
-		b, err := decodeBlock(&env.Blocks[i])
+		b, err := decodeBlock(&env.Blocks[i], fwd)
 		if err != nil {
 			return nil, fmt.Errorf("%w %d: block %d: %v", ErrCorrupt, number, i, err)
 		}
@@ -192,27 +235,39 @@ func DecodeStream(number uint64, data []byte) (*StreamSegment, error) {
 	return s, nil
 }
 
-// decodeBlock decodes a block's entries.
-func decodeBlock(h *walstream.Block) (Block, error) {
+// decodeBlock decodes a block's entries, its forwarded chunks' with fwd.
+func decodeBlock(h *walstream.Block, fwd Forwarded) (Block, error) {
 	b := Block{Region: h.Region, Epoch: h.Epoch, FirstSeq: h.FirstSeq}
 	count, raw, data := h.Count, int(h.Raw), h.Body
 	switch h.Codec {
 	case codecRaw:
 	case codecS2:
-		out, err := decodeChunks(data, raw, nil)
+		out, err := decodeChunks(data, raw, false, nil)
 		if err != nil {
 			return b, err
 		}
 		data = out
-	case codecS2Compact, codecS2Kinds:
+	case codecS2Compact, codecS2Kinds, codecS2Mixed:
 		if uint64(count) > uint64(raw) {
 			return b, fmt.Errorf("%d entries in %d bytes", count, raw)
 		}
 		// Each chunk's entries refer only to the chunk's own.
 		b.Entries = make([]row.Entry, 0, count)
-		_, err := decodeChunks(data, raw, func(chunk []byte) (err error) {
-			if b.Entries, err = decodeCompactChunk(b.Entries, chunk, h.Codec == codecS2Kinds); err != nil {
-				return fmt.Errorf("entry %d: %w", len(b.Entries), err)
+		_, err := decodeChunks(data, raw, h.Codec == codecS2Mixed, func(chunk []byte, forwarded bool) (err error) {
+			at := len(b.Entries)
+			switch {
+			case !forwarded:
+				b.Entries, err = decodeCompactChunk(b.Entries, chunk, h.Codec != codecS2Compact)
+			case fwd == nil:
+				err = errors.New("a forwarded chunk, and no decoder for one")
+			default:
+				b.Entries, err = fwd(chunk, b.Entries)
+			}
+			if err != nil {
+				return fmt.Errorf("entry %d: %w", at, err)
+			}
+			if len(b.Entries) > int(count) {
+				return fmt.Errorf("more than the %d entries the header says", count)
 			}
 			return nil
 		})

@@ -35,7 +35,7 @@ func TestStreamSegmentRoundTripAndCorruption(t *testing.T) {
 		{Region: b, Epoch: 9, FirstSeq: 1, Entries: []row.Entry{{Series: "x", TS: 5, End: 9, Op: row.Delete}}},
 	}
 	data := encodeStream(nil, false, blocks)
-	seg, err := DecodeStream(3, data)
+	seg, err := DecodeStream(3, data, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -59,19 +59,19 @@ func TestStreamSegmentRoundTripAndCorruption(t *testing.T) {
 	if _, ok := seg.Block(layout.RegionID{Table: 2}); ok {
 		t.Fatal("Block of an absent region found")
 	}
-	fence, err := DecodeStream(4, encodeStream(nil, true, []Block{{Region: a, Epoch: 5}}))
+	fence, err := DecodeStream(4, encodeStream(nil, true, []Block{{Region: a, Epoch: 5}}), nil)
 	if err != nil || !fence.Fence || len(fence.Blocks) != 1 || len(fence.Blocks[0].Entries) != 0 {
 		t.Fatalf("fence %+v %v", fence, err)
 	}
 	for i := range data {
 		bad := slices.Clone(data)
 		bad[i] ^= 0x20
-		if _, err := DecodeStream(3, bad); !errors.Is(err, ErrCorrupt) {
+		if _, err := DecodeStream(3, bad, nil); !errors.Is(err, ErrCorrupt) {
 			t.Fatalf("flip at byte %d: %v", i, err)
 		}
 	}
 	for n := range len(data) {
-		if _, err := DecodeStream(3, data[:n]); !errors.Is(err, ErrCorrupt) {
+		if _, err := DecodeStream(3, data[:n], nil); !errors.Is(err, ErrCorrupt) {
 			t.Fatalf("truncated to %d: %v", n, err)
 		}
 	}
@@ -126,7 +126,7 @@ func (r *memberLog) replayAll(t *testing.T, store objstore.Bucket, epoch uint64)
 	t.Helper()
 	var got []row.Entry
 	for _, s := range r.refs {
-		if _, _, err := ReplayStream(context.Background(), store, r.region, epoch, s, r.from[s], false, func(_ uint64, b *Block) error {
+		if _, _, err := ReplayStream(context.Background(), store, r.region, epoch, s, r.from[s], false, nil, func(_ uint64, b *Block) error {
 			got = append(got, b.Entries...)
 			return nil
 		}); err != nil {
@@ -205,7 +205,7 @@ func TestStreamSealedByNewOwner(t *testing.T) {
 	}
 	// A's new owner (epoch 2) replays and seals.
 	var replayed []row.Entry
-	end, _, err := ReplayStream(ctx, store, a.region, 2, a.refs[0], a.from[a.refs[0]], false, func(_ uint64, blk *Block) error {
+	end, _, err := ReplayStream(ctx, store, a.region, 2, a.refs[0], a.from[a.refs[0]], false, nil, func(_ uint64, blk *Block) error {
 		replayed = append(replayed, blk.Entries...)
 		return nil
 	})
@@ -272,7 +272,7 @@ func TestStreamReplayRacesTheWriter(t *testing.T) {
 		}
 	}
 	var replayed []int64
-	end, _, err := ReplayStream(ctx, store, a.region, 2, "dn/s1", 1, false, func(_ uint64, blk *Block) error {
+	end, _, err := ReplayStream(ctx, store, a.region, 2, "dn/s1", 1, false, nil, func(_ uint64, blk *Block) error {
 		for _, e := range blk.Entries {
 			replayed = append(replayed, e.TS)
 		}
@@ -385,7 +385,7 @@ func TestStreamAmbiguousCreateCollected(t *testing.T) {
 	// The new owner of another region in segment 2 seals at 3, flushes,
 	// and GC deletes 1 and 2.
 	other := layout.RegionID{Table: 1, Region: 2}
-	end, seal, err := ReplayStream(ctx, inner, other, 1, stream, 1, false, func(uint64, *Block) error { return nil })
+	end, seal, err := ReplayStream(ctx, inner, other, 1, stream, 1, false, nil, func(uint64, *Block) error { return nil })
 	if err != nil || seal != walstream.SealWritten || end != 3 {
 		t.Fatalf("seal: %d %v %v", end, seal, err)
 	}
@@ -595,7 +595,7 @@ func TestStreamStaleMemberIsFenced(t *testing.T) {
 	for _, o := range objs {
 		stream, n, _ := layout.ParseStreamKey(o.Key)
 		data, _ := store.Get(ctx, o.Key)
-		seg, err := DecodeStream(n, data)
+		seg, err := DecodeStream(n, data, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
