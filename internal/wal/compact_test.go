@@ -103,22 +103,7 @@ func TestCompactChunksRoundTrip(t *testing.T) {
 	seed := int64(testseed.Seed(t))
 	rng := rand.New(rand.NewSource(seed))
 	for round := range 50 {
-		var blocks []Block
-		var want [][]row.Entry
-		for b := range 1 + rng.Intn(3) {
-			blk := Block{Region: layout.RegionID{Table: 1, Region: uint32(b)}, Epoch: 2, FirstSeq: uint64(1 + rng.Intn(100))}
-			var all []row.Entry
-			for range 1 + rng.Intn(4) {
-				es := randomEntries(rng, 1+rng.Intn(200))
-				enc, _, raw := encodeRequest(es)
-				blk.chunks = append(blk.chunks, enc)
-				blk.count += len(es)
-				blk.raw += raw
-				all = append(all, es...)
-			}
-			blocks = append(blocks, blk)
-			want = append(want, all)
-		}
+		blocks, want := randomBlocks(rng, false)
 		seg, err := DecodeStream(7, encodeStream(nil, false, blocks), nil)
 		if err != nil {
 			t.Fatalf("round %d: %v", round, err)
@@ -380,34 +365,7 @@ func TestMixedBlocksRoundTrip(t *testing.T) {
 	// a chunk holds is the decoder's business.
 	fwd := func(data []byte, dst []row.Entry) ([]row.Entry, error) { return decodeCompactChunk(dst, data, true) }
 	for round := range 30 {
-		var blocks []Block
-		var want [][]row.Entry
-		for b := range 1 + rng.Intn(3) {
-			blk := Block{Region: layout.RegionID{Table: 1, Region: uint32(b)}, Epoch: 2, FirstSeq: uint64(1 + rng.Intn(100))}
-			var all []row.Entry
-			for range 1 + rng.Intn(4) {
-				es := randomEntries(rng, 1+rng.Intn(200))
-				enc, _, raw := encodeRequest(es)
-				forwarded := rng.Intn(2) == 0
-				if forwarded {
-					st := getCompactState()
-					var rawBytes []byte
-					for i := range es {
-						rawBytes = appendCompact(rawBytes, &es[i], st)
-					}
-					putCompactState(st)
-					enc = s2.Encode(nil, rawBytes)
-					blk.mixed = true
-				}
-				blk.chunks = append(blk.chunks, enc)
-				blk.fwd = append(blk.fwd, forwarded)
-				blk.count += len(es)
-				blk.raw += raw
-				all = append(all, es...)
-			}
-			blocks = append(blocks, blk)
-			want = append(want, all)
-		}
+		blocks, want := randomBlocks(rng, true)
 		data := encodeStream(nil, false, blocks)
 		seg, err := DecodeStream(7, data, fwd)
 		if err != nil {
@@ -429,4 +387,39 @@ func TestMixedBlocksRoundTrip(t *testing.T) {
 			}
 		}
 	}
+}
+
+// randomBlocks returns up to 3 regions' blocks of up to 4 appends each,
+// and each block's entries. With forwarded, about half the appends are
+// forwarded chunks (of compact entries, for a decoder to read as such).
+func randomBlocks(rng *rand.Rand, forwarded bool) ([]Block, [][]row.Entry) {
+	var blocks []Block
+	var want [][]row.Entry
+	for b := range 1 + rng.Intn(3) {
+		blk := Block{Region: layout.RegionID{Table: 1, Region: uint32(b)}, Epoch: 2, FirstSeq: uint64(1 + rng.Intn(100))}
+		var all []row.Entry
+		for range 1 + rng.Intn(4) {
+			es := randomEntries(rng, 1+rng.Intn(200))
+			enc, _, raw := encodeRequest(es)
+			fwd := forwarded && rng.Intn(2) == 0
+			if fwd {
+				st := getCompactState()
+				var rawBytes []byte
+				for i := range es {
+					rawBytes = appendCompact(rawBytes, &es[i], st)
+				}
+				putCompactState(st)
+				enc = s2.Encode(nil, rawBytes)
+				blk.mixed = true
+			}
+			blk.chunks = append(blk.chunks, enc)
+			blk.fwd = append(blk.fwd, fwd)
+			blk.count += len(es)
+			blk.raw += raw
+			all = append(all, es...)
+		}
+		blocks = append(blocks, blk)
+		want = append(want, all)
+	}
+	return blocks, want
 }
