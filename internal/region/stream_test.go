@@ -97,25 +97,51 @@ func TestStreamRegionsShareSegments(t *testing.T) {
 // while the first still runs and carries region B on the same stream. The
 // new owner seals the stream; the former owner of A acknowledges nothing
 // more, B rolls over to a new stream and loses nothing; every acknowledged
-// row of both is found by their next owners.
+// row of both is found by their next owners. The same with every write a
+// forwarded batch that the WAL holds as it came (Batch.Encoded).
 func TestStreamNewOwnerWhileFormerRuns(t *testing.T) {
+	for _, forwarded := range []bool{false, true} {
+		t.Run(fmt.Sprint("forwarded=", forwarded), func(t *testing.T) { testNewOwnerWhileFormerRuns(t, forwarded) })
+	}
+}
+
+func testNewOwnerWhileFormerRuns(t *testing.T, forwarded bool) {
 	store := objstoretest.Mem(t)
 	ctx := context.Background()
+	var dec func([]byte) ([]row.Point, [][]byte, error)
+	if forwarded {
+		dec = decodeForwarded
+	}
+	write := func(r *Region, p row.Point) error {
+		var err error
+		if forwarded {
+			_, err = r.WriteBatch(ctx, forwardedBatch(t, []row.Point{p}))
+		} else {
+			_, err = r.Write(ctx, []row.Point{p})
+		}
+		return err
+	}
+	mustWrite := func(t *testing.T, r *Region, p row.Point) {
+		t.Helper()
+		if err := write(r, p); err != nil {
+			t.Fatal(err)
+		}
+	}
 	ida, idb := layout.RegionID{Table: 9, Region: 1}, layout.RegionID{Table: 9, Region: 2}
 	s1 := newStream(t, store, "dn1")
-	a1 := openAt(t, store, ida, Options{Stream: s1})
-	b1 := openAt(t, store, idb, Options{Stream: s1})
+	a1 := openAt(t, store, ida, Options{Stream: s1, DecodeForwarded: dec})
+	b1 := openAt(t, store, idb, Options{Stream: s1, DecodeForwarded: dec})
 	for i := range 5 {
 		mustWrite(t, a1, pt("a", int64(i), fl("v", 1)))
 		mustWrite(t, b1, pt("b", int64(i), fl("v", 1)))
 	}
 	// A's new owner on dn2, with dn1 still running.
 	s2 := newStream(t, store, "dn2")
-	a2 := openAt(t, store, ida, Options{Stream: s2})
+	a2 := openAt(t, store, ida, Options{Stream: s2, DecodeForwarded: dec})
 	if got := scanAll(t, a2, scan.Request{}); len(got) != 5 {
 		t.Fatalf("new owner of A sees %d rows, want 5", len(got))
 	}
-	if _, err := a1.Write(ctx, []row.Point{pt("a", 99, fl("v", 1))}); !errors.Is(err, fence.ErrFenced) {
+	if err := write(a1, pt("a", 99, fl("v", 1))); !errors.Is(err, fence.ErrFenced) {
 		t.Fatalf("former owner's write: %v, want fence.ErrFenced", err)
 	}
 	// B goes on, in a new stream of dn1.
@@ -132,8 +158,8 @@ func TestStreamNewOwnerWhileFormerRuns(t *testing.T) {
 	mustWrite(t, a2, pt("a", 100, fl("v", 1)))
 	// A third process takes both: every acknowledged row is there.
 	s3 := newStream(t, store, "dn3")
-	a3 := openAt(t, store, ida, Options{Stream: s3})
-	b3 := openAt(t, store, idb, Options{Stream: s3})
+	a3 := openAt(t, store, ida, Options{Stream: s3, DecodeForwarded: dec})
+	b3 := openAt(t, store, idb, Options{Stream: s3, DecodeForwarded: dec})
 	if got := scanAll(t, a3, scan.Request{}); len(got) != 6 {
 		t.Fatalf("A: %d rows, want 6: %v", len(got), got)
 	}
