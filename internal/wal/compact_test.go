@@ -374,7 +374,7 @@ func TestMixedBlocksRoundTrip(t *testing.T) {
 		for i, b := range seg.Blocks {
 			sameEntries(t, b.Entries, want[i], blocks[i].FirstSeq)
 		}
-		if slices.ContainsFunc(blocks, func(b Block) bool { return b.mixed }) {
+		if slices.ContainsFunc(blocks, func(b Block) bool { return b.mixed() }) {
 			if _, err := DecodeStream(7, data, nil); !errors.Is(err, ErrCorrupt) {
 				t.Fatalf("seed %d round %d: decoded without a Forwarded decoder: %v", seed, round, err)
 			}
@@ -410,7 +410,6 @@ func randomBlocks(rng *rand.Rand, forwarded bool) ([]Block, [][]row.Entry) {
 				}
 				putCompactState(st)
 				enc = s2.Encode(nil, rawBytes)
-				blk.mixed = true
 			}
 			blk.chunks = append(blk.chunks, enc)
 			blk.fwd = append(blk.fwd, fwd)

@@ -614,7 +614,6 @@ func groupBlocks(group []*streamReq) []Block {
 		b.count += len(r.entries)
 		b.chunks = append(b.chunks, r.enc)
 		b.fwd = append(b.fwd, r.fwd)
-		b.mixed = b.mixed || r.fwd
 		b.raw += r.raw
 	}
 	return blocks

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/klauspost/compress/s2"
 
@@ -60,10 +61,13 @@ type Block struct {
 	// bytes are made, then dropped.
 	chunks [][]byte
 	fwd    []bool // fwd[i]: chunks[i] is a forwarded chunk, unframed (AppendChunk)
-	mixed  bool   // some chunk is forwarded: the block is codecS2Mixed
 	count  int
 	raw    int
 }
+
+// mixed reports whether a chunk of the block is forwarded: the block is
+// then codecS2Mixed.
+func (b *Block) mixed() bool { return slices.Contains(b.fwd, true) }
 
 // entries is the number of entries the block holds.
 func (b *Block) entries() int { return max(b.count, len(b.Entries)) }
@@ -92,7 +96,7 @@ func encodeStream(dst []byte, fence bool, blocks []Block) []byte {
 	for i, b := range blocks {
 		hdrs[i] = walstream.Block{Region: b.Region, Epoch: b.Epoch, FirstSeq: b.FirstSeq, Count: uint32(b.entries()), Codec: codecRaw, Raw: uint32(b.raw)}
 		switch {
-		case b.mixed:
+		case b.mixed():
 			hdrs[i].Codec = codecS2Mixed
 		case b.chunks != nil:
 			hdrs[i].Codec = codecS2Kinds
@@ -100,7 +104,7 @@ func encodeStream(dst []byte, fence bool, blocks []Block) []byte {
 	}
 	return walstream.Append(dst, fence, hdrs, func(dst []byte, i int) []byte {
 		b := &blocks[i]
-		if b.mixed {
+		if b.mixed() {
 			for j, c := range b.chunks {
 				if b.fwd[j] {
 					dst = binary.AppendUvarint(dst, uint64(len(c))<<1|1)
