@@ -334,20 +334,38 @@ func (e *Engine) ScanColumns(ctx context.Context, table string, req scan.Request
 	// Regions hold disjoint series: read at once, they still never give
 	// emit one series at once. No caller needs an order across series.
 	// The remote ones start first: their owners' round trips then overlap
-	// the reading of the local ones.
+	// the reading of the local ones. The last is read on this goroutine:
+	// one goroutine fewer to start, and to wake this one at its end.
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
 	g, gctx := errgroup.WithContext(ctx)
-	g.SetLimit(regionScans)
+	g.SetLimit(regionScans - 1)
+	var last func() error
 	for _, remote := range []bool{true, false} {
 		for i, r := range regions {
 			if (r == nil) == remote && want.Has(i) {
-				g.Go(func() error { return e.regionColumns(gctx, t, uint32(i), r, req, nil, nil, emit) })
+				if last != nil {
+					g.Go(last)
+				}
+				last = func() error { return e.regionColumns(gctx, t, uint32(i), r, req, nil, nil, emit) }
 			}
+		}
+	}
+	if last != nil {
+		if err := last(); err != nil {
+			if gctx.Err() != nil { // another region's scan failed first, or ctx ended
+				err = context.Cause(gctx)
+			}
+			cancel(err)
+			_ = g.Wait()
+			return err
 		}
 	}
 	return g.Wait()
 }
 
-// regionScans is how many regions a column scan reads at once: a remote
+// regionScans is how many regions a column scan reads at once (the
+// caller's goroutine one of them): a remote
 // one mostly waits on its owner, a local one reads files in parallel
 // parts already.
 const regionScans = 4

@@ -94,3 +94,29 @@ func TestScanColumnsEndsWithItsContext(t *testing.T) {
 		t.Fatal("emit called after the scan returned")
 	}
 }
+
+// A column scan whose emit fails for one region's series returns that
+// error, whichever region it is (the last is read on the caller's
+// goroutine, the others on their own), not the cancellation it caused in
+// the others.
+func TestScanColumnsReturnsTheFirstError(t *testing.T) {
+	e, tb := regionsTable(t)
+	for bad := range tb.Regions {
+		t.Run(fmt.Sprintf("region %d", bad), func(t *testing.T) {
+			want := fmt.Errorf("emit refused a column of region %d", bad)
+			failed := make(chan struct{})
+			var once sync.Once
+			err := e.ScanColumns(context.Background(), "m", scan.Request{Start: region.AllTime, End: region.AllTimeEnd, Fields: []string{"v"}}, func(c *scan.Column) error {
+				if layout.Route([]byte(c.Series), tb.Regions) == bad {
+					once.Do(func() { close(failed) })
+					return want
+				}
+				<-failed // the other regions are still reading when it fails
+				return nil
+			})
+			if !errors.Is(err, want) {
+				t.Fatalf("%v, want %v", err, want)
+			}
+		})
+	}
+}

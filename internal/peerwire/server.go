@@ -10,7 +10,6 @@ import (
 	"log/slog"
 	"net"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc/codes"
@@ -43,8 +42,14 @@ const handshakeTimeout = 10 * time.Second
 // gRPC (Listener).
 type Server struct {
 	o      ServerOptions
-	ctx    context.Context // cancelled by Close: every call's parent
+	ctx    context.Context // cancelled by Close
 	cancel context.CancelFunc
+
+	cmu     sync.Mutex
+	calls   map[*call]struct{} // running (sweep.go)
+	begun   int                // calls begun since the last sweep
+	ticking bool               // a sweep is to come
+	sweepT  *time.Timer
 
 	mu       sync.Mutex
 	conns    map[*serverConn]struct{}
@@ -61,7 +66,7 @@ func NewServer(o ServerOptions) *Server {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	return &Server{o: o, ctx: ctx, cancel: cancel, conns: map[*serverConn]struct{}{}, gone: make(chan struct{})}
+	return &Server{o: o, ctx: ctx, cancel: cancel, calls: map[*call]struct{}{}, conns: map[*serverConn]struct{}{}, gone: make(chan struct{})}
 }
 
 // Listener accepts connections on ln: those that open with Magic the
@@ -184,7 +189,7 @@ type serverConn struct {
 
 // serve runs a connection: the handshake, then calls one at a time, each
 // read and run on this goroutine. A call that runs past watchAfter is
-// watched (watch): the connection's end (the client cancelled) cancels
+// watched (sweep.go): the connection's end (the client cancelled) cancels
 // it.
 func (s *Server) serve(nc net.Conn) {
 	sc := &serverConn{nc: nc}
@@ -245,45 +250,10 @@ func (s *Server) serve(nc net.Conn) {
 		if !s.begin(sc) {
 			return
 		}
-		err = s.call(s.ctx, nc, rd, w, p)
+		err = s.call(nc, rd, w, p)
 		if !s.end(sc) || err != nil {
 			return
 		}
-	}
-}
-
-// watchAfter is how long a call runs before its connection is watched for
-// its end. Most calls are done well before: reading on another goroutine
-// from the start cost a goroutine's hand-off a call, about a tenth of an
-// owner's CPU for a small scan (docs/performance.md, "Calls read where
-// they run").
-const watchAfter = time.Millisecond
-
-// watch starts watching rd (nc's) for the connection's end once a call
-// has run for watchAfter, cancelling the call then; stop ends the
-// watching (before rd is read again) and says whether the connection
-// ended. A client sends nothing while its call runs: anything read is the
-// next call's, which Peek leaves in rd.
-func watch(nc net.Conn, rd *bufio.Reader, cancel context.CancelFunc) (stop func() (ended bool)) {
-	var kicked atomic.Bool
-	var ended bool
-	done := make(chan struct{})
-	t := time.AfterFunc(watchAfter, func() {
-		defer close(done)
-		if _, err := rd.Peek(1); err != nil && !kicked.Load() {
-			ended = true
-			cancel()
-		}
-	})
-	return func() bool {
-		if t.Stop() {
-			return false // never started
-		}
-		kicked.Store(true)
-		_ = nc.SetReadDeadline(time.Unix(1, 0)) // ends the Peek
-		<-done
-		_ = nc.SetReadDeadline(time.Time{})
-		return ended
 	}
 }
 
@@ -317,7 +287,7 @@ func (s *Server) end(sc *serverConn) bool {
 // call runs one call, p its frame's payload (read from rd, nc's), and
 // writes its answer to w; an error is the connection's (it is then
 // closed).
-func (s *Server) call(ctx context.Context, nc net.Conn, rd *bufio.Reader, w *bufio.Writer, p []byte) error {
+func (s *Server) call(nc net.Conn, rd *bufio.Reader, w *bufio.Writer, p []byte) error {
 	method := p[0]
 	timeout, n := binary.Uvarint(p[1:])
 	if n <= 0 {
@@ -327,16 +297,9 @@ func (s *Server) call(ctx context.Context, nc net.Conn, rd *bufio.Reader, w *buf
 	if s.o.Count != nil {
 		s.o.Count("received", method, len(p)+5)
 	}
-	var cancel context.CancelFunc
-	if timeout > 0 {
-		ctx, cancel = context.WithTimeout(ctx, time.Duration(timeout))
-	} else {
-		ctx, cancel = context.WithCancel(ctx)
-	}
-	defer cancel()
-	stopWatch := watch(nc, rd, cancel)
 	// The answer's writes (its messages, the alive frames, its end) under
-	// mu: the alive frames come from a timer.
+	// mu: the alive frames come from a timer, which a call that runs long
+	// enough to be watched starts (the sweep).
 	var mu sync.Mutex
 	var werr error // the connection's: the answer could not be written
 	var frame []byte
@@ -356,9 +319,13 @@ func (s *Server) call(ctx context.Context, nc net.Conn, rd *bufio.Reader, w *buf
 			arm()
 		})
 	}
-	mu.Lock()
-	arm()
-	mu.Unlock()
+	c := s.beginCall(nc, rd, timeout, func() {
+		mu.Lock()
+		defer mu.Unlock()
+		if !ended {
+			arm()
+		}
+	})
 	send := func(m proto.Message) error {
 		mu.Lock()
 		defer mu.Unlock()
@@ -383,13 +350,15 @@ func (s *Server) call(ctx context.Context, nc net.Conn, rd *bufio.Reader, w *buf
 	if h := s.o.Handlers[method]; h == nil {
 		err = status.Errorf(codes.Unimplemented, "peerwire: no method %d", method)
 	} else {
-		err = h(ctx, req, send)
+		err = h(c.ctx, req, send)
 	}
-	gone := stopWatch()
+	gone := s.endCall(c)
 	mu.Lock()
 	defer mu.Unlock()
 	ended = true
-	alive.Stop()
+	if alive != nil {
+		alive.Stop()
+	}
 	if werr != nil {
 		return werr
 	}
@@ -467,5 +436,6 @@ func (s *Server) Close() {
 	}
 	s.mu.Unlock()
 	s.cancel()
+	s.stopSweeps()
 	s.wg.Wait()
 }
