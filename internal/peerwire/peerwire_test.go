@@ -58,7 +58,7 @@ func (l countListener) Accept() (net.Conn, error) {
 // listener: echo answers its request's string n times (n its length),
 // block waits for its ctx, fail returns a status error, keep keeps its
 // request's bytes (st.kept) and answers one empty string, slow answers its
-// request once after 50 ms (past the time a call runs unwatched).
+// request once after 250 ms (past the time a call runs unwatched).
 func serve(t *testing.T, o peerwire.ServerOptions, grpcOpts ...grpc.ServerOption) (addr string, st *started, srv *peerwire.Server) {
 	t.Helper()
 	st = &started{cancelled: make(chan error, 10), deadline: make(chan time.Time, 10)}
@@ -95,7 +95,7 @@ func serve(t *testing.T, o peerwire.ServerOptions, grpcOpts ...grpc.ServerOption
 				return err
 			}
 			select {
-			case <-time.After(50 * time.Millisecond):
+			case <-time.After(250 * time.Millisecond):
 			case <-ctx.Done():
 				return ctx.Err()
 			}

@@ -24,8 +24,10 @@ import (
 
 // sweepEvery is how often the running calls are swept. A call's deadline
 // is kept to within it, and a call is watched from between watchAfter and
-// watchAfter+sweepEvery after it began.
-const sweepEvery = 10 * time.Millisecond
+// watchAfter+sweepEvery after it began. The sweep's own timer costs thread
+// wakes too: swept every 10 ms, calls 1 ms apart ran 4.5 times a call
+// against 3.4 at 100 ms, as without any timer.
+const sweepEvery = 100 * time.Millisecond
 
 // watchAfter is how long a call runs before its connection is watched for
 // its end. Most calls are done well before: reading on another goroutine
