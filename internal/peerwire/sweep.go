@@ -50,7 +50,7 @@ type call struct {
 	gone      bool          // the watch saw the connection end (before watchDone closes)
 }
 
-// begin registers a call (its deadline in timeout ns from now, 0: none)
+// beginCall registers a call (its deadline in timeout ns from now, 0: none)
 // with the sweep.
 func (s *Server) beginCall(nc net.Conn, rd *bufio.Reader, timeout uint64, alive func()) *call {
 	c := &call{ctx: &callContext{done: make(chan struct{})}, began: time.Now(), nc: nc, rd: rd, alive: alive}
